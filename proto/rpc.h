@@ -1,0 +1,81 @@
+/* JSON-RPC 2.0 codec for sandboxd's wire protocol (PROTOCOL.md). Pure: no loop,
+ * no sockets. Parsing is strict (json-c strict mode, UTF-8 validated, nesting
+ * depth <= RPC_MAX_DEPTH), batches are limited to RPC_MAX_BATCH entries, and
+ * every error code of PROTOCOL.md has a constant and a default message. */
+#pragma once
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#define RPC_MAX_DEPTH 32
+#define RPC_MAX_BATCH 64
+
+enum rpc_code {
+    RPC_PARSE_ERROR = -32700,
+    RPC_INVALID_REQUEST = -32600,
+    RPC_METHOD_NOT_FOUND = -32601,
+    RPC_INVALID_PARAMS = -32602,
+    RPC_INTERNAL_ERROR = -32603,
+    RPC_NO_SUCH_SANDBOX = -32001,
+    RPC_BAD_STATE = -32002,
+    RPC_QUOTA_EXCEEDED = -32003,
+    RPC_PROXMOX_ERROR = -32004,
+    RPC_SSH_ERROR = -32005,
+    RPC_DEADLINE_EXCEEDED = -32006,
+    RPC_BUSY = -32007,
+    RPC_PERMISSION_DENIED = -32008,
+    RPC_FILE_ERROR = -32009,
+    RPC_IDEMPOTENCY_MISMATCH = -32010,
+    RPC_SHUTTING_DOWN = -32011,
+};
+
+/* Default human message for a code ("Parse error", "No such sandbox", ...). */
+const char *rpc_code_message(int code);
+
+static inline void json_object_putp(json_object **o)
+{
+    if (*o)
+        json_object_put(*o);
+}
+#define _cleanup_json_ __attribute__((cleanup(json_object_putp)))
+
+/* One call taken from a message. */
+struct rpc_call {
+    json_object *id;     /* owned ref; NULL for a notification */
+    bool notification;   /* no "id" member: execute, never answer */
+    const char *method;  /* points into `request` */
+    json_object *params; /* borrowed from `request`; NULL when absent */
+    json_object *request;/* owned ref to the whole request object */
+    json_object *error;  /* when non-NULL the entry is invalid: a complete
+                            error response to send (owned ref); method/params unset */
+};
+
+/* One parsed line: a single request or a batch. */
+struct rpc_message {
+    bool batch;
+    size_t n_calls;
+    struct rpc_call *calls;
+    /* When non-NULL the whole line is rejected (parse error, empty batch, batch
+     * too large, not an object/array): a complete error response to send, and
+     * n_calls is 0. */
+    json_object *error;
+};
+
+/* Parses one line (without its '\n'). Always fills *ret (on -ENOMEM it is zeroed). */
+int rpc_parse(const char *line, size_t len, struct rpc_message *ret);
+void rpc_message_done(struct rpc_message *m);
+
+/* Response builders. `id` is borrowed (a new ref is taken; NULL means JSON null).
+ * `result` and `data` are taken over. */
+json_object *rpc_result_new(json_object *id, json_object *result);
+json_object *rpc_error_new(json_object *id, int code, const char *message, json_object *data);
+/* Error with data {"reason": reason} (sandboxd's own codes always carry one). */
+json_object *rpc_error_reason_new(json_object *id, int code, const char *reason);
+/* Invalid params: data {"reason": ..., "param": name}. */
+json_object *rpc_invalid_params_new(json_object *id, const char *param, const char *reason);
+/* Server-to-client notification; params taken over. */
+json_object *rpc_notification_new(const char *method, json_object *params);
+
+/* Serialises o as one line: compact JSON plus '\n'. Caller frees. */
+char *rpc_to_line(json_object *o, size_t *ret_len);
