@@ -1,0 +1,142 @@
+/* sandboxd configuration: the INI file of DESIGN.md §6, parsed with libinih.
+ *
+ * Every section and key is known; an unknown section or key, a duplicate key or a
+ * bad value is an error whose text names the file, the line and the key
+ * ("/etc/sandboxd/sandboxd.conf:12: [server] max_connections: not a number in 1..65536").
+ * Values are typed and range-checked here; config_validate() checks what needs
+ * several keys together and the keys [proxmox] requires (only when the section is
+ * present: without it the daemon serves with Proxmox "not configured").
+ *
+ * Secrets (the Proxmox token secret and the SSH private key) are read from the files
+ * named by token_secret_file / key_file, or, when those keys are unset, from
+ * $CREDENTIALS_DIRECTORY/pve-token and $CREDENTIALS_DIRECTORY/ssh-key. Never from argv
+ * or the environment, and never logged. They are wiped from memory by config_done().
+ *
+ * Pure parsing: no loop, no logging above debug. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define CONFIG_DEFAULT_FILE "/etc/sandboxd/sandboxd.conf"
+#define CONFIG_CREDENTIAL_PVE_TOKEN "pve-token"
+#define CONFIG_CREDENTIAL_SSH_KEY "ssh-key"
+
+/* Limits on values given in the file. */
+#define CONFIG_NODES_MAX 32
+#define CONFIG_HOST_KEYS_MAX 8
+#define CONFIG_SECRET_MAX (64 * 1024) /* bytes of a secret file */
+
+/* Defaults of DESIGN.md §6. */
+#define CONFIG_DEFAULT_SOCKET "/run/sandboxd.sock"
+#define CONFIG_DEFAULT_SOCKET_MODE 0660
+#define CONFIG_DEFAULT_SOCKET_GROUP "sandboxd"
+#define CONFIG_DEFAULT_ADMIN_GROUP "sandboxd-admin"
+#define CONFIG_DEFAULT_STATE_DIR "/var/lib/sandboxd"
+#define CONFIG_DEFAULT_MAX_CONNECTIONS 256
+#define CONFIG_DEFAULT_MAX_CONNECTIONS_PER_UID 64
+#define CONFIG_DEFAULT_MAX_REQUEST_BYTES (16u * 1024 * 1024)
+#define CONFIG_DEFAULT_MAX_INFLIGHT 32
+#define CONFIG_DEFAULT_NODE "pve"
+#define CONFIG_DEFAULT_VMID_MIN 100000
+#define CONFIG_DEFAULT_VMID_MAX 199999
+#define CONFIG_DEFAULT_INTERNET_GROUP "sandbox-internet"
+#define CONFIG_DEFAULT_SSH_USER "root"
+#define CONFIG_DEFAULT_SSH_CONNECT_TIMEOUT_MS 10000
+#define CONFIG_DEFAULT_SSH_SESSIONS 2
+#define CONFIG_DEFAULT_TTL_S 3600
+#define CONFIG_DEFAULT_MAX_TTL_S 86400
+#define CONFIG_DEFAULT_MAX_PER_UID 16
+#define CONFIG_DEFAULT_MAX_TOTAL 256
+#define CONFIG_DEFAULT_CORES 1
+#define CONFIG_DEFAULT_MEMORY_MB 512
+#define CONFIG_DEFAULT_DISK_GB 8
+#define CONFIG_DEFAULT_CREATE_TIMEOUT_S 300
+
+struct config_server {
+    char *socket;                         /* path bound when systemd passes none */
+    mode_t socket_mode;                   /* octal in the file, e.g. 0660 */
+    char *socket_group;                   /* NULL: leave the group alone */
+    char *admin_group;                    /* NULL: only root is admin */
+    char *state_dir;
+    unsigned max_connections;             /* 1..65536 */
+    unsigned max_connections_per_uid;     /* 1..65536 */
+    size_t max_request_bytes;             /* 1024..256 MiB: longest request line */
+    unsigned max_inflight_per_connection; /* 1..4096 */
+};
+
+struct config_proxmox {
+    bool present;            /* the file has a [proxmox] section (with at least one key) */
+    char *url;               /* required: https://host:port */
+    char *token_id;          /* required: user@realm!tokenname */
+    char *token_secret_file; /* NULL: $CREDENTIALS_DIRECTORY/pve-token */
+    char *token_secret;      /* loaded by config_load_secrets(); never logged */
+    char **nodes;            /* n_nodes >= 1 names */
+    size_t n_nodes;
+    uint32_t template_vmid; /* required */
+    char *pool;             /* required */
+    char *storage;          /* NULL: same storage as the template */
+    bool full_clone;
+    uint32_t vmid_min; /* vmid_range = min-max, inclusive */
+    uint32_t vmid_max;
+    char *ca_file;     /* NULL: system CA store */
+    char *fingerprint; /* NULL or SHA-256 pin "AA:BB:..." of the API certificate */
+    bool tls_verify;
+    char *internet_group;
+};
+
+struct config_ssh {
+    char *user;
+    char *key_file;           /* NULL: $CREDENTIALS_DIRECTORY/ssh-key */
+    char *key;                /* private key text, loaded by config_load_secrets(); never logged */
+    char **template_host_keys; /* pinned fingerprints ("SHA256:..."), comma/space separated */
+    size_t n_template_host_keys;
+    bool rekey;
+    unsigned connect_timeout_ms;   /* 100..600000 */
+    unsigned sessions_per_sandbox; /* 1..16 */
+};
+
+struct config_sandbox {
+    unsigned default_ttl_s;     /* 60..max_ttl_s */
+    unsigned max_ttl_s;         /* 60..31536000 */
+    unsigned max_per_uid;       /* 0..65536 */
+    unsigned max_total;         /* 0..65536 */
+    unsigned default_cores;     /* 1..512 */
+    unsigned default_memory_mb; /* 16..1048576 */
+    unsigned default_disk_gb;   /* 1..65536 */
+    unsigned create_timeout_s;  /* 10..3600 */
+};
+
+struct config {
+    char *file; /* the file read, NULL for built-in defaults */
+    struct config_server server;
+    struct config_proxmox proxmox;
+    struct config_ssh ssh;
+    struct config_sandbox sandbox;
+};
+
+/* Fills *c with the defaults (allocates the default strings). Returns 0 or -ENOMEM. */
+int config_init(struct config *c);
+/* Frees what *c holds (secrets are zeroed first) and zeroes it. NULL is fine. */
+void config_done(struct config *c);
+
+/* Parses `path` over the defaults. On success fills *ret (the caller calls
+ * config_done()). On failure returns a negative errno and, when ret_error is not
+ * NULL, a malloc'ed message naming file, line and key (-EINVAL for bad content,
+ * -ENOENT etc. when the file cannot be read). */
+int config_load(const char *path, struct config *ret, char **ret_error);
+
+/* Cross-key checks and required keys ([proxmox] url, token_id, template, pool when
+ * the section is present; default_ttl_s <= max_ttl_s; vmid range; ...). Returns 0 or
+ * -EINVAL with a message naming file and key. */
+int config_validate(const struct config *c, char **ret_error);
+
+/* Reads the token secret and the SSH key (only when [proxmox] is present). A
+ * missing secret is -ENOENT with a message naming the file or credential looked at
+ * (never the secret). Trailing whitespace of the token secret is stripped. */
+int config_load_secrets(struct config *c, char **ret_error);
+
+/* Every "section.key" the parser knows, NULL-terminated (docs tests compare them). */
+const char *const *config_known_keys(void);
