@@ -1,0 +1,173 @@
+/* Proxmox VE API responses: pure parsing and classification (no loop, no I/O).
+ * Facts follow reference/pve-api.md: the error text lives in the HTTP reason phrase; the
+ * body is {"data":null[,"errors":{..}]} on older servers and also has "message" on newer
+ * ones; vmids arrive as strings or numbers; tasks ending "WARNINGS: n" succeeded. */
+#pragma once
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PVE_VMID_MIN 100u
+#define PVE_VMID_MAX 999999999u
+#define PVE_MESSAGE_MAX 4096 /* error messages are truncated to this */
+#define PVE_NET_KEYS_MAX 32  /* keys in one netN property string */
+#define PVE_LIST_MAX 100000  /* entries accepted in one listing */
+
+enum pve_err_kind {
+    PVE_ERR_OTHER = 0,    /* anything not below (4xx other than listed, unknown text) */
+    PVE_ERR_LOCKED,       /* "CT is locked (disk)"; pve_error.lock = "disk" */
+    PVE_ERR_LOCK_TIMEOUT, /* "can't lock file '...' - got timeout", "got lock request timeout" */
+    PVE_ERR_EXISTS,      /* "CT 101 already exists on node 'pve'", nextid "VM 101 already exists" */
+    PVE_ERR_NOT_FOUND,   /* "Configuration file '...' does not exist", "pool 'x' does not exist",
+                            "no such task", "no such IPSet" */
+    PVE_ERR_RUNNING,     /* "CT 100 already running", "... container is running" */
+    PVE_ERR_NOT_RUNNING, /* "CT 100 not running" */
+    PVE_ERR_NO_QUORUM,   /* "cluster not ready - no quorum?" */
+    PVE_ERR_PERMISSION,  /* 403 */
+    PVE_ERR_AUTH,        /* 401 (empty body, text in the reason phrase) */
+    PVE_ERR_PARAM,       /* 400 (parameter verification; errors map set) */
+    PVE_ERR_NOT_IMPLEMENTED, /* 501 */
+    PVE_ERR_CONNECTION,      /* 595..599: proxying to the node failed */
+    PVE_ERR_SERVER,          /* other 5xx not matched above (e.g. digest mismatch, 502/503) */
+    PVE_ERR_TASK,            /* a task ended with an error not matched above */
+    _PVE_ERR_KIND_MAX,
+};
+
+struct pve_error {
+    int http_status; /* the HTTP status; 0 when the error is a task's exitstatus */
+    enum pve_err_kind kind;
+    char *message;              /* full text without trailing newline: body "message" when present,
+                                   else the reason phrase (or the task exitstatus); never NULL */
+    struct json_object *errors; /* the "errors" object (param -> message) or NULL; owned */
+    char *lock; /* for PVE_ERR_LOCKED: the lock name ("disk", "backup", ...), else NULL */
+    char *upid; /* the task's UPID when the error is a task's, else NULL (set by pve.c) */
+};
+
+const char *pve_err_kind_to_string(enum pve_err_kind k); /* "locked", "lock_timeout", ... */
+
+/* Classifies by HTTP status and message text (either may be 0/NULL). */
+enum pve_err_kind pve_classify(int http_status, const char *message);
+
+/* Builds an error from an HTTP response with status >= 300 (both body forms; an empty or
+ * non-JSON body is fine). When "errors" is present and the message is only the generic
+ * "Parameter verification failed.", message gets the first "param: msg" appended.
+ * Returns 0 or -ENOMEM/-EINVAL. */
+int pve_error_from_http(long status, const char *reason, const char *body, size_t body_len,
+                        struct pve_error **ret_error);
+/* Builds an error from a stopped task's exitstatus (not "OK"/"WARNINGS: n"). */
+int pve_error_from_task(const char *exitstatus, const char *upid, struct pve_error **ret_error);
+struct pve_error *pve_error_free(struct pve_error *e);
+struct pve_error *pve_error_dup(const struct pve_error *e);
+
+/* Worth retrying later (the same request may succeed): locked, lock timeout, no quorum,
+ * 595..599, other 5xx (except permanent texts: exists, not found, running/not running). */
+bool pve_error_transient(const struct pve_error *e);
+/* Transport errors worth retrying: -ETIMEDOUT, -ECONNREFUSED, -EHOSTUNREACH, -ECONNRESET,
+ * -EPROTO (garbled response). */
+bool pve_errno_transient(int r);
+
+/* Parses a 2xx body {"data":...}; *ret_data is a new reference to "data" (NULL for JSON null).
+ * Returns 0, or -EBADMSG when the body is not a JSON object with "data". */
+int pve_parse_data(const char *body, size_t body_len, struct json_object **ret_data);
+
+/* A vmid given as JSON number or decimal string, in [PVE_VMID_MIN, PVE_VMID_MAX].
+ * Returns 0 or -EINVAL. */
+int pve_parse_vmid(struct json_object *v, uint32_t *ret_vmid);
+int pve_parse_vmid_string(const char *s, uint32_t *ret_vmid);
+
+/* UPID:node:pid:pstart:starttime:type:id:user: (pve-api.md §2; 8 or 9 hex pstart). */
+struct pve_upid {
+    char node[64];
+    uint32_t pid;
+    uint64_t pstart;
+    uint32_t starttime;
+    char type[64];
+    char id[64]; /* may be empty */
+    char user[192];
+};
+int pve_upid_parse(const char *s, struct pve_upid *ret_upid); /* 0 or -EINVAL */
+
+struct pve_task_status {
+    bool running;                     /* status == "running" */
+    bool success;                     /* stopped and exitstatus "OK" or "WARNINGS: n" */
+    unsigned warnings;                /* n of "WARNINGS: n" */
+    char exitstatus[PVE_MESSAGE_MAX]; /* "" while running */
+};
+/* From GET .../tasks/{upid}/status "data". Returns 0 or -EBADMSG. */
+int pve_task_status_parse(struct json_object *data, struct pve_task_status *ret_status);
+/* Classifies an exitstatus string: 1 success, 0 failure; *ret_warnings for WARNINGS: n. */
+int pve_task_exitstatus_ok(const char *exitstatus, unsigned *ret_warnings);
+
+/* GET /cluster/nextid: "100" or 100. */
+int pve_nextid_parse(struct json_object *data, uint32_t *ret_vmid);
+
+/* GET .../interfaces: data may be NULL (stopped / no IP yet). Picks the first global
+ * unicast IPv4 on an interface other than "lo" (from "ip-addresses", else "inet").
+ * Returns 1 and *ret_ip (malloc'ed dotted quad) when found, 0 when none yet, -EBADMSG. */
+int pve_interfaces_pick_ipv4(struct json_object *data, char **ret_ip);
+
+/* netN property strings ("name=eth0,bridge=vmbr0,firewall=1,hwaddr=BC:..,ip=dhcp,type=veth").
+ * Order of keys is kept; hwaddr is kept as is. */
+struct pve_net {
+    size_t n;
+    char *key[PVE_NET_KEYS_MAX];
+    char *value[PVE_NET_KEYS_MAX];
+};
+int pve_net_parse(const char *s, struct pve_net **ret_net); /* 0, -EINVAL, -E2BIG, -ENOMEM */
+const char *pve_net_get(const struct pve_net *net, const char *key);      /* NULL when absent */
+int pve_net_set(struct pve_net *net, const char *key, const char *value); /* adds at the end */
+int pve_net_print(const struct pve_net *net, char **ret_s);
+struct pve_net *pve_net_free(struct pve_net *net);
+
+/* description comes back with a trailing "\n" per line: returns a copy without the final
+ * newline. Returns 0 or -ENOMEM; *ret is "" for a NULL input. */
+int pve_description_normalize(const char *s, char **ret_s);
+
+/* Firewall rules of GET .../firewall/rules. */
+struct pve_fw_rule {
+    int pos;
+    char *type;    /* in|out|forward|group */
+    char *action;  /* ACCEPT|DROP|REJECT or a group name */
+    char *comment; /* may be NULL */
+    bool enable;
+};
+struct pve_fw_rules {
+    size_t n;
+    struct pve_fw_rule *v;
+    char *digest; /* list digest, may be NULL */
+};
+int pve_fw_rules_parse(struct json_object *data, struct pve_fw_rules **ret_rules);
+/* Finds the rule of type "group" whose action is group by scanning; returns its pos
+ * (>= 0) or -ENOENT. Never assumes a position. */
+int pve_fw_rules_find_group(const struct pve_fw_rules *rules, const char *group);
+struct pve_fw_rules *pve_fw_rules_free(struct pve_fw_rules *rules);
+
+/* Entries of /cluster/resources?type=vm, /pools/{id} members, /nodes/{n}/lxc. */
+struct pve_vm {
+    uint32_t vmid;
+    char *type;   /* "lxc", "qemu" (may be NULL) */
+    char *node;   /* may be NULL */
+    char *status; /* may be NULL */
+    char *name;   /* may be NULL */
+    char *lock;   /* NULL when unlocked */
+    char *pool;   /* NULL when not in a pool (pool listing: the pool's id) */
+    char *tags;   /* raw "a;b", may be NULL */
+    bool template;
+};
+struct pve_vm_list {
+    size_t n;
+    struct pve_vm *v;
+};
+/* data: an array of entries, or a pool object {"members":[..],"poolid":..}, or an array
+ * of pools (GET /pools?poolid=X). Entries without a valid vmid (storage) are skipped.
+ * Returns 0, -EBADMSG, -E2BIG, -ENOMEM. */
+int pve_vm_list_parse(struct json_object *data, struct pve_vm_list **ret_list);
+struct pve_vm_list *pve_vm_list_free(struct pve_vm_list *list);
+const struct pve_vm *pve_vm_list_find(const struct pve_vm_list *list, uint32_t vmid);
+
+/* Form-encodes a flat JSON object for a Proxmox request: strings as is, integers and
+ * doubles in decimal, booleans as 0/1; null values are skipped; nested objects/arrays are
+ * -EINVAL. Keys sorted for reproducibility. *ret_s is "" for NULL/empty params. */
+int pve_form_encode(struct json_object *params, char **ret_s);

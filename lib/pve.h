@@ -1,0 +1,208 @@
+/* Typed asynchronous Proxmox VE client over lib/http (curl multi on the caller's loop).
+ *
+ * Every call takes a callback (pve_done_fn) and returns 0 when started; a call that returns
+ * an error never calls its callback. The callback runs exactly once from the loop (never
+ * from inside the starting call), unless the call is cancelled with pve_call_cancel().
+ *
+ * Authentication: "Authorization: PVEAPIToken=<token_id>=<secret>" on every request.
+ *
+ * Retries: a call is retried with exponential backoff and jitter (50 ms doubling, capped at
+ * 2 s, +-25 %) while its deadline allows, when the failure is transient (pve_error_transient
+ * or pve_errno_transient) AND the request is safe to repeat:
+ *   - GET requests: always;
+ *   - PUT config / firewall options (idempotent setters): always;
+ *   - task-starting POSTs (start/stop/shutdown/resize) and DELETE: only when the error
+ *     proves the request did nothing (a synchronous Proxmox error: locked, got timeout,
+ *     no quorum, 5xx; or a connect failure: -ECONNREFUSED/-EHOSTUNREACH before sending);
+ *     never after a timeout or broken connection mid-request;
+ *   - clone: only on "CT is locked"/"got timeout"/"no quorum" before the task started,
+ *     or a connect failure; "already exists" is not retried with the same newid (see
+ *     pve_clone with newid 0, which picks another id);
+ *   - firewall rule POST/DELETE: only on connect failures (positions shift).
+ * A task that fails is never retried.
+ *
+ * Task-starting calls (clone, start, stop, shutdown, resize, delete) wait for the task:
+ * they complete when it has stopped (status polled with backoff from 20 ms, doubling,
+ * capped at 1 s). "WARNINGS: n" is success. A failed task gives error -EREMOTEIO with a
+ * pve_error (http_status 0, message = exitstatus, upid set).
+ *
+ * Clone concurrency: clones of one template are serialised inside the client (a FIFO per
+ * template vmid; the next clone starts when the previous clone's task has stopped), and a
+ * clone that meets "CT is locked (disk)" (another client cloning) is retried. */
+#pragma once
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "http.h"
+#include "pve-parse.h"
+
+#define PVE_TIMEOUT_MS_DEFAULT 30000       /* default deadline of one call, retries included */
+#define PVE_TASK_TIMEOUT_MS_DEFAULT 300000 /* default deadline of a task-waiting call */
+#define PVE_TASK_POLL_MIN_MS 20
+#define PVE_TASK_POLL_MAX_MS 1000
+#define PVE_RETRY_MIN_MS 50
+#define PVE_RETRY_MAX_MS 2000
+#define PVE_VMID_ALLOC_ATTEMPTS 8 /* clone with newid 0: ids tried before giving up */
+#define PVE_CLONE_QUEUE_MAX 1024  /* clones waiting per template */
+
+struct pve_client;
+struct pve_call;
+
+struct pve_config {
+    const char *base_url;        /* "https://127.0.0.1:8006" (no trailing /api2/json) */
+    const char *token_id;        /* "user@realm!name" */
+    const char *token_secret;    /* UUID */
+    struct http_tls tls;         /* see http.h; verify=false must be the user's explicit choice */
+    uint64_t connect_timeout_ms; /* 0: HTTP default */
+    uint64_t request_timeout_ms; /* one HTTP attempt; 0: 30 s (capped by the call deadline) */
+    uint64_t timeout_ms;         /* default call deadline; 0: PVE_TIMEOUT_MS_DEFAULT */
+    uint64_t task_timeout_ms;    /* default deadline of task-waiting calls; 0:
+                                    PVE_TASK_TIMEOUT_MS_DEFAULT */
+    uint32_t vmid_min;           /* vmid_range for pve_clone with newid 0 (inclusive) */
+    uint32_t vmid_max;
+};
+
+struct pve_result {
+    /* 0: success. -EREMOTEIO: Proxmox answered with an error (HTTP >= 300, or a failed
+     * task): see perr. Other negative errno: transport (http.h), -ETIMEDOUT when the call's
+     * deadline passed, -EBADMSG for an unparsable answer, -ECANCELED when the client closed. */
+    int error;
+    const struct pve_error *perr; /* set iff error == -EREMOTEIO; may carry upid */
+    struct json_object *data;     /* success: the "data" member (NULL for JSON null); borrowed,
+                                     json_object_get() it to keep it */
+    const char *upid;             /* task calls: the task's UPID once started (also on
+                                     task failure and on a deadline while waiting) */
+    uint32_t vmid;                /* nextid, clone: the new vmid */
+    const struct pve_task_status *task; /* task calls, task_status, wait_task */
+    const char *ipv4;                   /* interfaces: first global IPv4 or NULL (no IP yet) */
+    const struct pve_vm_list *vms;      /* cluster_resources, pool_members, lxc_list */
+    const struct pve_fw_rules *rules;   /* fw_rules_list */
+    unsigned attempts;                  /* HTTP attempts made for the (last) request */
+};
+
+/* Everything in *res is borrowed and valid only during the callback. The callback may start
+ * new calls, cancel other calls and call pve_client_close(). */
+typedef void (*pve_done_fn)(const struct pve_result *res, void *userdata);
+
+/* Creates a client on loop (cfg copied). Returns 0 or -errno (-EINVAL on bad config). */
+int pve_client_new(uv_loop_t *loop, const struct pve_config *cfg, struct pve_client **ret_client);
+/* Every call in flight completes with -ECANCELED (synchronously from inside this call), then
+ * the HTTP client closes; close_cb (may be NULL) runs from the loop after the client is
+ * freed. NULL is accepted. */
+void pve_client_close(struct pve_client *c, void (*close_cb)(void *userdata), void *userdata);
+
+/* Cancels a call in flight (including a queued clone and a task wait): its callback is NEVER
+ * called. The Proxmox-side effect of a request already sent is not undone (a cancelled clone
+ * may still create its container: the caller cleans up by vmid). NULL accepted. */
+void pve_call_cancel(struct pve_call *call);
+
+/* Common trailing arguments of every call:
+ *   timeout_ms: the call's deadline incl. retries and task waiting; 0: the client default
+ *   cb, userdata: completion
+ *   ret_call: optional handle for pve_call_cancel(), valid until the callback runs */
+#define PVE_CALL_ARGS                                                                              \
+    uint64_t timeout_ms, pve_done_fn cb, void *userdata, struct pve_call **ret_call
+
+/* Raw request: method "GET"/"POST"/"PUT"/"DELETE", path below /api2/json (e.g.
+ * "/cluster/nextid"; must start with '/', already escaped), params a flat JSON object
+ * (form-encoded in the body for POST/PUT, the query string for GET/DELETE; may be NULL).
+ * Retried only when GET/PUT (idempotent). res->data is the "data" member. */
+int pve_request(struct pve_client *c, const char *method, const char *path,
+                struct json_object *params, PVE_CALL_ARGS);
+
+/* GET /version: res->data {"version":..,"release":..,"repoid":..}. */
+int pve_version(struct pve_client *c, PVE_CALL_ARGS);
+/* GET /cluster/nextid: res->vmid. */
+int pve_nextid(struct pve_client *c, PVE_CALL_ARGS);
+
+struct pve_clone_params {
+    const char *node; /* the template's node */
+    uint32_t template_vmid;
+    uint32_t newid;          /* 0: pick a free id from vmid_range (see below) */
+    const char *hostname;    /* NULL: copied from the template */
+    const char *description; /* NULL: copied (the registry marker goes here) */
+    const char *pool;        /* NULL: none */
+    int full;                /* -1: Proxmox default (linked for templates), 0, 1 */
+    const char *storage;     /* NULL: same (full clones only) */
+    const char *target;      /* NULL: same node */
+    /* newid 0 only: ids for which this returns true are never tried (e.g. the registry's
+     * ids); may be NULL. */
+    bool (*vmid_taken)(uint32_t vmid, void *userdata);
+    void *vmid_taken_userdata;
+};
+/* POST /nodes/{node}/lxc/{template}/clone and wait for the task. Serialised per template.
+ * With newid 0 the client reads /cluster/resources, picks a random free id in vmid_range
+ * not in use (cluster, in-flight clones of this client, vmid_taken) and on "already exists"
+ * tries another one (up to PVE_VMID_ALLOC_ATTEMPTS). res->vmid is the new id (also on a
+ * task failure, when the container may exist half-made); res->upid the clone task. */
+int pve_clone(struct pve_client *c, const struct pve_clone_params *p, PVE_CALL_ARGS);
+
+/* GET .../lxc/{vmid}/config (current=1 when current): res->data. */
+int pve_config_get(struct pve_client *c, const char *node, uint32_t vmid, bool current,
+                   PVE_CALL_ARGS);
+/* PUT .../lxc/{vmid}/config with params (flat JSON object: strings, ints, booleans as 0/1;
+ * "delete" as a comma list string). Synchronous; res->data NULL. */
+int pve_config_put(struct pve_client *c, const char *node, uint32_t vmid,
+                   struct json_object *params, PVE_CALL_ARGS);
+/* PUT .../lxc/{vmid}/resize disk=<disk> size=<size> ("8G", "+1G") and wait for the task. */
+int pve_resize(struct pve_client *c, const char *node, uint32_t vmid, const char *disk,
+               const char *size, PVE_CALL_ARGS);
+/* POST .../status/start|stop and wait for the task. */
+int pve_start(struct pve_client *c, const char *node, uint32_t vmid, PVE_CALL_ARGS);
+int pve_stop(struct pve_client *c, const char *node, uint32_t vmid, PVE_CALL_ARGS);
+/* POST .../status/shutdown timeout=<shutdown_timeout_s> forceStop=<0|1> and wait. */
+int pve_shutdown(struct pve_client *c, const char *node, uint32_t vmid, unsigned shutdown_timeout_s,
+                 bool force_stop, PVE_CALL_ARGS);
+/* GET .../status/current: res->data ({"status":"running",...}). */
+int pve_status_current(struct pve_client *c, const char *node, uint32_t vmid, PVE_CALL_ARGS);
+/* GET .../interfaces: res->ipv4 (NULL while there is none yet; data null is not an error),
+ * res->data the raw list. One request; the caller polls. */
+int pve_interfaces(struct pve_client *c, const char *node, uint32_t vmid, PVE_CALL_ARGS);
+
+#define PVE_DELETE_FORCE (1u << 0)
+#define PVE_DELETE_PURGE (1u << 1)
+#define PVE_DELETE_DESTROY_UNREFERENCED (1u << 2)
+/* DELETE .../lxc/{vmid}?force=..&purge=..&destroy-unreferenced-disks=.. and wait. */
+int pve_delete(struct pve_client *c, const char *node, uint32_t vmid, unsigned flags,
+               PVE_CALL_ARGS);
+
+/* GET .../tasks/{upid}/status: res->task, res->data. */
+int pve_task_status(struct pve_client *c, const char *node, const char *upid, PVE_CALL_ARGS);
+/* GET .../tasks/{upid}/log?start=&limit= (limit 0: all): res->data [{"n":..,"t":..}]. */
+int pve_task_log(struct pve_client *c, const char *node, const char *upid, unsigned start,
+                 unsigned limit, PVE_CALL_ARGS);
+/* Polls the task until stopped: success -> error 0, res->task; failed task -> -EREMOTEIO. */
+int pve_wait_task(struct pve_client *c, const char *node, const char *upid, PVE_CALL_ARGS);
+
+/* GET /pools/{poolid}: res->vms (members). */
+int pve_pool_members(struct pve_client *c, const char *poolid, PVE_CALL_ARGS);
+/* GET /cluster/resources?type=vm: res->vms. */
+int pve_cluster_resources(struct pve_client *c, PVE_CALL_ARGS);
+/* GET /nodes/{node}/lxc: res->vms. */
+int pve_lxc_list(struct pve_client *c, const char *node, PVE_CALL_ARGS);
+
+/* GET /cluster/firewall/options: res->data ({"enable":1,...}). */
+int pve_cluster_fw_options_get(struct pve_client *c, PVE_CALL_ARGS);
+/* PUT .../lxc/{vmid}/firewall/options with params ({"enable":true,"policy_in":"ACCEPT"}). */
+int pve_fw_options_put(struct pve_client *c, const char *node, uint32_t vmid,
+                       struct json_object *params, PVE_CALL_ARGS);
+/* GET .../lxc/{vmid}/firewall/rules: res->rules, res->data. */
+int pve_fw_rules_list(struct pve_client *c, const char *node, uint32_t vmid, PVE_CALL_ARGS);
+/* POST .../lxc/{vmid}/firewall/rules with params ({"type":"group","action":"x","enable":1}). */
+int pve_fw_rule_add(struct pve_client *c, const char *node, uint32_t vmid,
+                    struct json_object *params, PVE_CALL_ARGS);
+/* DELETE .../lxc/{vmid}/firewall/rules/{pos}?digest=<digest> (digest may be NULL). */
+int pve_fw_rule_delete(struct pve_client *c, const char *node, uint32_t vmid, int pos,
+                       const char *digest, PVE_CALL_ARGS);
+/* Makes the CT reference security group `group` (enabled) or not: lists the rules, finds
+ * the group rule by scanning, then adds it (type=group, action=group, enable=1) when missing
+ * and wanted, or deletes it at its current position (with the list digest) when present and
+ * unwanted. Idempotent; res->data NULL. */
+int pve_fw_group_set(struct pve_client *c, const char *node, uint32_t vmid, const char *group,
+                     bool present, PVE_CALL_ARGS);
+
+/* Number of calls in flight (including queued clones). */
+size_t pve_client_in_flight(const struct pve_client *c);
