@@ -1,0 +1,79 @@
+/* File transfer into and out of a sandbox over SFTP, on libuv's thread pool.
+ *
+ * libssh 0.10's SFTP API is blocking, so each sshfile object owns one dedicated SSH session
+ * (separate from the sshpool's exec sessions), connected in blocking mode inside a worker with
+ * timeouts and the same host key pinning (sshs.h). Exactly one work item owns that session at
+ * a time: further requests for the same sshfile wait in a FIFO queue on the loop thread.
+ * The session is kept between requests and reconnected (once per request) when it was lost.
+ *
+ * Writes are atomic replaces: the data goes to a temporary file in the target's directory
+ * (".<name>.sandboxd-<random>"), is fsync'ed when the server offers fsync@openssh.com,
+ * chmod'ed, then renamed over the target. OpenSSH's v3 rename refuses an existing target
+ * (it links, then unlinks), so when the target exists the rename is done with `mv -f` on an
+ * exec channel of the same session, which is rename(2): readers see the old or the new file,
+ * never a partial one. On any failure the temporary file is removed.
+ *
+ * Errors passed to the callbacks (negative errno):
+ *   file errors (the daemon's -32009, name via strerrorname_np()): -ENOENT, -EACCES, -EISDIR,
+ *     -ENOTDIR, -EEXIST, -ENOSPC, -EROFS, -EFBIG, -EOPNOTSUPP, -EIO (generic SFTP failure)
+ *   SSH-level errors (sshs_error_is_ssh(), the daemon's -32005): -EBADE, -EKEYREJECTED,
+ *     -ECONNREFUSED, -ETIMEDOUT, -ECONNRESET, -EPROTO ...
+ *   -ECANCELED: sshfile_close() ran before the request started.
+ * The submit functions return -EINVAL (bad path/mode/offset), -EFBIG (over a cap), -ENOMEM,
+ * -ESHUTDOWN (closing) and never call the callback then.
+ * Threading: the API is loop-thread only; callbacks run on the loop thread. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "sshs.h"
+
+#define SSHFILE_WRITE_MAX (64u * 1024u * 1024u)
+#define SSHFILE_READ_MAX (8u * 1024u * 1024u) /* also the default read length */
+#define SSHFILE_PATH_MAX 4096u
+#define SSHFILE_QUEUE_MAX 64u    /* requests waiting per sshfile; past it: -EBUSY */
+#define SSHFILE_IO_TIMEOUT_S 30u /* per blocking SFTP call (libssh SSH_OPTIONS_TIMEOUT) */
+
+struct sshfile;
+
+/* Copies cfg like sshpool_new() (the key stays borrowed). Does not connect yet. */
+int sshfile_new(uv_loop_t *loop, const struct sshs_config *cfg, struct sshfile **ret);
+
+/* Cancels queued requests (their callbacks run with -ECANCELED before this returns), lets a
+ * running one finish (its callback still runs), disconnects the session on a worker, frees
+ * the object and then calls cb (may be NULL) from the loop. */
+void sshfile_close(struct sshfile *f, void (*cb)(void *userdata), void *userdata);
+
+struct sshfile_write_params {
+    const char *path;  /* absolute, ≤ SSHFILE_PATH_MAX, no NUL; not ending in '/' */
+    const void *data;  /* borrowed: must stay valid until the callback runs */
+    size_t len;        /* ≤ SSHFILE_WRITE_MAX; 0 writes an empty file */
+    mode_t mode;       /* permission bits, ≤ 07777, applied exactly (umask does not apply) */
+    bool make_parents; /* mkdir -p the parent directories (mode 0755) */
+};
+
+/* error == 0: bytes == len was written and renamed into place. */
+typedef void (*sshfile_write_cb)(int error, uint64_t bytes, void *userdata);
+int sshfile_write(struct sshfile *f, const struct sshfile_write_params *params, sshfile_write_cb cb,
+                  void *userdata);
+
+struct sshfile_read_result {
+    char *data; /* the bytes read (NUL-terminated for convenience; may hold NULs); the
+                 * callback may take it (set to NULL, free() later) */
+    size_t len;
+    uint64_t size; /* total size of the file */
+    bool eof;      /* offset + len reached the end of the file */
+};
+
+/* length 0 = SSHFILE_READ_MAX; length > SSHFILE_READ_MAX is -EFBIG. Reading a directory is
+ * -EISDIR. result is NULL unless error == 0 and is freed when the callback returns. */
+typedef void (*sshfile_read_cb)(int error, struct sshfile_read_result *result, void *userdata);
+int sshfile_read(struct sshfile *f, const char *path, uint64_t offset, uint64_t length,
+                 sshfile_read_cb cb, void *userdata);
+
+/* Maps an SFTP status code (SSH_FX_*) to a negative errno (exposed for tests). */
+int sshfile_status_to_errno(int status);

@@ -1,0 +1,109 @@
+/* Remote command execution over exec channels of an sshpool (sshs.h).
+ *
+ * Owns: building the remote command line (cwd, env and argv quoted for a POSIX shell, so no
+ * SSH env requests are needed), stdin, stdout/stderr capture with caps, exit status or
+ * signal, the timeout, and killing the whole process tree on timeout or cancel.
+ * Never: logs above debug, blocks, buffers output past the caps.
+ * Threading: loop thread only.
+ *
+ * How "kill everything it started" works: the command runs as
+ *   cd 'CWD' && exec env SANDBOXD_EXEC_ID=<128-bit random hex> 'K=V'... /bin/sh -c 'CMD'
+ * under sshd, which makes it a session and process group leader. Every descendant inherits
+ * the SANDBOXD_EXEC_ID marker, including ones that setsid() away. On timeout or cancel a
+ * second channel runs a small busybox-compatible script that repeatedly stops and kills
+ * every process whose /proc/PID/environ holds the marker, and their process groups, until
+ * none is left. Processes that rewrite their environment (env -i) escape this.
+ *
+ * Errors passed to sshexec_done_cb (result NULL unless error == 0):
+ *   0            the command ran; see result (timed_out, exit_code, signal)
+ *   -ECONNRESET  the session was lost while the command ran (other sshs.h errors when the
+ *                pool could not connect: -EBADE, -EKEYREJECTED, -ECONNREFUSED, -ETIMEDOUT...)
+ *   -EPROTO      the server refused the channel or the exec request
+ *   -ECANCELED   sshexec_cancel() or sshpool_close()
+ * sshexec_start() itself returns -EINVAL (bad params), -E2BIG (limits), -ENOMEM, and never
+ * calls the callback then. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sshs.h"
+
+#define SSHEXEC_OUTPUT_MAX_DEFAULT (1024u * 1024u) /* per stream */
+#define SSHEXEC_OUTPUT_MAX (64u * 1024u * 1024u)   /* largest max_output_bytes accepted */
+#define SSHEXEC_STDIN_MAX (16u * 1024u * 1024u)
+#define SSHEXEC_ENV_MAX 256u               /* variables */
+#define SSHEXEC_ARGV_MAX 4096u             /* words */
+#define SSHEXEC_COMMAND_MAX (128u * 1024u) /* the quoted remote command line */
+#define SSHEXEC_TIMEOUT_MAX_MS (24u * 3600u * 1000u)
+/* After the kill script ran, how long the command's channel gets to close by itself. */
+#define SSHEXEC_KILL_GRACE_MS 2000u
+
+enum sshexec_stream {
+    SSHEXEC_STDOUT = 1,
+    SSHEXEC_STDERR = 2,
+};
+
+struct sshexec;
+
+/* Streaming: called for each chunk of output as it arrives, before the done callback,
+ * never past max_output_bytes per stream (the rest is counted as truncated and dropped).
+ * data is valid only during the call. Must not call sshexec_cancel() on e (may call
+ * sshpool_close(), which cancels). */
+typedef void (*sshexec_output_cb)(struct sshexec *e, enum sshexec_stream stream, const void *data,
+                                  size_t len, void *userdata);
+
+struct sshexec_params {
+    /* Exactly one of command (run by /bin/sh -c) and argv (NULL-terminated, argv[0] looked up
+     * in PATH by the remote shell) is set. */
+    const char *command;
+    const char *const *argv;
+    const char *const *env; /* NULL or NULL-terminated "NAME=value"; NAME is
+                             * [A-Za-z_][A-Za-z0-9_]*; values may hold anything but NUL */
+    const char *cwd;        /* NULL = the user's home directory */
+    const void *stdin_data; /* copied; NULL/0 = empty stdin (EOF at once) */
+    size_t stdin_len;
+    uint64_t timeout_ms;         /* 0 = no timeout; else ≤ SSHEXEC_TIMEOUT_MAX_MS */
+    size_t max_output_bytes;     /* per stream; 0 = SSHEXEC_OUTPUT_MAX_DEFAULT */
+    sshexec_output_cb on_output; /* NULL = capture into the result. Set = stream: the result
+                                  * then carries no output (out/err NULL), only the flags. */
+};
+
+struct sshexec_result {
+    int exit_code;      /* 0..255, or -1 when killed by a signal / no status was sent */
+    const char *signal; /* "SIGKILL", "SIGTERM", ... or NULL */
+    bool timed_out;     /* the timeout fired and the process tree was killed */
+    char *out;          /* stdout bytes (NUL-terminated for convenience, may hold NULs) */
+    size_t out_len;
+    bool out_truncated;
+    char *err; /* stderr, same rules */
+    size_t err_len;
+    bool err_truncated;
+    uint64_t duration_ms; /* from sshexec_start() to completion */
+};
+
+/* Called exactly once per successful sshexec_start(), from the loop, never from inside
+ * sshexec_start() or sshexec_cancel(); sshpool_close() runs the done callbacks of the pool's
+ * execs (with -ECANCELED) before it returns.
+ * result (when error == 0) is owned by the exec: the callback may take out/err (set the
+ * field to NULL, then free() it later); everything else is freed when the callback returns.
+ * e is freed when the callback returns. */
+typedef void (*sshexec_done_cb)(struct sshexec *e, int error, struct sshexec_result *result,
+                                void *userdata);
+
+/* Validates params, copies everything it needs (strings, stdin), queues the exec on the pool
+ * and returns at once. *ret (optional) is valid until the done callback returns. */
+int sshexec_start(struct sshpool *pool, const struct sshexec_params *params, sshexec_done_cb cb,
+                  void *userdata, struct sshexec **ret);
+
+/* Cancels (e.g. the client went away): kills the remote process tree like a timeout, then
+ * the done callback runs with -ECANCELED from a later loop iteration. -EALREADY if the exec
+ * already finished or is being cancelled. */
+int sshexec_cancel(struct sshexec *e);
+
+/* Builds the remote command line (exposed for tests): *ret is a shell command for the login
+ * shell. marker is the SANDBOXD_EXEC_ID value ([0-9a-f]+). -EINVAL/-E2BIG as above. */
+int sshexec_build_command(const struct sshexec_params *params, const char *marker, char **ret);
+/* Appends s to a POSIX shell single-quoted word ('it'\''s'). For tests and sshexec.c. */
+int sshexec_shell_quote(const char *s, char **ret);
