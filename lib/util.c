@@ -1,0 +1,535 @@
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "log.h"
+#include "macro.h"
+
+#define COMPONENT "util"
+
+/* Base32 without the letters easily misread (i, l, o, u). 32 symbols, so a
+ * random byte masked with 31 picks each one with equal probability. */
+static const char id_alphabet[] = "0123456789abcdefghjkmnpqrstvwxyz";
+
+static int random_bytes(void *buf, size_t n)
+{
+    uint8_t *p = buf;
+
+    while (n > 0) {
+        ssize_t k = getrandom(p, n, 0);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static bool id_char_ok(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+}
+
+bool id_is_valid(const char *s)
+{
+    size_t i;
+
+    if (!s || !*s)
+        return false;
+    for (i = 0; s[i]; i++) {
+        if (i >= ID_MAX || !id_char_ok(s[i]))
+            return false;
+    }
+    return true;
+}
+
+int id_random(char *buf, size_t n, const char *prefix)
+{
+    uint8_t rnd[ID_RANDOM_CHARS];
+    size_t plen;
+    int r;
+
+    if (!buf)
+        return -EINVAL;
+    if (!prefix)
+        prefix = "";
+    plen = strlen(prefix);
+    for (size_t i = 0; i < plen; i++)
+        if (!id_char_ok(prefix[i]))
+            return -EINVAL;
+    if (plen + ID_RANDOM_CHARS > ID_MAX)
+        return -EINVAL;
+    if (n < plen + ID_RANDOM_CHARS + 1)
+        return -ENOBUFS;
+    r = random_bytes(rnd, sizeof(rnd));
+    if (r < 0)
+        return r;
+    memcpy(buf, prefix, plen);
+    for (size_t i = 0; i < ID_RANDOM_CHARS; i++)
+        buf[plen + i] = id_alphabet[rnd[i] & 31];
+    buf[plen + ID_RANDOM_CHARS] = '\0';
+    return 0;
+}
+
+/* Splits path into an opened folder fd (for fsync and *at calls) and the last
+ * component. */
+static int open_parent(int dirfd, const char *path, int *ret_fd, const char **ret_base)
+{
+    const char *slash = strrchr(path, '/');
+    _cleanup_free_ char *dir = NULL;
+    int fd;
+
+    if (!slash) {
+        fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+            return -errno;
+        *ret_fd = fd;
+        *ret_base = path;
+        return 0;
+    }
+    if (slash[1] == '\0')
+        return -EISDIR;
+    if (slash == path)
+        dir = strdup("/");
+    else
+        dir = strndup(path, (size_t)(slash - path));
+    if (!dir)
+        return -ENOMEM;
+    fd = openat(dirfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    *ret_fd = fd;
+    *ret_base = slash + 1;
+    return 0;
+}
+
+static int write_all(int fd, const void *data, size_t n)
+{
+    const uint8_t *p = data;
+
+    while (n > 0) {
+        ssize_t k = write(fd, p, n);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+bool atomic_is_temp_name(const char *name)
+{
+    const char *dot;
+
+    if (!name || strncmp(name, ".#", 2) != 0)
+        return false;
+    dot = strrchr(name, '.');
+    return dot && dot > name + 2 && strlen(dot + 1) == 8;
+}
+
+int atomic_write_file(int dirfd, const char *path, const void *data, size_t n, mode_t mode)
+{
+    _cleanup_close_ int dfd = -1;
+    _cleanup_close_ int fd = -1;
+    _cleanup_free_ char *tmp = NULL;
+    const char *base;
+    int r;
+
+    if (!path || !*path || (!data && n > 0))
+        return -EINVAL;
+    r = open_parent(dirfd, path, &dfd, &base);
+    if (r < 0)
+        return r;
+    if (strlen(base) > NAME_MAX - 11)
+        return -ENAMETOOLONG;
+
+    for (int attempt = 0; attempt < 16; attempt++) {
+        char suffix[ID_RANDOM_CHARS + 1];
+
+        r = id_random(suffix, sizeof(suffix), "");
+        if (r < 0)
+            return r;
+        suffix[8] = '\0';
+        free(tmp);
+        if (asprintf(&tmp, ".#%s.%s", base, suffix) < 0) {
+            tmp = NULL;
+            return -ENOMEM;
+        }
+        fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd >= 0)
+            break;
+        if (errno != EEXIST)
+            return -errno;
+    }
+    if (fd < 0)
+        return -EEXIST;
+
+    r = write_all(fd, data, n);
+    if (r >= 0)
+        r = RET_NERRNO(fchmod(fd, mode));
+    if (r >= 0)
+        r = RET_NERRNO(fsync(fd));
+    if (r >= 0) {
+        r = RET_NERRNO(close(TAKE_FD(fd)));
+    }
+    if (r >= 0)
+        r = RET_NERRNO(renameat(dfd, tmp, dfd, base));
+    if (r < 0) {
+        (void)unlinkat(dfd, tmp, 0);
+        log_debug_errno(r, COMPONENT, "atomic write of %s failed: %m", path);
+        return r;
+    }
+    /* The rename is durable only once the folder is. */
+    r = RET_NERRNO(fsync(dfd));
+    if (r < 0)
+        return r;
+    return 0;
+}
+
+int fsync_parent(int dirfd, const char *path)
+{
+    _cleanup_close_ int dfd = -1;
+    const char *base;
+    int r;
+
+    if (!path || !*path)
+        return -EINVAL;
+    r = open_parent(dirfd, path, &dfd, &base);
+    if (r < 0)
+        return r;
+    return RET_NERRNO(fsync(dfd));
+}
+
+int unlink_durable(int dirfd, const char *path)
+{
+    _cleanup_close_ int dfd = -1;
+    const char *base;
+    int r;
+
+    if (!path || !*path)
+        return -EINVAL;
+    r = open_parent(dirfd, path, &dfd, &base);
+    if (r < 0)
+        return r;
+    if (unlinkat(dfd, base, 0) < 0)
+        return -errno;
+    return RET_NERRNO(fsync(dfd));
+}
+
+int read_file_max(int dirfd, const char *path, size_t max, char **ret_data, size_t *ret_n)
+{
+    _cleanup_close_ int fd = -1;
+    _cleanup_free_ char *buf = NULL;
+    struct stat st;
+    size_t len = 0, cap;
+
+    if (!path || !ret_data)
+        return -EINVAL;
+    fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0)
+        return -errno;
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    if (!S_ISREG(st.st_mode))
+        return -EBADFD;
+    if ((uint64_t)st.st_size > max)
+        return -EFBIG;
+    cap = (size_t)st.st_size + 1;
+    buf = malloc(cap + 1);
+    if (!buf)
+        return -ENOMEM;
+    /* Read until EOF: the size may have changed since fstat. */
+    for (;;) {
+        ssize_t k = read(fd, buf + len, cap - len);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (k == 0)
+            break;
+        len += (size_t)k;
+        if (len > max)
+            return -EFBIG;
+        if (len == cap) {
+            char *nb;
+            cap = MIN(cap * 2, max + 1);
+            nb = realloc(buf, cap + 1);
+            if (!nb)
+                return -ENOMEM;
+            buf = nb;
+        }
+    }
+    buf[len] = '\0';
+    *ret_data = TAKE_PTR(buf);
+    if (ret_n)
+        *ret_n = len;
+    return 0;
+}
+
+int mkdir_p(const char *path, mode_t mode)
+{
+    _cleanup_free_ char *p = NULL;
+    struct stat st;
+
+    if (!path || !*path)
+        return -EINVAL;
+    p = strdup(path);
+    if (!p)
+        return -ENOMEM;
+    for (char *s = p + 1;; s++) {
+        bool end = *s == '\0';
+        if (*s != '/' && !end)
+            continue;
+        *s = '\0';
+        if (mkdir(p, mode) < 0) {
+            if (errno != EEXIST)
+                return -errno;
+            if (stat(p, &st) < 0)
+                return -errno;
+            if (!S_ISDIR(st.st_mode))
+                return -ENOTDIR;
+        }
+        if (end)
+            break;
+        *s = '/';
+    }
+    return 0;
+}
+
+int time_format_rfc3339(time_t t, char *buf, size_t n)
+{
+    struct tm tm;
+
+    if (!buf)
+        return -EINVAL;
+    if (!gmtime_r(&t, &tm))
+        return -ERANGE;
+    if (tm.tm_year + 1900 < 0 || tm.tm_year + 1900 > 9999)
+        return -ERANGE;
+    if (n < RFC3339_MAX)
+        return -ENOBUFS;
+    if (strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm) != RFC3339_MAX - 1)
+        return -ERANGE;
+    return 0;
+}
+
+static int parse_digits(const char **p, int count, int *ret)
+{
+    int v = 0;
+
+    for (int i = 0; i < count; i++) {
+        char c = (*p)[i];
+        if (c < '0' || c > '9')
+            return -EINVAL;
+        v = v * 10 + (c - '0');
+    }
+    *p += count;
+    *ret = v;
+    return 0;
+}
+
+static int expect_char(const char **p, const char *set)
+{
+    if (**p == '\0' || !strchr(set, **p))
+        return -EINVAL;
+    (*p)++;
+    return 0;
+}
+
+static bool is_leap(int y)
+{
+    return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+}
+
+int time_parse_rfc3339(const char *s, time_t *ret)
+{
+    static const int mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    int year, mon, day, hour, min, sec, off = 0;
+    struct tm tm = {0};
+    const char *p = s;
+    time_t t;
+
+    if (!s || !ret)
+        return -EINVAL;
+    if (parse_digits(&p, 4, &year) < 0 || expect_char(&p, "-") < 0 ||
+        parse_digits(&p, 2, &mon) < 0 || expect_char(&p, "-") < 0 ||
+        parse_digits(&p, 2, &day) < 0 || expect_char(&p, "Tt") < 0 ||
+        parse_digits(&p, 2, &hour) < 0 || expect_char(&p, ":") < 0 ||
+        parse_digits(&p, 2, &min) < 0 || expect_char(&p, ":") < 0 || parse_digits(&p, 2, &sec) < 0)
+        return -EINVAL;
+    if (*p == '.') {
+        p++;
+        if (*p < '0' || *p > '9')
+            return -EINVAL;
+        while (*p >= '0' && *p <= '9')
+            p++;
+    }
+    if (*p == 'Z' || *p == 'z') {
+        p++;
+    } else if (*p == '+' || *p == '-') {
+        int sign = *p == '-' ? -1 : 1, oh, om;
+        p++;
+        if (parse_digits(&p, 2, &oh) < 0 || expect_char(&p, ":") < 0 ||
+            parse_digits(&p, 2, &om) < 0)
+            return -EINVAL;
+        if (oh > 23 || om > 59)
+            return -EINVAL;
+        off = sign * (oh * 3600 + om * 60);
+    } else {
+        return -EINVAL;
+    }
+    if (*p != '\0')
+        return -EINVAL;
+    if (mon < 1 || mon > 12 || day < 1 || hour > 23 || min > 59 || sec > 60)
+        return -EINVAL;
+    if (day > mdays[mon - 1] + (mon == 2 && is_leap(year)))
+        return -EINVAL;
+    if (sec == 60) /* a leap second: time_t has none */
+        sec = 59;
+    tm.tm_year = year - 1900;
+    tm.tm_mon = mon - 1;
+    tm.tm_mday = day;
+    tm.tm_hour = hour;
+    tm.tm_min = min;
+    tm.tm_sec = sec;
+    t = timegm(&tm);
+    *ret = t - off;
+    return 0;
+}
+
+uint64_t now_monotonic_us(void)
+{
+    struct timespec ts;
+
+    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+uint64_t now_monotonic_ms(void)
+{
+    return now_monotonic_us() / 1000u;
+}
+
+time_t now_realtime(void)
+{
+    struct timespec ts;
+
+    (void)clock_gettime(CLOCK_REALTIME, &ts);
+    return ts.tv_sec;
+}
+
+int sha256_hex(const void *data, size_t n, char ret[SHA256_HEX_SIZE])
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+
+    if ((!data && n > 0) || !ret)
+        return -EINVAL;
+    if (EVP_Digest(data ? data : "", n, md, &mdlen, EVP_sha256(), NULL) != 1 || mdlen != 32)
+        return -EIO;
+    for (unsigned int i = 0; i < mdlen; i++) {
+        ret[2 * i] = hex[md[i] >> 4];
+        ret[2 * i + 1] = hex[md[i] & 15];
+    }
+    ret[64] = '\0';
+    return 0;
+}
+
+bool hex_is_valid(const char *s, size_t len)
+{
+    size_t i;
+
+    if (!s || !*s)
+        return false;
+    for (i = 0; s[i]; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+    return len == 0 || i == len;
+}
+
+char *shell_quote(const char *s)
+{
+    size_t n = 2, quotes = 0;
+    char *out, *o;
+
+    if (!s) {
+        errno = EINVAL;
+        return NULL;
+    }
+    for (const char *p = s; *p; p++)
+        if (*p == '\'')
+            quotes++;
+    n += strlen(s) + quotes * 3 + 1;
+    out = malloc(n);
+    if (!out)
+        return NULL;
+    o = out;
+    *o++ = '\'';
+    for (const char *p = s; *p; p++) {
+        if (*p == '\'') {
+            /* close the quote, an escaped quote, reopen */
+            memcpy(o, "'\\''", 4);
+            o += 4;
+        } else {
+            *o++ = *p;
+        }
+    }
+    *o++ = '\'';
+    *o = '\0';
+    return out;
+}
+
+const char *startswith(const char *s, const char *prefix)
+{
+    size_t n;
+
+    if (!s || !prefix)
+        return NULL;
+    n = strlen(prefix);
+    return strncmp(s, prefix, n) == 0 ? s + n : NULL;
+}
+
+bool endswith(const char *s, const char *suffix)
+{
+    size_t a, b;
+
+    if (!s || !suffix)
+        return false;
+    a = strlen(s);
+    b = strlen(suffix);
+    return a >= b && memcmp(s + a - b, suffix, b) == 0;
+}
+
+int strdup_replace(char **ret, const char *s)
+{
+    char *c = NULL;
+
+    if (!ret)
+        return -EINVAL;
+    if (s) {
+        c = strdup(s);
+        if (!c)
+            return -ENOMEM;
+    }
+    free(*ret);
+    *ret = c;
+    return 0;
+}

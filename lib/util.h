@@ -1,0 +1,83 @@
+/* Small helpers shared by lib/ and daemon/: random ids, RFC 3339 UTC time,
+ * atomic file replacement, clocks, hashes and string helpers. No loop, no
+ * logging above debug. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+/* Number of random characters after the prefix in an id made by id_random():
+ * 12 base32 characters, 60 bits of entropy. */
+#define ID_RANDOM_CHARS 12
+/* Longest id accepted anywhere (sandbox ids, instance ids): PROTOCOL.md. */
+#define ID_MAX 64
+/* "2026-12-02T12:00:00Z" plus the NUL. */
+#define RFC3339_MAX 21
+/* Hex SHA-256 plus the NUL. */
+#define SHA256_HEX_SIZE 65
+
+/* Writes prefix followed by ID_RANDOM_CHARS characters of [0-9a-z] (a base32
+ * alphabet without i, l, o, u) from getrandom(2) into buf.
+ * Returns 0, -ENOBUFS when buf is too small, -EINVAL for a prefix outside
+ * [a-z0-9-], or the getrandom error. */
+int id_random(char *buf, size_t n, const char *prefix);
+/* True for a non-empty string of [a-z0-9-], at most ID_MAX characters. */
+bool id_is_valid(const char *s);
+
+/* Replaces path (relative to dirfd, or AT_FDCWD) atomically with data: a
+ * unique temp file in the same folder (O_EXCL), full write, fsync, mode set
+ * exactly (umask ignored), rename over path, fsync of the folder. On failure the
+ * temp file is removed and path is unchanged. Returns 0 or a negative errno. */
+int atomic_write_file(int dirfd, const char *path, const void *data, size_t n, mode_t mode);
+/* True for the names atomic_write_file() uses for its temp files
+ * (".#<name>.<random>"), so that a folder scan can remove leftovers of a crash. */
+bool atomic_is_temp_name(const char *name);
+/* Removes path (relative to dirfd) and fsyncs its folder. -ENOENT if absent. */
+int unlink_durable(int dirfd, const char *path);
+/* fsync of the folder that holds path (relative to dirfd). */
+int fsync_parent(int dirfd, const char *path);
+/* Reads a whole regular file of at most max bytes; the result is NUL-terminated
+ * (ret_n excludes the NUL). -EFBIG when larger than max. */
+int read_file_max(int dirfd, const char *path, size_t max, char **ret_data, size_t *ret_n);
+/* mkdir -p with mode for each created component; existing folders are kept
+ * as they are. Returns 0 or a negative errno. */
+int mkdir_p(const char *path, mode_t mode);
+
+/* "2026-12-02T12:00:00Z". buf needs RFC3339_MAX bytes. -ERANGE if the year is
+ * outside 0000..9999, -ENOBUFS when buf is too small. */
+int time_format_rfc3339(time_t t, char *buf, size_t n);
+/* Parses "YYYY-MM-DDTHH:MM:SS[.frac](Z|+hh:mm|-hh:mm)" ('t' and 'z' accepted,
+ * fraction truncated) into seconds since the epoch. -EINVAL on anything else. */
+int time_parse_rfc3339(const char *s, time_t *ret);
+/* CLOCK_MONOTONIC in milliseconds / microseconds. */
+uint64_t now_monotonic_ms(void);
+uint64_t now_monotonic_us(void);
+/* CLOCK_REALTIME in seconds. */
+time_t now_realtime(void);
+
+/* SHA-256 of data as lowercase hex into ret (SHA256_HEX_SIZE bytes). */
+int sha256_hex(const void *data, size_t n, char ret[SHA256_HEX_SIZE]);
+/* True when s is exactly len lowercase hex digits (len 0: any length >= 1). */
+bool hex_is_valid(const char *s, size_t len);
+
+/* POSIX shell single-quoted form of s ('it'\''s'); malloc'd, NULL with
+ * errno ENOMEM. The empty string becomes ''. */
+char *shell_quote(const char *s);
+/* Returns the rest of s after prefix, or NULL when s does not start with it. */
+const char *startswith(const char *s, const char *prefix);
+/* True when s ends with suffix. */
+bool endswith(const char *s, const char *suffix);
+static inline bool streq_ptr(const char *a, const char *b)
+{
+    if (!a || !b)
+        return a == b;
+    while (*a && *a == *b)
+        a++, b++;
+    return *a == *b;
+}
+/* Sets *ret to a copy of s (NULL passes through), freeing the old value.
+ * -ENOMEM leaves *ret unchanged. */
+int strdup_replace(char **ret, const char *s);
