@@ -1,0 +1,137 @@
+/* Newline-delimited framing with a hard cap on line length. See frame.h.
+ *
+ * Invariant: the bytes [start, start + scanned) hold no '\n'; when
+ * start + scanned < len after a scan, data[start + scanned] is the '\n' that
+ * ends the first pending line. Every byte is therefore looked at once, however
+ * the input is split. */
+#include "proto/frame.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FRAME_MIN_ALLOC 4096
+
+void frame_buf_init(struct frame_buf *f, size_t max_line)
+{
+    *f = (struct frame_buf){.max_line = max_line};
+}
+
+void frame_buf_done(struct frame_buf *f)
+{
+    if (!f)
+        return;
+    free(f->data);
+    *f = (struct frame_buf){.max_line = f->max_line, .overflow = f->overflow};
+}
+
+static void frame_set_overflow(struct frame_buf *f)
+{
+    free(f->data);
+    f->data = NULL;
+    f->len = f->start = f->scanned = f->cap = 0;
+    f->overflow = true;
+}
+
+/* Finds the end of the first pending line. Returns 1 when it is complete, 0
+ * when not, -EMSGSIZE when it is (or already was) longer than max_line. */
+static int frame_scan(struct frame_buf *f)
+{
+    size_t held = f->len - f->start;
+    const char *nl;
+
+    if (f->overflow)
+        return -EMSGSIZE;
+    if (f->scanned < held) {
+        nl = memchr(f->data + f->start + f->scanned, '\n', held - f->scanned);
+        if (nl) {
+            f->scanned = (size_t)(nl - (f->data + f->start));
+            if (f->scanned > f->max_line) {
+                frame_set_overflow(f);
+                return -EMSGSIZE;
+            }
+            return 1;
+        }
+        f->scanned = held;
+    }
+    if (f->scanned > f->max_line) {
+        frame_set_overflow(f);
+        return -EMSGSIZE;
+    }
+    return 0;
+}
+
+static void frame_compact(struct frame_buf *f)
+{
+    if (f->start == 0)
+        return;
+    if (f->len > f->start)
+        memmove(f->data, f->data + f->start, f->len - f->start);
+    f->len -= f->start;
+    f->start = 0;
+}
+
+int frame_buf_append(struct frame_buf *f, const void *p, size_t n)
+{
+    int r;
+
+    if (f->overflow)
+        return -EMSGSIZE;
+    if (n == 0)
+        return 0;
+
+    frame_compact(f);
+    if (n > SIZE_MAX - f->len)
+        return -ENOMEM;
+    if (f->len + n > f->cap) {
+        size_t need = f->len + n;
+        /* Grow geometrically, but never much past what one maximal line plus
+         * this chunk needs: memory stays bounded by max_line + one read. */
+        size_t bound = f->max_line < SIZE_MAX - 1 - n ? f->max_line + 1 + n : SIZE_MAX;
+        size_t ncap = f->cap ? f->cap : FRAME_MIN_ALLOC;
+        char *d;
+
+        while (ncap < need && ncap <= SIZE_MAX / 2)
+            ncap *= 2;
+        if (ncap > bound)
+            ncap = bound;
+        if (ncap < need)
+            ncap = need;
+        d = realloc(f->data, ncap);
+        if (!d)
+            return -ENOMEM;
+        f->data = d;
+        f->cap = ncap;
+    }
+    memcpy(f->data + f->len, p, n);
+    f->len += n;
+
+    r = frame_scan(f);
+    return r < 0 ? r : 0;
+}
+
+int frame_buf_next(struct frame_buf *f, char **ret_line, size_t *ret_len)
+{
+    size_t n;
+    int r;
+
+    r = frame_scan(f);
+    if (r <= 0)
+        return r;
+
+    n = f->scanned;
+    f->data[f->start + n] = '\0';
+    *ret_line = f->data + f->start;
+    *ret_len = n;
+    f->start += n + 1;
+    f->scanned = 0;
+    if (f->start == f->len)
+        f->start = f->len = 0; /* nothing held: the next append needs no memmove */
+    return 1;
+}
+
+size_t frame_buf_pending(const struct frame_buf *f)
+{
+    return f->len - f->start;
+}

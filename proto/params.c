@@ -1,0 +1,923 @@
+/* Params of every method of PROTOCOL.md: types, limits, defaults. See params.h. */
+#include "proto/params.h"
+
+#include "proto/b64.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int params_fail(struct params_error *err, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int params_fail(struct params_error *err, const char *param, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (err) {
+        snprintf(err->param, sizeof(err->param), "%s", param);
+        va_start(ap, fmt);
+        vsnprintf(err->reason, sizeof(err->reason), fmt, ap);
+        va_end(ap);
+    }
+    return -EINVAL;
+}
+
+/* Checks that params is an object (or absent) holding only allowed names. */
+static int params_check_object(json_object *params, const char *const *allowed,
+                               struct params_error *err)
+{
+    if (!params)
+        return 0;
+    if (!json_object_is_type(params, json_type_object))
+        return params_fail(err, "params", "must be an object of named parameters");
+    json_object_object_foreach(params, key, val)
+    {
+        bool known = false;
+
+        (void)val;
+        for (const char *const *a = allowed; *a; a++)
+            if (strcmp(*a, key) == 0) {
+                known = true;
+                break;
+            }
+        if (!known)
+            return params_fail(err, key, "unknown parameter");
+    }
+    return 0;
+}
+
+static json_object *params_get(json_object *params, const char *name, bool *present)
+{
+    json_object *v = NULL;
+
+    *present = params && json_object_object_get_ex(params, name, &v);
+    return v;
+}
+
+/* A string without NUL bytes of 1..max bytes (min_len 0 allows empty). */
+static int params_string(json_object *params, const char *name, bool required, size_t min_len,
+                         size_t max_len, const char **ret, size_t *ret_len,
+                         struct params_error *err)
+{
+    bool present;
+    json_object *v = params_get(params, name, &present);
+    const char *s;
+    size_t n;
+
+    if (!present) {
+        if (required)
+            return params_fail(err, name, "missing");
+        *ret = NULL;
+        if (ret_len)
+            *ret_len = 0;
+        return 0;
+    }
+    if (!json_object_is_type(v, json_type_string))
+        return params_fail(err, name, "must be a string");
+    s = json_object_get_string(v);
+    n = (size_t)json_object_get_string_len(v);
+    if (memchr(s, '\0', n))
+        return params_fail(err, name, "must not contain NUL");
+    if (n < min_len)
+        return params_fail(err, name, "must not be empty");
+    if (n > max_len)
+        return params_fail(err, name, "longer than %zu bytes", max_len);
+    *ret = s;
+    if (ret_len)
+        *ret_len = n;
+    return 0;
+}
+
+/* An integer in [min, max]; *ret untouched when absent and optional. */
+static int params_int(json_object *params, const char *name, bool required, int64_t min,
+                      int64_t max, int64_t *ret, struct params_error *err)
+{
+    bool present;
+    json_object *v = params_get(params, name, &present);
+    int64_t x;
+
+    if (!present)
+        return required ? params_fail(err, name, "missing") : 0;
+    if (!json_object_is_type(v, json_type_int))
+        return params_fail(err, name, "must be an integer");
+    x = json_object_get_int64(v);
+    /* json-c keeps integers above INT64_MAX as uint64: out of range too. */
+    if (x == INT64_MAX && json_object_get_uint64(v) != (uint64_t)INT64_MAX)
+        return params_fail(err, name, "must be between %lld and %lld", (long long)min,
+                           (long long)max);
+    if (x < min || x > max)
+        return params_fail(err, name, "must be between %lld and %lld", (long long)min,
+                           (long long)max);
+    *ret = x;
+    return 0;
+}
+
+static int params_bool(json_object *params, const char *name, bool required, bool *ret,
+                       struct params_error *err)
+{
+    bool present;
+    json_object *v = params_get(params, name, &present);
+
+    if (!present)
+        return required ? params_fail(err, name, "missing") : 0;
+    if (!json_object_is_type(v, json_type_boolean))
+        return params_fail(err, name, "must be a boolean");
+    *ret = json_object_get_boolean(v);
+    return 0;
+}
+
+static int params_id(json_object *params, char ret[PARAMS_ID_MAX + 1], struct params_error *err)
+{
+    const char *s;
+    size_t n;
+    int r;
+
+    r = params_string(params, "id", true, 1, PARAMS_ID_MAX, &s, &n, err);
+    if (r < 0)
+        return r;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+            return params_fail(err, "id", "may only contain a-z, 0-9 and '-'");
+    memcpy(ret, s, n + 1);
+    return 0;
+}
+
+static int params_path(json_object *params, const char *name, bool required, char **ret,
+                       struct params_error *err)
+{
+    const char *s;
+    int r;
+
+    r = params_string(params, name, required, 1, PARAMS_PATH_MAX, &s, NULL, err);
+    if (r < 0)
+        return r;
+    if (!s) {
+        *ret = NULL;
+        return 0;
+    }
+    if (s[0] != '/')
+        return params_fail(err, name, "must be an absolute path");
+    *ret = strdup(s);
+    return *ret ? 0 : -ENOMEM;
+}
+
+/* Exactly one (or, when optional, at most one) of name / name_b64. */
+static int params_data(json_object *params, const char *name, bool required, uint8_t **ret,
+                       size_t *ret_len, bool *ret_has, struct params_error *err)
+{
+    char b64name[64];
+    bool has_text, has_b64;
+    json_object *text, *b64;
+    uint8_t *out;
+    size_t n;
+    int r;
+
+    snprintf(b64name, sizeof(b64name), "%s_b64", name);
+    text = params_get(params, name, &has_text);
+    b64 = params_get(params, b64name, &has_b64);
+    if (has_text && has_b64)
+        return params_fail(err, name, "give only one of %s and %s", name, b64name);
+    if (!has_text && !has_b64) {
+        if (required)
+            return params_fail(err, name, "missing (give %s or %s)", name, b64name);
+        *ret = NULL;
+        *ret_len = 0;
+        *ret_has = false;
+        return 0;
+    }
+    if (has_text) {
+        if (!json_object_is_type(text, json_type_string))
+            return params_fail(err, name, "must be a string");
+        n = (size_t)json_object_get_string_len(text);
+        if (n > PARAMS_DATA_MAX)
+            return params_fail(err, name, "longer than %d bytes", PARAMS_DATA_MAX);
+        out = malloc(n + 1);
+        if (!out)
+            return -ENOMEM;
+        memcpy(out, json_object_get_string(text), n);
+        out[n] = '\0';
+    } else {
+        const char *s;
+
+        if (!json_object_is_type(b64, json_type_string))
+            return params_fail(err, b64name, "must be a string");
+        s = json_object_get_string(b64);
+        n = (size_t)json_object_get_string_len(b64);
+        if (b64_decoded_size(s, n) > PARAMS_DATA_MAX)
+            return params_fail(err, b64name, "decodes to more than %d bytes", PARAMS_DATA_MAX);
+        r = b64_decode(s, n, &out, &n);
+        if (r == -ENOMEM)
+            return r;
+        if (r < 0)
+            return params_fail(err, b64name, "invalid base64 (RFC 4648, padded)");
+    }
+    *ret = out;
+    *ret_len = n;
+    *ret_has = true;
+    return 0;
+}
+
+void params_kv_list_done(struct params_kv_list *l)
+{
+    if (!l)
+        return;
+    for (size_t i = 0; i < l->n; i++) {
+        free(l->items[i].key);
+        free(l->items[i].value);
+    }
+    free(l->items);
+    *l = (struct params_kv_list){};
+}
+
+static int params_kv_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct params_kv *)a)->key, ((const struct params_kv *)b)->key);
+}
+
+static bool params_label_key_ok(const char *k, size_t n)
+{
+    if (n == 0 || n > PARAMS_LABEL_KEY_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = k[i];
+        bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+
+        if (!alnum && (i == 0 || (c != '.' && c != '_' && c != '-')))
+            return false;
+    }
+    return true;
+}
+
+static bool params_env_name_ok(const char *k, size_t n)
+{
+    if (n == 0 || n > PARAMS_ENV_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = k[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+                  (i > 0 && c >= '0' && c <= '9');
+
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+/* labels: an object of at most PARAMS_LABELS_MAX string pairs. */
+static int params_labels(json_object *params, const char *name, struct params_kv_list *ret,
+                         struct params_error *err)
+{
+    struct params_kv_list l = {};
+    bool present;
+    json_object *v = params_get(params, name, &present);
+    size_t n;
+
+    *ret = l;
+    if (!present)
+        return 0;
+    if (!json_object_is_type(v, json_type_object))
+        return params_fail(err, name, "must be an object of strings");
+    n = (size_t)json_object_object_length(v);
+    if (n > PARAMS_LABELS_MAX)
+        return params_fail(err, name, "more than %d labels", PARAMS_LABELS_MAX);
+    if (n == 0)
+        return 0;
+    l.items = calloc(n, sizeof(*l.items));
+    if (!l.items)
+        return -ENOMEM;
+    json_object_object_foreach(v, key, val)
+    {
+        const char *s;
+        size_t vn;
+
+        if (!params_label_key_ok(key, strlen(key))) {
+            params_kv_list_done(&l);
+            return params_fail(err, name,
+                               "label key must be 1-%d of A-Z a-z 0-9 . _ - starting alphanumeric",
+                               PARAMS_LABEL_KEY_MAX);
+        }
+        if (!json_object_is_type(val, json_type_string)) {
+            params_kv_list_done(&l);
+            return params_fail(err, name, "label '%s' must be a string", key);
+        }
+        s = json_object_get_string(val);
+        vn = (size_t)json_object_get_string_len(val);
+        if (vn > PARAMS_LABEL_VALUE_MAX) {
+            params_kv_list_done(&l);
+            return params_fail(err, name, "label '%s' longer than %d bytes", key,
+                               PARAMS_LABEL_VALUE_MAX);
+        }
+        for (size_t i = 0; i < vn; i++)
+            if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) {
+                params_kv_list_done(&l);
+                return params_fail(err, name, "label '%s' contains a control character", key);
+            }
+        l.items[l.n].key = strdup(key);
+        l.items[l.n].value = strdup(s);
+        l.n++;
+        if (!l.items[l.n - 1].key || !l.items[l.n - 1].value) {
+            params_kv_list_done(&l);
+            return -ENOMEM;
+        }
+    }
+    qsort(l.items, l.n, sizeof(*l.items), params_kv_cmp);
+    *ret = l;
+    return 0;
+}
+
+static int params_env(json_object *params, struct params_kv_list *ret, struct params_error *err)
+{
+    struct params_kv_list l = {};
+    bool present;
+    json_object *v = params_get(params, "env", &present);
+    size_t n, total = 0;
+
+    *ret = l;
+    if (!present)
+        return 0;
+    if (!json_object_is_type(v, json_type_object))
+        return params_fail(err, "env", "must be an object of strings");
+    n = (size_t)json_object_object_length(v);
+    if (n > PARAMS_ENV_MAX)
+        return params_fail(err, "env", "more than %d variables", PARAMS_ENV_MAX);
+    if (n == 0)
+        return 0;
+    l.items = calloc(n, sizeof(*l.items));
+    if (!l.items)
+        return -ENOMEM;
+    json_object_object_foreach(v, key, val)
+    {
+        const char *s;
+        size_t kn = strlen(key), vn;
+
+        if (!params_env_name_ok(key, kn)) {
+            params_kv_list_done(&l);
+            return params_fail(err, "env",
+                               "variable names must match [A-Za-z_][A-Za-z0-9_]*, "
+                               "at most %d bytes",
+                               PARAMS_ENV_NAME_MAX);
+        }
+        if (!json_object_is_type(val, json_type_string)) {
+            params_kv_list_done(&l);
+            return params_fail(err, "env", "value of %s must be a string", key);
+        }
+        s = json_object_get_string(val);
+        vn = (size_t)json_object_get_string_len(val);
+        if (memchr(s, '\0', vn)) {
+            params_kv_list_done(&l);
+            return params_fail(err, "env", "value of %s contains NUL", key);
+        }
+        total += kn + vn;
+        if (total > PARAMS_ENV_BYTES_MAX) {
+            params_kv_list_done(&l);
+            return params_fail(err, "env", "names and values exceed %d bytes in total",
+                               PARAMS_ENV_BYTES_MAX);
+        }
+        l.items[l.n].key = strdup(key);
+        l.items[l.n].value = strdup(s);
+        l.n++;
+        if (!l.items[l.n - 1].key || !l.items[l.n - 1].value) {
+            params_kv_list_done(&l);
+            return -ENOMEM;
+        }
+    }
+    *ret = l;
+    return 0;
+}
+
+static bool params_hostname_ok(const char *s, size_t n)
+{
+    if (n == 0 || n > PARAMS_HOSTNAME_MAX || s[0] == '-' || s[n - 1] == '-')
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-'))
+            return false;
+    }
+    return true;
+}
+
+/* ---- sandbox.create --------------------------------------------------------- */
+
+void params_sandbox_create_done(struct params_sandbox_create *p)
+{
+    if (!p)
+        return;
+    free(p->hostname);
+    free(p->idempotency_key);
+    params_kv_list_done(&p->labels);
+    p->hostname = p->idempotency_key = NULL;
+}
+
+int params_sandbox_create_parse(json_object *params, struct params_sandbox_create *ret,
+                                struct params_error *err)
+{
+    static const char *const allowed[] = {"hostname", "cores",           "memory_mb",
+                                          "disk_gb",  "internet",        "ttl_s",
+                                          "labels",   "idempotency_key", NULL};
+    struct params_sandbox_create p = {.cores = -1, .memory_mb = -1, .disk_gb = -1, .ttl_s = -1};
+    const char *s;
+    size_t n;
+    int64_t x;
+    int r;
+
+    r = params_check_object(params, allowed, err);
+    if (r < 0)
+        return r;
+
+    r = params_string(params, "hostname", false, 1, PARAMS_HOSTNAME_MAX, &s, &n, err);
+    if (r < 0)
+        return r;
+    if (s && !params_hostname_ok(s, n))
+        return params_fail(err, "hostname",
+                           "must be a DNS label: 1-%d of A-Z a-z 0-9 '-', not starting or "
+                           "ending with '-'",
+                           PARAMS_HOSTNAME_MAX);
+
+    x = -1;
+    r = params_int(params, "cores", false, 1, PARAMS_CORES_MAX, &x, err);
+    if (r < 0)
+        return r;
+    p.cores = (int)x;
+    x = -1;
+    r = params_int(params, "memory_mb", false, 1, PARAMS_MEMORY_MB_MAX, &x, err);
+    if (r < 0)
+        return r;
+    p.memory_mb = (int)x;
+    x = -1;
+    r = params_int(params, "disk_gb", false, 1, PARAMS_DISK_GB_MAX, &x, err);
+    if (r < 0)
+        return r;
+    p.disk_gb = (int)x;
+    r = params_bool(params, "internet", false, &p.internet, err);
+    if (r < 0)
+        return r;
+    r = params_int(params, "ttl_s", false, 1, PARAMS_TTL_S_MAX, &p.ttl_s, err);
+    if (r < 0)
+        return r;
+
+    const char *key;
+    size_t kn;
+    r = params_string(params, "idempotency_key", false, 1, PARAMS_IDEMPOTENCY_KEY_MAX, &key, &kn,
+                      err);
+    if (r < 0)
+        return r;
+    for (size_t i = 0; key && i < kn; i++)
+        if (key[i] < 0x21 || key[i] > 0x7e)
+            return params_fail(err, "idempotency_key", "must be printable ASCII without spaces");
+
+    r = params_labels(params, "labels", &p.labels, err);
+    if (r < 0)
+        return r;
+
+    if (s && !(p.hostname = strdup(s)))
+        goto oom;
+    if (key && !(p.idempotency_key = strdup(key)))
+        goto oom;
+    *ret = p;
+    return 0;
+
+oom:
+    params_sandbox_create_done(&p);
+    return -ENOMEM;
+}
+
+static bool params_streq(const char *a, const char *b)
+{
+    return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+bool params_sandbox_create_equal(const struct params_sandbox_create *a,
+                                 const struct params_sandbox_create *b)
+{
+    if (!params_streq(a->hostname, b->hostname) || a->cores != b->cores ||
+        a->memory_mb != b->memory_mb || a->disk_gb != b->disk_gb || a->internet != b->internet ||
+        a->ttl_s != b->ttl_s || a->labels.n != b->labels.n)
+        return false;
+    for (size_t i = 0; i < a->labels.n; i++)
+        if (strcmp(a->labels.items[i].key, b->labels.items[i].key) != 0 ||
+            strcmp(a->labels.items[i].value, b->labels.items[i].value) != 0)
+            return false;
+    return true;
+}
+
+/* ---- sandbox.get / destroy / list / renew / set_internet --------------------- */
+
+int params_sandbox_id_parse(json_object *params, struct params_sandbox_id *ret,
+                            struct params_error *err)
+{
+    static const char *const allowed[] = {"id", NULL};
+    struct params_sandbox_id p = {};
+    int r;
+
+    r = params_check_object(params, allowed, err);
+    if (r < 0)
+        return r;
+    r = params_id(params, p.id, err);
+    if (r < 0)
+        return r;
+    *ret = p;
+    return 0;
+}
+
+void params_sandbox_list_done(struct params_sandbox_list *p)
+{
+    if (p)
+        params_kv_list_done(&p->labels);
+}
+
+int params_sandbox_list_parse(json_object *params, struct params_sandbox_list *ret,
+                              struct params_error *err)
+{
+    static const char *const allowed[] = {"all", "labels", NULL};
+    struct params_sandbox_list p = {};
+    int r;
+
+    r = params_check_object(params, allowed, err);
+    if (r < 0)
+        return r;
+    r = params_bool(params, "all", false, &p.all, err);
+    if (r < 0)
+        return r;
+    r = params_labels(params, "labels", &p.labels, err);
+    if (r < 0)
+        return r;
+    *ret = p;
+    return 0;
+}
+
+int params_sandbox_renew_parse(json_object *params, struct params_sandbox_renew *ret,
+                               struct params_error *err)
+{
+    static const char *const allowed[] = {"id", "ttl_s", NULL};
+    struct params_sandbox_renew p = {};
+    int r;
+
+    r = params_check_object(params, allowed, err);
+    if (r < 0)
+        return r;
+    r = params_id(params, p.id, err);
+    if (r < 0)
+        return r;
+    r = params_int(params, "ttl_s", true, 1, PARAMS_TTL_S_MAX, &p.ttl_s, err);
+    if (r < 0)
+        return r;
+    *ret = p;
+    return 0;
+}
+
+int params_sandbox_set_internet_parse(json_object *params, struct params_sandbox_set_internet *ret,
+                                      struct params_error *err)
+{
+    static const char *const allowed[] = {"id", "enabled", NULL};
+    struct params_sandbox_set_internet p = {};
+    int r;
+
+    r = params_check_object(params, allowed, err);
+    if (r < 0)
+        return r;
+    r = params_id(params, p.id, err);
+    if (r < 0)
+        return r;
+    r = params_bool(params, "enabled", true, &p.enabled, err);
+    if (r < 0)
+        return r;
+    *ret = p;
+    return 0;
+}
+
+/* ---- sandbox.exec -------------------------------------------------------------- */
+
+void params_sandbox_exec_done(struct params_sandbox_exec *p)
+{
+    if (!p)
+        return;
+    free(p->command);
+    if (p->argv)
+        for (size_t i = 0; i < p->argc; i++)
+            free(p->argv[i]);
+    free(p->argv);
+    params_kv_list_done(&p->env);
+    free(p->cwd);
+    free(p->stdin_data);
+    p->command = p->cwd = NULL;
+    p->argv = NULL;
+    p->stdin_data = NULL;
+    p->argc = p->stdin_len = 0;
+    p->has_stdin = false;
+}
+
+static int params_argv(json_object *params, struct params_sandbox_exec *p, struct params_error *err)
+{
+    bool present;
+    json_object *v = params_get(params, "argv", &present);
+    size_t n, total = 0;
+
+    if (!present)
+        return 0;
+    if (!json_object_is_type(v, json_type_array))
+        return params_fail(err, "argv", "must be an array of strings");
+    n = json_object_array_length(v);
+    if (n == 0)
+        return params_fail(err, "argv", "must not be empty");
+    if (n > PARAMS_ARGV_MAX)
+        return params_fail(err, "argv", "more than %d entries", PARAMS_ARGV_MAX);
+    p->argv = calloc(n + 1, sizeof(char *));
+    if (!p->argv)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        json_object *a = json_object_array_get_idx(v, i);
+        const char *s;
+        size_t len;
+
+        if (!json_object_is_type(a, json_type_string))
+            return params_fail(err, "argv", "argv[%zu] must be a string", i);
+        s = json_object_get_string(a);
+        len = (size_t)json_object_get_string_len(a);
+        if (memchr(s, '\0', len))
+            return params_fail(err, "argv", "argv[%zu] contains NUL", i);
+        if (i == 0 && len == 0)
+            return params_fail(err, "argv", "argv[0] must not be empty");
+        total += len + 1;
+        if (total > PARAMS_ARGV_BYTES_MAX)
+            return params_fail(err, "argv", "entries exceed %d bytes in total",
+                               PARAMS_ARGV_BYTES_MAX);
+        p->argv[i] = strdup(s);
+        p->argc = i + 1;
+        if (!p->argv[i])
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+int params_sandbox_exec_parse(json_object *params, struct params_sandbox_exec *ret,
+                              struct params_error *err)
+{
+    static const char *const allowed[] = {
+        "id",         "command",          "argv",   "env", "cwd", "stdin", "stdin_b64",
+        "timeout_ms", "max_output_bytes", "stream", NULL};
+    struct params_sandbox_exec p = {.timeout_ms = PARAMS_TIMEOUT_MS_DEFAULT,
+                                    .max_output_bytes = PARAMS_MAX_OUTPUT_DEFAULT};
+    bool has_command, has_argv;
+    const char *cmd;
+    int r;
+
+    r = params_check_object(params, allowed, err);
+    if (r < 0)
+        return r;
+    r = params_id(params, p.id, err);
+    if (r < 0)
+        return r;
+
+    (void)params_get(params, "command", &has_command);
+    (void)params_get(params, "argv", &has_argv);
+    if (has_command && has_argv)
+        return params_fail(err, "command", "give either command or argv, not both");
+    if (!has_command && !has_argv)
+        return params_fail(err, "command", "missing (give command or argv)");
+
+    r = params_string(params, "command", false, 1, PARAMS_COMMAND_MAX, &cmd, NULL, err);
+    if (r < 0)
+        goto fail;
+    if (cmd && !(p.command = strdup(cmd))) {
+        r = -ENOMEM;
+        goto fail;
+    }
+    r = params_argv(params, &p, err);
+    if (r < 0)
+        goto fail;
+    r = params_env(params, &p.env, err);
+    if (r < 0)
+        goto fail;
+    r = params_path(params, "cwd", false, &p.cwd, err);
+    if (r < 0)
+        goto fail;
+    r = params_int(params, "timeout_ms", false, 1, PARAMS_TIMEOUT_MS_MAX, &p.timeout_ms, err);
+    if (r < 0)
+        goto fail;
+    r = params_int(params, "max_output_bytes", false, 0, PARAMS_MAX_OUTPUT_MAX, &p.max_output_bytes,
+                   err);
+    if (r < 0)
+        goto fail;
+    r = params_bool(params, "stream", false, &p.stream, err);
+    if (r < 0)
+        goto fail;
+    /* Last: it copies the (possibly large) input. */
+    r = params_data(params, "stdin", false, &p.stdin_data, &p.stdin_len, &p.has_stdin, err);
+    if (r < 0)
+        goto fail;
+    *ret = p;
+    return 0;
+
+fail:
+    params_sandbox_exec_done(&p);
+    return r;
+}
+
+/* ---- file.write / file.read -------------------------------------------------- */
+
+void params_file_write_done(struct params_file_write *p)
+{
+    if (!p)
+        return;
+    free(p->path);
+    free(p->content);
+    p->path = NULL;
+    p->content = NULL;
+    p->content_len = 0;
+}
+
+static int params_mode(json_object *params, unsigned *ret, struct params_error *err)
+{
+    const char *s;
+    size_t n;
+    unsigned m = 0;
+    int r;
+
+    r = params_string(params, "mode", false, 1, 5, &s, &n, err);
+    if (r < 0)
+        return params_fail(err, "mode", "must be an octal string such as \"0644\"");
+    if (!s)
+        return 0;
+    if (n < 3)
+        return params_fail(err, "mode", "must be an octal string such as \"0644\"");
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '7')
+            return params_fail(err, "mode", "must be an octal string such as \"0644\"");
+        m = m * 8 + (unsigned)(s[i] - '0');
+    }
+    if (m > 07777)
+        return params_fail(err, "mode", "must be at most 07777");
+    *ret = m;
+    return 0;
+}
+
+int params_file_write_parse(json_object *params, struct params_file_write *ret,
+                            struct params_error *err)
+{
+    static const char *const allowed[] = {"id",   "path",         "content", "content_b64",
+                                          "mode", "make_parents", NULL};
+    struct params_file_write p = {.mode = PARAMS_MODE_DEFAULT, .make_parents = true};
+    bool has;
+    int r;
+
+    r = params_check_object(params, allowed, err);
+    if (r < 0)
+        return r;
+    r = params_id(params, p.id, err);
+    if (r < 0)
+        return r;
+    r = params_mode(params, &p.mode, err);
+    if (r < 0)
+        return r;
+    r = params_bool(params, "make_parents", false, &p.make_parents, err);
+    if (r < 0)
+        return r;
+    r = params_path(params, "path", true, &p.path, err);
+    if (r < 0)
+        return r;
+    r = params_data(params, "content", true, &p.content, &p.content_len, &has, err);
+    if (r < 0) {
+        params_file_write_done(&p);
+        return r;
+    }
+    *ret = p;
+    return 0;
+}
+
+void params_file_read_done(struct params_file_read *p)
+{
+    if (!p)
+        return;
+    free(p->path);
+    p->path = NULL;
+}
+
+int params_file_read_parse(json_object *params, struct params_file_read *ret,
+                           struct params_error *err)
+{
+    static const char *const allowed[] = {"id", "path", "offset", "length", NULL};
+    struct params_file_read p = {.length = PARAMS_READ_LENGTH_MAX};
+    int r;
+
+    r = params_check_object(params, allowed, err);
+    if (r < 0)
+        return r;
+    r = params_id(params, p.id, err);
+    if (r < 0)
+        return r;
+    r = params_int(params, "offset", false, 0, INT64_MAX, &p.offset, err);
+    if (r < 0)
+        return r;
+    r = params_int(params, "length", false, 0, PARAMS_READ_LENGTH_MAX, &p.length, err);
+    if (r < 0)
+        return r;
+    r = params_path(params, "path", true, &p.path, err);
+    if (r < 0)
+        return r;
+    *ret = p;
+    return 0;
+}
+
+/* ---- no params ----------------------------------------------------------------- */
+
+int params_none_parse(json_object *params, struct params_error *err)
+{
+    static const char *const allowed[] = {NULL};
+
+    if (json_object_is_type(params, json_type_array)) {
+        if (json_object_array_length(params) != 0)
+            return params_fail(err, "params", "this method takes no parameters");
+        return 0;
+    }
+    return params_check_object(params, allowed, err);
+}
+
+/* ---- method table -------------------------------------------------------------- */
+
+#define PARAMS_GENERIC(name, type)                                                                 \
+    static int name##_generic(json_object *params, void *ret, struct params_error *err)            \
+    {                                                                                              \
+        return name##_parse(params, (type *)ret, err);                                             \
+    }
+#define PARAMS_GENERIC_DONE(name, type)                                                            \
+    static void name##_done_generic(void *p)                                                       \
+    {                                                                                              \
+        name##_done((type *)p);                                                                    \
+    }
+
+PARAMS_GENERIC(params_sandbox_create, struct params_sandbox_create)
+PARAMS_GENERIC_DONE(params_sandbox_create, struct params_sandbox_create)
+PARAMS_GENERIC(params_sandbox_id, struct params_sandbox_id)
+PARAMS_GENERIC(params_sandbox_list, struct params_sandbox_list)
+PARAMS_GENERIC_DONE(params_sandbox_list, struct params_sandbox_list)
+PARAMS_GENERIC(params_sandbox_renew, struct params_sandbox_renew)
+PARAMS_GENERIC(params_sandbox_set_internet, struct params_sandbox_set_internet)
+PARAMS_GENERIC(params_sandbox_exec, struct params_sandbox_exec)
+PARAMS_GENERIC_DONE(params_sandbox_exec, struct params_sandbox_exec)
+PARAMS_GENERIC(params_file_write, struct params_file_write)
+PARAMS_GENERIC_DONE(params_file_write, struct params_file_write)
+PARAMS_GENERIC(params_file_read, struct params_file_read)
+PARAMS_GENERIC_DONE(params_file_read, struct params_file_read)
+
+static int params_none_generic(json_object *params, void *ret, struct params_error *err)
+{
+    (void)ret;
+    return params_none_parse(params, err);
+}
+
+#define METHOD(n, t, parse, done)                                                                  \
+    {                                                                                              \
+        n, false, sizeof(t), parse, done                                                           \
+    }
+static const struct rpc_method_info rpc_method_table[] = {
+    METHOD("sandbox.create", struct params_sandbox_create, params_sandbox_create_generic,
+           params_sandbox_create_done_generic),
+    METHOD("sandbox.get", struct params_sandbox_id, params_sandbox_id_generic, NULL),
+    METHOD("sandbox.list", struct params_sandbox_list, params_sandbox_list_generic,
+           params_sandbox_list_done_generic),
+    METHOD("sandbox.renew", struct params_sandbox_renew, params_sandbox_renew_generic, NULL),
+    METHOD("sandbox.set_internet", struct params_sandbox_set_internet,
+           params_sandbox_set_internet_generic, NULL),
+    METHOD("sandbox.destroy", struct params_sandbox_id, params_sandbox_id_generic, NULL),
+    METHOD("sandbox.exec", struct params_sandbox_exec, params_sandbox_exec_generic,
+           params_sandbox_exec_done_generic),
+    METHOD("file.write", struct params_file_write, params_file_write_generic,
+           params_file_write_done_generic),
+    METHOD("file.read", struct params_file_read, params_file_read_generic,
+           params_file_read_done_generic),
+    {"daemon.status", false, 0, params_none_generic, NULL},
+    {"rpc.discover", false, 0, params_none_generic, NULL},
+    {"process.start", true, 0, NULL, NULL},
+    {"process.read", true, 0, NULL, NULL},
+    {"process.write", true, 0, NULL, NULL},
+    {"process.wait", true, 0, NULL, NULL},
+    {"process.kill", true, 0, NULL, NULL},
+    {"process.list", true, 0, NULL, NULL},
+    {"file.stat", true, 0, NULL, NULL},
+    {"file.list", true, 0, NULL, NULL},
+    {"sandbox.snapshot", true, 0, NULL, NULL},
+    {"sandbox.rollback", true, 0, NULL, NULL},
+    {"daemon.subscribe", true, 0, NULL, NULL},
+};
+
+const struct rpc_method_info *rpc_method_find(const char *name)
+{
+    if (!name)
+        return NULL;
+    for (size_t i = 0; i < sizeof(rpc_method_table) / sizeof(rpc_method_table[0]); i++)
+        if (strcmp(rpc_method_table[i].name, name) == 0)
+            return &rpc_method_table[i];
+    return NULL;
+}
+
+const struct rpc_method_info *rpc_methods(size_t *ret_n)
+{
+    *ret_n = sizeof(rpc_method_table) / sizeof(rpc_method_table[0]);
+    return rpc_method_table;
+}

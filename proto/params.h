@@ -1,0 +1,179 @@
+/* Typed parsing and validation of the params of every method of PROTOCOL.md.
+ * Pure: no loop, no I/O. Each parser takes the request's "params" (NULL when
+ * absent; borrowed), fills a caller-owned struct on success and otherwise
+ * describes the offending parameter in a params_error, from which the daemon
+ * builds the -32602 response with rpc_invalid_params_new(id, e.param, e.reason).
+ *
+ * Unknown parameters, wrong JSON types (null included: leave an optional
+ * parameter out instead) and values outside the limits below are rejected.
+ * Defaults fixed by PROTOCOL.md are filled in here; limits and defaults that
+ * come from the configuration (ttl, cores, memory, disk) are not: such fields
+ * stay "unset" (-1 / NULL) and the engine applies its configured values. */
+#pragma once
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- limits (named here, published in sandboxd.openrpc.json) ------------- */
+#define PARAMS_ID_MAX 64                       /* sandbox id: [a-z0-9-]{1,64} */
+#define PARAMS_HOSTNAME_MAX 63                 /* one DNS label (RFC 1123) */
+#define PARAMS_LABELS_MAX 16                   /* label pairs per sandbox/filter */
+#define PARAMS_LABEL_KEY_MAX 63                /* [A-Za-z0-9._-], first alnum */
+#define PARAMS_LABEL_VALUE_MAX 255             /* bytes, no control characters */
+#define PARAMS_IDEMPOTENCY_KEY_MAX 64          /* printable ASCII, no space */
+#define PARAMS_CORES_MAX 1024                  /* sanity only; config caps too */
+#define PARAMS_MEMORY_MB_MAX (4 * 1024 * 1024) /* sanity only */
+#define PARAMS_DISK_GB_MAX (64 * 1024)         /* sanity only */
+#define PARAMS_TTL_S_MAX (366 * 24 * 3600)     /* sanity only; max_ttl_s caps */
+#define PARAMS_COMMAND_MAX (256 * 1024)        /* bytes of `command` */
+#define PARAMS_ARGV_MAX 4096                   /* entries of `argv` */
+#define PARAMS_ARGV_BYTES_MAX (256 * 1024)     /* sum of argv entry lengths */
+#define PARAMS_ENV_MAX 256                     /* variables in `env` */
+#define PARAMS_ENV_NAME_MAX 255                /* [A-Za-z_][A-Za-z0-9_]* */
+#define PARAMS_ENV_BYTES_MAX (256 * 1024)      /* sum of names and values */
+#define PARAMS_PATH_MAX 4095                   /* absolute path / cwd, bytes */
+#define PARAMS_DATA_MAX (16 * 1024 * 1024)     /* decoded stdin / content */
+#define PARAMS_TIMEOUT_MS_MAX (24 * 3600 * 1000)
+#define PARAMS_TIMEOUT_MS_DEFAULT 60000
+#define PARAMS_MAX_OUTPUT_MAX (16 * 1024 * 1024) /* per stream */
+#define PARAMS_MAX_OUTPUT_DEFAULT (1024 * 1024)
+#define PARAMS_READ_LENGTH_MAX (8 * 1024 * 1024)
+#define PARAMS_MODE_DEFAULT 0644
+
+/* What was wrong: param names the parameter ("params" for the container
+ * itself), reason says why in a sentence fragment. */
+struct params_error {
+    char param[64];
+    char reason[192];
+};
+
+struct params_kv {
+    char *key;
+    char *value;
+};
+
+struct params_kv_list {
+    size_t n;
+    struct params_kv *items; /* labels: sorted by key; env: as given */
+};
+
+/* sandbox.create */
+struct params_sandbox_create {
+    char *hostname; /* NULL: derived from the id */
+    int cores;      /* -1: config default_cores */
+    int memory_mb;  /* -1: config default_memory_mb */
+    int disk_gb;    /* -1: config default_disk_gb */
+    bool internet;  /* default false */
+    int64_t ttl_s;  /* -1: config default_ttl_s (max_ttl_s applies) */
+    struct params_kv_list labels;
+    char *idempotency_key; /* NULL: none */
+};
+
+/* sandbox.get, sandbox.destroy */
+struct params_sandbox_id {
+    char id[PARAMS_ID_MAX + 1];
+};
+
+/* sandbox.list */
+struct params_sandbox_list {
+    bool all;
+    struct params_kv_list labels; /* filter: every pair must match */
+};
+
+/* sandbox.renew */
+struct params_sandbox_renew {
+    char id[PARAMS_ID_MAX + 1];
+    int64_t ttl_s; /* > 0; config max_ttl_s applies */
+};
+
+/* sandbox.set_internet */
+struct params_sandbox_set_internet {
+    char id[PARAMS_ID_MAX + 1];
+    bool enabled;
+};
+
+/* sandbox.exec: exactly one of command / argv. */
+struct params_sandbox_exec {
+    char id[PARAMS_ID_MAX + 1];
+    char *command; /* run by /bin/sh -c; NULL when argv is used */
+    char **argv;   /* NULL-terminated, argc >= 1; NULL when command is used */
+    size_t argc;
+    struct params_kv_list env;
+    char *cwd;           /* NULL: the login directory */
+    uint8_t *stdin_data; /* NUL-terminated copy; NULL when has_stdin is false */
+    size_t stdin_len;
+    bool has_stdin;
+    int64_t timeout_ms;       /* default PARAMS_TIMEOUT_MS_DEFAULT */
+    int64_t max_output_bytes; /* per stream, default PARAMS_MAX_OUTPUT_DEFAULT */
+    bool stream;
+};
+
+/* file.write: exactly one of content / content_b64. */
+struct params_file_write {
+    char id[PARAMS_ID_MAX + 1];
+    char *path;
+    uint8_t *content; /* NUL-terminated copy, never NULL on success */
+    size_t content_len;
+    unsigned mode;     /* <= 07777, default 0644 */
+    bool make_parents; /* default true */
+};
+
+/* file.read */
+struct params_file_read {
+    char id[PARAMS_ID_MAX + 1];
+    char *path;
+    int64_t offset; /* >= 0, default 0 */
+    int64_t length; /* 0..PARAMS_READ_LENGTH_MAX, default PARAMS_READ_LENGTH_MAX */
+};
+
+/* Parsers: 0 on success (*ret filled), -EINVAL with *err filled (err may be
+ * NULL), -ENOMEM. *ret is written only on success; free it with *_done(). */
+int params_sandbox_create_parse(json_object *params, struct params_sandbox_create *ret,
+                                struct params_error *err);
+int params_sandbox_id_parse(json_object *params, struct params_sandbox_id *ret,
+                            struct params_error *err);
+int params_sandbox_list_parse(json_object *params, struct params_sandbox_list *ret,
+                              struct params_error *err);
+int params_sandbox_renew_parse(json_object *params, struct params_sandbox_renew *ret,
+                               struct params_error *err);
+int params_sandbox_set_internet_parse(json_object *params, struct params_sandbox_set_internet *ret,
+                                      struct params_error *err);
+int params_sandbox_exec_parse(json_object *params, struct params_sandbox_exec *ret,
+                              struct params_error *err);
+int params_file_write_parse(json_object *params, struct params_file_write *ret,
+                            struct params_error *err);
+int params_file_read_parse(json_object *params, struct params_file_read *ret,
+                           struct params_error *err);
+/* daemon.status, rpc.discover: absent, {} or []. */
+int params_none_parse(json_object *params, struct params_error *err);
+
+void params_kv_list_done(struct params_kv_list *l);
+void params_sandbox_create_done(struct params_sandbox_create *p);
+void params_sandbox_list_done(struct params_sandbox_list *p);
+void params_sandbox_exec_done(struct params_sandbox_exec *p);
+void params_file_write_done(struct params_file_write *p);
+void params_file_read_done(struct params_file_read *p);
+
+/* Same request, for idempotency keys: every field but the key compared as
+ * given (unset stays distinct from an explicit default). */
+bool params_sandbox_create_equal(const struct params_sandbox_create *a,
+                                 const struct params_sandbox_create *b);
+
+/* ---- method table --------------------------------------------------------- */
+
+struct rpc_method_info {
+    const char *name;
+    bool planned;       /* name reserved by PROTOCOL.md, not specified yet */
+    size_t params_size; /* size of the params struct (0: none) */
+    /* Generic entry points; NULL for planned methods. parse() writes a struct
+     * of params_size bytes (nothing for params_size 0). done() may be NULL. */
+    int (*parse)(json_object *params, void *ret, struct params_error *err);
+    void (*done)(void *p);
+};
+
+/* The entry for a method name, or NULL when PROTOCOL.md has no such name. */
+const struct rpc_method_info *rpc_method_find(const char *name);
+/* Every entry, in PROTOCOL.md's order (planned names last). */
+const struct rpc_method_info *rpc_methods(size_t *ret_n);

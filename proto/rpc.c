@@ -1,0 +1,445 @@
+/* JSON-RPC 2.0 codec. See rpc.h and PROTOCOL.md. */
+#include "proto/rpc.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *rpc_code_message(int code)
+{
+    switch (code) {
+    case RPC_PARSE_ERROR:
+        return "Parse error";
+    case RPC_INVALID_REQUEST:
+        return "Invalid Request";
+    case RPC_METHOD_NOT_FOUND:
+        return "Method not found";
+    case RPC_INVALID_PARAMS:
+        return "Invalid params";
+    case RPC_INTERNAL_ERROR:
+        return "Internal error";
+    case RPC_NO_SUCH_SANDBOX:
+        return "No such sandbox";
+    case RPC_BAD_STATE:
+        return "Sandbox not in a state that allows this";
+    case RPC_QUOTA_EXCEEDED:
+        return "Quota exceeded";
+    case RPC_PROXMOX_ERROR:
+        return "Proxmox API error";
+    case RPC_SSH_ERROR:
+        return "SSH error";
+    case RPC_DEADLINE_EXCEEDED:
+        return "Deadline exceeded";
+    case RPC_BUSY:
+        return "Busy";
+    case RPC_PERMISSION_DENIED:
+        return "Permission denied";
+    case RPC_FILE_ERROR:
+        return "File error";
+    case RPC_IDEMPOTENCY_MISMATCH:
+        return "Idempotency key reused with different parameters";
+    case RPC_SHUTTING_DOWN:
+        return "Shutting down";
+    default:
+        return "Server error";
+    }
+}
+
+/* ---- response builders ---------------------------------------------------- */
+
+static json_object *rpc_envelope_new(json_object *id)
+{
+    json_object *o = json_object_new_object();
+
+    if (!o)
+        return NULL;
+    if (json_object_object_add(o, "jsonrpc", json_object_new_string("2.0")) < 0) {
+        json_object_put(o);
+        return NULL;
+    }
+    return o;
+}
+
+static json_object *rpc_envelope_finish(json_object *o, json_object *id)
+{
+    if (json_object_object_add(o, "id", id ? json_object_get(id) : NULL) < 0) {
+        json_object_put(o);
+        return NULL;
+    }
+    return o;
+}
+
+json_object *rpc_result_new(json_object *id, json_object *result)
+{
+    json_object *o = rpc_envelope_new(id);
+
+    if (!o) {
+        json_object_put(result);
+        return NULL;
+    }
+    if (json_object_object_add(o, "result", result) < 0) {
+        json_object_put(result);
+        json_object_put(o);
+        return NULL;
+    }
+    return rpc_envelope_finish(o, id);
+}
+
+json_object *rpc_error_new(json_object *id, int code, const char *message, json_object *data)
+{
+    json_object *o, *e;
+
+    o = rpc_envelope_new(id);
+    e = json_object_new_object();
+    if (!o || !e)
+        goto fail;
+    if (json_object_object_add(e, "code", json_object_new_int(code)) < 0 ||
+        json_object_object_add(
+            e, "message", json_object_new_string(message ? message : rpc_code_message(code))) < 0)
+        goto fail;
+    if (data) {
+        if (json_object_object_add(e, "data", data) < 0)
+            goto fail;
+        data = NULL;
+    }
+    if (json_object_object_add(o, "error", e) < 0)
+        goto fail;
+    return rpc_envelope_finish(o, id);
+
+fail:
+    json_object_put(data);
+    json_object_put(e);
+    json_object_put(o);
+    return NULL;
+}
+
+static json_object *rpc_reason_data_new(const char *reason, const char *param)
+{
+    json_object *d = json_object_new_object();
+
+    if (!d)
+        return NULL;
+    if (json_object_object_add(d, "reason", json_object_new_string(reason ? reason : "")) < 0 ||
+        (param && json_object_object_add(d, "param", json_object_new_string(param)) < 0)) {
+        json_object_put(d);
+        return NULL;
+    }
+    return d;
+}
+
+json_object *rpc_error_reason_new(json_object *id, int code, const char *reason)
+{
+    json_object *d = rpc_reason_data_new(reason, NULL);
+
+    if (!d)
+        return NULL;
+    return rpc_error_new(id, code, NULL, d);
+}
+
+json_object *rpc_invalid_params_new(json_object *id, const char *param, const char *reason)
+{
+    json_object *d = rpc_reason_data_new(reason, param);
+
+    if (!d)
+        return NULL;
+    return rpc_error_new(id, RPC_INVALID_PARAMS, NULL, d);
+}
+
+json_object *rpc_notification_new(const char *method, json_object *params)
+{
+    json_object *o = rpc_envelope_new(NULL);
+
+    if (!o) {
+        json_object_put(params);
+        return NULL;
+    }
+    if (json_object_object_add(o, "method", json_object_new_string(method)) < 0) {
+        json_object_put(params);
+        json_object_put(o);
+        return NULL;
+    }
+    if (params && json_object_object_add(o, "params", params) < 0) {
+        json_object_put(params);
+        json_object_put(o);
+        return NULL;
+    }
+    return o;
+}
+
+char *rpc_to_line(json_object *o, size_t *ret_len)
+{
+    const char *s;
+    size_t n;
+    char *line;
+
+    s = json_object_to_json_string_length(
+        o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &n);
+    if (!s)
+        return NULL;
+    line = malloc(n + 2);
+    if (!line)
+        return NULL;
+    memcpy(line, s, n);
+    line[n] = '\n';
+    line[n + 1] = '\0';
+    if (ret_len)
+        *ret_len = n + 1;
+    return line;
+}
+
+/* ---- parsing ------------------------------------------------------------- */
+
+/* json-c's strict mode still accepts a few things RFC 8259 does not: single
+ * quotes, NaN/Infinity, "1.", raw control characters inside strings, and it
+ * stops silently at a NUL byte. This linear pre-pass rejects them; json-c then
+ * does the rest (structure, literals, escapes, UTF-8, depth). Returns NULL or a
+ * reason. */
+static const char *rpc_lex_check(const char *s, size_t len)
+{
+    size_t i = 0;
+
+    while (i < len) {
+        unsigned char c = (unsigned char)s[i];
+
+        if (c == '"') {
+            for (i++;; i++) {
+                if (i >= len)
+                    return "unterminated string";
+                c = (unsigned char)s[i];
+                if (c == '"')
+                    break;
+                if (c < 0x20)
+                    return "control character in string";
+                if (c == '\\') {
+                    i++;
+                    if (i >= len)
+                        return "unterminated string";
+                    if ((unsigned char)s[i] < 0x20)
+                        return "control character in string";
+                }
+            }
+            i++;
+        } else if (c == '-' || (c >= '0' && c <= '9')) {
+            if (c == '-')
+                i++;
+            if (i >= len || s[i] < '0' || s[i] > '9')
+                return "invalid number";
+            if (s[i] == '0')
+                i++;
+            else
+                while (i < len && s[i] >= '0' && s[i] <= '9')
+                    i++;
+            if (i < len && s[i] == '.') {
+                i++;
+                if (i >= len || s[i] < '0' || s[i] > '9')
+                    return "invalid number";
+                while (i < len && s[i] >= '0' && s[i] <= '9')
+                    i++;
+            }
+            if (i < len && (s[i] == 'e' || s[i] == 'E')) {
+                i++;
+                if (i < len && (s[i] == '+' || s[i] == '-'))
+                    i++;
+                if (i >= len || s[i] < '0' || s[i] > '9')
+                    return "invalid number";
+                while (i < len && s[i] >= '0' && s[i] <= '9')
+                    i++;
+            }
+        } else if (c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '{' || c == '}' ||
+                   c == '[' || c == ']' || c == ':' || c == ',' || (c >= 'a' && c <= 'z')) {
+            i++;
+        } else {
+            return "unexpected character";
+        }
+    }
+    return NULL;
+}
+
+static int rpc_whole_error(struct rpc_message *m, int code, const char *reason)
+{
+    json_object *d = rpc_reason_data_new(reason, NULL);
+
+    if (!d)
+        return -ENOMEM;
+    m->error = rpc_error_new(NULL, code, NULL, d);
+    return m->error ? 0 : -ENOMEM;
+}
+
+static bool rpc_id_valid(json_object *id)
+{
+    switch (json_object_get_type(id)) {
+    case json_type_null:
+    case json_type_string:
+    case json_type_int:
+    case json_type_double:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static int rpc_call_invalid(struct rpc_call *c, json_object *id, const char *reason)
+{
+    json_object *d = rpc_reason_data_new(reason, NULL);
+
+    c->notification = false;
+    c->method = NULL;
+    c->params = NULL;
+    if (!d)
+        return -ENOMEM;
+    c->error = rpc_error_new(id, RPC_INVALID_REQUEST, NULL, d);
+    return c->error ? 0 : -ENOMEM;
+}
+
+/* Fills one call from one request value (a batch entry or the whole line). */
+static int rpc_call_parse(json_object *req, struct rpc_call *c)
+{
+    json_object *id = NULL, *v, *method, *params;
+    bool has_id;
+
+    *c = (struct rpc_call){.request = json_object_get(req)};
+
+    if (!json_object_is_type(req, json_type_object))
+        return rpc_call_invalid(c, NULL, "request is not an object");
+
+    has_id = json_object_object_get_ex(req, "id", &id);
+    if (has_id && !rpc_id_valid(id))
+        return rpc_call_invalid(c, NULL, "id must be a string, a number or null");
+    if (!has_id)
+        id = NULL;
+
+    if (!json_object_object_get_ex(req, "jsonrpc", &v) ||
+        !json_object_is_type(v, json_type_string) || strcmp(json_object_get_string(v), "2.0") != 0)
+        return rpc_call_invalid(c, id, "jsonrpc must be \"2.0\"");
+
+    if (!json_object_object_get_ex(req, "method", &method) ||
+        !json_object_is_type(method, json_type_string))
+        return rpc_call_invalid(c, id, "method must be a string");
+
+    params = NULL;
+    if (json_object_object_get_ex(req, "params", &params) &&
+        !json_object_is_type(params, json_type_object) &&
+        !json_object_is_type(params, json_type_array))
+        return rpc_call_invalid(c, id, "params must be an object or an array");
+
+    c->id = id ? json_object_get(id) : NULL;
+    c->notification = !has_id;
+    c->method = json_object_get_string(method);
+    c->params = params;
+    return 0;
+}
+
+int rpc_parse(const char *line, size_t len, struct rpc_message *ret)
+{
+    json_tokener *tok;
+    json_object *root = NULL;
+    enum json_tokener_error jerr;
+    const char *reason;
+    struct rpc_message m = {};
+    int r;
+
+    *ret = (struct rpc_message){};
+
+    if (len > INT_MAX - 1) {
+        r = rpc_whole_error(&m, RPC_PARSE_ERROR, "message too large");
+        goto out;
+    }
+    reason = rpc_lex_check(line, len);
+    if (reason) {
+        r = rpc_whole_error(&m, RPC_PARSE_ERROR, reason);
+        goto out;
+    }
+
+    tok = json_tokener_new_ex(RPC_MAX_DEPTH);
+    if (!tok) {
+        r = -ENOMEM;
+        goto out;
+    }
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+    root = json_tokener_parse_ex(tok, line, (int)len);
+    jerr = json_tokener_get_error(tok);
+    if (jerr == json_tokener_continue) {
+        /* A top-level number or literal needs an end marker. */
+        root = json_tokener_parse_ex(tok, "", 1);
+        jerr = json_tokener_get_error(tok);
+    } else if (jerr == json_tokener_success) {
+        /* Only whitespace may follow the value (strict mode already refuses
+         * anything else; this keeps it so whatever json-c does). */
+        for (size_t i = json_tokener_get_parse_end(tok); i < len; i++)
+            if (!strchr(" \t\r\n", line[i]) || line[i] == '\0') {
+                jerr = json_tokener_error_parse_unexpected;
+                json_object_put(root);
+                root = NULL;
+                break;
+            }
+    }
+    json_tokener_free(tok);
+
+    if (jerr != json_tokener_success) {
+        r = rpc_whole_error(&m, RPC_PARSE_ERROR, json_tokener_error_desc(jerr));
+        goto out;
+    }
+
+    if (json_object_is_type(root, json_type_array)) {
+        size_t n = json_object_array_length(root);
+
+        m.batch = true;
+        if (n == 0) {
+            r = rpc_whole_error(&m, RPC_INVALID_REQUEST, "empty batch");
+            goto out;
+        }
+        if (n > RPC_MAX_BATCH) {
+            r = rpc_whole_error(&m, RPC_INVALID_REQUEST, "batch has more than 64 entries");
+            goto out;
+        }
+        m.calls = calloc(n, sizeof(*m.calls));
+        if (!m.calls) {
+            r = -ENOMEM;
+            goto out;
+        }
+        for (size_t i = 0; i < n; i++) {
+            r = rpc_call_parse(json_object_array_get_idx(root, i), &m.calls[i]);
+            m.n_calls = i + 1;
+            if (r < 0)
+                goto out;
+        }
+    } else if (json_object_is_type(root, json_type_object)) {
+        m.calls = calloc(1, sizeof(*m.calls));
+        if (!m.calls) {
+            r = -ENOMEM;
+            goto out;
+        }
+        m.n_calls = 1;
+        r = rpc_call_parse(root, &m.calls[0]);
+        if (r < 0)
+            goto out;
+    } else {
+        r = rpc_whole_error(&m, RPC_INVALID_REQUEST, "request is not an object or an array");
+        goto out;
+    }
+    r = 0;
+
+out:
+    json_object_put(root);
+    if (r < 0) {
+        rpc_message_done(&m);
+        return r;
+    }
+    *ret = m;
+    return 0;
+}
+
+void rpc_message_done(struct rpc_message *m)
+{
+    if (!m)
+        return;
+    for (size_t i = 0; i < m->n_calls; i++) {
+        json_object_put(m->calls[i].id);
+        json_object_put(m->calls[i].request);
+        json_object_put(m->calls[i].error);
+    }
+    free(m->calls);
+    json_object_put(m->error);
+    *m = (struct rpc_message){};
+}
