@@ -39,6 +39,7 @@
 #define CONFIG_DEFAULT_MAX_CONNECTIONS_PER_UID 64
 #define CONFIG_DEFAULT_MAX_REQUEST_BYTES (16u * 1024 * 1024)
 #define CONFIG_DEFAULT_MAX_INFLIGHT 32
+#define CONFIG_DEFAULT_LOG_LEVEL 6 /* LOG_INFO */
 #define CONFIG_DEFAULT_NODE "pve"
 #define CONFIG_DEFAULT_VMID_MIN 100000
 #define CONFIG_DEFAULT_VMID_MAX 199999
@@ -56,15 +57,16 @@
 #define CONFIG_DEFAULT_CREATE_TIMEOUT_S 300
 
 struct config_server {
-    char *socket;                         /* path bound when systemd passes none */
-    mode_t socket_mode;                   /* octal in the file, e.g. 0660 */
-    char *socket_group;                   /* NULL: leave the group alone */
-    char *admin_group;                    /* NULL: only root is admin */
+    char *socket;       /* path bound when systemd passes none */
+    mode_t socket_mode; /* octal in the file, e.g. 0660 */
+    char *socket_group; /* NULL: leave the group alone */
+    char *admin_group;  /* NULL: only root is admin */
     char *state_dir;
     unsigned max_connections;             /* 1..65536 */
     unsigned max_connections_per_uid;     /* 1..65536 */
     size_t max_request_bytes;             /* 1024..256 MiB: longest request line */
     unsigned max_inflight_per_connection; /* 1..4096 */
+    int log_level;                        /* syslog level; --log-level overrides */
 };
 
 struct config_proxmox {
@@ -89,8 +91,8 @@ struct config_proxmox {
 
 struct config_ssh {
     char *user;
-    char *key_file;           /* NULL: $CREDENTIALS_DIRECTORY/ssh-key */
-    char *key;                /* private key text, loaded by config_load_secrets(); never logged */
+    char *key_file;            /* NULL: $CREDENTIALS_DIRECTORY/ssh-key */
+    char *key;                 /* private key text, loaded by config_load_secrets(); never logged */
     char **template_host_keys; /* pinned fingerprints ("SHA256:..."), comma/space separated */
     size_t n_template_host_keys;
     bool rekey;

@@ -1,0 +1,75 @@
+/* One client connection: NDJSON framing, JSON-RPC dispatch onto the method table,
+ * concurrent requests with responses matched by id, batches, the in-flight cap
+ * with backpressure (reading stops, nothing is dropped), and bounded output
+ * (reading stops above a high-water mark; a client that stays stuck is closed).
+ * Loop thread only. */
+#pragma once
+
+/* Before <uv.h>: it pulls in <sys/param.h>, whose MIN/MAX would clash. */
+#include "lib/macro.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "proto/frame.h"
+
+struct server;
+struct req;
+
+#define CONN_READ_CHUNK (64 * 1024)
+#define CONN_OUTPUT_HIGH (1024 * 1024)      /* stop reading above this much queued output */
+#define CONN_OUTPUT_LOW (256 * 1024)        /* resume below this */
+#define CONN_OUTPUT_HARD (64 * 1024 * 1024) /* notifications past this are refused */
+
+enum conn_state {
+    CONN_OPEN,
+    CONN_DRAINING, /* a final reply is queued; close once it is written */
+    CONN_CLOSING,  /* uv_close() called */
+    CONN_CLOSED,
+};
+
+struct conn {
+    struct server *server;
+    uv_pipe_t pipe;
+    enum conn_state state;
+    uint64_t id;
+    uid_t uid;
+    gid_t gid;
+    pid_t pid;
+    bool counted; /* holds a place in the caps */
+    bool reading;
+    bool eof;
+    bool in_process;
+
+    struct frame_buf in;
+    char *wbuf; /* responses not yet handed to the kernel/libuv */
+    size_t wlen, wcap;
+    size_t out_queued; /* bytes in uv_write requests not yet completed */
+    unsigned n_writes;
+
+    unsigned inflight;
+    struct req *reqs;
+
+    uint64_t last_activity; /* uv_now of the last read or completion */
+    uint64_t stall_since;   /* uv_now when output went over high water; 0 otherwise */
+
+    struct conn *prev, *next;
+};
+
+/* Accepts a pending connection from the listener. `reject_code` != 0 makes the
+ * connection answer one error (id null) and close. Returns 0 or a negative errno. */
+int conn_accept(struct server *s, uv_stream_t *listener, struct conn **ret);
+/* Sends one error line with id null, then closes (nothing more is read). */
+void conn_fail(struct conn *c, int code, const char *reason);
+void conn_close(struct conn *c);
+/* Starts reading from an accepted connection that holds its place in the caps. */
+void conn_start(struct conn *c);
+/* Checks idle and write-stall deadlines; called by the server's sweep timer. */
+void conn_sweep(struct conn *c, uint64_t now);
+/* At shutdown: close when idle. */
+void conn_shutdown(struct conn *c);
+/* Shutdown deadline: detach every request and close. */
+void conn_abort(struct conn *c);
+size_t conn_output_bytes(const struct conn *c);

@@ -1,0 +1,430 @@
+#include "server.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <systemd/sd-daemon.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "lib/log.h"
+#include "lib/macro.h"
+#include "proto/rpc.h"
+
+#define COMP "server"
+
+static const char *const server_state_names[] = {
+    [SERVER_INIT] = "init",       [SERVER_LISTENING] = "listening", [SERVER_STOPPING] = "stopping",
+    [SERVER_CLOSING] = "closing", [SERVER_CLOSED] = "closed",
+};
+
+static void server_set_state(struct server *s, enum server_state state)
+{
+    if (s->state == state)
+        return;
+    log_debug(COMP, "%s -> %s", server_state_names[s->state], server_state_names[state]);
+    s->state = state;
+}
+
+static uint64_t env_ms(const char *name, uint64_t def)
+{
+    const char *v = getenv(name);
+    char *end;
+    unsigned long long x;
+
+    if (!v || !v[0])
+        return def;
+    errno = 0;
+    x = strtoull(v, &end, 10);
+    if (errno || *end || x == 0)
+        return def;
+    return x;
+}
+
+int server_init(struct server *s, uv_loop_t *loop, struct config *config)
+{
+    const char *hooks = getenv("SANDBOXD_TEST_HOOKS");
+
+    *s = (struct server){
+        .loop = loop,
+        .config = config,
+        .limits =
+            {
+                .idle_timeout_ms = SERVER_IDLE_TIMEOUT_MS,
+                .write_stall_ms = SERVER_WRITE_STALL_MS,
+                .shutdown_deadline_ms = SERVER_SHUTDOWN_DEADLINE_MS,
+                .sweep_ms = SERVER_SWEEP_MS,
+            },
+    };
+    if (hooks && strcmp(hooks, "1") == 0) {
+        struct server_limits *l = &s->limits;
+
+        l->idle_timeout_ms = env_ms("SANDBOXD_TEST_IDLE_MS", l->idle_timeout_ms);
+        l->write_stall_ms = env_ms("SANDBOXD_TEST_STALL_MS", l->write_stall_ms);
+        l->shutdown_deadline_ms = env_ms("SANDBOXD_TEST_SHUTDOWN_MS", l->shutdown_deadline_ms);
+        l->sweep_ms = MIN(l->sweep_ms, MAX(l->idle_timeout_ms / 4, (uint64_t)10));
+        l->sweep_ms = MIN(l->sweep_ms, MAX(l->write_stall_ms / 4, (uint64_t)10));
+    }
+    s->started_ms = uv_now(loop);
+    s->started_wall = (uint64_t)time(NULL);
+    return 0;
+}
+
+unsigned server_connections(const struct server *s)
+{
+    return s->n_conns;
+}
+
+uint64_t server_uptime_s(const struct server *s)
+{
+    return (uv_now(s->loop) - s->started_ms) / 1000;
+}
+
+bool server_stopping(const struct server *s)
+{
+    return s->state >= SERVER_STOPPING;
+}
+
+static struct uid_count *uid_slot(struct server *s, uid_t uid, bool create)
+{
+    struct uid_count *n;
+
+    for (size_t i = 0; i < s->n_uids; i++)
+        if (s->uids[i].uid == uid)
+            return &s->uids[i];
+    if (!create)
+        return NULL;
+    n = realloc(s->uids, (s->n_uids + 1) * sizeof *n);
+    if (!n)
+        return NULL;
+    s->uids = n;
+    s->uids[s->n_uids] = (struct uid_count){.uid = uid};
+    return &s->uids[s->n_uids++];
+}
+
+void server_conn_uncount(struct server *s, struct conn *c)
+{
+    struct uid_count *u;
+
+    if (!c->counted)
+        return;
+    c->counted = false;
+    s->n_conns--;
+    u = uid_slot(s, c->uid, false);
+    if (u && --u->n == 0) {
+        *u = s->uids[--s->n_uids];
+    }
+}
+
+void server_conn_closed(struct server *s, struct conn *c)
+{
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        s->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    s->n_handles--;
+    server_maybe_finish(s);
+}
+
+static void on_connection(uv_stream_t *listener, int status)
+{
+    struct server *s = listener->data;
+    const struct config_server *cfg = &s->config->server;
+    struct uid_count *u;
+    struct conn *c;
+    int r;
+
+    if (status < 0) {
+        log_warning(COMP, "accept: %s, continuing", uv_strerror(status));
+        return;
+    }
+    r = conn_accept(s, listener, &c);
+    if (r < 0) {
+        log_warning(COMP, "accept: %s, continuing", uv_strerror(r));
+        return;
+    }
+    c->next = s->conns;
+    if (s->conns)
+        s->conns->prev = c;
+    s->conns = c;
+    s->n_handles++;
+    s->n_accepted++;
+
+    u = uid_slot(s, c->uid, true);
+    if (s->n_conns >= cfg->max_connections || !u || u->n >= cfg->max_connections_per_uid) {
+        bool global = s->n_conns >= cfg->max_connections;
+
+        s->n_rejected++;
+        log_notice(COMP, "uid %u: %s connection cap reached, refusing", (unsigned)c->uid,
+                   global ? "global" : "per-uid");
+        if (u && u->n == 0)
+            *u = s->uids[--s->n_uids];
+        conn_fail(c, RPC_BUSY,
+                  global ? "too many connections" : "too many connections for this uid");
+        return;
+    }
+    u->n++;
+    s->n_conns++;
+    c->counted = true;
+    conn_start(c);
+}
+
+static void on_sweep(uv_timer_t *t)
+{
+    struct server *s = t->data;
+    uint64_t now = uv_now(s->loop);
+    struct conn *next;
+
+    for (struct conn *c = s->conns; c; c = next) {
+        next = c->next;
+        conn_sweep(c, now);
+    }
+}
+
+/* A stale socket file (nothing accepts on it) may be replaced; a live one may not. */
+static int prepare_path(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    _cleanup_close_ int fd = -1;
+    struct stat st;
+
+    if (lstat(path, &st) < 0)
+        return errno == ENOENT ? 0 : -errno;
+    if (!S_ISSOCK(st.st_mode)) {
+        log_error(COMP, "'%s' exists and is not a socket", path);
+        return -EEXIST;
+    }
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    strncpy(sa.sun_path, path, sizeof sa.sun_path - 1);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0) {
+        log_error(COMP, "'%s' is in use by a running server", path);
+        return -EADDRINUSE;
+    }
+    if (errno != ECONNREFUSED) {
+        int r = -errno;
+
+        return log_error_errno(r, COMP, "'%s' exists and cannot be probed: %m", path);
+    }
+    log_info(COMP, "replacing stale socket '%s'", path);
+    if (unlink(path) < 0 && errno != ENOENT)
+        return log_error_errno(-errno, COMP, "cannot remove stale socket '%s': %m", path);
+    return 0;
+}
+
+static int bind_path(struct server *s, const char *path, int *ret_fd)
+{
+    const struct config_server *cfg = &s->config->server;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    _cleanup_close_ int fd = -1;
+    mode_t old;
+    int r;
+
+    if (strlen(path) >= sizeof sa.sun_path) {
+        log_error(COMP, "socket path '%s' is too long", path);
+        return -ENAMETOOLONG;
+    }
+    r = prepare_path(path);
+    if (r < 0)
+        return r;
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return log_error_errno(-errno, COMP, "socket: %m");
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    /* No window in which the socket is reachable with a wider mode. */
+    old = umask(0777);
+    r = RET_NERRNO(bind(fd, (struct sockaddr *)&sa, sizeof sa));
+    umask(old);
+    if (r < 0)
+        return log_error_errno(r, COMP, "bind '%s': %m", path);
+    s->bound_path = true;
+    if (cfg->socket_group) {
+        struct group *g = getgrnam(cfg->socket_group);
+
+        if (!g)
+            log_warning(COMP, "socket group '%s' does not exist, leaving the group as is",
+                        cfg->socket_group);
+        else if (chown(path, (uid_t)-1, g->gr_gid) < 0)
+            log_warning_errno(-errno, COMP, "chown '%s' to group '%s': %m, continuing", path,
+                              cfg->socket_group);
+    }
+    if (chmod(path, cfg->socket_mode) < 0)
+        return log_error_errno(-errno, COMP, "chmod '%s': %m", path);
+    if (listen(fd, SOMAXCONN) < 0)
+        return log_error_errno(-errno, COMP, "listen '%s': %m", path);
+    *ret_fd = TAKE_FD(fd);
+    return 0;
+}
+
+int server_listen(struct server *s, const char *path)
+{
+    int fd = -1, n, r;
+
+    n = sd_listen_fds(1);
+    if (n < 0)
+        return log_error_errno(n, COMP, "sd_listen_fds: %m");
+    if (n > 1) {
+        log_error(COMP, "systemd passed %d sockets, expected exactly one stream Unix socket", n);
+        return -EINVAL;
+    }
+    if (n == 1) {
+        fd = SD_LISTEN_FDS_START;
+        r = sd_is_socket_unix(fd, SOCK_STREAM, 1, NULL, 0);
+        if (r < 0)
+            return log_error_errno(r, COMP, "checking the socket systemd passed: %m");
+        if (r == 0) {
+            log_error(COMP, "the socket systemd passed is not a listening stream Unix socket");
+            return -EINVAL;
+        }
+        s->socket_path = strdup("(systemd)");
+        log_info(COMP, "listening on the socket passed by systemd");
+    } else {
+        r = bind_path(s, path, &fd);
+        if (r < 0) {
+            if (s->bound_path)
+                (void)unlink(path);
+            s->bound_path = false;
+            return r;
+        }
+        s->socket_path = strdup(path);
+        log_info(COMP, "listening on '%s'", path);
+    }
+    if (!s->socket_path) {
+        close(fd);
+        return -ENOMEM;
+    }
+    r = uv_pipe_init(s->loop, &s->listener, 0);
+    if (r < 0) {
+        close(fd);
+        return r;
+    }
+    s->listener.data = s;
+    s->listener_open = true;
+    r = uv_pipe_open(&s->listener, fd);
+    if (r < 0) {
+        close(fd);
+        return log_error_errno(r, COMP, "adopting the listening socket: %s", uv_strerror(r));
+    }
+    r = uv_listen((uv_stream_t *)&s->listener, SOMAXCONN, on_connection);
+    if (r < 0)
+        return log_error_errno(r, COMP, "listen: %s", uv_strerror(r));
+
+    uv_timer_init(s->loop, &s->sweep);
+    uv_timer_init(s->loop, &s->deadline);
+    s->sweep.data = s->deadline.data = s;
+    s->timers_open = true;
+    uv_timer_start(&s->sweep, on_sweep, s->limits.sweep_ms, s->limits.sweep_ms);
+    server_set_state(s, SERVER_LISTENING);
+    return 0;
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+    struct server *s = h->data;
+
+    server_maybe_finish(s);
+}
+
+static void close_listener(struct server *s)
+{
+    if (!s->listener_open)
+        return;
+    s->listener_open = false;
+    uv_close((uv_handle_t *)&s->listener, NULL);
+    if (s->bound_path && s->socket_path)
+        (void)unlink(s->socket_path);
+    s->bound_path = false;
+}
+
+void server_maybe_finish(struct server *s)
+{
+    bool busy = false;
+
+    if (s->state == SERVER_STOPPING) {
+        for (struct conn *c = s->conns; c; c = c->next)
+            if (c->state < CONN_CLOSING) {
+                busy = true;
+                break;
+            }
+        if (busy)
+            return;
+        server_set_state(s, SERVER_CLOSING);
+        if (s->timers_open) {
+            s->timers_open = false;
+            uv_close((uv_handle_t *)&s->sweep, NULL);
+            uv_close((uv_handle_t *)&s->deadline, on_handle_closed);
+            return;
+        }
+    }
+    if (s->state == SERVER_CLOSING && s->n_handles == 0 && !s->timers_open) {
+        server_set_state(s, SERVER_CLOSED);
+        if (s->on_closed)
+            s->on_closed(s, s->userdata);
+    }
+}
+
+static void on_deadline(uv_timer_t *t)
+{
+    struct server *s = t->data;
+    struct conn *next;
+    unsigned n = 0;
+
+    for (struct conn *c = s->conns; c; c = next) {
+        next = c->next;
+        if (c->state < CONN_CLOSING) {
+            n++;
+            conn_abort(c);
+        }
+    }
+    if (n)
+        log_warning(COMP, "shutdown deadline passed, closed %u busy connection(s)", n);
+    server_maybe_finish(s);
+}
+
+void server_shutdown(struct server *s)
+{
+    struct conn *next;
+
+    if (s->state >= SERVER_STOPPING)
+        return;
+    if (s->state == SERVER_INIT) {
+        server_set_state(s, SERVER_CLOSED);
+        if (s->on_closed)
+            s->on_closed(s, s->userdata);
+        return;
+    }
+    server_set_state(s, SERVER_STOPPING);
+    close_listener(s);
+    if (s->timers_open)
+        uv_timer_start(&s->deadline, on_deadline, s->limits.shutdown_deadline_ms, 0);
+    for (struct conn *c = s->conns; c; c = next) {
+        next = c->next;
+        conn_shutdown(c);
+    }
+    server_maybe_finish(s);
+}
+
+void server_apply_limits(struct server *s)
+{
+    /* Caps are read live from s->config at accept and per request; nothing to copy. */
+    (void)s;
+}
+
+void server_done(struct server *s)
+{
+    if (!s)
+        return;
+    close_listener(s);
+    free(s->socket_path);
+    free(s->uids);
+    s->socket_path = NULL;
+    s->uids = NULL;
+}

@@ -1,0 +1,92 @@
+/* The listening side of sandboxd: the Unix socket (from systemd or bound here),
+ * accept with SO_PEERCRED, global and per-uid connection caps, the idle and
+ * stalled-writer sweep, and graceful shutdown. Loop thread only. */
+#pragma once
+
+/* Before <uv.h>: it pulls in <sys/param.h>, whose MIN/MAX would clash. */
+#include "lib/macro.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "lib/config.h"
+
+struct conn;
+
+/* Tunables that are not in the config file (named constants; tests may lower them
+ * through SANDBOXD_TEST_HOOKS=1 and the SANDBOXD_TEST_* variables). */
+#define SERVER_IDLE_TIMEOUT_MS (300 * 1000)     /* idle connection, nothing in flight */
+#define SERVER_WRITE_STALL_MS (30 * 1000)       /* output over high water, no progress */
+#define SERVER_SHUTDOWN_DEADLINE_MS (10 * 1000) /* in-flight requests at shutdown */
+#define SERVER_SWEEP_MS 1000
+
+enum server_state {
+    SERVER_INIT,
+    SERVER_LISTENING,
+    SERVER_STOPPING, /* no accept; in-flight requests finish; new ones get -32011 */
+    SERVER_CLOSING,  /* closing every handle */
+    SERVER_CLOSED,
+};
+
+struct server_limits {
+    uint64_t idle_timeout_ms;
+    uint64_t write_stall_ms;
+    uint64_t shutdown_deadline_ms;
+    uint64_t sweep_ms;
+};
+
+struct uid_count {
+    uid_t uid;
+    unsigned n;
+};
+
+struct server {
+    uv_loop_t *loop;
+    struct config *config; /* live config (owned by the caller) */
+    struct server_limits limits;
+    enum server_state state;
+
+    uv_pipe_t listener;
+    bool listener_open;
+    bool bound_path; /* we created the socket file: unlink it at exit */
+    char *socket_path;
+
+    uv_timer_t sweep;
+    uv_timer_t deadline;
+    bool timers_open;
+
+    struct conn *conns; /* every connection, including closing ones */
+    unsigned n_conns;   /* counted connections (caps) */
+    unsigned n_handles; /* connections whose handle is not closed yet */
+    struct uid_count *uids;
+    size_t n_uids;
+    uint64_t n_accepted;
+    uint64_t n_rejected;
+
+    uint64_t started_ms;                                 /* uv_now at start */
+    uint64_t started_wall;                               /* time(NULL) at start */
+    void (*on_closed)(struct server *s, void *userdata); /* after every handle closed */
+    void *userdata;
+};
+
+int server_init(struct server *s, uv_loop_t *loop, struct config *config);
+/* Listens on the fd systemd passed (exactly one stream Unix socket) or binds
+ * `path`. Error text goes to the log. */
+int server_listen(struct server *s, const char *path);
+/* Starts shutdown: stop accepting, let in-flight requests finish within the
+ * deadline, then close every connection and handle; on_closed runs at the end. */
+void server_shutdown(struct server *s);
+/* Applies the caps of a freshly loaded config to new input. */
+void server_apply_limits(struct server *s);
+void server_done(struct server *s);
+
+unsigned server_connections(const struct server *s);
+uint64_t server_uptime_s(const struct server *s);
+bool server_stopping(const struct server *s);
+
+/* Called by conn.c. */
+void server_conn_closed(struct server *s, struct conn *c); /* the handle is closed */
+void server_conn_uncount(struct server *s, struct conn *c);
+void server_maybe_finish(struct server *s);

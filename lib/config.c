@@ -1,0 +1,675 @@
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ini.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "log.h"
+#include "macro.h"
+
+enum key_type {
+    KEY_STRING,   /* "" means unset (NULL) */
+    KEY_PATH,     /* absolute path; "" means unset */
+    KEY_UINT,     /* decimal, range min..max */
+    KEY_SIZE,     /* decimal bytes, range min..max */
+    KEY_MODE,     /* octal, 0..07777 */
+    KEY_BOOL,     /* true/false/yes/no/1/0/on/off */
+    KEY_VMID,     /* 100..999999999 */
+    KEY_RANGE,    /* "A-B" vmids */
+    KEY_LIST,     /* comma (or space) separated words */
+    KEY_LOGLEVEL, /* debug|info|notice|warning|err */
+};
+
+struct key_def {
+    const char *section;
+    const char *name;
+    enum key_type type;
+    size_t offset;  /* into struct config */
+    size_t offset2; /* second field: count for lists, max for ranges */
+    unsigned long long min, max;
+};
+
+#define F(field) offsetof(struct config, field)
+#define UINT_KEY(sec, name, field, lo, hi)                                                         \
+    {                                                                                              \
+        sec, name, KEY_UINT, F(field), 0, lo, hi                                                   \
+    }
+
+static const struct key_def keys[] = {
+    {"server", "socket", KEY_PATH, F(server.socket), 0, 0, 0},
+    {"server", "socket_mode", KEY_MODE, F(server.socket_mode), 0, 0, 07777},
+    {"server", "socket_group", KEY_STRING, F(server.socket_group), 0, 0, 0},
+    {"server", "admin_group", KEY_STRING, F(server.admin_group), 0, 0, 0},
+    {"server", "state_dir", KEY_PATH, F(server.state_dir), 0, 0, 0},
+    UINT_KEY("server", "max_connections", server.max_connections, 1, 65536),
+    UINT_KEY("server", "max_connections_per_uid", server.max_connections_per_uid, 1, 65536),
+    {"server", "max_request_bytes", KEY_SIZE, F(server.max_request_bytes), 0, 1024,
+     256ull * 1024 * 1024},
+    UINT_KEY("server", "max_inflight_per_connection", server.max_inflight_per_connection, 1, 4096),
+    {"server", "log_level", KEY_LOGLEVEL, F(server.log_level), 0, 0, 0},
+
+    {"proxmox", "url", KEY_STRING, F(proxmox.url), 0, 0, 0},
+    {"proxmox", "token_id", KEY_STRING, F(proxmox.token_id), 0, 0, 0},
+    {"proxmox", "token_secret_file", KEY_PATH, F(proxmox.token_secret_file), 0, 0, 0},
+    {"proxmox", "nodes", KEY_LIST, F(proxmox.nodes), F(proxmox.n_nodes), 1, CONFIG_NODES_MAX},
+    {"proxmox", "template", KEY_VMID, F(proxmox.template_vmid), 0, 100, 999999999},
+    {"proxmox", "pool", KEY_STRING, F(proxmox.pool), 0, 0, 0},
+    {"proxmox", "storage", KEY_STRING, F(proxmox.storage), 0, 0, 0},
+    {"proxmox", "full_clone", KEY_BOOL, F(proxmox.full_clone), 0, 0, 0},
+    {"proxmox", "vmid_range", KEY_RANGE, F(proxmox.vmid_min), F(proxmox.vmid_max), 100, 999999999},
+    {"proxmox", "ca_file", KEY_PATH, F(proxmox.ca_file), 0, 0, 0},
+    {"proxmox", "fingerprint", KEY_STRING, F(proxmox.fingerprint), 0, 0, 0},
+    {"proxmox", "tls_verify", KEY_BOOL, F(proxmox.tls_verify), 0, 0, 0},
+    {"proxmox", "internet_group", KEY_STRING, F(proxmox.internet_group), 0, 0, 0},
+
+    {"ssh", "user", KEY_STRING, F(ssh.user), 0, 0, 0},
+    {"ssh", "key_file", KEY_PATH, F(ssh.key_file), 0, 0, 0},
+    {"ssh", "template_host_key", KEY_LIST, F(ssh.template_host_keys), F(ssh.n_template_host_keys),
+     0, CONFIG_HOST_KEYS_MAX},
+    {"ssh", "rekey", KEY_BOOL, F(ssh.rekey), 0, 0, 0},
+    UINT_KEY("ssh", "connect_timeout_ms", ssh.connect_timeout_ms, 100, 600000),
+    UINT_KEY("ssh", "sessions_per_sandbox", ssh.sessions_per_sandbox, 1, 16),
+
+    UINT_KEY("sandbox", "default_ttl_s", sandbox.default_ttl_s, 60, 31536000),
+    UINT_KEY("sandbox", "max_ttl_s", sandbox.max_ttl_s, 60, 31536000),
+    UINT_KEY("sandbox", "max_per_uid", sandbox.max_per_uid, 0, 65536),
+    UINT_KEY("sandbox", "max_total", sandbox.max_total, 0, 65536),
+    UINT_KEY("sandbox", "default_cores", sandbox.default_cores, 1, 512),
+    UINT_KEY("sandbox", "default_memory_mb", sandbox.default_memory_mb, 16, 1048576),
+    UINT_KEY("sandbox", "default_disk_gb", sandbox.default_disk_gb, 1, 65536),
+    UINT_KEY("sandbox", "create_timeout_s", sandbox.create_timeout_s, 10, 3600),
+};
+
+#define N_KEYS ELEMENTSOF(keys)
+
+static const char *known_sections[] = {"server", "proxmox", "ssh", "sandbox"};
+
+struct parse_state {
+    struct config *config;
+    char *error; /* first error (without file:line, added by config_load) */
+    bool seen[N_KEYS];
+};
+
+static void set_error(char **err, const char *fmt, ...) _printf_(2, 3);
+static void set_error(char **err, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (*err)
+        return; /* keep the first */
+    va_start(ap, fmt);
+    if (vasprintf(err, fmt, ap) < 0)
+        *err = NULL;
+    va_end(ap);
+}
+
+static void free_list(char **l, size_t n)
+{
+    if (!l)
+        return;
+    for (size_t i = 0; i < n; i++)
+        free(l[i]);
+    free(l);
+}
+
+static int parse_uint(const char *v, unsigned long long *ret)
+{
+    char *end;
+    unsigned long long x;
+
+    if (!isdigit((unsigned char)v[0]))
+        return -EINVAL;
+    errno = 0;
+    x = strtoull(v, &end, 10);
+    if (errno != 0 || *end != '\0')
+        return -EINVAL;
+    *ret = x;
+    return 0;
+}
+
+static int parse_bool(const char *v)
+{
+    static const char *yes[] = {"true", "yes", "on", "1"};
+    static const char *no[] = {"false", "no", "off", "0"};
+
+    for (size_t i = 0; i < ELEMENTSOF(yes); i++) {
+        if (strcasecmp(v, yes[i]) == 0)
+            return 1;
+        if (strcasecmp(v, no[i]) == 0)
+            return 0;
+    }
+    return -EINVAL;
+}
+
+static int split_list(const char *v, size_t max, char ***ret, size_t *ret_n)
+{
+    _cleanup_free_ char *copy = strdup(v);
+    char **l = NULL;
+    size_t n = 0;
+    char *save = NULL;
+
+    if (!copy)
+        return -ENOMEM;
+    for (char *w = strtok_r(copy, ", \t", &save); w; w = strtok_r(NULL, ", \t", &save)) {
+        char **nl;
+
+        if (n >= max) {
+            free_list(l, n);
+            return -E2BIG;
+        }
+        nl = realloc(l, (n + 1) * sizeof *l);
+        if (!nl) {
+            free_list(l, n);
+            return -ENOMEM;
+        }
+        l = nl;
+        l[n] = strdup(w);
+        if (!l[n]) {
+            free_list(l, n);
+            return -ENOMEM;
+        }
+        n++;
+    }
+    *ret = l;
+    *ret_n = n;
+    return 0;
+}
+
+static bool printable(const char *v)
+{
+    for (const unsigned char *p = (const unsigned char *)v; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            return false;
+    return true;
+}
+
+static int set_key(struct parse_state *st, const struct key_def *k, const char *v)
+{
+    char *base = (char *)st->config;
+    unsigned long long x;
+    int r;
+
+    switch (k->type) {
+    case KEY_STRING:
+    case KEY_PATH: {
+        char **field = (char **)(base + k->offset);
+        char *s = NULL;
+
+        if (!printable(v)) {
+            set_error(&st->error, "control characters in value");
+            return -EINVAL;
+        }
+        if (k->type == KEY_PATH && v[0] && v[0] != '/') {
+            set_error(&st->error, "not an absolute path: '%s'", v);
+            return -EINVAL;
+        }
+        if (k->type == KEY_PATH && strlen(v) >= PATH_MAX) {
+            set_error(&st->error, "path too long");
+            return -EINVAL;
+        }
+        if (v[0]) {
+            s = strdup(v);
+            if (!s)
+                return -ENOMEM;
+        }
+        free(*field);
+        *field = s;
+        return 0;
+    }
+    case KEY_UINT:
+    case KEY_SIZE:
+    case KEY_VMID:
+        r = parse_uint(v, &x);
+        if (r < 0 || x < k->min || x > k->max) {
+            set_error(&st->error, "'%s' is not a number in %llu..%llu", v, k->min, k->max);
+            return -EINVAL;
+        }
+        if (k->type == KEY_SIZE)
+            *(size_t *)(base + k->offset) = (size_t)x;
+        else if (k->type == KEY_VMID)
+            *(uint32_t *)(base + k->offset) = (uint32_t)x;
+        else
+            *(unsigned *)(base + k->offset) = (unsigned)x;
+        return 0;
+    case KEY_MODE: {
+        char *end;
+        unsigned long m;
+
+        errno = 0;
+        m = strtoul(v, &end, 8);
+        if (!v[0] || !isdigit((unsigned char)v[0]) || *end || errno || m > k->max) {
+            set_error(&st->error, "'%s' is not an octal file mode (e.g. 0660)", v);
+            return -EINVAL;
+        }
+        *(mode_t *)(base + k->offset) = (mode_t)m;
+        return 0;
+    }
+    case KEY_LOGLEVEL:
+        r = log_level_from_string(v);
+        if (r < 0) {
+            set_error(&st->error, "'%s' is not a log level (debug|info|notice|warning|err)", v);
+            return -EINVAL;
+        }
+        *(int *)(base + k->offset) = r;
+        return 0;
+    case KEY_BOOL:
+        r = parse_bool(v);
+        if (r < 0) {
+            set_error(&st->error, "'%s' is not a boolean (true/false)", v);
+            return -EINVAL;
+        }
+        *(bool *)(base + k->offset) = r;
+        return 0;
+    case KEY_RANGE: {
+        unsigned long long a, b;
+        _cleanup_free_ char *copy = strdup(v);
+        char *dash;
+
+        if (!copy)
+            return -ENOMEM;
+        dash = strchr(copy, '-');
+        if (dash)
+            *dash = '\0';
+        if (!dash || parse_uint(copy, &a) < 0 || parse_uint(dash + 1, &b) < 0 || a > b ||
+            a < k->min || b > k->max) {
+            set_error(&st->error, "'%s' is not a range A-B with %llu <= A <= B <= %llu", v, k->min,
+                      k->max);
+            return -EINVAL;
+        }
+        *(uint32_t *)(base + k->offset) = (uint32_t)a;
+        *(uint32_t *)(base + k->offset2) = (uint32_t)b;
+        return 0;
+    }
+    case KEY_LIST: {
+        char ***field = (char ***)(base + k->offset);
+        size_t *count = (size_t *)(base + k->offset2);
+        char **l = NULL;
+        size_t n = 0;
+
+        if (!printable(v)) {
+            set_error(&st->error, "control characters in value");
+            return -EINVAL;
+        }
+        r = split_list(v, k->max, &l, &n);
+        if (r == -ENOMEM)
+            return r;
+        if (r < 0 || n < k->min) {
+            set_error(&st->error, "expected %llu to %llu comma-separated entries", k->min, k->max);
+            return -EINVAL;
+        }
+        free_list(*field, *count);
+        *field = l;
+        *count = n;
+        return 0;
+    }
+    }
+    return -EINVAL;
+}
+
+/* libinih handler: returns nonzero on success. Only the first error is kept;
+ * ini_parse*() reports the line of the first failing call. */
+static int handler(void *user, const char *section, const char *name, const char *value)
+{
+    struct parse_state *st = user;
+    bool section_known = false;
+    int r;
+
+    if (st->error)
+        return 0;
+    for (size_t i = 0; i < ELEMENTSOF(known_sections); i++)
+        if (strcmp(section, known_sections[i]) == 0)
+            section_known = true;
+    if (!section_known) {
+        if (section[0])
+            set_error(&st->error, "[%s] %s: unknown section '%s'", section, name, section);
+        else
+            set_error(&st->error, "%s: key outside of any section", name);
+        return 0;
+    }
+    if (strcmp(section, "proxmox") == 0)
+        st->config->proxmox.present = true;
+    for (size_t i = 0; i < N_KEYS; i++) {
+        if (strcmp(keys[i].section, section) != 0 || strcmp(keys[i].name, name) != 0)
+            continue;
+        if (st->seen[i]) {
+            set_error(&st->error, "[%s] %s: key given twice", section, name);
+            return 0;
+        }
+        st->seen[i] = true;
+        r = set_key(st, &keys[i], value);
+        if (r < 0) {
+            if (st->error) {
+                /* Prefix the message with the key. */
+                char *m = NULL;
+
+                if (asprintf(&m, "[%s] %s: %s", section, name, st->error) >= 0) {
+                    free(st->error);
+                    st->error = m;
+                }
+            } else
+                set_error(&st->error, "[%s] %s: %s", section, name, strerror(-r));
+            return 0;
+        }
+        return 1;
+    }
+    set_error(&st->error, "[%s] %s: unknown key '%s'", section, name, name);
+    return 0;
+}
+
+int config_init(struct config *c)
+{
+    *c = (struct config){
+        .server =
+            {
+                .socket = strdup(CONFIG_DEFAULT_SOCKET),
+                .socket_mode = CONFIG_DEFAULT_SOCKET_MODE,
+                .socket_group = strdup(CONFIG_DEFAULT_SOCKET_GROUP),
+                .admin_group = strdup(CONFIG_DEFAULT_ADMIN_GROUP),
+                .state_dir = strdup(CONFIG_DEFAULT_STATE_DIR),
+                .max_connections = CONFIG_DEFAULT_MAX_CONNECTIONS,
+                .max_connections_per_uid = CONFIG_DEFAULT_MAX_CONNECTIONS_PER_UID,
+                .max_request_bytes = CONFIG_DEFAULT_MAX_REQUEST_BYTES,
+                .max_inflight_per_connection = CONFIG_DEFAULT_MAX_INFLIGHT,
+                .log_level = CONFIG_DEFAULT_LOG_LEVEL,
+            },
+        .proxmox =
+            {
+                .vmid_min = CONFIG_DEFAULT_VMID_MIN,
+                .vmid_max = CONFIG_DEFAULT_VMID_MAX,
+                .tls_verify = true,
+                .internet_group = strdup(CONFIG_DEFAULT_INTERNET_GROUP),
+            },
+        .ssh =
+            {
+                .user = strdup(CONFIG_DEFAULT_SSH_USER),
+                .connect_timeout_ms = CONFIG_DEFAULT_SSH_CONNECT_TIMEOUT_MS,
+                .sessions_per_sandbox = CONFIG_DEFAULT_SSH_SESSIONS,
+            },
+        .sandbox =
+            {
+                .default_ttl_s = CONFIG_DEFAULT_TTL_S,
+                .max_ttl_s = CONFIG_DEFAULT_MAX_TTL_S,
+                .max_per_uid = CONFIG_DEFAULT_MAX_PER_UID,
+                .max_total = CONFIG_DEFAULT_MAX_TOTAL,
+                .default_cores = CONFIG_DEFAULT_CORES,
+                .default_memory_mb = CONFIG_DEFAULT_MEMORY_MB,
+                .default_disk_gb = CONFIG_DEFAULT_DISK_GB,
+                .create_timeout_s = CONFIG_DEFAULT_CREATE_TIMEOUT_S,
+            },
+    };
+    c->proxmox.nodes = calloc(1, sizeof(char *));
+    if (c->proxmox.nodes) {
+        c->proxmox.nodes[0] = strdup(CONFIG_DEFAULT_NODE);
+        c->proxmox.n_nodes = 1;
+    }
+    if (!c->server.socket || !c->server.socket_group || !c->server.admin_group ||
+        !c->server.state_dir || !c->proxmox.internet_group || !c->ssh.user || !c->proxmox.nodes ||
+        !c->proxmox.nodes[0]) {
+        config_done(c);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+static void free_secret(char **s)
+{
+    if (*s) {
+        explicit_bzero(*s, strlen(*s));
+        free(*s);
+        *s = NULL;
+    }
+}
+
+void config_done(struct config *c)
+{
+    if (!c)
+        return;
+    free(c->file);
+    free(c->server.socket);
+    free(c->server.socket_group);
+    free(c->server.admin_group);
+    free(c->server.state_dir);
+    free(c->proxmox.url);
+    free(c->proxmox.token_id);
+    free(c->proxmox.token_secret_file);
+    free_secret(&c->proxmox.token_secret);
+    free_list(c->proxmox.nodes, c->proxmox.n_nodes);
+    free(c->proxmox.pool);
+    free(c->proxmox.storage);
+    free(c->proxmox.ca_file);
+    free(c->proxmox.fingerprint);
+    free(c->proxmox.internet_group);
+    free(c->ssh.user);
+    free(c->ssh.key_file);
+    free_secret(&c->ssh.key);
+    free_list(c->ssh.template_host_keys, c->ssh.n_template_host_keys);
+    *c = (struct config){};
+}
+
+int config_load(const char *path, struct config *ret, char **ret_error)
+{
+    struct config c;
+    struct parse_state st = {.config = &c};
+    _cleanup_fclose_ FILE *f = NULL;
+    int line, r;
+
+    f = fopen(path, "re");
+    if (!f) {
+        r = -errno;
+        if (ret_error && asprintf(ret_error, "%s: cannot read: %s", path, strerror(-r)) < 0)
+            *ret_error = NULL;
+        return r;
+    }
+    r = config_init(&c);
+    if (r < 0)
+        return r;
+    line = ini_parse_file(f, handler, &st);
+    if (line != 0 || st.error) {
+        if (ret_error) {
+            if (line < 0)
+                r = asprintf(ret_error, "%s: cannot parse", path);
+            else if (st.error)
+                r = asprintf(ret_error, "%s:%d: %s", path, line, st.error);
+            else
+                r = asprintf(ret_error, "%s:%d: syntax error (expected [section] or key = value)",
+                             path, line);
+            if (r < 0)
+                *ret_error = NULL;
+        }
+        free(st.error);
+        config_done(&c);
+        return -EINVAL;
+    }
+    c.file = strdup(path);
+    if (!c.file) {
+        config_done(&c);
+        return -ENOMEM;
+    }
+    *ret = c;
+    return 0;
+}
+
+int config_validate(const struct config *c, char **ret_error)
+{
+    const char *file = c->file ? c->file : "(defaults)";
+    const char *missing = NULL;
+    char *err = NULL;
+
+    if (c->sandbox.default_ttl_s > c->sandbox.max_ttl_s)
+        set_error(&err, "%s: [sandbox] default_ttl_s (%u) is larger than max_ttl_s (%u)", file,
+                  c->sandbox.default_ttl_s, c->sandbox.max_ttl_s);
+    if (c->server.max_connections_per_uid > c->server.max_connections)
+        set_error(&err,
+                  "%s: [server] max_connections_per_uid (%u) is larger than max_connections (%u)",
+                  file, c->server.max_connections_per_uid, c->server.max_connections);
+    if (c->sandbox.max_per_uid > c->sandbox.max_total)
+        set_error(&err, "%s: [sandbox] max_per_uid (%u) is larger than max_total (%u)", file,
+                  c->sandbox.max_per_uid, c->sandbox.max_total);
+    if (c->proxmox.present) {
+        if (!c->proxmox.url)
+            missing = "url";
+        else if (!c->proxmox.token_id)
+            missing = "token_id";
+        else if (c->proxmox.template_vmid == 0)
+            missing = "template";
+        else if (!c->proxmox.pool)
+            missing = "pool";
+        if (missing)
+            set_error(&err, "%s: [proxmox] %s: required key missing", file, missing);
+        if (c->proxmox.url && strncmp(c->proxmox.url, "https://", 8) != 0 &&
+            strncmp(c->proxmox.url, "http://", 7) != 0)
+            set_error(&err, "%s: [proxmox] url: '%s' is not an http(s):// URL", file,
+                      c->proxmox.url);
+        if (c->proxmox.token_id && !strchr(c->proxmox.token_id, '!'))
+            set_error(&err, "%s: [proxmox] token_id: '%s' is not of the form user@realm!name", file,
+                      c->proxmox.token_id);
+        if (c->proxmox.n_nodes == 0)
+            set_error(&err, "%s: [proxmox] nodes: at least one node is required", file);
+        if (c->proxmox.template_vmid >= c->proxmox.vmid_min &&
+            c->proxmox.template_vmid <= c->proxmox.vmid_max)
+            set_error(&err, "%s: [proxmox] template: vmid %u lies inside vmid_range", file,
+                      c->proxmox.template_vmid);
+    }
+    if (err) {
+        if (ret_error)
+            *ret_error = err;
+        else
+            free(err);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static int read_secret(const char *path, bool strip, char **ret)
+{
+    _cleanup_close_ int fd = -1;
+    struct stat st;
+    char *buf;
+    size_t len = 0;
+
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return -errno;
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    if (!S_ISREG(st.st_mode))
+        return -EINVAL;
+    if (st.st_size > CONFIG_SECRET_MAX)
+        return -EFBIG;
+    buf = malloc(CONFIG_SECRET_MAX + 1);
+    if (!buf)
+        return -ENOMEM;
+    for (;;) {
+        ssize_t n = read(fd, buf + len, CONFIG_SECRET_MAX + 1 - len);
+
+        if (n < 0) {
+            int r = -errno;
+
+            explicit_bzero(buf, len);
+            free(buf);
+            return r;
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+        if (len > CONFIG_SECRET_MAX) {
+            explicit_bzero(buf, len);
+            free(buf);
+            return -EFBIG;
+        }
+    }
+    buf[len] = '\0';
+    if (strlen(buf) != len) {
+        explicit_bzero(buf, len);
+        free(buf);
+        return -EINVAL;
+    }
+    if (strip)
+        while (len > 0 && isspace((unsigned char)buf[len - 1]))
+            buf[--len] = '\0';
+    if (len == 0) {
+        free(buf);
+        return -ENODATA;
+    }
+    *ret = buf;
+    return 0;
+}
+
+static int load_one(const char *file, const char *key, const char *credential, bool strip,
+                    char **field, char **ret_error)
+{
+    _cleanup_free_ char *cred_path = NULL;
+    const char *path = NULL;
+    const char *dir;
+    char *s = NULL;
+    int r;
+
+    if (*field)
+        return 0;
+    if (key) {
+        path = key;
+    } else {
+        dir = getenv("CREDENTIALS_DIRECTORY");
+        if (!dir || !dir[0]) {
+            if (ret_error && asprintf(ret_error,
+                                      "%s: no secret file configured and no credential '%s' "
+                                      "($CREDENTIALS_DIRECTORY is unset)",
+                                      file, credential) < 0)
+                *ret_error = NULL;
+            return -ENOENT;
+        }
+        if (asprintf(&cred_path, "%s/%s", dir, credential) < 0)
+            return -ENOMEM;
+        path = cred_path;
+    }
+    r = read_secret(path, strip, &s);
+    if (r < 0) {
+        if (ret_error && asprintf(ret_error, "%s: cannot read secret '%s': %s", file, path,
+                                  r == -ENODATA  ? "file is empty"
+                                  : r == -EINVAL ? "not a regular text file"
+                                                 : strerror(-r)) < 0)
+            *ret_error = NULL;
+        return r;
+    }
+    *field = s;
+    return 0;
+}
+
+int config_load_secrets(struct config *c, char **ret_error)
+{
+    const char *file = c->file ? c->file : "(defaults)";
+    int r;
+
+    if (!c->proxmox.present)
+        return 0;
+    r = load_one(file, c->proxmox.token_secret_file, CONFIG_CREDENTIAL_PVE_TOKEN, true,
+                 &c->proxmox.token_secret, ret_error);
+    if (r < 0)
+        return r;
+    r = load_one(file, c->ssh.key_file, CONFIG_CREDENTIAL_SSH_KEY, false, &c->ssh.key, ret_error);
+    if (r < 0) {
+        free_secret(&c->proxmox.token_secret);
+        return r;
+    }
+    return 0;
+}
+
+const char *const *config_known_keys(void)
+{
+    static const char *names[N_KEYS + 1];
+    static char buf[N_KEYS][64];
+
+    if (!names[0])
+        for (size_t i = 0; i < N_KEYS; i++) {
+            snprintf(buf[i], sizeof buf[i], "%s.%s", keys[i].section, keys[i].name);
+            names[i] = buf[i];
+        }
+    return names;
+}
