@@ -1,0 +1,74 @@
+/* The ownership marker sandboxd keeps in each container's Proxmox
+ * `description`, so that ownership and leases can be rebuilt from Proxmox
+ * alone. Pure string code: no loop, no I/O.
+ *
+ * The marker is one line of the description, anywhere among human text:
+ *
+ *   sandboxd:v1 instance=<id> sandbox=<id> owner=<uid> created=<unix>
+ *       expires=<unix> [key=<sha256 hex>] [params=<sha256 hex>] check=<8 hex>
+ *
+ * (one line, single spaces). Ids are [a-z0-9-] (<= ID_MAX), numbers are plain
+ * decimal without leading zeros; `check` is the first 8 hex digits of the
+ * SHA-256 of the canonical line before " check=". Only [a-z0-9:=-] and spaces
+ * are used, so the line survives Proxmox storing the description as `#`
+ * comment lines (it comes back with a trailing newline), URL and form
+ * encoding, and a form round trip that turned spaces into '+' (the parser takes
+ * runs of ' ', '\t' or '+' as separators). Leading/trailing blanks, a '\r' and
+ * a leading '#' on the line are tolerated.
+ *
+ * A line is a marker candidate when, trimmed, it starts with "sandboxd:".
+ * Exactly one candidate that parses completely with a matching check is a
+ * marker; anything else means "not ours, never touch". */
+#pragma once
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "util.h"
+
+#define MARKER_VERSION 1
+/* Proxmox's limit on `description` (pve-api.md §8). */
+#define MARKER_DESCRIPTION_MAX 8192
+/* Longest description marker_parse() looks at (Proxmox may hand back more
+ * than it accepts on PUT: a trailing newline, hand-edited configs). */
+#define MARKER_INPUT_MAX 65536
+/* Longest marker line accepted. */
+#define MARKER_LINE_MAX 512
+#define MARKER_PREFIX "sandboxd:"
+
+struct marker {
+    char instance[ID_MAX + 1]; /* daemon instance id */
+    char sandbox[ID_MAX + 1];  /* sandbox id */
+    uid_t owner_uid;
+    int64_t created;              /* unix seconds */
+    int64_t expires;              /* unix seconds: lease expiry */
+    char key[SHA256_HEX_SIZE];    /* optional ("" = none): hash of uid + idempotency key */
+    char params[SHA256_HEX_SIZE]; /* optional ("" = none): params hash */
+};
+
+/* The marker line (no newline) into buf. -EINVAL for invalid fields
+ * (bad ids, negative times, owner (uid_t)-1, key/params not 64 hex digits),
+ * -ENOBUFS when buf is too small (MARKER_LINE_MAX always suffices). */
+int marker_format(const struct marker *m, char *buf, size_t n);
+
+/* Finds and parses the marker in a Proxmox description (NULL or "" allowed).
+ * Returns 0 and fills *ret, or:
+ *   -ENOENT          no marker candidate: a foreign container;
+ *   -EBADMSG         a candidate that does not parse, a failed check, or more
+ *                    than one candidate (duplicated markers);
+ *   -EPROTONOSUPPORT "sandboxd:vN" with N != MARKER_VERSION;
+ *   -EMSGSIZE        description longer than MARKER_INPUT_MAX.
+ * Every error means: not ours, never touch. */
+int marker_parse(const char *description, struct marker *ret);
+
+/* A new description: description's text with m's line in place of the first
+ * marker candidate (others dropped), or appended when there is none. Every line
+ * ends in '\n', trailing empty lines are dropped (as Proxmox does), so
+ * feeding the result back gives the same string. -E2BIG when the result would
+ * exceed MARKER_DESCRIPTION_MAX bytes. */
+int marker_set(const char *description, const struct marker *m, char **ret_description);
+
+/* Parses the marker in description, sets its expiry and returns the updated
+ * description with all other text kept. Errors as marker_parse() (the
+ * description is not ours to change) and marker_set(). */
+int marker_update_expiry(const char *description, int64_t expires, char **ret_description);
