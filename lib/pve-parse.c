@@ -1,0 +1,1025 @@
+/* Proxmox VE responses: classification and parsing, no I/O. */
+#include "macro.h"
+
+#include "pve-parse.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const kind_names[_PVE_ERR_KIND_MAX] = {
+    [PVE_ERR_OTHER] = "other",
+    [PVE_ERR_LOCKED] = "locked",
+    [PVE_ERR_LOCK_TIMEOUT] = "lock_timeout",
+    [PVE_ERR_EXISTS] = "exists",
+    [PVE_ERR_NOT_FOUND] = "not_found",
+    [PVE_ERR_RUNNING] = "running",
+    [PVE_ERR_NOT_RUNNING] = "not_running",
+    [PVE_ERR_NO_QUORUM] = "no_quorum",
+    [PVE_ERR_PERMISSION] = "permission",
+    [PVE_ERR_AUTH] = "auth",
+    [PVE_ERR_PARAM] = "param",
+    [PVE_ERR_NOT_IMPLEMENTED] = "not_implemented",
+    [PVE_ERR_CONNECTION] = "connection",
+    [PVE_ERR_SERVER] = "server",
+    [PVE_ERR_TASK] = "task",
+};
+
+const char *pve_err_kind_to_string(enum pve_err_kind k)
+{
+    if ((unsigned)k >= _PVE_ERR_KIND_MAX)
+        return "invalid";
+    return kind_names[k];
+}
+
+/* ---- classification ---- */
+
+static bool has(const char *s, const char *needle)
+{
+    return s && strcasestr(s, needle);
+}
+
+static enum pve_err_kind classify_text(const char *m)
+{
+    if (!m || !*m)
+        return PVE_ERR_OTHER;
+    if (has(m, " is locked ("))
+        return PVE_ERR_LOCKED;
+    if (has(m, "got timeout") || has(m, "got lock request timeout") || has(m, "got lock timeout"))
+        return PVE_ERR_LOCK_TIMEOUT;
+    if (has(m, "no quorum"))
+        return PVE_ERR_NO_QUORUM;
+    if (has(m, "already exists"))
+        return PVE_ERR_EXISTS;
+    if (has(m, "does not exist") || has(m, "no such task") || has(m, "no such ipset") ||
+        has(m, "no such cluster node") || has(m, "no rule at position"))
+        return PVE_ERR_NOT_FOUND;
+    if (has(m, "already running") || has(m, "container is running"))
+        return PVE_ERR_RUNNING;
+    if (has(m, " not running"))
+        return PVE_ERR_NOT_RUNNING;
+    return PVE_ERR_OTHER;
+}
+
+enum pve_err_kind pve_classify(int status, const char *message)
+{
+    enum pve_err_kind k;
+
+    if (status == 401)
+        return PVE_ERR_AUTH;
+    if (status == 403)
+        return PVE_ERR_PERMISSION;
+    if (status == 501)
+        return PVE_ERR_NOT_IMPLEMENTED;
+    if (status >= 595 && status <= 599)
+        return PVE_ERR_CONNECTION;
+    k = classify_text(message);
+    if (k != PVE_ERR_OTHER)
+        return k;
+    if (status == 400)
+        return PVE_ERR_PARAM;
+    if (status >= 500 && status <= 599)
+        return PVE_ERR_SERVER;
+    if (status == 0)
+        return PVE_ERR_TASK;
+    return PVE_ERR_OTHER;
+}
+
+/* 5xx texts that will not change by asking again. */
+static const char *const permanent_texts[] = {
+    "protection mode",
+    "not allowed",
+    "is not available",
+    "unable to shrink",
+    "already at specified size",
+    "unable to get any free vmid",
+    "no options specified",
+    "can't clone",
+    "unable to clone",
+    "still in use",
+    "you can't start a ct if it's a template",
+    "unable to delete required option",
+    "used in ha resources",
+    "only possible from a snapshot",
+    "cannot do full clones",
+};
+
+bool pve_error_transient(const struct pve_error *e)
+{
+    if (!e)
+        return false;
+    switch (e->kind) {
+    case PVE_ERR_LOCKED:
+    case PVE_ERR_LOCK_TIMEOUT:
+    case PVE_ERR_NO_QUORUM:
+    case PVE_ERR_CONNECTION:
+        return true;
+    case PVE_ERR_SERVER:
+        for (size_t i = 0; i < ELEMENTSOF(permanent_texts); i++)
+            if (has(e->message, permanent_texts[i]))
+                return false;
+        return true;
+    default:
+        return false;
+    }
+}
+
+bool pve_errno_transient(int r)
+{
+    return r == -ETIMEDOUT || r == -ECONNREFUSED || r == -EHOSTUNREACH || r == -ECONNRESET ||
+           r == -EPROTO;
+}
+
+/* ---- errors ---- */
+
+struct pve_error *pve_error_free(struct pve_error *e)
+{
+    if (!e)
+        return NULL;
+    free(e->message);
+    free(e->lock);
+    free(e->upid);
+    if (e->errors)
+        json_object_put(e->errors);
+    free(e);
+    return NULL;
+}
+
+static char *strip_dup(const char *s, size_t max)
+{
+    size_t l;
+
+    if (!s)
+        s = "";
+    while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')
+        s++;
+    l = strlen(s);
+    while (l > 0 && (s[l - 1] == '\n' || s[l - 1] == '\r' || s[l - 1] == ' ' || s[l - 1] == '\t'))
+        l--;
+    return strndup(s, MIN(l, max));
+}
+
+static int error_finish(struct pve_error *e)
+{
+    const char *p;
+
+    e->kind = pve_classify(e->http_status, e->message);
+    if (e->kind == PVE_ERR_LOCKED && (p = strcasestr(e->message, " is locked ("))) {
+        p += strlen(" is locked (");
+        const char *q = strchr(p, ')');
+        if (q) {
+            e->lock = strndup(p, (size_t)(q - p));
+            if (!e->lock)
+                return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
+static int append(char **s, const char *add)
+{
+    char *n = NULL;
+
+    if (asprintf(&n, "%s%s", *s, add) < 0)
+        return -ENOMEM;
+    free(*s);
+    *s = n;
+    return 0;
+}
+
+int pve_error_from_http(long status, const char *reason, const char *body, size_t body_len,
+                        struct pve_error **ret_error)
+{
+    struct pve_error *e;
+    struct json_object *root = NULL, *v;
+    int r = -ENOMEM;
+
+    if (!ret_error)
+        return -EINVAL;
+    e = calloc(1, sizeof(*e));
+    if (!e)
+        return -ENOMEM;
+    e->http_status = (int)status;
+
+    if (body && body_len > 0) {
+        struct json_tokener *tok = json_tokener_new();
+        if (!tok)
+            goto fail;
+        root = json_tokener_parse_ex(tok, body, (int)MIN(body_len, (size_t)INT32_MAX));
+        json_tokener_free(tok);
+        if (root && !json_object_is_type(root, json_type_object)) {
+            json_object_put(root);
+            root = NULL;
+        }
+    }
+    if (root && json_object_object_get_ex(root, "message", &v) &&
+        json_object_is_type(v, json_type_string) && json_object_get_string_len(v) > 0)
+        e->message = strip_dup(json_object_get_string(v), PVE_MESSAGE_MAX);
+    else
+        e->message = strip_dup(reason, PVE_MESSAGE_MAX);
+    if (!e->message)
+        goto fail;
+    if (!*e->message) {
+        free(e->message);
+        if (asprintf(&e->message, "HTTP %ld", status) < 0) {
+            e->message = NULL;
+            goto fail;
+        }
+    }
+    if (root && json_object_object_get_ex(root, "errors", &v) &&
+        json_object_is_type(v, json_type_object) && json_object_object_length(v) > 0) {
+        e->errors = json_object_get(v);
+        /* "Parameter verification failed." says nothing by itself: add "param: msg". */
+        const char *sep = " ";
+        json_object_object_foreach(v, key, val)
+        {
+            _cleanup_free_ char *m = strip_dup(json_object_get_string(val), PVE_MESSAGE_MAX);
+            _cleanup_free_ char *part = NULL;
+            if (!m || asprintf(&part, "%s%s: %s", sep, key, m) < 0)
+                goto fail;
+            if (strstr(e->message, m))
+                continue;
+            if (strlen(e->message) + strlen(part) > PVE_MESSAGE_MAX)
+                break;
+            if (append(&e->message, part) < 0)
+                goto fail;
+            sep = "; ";
+        }
+    }
+    if (root)
+        json_object_put(root);
+    root = NULL;
+    r = error_finish(e);
+    if (r < 0)
+        goto fail;
+    *ret_error = e;
+    return 0;
+fail:
+    if (root)
+        json_object_put(root);
+    pve_error_free(e);
+    return r;
+}
+
+int pve_error_from_task(const char *exitstatus, const char *upid, struct pve_error **ret_error)
+{
+    struct pve_error *e = calloc(1, sizeof(*e));
+    int r;
+
+    if (!e)
+        return -ENOMEM;
+    e->message =
+        strip_dup(exitstatus && *exitstatus ? exitstatus : "unexpected status", PVE_MESSAGE_MAX);
+    if (!e->message || (upid && !(e->upid = strdup(upid)))) {
+        pve_error_free(e);
+        return -ENOMEM;
+    }
+    r = error_finish(e);
+    if (r < 0) {
+        pve_error_free(e);
+        return r;
+    }
+    *ret_error = e;
+    return 0;
+}
+
+struct pve_error *pve_error_dup(const struct pve_error *src)
+{
+    struct pve_error *e;
+
+    if (!src)
+        return NULL;
+    e = calloc(1, sizeof(*e));
+    if (!e)
+        return NULL;
+    e->http_status = src->http_status;
+    e->kind = src->kind;
+    e->message = strdup(src->message ? src->message : "");
+    if (!e->message || (src->lock && !(e->lock = strdup(src->lock))) ||
+        (src->upid && !(e->upid = strdup(src->upid))))
+        return pve_error_free(e);
+    if (src->errors)
+        e->errors = json_object_get(src->errors);
+    return e;
+}
+
+/* ---- data, vmids ---- */
+
+int pve_parse_data(const char *body, size_t body_len, struct json_object **ret_data)
+{
+    struct json_tokener *tok;
+    struct json_object *root, *d = NULL;
+
+    if (!body || body_len == 0 || body_len > INT32_MAX)
+        return -EBADMSG;
+    tok = json_tokener_new();
+    if (!tok)
+        return -ENOMEM;
+    root = json_tokener_parse_ex(tok, body, (int)body_len);
+    json_tokener_free(tok);
+    if (!root)
+        return -EBADMSG;
+    if (!json_object_is_type(root, json_type_object) ||
+        !json_object_object_get_ex(root, "data", &d)) {
+        json_object_put(root);
+        return -EBADMSG;
+    }
+    d = json_object_get(d);
+    json_object_put(root);
+    *ret_data = d;
+    return 0;
+}
+
+int pve_parse_vmid_string(const char *s, uint32_t *ret_vmid)
+{
+    uint64_t v = 0;
+
+    if (!s || !*s || strlen(s) > 10)
+        return -EINVAL;
+    for (const char *p = s; *p; p++) {
+        if (!isdigit((unsigned char)*p))
+            return -EINVAL;
+        v = v * 10 + (uint64_t)(*p - '0');
+    }
+    if (v < PVE_VMID_MIN || v > PVE_VMID_MAX)
+        return -EINVAL;
+    *ret_vmid = (uint32_t)v;
+    return 0;
+}
+
+int pve_parse_vmid(struct json_object *v, uint32_t *ret_vmid)
+{
+    if (!v)
+        return -EINVAL;
+    switch (json_object_get_type(v)) {
+    case json_type_int: {
+        int64_t i = json_object_get_int64(v);
+        if (i < PVE_VMID_MIN || i > PVE_VMID_MAX)
+            return -EINVAL;
+        *ret_vmid = (uint32_t)i;
+        return 0;
+    }
+    case json_type_double: {
+        double d = json_object_get_double(v);
+        if (d != (double)(int64_t)d || d < PVE_VMID_MIN || d > PVE_VMID_MAX)
+            return -EINVAL;
+        *ret_vmid = (uint32_t)d;
+        return 0;
+    }
+    case json_type_string:
+        return pve_parse_vmid_string(json_object_get_string(v), ret_vmid);
+    default:
+        return -EINVAL;
+    }
+}
+
+int pve_nextid_parse(struct json_object *data, uint32_t *ret_vmid)
+{
+    return pve_parse_vmid(data, ret_vmid) < 0 ? -EBADMSG : 0;
+}
+
+/* ---- UPID ---- */
+
+static bool is_hex_n(const char *s, size_t len, size_t min, size_t max, uint64_t *ret)
+{
+    uint64_t v = 0;
+
+    if (len < min || len > max)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        if (!isxdigit((unsigned char)s[i]))
+            return false;
+        v = v * 16 + (uint64_t)(isdigit((unsigned char)s[i])
+                                    ? s[i] - '0'
+                                    : tolower((unsigned char)s[i]) - 'a' + 10);
+    }
+    *ret = v;
+    return true;
+}
+
+/* [^:\s/] */
+static bool field_ok(const char *s, size_t len, bool may_be_empty)
+{
+    if (len == 0)
+        return may_be_empty;
+    for (size_t i = 0; i < len; i++)
+        if (s[i] == ':' || s[i] == '/' || isspace((unsigned char)s[i]))
+            return false;
+    return true;
+}
+
+static bool node_ok(const char *s, size_t len)
+{
+    if (len == 0 || !isalnum((unsigned char)s[0]) || !isalnum((unsigned char)s[len - 1]))
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if (!isalnum((unsigned char)s[i]) && s[i] != '-')
+            return false;
+    return true;
+}
+
+int pve_upid_parse(const char *s, struct pve_upid *ret)
+{
+    const char *f[9];
+    size_t len[9], n = 0;
+    const char *p;
+    uint64_t pid, pstart, starttime;
+    struct pve_upid u = {0};
+
+    if (!s || strncmp(s, "UPID:", 5) != 0)
+        return -EINVAL;
+    p = s + 5;
+    /* node pid pstart starttime type id user, each followed by ':', then end. */
+    while (n < 7) {
+        const char *c = strchr(p, ':');
+        if (!c)
+            return -EINVAL;
+        f[n] = p;
+        len[n] = (size_t)(c - p);
+        n++;
+        p = c + 1;
+    }
+    if (*p != 0)
+        return -EINVAL;
+    if (!node_ok(f[0], len[0]) || !is_hex_n(f[1], len[1], 8, 8, &pid) ||
+        !is_hex_n(f[2], len[2], 8, 9, &pstart) || !is_hex_n(f[3], len[3], 8, 8, &starttime) ||
+        !field_ok(f[4], len[4], false) || !field_ok(f[5], len[5], true) ||
+        !field_ok(f[6], len[6], false))
+        return -EINVAL;
+    if (len[0] >= sizeof(u.node) || len[4] >= sizeof(u.type) || len[5] >= sizeof(u.id) ||
+        len[6] >= sizeof(u.user))
+        return -EINVAL;
+    memcpy(u.node, f[0], len[0]);
+    memcpy(u.type, f[4], len[4]);
+    memcpy(u.id, f[5], len[5]);
+    memcpy(u.user, f[6], len[6]);
+    u.pid = (uint32_t)pid;
+    u.pstart = pstart;
+    u.starttime = (uint32_t)starttime;
+    *ret = u;
+    return 0;
+}
+
+/* ---- tasks ---- */
+
+int pve_task_exitstatus_ok(const char *s, unsigned *ret_warnings)
+{
+    unsigned long n = 0;
+
+    if (ret_warnings)
+        *ret_warnings = 0;
+    if (!s)
+        return 0;
+    if (strcmp(s, "OK") == 0)
+        return 1;
+    if (strncmp(s, "WARNINGS: ", 10) == 0 && s[10]) {
+        for (const char *p = s + 10; *p; p++) {
+            if (!isdigit((unsigned char)*p))
+                return 0;
+            if (n < 1000000000UL)
+                n = n * 10 + (unsigned long)(*p - '0');
+        }
+        if (ret_warnings)
+            *ret_warnings = (unsigned)n;
+        return 1;
+    }
+    return 0;
+}
+
+int pve_task_status_parse(struct json_object *data, struct pve_task_status *ret)
+{
+    struct json_object *v;
+    const char *status;
+
+    if (!data || !json_object_is_type(data, json_type_object) ||
+        !json_object_object_get_ex(data, "status", &v) || !json_object_is_type(v, json_type_string))
+        return -EBADMSG;
+    status = json_object_get_string(v);
+    memset(ret, 0, sizeof(*ret));
+    if (strcmp(status, "running") == 0) {
+        ret->running = true;
+        return 0;
+    }
+    if (strcmp(status, "stopped") != 0)
+        return -EBADMSG;
+    if (json_object_object_get_ex(data, "exitstatus", &v) &&
+        json_object_is_type(v, json_type_string))
+        snprintf(ret->exitstatus, sizeof(ret->exitstatus), "%s", json_object_get_string(v));
+    else
+        snprintf(ret->exitstatus, sizeof(ret->exitstatus), "unexpected status");
+    ret->success = pve_task_exitstatus_ok(ret->exitstatus, &ret->warnings) == 1;
+    return 0;
+}
+
+/* ---- interfaces ---- */
+
+static bool ipv4_global_unicast(const char *s, char out[INET_ADDRSTRLEN])
+{
+    struct in_addr a;
+    uint32_t h;
+
+    if (inet_pton(AF_INET, s, &a) != 1)
+        return false;
+    h = ntohl(a.s_addr);
+    if ((h >> 24) == 0 || (h >> 24) == 127 || (h >> 16) == 0xA9FE || (h >> 28) >= 0xE)
+        return false;
+    return inet_ntop(AF_INET, &a, out, INET_ADDRSTRLEN) != NULL;
+}
+
+int pve_interfaces_pick_ipv4(struct json_object *data, char **ret_ip)
+{
+    char buf[INET_ADDRSTRLEN];
+
+    if (!data)
+        return 0;
+    if (!json_object_is_type(data, json_type_array))
+        return -EBADMSG;
+    for (size_t i = 0; i < json_object_array_length(data); i++) {
+        struct json_object *it = json_object_array_get_idx(data, i), *v, *list;
+        if (!json_object_is_type(it, json_type_object))
+            continue;
+        if (json_object_object_get_ex(it, "name", &v) &&
+            strcmp(json_object_get_string(v), "lo") == 0)
+            continue;
+        if (json_object_object_get_ex(it, "ip-addresses", &list) &&
+            json_object_is_type(list, json_type_array)) {
+            for (size_t j = 0; j < json_object_array_length(list); j++) {
+                struct json_object *a = json_object_array_get_idx(list, j), *t, *ip;
+                if (!json_object_is_type(a, json_type_object) ||
+                    !json_object_object_get_ex(a, "ip-address-type", &t) ||
+                    strcmp(json_object_get_string(t), "inet") != 0 ||
+                    !json_object_object_get_ex(a, "ip-address", &ip))
+                    continue;
+                if (ipv4_global_unicast(json_object_get_string(ip), buf))
+                    goto found;
+            }
+        }
+        if (json_object_object_get_ex(it, "inet", &v) && json_object_is_type(v, json_type_string)) {
+            char tmp[64];
+            snprintf(tmp, sizeof(tmp), "%s", json_object_get_string(v));
+            char *slash = strchr(tmp, '/');
+            if (slash)
+                *slash = 0;
+            if (ipv4_global_unicast(tmp, buf))
+                goto found;
+        }
+    }
+    return 0;
+found:
+    *ret_ip = strdup(buf);
+    return *ret_ip ? 1 : -ENOMEM;
+}
+
+/* ---- netN property strings ---- */
+
+struct pve_net *pve_net_free(struct pve_net *net)
+{
+    if (!net)
+        return NULL;
+    for (size_t i = 0; i < net->n; i++) {
+        free(net->key[i]);
+        free(net->value[i]);
+    }
+    free(net);
+    return NULL;
+}
+
+int pve_net_parse(const char *s, struct pve_net **ret_net)
+{
+    struct pve_net *net;
+    const char *p = s;
+
+    if (!s || !*s)
+        return -EINVAL;
+    net = calloc(1, sizeof(*net));
+    if (!net)
+        return -ENOMEM;
+    while (*p) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        const char *eq = memchr(p, '=', len);
+        if (len == 0) {
+            pve_net_free(net);
+            return -EINVAL;
+        }
+        if (net->n >= PVE_NET_KEYS_MAX) {
+            pve_net_free(net);
+            return -E2BIG;
+        }
+        if (eq) {
+            net->key[net->n] = strndup(p, (size_t)(eq - p));
+            net->value[net->n] = strndup(eq + 1, len - (size_t)(eq - p) - 1);
+            if (!net->key[net->n] || !net->value[net->n]) {
+                net->n++;
+                pve_net_free(net);
+                return -ENOMEM;
+            }
+        } else {
+            net->key[net->n] = strndup(p, len);
+            if (!net->key[net->n]) {
+                pve_net_free(net);
+                return -ENOMEM;
+            }
+        }
+        net->n++;
+        if (!end)
+            break;
+        p = end + 1;
+        if (!*p) {
+            pve_net_free(net);
+            return -EINVAL;
+        }
+    }
+    *ret_net = net;
+    return 0;
+}
+
+const char *pve_net_get(const struct pve_net *net, const char *key)
+{
+    for (size_t i = 0; net && i < net->n; i++)
+        if (net->value[i] && strcmp(net->key[i], key) == 0)
+            return net->value[i];
+    return NULL;
+}
+
+int pve_net_set(struct pve_net *net, const char *key, const char *value)
+{
+    char *v;
+
+    if (!net || !key || !*key || !value || strpbrk(key, ",=") || strchr(value, ','))
+        return -EINVAL;
+    v = strdup(value);
+    if (!v)
+        return -ENOMEM;
+    for (size_t i = 0; i < net->n; i++)
+        if (net->value[i] && strcmp(net->key[i], key) == 0) {
+            free(net->value[i]);
+            net->value[i] = v;
+            return 0;
+        }
+    if (net->n >= PVE_NET_KEYS_MAX) {
+        free(v);
+        return -E2BIG;
+    }
+    net->key[net->n] = strdup(key);
+    if (!net->key[net->n]) {
+        free(v);
+        return -ENOMEM;
+    }
+    net->value[net->n++] = v;
+    return 0;
+}
+
+int pve_net_print(const struct pve_net *net, char **ret_s)
+{
+    char *s = NULL;
+    size_t size = 0;
+    FILE *f;
+
+    if (!net)
+        return -EINVAL;
+    f = open_memstream(&s, &size);
+    if (!f)
+        return -ENOMEM;
+    for (size_t i = 0; i < net->n; i++) {
+        if (i > 0)
+            fputc(',', f);
+        if (net->value[i])
+            fprintf(f, "%s=%s", net->key[i], net->value[i]);
+        else
+            fputs(net->key[i], f);
+    }
+    if (fclose(f) != 0) {
+        free(s);
+        return -ENOMEM;
+    }
+    *ret_s = s;
+    return 0;
+}
+
+int pve_description_normalize(const char *s, char **ret_s)
+{
+    size_t l;
+    char *r;
+
+    if (!s)
+        s = "";
+    l = strlen(s);
+    if (l > 0 && s[l - 1] == '\n')
+        l--;
+    r = strndup(s, l);
+    if (!r)
+        return -ENOMEM;
+    *ret_s = r;
+    return 0;
+}
+
+/* ---- firewall rules ---- */
+
+static char *get_str_dup(struct json_object *o, const char *key, bool *oom)
+{
+    struct json_object *v;
+    char *r;
+
+    if (!json_object_object_get_ex(o, key, &v) || json_object_is_type(v, json_type_null))
+        return NULL;
+    r = strdup(json_object_get_string(v));
+    if (!r)
+        *oom = true;
+    return r;
+}
+
+static bool get_bool(struct json_object *o, const char *key)
+{
+    struct json_object *v;
+
+    if (!json_object_object_get_ex(o, key, &v))
+        return false;
+    switch (json_object_get_type(v)) {
+    case json_type_boolean:
+        return json_object_get_boolean(v);
+    case json_type_int:
+        return json_object_get_int64(v) != 0;
+    case json_type_string: {
+        const char *s = json_object_get_string(v);
+        return strcmp(s, "1") == 0 || strcasecmp(s, "true") == 0 || strcasecmp(s, "yes") == 0 ||
+               strcasecmp(s, "on") == 0;
+    }
+    default:
+        return false;
+    }
+}
+
+struct pve_fw_rules *pve_fw_rules_free(struct pve_fw_rules *rules)
+{
+    if (!rules)
+        return NULL;
+    for (size_t i = 0; i < rules->n; i++) {
+        free(rules->v[i].type);
+        free(rules->v[i].action);
+        free(rules->v[i].comment);
+    }
+    free(rules->v);
+    free(rules->digest);
+    free(rules);
+    return NULL;
+}
+
+int pve_fw_rules_parse(struct json_object *data, struct pve_fw_rules **ret_rules)
+{
+    struct pve_fw_rules *rules;
+    size_t n;
+    bool oom = false;
+
+    if (!data || !json_object_is_type(data, json_type_array))
+        return -EBADMSG;
+    n = json_object_array_length(data);
+    if (n > PVE_LIST_MAX)
+        return -E2BIG;
+    rules = calloc(1, sizeof(*rules));
+    if (!rules || (n > 0 && !(rules->v = calloc(n, sizeof(*rules->v))))) {
+        free(rules);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct json_object *it = json_object_array_get_idx(data, i), *v;
+        struct pve_fw_rule *rule = &rules->v[rules->n];
+        if (!json_object_is_type(it, json_type_object))
+            continue;
+        if (!json_object_object_get_ex(it, "pos", &v) || !json_object_is_type(v, json_type_int))
+            continue;
+        rule->pos = (int)json_object_get_int64(v);
+        rule->type = get_str_dup(it, "type", &oom);
+        rule->action = get_str_dup(it, "action", &oom);
+        rule->comment = get_str_dup(it, "comment", &oom);
+        rule->enable = get_bool(it, "enable");
+        rules->n++;
+        if (!rules->digest)
+            rules->digest = get_str_dup(it, "digest", &oom);
+    }
+    if (oom) {
+        pve_fw_rules_free(rules);
+        return -ENOMEM;
+    }
+    *ret_rules = rules;
+    return 0;
+}
+
+int pve_fw_rules_find_group(const struct pve_fw_rules *rules, const char *group)
+{
+    for (size_t i = 0; rules && group && i < rules->n; i++)
+        if (rules->v[i].type && rules->v[i].action && strcmp(rules->v[i].type, "group") == 0 &&
+            strcmp(rules->v[i].action, group) == 0)
+            return rules->v[i].pos;
+    return -ENOENT;
+}
+
+/* ---- VM listings ---- */
+
+struct pve_vm_list *pve_vm_list_free(struct pve_vm_list *list)
+{
+    if (!list)
+        return NULL;
+    for (size_t i = 0; i < list->n; i++) {
+        struct pve_vm *vm = &list->v[i];
+        free(vm->type);
+        free(vm->node);
+        free(vm->status);
+        free(vm->name);
+        free(vm->lock);
+        free(vm->pool);
+        free(vm->tags);
+    }
+    free(list->v);
+    free(list);
+    return NULL;
+}
+
+static int vm_list_add(struct pve_vm_list *list, size_t *alloc, struct json_object *it,
+                       const char *poolid)
+{
+    struct json_object *v;
+    struct pve_vm vm = {0};
+    bool oom = false;
+
+    if (!json_object_is_type(it, json_type_object) || !json_object_object_get_ex(it, "vmid", &v) ||
+        pve_parse_vmid(v, &vm.vmid) < 0)
+        return 0; /* storage entries and garbage are skipped */
+    if (list->n >= PVE_LIST_MAX)
+        return -E2BIG;
+    if (list->n == *alloc) {
+        size_t na = *alloc ? *alloc * 2 : 16;
+        struct pve_vm *nv = realloc(list->v, na * sizeof(*nv));
+        if (!nv)
+            return -ENOMEM;
+        list->v = nv;
+        *alloc = na;
+    }
+    vm.type = get_str_dup(it, "type", &oom);
+    vm.node = get_str_dup(it, "node", &oom);
+    vm.status = get_str_dup(it, "status", &oom);
+    vm.name = get_str_dup(it, "name", &oom);
+    vm.lock = get_str_dup(it, "lock", &oom);
+    vm.pool = get_str_dup(it, "pool", &oom);
+    vm.tags = get_str_dup(it, "tags", &oom);
+    vm.template = get_bool(it, "template");
+    if (!vm.pool && poolid && !(vm.pool = strdup(poolid)))
+        oom = true;
+    list->v[list->n++] = vm; /* freed with the list even on oom */
+    return oom ? -ENOMEM : 0;
+}
+
+static int vm_list_add_pool(struct pve_vm_list *list, size_t *alloc, struct json_object *pool)
+{
+    struct json_object *members, *v;
+    const char *poolid = NULL;
+    int r;
+
+    if (!json_object_object_get_ex(pool, "members", &members) ||
+        !json_object_is_type(members, json_type_array))
+        return -EBADMSG;
+    if (json_object_object_get_ex(pool, "poolid", &v) && json_object_is_type(v, json_type_string))
+        poolid = json_object_get_string(v);
+    for (size_t i = 0; i < json_object_array_length(members); i++) {
+        r = vm_list_add(list, alloc, json_object_array_get_idx(members, i), poolid);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+int pve_vm_list_parse(struct json_object *data, struct pve_vm_list **ret_list)
+{
+    struct pve_vm_list *list;
+    size_t alloc = 0;
+    int r = 0;
+
+    if (!data)
+        return -EBADMSG;
+    list = calloc(1, sizeof(*list));
+    if (!list)
+        return -ENOMEM;
+    if (json_object_is_type(data, json_type_object)) {
+        r = vm_list_add_pool(list, &alloc, data);
+    } else if (json_object_is_type(data, json_type_array)) {
+        for (size_t i = 0; r >= 0 && i < json_object_array_length(data); i++) {
+            struct json_object *it = json_object_array_get_idx(data, i), *m;
+            if (json_object_is_type(it, json_type_object) &&
+                json_object_object_get_ex(it, "members", &m))
+                r = vm_list_add_pool(list, &alloc, it);
+            else
+                r = vm_list_add(list, &alloc, it, NULL);
+        }
+    } else {
+        r = -EBADMSG;
+    }
+    if (r < 0) {
+        pve_vm_list_free(list);
+        return r;
+    }
+    *ret_list = list;
+    return 0;
+}
+
+const struct pve_vm *pve_vm_list_find(const struct pve_vm_list *list, uint32_t vmid)
+{
+    for (size_t i = 0; list && i < list->n; i++)
+        if (list->v[i].vmid == vmid)
+            return &list->v[i];
+    return NULL;
+}
+
+/* ---- form encoding ---- */
+
+static void put_escaped(FILE *f, const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (isalnum(ch) || ch == '-' || ch == '.' || ch == '_' || ch == '~')
+            fputc(ch, f);
+        else {
+            fputc('%', f);
+            fputc(hex[ch >> 4], f);
+            fputc(hex[ch & 15], f);
+        }
+    }
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+int pve_form_encode(struct json_object *params, char **ret_s)
+{
+    _cleanup_free_ const char **keys = NULL;
+    size_t n = 0, i = 0;
+    char *s = NULL;
+    size_t size = 0;
+    FILE *f;
+    bool first = true;
+
+    if (params && !json_object_is_type(params, json_type_object))
+        return -EINVAL;
+    if (params)
+        n = (size_t)json_object_object_length(params);
+    if (n > 0) {
+        keys = calloc(n, sizeof(*keys));
+        if (!keys)
+            return -ENOMEM;
+        json_object_object_foreach(params, key, val)
+        {
+            (void)val;
+            keys[i++] = key;
+        }
+        qsort(keys, n, sizeof(*keys), cmp_str);
+    }
+    f = open_memstream(&s, &size);
+    if (!f)
+        return -ENOMEM;
+    for (i = 0; i < n; i++) {
+        struct json_object *v = json_object_object_get(params, keys[i]);
+        char num[64];
+        const char *str;
+        switch (json_object_get_type(v)) {
+        case json_type_null:
+            continue;
+        case json_type_boolean:
+            str = json_object_get_boolean(v) ? "1" : "0";
+            break;
+        case json_type_int:
+            snprintf(num, sizeof(num), "%" PRId64, json_object_get_int64(v));
+            str = num;
+            break;
+        case json_type_double:
+            snprintf(num, sizeof(num), "%.17g", json_object_get_double(v));
+            str = num;
+            break;
+        case json_type_string:
+            str = json_object_get_string(v);
+            break;
+        default:
+            fclose(f);
+            free(s);
+            return -EINVAL;
+        }
+        if (!first)
+            fputc('&', f);
+        first = false;
+        put_escaped(f, keys[i]);
+        fputc('=', f);
+        put_escaped(f, str);
+    }
+    if (fclose(f) != 0) {
+        free(s);
+        return -ENOMEM;
+    }
+    *ret_s = s;
+    return 0;
+}
