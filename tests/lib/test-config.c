@@ -1,0 +1,380 @@
+/* lib/config: every key parses, defaults, and every bad input is an error that
+ * names the file, the line and the key. */
+#include "lib/config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib/macro.h"
+#include "tests/check-util.h"
+
+static char dir[] = "/tmp/sandboxd-test-config-XXXXXX";
+
+static void setup(void)
+{
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    unsetenv("CREDENTIALS_DIRECTORY");
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    strcpy(dir, "/tmp/sandboxd-test-config-XXXXXX");
+}
+
+static char *write_file(const char *name, const char *text)
+{
+    char *path;
+    FILE *f;
+
+    ck_assert_int_ge(asprintf(&path, "%s/%s", dir, name), 0);
+    f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+static const char full_config[] = "[server]\n"
+                                  "socket = /run/x.sock\n"
+                                  "socket_mode = 0600\n"
+                                  "socket_group = wheel\n"
+                                  "admin_group = admins\n"
+                                  "state_dir = /var/lib/x\n"
+                                  "max_connections = 100\n"
+                                  "max_connections_per_uid = 10\n"
+                                  "max_request_bytes = 65536\n"
+                                  "max_inflight_per_connection = 8\n"
+                                  "log_level = debug\n"
+                                  "\n"
+                                  "[proxmox]\n"
+                                  "url = https://127.0.0.1:8006 ; inline comment\n"
+                                  "token_id = sandboxd@pve!sb\n"
+                                  "token_secret_file = %s/token\n"
+                                  "nodes = pve1, pve2,pve3\n"
+                                  "template = 9000\n"
+                                  "pool = sbpool\n"
+                                  "storage = local-lvm\n"
+                                  "full_clone = true\n"
+                                  "vmid_range = 200000-200099\n"
+                                  "ca_file = /etc/ssl/pve.pem\n"
+                                  "fingerprint = AA:BB\n"
+                                  "tls_verify = false\n"
+                                  "internet_group = inet\n"
+                                  "\n"
+                                  "[ssh]\n"
+                                  "user = admin\n"
+                                  "key_file = %s/key\n"
+                                  "template_host_key = SHA256:abc, SHA256:def\n"
+                                  "rekey = yes\n"
+                                  "connect_timeout_ms = 2500\n"
+                                  "sessions_per_sandbox = 3\n"
+                                  "\n"
+                                  "[sandbox]\n"
+                                  "default_ttl_s = 600\n"
+                                  "max_ttl_s = 7200\n"
+                                  "max_per_uid = 4\n"
+                                  "max_total = 40\n"
+                                  "default_cores = 2\n"
+                                  "default_memory_mb = 1024\n"
+                                  "default_disk_gb = 16\n"
+                                  "create_timeout_s = 120\n";
+
+START_TEST(test_defaults)
+{
+    struct config c;
+    uv_loop_t loop;
+
+    /* The parser uses no loop; a private one proves it leaves nothing on it. */
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+
+    ck_assert_int_eq(config_init(&c), 0);
+    ck_assert_str_eq(c.server.socket, "/run/sandboxd.sock");
+    ck_assert_int_eq(c.server.socket_mode, 0660);
+    ck_assert_str_eq(c.server.socket_group, "sandboxd");
+    ck_assert_int_eq(c.server.max_connections, 256);
+    ck_assert_int_eq(c.server.max_connections_per_uid, 64);
+    ck_assert_uint_eq(c.server.max_request_bytes, 16777216);
+    ck_assert_int_eq(c.server.max_inflight_per_connection, 32);
+    ck_assert(!c.proxmox.present);
+    ck_assert_uint_eq(c.proxmox.n_nodes, 1);
+    ck_assert_str_eq(c.proxmox.nodes[0], "pve");
+    ck_assert_uint_eq(c.proxmox.vmid_min, 100000);
+    ck_assert_uint_eq(c.proxmox.vmid_max, 199999);
+    ck_assert(c.proxmox.tls_verify);
+    ck_assert_str_eq(c.proxmox.internet_group, "sandbox-internet");
+    ck_assert_str_eq(c.ssh.user, "root");
+    ck_assert_int_eq(c.ssh.connect_timeout_ms, 10000);
+    ck_assert_int_eq(c.sandbox.default_ttl_s, 3600);
+    ck_assert_int_eq(c.sandbox.max_ttl_s, 86400);
+    ck_assert_int_eq(c.sandbox.create_timeout_s, 300);
+    ck_assert_int_eq(config_validate(&c, NULL), 0);
+    config_done(&c);
+    config_done(&c); /* idempotent */
+    check_loop_done(&loop);
+}
+END_TEST
+
+START_TEST(test_full)
+{
+    _cleanup_free_ char *text = NULL, *path = NULL, *tok = NULL, *key = NULL, *err = NULL;
+    struct config c;
+
+    tok = write_file("token", "s3cret-uuid\n");
+    key = write_file("key", "-----BEGIN OPENSSH PRIVATE KEY-----\nxx\n");
+    ck_assert_int_ge(asprintf(&text, full_config, dir, dir), 0);
+    path = write_file("full.conf", text);
+    ck_assert_int_eq(config_load(path, &c, &err), 0);
+    ck_assert_ptr_null(err);
+    ck_assert_str_eq(c.server.socket, "/run/x.sock");
+    ck_assert_int_eq(c.server.socket_mode, 0600);
+    ck_assert_str_eq(c.server.socket_group, "wheel");
+    ck_assert_str_eq(c.server.admin_group, "admins");
+    ck_assert_str_eq(c.server.state_dir, "/var/lib/x");
+    ck_assert_int_eq(c.server.max_connections, 100);
+    ck_assert_int_eq(c.server.max_connections_per_uid, 10);
+    ck_assert_uint_eq(c.server.max_request_bytes, 65536);
+    ck_assert_int_eq(c.server.max_inflight_per_connection, 8);
+    ck_assert_int_eq(c.server.log_level, 7);
+    ck_assert(c.proxmox.present);
+    ck_assert_str_eq(c.proxmox.url, "https://127.0.0.1:8006");
+    ck_assert_str_eq(c.proxmox.token_id, "sandboxd@pve!sb");
+    ck_assert_uint_eq(c.proxmox.n_nodes, 3);
+    ck_assert_str_eq(c.proxmox.nodes[0], "pve1");
+    ck_assert_str_eq(c.proxmox.nodes[2], "pve3");
+    ck_assert_uint_eq(c.proxmox.template_vmid, 9000);
+    ck_assert_str_eq(c.proxmox.pool, "sbpool");
+    ck_assert_str_eq(c.proxmox.storage, "local-lvm");
+    ck_assert(c.proxmox.full_clone);
+    ck_assert_uint_eq(c.proxmox.vmid_min, 200000);
+    ck_assert_uint_eq(c.proxmox.vmid_max, 200099);
+    ck_assert_str_eq(c.proxmox.ca_file, "/etc/ssl/pve.pem");
+    ck_assert_str_eq(c.proxmox.fingerprint, "AA:BB");
+    ck_assert(!c.proxmox.tls_verify);
+    ck_assert_str_eq(c.proxmox.internet_group, "inet");
+    ck_assert_str_eq(c.ssh.user, "admin");
+    ck_assert_uint_eq(c.ssh.n_template_host_keys, 2);
+    ck_assert_str_eq(c.ssh.template_host_keys[1], "SHA256:def");
+    ck_assert(c.ssh.rekey);
+    ck_assert_int_eq(c.ssh.connect_timeout_ms, 2500);
+    ck_assert_int_eq(c.ssh.sessions_per_sandbox, 3);
+    ck_assert_int_eq(c.sandbox.default_ttl_s, 600);
+    ck_assert_int_eq(c.sandbox.max_ttl_s, 7200);
+    ck_assert_int_eq(c.sandbox.max_per_uid, 4);
+    ck_assert_int_eq(c.sandbox.max_total, 40);
+    ck_assert_int_eq(c.sandbox.default_cores, 2);
+    ck_assert_int_eq(c.sandbox.default_memory_mb, 1024);
+    ck_assert_int_eq(c.sandbox.default_disk_gb, 16);
+    ck_assert_int_eq(c.sandbox.create_timeout_s, 120);
+    ck_assert_int_eq(config_validate(&c, &err), 0);
+    ck_assert_int_eq(config_load_secrets(&c, &err), 0);
+    ck_assert_str_eq(c.proxmox.token_secret, "s3cret-uuid"); /* newline stripped */
+    ck_assert_str_eq(c.ssh.key, "-----BEGIN OPENSSH PRIVATE KEY-----\nxx\n");
+    config_done(&c);
+}
+END_TEST
+
+/* Each bad file: the error must carry "file:line" and the key. */
+static const struct {
+    const char *text;
+    int line;
+    const char *needle;
+} bad[] = {
+    {"[server]\nmax_connections = 0\n", 2, "max_connections"},
+    {"[server]\nmax_connections = 70000\n", 2, "max_connections"},
+    {"[server]\nmax_connections = 12abc\n", 2, "max_connections"},
+    {"[server]\nmax_connections = -1\n", 2, "max_connections"},
+    {"[server]\n\nsocket_mode = 0999\n", 3, "socket_mode"},
+    {"[server]\nsocket = relative/path\n", 2, "socket"},
+    {"[server]\nbogus = 1\n", 2, "bogus"},
+    {"[server]\nlog_level = loud\n", 2, "log_level"},
+    {"[server]\nmax_request_bytes = 10\n", 2, "max_request_bytes"},
+    {"[serverx]\nsocket = /x\n", 2, "serverx"},
+    {"socket = /x\n", 1, "socket"},
+    {"[server]\nsocket = /a\nsocket = /b\n", 3, "socket"},
+    {"[proxmox]\nurl = https://x\nfull_clone = maybe\n", 3, "full_clone"},
+    {"[proxmox]\nvmid_range = 5-3\n", 2, "vmid_range"},
+    {"[proxmox]\nvmid_range = 100000\n", 2, "vmid_range"},
+    {"[proxmox]\nvmid_range = 1-99999\n", 2, "vmid_range"},
+    {"[proxmox]\ntemplate = abc\n", 2, "template"},
+    {"[proxmox]\nnodes = ,\n", 2, "nodes"},
+    {"[ssh]\nsessions_per_sandbox = 17\n", 2, "sessions_per_sandbox"},
+    {"[ssh]\nrekey = 2\n", 2, "rekey"},
+    {"[sandbox]\n; comment\n# comment\ndefault_ttl_s = 1\n", 4, "default_ttl_s"},
+    {"[sandbox]\nmax_total = 1e3\n", 2, "max_total"},
+    {"[server]\nthis line has no equals sign\n", 2, ""},
+};
+
+START_TEST(test_bad)
+{
+    _cleanup_free_ char *path = NULL, *err = NULL, *want = NULL;
+    struct config c = {};
+
+    path = write_file("bad.conf", bad[_i].text);
+    ck_assert_int_eq(config_load(path, &c, &err), -EINVAL);
+    ck_assert_ptr_nonnull(err);
+    ck_assert_int_ge(asprintf(&want, "%s:%d: ", path, bad[_i].line), 0);
+    ck_assert_msg(strncmp(err, want, strlen(want)) == 0, "case %d: '%s' does not start with '%s'",
+                  _i, err, want);
+    ck_assert_msg(strstr(err, bad[_i].needle), "case %d: '%s' does not name '%s'", _i, err,
+                  bad[_i].needle);
+    /* Nothing was handed out. */
+    ck_assert_ptr_null(c.server.socket);
+}
+END_TEST
+
+START_TEST(test_missing_file)
+{
+    _cleanup_free_ char *err = NULL;
+    struct config c;
+
+    ck_assert_int_eq(config_load("/nonexistent/sandboxd.conf", &c, &err), -ENOENT);
+    ck_assert_ptr_nonnull(strstr(err, "/nonexistent/sandboxd.conf"));
+}
+END_TEST
+
+START_TEST(test_validate)
+{
+    static const struct {
+        const char *text;
+        const char *needle;
+    } cases[] = {
+        {"[proxmox]\ntoken_id = a@pve!b\ntemplate = 9000\npool = p\n", "url"},
+        {"[proxmox]\nurl = https://h\ntemplate = 9000\npool = p\n", "token_id"},
+        {"[proxmox]\nurl = https://h\ntoken_id = a@pve!b\npool = p\n", "template"},
+        {"[proxmox]\nurl = https://h\ntoken_id = a@pve!b\ntemplate = 9000\n", "pool"},
+        {"[proxmox]\nurl = ftp://h\ntoken_id = a@pve!b\ntemplate = 9000\npool = p\n", "url"},
+        {"[proxmox]\nurl = https://h\ntoken_id = nobang\ntemplate = 9000\npool = p\n", "token_id"},
+        {"[proxmox]\nurl = https://h\ntoken_id = a@pve!b\ntemplate = 150000\npool = p\n",
+         "template"},
+        {"[sandbox]\ndefault_ttl_s = 7200\nmax_ttl_s = 3600\n", "default_ttl_s"},
+        {"[server]\nmax_connections = 10\nmax_connections_per_uid = 20\n",
+         "max_connections_per_uid"},
+    };
+
+    for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+        _cleanup_free_ char *path = NULL, *err = NULL;
+        struct config c;
+
+        path = write_file("v.conf", cases[i].text);
+        ck_assert_int_eq(config_load(path, &c, NULL), 0);
+        ck_assert_int_eq(config_validate(&c, &err), -EINVAL);
+        ck_assert_msg(strstr(err, path) && strstr(err, cases[i].needle), "case %zu: '%s'", i, err);
+        config_done(&c);
+    }
+}
+END_TEST
+
+START_TEST(test_no_proxmox_is_valid)
+{
+    _cleanup_free_ char *path = NULL;
+    struct config c;
+
+    path = write_file("np.conf", "[server]\nsocket = /tmp/x.sock\n[sandbox]\nmax_total = 30\n");
+    ck_assert_int_eq(config_load(path, &c, NULL), 0);
+    ck_assert(!c.proxmox.present);
+    ck_assert_int_eq(config_validate(&c, NULL), 0);
+    ck_assert_int_eq(config_load_secrets(&c, NULL), 0); /* nothing needed */
+    ck_assert_ptr_null(c.proxmox.token_secret);
+    config_done(&c);
+}
+END_TEST
+
+static const char minimal_proxmox[] =
+    "[proxmox]\nurl = https://127.0.0.1:8006\ntoken_id = a@pve!b\ntemplate = 9000\npool = p\n";
+
+START_TEST(test_credentials_directory)
+{
+    _cleanup_free_ char *path = NULL, *creds = NULL, *err = NULL;
+    struct config c;
+
+    path = write_file("cred.conf", minimal_proxmox);
+    ck_assert_int_ge(asprintf(&creds, "%s/creds", dir), 0);
+    ck_assert_int_eq(mkdir(creds, 0700), 0);
+
+    /* No file key and no credentials folder: a clear error, no secret in it. */
+    ck_assert_int_eq(config_load(path, &c, NULL), 0);
+    ck_assert_int_eq(config_load_secrets(&c, &err), -ENOENT);
+    ck_assert_ptr_nonnull(strstr(err, "pve-token"));
+    free(err);
+    err = NULL;
+
+    /* Credentials present but the ssh key missing. */
+    setenv("CREDENTIALS_DIRECTORY", creds, 1);
+    free(write_file("creds/pve-token", "tok-from-cred\n\n"));
+    ck_assert_int_eq(config_load_secrets(&c, &err), -ENOENT);
+    ck_assert_ptr_nonnull(strstr(err, "ssh-key"));
+    ck_assert_ptr_null(c.proxmox.token_secret);
+    free(err);
+    err = NULL;
+
+    free(write_file("creds/ssh-key", "KEY"));
+    ck_assert_int_eq(config_load_secrets(&c, &err), 0);
+    ck_assert_str_eq(c.proxmox.token_secret, "tok-from-cred");
+    ck_assert_str_eq(c.ssh.key, "KEY");
+    config_done(&c);
+    unsetenv("CREDENTIALS_DIRECTORY");
+}
+END_TEST
+
+START_TEST(test_secret_errors)
+{
+    _cleanup_free_ char *text = NULL, *path = NULL, *err = NULL;
+    struct config c;
+
+    /* An empty token file is refused; the message names the file, not any content. */
+    free(write_file("empty", "\n"));
+    ck_assert_int_ge(asprintf(&text, "%stoken_secret_file = %s/empty\n", minimal_proxmox, dir), 0);
+    path = write_file("s.conf", text);
+    ck_assert_int_eq(config_load(path, &c, NULL), 0);
+    ck_assert_int_lt(config_load_secrets(&c, &err), 0);
+    ck_assert_ptr_nonnull(strstr(err, "empty"));
+    config_done(&c);
+}
+END_TEST
+
+START_TEST(test_known_keys)
+{
+    const char *const *k = config_known_keys();
+    size_t n = 0;
+    bool found = false;
+
+    for (; k[n]; n++)
+        if (strcmp(k[n], "proxmox.vmid_range") == 0)
+            found = true;
+    ck_assert(found);
+    ck_assert_uint_ge(n, 36);
+}
+END_TEST
+
+static Suite *config_suite(void)
+{
+    Suite *s = suite_create("config");
+    TCase *tc = tcase_create("parse");
+
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_defaults);
+    tcase_add_test(tc, test_full);
+    tcase_add_loop_test(tc, test_bad, 0, (int)ELEMENTSOF(bad));
+    tcase_add_test(tc, test_missing_file);
+    tcase_add_test(tc, test_validate);
+    tcase_add_test(tc, test_no_proxmox_is_valid);
+    tcase_add_test(tc, test_credentials_directory);
+    tcase_add_test(tc, test_secret_errors);
+    tcase_add_test(tc, test_known_keys);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return check_run_suite(config_suite());
+}
