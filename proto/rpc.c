@@ -1,6 +1,8 @@
 /* JSON-RPC 2.0 codec. See rpc.h and PROTOCOL.md. */
 #include "proto/rpc.h"
 
+#include "proto/b64.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -345,7 +347,8 @@ int rpc_parse(const char *line, size_t len, struct rpc_message *ret)
         r = rpc_whole_error(&m, RPC_PARSE_ERROR, "message too large");
         goto out;
     }
-    reason = rpc_lex_check(line, len);
+    /* json-c's own UTF-8 check lets overlong forms and surrogates through. */
+    reason = utf8_valid(line, len) ? rpc_lex_check(line, len) : "invalid UTF-8";
     if (reason) {
         r = rpc_whole_error(&m, RPC_PARSE_ERROR, reason);
         goto out;
