@@ -1,0 +1,144 @@
+/* The write-ahead registry: durable storage of sandbox records in the state
+ * folder, one JSON file per sandbox, and the daemon instance id.
+ *
+ *   <state_dir>/instance               the daemon instance id ("i-..." + '\n')
+ *   <state_dir>/sandboxes/<id>.json    one record per sandbox (format version 1)
+ *   <state_dir>/sandboxes/<id>.json.corrupt[.N]   records moved aside by reg_load()
+ *
+ * Every write is atomic and durable (temp file, fsync, rename, fsync of the
+ * folder); a removal is unlink + fsync of the folder. The module only stores
+ * and (de)serialises: lookups by id or idempotency key are the caller's, in
+ * memory. Calls are synchronous file I/O (small files; see the test log for
+ * the measured cost of one save). No loop. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include <json-c/json.h>
+
+#include "util.h"
+
+#define REG_FORMAT_VERSION 1
+/* A record file larger than this is corrupt. */
+#define REG_RECORD_MAX (64 * 1024)
+/* Files in sandboxes/ looked at by one reg_load(); past it the rest are
+ * reported as one problem and left alone. */
+#define REG_FILES_MAX 100000
+/* Limits on stored strings (the protocol's limits are lower). */
+#define REG_KEY_MAX 64     /* idempotency key */
+#define REG_NODE_MAX 64    /* Proxmox node name */
+#define REG_UPID_MAX 512   /* Proxmox UPID */
+#define REG_HOST_MAX 253   /* hostname */
+#define REG_IP_MAX 64      /* textual IP address */
+#define REG_ERROR_MAX 1024 /* last error text */
+#define REG_LABELS_MAX 16
+#define REG_LABEL_LEN_MAX 256
+/* Canonical params JSON longer than this is refused by reg_params_hash(). */
+#define REG_PARAMS_MAX (64 * 1024)
+#define REG_PARAMS_DEPTH_MAX 32
+
+/* Where a sandbox is in its life, as recorded. Mirrors the lifecycle:
+ * PENDING is the intent (id and vmid chosen, nothing created in Proxmox yet);
+ * CLONING onward a container may exist. A sandbox that is gone has no record. */
+enum reg_state {
+    REG_PENDING,
+    REG_CLONING,
+    REG_CONFIGURING,
+    REG_STARTING,
+    REG_WAITING_IP,
+    REG_CONNECTING,
+    REG_READY,
+    REG_DESTROYING,
+    REG_FAILED,
+    _REG_STATE_MAX,
+};
+/* "pending", "cloning", "configuring", "starting", "waiting_ip", "connecting",
+ * "ready", "destroying", "failed"; NULL for anything else. */
+const char *reg_state_to_string(enum reg_state s);
+/* The enum value, or -EINVAL. */
+int reg_state_from_string(const char *s);
+
+/* One sandbox. Strings are owned (free()d by reg_record_free), NULL = unset.
+ * labels is an owned reference to a JSON object of string values, or NULL. */
+struct reg_record {
+    char *id;       /* required: [a-z0-9-], <= ID_MAX */
+    char *instance; /* required: daemon instance id that created it */
+    uid_t owner_uid;
+    char *idempotency_key; /* optional, <= REG_KEY_MAX bytes */
+    char *params_hash;     /* optional: 64 hex (reg_params_hash) */
+    int vmid;              /* 0 = not chosen yet; else 100..999999999 */
+    char *node;            /* optional until chosen */
+    enum reg_state state;
+    char *upid;     /* optional: the task being waited for (clone, start, destroy) */
+    char *hostname; /* optional */
+    char *ip;       /* optional: last known address */
+    unsigned cores;
+    uint64_t memory_mb;
+    uint64_t disk_gb;
+    bool internet;
+    json_object *labels;
+    time_t created_at; /* required */
+    time_t expires_at; /* required: lease expiry */
+    char *error;       /* optional: why it failed */
+};
+
+struct reg_record *reg_record_new(void);
+struct reg_record *reg_record_free(struct reg_record *r);
+/* A deep copy, or NULL on ENOMEM. */
+struct reg_record *reg_record_dup(const struct reg_record *r);
+/* Frees an array returned by reg_load() and its records. Returns NULL. */
+struct reg_record **reg_records_free(struct reg_record **v, size_t n);
+/* Checks every field against the limits above. 0 or -EINVAL. */
+int reg_record_validate(const struct reg_record *r);
+/* (De)serialisation, exposed for tests and tools. The JSON is an object with
+ * "version": REG_FORMAT_VERSION. from_json returns -EBADMSG for a wrong shape,
+ * missing field or bad value, -EPROTONOSUPPORT for another version. */
+int reg_record_to_json(const struct reg_record *r, char **ret_json);
+int reg_record_from_json(const char *json, size_t n, struct reg_record **ret);
+
+/* A record file that reg_load() could not use. */
+struct reg_problem {
+    char *file; /* name inside sandboxes/ */
+    int error;  /* negative errno: -EBADMSG, -EPROTONOSUPPORT, -EFBIG, -EXDEV (id mismatch), ... */
+    char *reason;   /* human text */
+    char *moved_to; /* new name inside sandboxes/, NULL if it could not be moved */
+};
+struct reg_problem *reg_problems_free(struct reg_problem *v, size_t n);
+
+struct registry;
+
+/* Opens (creating with mode 0700 as needed) state_dir and state_dir/sandboxes
+ * and loads the instance id, creating it on first use. A new instance id is
+ * derived from the machine id and the state folder's path when the machine has
+ * one, so a host that lost its state folder gets the same id back (its markers
+ * stay recognisable); otherwise it is random. An unreadable or invalid
+ * instance file is moved aside to instance.corrupt and replaced. */
+int reg_open(const char *state_dir, struct registry **ret);
+struct registry *reg_free(struct registry *reg);
+const char *reg_instance_id(const struct registry *reg);
+const char *reg_state_dir(const struct registry *reg);
+
+/* Reads every record in sandboxes/. Records that cannot be used (torn,
+ * corrupt JSON, unknown version, missing fields, file name not matching the
+ * id, too large) never make this fail: each is renamed to
+ * "<name>.corrupt" (".corrupt.N" if taken), and returned in ret_problems so
+ * that reconcile resolves the sandbox from Proxmox. Temp files left by a crash
+ * in the middle of a save are removed (the previous record, if any, is intact).
+ * The records come sorted by id. ret_problems/ret_n_problems may be NULL (the
+ * problems are then only logged at debug level). */
+int reg_load(struct registry *reg, struct reg_record ***ret_records, size_t *ret_n,
+             struct reg_problem **ret_problems, size_t *ret_n_problems);
+/* Durably writes r (validated first: -EINVAL) as sandboxes/<id>.json. */
+int reg_save(struct registry *reg, const struct reg_record *r);
+/* Durably removes the record. -ENOENT if there was none, -EINVAL for a bad id. */
+int reg_remove(struct registry *reg, const char *id);
+
+/* SHA-256 hex of params serialised canonically: object keys sorted bytewise,
+ * no whitespace, integral doubles written as integers, strings escaped the
+ * same way every time. Same params in any key order give the same hash.
+ * -E2BIG past REG_PARAMS_MAX bytes or REG_PARAMS_DEPTH_MAX nesting. The caller
+ * decides which params take part (e.g. without idempotency_key). */
+int reg_params_hash(json_object *params, char ret[SHA256_HEX_SIZE]);

@@ -1,0 +1,743 @@
+/* Tests for lib/registry: durable sandbox records, the instance id, loading
+ * after crashes, and the params hash. */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib/macro.h"
+#include "lib/registry.h"
+#include "tests/check-util.h"
+
+static char tmpdir[256];
+static char state_dir[300];
+
+static int rm_cb(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+static void setup(void)
+{
+    const char *t = getenv("TMPDIR");
+    snprintf(tmpdir, sizeof(tmpdir), "%s/test-registry-XXXXXX", t ? t : "/tmp");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    snprintf(state_dir, sizeof(state_dir), "%s/lib/sandboxd", tmpdir);
+}
+
+static void teardown(void)
+{
+    nftw(tmpdir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void path_of(char *buf, size_t n, const char *name)
+{
+    snprintf(buf, n, "%s/sandboxes/%s", state_dir, name);
+}
+
+static bool exists(const char *name)
+{
+    char p[512];
+    path_of(p, sizeof(p), name);
+    return access(p, F_OK) == 0;
+}
+
+static void write_raw(const char *name, const char *data, size_t n)
+{
+    char p[512];
+    FILE *f;
+    path_of(p, sizeof(p), name);
+    f = fopen(p, "w");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+static char *read_raw(const char *name)
+{
+    char p[512];
+    char *data = NULL;
+    path_of(p, sizeof(p), name);
+    ck_assert_int_eq(read_file_max(AT_FDCWD, p, 1 << 20, &data, NULL), 0);
+    return data;
+}
+
+static size_t count_files(void)
+{
+    char p[512];
+    DIR *d;
+    struct dirent *de;
+    size_t n = 0;
+
+    snprintf(p, sizeof(p), "%s/sandboxes", state_dir);
+    d = opendir(p);
+    ck_assert_ptr_nonnull(d);
+    while ((de = readdir(d)))
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+            n++;
+    closedir(d);
+    return n;
+}
+
+static struct reg_record *full_record(const char *id)
+{
+    struct reg_record *r = reg_record_new();
+    ck_assert_ptr_nonnull(r);
+    r->id = strdup(id);
+    r->instance = strdup("i-0123456789ab");
+    r->owner_uid = 1000;
+    r->idempotency_key = strdup("task-91 \"quoted\" \\ ünïcode");
+    r->params_hash = strdup("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+    r->vmid = 4017;
+    r->node = strdup("pve");
+    r->state = REG_CONNECTING;
+    r->upid = strdup("UPID:pve:0000A1B2:0012C3D4:6745A0B1:vzstart:4017:root@pam!sandboxd:");
+    r->hostname = strdup(id);
+    r->ip = strdup("10.10.0.23");
+    r->cores = 2;
+    r->memory_mb = 2048;
+    r->disk_gb = 16;
+    r->internet = true;
+    r->labels = json_tokener_parse("{\"task\": \"t-91\", \"team\": \"red / blue\"}");
+    r->created_at = 1796212800;
+    r->expires_at = 1796216400;
+    r->error = strdup("");
+    ck_assert_ptr_nonnull(r->labels);
+    return r;
+}
+
+static struct reg_record *min_record(const char *id)
+{
+    struct reg_record *r = reg_record_new();
+    ck_assert_ptr_nonnull(r);
+    r->id = strdup(id);
+    r->instance = strdup("i-0123456789ab");
+    r->owner_uid = 0;
+    r->state = REG_PENDING;
+    r->created_at = 1796212800;
+    r->expires_at = 1796212800;
+    return r;
+}
+
+static void assert_record_eq(const struct reg_record *a, const struct reg_record *b)
+{
+    ck_assert_str_eq(a->id, b->id);
+    ck_assert_str_eq(a->instance, b->instance);
+    ck_assert_uint_eq(a->owner_uid, b->owner_uid);
+    ck_assert_pstr_eq(a->idempotency_key, b->idempotency_key);
+    ck_assert_pstr_eq(a->params_hash, b->params_hash);
+    ck_assert_int_eq(a->vmid, b->vmid);
+    ck_assert_pstr_eq(a->node, b->node);
+    ck_assert_int_eq(a->state, b->state);
+    ck_assert_pstr_eq(a->upid, b->upid);
+    ck_assert_pstr_eq(a->hostname, b->hostname);
+    ck_assert_pstr_eq(a->ip, b->ip);
+    ck_assert_uint_eq(a->cores, b->cores);
+    ck_assert_uint_eq(a->memory_mb, b->memory_mb);
+    ck_assert_uint_eq(a->disk_gb, b->disk_gb);
+    ck_assert_int_eq(a->internet, b->internet);
+    ck_assert_int_eq(a->created_at, b->created_at);
+    ck_assert_int_eq(a->expires_at, b->expires_at);
+    ck_assert_pstr_eq(a->error, b->error);
+    ck_assert_int_eq(!!a->labels, !!b->labels);
+    if (a->labels)
+        ck_assert(json_object_equal(a->labels, b->labels));
+}
+
+static struct registry *open_reg(void)
+{
+    struct registry *reg = NULL;
+    ck_assert_int_eq(reg_open(state_dir, &reg), 0);
+    ck_assert_ptr_nonnull(reg);
+    return reg;
+}
+
+START_TEST(test_states)
+{
+    uv_loop_t loop;
+
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    for (int s = 0; s < _REG_STATE_MAX; s++) {
+        ck_assert_ptr_nonnull(reg_state_to_string(s));
+        ck_assert_int_eq(reg_state_from_string(reg_state_to_string(s)), s);
+    }
+    ck_assert_str_eq(reg_state_to_string(REG_PENDING), "pending");
+    ck_assert_str_eq(reg_state_to_string(REG_WAITING_IP), "waiting_ip");
+    ck_assert_str_eq(reg_state_to_string(REG_READY), "ready");
+    ck_assert_ptr_null(reg_state_to_string(_REG_STATE_MAX));
+    ck_assert_int_eq(reg_state_from_string("gone"), -EINVAL);
+    ck_assert_int_eq(reg_state_from_string(NULL), -EINVAL);
+    check_loop_done(&loop);
+}
+END_TEST
+
+START_TEST(test_open_instance)
+{
+    uv_loop_t loop;
+    struct registry *reg;
+    char id[ID_MAX + 1], p[512];
+    struct stat st;
+
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    reg = open_reg();
+    ck_assert(id_is_valid(reg_instance_id(reg)));
+    ck_assert_ptr_nonnull(startswith(reg_instance_id(reg), "i-"));
+    ck_assert_str_eq(reg_state_dir(reg), state_dir);
+    strcpy(id, reg_instance_id(reg));
+    reg = reg_free(reg);
+
+    /* folders 0700, instance file 0600 with the id and a newline */
+    ck_assert_int_eq(stat(state_dir, &st), 0);
+    ck_assert_uint_eq(st.st_mode & 07777, 0700);
+    snprintf(p, sizeof(p), "%s/sandboxes", state_dir);
+    ck_assert_int_eq(stat(p, &st), 0);
+    ck_assert_uint_eq(st.st_mode & 07777, 0700);
+    snprintf(p, sizeof(p), "%s/instance", state_dir);
+    ck_assert_int_eq(stat(p, &st), 0);
+    ck_assert_uint_eq(st.st_mode & 07777, 0600);
+    {
+        _cleanup_free_ char *data = NULL;
+        ck_assert_int_eq(read_file_max(AT_FDCWD, p, 100, &data, NULL), 0);
+        ck_assert_uint_eq(strlen(data), strlen(id) + 1);
+        ck_assert(strncmp(data, id, strlen(id)) == 0);
+    }
+
+    /* stable across reopen */
+    reg = open_reg();
+    ck_assert_str_eq(reg_instance_id(reg), id);
+    reg = reg_free(reg);
+
+    /* a file written by hand (or an older daemon) is kept as it is */
+    ck_assert_int_eq(atomic_write_file(AT_FDCWD, p, "i-handmade\n", 11, 0600), 0);
+    reg = open_reg();
+    ck_assert_str_eq(reg_instance_id(reg), "i-handmade");
+    reg = reg_free(reg);
+
+    /* state folder lost: the id comes back (derived from the machine id) */
+    ck_assert_int_eq(unlink(p), 0);
+    reg = open_reg();
+    if (access("/etc/machine-id", R_OK) == 0)
+        ck_assert_str_eq(reg_instance_id(reg), id);
+    else
+        ck_assert(id_is_valid(reg_instance_id(reg)));
+    reg = reg_free(reg);
+
+    /* a corrupt instance file is moved aside and replaced */
+    ck_assert_int_eq(atomic_write_file(AT_FDCWD, p, "not an id!\n", 11, 0600), 0);
+    reg = open_reg();
+    ck_assert(id_is_valid(reg_instance_id(reg)));
+    reg = reg_free(reg);
+    snprintf(p, sizeof(p), "%s/instance.corrupt", state_dir);
+    ck_assert_int_eq(access(p, F_OK), 0);
+
+    /* another state folder on the same machine: another instance */
+    {
+        char other[400];
+        snprintf(other, sizeof(other), "%s/other", tmpdir);
+        ck_assert_int_eq(reg_open(other, &reg), 0);
+        ck_assert_str_ne(reg_instance_id(reg), id);
+        reg = reg_free(reg);
+    }
+
+    /* errors */
+    ck_assert_int_eq(reg_open("", &reg), -EINVAL);
+    ck_assert_int_eq(reg_open(NULL, &reg), -EINVAL);
+    snprintf(p, sizeof(p), "%s/instance", state_dir);
+    {
+        char below[600];
+        struct registry *r2 = (struct registry *)0x1;
+        snprintf(below, sizeof(below), "%s/x", p);
+        ck_assert_int_eq(reg_open(below, &r2), -ENOTDIR);
+        ck_assert_ptr_eq(r2, (struct registry *)0x1);
+    }
+    ck_assert_ptr_null(reg_free(NULL));
+    check_loop_done(&loop);
+}
+END_TEST
+
+START_TEST(test_roundtrip)
+{
+    uv_loop_t loop;
+    struct registry *reg;
+    struct reg_record *full = full_record("sb-full0000001"), *min = min_record("sb-min00000001");
+    struct reg_record **v = NULL;
+    struct reg_problem *probs = NULL;
+    size_t n = 0, np = 0;
+
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    reg = open_reg();
+    ck_assert_int_eq(reg_load(reg, &v, &n, &probs, &np), 0);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_uint_eq(np, 0);
+    v = reg_records_free(v, n);
+    probs = reg_problems_free(probs, np);
+
+    ck_assert_int_eq(reg_save(reg, full), 0);
+    ck_assert_int_eq(reg_save(reg, min), 0);
+    ck_assert(exists("sb-full0000001.json"));
+    reg = reg_free(reg);
+
+    reg = open_reg();
+    ck_assert_int_eq(reg_load(reg, &v, &n, &probs, &np), 0);
+    ck_assert_uint_eq(np, 0);
+    ck_assert_uint_eq(n, 2);
+    /* sorted by id */
+    assert_record_eq(v[0], full);
+    assert_record_eq(v[1], min);
+    ck_assert_ptr_null(v[1]->node);
+    ck_assert_ptr_null(v[1]->labels);
+    v = reg_records_free(v, n);
+
+    /* a state change rewrites the record */
+    full->state = REG_READY;
+    free(full->upid);
+    full->upid = NULL;
+    full->expires_at += 3600;
+    ck_assert_int_eq(reg_save(reg, full), 0);
+    ck_assert_int_eq(reg_load(reg, &v, &n, NULL, NULL), 0);
+    ck_assert_uint_eq(n, 2);
+    assert_record_eq(v[0], full);
+    v = reg_records_free(v, n);
+
+    /* the file is readable JSON with the documented names */
+    {
+        _cleanup_free_ char *raw = read_raw("sb-full0000001.json");
+        json_object *o = json_tokener_parse(raw), *x;
+        ck_assert_ptr_nonnull(o);
+        ck_assert(json_object_object_get_ex(o, "version", &x));
+        ck_assert_int_eq(json_object_get_int(x), 1);
+        ck_assert(json_object_object_get_ex(o, "expires_at", &x));
+        ck_assert_str_eq(json_object_get_string(x), "2026-12-02T14:00:00Z");
+        ck_assert(json_object_object_get_ex(o, "state", &x));
+        ck_assert_str_eq(json_object_get_string(x), "ready");
+        ck_assert(!json_object_object_get_ex(o, "upid", &x));
+        json_object_put(o);
+    }
+
+    /* dup is deep */
+    {
+        struct reg_record *c = reg_record_dup(full);
+        ck_assert_ptr_nonnull(c);
+        ck_assert_ptr_ne(c->id, full->id);
+        ck_assert_ptr_ne(c->labels, full->labels);
+        assert_record_eq(c, full);
+        reg_record_free(c);
+    }
+
+    reg_record_free(full);
+    reg_record_free(min);
+    reg_free(reg);
+    check_loop_done(&loop);
+}
+END_TEST
+
+START_TEST(test_invalid_save)
+{
+    uv_loop_t loop;
+    struct registry *reg = open_reg();
+    struct reg_record *r = min_record("sb-valid000001");
+
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+#define EXPECT_INVALID(stmt, undo)                                                                 \
+    do {                                                                                           \
+        stmt;                                                                                      \
+        ck_assert_int_eq(reg_save(reg, r), -EINVAL);                                               \
+        undo;                                                                                      \
+    } while (0)
+    EXPECT_INVALID(free(r->id); r->id = strdup("../../etc/passwd"), (void)0);
+    EXPECT_INVALID(free(r->id); r->id = strdup("SB-x"), (void)0);
+    free(r->id);
+    r->id = strdup("sb-valid000001");
+    EXPECT_INVALID(r->owner_uid = (uid_t)-1, r->owner_uid = 0);
+    EXPECT_INVALID(r->vmid = 99, r->vmid = 0);
+    EXPECT_INVALID(r->state = _REG_STATE_MAX, r->state = REG_PENDING);
+    EXPECT_INVALID(r->params_hash = strdup("xyz"), (free(r->params_hash), r->params_hash = NULL));
+    EXPECT_INVALID(r->node = strdup("pve\nx"), (free(r->node), r->node = NULL));
+    EXPECT_INVALID(r->idempotency_key = strdup(""),
+                   (free(r->idempotency_key), r->idempotency_key = NULL));
+    EXPECT_INVALID(r->labels = json_tokener_parse("{\"a\": 1}"),
+                   (json_object_put(r->labels), r->labels = NULL));
+    EXPECT_INVALID(r->labels = json_tokener_parse("[\"a\"]"),
+                   (json_object_put(r->labels), r->labels = NULL));
+    EXPECT_INVALID(r->expires_at = -1, r->expires_at = 0);
+    EXPECT_INVALID(r->cores = 100000, r->cores = 0);
+#undef EXPECT_INVALID
+    ck_assert_uint_eq(count_files(), 0);
+    ck_assert_int_eq(reg_save(reg, r), 0);
+    ck_assert_uint_eq(count_files(), 1);
+    ck_assert_int_eq(reg_save(reg, NULL), -EINVAL);
+    reg_record_free(r);
+    reg_free(reg);
+    check_loop_done(&loop);
+}
+END_TEST
+
+START_TEST(test_remove)
+{
+    uv_loop_t loop;
+    struct registry *reg = open_reg();
+    struct reg_record *r = min_record("sb-gone0000001");
+    struct reg_record **v = NULL;
+    size_t n = 0;
+
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    ck_assert_int_eq(reg_save(reg, r), 0);
+    ck_assert(exists("sb-gone0000001.json"));
+    ck_assert_int_eq(reg_remove(reg, "sb-gone0000001"), 0);
+    ck_assert(!exists("sb-gone0000001.json"));
+    ck_assert_int_eq(reg_remove(reg, "sb-gone0000001"), -ENOENT);
+    ck_assert_int_eq(reg_remove(reg, "../instance"), -EINVAL);
+    ck_assert_int_eq(reg_remove(reg, NULL), -EINVAL);
+    ck_assert_int_eq(reg_load(reg, &v, &n, NULL, NULL), 0);
+    ck_assert_uint_eq(n, 0);
+    reg_records_free(v, n);
+    reg_record_free(r);
+    reg_free(reg);
+    check_loop_done(&loop);
+}
+END_TEST
+
+static bool has_problem(struct reg_problem *p, size_t n, const char *file, int error)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(p[i].file, file) == 0 && p[i].error == error && p[i].reason && p[i].moved_to &&
+            exists(p[i].moved_to))
+            return true;
+    return false;
+}
+
+START_TEST(test_crash_leftovers)
+{
+    uv_loop_t loop;
+    struct registry *reg = open_reg();
+    struct reg_record *old = full_record("sb-crash000001"), *good = min_record("sb-good0000001");
+    struct reg_record **v = NULL;
+    struct reg_problem *p = NULL;
+    size_t n = 0, np = 0;
+    _cleanup_free_ char *json = NULL;
+
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    ck_assert_int_eq(reg_save(reg, old), 0);
+    ck_assert_int_eq(reg_save(reg, good), 0);
+
+    /* crash between write and rename of a newer version: a temp file with
+     * half of the new record; the old record stays authoritative */
+    old->state = REG_READY;
+    ck_assert_int_eq(reg_record_to_json(old, &json), 0);
+    write_raw(".#sb-crash000001.json.k2m9x4q0", json, strlen(json) / 2);
+    /* a crash in the middle of a write on a file system without ordered
+     * metadata: the record itself is torn */
+    write_raw("sb-torn0000001.json", json, strlen(json) / 3);
+    /* and a zero-length record */
+    write_raw("sb-empty000001.json", "", 0);
+
+    ck_assert_int_eq(reg_load(reg, &v, &n, &p, &np), 0);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_str_eq(v[0]->id, "sb-crash000001");
+    ck_assert_int_eq(v[0]->state, REG_CONNECTING); /* the old version */
+    ck_assert_str_eq(v[1]->id, "sb-good0000001");
+    ck_assert_uint_eq(np, 2);
+    ck_assert(has_problem(p, np, "sb-torn0000001.json", -EBADMSG));
+    ck_assert(has_problem(p, np, "sb-empty000001.json", -EBADMSG));
+    ck_assert(!exists(".#sb-crash000001.json.k2m9x4q0"));
+    ck_assert(!exists("sb-torn0000001.json"));
+    ck_assert(exists("sb-torn0000001.json.corrupt"));
+    v = reg_records_free(v, n);
+    p = reg_problems_free(p, np);
+
+    /* the next load is clean: moved-aside files are not reported again */
+    ck_assert_int_eq(reg_load(reg, &v, &n, &p, &np), 0);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_uint_eq(np, 0);
+    v = reg_records_free(v, n);
+    p = reg_problems_free(p, np);
+
+    /* the same name torn again: moved aside without overwriting the first */
+    write_raw("sb-torn0000001.json", "{", 1);
+    ck_assert_int_eq(reg_load(reg, &v, &n, &p, &np), 0);
+    ck_assert_uint_eq(np, 1);
+    ck_assert_str_eq(p[0].moved_to, "sb-torn0000001.json.corrupt.1");
+    ck_assert(exists("sb-torn0000001.json.corrupt"));
+    v = reg_records_free(v, n);
+    p = reg_problems_free(p, np);
+
+    reg_record_free(old);
+    reg_record_free(good);
+    reg_free(reg);
+    check_loop_done(&loop);
+}
+END_TEST
+
+START_TEST(test_corrupt_records)
+{
+    uv_loop_t loop;
+    struct registry *reg = open_reg();
+    struct reg_record *good = full_record("sb-good0000001");
+    struct reg_record **v = NULL;
+    struct reg_problem *p = NULL;
+    size_t n = 0, np = 0;
+    _cleanup_free_ char *json = NULL;
+    json_object *o;
+
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    ck_assert_int_eq(reg_save(reg, good), 0);
+    ck_assert_int_eq(reg_record_to_json(good, &json), 0);
+
+    /* variants of a good record, each under a file name matching its id */
+    static const struct {
+        const char *id;
+        const char *mutation; /* key to change */
+        const char *value;    /* JSON value, NULL = remove the key */
+        int error;
+    } cases[] = {
+        {"sb-ver2", "version", "2", -EPROTONOSUPPORT},
+        {"sb-ver0", "version", "\"1\"", -EBADMSG},
+        {"sb-noexp", "expires_at", NULL, -EBADMSG},
+        {"sb-noinst", "instance", NULL, -EBADMSG},
+        {"sb-noowner", "owner_uid", NULL, -EBADMSG},
+        {"sb-nostate", "state", NULL, -EBADMSG},
+        {"sb-badstate", "state", "\"exploded\"", -EBADMSG},
+        {"sb-badtime", "created_at", "\"yesterday\"", -EBADMSG},
+        {"sb-badowner", "owner_uid", "-5", -EBADMSG},
+        {"sb-strowner", "owner_uid", "\"1000\"", -EBADMSG},
+        {"sb-badvmid", "vmid", "12", -EBADMSG},
+        {"sb-badlabels", "labels", "{\"a\": [1]}", -EBADMSG},
+        {"sb-badinternet", "internet", "1", -EBADMSG},
+        {"sb-badhash", "params_hash", "\"abc\"", -EBADMSG},
+    };
+    for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+        char name[128];
+        const char *s;
+        o = json_tokener_parse(json);
+        ck_assert_ptr_nonnull(o);
+        json_object_object_add(o, "id", json_object_new_string(cases[i].id));
+        if (cases[i].value)
+            json_object_object_add(o, cases[i].mutation, json_tokener_parse(cases[i].value));
+        else
+            json_object_object_del(o, cases[i].mutation);
+        s = json_object_to_json_string(o);
+        snprintf(name, sizeof(name), "%s.json", cases[i].id);
+        write_raw(name, s, strlen(s));
+        json_object_put(o);
+    }
+    /* not JSON, not an object, trailing garbage, a name that does not match */
+    write_raw("sb-garbage.json", "\x01\xff garbage", 10);
+    write_raw("sb-array.json", "[1,2]", 5);
+    write_raw("sb-trailing.json", "{} {}", 5);
+    {
+        _cleanup_free_ char *t = NULL;
+        ck_assert_int_ge(asprintf(&t, "%s\nxx", json), 0);
+        write_raw("sb-good0000002.json", t, strlen(t));
+    }
+    write_raw("sb-other.json", json, strlen(json)); /* id is sb-good0000001 */
+    /* too large */
+    {
+        size_t big = REG_RECORD_MAX + 1;
+        char *b = malloc(big);
+        ck_assert_ptr_nonnull(b);
+        memset(b, ' ', big);
+        write_raw("sb-huge.json", b, big);
+        free(b);
+    }
+    /* not ours to read: unknown files, folders, earlier corrupt files */
+    write_raw("README", "x", 1);
+    write_raw("sb-old.json.corrupt", "x", 1);
+    {
+        char d[512];
+        path_of(d, sizeof(d), "sb-dir.json");
+        ck_assert_int_eq(mkdir(d, 0700), 0);
+    }
+
+    ck_assert_int_eq(reg_load(reg, &v, &n, &p, &np), 0);
+    ck_assert_uint_eq(n, 1);
+    assert_record_eq(v[0], good);
+    ck_assert_uint_eq(np, ELEMENTSOF(cases) + 6);
+    for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+        char name[128];
+        snprintf(name, sizeof(name), "%s.json", cases[i].id);
+        ck_assert_msg(has_problem(p, np, name, cases[i].error), "%s not reported", name);
+        ck_assert(!exists(name));
+    }
+    ck_assert(has_problem(p, np, "sb-garbage.json", -EBADMSG));
+    ck_assert(has_problem(p, np, "sb-array.json", -EBADMSG));
+    ck_assert(has_problem(p, np, "sb-trailing.json", -EBADMSG));
+    ck_assert(has_problem(p, np, "sb-good0000002.json", -EBADMSG));
+    ck_assert(has_problem(p, np, "sb-other.json", -EBADMSG));
+    ck_assert(has_problem(p, np, "sb-huge.json", -EFBIG));
+    ck_assert(exists("README"));
+    ck_assert(exists("sb-old.json.corrupt"));
+    ck_assert(exists("sb-dir.json"));
+    v = reg_records_free(v, n);
+    p = reg_problems_free(p, np);
+
+    /* without a problem list the load still succeeds and moves them aside */
+    write_raw("sb-late.json", "{", 1);
+    ck_assert_int_eq(reg_load(reg, &v, &n, NULL, NULL), 0);
+    ck_assert_uint_eq(n, 1);
+    ck_assert(exists("sb-late.json.corrupt"));
+    v = reg_records_free(v, n);
+
+    reg_record_free(good);
+    reg_free(reg);
+    check_loop_done(&loop);
+}
+END_TEST
+
+START_TEST(test_many)
+{
+    enum { N = 1000 };
+    uv_loop_t loop;
+    struct registry *reg = open_reg();
+    struct reg_record *r = full_record("sb-x");
+    struct reg_record **v = NULL;
+    size_t n = 0;
+    uint64_t t0, t_save, t_load, worst = 0;
+
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    t0 = now_monotonic_us();
+    for (int i = 0; i < N; i++) {
+        char id[ID_MAX + 1];
+        uint64_t a = now_monotonic_us();
+        ck_assert_int_eq(id_random(id, sizeof(id), "sb-"), 0);
+        free(r->id);
+        r->id = strdup(id);
+        r->vmid = 1000 + i;
+        ck_assert_int_eq(reg_save(reg, r), 0);
+        worst = MAX(worst, now_monotonic_us() - a);
+    }
+    t_save = now_monotonic_us() - t0;
+    reg_free(reg);
+
+    reg = open_reg();
+    t0 = now_monotonic_us();
+    ck_assert_int_eq(reg_load(reg, &v, &n, NULL, NULL), 0);
+    t_load = now_monotonic_us() - t0;
+    ck_assert_uint_eq(n, N);
+    for (size_t i = 1; i < n; i++)
+        ck_assert_int_lt(strcmp(v[i - 1]->id, v[i]->id), 0);
+    fprintf(stderr,
+            "registry: %d saves: %.3f ms per save (worst %.3f ms), load of %d records %.1f ms\n", N,
+            t_save / 1000.0 / N, worst / 1000.0, N, t_load / 1000.0);
+    reg_records_free(v, n);
+
+    /* removing them all */
+    t0 = now_monotonic_us();
+    reg_load(reg, &v, &n, NULL, NULL);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_int_eq(reg_remove(reg, v[i]->id), 0);
+    fprintf(stderr, "registry: %.3f ms per remove\n", (now_monotonic_us() - t0) / 1000.0 / N);
+    reg_records_free(v, n);
+    ck_assert_uint_eq(count_files(), 0);
+
+    reg_record_free(r);
+    reg_free(reg);
+    check_loop_done(&loop);
+}
+END_TEST
+
+static void hash_of(const char *json, char out[SHA256_HEX_SIZE])
+{
+    json_object *o = json_tokener_parse(json);
+    ck_assert_msg(o != NULL || strcmp(json, "null") == 0, "bad test JSON %s", json);
+    ck_assert_int_eq(reg_params_hash(o, out), 0);
+    json_object_put(o);
+}
+
+START_TEST(test_params_hash)
+{
+    uv_loop_t loop;
+    char a[SHA256_HEX_SIZE], b[SHA256_HEX_SIZE], want[SHA256_HEX_SIZE];
+
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    /* the canonical form is exactly this string */
+    hash_of("{ \"b\": [true, null, \"x\"], \"a\": 1 }", a);
+    {
+        const char *canon = "{\"a\":1,\"b\":[true,null,\"x\"]}";
+        ck_assert_int_eq(sha256_hex(canon, strlen(canon), want), 0);
+        ck_assert_str_eq(a, want);
+    }
+
+    static const char *const same[][2] = {
+        {"{\"cores\":2,\"memory_mb\":512,\"internet\":false,\"labels\":{\"x\":\"1\",\"y\":\"2\"}}",
+         "{\"labels\":{\"y\":\"2\",\"x\":\"1\"},\"internet\":false,\"memory_mb\":512,\"cores\":2}"},
+        {"{\"a\":1}", "{\"a\":1.0}"},
+        {"{\"s\":\"\\u00e9\\/\"}", "{\"s\":\"é/\"}"},
+        {"{\"n\":{\"z\":{\"b\":1,\"a\":2}}}", "{\"n\":{\"z\":{\"a\":2,\"b\":1}}}"},
+        {"{}", "{ }"},
+    };
+    for (size_t i = 0; i < ELEMENTSOF(same); i++) {
+        hash_of(same[i][0], a);
+        hash_of(same[i][1], b);
+        ck_assert_msg(strcmp(a, b) == 0, "differ: %s / %s", same[i][0], same[i][1]);
+    }
+    static const char *const differ[][2] = {
+        {"{\"cores\":2}", "{\"cores\":3}"},
+        {"{\"cores\":2}", "{\"cores\":\"2\"}"},
+        {"{\"a\":[1,2]}", "{\"a\":[2,1]}"},
+        {"{\"a\":null}", "{}"},
+        {"{\"a\":true}", "{\"a\":1}"},
+        {"{\"a\":1.5}", "{\"a\":1}"},
+        {"{\"ab\":\"c\"}", "{\"a\":\"bc\"}"},
+        {"{\"a\":\"x\\\"\"}", "{\"a\":\"x\\\\\"}"},
+        {"{\"l\":{\"x\":\"1\"}}", "{\"l\":{\"x\":\"1\",\"y\":\"\"}}"},
+    };
+    for (size_t i = 0; i < ELEMENTSOF(differ); i++) {
+        hash_of(differ[i][0], a);
+        hash_of(differ[i][1], b);
+        ck_assert_msg(strcmp(a, b) != 0, "same: %s / %s", differ[i][0], differ[i][1]);
+    }
+    ck_assert_int_eq(reg_params_hash(NULL, a), 0); /* null */
+    ck_assert(hex_is_valid(a, 64));
+
+    /* limits: nesting and size */
+    {
+        json_object *o = json_object_new_object(), *cur = o;
+        for (int i = 0; i < REG_PARAMS_DEPTH_MAX + 2; i++) {
+            json_object *c = json_object_new_object();
+            json_object_object_add(cur, "k", c);
+            cur = c;
+        }
+        ck_assert_int_eq(reg_params_hash(o, a), -E2BIG);
+        json_object_put(o);
+    }
+    {
+        char *big = malloc(REG_PARAMS_MAX + 1);
+        json_object *o = json_object_new_object();
+        ck_assert_ptr_nonnull(big);
+        memset(big, 'x', REG_PARAMS_MAX);
+        big[REG_PARAMS_MAX] = '\0';
+        json_object_object_add(o, "s", json_object_new_string(big));
+        ck_assert_int_eq(reg_params_hash(o, a), -E2BIG);
+        json_object_put(o);
+        free(big);
+    }
+    check_loop_done(&loop);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("registry");
+    TCase *tc = tcase_create("registry");
+
+    tcase_set_timeout(tc, 120);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_states);
+    tcase_add_test(tc, test_open_instance);
+    tcase_add_test(tc, test_roundtrip);
+    tcase_add_test(tc, test_invalid_save);
+    tcase_add_test(tc, test_remove);
+    tcase_add_test(tc, test_crash_leftovers);
+    tcase_add_test(tc, test_corrupt_records);
+    tcase_add_test(tc, test_many);
+    tcase_add_test(tc, test_params_hash);
+    suite_add_tcase(s, tc);
+    return check_run_suite(s);
+}
