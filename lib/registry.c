@@ -1,3 +1,4 @@
+#include "macro.h"
 #include "registry.h"
 
 #include <dirent.h>
@@ -34,11 +35,36 @@
 #define INSTANCE_APP_ID                                                                            \
     SD_ID128_MAKE(00, 03, b6, ab, 9f, 11, 4e, 99, 8d, 58, 40, a8, 7b, b6, 2f, 6d)
 
+enum reg_op {
+    REG_OP_SAVE,
+    REG_OP_REMOVE,
+};
+
+/* One asynchronous save or remove. */
+struct reg_job {
+    struct reg_job *next;
+    struct registry *reg;
+    uv_work_t work;
+    enum reg_op op;
+    char name[ID_MAX + sizeof(RECORD_SUFFIX) + 1];
+    char *data;
+    size_t n;
+    int result;
+    reg_done_fn cb;
+    void *userdata;
+};
+
 struct registry {
+    unsigned n_ref;
     char *state_dir;
     int dir_fd;
     int sb_fd;
     char instance[ID_MAX + 1];
+    uv_loop_t *loop;
+    struct reg_job *queued; /* FIFO, not yet handed to the pool */
+    struct reg_job *running;
+    size_t n_running;
+    size_t n_pending; /* queued + running */
 };
 
 static const char *const state_names[_REG_STATE_MAX] = {
@@ -571,6 +597,7 @@ int reg_open(const char *state_dir, struct registry **ret)
     reg = calloc(1, sizeof(*reg));
     if (!reg)
         return -ENOMEM;
+    reg->n_ref = 1;
     reg->dir_fd = reg->sb_fd = -1;
     reg->state_dir = strdup(state_dir);
     if (!reg->state_dir) {
@@ -602,9 +629,11 @@ fail:
     return r;
 }
 
-struct registry *reg_free(struct registry *reg)
+static struct registry *reg_unref(struct registry *reg)
 {
     if (!reg)
+        return NULL;
+    if (--reg->n_ref > 0)
         return NULL;
     if (reg->sb_fd >= 0)
         close(reg->sb_fd);
@@ -613,6 +642,11 @@ struct registry *reg_free(struct registry *reg)
     free(reg->state_dir);
     free(reg);
     return NULL;
+}
+
+struct registry *reg_free(struct registry *reg)
+{
+    return reg_unref(reg);
 }
 
 const char *reg_instance_id(const struct registry *reg)
@@ -672,6 +706,162 @@ int reg_remove(struct registry *reg, const char *id)
         return k;
     log_debug(COMPONENT, "removed %s", id);
     return 0;
+}
+
+/* --- asynchronous writes --- */
+
+static void job_work(uv_work_t *w)
+{
+    struct reg_job *j = container_of(w, struct reg_job, work);
+    int sb_fd = j->reg->sb_fd; /* stays open while the job holds a reference */
+
+    if (j->op == REG_OP_SAVE) {
+        j->result = atomic_write_file(sb_fd, j->name, j->data, j->n, 0600);
+    } else if (unlinkat(sb_fd, j->name, 0) < 0) {
+        j->result = -errno;
+    } else {
+        j->result = RET_NERRNO(fsync(sb_fd));
+    }
+}
+
+static void job_after(uv_work_t *w, int status);
+
+static bool name_in(const struct reg_job *list, const struct reg_job *stop, const char *name)
+{
+    for (const struct reg_job *j = list; j && j != stop; j = j->next)
+        if (strcmp(j->name, name) == 0)
+            return true;
+    return false;
+}
+
+/* Hands queued jobs to the pool, oldest first, skipping a job whose id has an
+ * earlier job still running or queued (per-id order). */
+static void dispatch(struct registry *reg)
+{
+    struct reg_job **pp = &reg->queued;
+
+    while (*pp && reg->n_running < REG_ASYNC_MAX) {
+        struct reg_job *j = *pp;
+        int r;
+
+        if (name_in(reg->running, NULL, j->name) || name_in(reg->queued, j, j->name)) {
+            pp = &j->next;
+            continue;
+        }
+        *pp = j->next;
+        j->next = reg->running;
+        reg->running = j;
+        reg->n_running++;
+        r = uv_queue_work(reg->loop, &j->work, job_work, job_after);
+        if (r < 0) {
+            /* Only for invalid arguments; run it here rather than lose it. */
+            job_work(&j->work);
+            job_after(&j->work, 0);
+            return;
+        }
+    }
+}
+
+static void job_after(uv_work_t *w, int status)
+{
+    struct reg_job *j = container_of(w, struct reg_job, work);
+    struct registry *reg = j->reg;
+    struct reg_job **pp;
+    int r = status == UV_ECANCELED ? -ECANCELED : j->result;
+
+    for (pp = &reg->running; *pp; pp = &(*pp)->next)
+        if (*pp == j) {
+            *pp = j->next;
+            break;
+        }
+    reg->n_running--;
+    reg->n_pending--;
+    dispatch(reg);
+    if (r < 0)
+        log_debug_errno(r, COMPONENT, "%s %s: %m", j->op == REG_OP_SAVE ? "save" : "remove",
+                        j->name);
+    if (j->cb)
+        j->cb(r, j->userdata);
+    free(j->data);
+    free(j);
+    reg_unref(reg);
+}
+
+static int job_submit(struct registry *reg, uv_loop_t *loop, struct reg_job *j)
+{
+    struct reg_job **pp;
+
+    if (reg->loop && reg->loop != loop)
+        return -EINVAL;
+    reg->loop = loop;
+    j->reg = reg;
+    reg->n_ref++;
+    for (pp = &reg->queued; *pp; pp = &(*pp)->next)
+        ;
+    *pp = j;
+    reg->n_pending++;
+    dispatch(reg);
+    return 0;
+}
+
+int reg_save_async(struct registry *reg, uv_loop_t *loop, const struct reg_record *r,
+                   reg_done_fn cb, void *userdata)
+{
+    _cleanup_free_ struct reg_job *j = NULL;
+    int k;
+
+    if (!reg || !loop || !r)
+        return -EINVAL;
+    j = calloc(1, sizeof(*j));
+    if (!j)
+        return -ENOMEM;
+    k = record_name(r->id, j->name, sizeof(j->name));
+    if (k < 0)
+        return k;
+    k = reg_record_to_json(r, &j->data);
+    if (k < 0)
+        return k;
+    /* Every field is set before the job can reach a worker. */
+    j->op = REG_OP_SAVE;
+    j->n = strlen(j->data);
+    j->cb = cb;
+    j->userdata = userdata;
+    k = job_submit(reg, loop, j);
+    if (k < 0) {
+        free(j->data);
+        return k;
+    }
+    TAKE_PTR(j);
+    return 0;
+}
+
+int reg_remove_async(struct registry *reg, uv_loop_t *loop, const char *id, reg_done_fn cb,
+                     void *userdata)
+{
+    _cleanup_free_ struct reg_job *j = NULL;
+    int k;
+
+    if (!reg || !loop)
+        return -EINVAL;
+    j = calloc(1, sizeof(*j));
+    if (!j)
+        return -ENOMEM;
+    k = record_name(id, j->name, sizeof(j->name));
+    if (k < 0)
+        return k;
+    j->op = REG_OP_REMOVE;
+    j->cb = cb;
+    j->userdata = userdata;
+    k = job_submit(reg, loop, j);
+    if (k < 0)
+        return k;
+    TAKE_PTR(j);
+    return 0;
+}
+
+size_t reg_pending(const struct registry *reg)
+{
+    return reg ? reg->n_pending : 0;
 }
 
 /* --- loading --- */

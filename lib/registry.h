@@ -8,8 +8,9 @@
  * Every write is atomic and durable (temp file, fsync, rename, fsync of the
  * folder); a removal is unlink + fsync of the folder. The module only stores
  * and (de)serialises: lookups by id or idempotency key are the caller's, in
- * memory. Calls are synchronous file I/O (small files; see the test log for
- * the measured cost of one save). No loop. */
+ * memory. reg_save()/reg_remove() are synchronous file I/O with two fsyncs
+ * (measured here 1-8 ms per save, worst cases tens of ms): on the loop thread
+ * use reg_save_async()/reg_remove_async(), which run on libuv's thread pool. */
 #pragma once
 
 #include <stdbool.h>
@@ -18,6 +19,7 @@
 #include <time.h>
 
 #include <json-c/json.h>
+#include <uv.h>
 
 #include "util.h"
 
@@ -39,6 +41,9 @@
 /* Canonical params JSON longer than this is refused by reg_params_hash(). */
 #define REG_PARAMS_MAX (64 * 1024)
 #define REG_PARAMS_DEPTH_MAX 32
+/* Asynchronous operations of one registry running at once on the thread pool
+ * (the pool is shared with SFTP work: leave it room). */
+#define REG_ASYNC_MAX 2
 
 /* Where a sandbox is in its life, as recorded. Mirrors the lifecycle:
  * PENDING is the intent (id and vmid chosen, nothing created in Proxmox yet);
@@ -110,6 +115,8 @@ struct reg_problem *reg_problems_free(struct reg_problem *v, size_t n);
 
 struct registry;
 
+/* The registry is reference counted only so that asynchronous operations can
+ * finish after reg_free(): reg_free() drops the caller's reference. */
 /* Opens (creating with mode 0700 as needed) state_dir and state_dir/sandboxes
  * and loads the instance id, creating it on first use. A new instance id is
  * derived from the machine id and the state folder's path when the machine has
@@ -135,6 +142,27 @@ int reg_load(struct registry *reg, struct reg_record ***ret_records, size_t *ret
 int reg_save(struct registry *reg, const struct reg_record *r);
 /* Durably removes the record. -ENOENT if there was none, -EINVAL for a bad id. */
 int reg_remove(struct registry *reg, const char *id);
+
+/* Asynchronous reg_save()/reg_remove() for the loop thread. The record is
+ * validated and serialised during the call (r may change or be freed right
+ * after); the write and fsyncs run on libuv's thread pool; cb (may be NULL)
+ * then runs on the loop with 0 or a negative errno (as the synchronous call
+ * would return; -ECANCELED if the work was cancelled). Operations on the same
+ * id complete in the order they were issued, so the last state saved is the
+ * one on disk; at most REG_ASYNC_MAX run at once, the rest queue in order.
+ * All operations of one registry must use the same loop (-EINVAL otherwise).
+ * On error (-EINVAL, -ENOMEM) cb is not called. Do not mix synchronous and
+ * asynchronous writes of the same id while operations are pending.
+ * reg_free() with operations pending is allowed: they finish, their callbacks
+ * run, and the registry is freed after the last one. Run the loop until
+ * reg_pending() is 0 before closing it. */
+typedef void (*reg_done_fn)(int r, void *userdata);
+int reg_save_async(struct registry *reg, uv_loop_t *loop, const struct reg_record *r,
+                   reg_done_fn cb, void *userdata);
+int reg_remove_async(struct registry *reg, uv_loop_t *loop, const char *id, reg_done_fn cb,
+                     void *userdata);
+/* Asynchronous operations issued and not yet completed (callback not yet run). */
+size_t reg_pending(const struct registry *reg);
 
 /* SHA-256 hex of params serialised canonically: object keys sorted bytewise,
  * no whitespace, integral doubles written as integers, strings escaped the

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -642,6 +643,148 @@ START_TEST(test_many)
 }
 END_TEST
 
+struct async_log {
+    int order[64];
+    int result[64];
+    int n;
+};
+static struct async_log alog;
+
+static void async_cb(int r, void *userdata)
+{
+    int idx = (int)(intptr_t)userdata;
+    ck_assert_int_lt(alog.n, 64);
+    alog.order[alog.n] = idx;
+    alog.result[alog.n] = r;
+    alog.n++;
+}
+
+START_TEST(test_async)
+{
+    static const enum reg_state states[] = {REG_PENDING,  REG_CLONING,    REG_CONFIGURING,
+                                            REG_STARTING, REG_WAITING_IP, REG_CONNECTING,
+                                            REG_READY,    REG_DESTROYING};
+    uv_loop_t loop, other;
+    struct registry *reg = open_reg();
+    struct reg_record *r = full_record("sb-async000001");
+    struct reg_record **v = NULL;
+    size_t n = 0;
+    uint64_t t0, t_calls = 0, t_first = 0;
+    int calls = 0;
+
+    memset(&alog, 0, sizeof(alog));
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    ck_assert_int_eq(uv_loop_init(&other), 0);
+
+    /* one sandbox through its states, issued back to back: indexes 0..7 */
+    for (size_t i = 0; i < ELEMENTSOF(states); i++) {
+        r->state = states[i];
+        t0 = now_monotonic_us();
+        ck_assert_int_eq(reg_save_async(reg, &loop, r, async_cb, (void *)(intptr_t)i), 0);
+        if (i == 0) /* starts the thread pool */
+            t_first = now_monotonic_us() - t0;
+        else {
+            t_calls += now_monotonic_us() - t0;
+            calls++;
+        }
+    }
+    /* other sandboxes meanwhile: indexes 10..29 */
+    for (int i = 0; i < 20; i++) {
+        char id[ID_MAX + 1];
+        struct reg_record *o = min_record("sb-x");
+        snprintf(id, sizeof(id), "sb-other%06d", i);
+        free(o->id);
+        o->id = strdup(id);
+        t0 = now_monotonic_us();
+        ck_assert_int_eq(reg_save_async(reg, &loop, o, async_cb, (void *)(intptr_t)(10 + i)), 0);
+        t_calls += now_monotonic_us() - t0;
+        calls++;
+        reg_record_free(o); /* serialised at the call */
+    }
+    /* remove one of them after its save, and one that never existed */
+    ck_assert_int_eq(reg_remove_async(reg, &loop, "sb-other000003", async_cb, (void *)30), 0);
+    ck_assert_int_eq(reg_remove_async(reg, &loop, "sb-never000001", async_cb, (void *)31), 0);
+    ck_assert_uint_eq(reg_pending(reg), ELEMENTSOF(states) + 22);
+
+    /* refused up front, callback never called */
+    {
+        struct reg_record *bad = min_record("BAD");
+        ck_assert_int_eq(reg_save_async(reg, &loop, bad, async_cb, (void *)40), -EINVAL);
+        reg_record_free(bad);
+    }
+    ck_assert_int_eq(reg_remove_async(reg, &loop, "../x", async_cb, (void *)41), -EINVAL);
+    ck_assert_int_eq(reg_save_async(reg, &other, r, async_cb, (void *)42), -EINVAL);
+    ck_assert_uint_eq(reg_pending(reg), ELEMENTSOF(states) + 22);
+    ck_assert_int_eq(alog.n, 0); /* nothing completes before the loop runs */
+
+    t0 = now_monotonic_us();
+    ck_assert_int_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    fprintf(stderr,
+            "registry async: first call %.1f us (pool start), then %.1f us per call on the "
+            "loop thread; %d writes done in %.1f ms\n",
+            (double)t_first, (double)t_calls / calls, calls + 3,
+            (now_monotonic_us() - t0) / 1000.0);
+    ck_assert_uint_eq(reg_pending(reg), 0);
+    ck_assert_int_eq(alog.n, (int)ELEMENTSOF(states) + 22);
+
+    /* per id, completion order is issue order; results as expected */
+    {
+        int last = -1, seen_remove = 0;
+        bool other3_saved = false;
+        for (int i = 0; i < alog.n; i++) {
+            int idx = alog.order[i];
+            if (idx < 10) {
+                ck_assert_int_eq(idx, last + 1);
+                last = idx;
+                ck_assert_int_eq(alog.result[i], 0);
+            } else if (idx == 13) {
+                other3_saved = true;
+                ck_assert_int_eq(alog.result[i], 0);
+            } else if (idx == 30) {
+                ck_assert(other3_saved);
+                ck_assert_int_eq(alog.result[i], 0);
+                seen_remove++;
+            } else if (idx == 31) {
+                ck_assert_int_eq(alog.result[i], -ENOENT);
+                seen_remove++;
+            } else {
+                ck_assert_int_eq(alog.result[i], 0);
+            }
+        }
+        ck_assert_int_eq(last, (int)ELEMENTSOF(states) - 1);
+        ck_assert_int_eq(seen_remove, 2);
+    }
+    ck_assert(!exists("sb-other000003.json"));
+    ck_assert_int_eq(reg_load(reg, &v, &n, NULL, NULL), 0);
+    ck_assert_uint_eq(n, 20);
+    ck_assert_str_eq(v[0]->id, "sb-async000001");
+    ck_assert_int_eq(v[0]->state, REG_DESTROYING); /* the last one issued */
+    v = reg_records_free(v, n);
+
+    /* reg_free with work pending: it finishes, callbacks run, then it is freed */
+    memset(&alog, 0, sizeof(alog));
+    r->state = REG_FAILED;
+    ck_assert_int_eq(reg_save_async(reg, &loop, r, async_cb, (void *)50), 0);
+    ck_assert_int_eq(reg_remove_async(reg, &loop, "sb-other000004", async_cb, (void *)51), 0);
+    reg = reg_free(reg);
+    ck_assert_int_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    ck_assert_int_eq(alog.n, 2);
+    ck_assert_int_eq(alog.result[0], 0);
+    ck_assert_int_eq(alog.result[1], 0);
+    ck_assert(!exists("sb-other000004.json"));
+    reg = open_reg();
+    ck_assert_int_eq(reg_load(reg, &v, &n, NULL, NULL), 0);
+    ck_assert_uint_eq(n, 19);
+    ck_assert_int_eq(v[0]->state, REG_FAILED);
+    v = reg_records_free(v, n);
+
+    reg_record_free(r);
+    reg_free(reg);
+    check_loop_done(&other);
+    check_loop_done(&loop);
+}
+END_TEST
+
 static void hash_of(const char *json, char out[SHA256_HEX_SIZE])
 {
     json_object *o = json_tokener_parse(json);
@@ -737,6 +880,7 @@ int main(void)
     tcase_add_test(tc, test_crash_leftovers);
     tcase_add_test(tc, test_corrupt_records);
     tcase_add_test(tc, test_many);
+    tcase_add_test(tc, test_async);
     tcase_add_test(tc, test_params_hash);
     suite_add_tcase(s, tc);
     return check_run_suite(s);
