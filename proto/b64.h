@@ -28,7 +28,7 @@ size_t b64_decoded_size(const char *s, size_t n);
  * surrogates, nothing above U+10FFFF). NUL bytes are valid UTF-8. */
 bool utf8_valid(const void *p, size_t n);
 
-/* Adds n bytes to object o as `name` (a string, when the bytes are valid UTF-8)
- * or as `name_b64` (base64) otherwise. Returns 0, -ENOMEM, or -E2BIG when
- * n > B64_MAX_DECODED. */
+/* Adds n bytes to object o as `name` (at most 120 characters; a string, when the bytes are valid
+ * UTF-8) or as `name_b64` (base64) otherwise. Returns 0, -ENOMEM, or -E2BIG when n >
+ * B64_MAX_DECODED. */
 int b64_object_add_data(json_object *o, const char *name, const void *p, size_t n);

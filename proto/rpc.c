@@ -169,6 +169,23 @@ json_object *rpc_notification_new(const char *method, json_object *params)
     return o;
 }
 
+json_object *rpc_exec_output_new(json_object *request_id, const char *stream, const void *p,
+                                 size_t n)
+{
+    json_object *params = json_object_new_object();
+
+    if (!params)
+        return NULL;
+    if (json_object_object_add(params, "request_id",
+                               request_id ? json_object_get(request_id) : NULL) < 0 ||
+        json_object_object_add(params, "stream", json_object_new_string(stream)) < 0 ||
+        b64_object_add_data(params, "data", p, n) < 0) {
+        json_object_put(params);
+        return NULL;
+    }
+    return rpc_notification_new("exec.output", params);
+}
+
 char *rpc_to_line(json_object *o, size_t *ret_len)
 {
     const char *s;
@@ -433,15 +450,22 @@ out:
     return 0;
 }
 
+void rpc_call_done(struct rpc_call *c)
+{
+    if (!c)
+        return;
+    json_object_put(c->id);
+    json_object_put(c->request);
+    json_object_put(c->error);
+    *c = (struct rpc_call){};
+}
+
 void rpc_message_done(struct rpc_message *m)
 {
     if (!m)
         return;
-    for (size_t i = 0; i < m->n_calls; i++) {
-        json_object_put(m->calls[i].id);
-        json_object_put(m->calls[i].request);
-        json_object_put(m->calls[i].error);
-    }
+    for (size_t i = 0; i < m->n_calls; i++)
+        rpc_call_done(&m->calls[i]);
     free(m->calls);
     json_object_put(m->error);
     *m = (struct rpc_message){};

@@ -42,13 +42,13 @@ static inline void json_object_putp(json_object **o)
 
 /* One call taken from a message. */
 struct rpc_call {
-    json_object *id;     /* owned ref; NULL for a notification */
-    bool notification;   /* no "id" member: execute, never answer */
-    const char *method;  /* points into `request` */
-    json_object *params; /* borrowed from `request`; NULL when absent */
-    json_object *request;/* owned ref to the whole request object */
-    json_object *error;  /* when non-NULL the entry is invalid: a complete
-                            error response to send (owned ref); method/params unset */
+    json_object *id;      /* owned ref; NULL for a notification */
+    bool notification;    /* no "id" member: execute, never answer */
+    const char *method;   /* points into `request` */
+    json_object *params;  /* borrowed from `request`; NULL when absent */
+    json_object *request; /* owned ref to the whole request object */
+    json_object *error;   /* when non-NULL the entry is invalid: a complete
+                             error response to send (owned ref); method/params unset */
 };
 
 /* One parsed line: a single request or a batch. */
@@ -65,6 +65,10 @@ struct rpc_message {
 /* Parses one line (without its '\n'). Always fills *ret (on -ENOMEM it is zeroed). */
 int rpc_parse(const char *line, size_t len, struct rpc_message *ret);
 void rpc_message_done(struct rpc_message *m);
+/* Releases one call's references and zeroes it. To keep a call beyond its
+ * message (concurrent dispatch), copy the struct out and zero the slot in
+ * m->calls; rpc_message_done() skips zeroed slots. */
+void rpc_call_done(struct rpc_call *c);
 
 /* Response builders. `id` is borrowed (a new ref is taken; NULL means JSON null).
  * `result` and `data` are taken over. */
@@ -76,6 +80,13 @@ json_object *rpc_error_reason_new(json_object *id, int code, const char *reason)
 json_object *rpc_invalid_params_new(json_object *id, const char *param, const char *reason);
 /* Server-to-client notification; params taken over. */
 json_object *rpc_notification_new(const char *method, json_object *params);
+
+/* The exec.output notification of a streaming sandbox.exec (PROTOCOL.md):
+ * params {"request_id": request_id, "stream": stream, "data"|"data_b64": bytes},
+ * text when the bytes are valid UTF-8, base64 otherwise. request_id is
+ * borrowed (NULL: JSON null). */
+json_object *rpc_exec_output_new(json_object *request_id, const char *stream, const void *p,
+                                 size_t n);
 
 /* Serialises o as one line: compact JSON plus '\n'. Caller frees. */
 char *rpc_to_line(json_object *o, size_t *ret_len);

@@ -199,7 +199,15 @@ START_TEST(test_spec_notification)
     ck_assert_ptr_null(m.calls[0].error);
     ck_assert_str_eq(m.calls[0].method, "update");
     ck_assert_uint_eq(json_object_array_length(m.calls[0].params), 5);
+    /* A call moved out of its message outlives it. */
+    struct rpc_call kept = m.calls[0];
+    m.calls[0] = (struct rpc_call){};
     rpc_message_done(&m);
+    ck_assert_str_eq(kept.method, "update");
+    ck_assert_int_eq(json_object_get_int(json_object_array_get_idx(kept.params, 4)), 5);
+    rpc_call_done(&kept);
+    ck_assert_ptr_null(kept.request);
+    rpc_call_done(NULL);
 }
 END_TEST
 
@@ -553,6 +561,19 @@ START_TEST(test_builders)
     ck_assert_str_eq(s, "{\"jsonrpc\":\"2.0\",\"method\":\"exec.output\",\"params\":{\"data\":"
                         "\"line 1\\nline 2\\n\"}}\n");
     ck_assert_uint_eq(len, strlen(s));
+    free(s);
+    json_object_put(o);
+
+    o = rpc_exec_output_new(id, "stdout", "ok\n", 3);
+    s = rpc_to_line(o, NULL);
+    ck_assert_str_eq(s, "{\"jsonrpc\":\"2.0\",\"method\":\"exec.output\",\"params\":{"
+                        "\"request_id\":\"r/1\",\"stream\":\"stdout\",\"data\":\"ok\\n\"}}\n");
+    free(s);
+    json_object_put(o);
+    o = rpc_exec_output_new(NULL, "stderr", "\xff", 1);
+    s = rpc_to_line(o, NULL);
+    ck_assert_str_eq(s, "{\"jsonrpc\":\"2.0\",\"method\":\"exec.output\",\"params\":{"
+                        "\"request_id\":null,\"stream\":\"stderr\",\"data_b64\":\"/w==\"}}\n");
     free(s);
     json_object_put(o);
 
