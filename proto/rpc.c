@@ -50,7 +50,7 @@ const char *rpc_code_message(int code)
 
 /* ---- response builders ---------------------------------------------------- */
 
-static json_object *rpc_envelope_new(json_object *id)
+static json_object *rpc_envelope_new(void)
 {
     json_object *o = json_object_new_object();
 
@@ -74,7 +74,7 @@ static json_object *rpc_envelope_finish(json_object *o, json_object *id)
 
 json_object *rpc_result_new(json_object *id, json_object *result)
 {
-    json_object *o = rpc_envelope_new(id);
+    json_object *o = rpc_envelope_new();
 
     if (!o) {
         json_object_put(result);
@@ -92,7 +92,7 @@ json_object *rpc_error_new(json_object *id, int code, const char *message, json_
 {
     json_object *o, *e;
 
-    o = rpc_envelope_new(id);
+    o = rpc_envelope_new();
     e = json_object_new_object();
     if (!o || !e)
         goto fail;
@@ -150,7 +150,7 @@ json_object *rpc_invalid_params_new(json_object *id, const char *param, const ch
 
 json_object *rpc_notification_new(const char *method, json_object *params)
 {
-    json_object *o = rpc_envelope_new(NULL);
+    json_object *o = rpc_envelope_new();
 
     if (!o) {
         json_object_put(params);
