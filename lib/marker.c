@@ -414,3 +414,16 @@ int marker_update_expiry(const char *description, int64_t expires, char **ret_de
     m.expires = expires;
     return marker_set(description, &m, ret_description);
 }
+
+int marker_key_hash(uid_t uid, const char *key, char ret[SHA256_HEX_SIZE])
+{
+    _cleanup_free_ char *s = NULL;
+    int n;
+
+    if (!key || !*key || !ret)
+        return -EINVAL;
+    n = asprintf(&s, "%" PRIu32 "\n%s", (uint32_t)uid, key);
+    if (n < 0)
+        return -ENOMEM;
+    return sha256_hex(s, (size_t)n, ret);
+}

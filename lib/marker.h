@@ -68,6 +68,10 @@ int marker_parse(const char *description, struct marker *ret);
  * exceed MARKER_DESCRIPTION_MAX bytes. */
 int marker_set(const char *description, const struct marker *m, char **ret_description);
 
+/* The `key` field for an idempotency key: SHA-256 hex of "<uid>\n<key>", so
+ * that the same key from two users never matches. -EINVAL for an empty key. */
+int marker_key_hash(uid_t uid, const char *key, char ret[SHA256_HEX_SIZE]);
+
 /* Parses the marker in description, sets its expiry and returns the updated
  * description with all other text kept. Errors as marker_parse() (the
  * description is not ours to change) and marker_set(). */

@@ -438,6 +438,33 @@ START_TEST(test_set_update)
 }
 END_TEST
 
+START_TEST(test_key_hash)
+{
+    uv_loop_t loop;
+    char a[SHA256_HEX_SIZE], b[SHA256_HEX_SIZE], want[SHA256_HEX_SIZE];
+    struct marker m = sample(false), got;
+    _cleanup_free_ char *line = NULL;
+
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    ck_assert_int_eq(marker_key_hash(1000, "task-91", a), 0);
+    ck_assert_int_eq(sha256_hex("1000\ntask-91", 12, want), 0);
+    ck_assert_str_eq(a, want);
+    ck_assert_int_eq(marker_key_hash(1001, "task-91", b), 0);
+    ck_assert_str_ne(a, b);
+    ck_assert_int_eq(marker_key_hash(1000, "task-92", b), 0);
+    ck_assert_str_ne(a, b);
+    ck_assert_int_eq(marker_key_hash(1000, "", b), -EINVAL);
+    ck_assert_int_eq(marker_key_hash(1000, NULL, b), -EINVAL);
+    /* and it goes into a marker */
+    strcpy(m.key, a);
+    line = line_of(&m);
+    ck_assert_int_eq(marker_parse(line, &got), 0);
+    ck_assert_str_eq(got.key, a);
+    ck_assert_str_eq(got.params, "");
+    check_loop_done(&loop);
+}
+END_TEST
+
 /* xorshift64*: deterministic inputs for the fuzz-ish tests. */
 static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
 static uint64_t rnd(void)
@@ -530,6 +557,7 @@ int main(void)
     tcase_add_test(tc, test_surroundings);
     tcase_add_test(tc, test_foreign);
     tcase_add_test(tc, test_set_update);
+    tcase_add_test(tc, test_key_hash);
     tcase_add_test(tc, test_fuzz);
     suite_add_tcase(s, tc);
     return check_run_suite(s);

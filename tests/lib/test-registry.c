@@ -785,6 +785,59 @@ START_TEST(test_async)
 }
 END_TEST
 
+/* xorshift64*: deterministic mutations */
+static uint64_t rng_state = 0x2545f4914f6cdd1dULL;
+static uint64_t rnd(void)
+{
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return rng_state * 0x2545f4914f6cdd1dULL;
+}
+
+START_TEST(test_fuzz_records)
+{
+    uv_loop_t loop;
+    struct reg_record *good = full_record("sb-fuzz0000001");
+    _cleanup_free_ char *json = NULL;
+    static const char alphabet[] = "{}[]\":,0123456789-. \\tnulfaseu\x01\xff";
+    char buf[4096];
+    unsigned parsed = 0;
+
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    ck_assert_int_eq(reg_record_to_json(good, &json), 0);
+    ck_assert_uint_lt(strlen(json), sizeof(buf) - 16);
+    for (int i = 0; i < 30000; i++) {
+        size_t n = strlen(json);
+        struct reg_record *r = NULL;
+        int edits = 1 + (int)(rnd() % 4), k;
+        memcpy(buf, json, n + 1);
+        for (int e = 0; e < edits; e++) {
+            size_t pos = rnd() % (n + 1);
+            char c = alphabet[rnd() % (sizeof(alphabet) - 1)];
+            if (rnd() % 2 && pos < n)
+                buf[pos] = c;
+            else if (pos < n) {
+                memmove(buf + pos, buf + pos + 1, n - pos);
+                n--;
+            }
+        }
+        k = reg_record_from_json(buf, n, &r);
+        if (k == 0) {
+            parsed++;
+            ck_assert_int_eq(reg_record_validate(r), 0);
+            reg_record_free(r);
+        } else {
+            ck_assert_ptr_null(r);
+            ck_assert(k == -EBADMSG || k == -EPROTONOSUPPORT);
+        }
+    }
+    fprintf(stderr, "registry fuzz: %u of 30000 mutated records still valid\n", parsed);
+    reg_record_free(good);
+    check_loop_done(&loop);
+}
+END_TEST
+
 static void hash_of(const char *json, char out[SHA256_HEX_SIZE])
 {
     json_object *o = json_tokener_parse(json);
@@ -881,6 +934,7 @@ int main(void)
     tcase_add_test(tc, test_corrupt_records);
     tcase_add_test(tc, test_many);
     tcase_add_test(tc, test_async);
+    tcase_add_test(tc, test_fuzz_records);
     tcase_add_test(tc, test_params_hash);
     suite_add_tcase(s, tc);
     return check_run_suite(s);
