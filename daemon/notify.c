@@ -1,5 +1,6 @@
 #include "notify.h"
 
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
