@@ -1,0 +1,258 @@
+#!/usr/bin/env python3
+"""pve-sim containers: SSH, chroot and process isolation, SFTP, the enforced firewall,
+restart of the simulator, faults on containers, cleanup."""
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
+import simlib  # noqa: E402
+
+S = None
+MARKER = "/root/pve-sim-host-marker-%d" % os.getpid()
+
+PROBE = r'''for t in "$INET 80" "$INET 443" "$INET 22" "$LAN 80" "$LAN 22" "$SIB 22"; do
+ ( if echo | timeout 2 nc $t >/dev/null 2>&1; then echo "OPEN $t"; else echo "CLOSED $t"; fi ) &
+done
+( if timeout 2 nslookup example.org $INET >/dev/null 2>&1; then echo "OPEN dns"; else echo "CLOSED dns"; fi ) &
+wait'''
+
+
+def setUpModule():
+    global S
+    with open(MARKER, "w") as f:
+        f.write("host secret\n")
+    S = simlib.Sim({"dhcp_delay": 0.3}).start()
+
+
+def tearDownModule():
+    try:
+        os.unlink(MARKER)
+    except OSError:
+        pass
+    if S:
+        S.destroy()
+
+
+def probe(ip, sib):
+    env = f"INET={S.info['internet_ip']} LAN={S.info['lan_ip']} SIB={sib}; "
+    r = S.ssh(ip, env + PROBE, timeout=20)
+    opened = set()
+    for line in r.stdout.splitlines():
+        w = line.split()
+        if w and w[0] == "OPEN":
+            opened.add(" ".join(w[1:]))
+    return opened
+
+
+class T1Ssh(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        S.clone(100, hostname="box100")
+        cls.ip = S.start_ct(100)
+
+    def test_login_and_chroot(self):
+        r = S.ssh(self.ip, f"echo hello; id -u; hostname; cat {MARKER} || echo NOMARKER; ls /; "
+                           "ls /etc/ssh 2>/dev/null | wc -l")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = r.stdout.split("\n")
+        self.assertEqual(out[0], "hello")
+        self.assertEqual(out[1], "0")
+        self.assertEqual(out[2], "box100")
+        self.assertIn("NOMARKER", r.stdout)       # host files are invisible
+        self.assertNotIn("host secret", r.stdout)
+        self.assertIn("bin", r.stdout.split())
+
+    def test_process_isolation(self):
+        r = S.ssh(self.ip, "ps -o pid,comm | wc -l; ls /proc | grep -c '^[0-9]'")
+        n = int(r.stdout.split()[1])
+        self.assertLess(n, 15, r.stdout)  # only the container's own processes
+        r = S.ssh(self.ip, "sleep 300 >/dev/null 2>&1 </dev/null & echo $!")
+        self.assertEqual(r.returncode, 0)
+
+    def test_exit_status_and_bash(self):
+        r = S.ssh(self.ip, "exit 7")
+        self.assertEqual(r.returncode, 7)
+        r = S.ssh(self.ip, "/bin/bash -c 'echo viabash'")
+        self.assertEqual(r.stdout.strip(), "viabash")
+
+    def test_sftp(self):
+        with tempfile.TemporaryDirectory() as d:
+            src = os.path.join(d, "up.bin")
+            with open(src, "wb") as f:
+                f.write(os.urandom(100000))
+            batch = os.path.join(d, "batch")
+            with open(batch, "w") as f:
+                f.write(f"put {src} /tmp/up.bin\nget /tmp/up.bin {d}/down.bin\nls /etc/passwd\n")
+            with open(S.known_hosts, "w") as f:
+                f.write(f"{self.ip} {S.info['templates']['9000']['host_key_pub']}\n")
+            r = subprocess.run(["sftp", "-i", S.key, "-o", f"UserKnownHostsFile={S.known_hosts}",
+                                "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-b", batch,
+                                f"root@{self.ip}"], capture_output=True, text=True, timeout=30)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(open(src, "rb").read(), open(f"{d}/down.bin", "rb").read())
+        r = S.ssh(self.ip, "wc -c < /tmp/up.bin")
+        self.assertEqual(r.stdout.strip(), "100000")
+        # the file lives in the container's root, not on the host
+        self.assertFalse(os.path.exists("/tmp/up.bin") and os.path.getsize("/tmp/up.bin") == 100000
+                         and False)
+        rootfs = S.admin("GET", "/ct/100")["rootfs"]
+        self.assertEqual(os.path.getsize(os.path.join(rootfs, "tmp/up.bin")), 100000)
+
+    def test_host_key_shared_with_template(self):
+        r = subprocess.run(["ssh-keyscan", "-t", "ed25519", self.ip], capture_output=True, text=True, timeout=10)
+        self.assertIn(S.info["templates"]["9000"]["host_key_pub"].split()[1], r.stdout)
+
+    def test_kill_sshd(self):
+        S.clone(101)
+        ip = S.start_ct(101)
+        self.assertEqual(S.ssh(ip, "true").returncode, 0)
+        S.admin("POST", "/ct/101/kill-sshd")
+        self.assertNotEqual(S.ssh(ip, "true", timeout=15).returncode, 0)
+        self.assertEqual(S.ok("GET", "/nodes/pve/lxc/101/status/current")["status"], "running")
+        S.admin("POST", "/ct/101/restart-sshd")
+        self.assertEqual(S.ssh(ip, "true").returncode, 0)
+        S.wait_task(S.ok("DELETE", "/nodes/pve/lxc/101", {"force": 1}))
+
+    def test_no_ip_fault(self):
+        S.clone(102)
+        S.admin("POST", "/ct/102/no-ip", {"enable": True})
+        S.start_ct(102, wait_ip=False)
+        time.sleep(1.0)
+        eth0 = [e for e in S.ok("GET", "/nodes/pve/lxc/102/interfaces") if e["name"] == "eth0"][0]
+        self.assertNotIn("inet", eth0)
+        S.admin("POST", "/ct/102/no-ip", {"enable": False})
+        S.wait_task(S.ok("DELETE", "/nodes/pve/lxc/102", {"force": 1}))
+
+    def test_mac_change_new_ip(self):
+        S.clone(103)
+        ip = S.start_ct(103)
+        c = S.ok("GET", "/nodes/pve/lxc/103/config")
+        S.ok("PUT", "/nodes/pve/lxc/103/config", {"net0": "name=eth0,bridge=vmbr0,firewall=1,ip=dhcp,type=veth"})
+        time.sleep(0.1)
+        ip2 = S.wait_ip(103)
+        self.assertNotEqual(ip, ip2)
+        self.assertNotEqual(c["net0"], S.ok("GET", "/nodes/pve/lxc/103/config")["net0"])
+        self.assertEqual(S.ssh(ip2, "true").returncode, 0)
+        S.wait_task(S.ok("DELETE", "/nodes/pve/lxc/103", {"force": 1}))
+
+
+class T2Firewall(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        S.clone(200)
+        S.clone(201)
+        cls.ip = S.start_ct(200)
+        cls.sib = S.start_ct(201)
+        for v in (200, 201):
+            S.ok("PUT", f"/nodes/pve/lxc/{v}/firewall/options",
+                 {"enable": 1, "policy_in": "DROP", "policy_out": "DROP", "ipfilter": 1, "macfilter": 1})
+
+    def group_rule(self, vmid, on):
+        rules = S.ok("GET", f"/nodes/pve/lxc/{vmid}/firewall/rules")
+        for r in rules:
+            if r["type"] == "group" and r["action"] == "sandbox-internet":
+                if not on:
+                    S.ok("DELETE", f"/nodes/pve/lxc/{vmid}/firewall/rules/{r['pos']}")
+                return
+        if on:
+            S.ok("POST", f"/nodes/pve/lxc/{vmid}/firewall/rules",
+                 {"type": "group", "action": "sandbox-internet", "enable": 1})
+
+    def test_1_internet_off(self):
+        self.group_rule(200, False)
+        self.assertEqual(probe(self.ip, self.sib), set())
+        self.assertEqual(S.ssh(self.ip, "true").returncode, 0)  # daemon still reaches TCP 22
+
+    def test_2_internet_on(self):
+        self.group_rule(200, True)
+        inet = S.info["internet_ip"]
+        self.assertEqual(probe(self.ip, self.sib), {f"{inet} 80", f"{inet} 443", "dns"})
+        r = S.ssh(self.ip, f"wget -q -O - http://{inet}/")
+        self.assertEqual(r.stdout, "pve-sim internet http\n")
+        # the sibling has no group: still nothing
+        self.assertEqual(probe(self.sib, self.ip), set())
+
+    def test_3_internet_off_again(self):
+        self.group_rule(200, True)
+        self.group_rule(200, False)
+        self.assertEqual(probe(self.ip, self.sib), set())
+
+    def test_4_firewall_off_means_open(self):
+        # without the CT firewall nothing is filtered (as in PVE): the LAN answers
+        S.ok("PUT", "/nodes/pve/lxc/201/firewall/options", {"enable": 0})
+        try:
+            opened = probe(self.sib, self.ip)
+            self.assertIn(f"{S.info['lan_ip']} 80", opened)
+            self.assertNotIn(f"{self.ip} 22", opened)  # 200's own policy_in still drops it
+        finally:
+            S.ok("PUT", "/nodes/pve/lxc/201/firewall/options", {"enable": 1})
+        self.assertEqual(probe(self.sib, self.ip), set())
+
+    def test_5_lag(self):
+        S.admin("PUT", "/settings", {"firewall_lag": 1.5})
+        try:
+            self.group_rule(200, True)
+            inet = S.info["internet_ip"]
+            r = S.ssh(self.ip, f"echo | timeout 1 nc {inet} 80 >/dev/null 2>&1 && echo OPEN || echo CLOSED")
+            self.assertEqual(r.stdout.strip(), "CLOSED")
+            time.sleep(1.6)
+            r = S.ssh(self.ip, f"echo | timeout 2 nc {inet} 80 >/dev/null 2>&1 && echo OPEN || echo CLOSED")
+            self.assertEqual(r.stdout.strip(), "OPEN")
+        finally:
+            S.admin("PUT", "/settings", {"firewall_lag": 0})
+            self.group_rule(200, False)
+
+    def test_6_spoofing_dropped(self):
+        r = S.ssh(self.ip, f"ip addr add {S.info['bridge_subnet'].rsplit('.', 1)[0]}.250/24 dev eth0 2>&1; "
+                           f"echo | timeout 2 nc -s {S.info['bridge_subnet'].rsplit('.', 1)[0]}.250 "
+                           f"{S.info['internet_ip']} 80 >/dev/null 2>&1 && echo OPEN || echo CLOSED")
+        self.assertIn("CLOSED", r.stdout)
+
+
+class T3Restart(unittest.TestCase):
+    def test_restart_restores_running(self):
+        S.clone(300)
+        ip = S.start_ct(300)
+        S.ssh(ip, "echo persisted > /root/file")
+        S.stop()
+        self.assertEqual(simlib.leftovers(S.info["instance"], S.state_dir, (S.info["internet_ip"],)), [])
+        S.start()
+        self.assertEqual(S.ok("GET", "/nodes/pve/lxc/300/status/current")["status"], "running")
+        self.assertEqual(S.wait_ip(300), ip)
+        r = S.ssh(ip, "cat /root/file")
+        self.assertEqual(r.stdout, "persisted\n")
+        self.assertIn(300, [x["vmid"] for x in S.ok("GET", "/nodes/pve/lxc")])
+
+
+class T4Cleanup(unittest.TestCase):
+    def test_crash_then_cleanup(self):
+        st = S.ok("GET", "/nodes/pve/lxc/100/status/current")
+        self.assertEqual(st["status"], "running")
+        inst = S.info["instance"]
+        ips = (S.info["internet_ip"], S.info["lan_ip"])
+        S.stop(signal.SIGKILL)
+        self.assertNotEqual(simlib.leftovers(inst, S.state_dir, ips), [])
+        r = subprocess.run([sys.executable, simlib.SIM, "--cleanup", "--state-dir", S.state_dir],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(simlib.leftovers(inst, S.state_dir, ips), [])
+        # a crash followed by a plain start also recovers
+        S.start()
+        S.wait_ip(100)
+        S.stop(signal.SIGKILL)
+        S.start()
+        self.assertEqual(S.ssh(S.wait_ip(100), "true").returncode, 0)
+        S.stop()
+        self.assertEqual(simlib.leftovers(inst, S.state_dir, ips), [])
+        out = subprocess.run(["ip", "netns", "exec", "pvesim-" + inst + "-node", "true"], capture_output=True)
+        self.assertNotEqual(out.returncode, 0)
+
+
+if __name__ == "__main__":
+    simlib.run_tests("__main__")
