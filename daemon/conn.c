@@ -143,9 +143,8 @@ static void on_write(uv_write_t *w, int status)
         conn_close(c);
         return;
     }
-    /* Progress: a stalled-writer deadline counts from the last completed write. */
-    if (c->stall_since)
-        c->stall_since = uv_now(c->server->loop);
+    /* Progress: the stalled-writer deadline counts from the last completed write. */
+    c->write_since = c->n_writes ? uv_now(c->server->loop) : 0;
     conn_flush(c);
     conn_update(c);
     if (c->state == CONN_OPEN && !c->in_process)
@@ -196,7 +195,8 @@ static void conn_flush(struct conn *c)
             return;
         }
         c->out_queued += rest;
-        c->n_writes++;
+        if (c->n_writes++ == 0)
+            c->write_since = uv_now(c->server->loop);
     }
     c->wlen = 0;
     if (c->wcap > CONN_OUTPUT_LOW) {
@@ -294,15 +294,14 @@ static void conn_update(struct conn *c)
         return;
     }
     if (out > CONN_OUTPUT_HIGH) {
-        if (!c->stall_since)
-            c->stall_since = uv_now(c->server->loop);
+        c->out_paused = true;
     } else if (out <= CONN_OUTPUT_LOW) {
-        c->stall_since = 0;
+        c->out_paused = false;
         fire_drain(c);
         if (c->state != CONN_OPEN)
             return;
     }
-    want = !c->eof && c->inflight < max_inflight(c) && !c->stall_since;
+    want = !c->eof && c->inflight < max_inflight(c) && !c->out_paused;
     if (want && !c->reading) {
         if (uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read) == 0)
             c->reading = true;
@@ -537,7 +536,7 @@ void conn_sweep(struct conn *c, uint64_t now)
 
     if (c->state >= CONN_CLOSING)
         return;
-    if (c->stall_since && now - c->stall_since >= l->write_stall_ms) {
+    if (c->n_writes > 0 && now - c->write_since >= l->write_stall_ms) {
         log_info(COMP, "#%" PRIu64 " uid=%u: client does not read its replies, closing", c->id,
                  (unsigned)c->uid);
         conn_close(c);

@@ -53,7 +53,8 @@ struct conn {
     struct req *reqs;
 
     uint64_t last_activity; /* uv_now of the last read or completion */
-    uint64_t stall_since;   /* uv_now when output went over high water; 0 otherwise */
+    uint64_t write_since;   /* uv_now of the last write progress while writes are queued */
+    bool out_paused;        /* queued output went over high water; reading resumes below low */
 
     struct conn *prev, *next;
 };

@@ -149,6 +149,35 @@ static void method_test_sleep(struct req *r, json_object *params)
     uv_timer_start(&sl->timer, sleeper_fired, (uint64_t)sl->ms, 0);
 }
 
+/* test.notify {"count": N}: sends N server notifications "test.event" with params
+ * {"request_id": <id>, "seq": i} on the caller's connection, then replies
+ * {"sent": N}. Test hook, like test.sleep. */
+static void method_test_notify(struct req *r, json_object *params)
+{
+    json_object *count = NULL, *o;
+    int64_t n, sent = 0;
+
+    if (!params || !json_object_is_type(params, json_type_object) ||
+        !json_object_object_get_ex(params, "count", &count) ||
+        !json_object_is_type(count, json_type_int) || json_object_get_int64(count) < 0 ||
+        json_object_get_int64(count) > 10000) {
+        req_invalid_params(r, "count", "an integer 0..10000 is required");
+        return;
+    }
+    n = json_object_get_int64(count);
+    for (int64_t i = 0; i < n; i++) {
+        json_object *p = json_object_new_object();
+
+        json_object_object_add(p, "request_id", json_object_get(req_id(r)));
+        json_object_object_add(p, "seq", json_object_new_int64(i));
+        if (req_notify(r, "test.event", p) == 0)
+            sent++;
+    }
+    o = json_object_new_object();
+    json_object_object_add(o, "sent", json_object_new_int64(sent));
+    req_reply(r, o);
+}
+
 static const struct method_def builtin_methods[] = {
     {"daemon.status", method_daemon_status},
     {"rpc.discover", method_rpc_discover},
@@ -157,6 +186,7 @@ static const struct method_def builtin_methods[] = {
 
 static const struct method_def test_methods[] = {
     {"test.sleep", method_test_sleep},
+    {"test.notify", method_test_notify},
     {NULL, NULL},
 };
 
@@ -177,7 +207,9 @@ void methods_enable_test_hooks(void)
         if (tables[i] == test_methods)
             return;
     (void)methods_register(test_methods);
-    log_warning(COMP, "test hooks enabled (SANDBOXD_TEST_HOOKS=1): test.sleep is callable");
+    log_warning(
+        COMP,
+        "test hooks enabled (SANDBOXD_TEST_HOOKS=1): test.sleep and test.notify are callable");
 }
 
 method_handler_t methods_find(const char *name)

@@ -262,6 +262,27 @@ def test_pipelined_and_out_of_order():
 
 
 @test
+def test_server_notifications():
+    d = Daemon()
+    c = Client(d.sock)
+    c.request("test.notify", {"count": 5}, id="n1")
+    seen = []
+    while True:
+        m = c.recv()
+        check(m is not None)
+        if "method" in m:
+            check(m["method"] == "test.event" and "id" not in m, m)
+            check(m["params"]["request_id"] == "n1", m)
+            seen.append(m["params"]["seq"])
+        else:
+            check(m["id"] == "n1" and m["result"]["sent"] == 5, m)
+            break
+    check(seen == list(range(5)), f"notifications before the reply, in order: {seen}")
+    c.close()
+    d.stop()
+
+
+@test
 def test_batches():
     d = Daemon()
     c = Client(d.sock)
