@@ -222,9 +222,8 @@ def leftovers(inst=None, state_dir=None, host_ips=()):
             continue
         if state_dir and state_dir + "/" in cmd and ("sshd" in cmd or "unshare" in cmd):
             out.append(f"pid {pid}: {cmd}")
-        for ip in host_ips:
-            if "--serve-host" in cmd and f"--host-ip {ip} " in cmd + " ":
-                out.append(f"pid {pid}: {cmd}")
+        if inst and "--serve-host" in cmd and f"--instance {inst} " in cmd + " ":
+            out.append(f"pid {pid}: {cmd}")
     return out
 
 
