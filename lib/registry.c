@@ -1019,8 +1019,8 @@ int reg_load(struct registry *reg, struct reg_record ***ret_records, size_t *ret
             continue;
         if (atomic_is_temp_name(de->d_name)) {
             /* A save that never reached its rename: the record before it
-             * (if any) is intact. */
-            if (unlinkat(reg->sb_fd, de->d_name, 0) == 0) {
+             * (if any) is intact. Unless it is one of ours in flight. */
+            if (reg->n_running == 0 && unlinkat(reg->sb_fd, de->d_name, 0) == 0) {
                 removed_temp = true;
                 log_debug(COMPONENT, "removed leftover temp file %s", de->d_name);
             }

@@ -133,7 +133,8 @@ const char *reg_state_dir(const struct registry *reg);
  * id, too large) never make this fail: each is renamed to
  * "<name>.corrupt" (".corrupt.N" if taken), and returned in ret_problems so
  * that reconcile resolves the sandbox from Proxmox. Temp files left by a crash
- * in the middle of a save are removed (the previous record, if any, is intact).
+ * in the middle of a save are removed (the previous record, if any, is intact;
+ * not while asynchronous operations of this registry are running).
  * The records come sorted by id. ret_problems/ret_n_problems may be NULL (the
  * problems are then only logged at debug level). */
 int reg_load(struct registry *reg, struct reg_record ***ret_records, size_t *ret_n,

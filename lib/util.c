@@ -12,10 +12,7 @@
 
 #include <openssl/evp.h>
 
-#include "log.h"
 #include "macro.h"
-
-#define COMPONENT "util"
 
 /* Base32 without the letters easily misread (i, l, o, u). 32 symbols, so a
  * random byte masked with 31 picks each one with equal probability. */
@@ -192,7 +189,6 @@ int atomic_write_file(int dirfd, const char *path, const void *data, size_t n, m
         r = RET_NERRNO(renameat(dfd, tmp, dfd, base));
     if (r < 0) {
         (void)unlinkat(dfd, tmp, 0);
-        log_debug_errno(r, COMPONENT, "atomic write of %s failed: %m", path);
         return r;
     }
     /* The rename is durable only once the folder is. */

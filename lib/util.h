@@ -1,6 +1,6 @@
 /* Small helpers shared by lib/ and daemon/: random ids, RFC 3339 UTC time,
  * atomic file replacement, clocks, hashes and string helpers. No loop, no
- * logging above debug. */
+ * logging, no global state: safe to call from thread-pool workers. */
 #pragma once
 
 #include <stdbool.h>

@@ -772,6 +772,21 @@ START_TEST(test_async)
     ck_assert_int_eq(v[0]->state, REG_DESTROYING); /* the last one issued */
     v = reg_records_free(v, n);
 
+    /* a load while saves are in flight leaves their temp files alone */
+    memset(&alog, 0, sizeof(alog));
+    for (int i = 0; i < 8; i++) {
+        r->expires_at += 1;
+        ck_assert_int_eq(reg_save_async(reg, &loop, r, async_cb, (void *)(intptr_t)(60 + i)), 0);
+    }
+    for (int i = 0; i < 20; i++) {
+        ck_assert_int_eq(reg_load(reg, &v, &n, NULL, NULL), 0);
+        v = reg_records_free(v, n);
+    }
+    ck_assert_int_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    ck_assert_int_eq(alog.n, 8);
+    for (int i = 0; i < 8; i++)
+        ck_assert_int_eq(alog.result[i], 0);
+
     /* reg_free with work pending: it finishes, callbacks run, then it is freed */
     memset(&alog, 0, sizeof(alog));
     r->state = REG_FAILED;
