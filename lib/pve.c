@@ -425,6 +425,9 @@ static int call_send_now(struct pve_call *call)
 static void call_send(struct pve_call *call)
 {
     int r = call_send_now(call);
+    /* no time left for another attempt: report what Proxmox said last */
+    if (r == -ETIMEDOUT && call->perr)
+        r = -EREMOTEIO;
     if (r < 0)
         call_finish(call, r);
 }
@@ -937,6 +940,13 @@ static void on_response(struct pve_call *call, struct json_object *data)
         }
         break;
     case CALL_TASK_STATUS:
+        r = pve_task_status_parse(data, &call->task);
+        if (r < 0) {
+            call_finish(call, r);
+            return;
+        }
+        call->have_task = true;
+        break;
     case CALL_WAIT:
     case CALL_RAW:
     case CALL_FW_GROUP:
