@@ -106,8 +106,9 @@ int reg_record_from_json(const char *json, size_t n, struct reg_record **ret);
 
 /* A record file that reg_load() could not use. */
 struct reg_problem {
-    char *file; /* name inside sandboxes/ */
-    int error;  /* negative errno: -EBADMSG, -EPROTONOSUPPORT, -EFBIG, -EXDEV (id mismatch), ... */
+    char *file;     /* name inside sandboxes/ */
+    int error;      /* -EBADMSG (torn, corrupt, incomplete, name/id mismatch),
+                       -EPROTONOSUPPORT (version), -EFBIG (size), -errno (unreadable) */
     char *reason;   /* human text */
     char *moved_to; /* new name inside sandboxes/, NULL if it could not be moved */
 };
