@@ -1,0 +1,860 @@
+/* The sandbox methods: JSON-RPC params (proto/params.h) mapped onto the engine
+ * (lib/sandbox.h), ownership by peer uid, results and errors of PROTOCOL.md. */
+#include "methods-sandbox.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+
+#include "lib/log.h"
+#include "lib/sandbox.h"
+#include "lib/util.h"
+#include "methods.h"
+#include "proto/b64.h"
+#include "proto/params.h"
+#include "proto/rpc.h"
+
+#define COMP "sandbox"
+#define ADMIN_GROUPS_MAX 256
+
+static struct engine *engine;
+
+/* ---- identity ---- */
+
+/* Root, or a member of [server] admin_group (primary or supplementary group). */
+static bool req_is_admin(struct req *r)
+{
+    const struct config *cfg = req_config(r);
+    uid_t uid = req_uid(r);
+    struct group gr, *grp = NULL;
+    struct passwd pw, *pwp = NULL;
+    char buf[4096], buf2[4096];
+    gid_t groups[ADMIN_GROUPS_MAX];
+    int n = ADMIN_GROUPS_MAX;
+
+    if (uid == 0)
+        return true;
+    if (!cfg->server.admin_group)
+        return false;
+    if (getgrnam_r(cfg->server.admin_group, &gr, buf, sizeof buf, &grp) != 0 || !grp)
+        return false;
+    if (req_gid(r) == grp->gr_gid)
+        return true;
+    if (getpwuid_r(uid, &pw, buf2, sizeof buf2, &pwp) != 0 || !pwp)
+        return false;
+    if (getgrouplist(pwp->pw_name, pwp->pw_gid, groups, &n) < 0)
+        n = ADMIN_GROUPS_MAX;
+    for (int i = 0; i < n; i++)
+        if (groups[i] == grp->gr_gid)
+            return true;
+    return false;
+}
+
+/* ---- results and errors ---- */
+
+static json_object *sandbox_json(const struct sandbox *sb)
+{
+    json_object *o = json_object_new_object();
+    char t[RFC3339_MAX];
+
+    json_object_object_add(o, "id", json_object_new_string(sb->id));
+    json_object_object_add(o, "vmid", sb->vmid ? json_object_new_int64(sb->vmid) : NULL);
+    json_object_object_add(o, "node", sb->node ? json_object_new_string(sb->node) : NULL);
+    json_object_object_add(o, "hostname",
+                           sb->hostname ? json_object_new_string(sb->hostname) : NULL);
+    json_object_object_add(o, "ip", sb->ip ? json_object_new_string(sb->ip) : NULL);
+    json_object_object_add(o, "state", json_object_new_string(sandbox_state_to_public(sb->state)));
+    json_object_object_add(o, "internet", json_object_new_boolean(sb->internet));
+    json_object_object_add(o, "cores", json_object_new_int64(sb->cores));
+    json_object_object_add(o, "memory_mb", json_object_new_int64(sb->memory_mb));
+    json_object_object_add(o, "disk_gb", json_object_new_int64(sb->disk_gb));
+    json_object_object_add(o, "owner_uid", json_object_new_int64(sb->owner_uid));
+    json_object_object_add(o, "labels", json_object_get(sb->labels));
+    if (time_format_rfc3339(sb->created_at, t, sizeof t) == 0)
+        json_object_object_add(o, "created_at", json_object_new_string(t));
+    if (time_format_rfc3339(sb->expires_at, t, sizeof t) == 0)
+        json_object_object_add(o, "expires_at", json_object_new_string(t));
+    if (sb->error && sb->state == SANDBOX_FAILED)
+        json_object_object_add(o, "error", json_object_new_string(sb->error));
+    return o;
+}
+
+static int code_of(enum engine_err_kind k)
+{
+    switch (k) {
+    case ENGINE_E_NOT_FOUND:
+        return RPC_NO_SUCH_SANDBOX;
+    case ENGINE_E_STATE:
+        return RPC_BAD_STATE;
+    case ENGINE_E_QUOTA:
+        return RPC_QUOTA_EXCEEDED;
+    case ENGINE_E_PROXMOX:
+        return RPC_PROXMOX_ERROR;
+    case ENGINE_E_SSH:
+        return RPC_SSH_ERROR;
+    case ENGINE_E_DEADLINE:
+        return RPC_DEADLINE_EXCEEDED;
+    case ENGINE_E_BUSY:
+    case ENGINE_E_NOT_CONFIGURED:
+        return RPC_BUSY;
+    case ENGINE_E_FILE:
+        return RPC_FILE_ERROR;
+    case ENGINE_E_INVALID:
+        return RPC_INVALID_PARAMS;
+    case ENGINE_E_SHUTDOWN:
+        return RPC_SHUTTING_DOWN;
+    default:
+        return RPC_INTERNAL_ERROR;
+    }
+}
+
+static void reply_engine_error(struct req *r, const struct engine_error *err)
+{
+    json_object *d;
+
+    if (err->kind == ENGINE_E_INVALID) {
+        req_invalid_params(r, err->param ? err->param : "params", err->message);
+        return;
+    }
+    d = json_object_new_object();
+    json_object_object_add(d, "reason", json_object_new_string(err->message ? err->message : ""));
+    if (err->kind == ENGINE_E_PROXMOX) {
+        json_object_object_add(d, "http_status", json_object_new_int(err->http_status));
+        json_object_object_add(d, "message",
+                               json_object_new_string(err->message ? err->message : ""));
+        if (err->upid)
+            json_object_object_add(d, "upid", json_object_new_string(err->upid));
+    }
+    if (err->state)
+        json_object_object_add(d, "state", json_object_new_string(err->state));
+    if (err->error < 0 && strerrorname_np(-err->error))
+        json_object_object_add(d, "errno", json_object_new_string(strerrorname_np(-err->error)));
+    req_error_data(r, code_of(err->kind), NULL, d);
+}
+
+static void reply_not_found(struct req *r, const char *id)
+{
+    json_object *d = json_object_new_object();
+
+    json_object_object_add(d, "reason", json_object_new_string("no such sandbox"));
+    json_object_object_add(d, "id", json_object_new_string(id));
+    req_error_data(r, RPC_NO_SUCH_SANDBOX, NULL, d);
+}
+
+static void reply_state(struct req *r, const struct sandbox *sb)
+{
+    json_object *d = json_object_new_object();
+
+    json_object_object_add(d, "reason", json_object_new_string("the sandbox is not ready"));
+    json_object_object_add(d, "state", json_object_new_string(sandbox_state_to_public(sb->state)));
+    req_error_data(r, RPC_BAD_STATE, NULL, d);
+}
+
+/* SSH-level and file errors of exec and files. */
+static void reply_io_error(struct req *r, int error, bool file)
+{
+    json_object *d = json_object_new_object();
+    const char *name = strerrorname_np(-error);
+    int code;
+
+    if (sshs_error_is_ssh(error)) {
+        code = RPC_SSH_ERROR;
+        json_object_object_add(
+            d, "reason",
+            json_object_new_string(error == -EBADE ? "SSH host key mismatch" : strerror(-error)));
+    } else if (error == -ECANCELED) {
+        code = RPC_BAD_STATE;
+        json_object_object_add(d, "reason",
+                               json_object_new_string("cancelled: the sandbox is going away"));
+    } else if (error == -EBUSY) {
+        code = RPC_BUSY;
+        json_object_object_add(d, "reason", json_object_new_string("too many requests queued"));
+    } else if (file) {
+        code = RPC_FILE_ERROR;
+        json_object_object_add(d, "reason", json_object_new_string(strerror(-error)));
+    } else {
+        code = RPC_INTERNAL_ERROR;
+        json_object_object_add(d, "reason", json_object_new_string(strerror(-error)));
+    }
+    if (name)
+        json_object_object_add(d, "errno", json_object_new_string(name));
+    req_error_data(r, code, NULL, d);
+}
+
+/* Looks the sandbox up for the caller; replies -32001 and returns NULL when not visible. */
+static struct sandbox *lookup(struct req *r, const char *id)
+{
+    struct sandbox *sb = engine_lookup(engine, id, req_uid(r), req_is_admin(r));
+
+    if (!sb)
+        reply_not_found(r, id);
+    return sb;
+}
+
+static bool params_failed(struct req *r, int ret, const struct params_error *e)
+{
+    if (ret == 0)
+        return false;
+    if (ret == -EINVAL)
+        req_invalid_params(r, e->param, e->reason);
+    else
+        req_error(r, RPC_INTERNAL_ERROR, strerror(-ret));
+    return true;
+}
+
+/* ---- a request waiting for the engine, detachable when the client leaves ---- */
+
+struct pending {
+    struct req *req;
+};
+
+static void pending_detach(struct req *r, void *userdata)
+{
+    struct pending *p = userdata;
+
+    p->req = NULL;
+    req_error(r, RPC_SHUTTING_DOWN, "the client went away");
+}
+
+static struct pending *pending_new(struct req *r)
+{
+    struct pending *p = calloc(1, sizeof *p);
+
+    if (!p) {
+        req_error(r, RPC_INTERNAL_ERROR, "out of memory");
+        return NULL;
+    }
+    p->req = r;
+    req_on_disconnect(r, pending_detach, p);
+    return p;
+}
+
+/* ---- sandbox.create ---- */
+
+static void on_created(const struct engine_error *err, struct sandbox *sb, void *userdata)
+{
+    struct pending *p = userdata;
+
+    if (p->req) {
+        if (err)
+            reply_engine_error(p->req, err);
+        else
+            req_reply(p->req, sandbox_json(sb));
+    }
+    free(p);
+}
+
+static void method_create(struct req *r, json_object *params)
+{
+    struct params_sandbox_create c;
+    struct params_error pe = {};
+    struct engine_error err = {};
+    struct sandbox_create_opts o;
+    json_object *labels;
+    struct pending *p;
+    int ret;
+
+    ret = params_sandbox_create_parse(params, &c, &pe);
+    if (params_failed(r, ret, &pe))
+        return;
+    if (c.idempotency_key) {
+        params_sandbox_create_done(&c);
+        req_invalid_params(r, "idempotency_key", "idempotency keys are not supported yet");
+        return;
+    }
+    labels = json_object_new_object();
+    for (size_t i = 0; i < c.labels.n; i++)
+        json_object_object_add(labels, c.labels.items[i].key,
+                               json_object_new_string(c.labels.items[i].value));
+    o = (struct sandbox_create_opts){
+        .owner_uid = req_uid(r),
+        .hostname = c.hostname,
+        .cores = c.cores,
+        .memory_mb = c.memory_mb,
+        .disk_gb = c.disk_gb,
+        .internet = c.internet,
+        .ttl_s = c.ttl_s,
+        .labels = labels,
+    };
+    p = pending_new(r);
+    if (!p) {
+        json_object_put(labels);
+        params_sandbox_create_done(&c);
+        return;
+    }
+    ret = engine_create(engine, &o, on_created, p, &err);
+    json_object_put(labels);
+    params_sandbox_create_done(&c);
+    if (ret < 0) {
+        free(p);
+        reply_engine_error(r, &err);
+    }
+}
+
+/* ---- sandbox.get / list ---- */
+
+static void method_get(struct req *r, json_object *params)
+{
+    struct params_sandbox_id p;
+    struct params_error pe = {};
+    struct sandbox *sb;
+
+    if (params_failed(r, params_sandbox_id_parse(params, &p, &pe), &pe))
+        return;
+    sb = lookup(r, p.id);
+    if (sb)
+        req_reply(r, sandbox_json(sb));
+}
+
+static bool labels_match(const struct sandbox *sb, const struct params_kv_list *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        json_object *v;
+
+        if (!json_object_object_get_ex(sb->labels, l->items[i].key, &v) ||
+            strcmp(json_object_get_string(v), l->items[i].value) != 0)
+            return false;
+    }
+    return true;
+}
+
+static void method_list(struct req *r, json_object *params)
+{
+    struct params_sandbox_list p;
+    struct params_error pe = {};
+    json_object *o, *a;
+    bool all;
+
+    if (params_failed(r, params_sandbox_list_parse(params, &p, &pe), &pe))
+        return;
+    all = p.all && req_is_admin(r);
+    a = json_object_new_array();
+    for (struct sandbox *sb = engine_first(engine); sb; sb = engine_next(engine, sb)) {
+        if (!all && sb->owner_uid != req_uid(r))
+            continue;
+        if (!labels_match(sb, &p.labels))
+            continue;
+        json_object_array_add(a, sandbox_json(sb));
+    }
+    params_sandbox_list_done(&p);
+    o = json_object_new_object();
+    json_object_object_add(o, "sandboxes", a);
+    req_reply(r, o);
+}
+
+/* ---- sandbox.set_internet ---- */
+
+static void on_internet(const struct engine_error *err, struct sandbox *sb, void *userdata)
+{
+    on_created(err, sb, userdata);
+}
+
+static void method_set_internet(struct req *r, json_object *params)
+{
+    struct params_sandbox_set_internet p;
+    struct params_error pe = {};
+    struct engine_error err = {};
+    struct sandbox *sb;
+    struct pending *pd;
+
+    if (params_failed(r, params_sandbox_set_internet_parse(params, &p, &pe), &pe))
+        return;
+    sb = lookup(r, p.id);
+    if (!sb)
+        return;
+    if (sb->state != SANDBOX_READY) {
+        reply_state(r, sb);
+        return;
+    }
+    pd = pending_new(r);
+    if (!pd)
+        return;
+    if (engine_set_internet(engine, sb, p.enabled, on_internet, pd, &err) < 0) {
+        free(pd);
+        reply_engine_error(r, &err);
+    }
+}
+
+/* ---- sandbox.destroy ---- */
+
+struct destroy_ctx {
+    struct pending p;
+    char id[ID_MAX + 1];
+};
+
+static json_object *destroyed_json(const char *id)
+{
+    json_object *o = json_object_new_object();
+
+    json_object_object_add(o, "id", json_object_new_string(id));
+    json_object_object_add(o, "state", json_object_new_string("destroyed"));
+    return o;
+}
+
+static void on_destroyed(const struct engine_error *err, void *userdata)
+{
+    struct destroy_ctx *d = userdata;
+
+    if (d->p.req) {
+        if (err)
+            reply_engine_error(d->p.req, err);
+        else
+            req_reply(d->p.req, destroyed_json(d->id));
+    }
+    free(d);
+}
+
+static void method_destroy(struct req *r, json_object *params)
+{
+    struct params_sandbox_id p;
+    struct params_error pe = {};
+    struct destroy_ctx *d;
+    struct sandbox *sb;
+    bool admin;
+    int ret;
+
+    if (params_failed(r, params_sandbox_id_parse(params, &p, &pe), &pe))
+        return;
+    admin = req_is_admin(r);
+    sb = engine_lookup(engine, p.id, req_uid(r), admin);
+    if (!sb) {
+        if (engine_was_destroyed(engine, p.id, req_uid(r), admin))
+            req_reply(r, destroyed_json(p.id));
+        else
+            reply_not_found(r, p.id);
+        return;
+    }
+    d = calloc(1, sizeof *d);
+    if (!d) {
+        req_error(r, RPC_INTERNAL_ERROR, "out of memory");
+        return;
+    }
+    snprintf(d->id, sizeof d->id, "%s", p.id);
+    d->p.req = r;
+    req_on_disconnect(r, pending_detach, &d->p);
+    ret = engine_destroy(engine, sb, on_destroyed, d);
+    if (ret < 0) {
+        free(d);
+        req_error(r, ret == -ESHUTDOWN ? RPC_SHUTTING_DOWN : RPC_INTERNAL_ERROR, strerror(-ret));
+    }
+}
+
+/* ---- sandbox.exec ---- */
+
+struct note {
+    json_object *params;
+    struct note *next;
+};
+
+struct exec_ctx {
+    struct req *req;
+    struct sshexec *exec;
+    struct params_sandbox_exec p;
+    char **env;
+    struct note *head, *tail; /* exec.output notifications waiting for the writer */
+    json_object *result;      /* the final result, held until the notifications are out */
+    bool drain_armed;
+};
+
+static void exec_ctx_free(struct exec_ctx *x)
+{
+    struct note *n = x->head;
+
+    while (n) {
+        struct note *next = n->next;
+        json_object_put(n->params);
+        free(n);
+        n = next;
+    }
+    if (x->env)
+        for (char **e = x->env; *e; e++)
+            free(*e);
+    free(x->env);
+    if (x->result)
+        json_object_put(x->result);
+    params_sandbox_exec_done(&x->p);
+    free(x);
+}
+
+static void exec_flush(struct exec_ctx *x);
+
+static void on_exec_drain(struct req *r, void *userdata)
+{
+    struct exec_ctx *x = userdata;
+
+    x->drain_armed = false;
+    exec_flush(x);
+}
+
+/* Sends queued notifications while the connection takes them; then the final result. */
+static void exec_flush(struct exec_ctx *x)
+{
+    if (!x->req)
+        return;
+    while (x->head) {
+        struct note *n = x->head;
+
+        if (req_output_busy(x->req)) {
+            if (!x->drain_armed) {
+                x->drain_armed = true;
+                req_on_drain(x->req, on_exec_drain, x);
+            }
+            return;
+        }
+        x->head = n->next;
+        if (!x->head)
+            x->tail = NULL;
+        (void)req_notify(x->req, "exec.output", n->params);
+        free(n);
+    }
+    if (x->result && !x->exec) {
+        struct req *r = x->req;
+        x->req = NULL;
+        req_reply(r, TAKE_PTR(x->result));
+        exec_ctx_free(x);
+    }
+}
+
+static void on_exec_output(struct sshexec *e, enum sshexec_stream stream, const void *data,
+                           size_t len, void *userdata)
+{
+    struct exec_ctx *x = userdata;
+    json_object *o;
+    struct note *n;
+
+    if (!x->req || len == 0)
+        return;
+    o = json_object_new_object();
+    n = calloc(1, sizeof *n);
+    if (!o || !n) {
+        json_object_put(o);
+        free(n);
+        return;
+    }
+    json_object_object_add(o, "request_id", json_object_get(req_id(x->req)));
+    json_object_object_add(o, "stream",
+                           json_object_new_string(stream == SSHEXEC_STDOUT ? "stdout" : "stderr"));
+    (void)b64_object_add_data(o, "data", data, len);
+    n->params = o;
+    if (x->tail)
+        x->tail->next = n;
+    else
+        x->head = n;
+    x->tail = n;
+    exec_flush(x);
+}
+
+static void on_exec_done(struct sshexec *e, int error, struct sshexec_result *res, void *userdata)
+{
+    struct exec_ctx *x = userdata;
+    json_object *o;
+
+    x->exec = NULL;
+    if (!x->req) {
+        exec_ctx_free(x);
+        return;
+    }
+    if (error < 0) {
+        struct req *r = x->req;
+        x->req = NULL;
+        reply_io_error(r, error, false);
+        exec_ctx_free(x);
+        return;
+    }
+    o = json_object_new_object();
+    json_object_object_add(o, "exit_code",
+                           res->exit_code >= 0 ? json_object_new_int(res->exit_code) : NULL);
+    json_object_object_add(o, "signal", res->signal ? json_object_new_string(res->signal) : NULL);
+    json_object_object_add(o, "timed_out", json_object_new_boolean(res->timed_out));
+    if (!x->p.stream) {
+        (void)b64_object_add_data(o, "stdout", res->out ? res->out : "", res->out_len);
+        (void)b64_object_add_data(o, "stderr", res->err ? res->err : "", res->err_len);
+    }
+    json_object_object_add(o, "stdout_truncated", json_object_new_boolean(res->out_truncated));
+    json_object_object_add(o, "stderr_truncated", json_object_new_boolean(res->err_truncated));
+    json_object_object_add(o, "duration_ms", json_object_new_int64((int64_t)res->duration_ms));
+    x->result = o;
+    exec_flush(x);
+}
+
+static void on_exec_disconnect(struct req *r, void *userdata)
+{
+    struct exec_ctx *x = userdata;
+
+    x->req = NULL;
+    req_error(r, RPC_SHUTTING_DOWN, "the client went away");
+    if (x->exec)
+        (void)sshexec_cancel(x->exec); /* kills the process tree; done runs later */
+    else
+        exec_ctx_free(x); /* waiting for drain only */
+}
+
+static void method_exec(struct req *r, json_object *params)
+{
+    struct params_error pe = {};
+    struct sshexec_params sp = {};
+    struct exec_ctx *x;
+    struct sandbox *sb;
+    int ret;
+
+    x = calloc(1, sizeof *x);
+    if (!x) {
+        req_error(r, RPC_INTERNAL_ERROR, "out of memory");
+        return;
+    }
+    ret = params_sandbox_exec_parse(params, &x->p, &pe);
+    if (ret < 0) {
+        free(x);
+        (void)params_failed(r, ret, &pe);
+        return;
+    }
+    sb = lookup(r, x->p.id);
+    if (!sb) {
+        exec_ctx_free(x);
+        return;
+    }
+    if (sb->state != SANDBOX_READY) {
+        exec_ctx_free(x);
+        reply_state(r, sb);
+        return;
+    }
+    if (x->p.env.n > 0) {
+        x->env = calloc(x->p.env.n + 1, sizeof(char *));
+        if (!x->env) {
+            exec_ctx_free(x);
+            req_error(r, RPC_INTERNAL_ERROR, "out of memory");
+            return;
+        }
+        for (size_t i = 0; i < x->p.env.n; i++)
+            if (asprintf(&x->env[i], "%s=%s", x->p.env.items[i].key, x->p.env.items[i].value) < 0) {
+                x->env[i] = NULL;
+                exec_ctx_free(x);
+                req_error(r, RPC_INTERNAL_ERROR, "out of memory");
+                return;
+            }
+    }
+    sp.command = x->p.command;
+    sp.argv = (const char *const *)x->p.argv;
+    sp.env = (const char *const *)x->env;
+    sp.cwd = x->p.cwd;
+    sp.stdin_data = x->p.has_stdin ? x->p.stdin_data : NULL;
+    sp.stdin_len = x->p.has_stdin ? x->p.stdin_len : 0;
+    sp.timeout_ms = (uint64_t)x->p.timeout_ms;
+    sp.max_output_bytes = (size_t)x->p.max_output_bytes;
+    sp.on_output = x->p.stream ? on_exec_output : NULL;
+    x->req = r;
+    ret = sandbox_exec_start(sb, &sp, on_exec_done, x, &x->exec);
+    if (ret < 0) {
+        x->req = NULL;
+        exec_ctx_free(x);
+        if (ret == -EAGAIN)
+            reply_state(r, sb);
+        else if (ret == -EINVAL || ret == -E2BIG)
+            req_invalid_params(r, "params", "the command is too large or malformed");
+        else
+            req_error(r, RPC_INTERNAL_ERROR, strerror(-ret));
+        return;
+    }
+    req_on_disconnect(r, on_exec_disconnect, x);
+}
+
+/* ---- file.write / file.read ---- */
+
+struct file_ctx {
+    struct pending p;
+    struct params_file_write w;
+    struct params_file_read rd;
+    bool is_write;
+};
+
+static void file_ctx_free(struct file_ctx *f)
+{
+    if (f->is_write)
+        params_file_write_done(&f->w);
+    else
+        params_file_read_done(&f->rd);
+    free(f);
+}
+
+static void on_written(int error, uint64_t bytes, void *userdata)
+{
+    struct file_ctx *f = userdata;
+
+    if (f->p.req) {
+        if (error < 0)
+            reply_io_error(f->p.req, error, true);
+        else {
+            json_object *o = json_object_new_object();
+            json_object_object_add(o, "bytes", json_object_new_int64((int64_t)bytes));
+            req_reply(f->p.req, o);
+        }
+    }
+    file_ctx_free(f);
+}
+
+static void on_read(int error, struct sshfile_read_result *res, void *userdata)
+{
+    struct file_ctx *f = userdata;
+
+    if (f->p.req) {
+        if (error < 0)
+            reply_io_error(f->p.req, error, true);
+        else {
+            json_object *o = json_object_new_object();
+            (void)b64_object_add_data(o, "content", res->data ? res->data : "", res->len);
+            json_object_object_add(o, "size", json_object_new_int64((int64_t)res->size));
+            json_object_object_add(o, "eof", json_object_new_boolean(res->eof));
+            req_reply(f->p.req, o);
+        }
+    }
+    file_ctx_free(f);
+}
+
+static void method_file(struct req *r, json_object *params, bool write)
+{
+    struct params_error pe = {};
+    struct file_ctx *f;
+    struct sshfile *sf;
+    struct sandbox *sb;
+    int ret;
+
+    f = calloc(1, sizeof *f);
+    if (!f) {
+        req_error(r, RPC_INTERNAL_ERROR, "out of memory");
+        return;
+    }
+    ret = write ? params_file_write_parse(params, &f->w, &pe)
+                : params_file_read_parse(params, &f->rd, &pe);
+    if (ret < 0) {
+        free(f);
+        (void)params_failed(r, ret, &pe);
+        return;
+    }
+    f->is_write = write;
+    sb = lookup(r, write ? f->w.id : f->rd.id);
+    if (!sb) {
+        file_ctx_free(f);
+        return;
+    }
+    ret = sandbox_file(sb, &sf);
+    if (ret < 0) {
+        file_ctx_free(f);
+        if (ret == -EAGAIN)
+            reply_state(r, sb);
+        else
+            reply_io_error(r, ret, false);
+        return;
+    }
+    if (write) {
+        struct sshfile_write_params wp = {
+            .path = f->w.path,
+            .data = f->w.content,
+            .len = f->w.content_len,
+            .mode = f->w.mode,
+            .make_parents = f->w.make_parents,
+        };
+        ret = sshfile_write(sf, &wp, on_written, f);
+    } else
+        ret = sshfile_read(sf, f->rd.path, (uint64_t)f->rd.offset, (uint64_t)f->rd.length, on_read,
+                           f);
+    if (ret < 0) {
+        file_ctx_free(f);
+        if (ret == -EINVAL)
+            req_invalid_params(r, "path", "not an absolute path, or a bad offset/mode");
+        else if (ret == -EFBIG)
+            req_invalid_params(r, write ? "content" : "length", "too large");
+        else
+            reply_io_error(r, ret, true);
+        return;
+    }
+    f->p.req = r;
+    req_on_disconnect(r, pending_detach, &f->p);
+}
+
+static void method_file_write(struct req *r, json_object *params)
+{
+    method_file(r, params, true);
+}
+
+static void method_file_read(struct req *r, json_object *params)
+{
+    method_file(r, params, false);
+}
+
+/* ---- daemon.status ---- */
+
+static void status_provider(json_object *status, void *userdata)
+{
+    unsigned counts[_SANDBOX_STATE_MAX];
+    json_object *s = json_object_new_object(), *px = json_object_new_object();
+    const char *last_error;
+    unsigned total = 0;
+    int reachable;
+
+    engine_count_states(engine, counts);
+    for (int i = 0; i < _SANDBOX_STATE_MAX; i++) {
+        if (i == SANDBOX_GONE)
+            continue;
+        json_object_object_add(s, sandbox_state_to_string(i), json_object_new_int64(counts[i]));
+        total += counts[i];
+    }
+    json_object_object_add(s, "total", json_object_new_int64(total));
+    json_object_object_add(status, "sandboxes", s);
+
+    engine_proxmox_status(engine, &reachable, &last_error);
+    json_object_object_add(px, "configured", json_object_new_boolean(engine_configured(engine)));
+    json_object_object_add(px, "reachable",
+                           reachable < 0 ? NULL : json_object_new_boolean(reachable));
+    json_object_object_add(px, "last_error",
+                           !engine_configured(engine) ? json_object_new_string("not configured")
+                           : last_error               ? json_object_new_string(last_error)
+                           : reachable < 0            ? json_object_new_string("not connected yet")
+                                                      : NULL);
+    json_object_object_add(status, "proxmox", px);
+}
+
+/* ---- table ---- */
+
+static const struct method_def sandbox_methods[] = {
+    {"sandbox.create", method_create},
+    {"sandbox.get", method_get},
+    {"sandbox.list", method_list},
+    {"sandbox.set_internet", method_set_internet},
+    {"sandbox.destroy", method_destroy},
+    {"sandbox.exec", method_exec},
+    {"file.write", method_file_write},
+    {"file.read", method_file_read},
+    {NULL, NULL},
+};
+
+static void engine_notice(int level, const char *msg, void *userdata)
+{
+    log_emit(level, "engine", "%s", msg);
+}
+
+int methods_sandbox_start(uv_loop_t *loop, const struct config *cfg)
+{
+    static const struct engine_hooks hooks = {.notice = engine_notice};
+    _cleanup_free_ char *err = NULL;
+    int r;
+
+    r = engine_new(loop, cfg, &hooks, &engine, &err);
+    if (r < 0) {
+        log_error(COMP, "cannot start the sandbox engine: %s", err ? err : strerror(-r));
+        return r;
+    }
+    r = methods_register(sandbox_methods);
+    if (r < 0)
+        return r;
+    methods_set_status_provider(status_provider, NULL);
+    return 0;
+}
+
+void methods_sandbox_stop(void)
+{
+    methods_set_status_provider(NULL, NULL);
+    engine_close(TAKE_PTR(engine), NULL, NULL);
+}

@@ -1,0 +1,190 @@
+/* The sandbox engine: one `struct engine` on the caller's loop owns the Proxmox client,
+ * the registry (write-ahead records in the state folder), the SSH pools of the sandboxes
+ * and the in-memory table of sandboxes.
+ *
+ * Lifecycle of a sandbox (DESIGN.md §2), one sandbox_set_state():
+ *   PENDING → CLONING → CONFIGURING → STARTING → WAITING_IP → CONNECTING → READY
+ *   → DESTROYING → GONE, plus FAILED.
+ * Every step runs under the create deadline (create_timeout_s) and a per-step cap; any
+ * failure ends in a destroy attempt with its own deadline (ENGINE_CLEANUP_TIMEOUT_MS),
+ * then the create callback reports the first failure.
+ *
+ * Errors reach callbacks as a struct engine_error (NULL on success); the daemon maps
+ * the kind onto its wire codes. Loop thread only; lib/ logs at debug level only (the
+ * caller may pass a notice hook for what the operator must see). */
+#pragma once
+
+#include "macro.h" /* before <uv.h> (MIN/MAX) */
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+#include <uv.h>
+
+#include "config.h"
+#include "sftp.h"
+#include "sshexec.h"
+#include "sshs.h"
+#include "util.h"
+
+#define ENGINE_CLEANUP_TIMEOUT_MS 120000u /* a destroy, on its own deadline */
+#define ENGINE_STEP_CLONE_MS 180000u      /* per-step caps (also capped by create_timeout_s) */
+#define ENGINE_STEP_CONFIG_MS 60000u
+#define ENGINE_STEP_START_MS 120000u
+#define ENGINE_STEP_IP_MS 120000u
+#define ENGINE_IP_POLL_MIN_MS 20u
+#define ENGINE_IP_POLL_MAX_MS 500u
+#define ENGINE_PROBE_INTERVAL_MS 15000u /* GET /version for daemon.status */
+#define ENGINE_TOMBSTONES_MAX 4096u     /* destroyed ids remembered for idempotent destroy */
+#define ENGINE_LABELS_MAX 16u
+
+enum sandbox_state {
+    SANDBOX_PENDING,
+    SANDBOX_CLONING,
+    SANDBOX_CONFIGURING,
+    SANDBOX_STARTING,
+    SANDBOX_WAITING_IP,
+    SANDBOX_CONNECTING,
+    SANDBOX_READY,
+    SANDBOX_DESTROYING,
+    SANDBOX_GONE,
+    SANDBOX_FAILED,
+    _SANDBOX_STATE_MAX,
+};
+/* "pending", "cloning", ... (internal names). */
+const char *sandbox_state_to_string(enum sandbox_state s);
+/* PROTOCOL.md's coarse state: "creating", "ready", "destroying", "destroyed", "failed". */
+const char *sandbox_state_to_public(enum sandbox_state s);
+
+enum engine_err_kind {
+    ENGINE_E_NOT_FOUND = 1, /* no such sandbox, or not the caller's */
+    ENGINE_E_STATE,         /* state does not allow it (state set) */
+    ENGINE_E_QUOTA,         /* max_per_uid / max_total */
+    ENGINE_E_PROXMOX,       /* http_status, message, upid */
+    ENGINE_E_SSH,           /* connect, auth, host key, session lost */
+    ENGINE_E_DEADLINE,      /* a deadline passed */
+    ENGINE_E_BUSY,          /* capacity / an operation of the same kind is running */
+    ENGINE_E_FILE,          /* errno names the file error */
+    ENGINE_E_INVALID,       /* bad parameter: param names it */
+    ENGINE_E_NOT_CONFIGURED,
+    ENGINE_E_SHUTDOWN,
+    ENGINE_E_INTERNAL,
+};
+
+struct engine_error {
+    enum engine_err_kind kind;
+    int error;           /* negative errno behind it */
+    int http_status;     /* PROXMOX: 0 for a failed task */
+    const char *message; /* human text, never NULL */
+    const char *upid;    /* PROXMOX: the task, or NULL */
+    const char *state;   /* STATE: the sandbox's public state */
+    const char *param;   /* INVALID: the parameter */
+};
+
+struct sandbox {
+    char id[ID_MAX + 1];
+    enum sandbox_state state;
+    uid_t owner_uid;
+    uint32_t vmid; /* 0 until the clone chose one */
+    char *node;
+    char *hostname;
+    char *ip; /* NULL until known */
+    bool internet;
+    unsigned cores;
+    unsigned memory_mb;
+    unsigned disk_gb;
+    json_object *labels; /* object of strings, never NULL */
+    time_t created_at;
+    time_t expires_at;
+    char *error; /* last failure text, or NULL */
+    /* engine-private below */
+    struct engine *engine;
+    struct sandbox *next, *prev;
+    struct sshpool *pool;
+    struct sshfile *file;
+    struct sb_op *create_op;
+    struct sb_waiter *destroy_waiters;
+    struct pve_call *call;
+    uv_timer_t timer; /* IP polling; its close frees the sandbox */
+    bool close_counted;
+    bool destroy_requested;
+    bool fw_busy;
+    unsigned ip_poll_ms;
+    uint64_t deadline_ms; /* create deadline (uv_now scale) */
+    uint64_t destroy_deadline_ms;
+    unsigned refs; /* held by in-flight engine operations */
+};
+
+struct engine_hooks {
+    /* Something the operator must see (firewall disabled, Proxmox unreachable, orphans):
+     * level is syslog's. May be NULL. */
+    void (*notice)(int level, const char *msg, void *userdata);
+    void *userdata;
+};
+
+struct engine;
+
+/* Creates the engine on loop. cfg is borrowed and must outlive the engine (the daemon's
+ * live config). Starts the datacenter firewall check and the /version probe. Without a
+ * [proxmox] section the engine exists but every create is ENGINE_E_NOT_CONFIGURED.
+ * Returns 0 or a negative errno with *ret_error (malloc'ed text) when not NULL. */
+int engine_new(uv_loop_t *loop, const struct config *cfg, const struct engine_hooks *hooks,
+               struct engine **ret, char **ret_error);
+/* Closes everything (sandboxes are kept in Proxmox: they outlive the daemon). Operations in
+ * flight complete with ENGINE_E_SHUTDOWN; cb (may be NULL) runs once every handle is
+ * closed. NULL accepted. */
+void engine_close(struct engine *e, void (*cb)(void *userdata), void *userdata);
+
+/* ---- lookup and ownership ---- */
+/* Visible to uid: owner, or admin (root and admin_group members: decided by the caller). */
+struct sandbox *engine_lookup(struct engine *e, const char *id, uid_t uid, bool admin);
+/* Iteration over every sandbox (GONE ones excluded). */
+struct sandbox *engine_first(struct engine *e);
+struct sandbox *engine_next(struct engine *e, struct sandbox *sb);
+/* Counts per internal state (n must be _SANDBOX_STATE_MAX). */
+void engine_count_states(const struct engine *e, unsigned counts[_SANDBOX_STATE_MAX]);
+/* Proxmox reachability from the periodic /version probe. last_error NULL when fine. */
+void engine_proxmox_status(const struct engine *e, int *ret_reachable, const char **ret_last_error);
+bool engine_configured(const struct engine *e);
+const struct config *engine_config(const struct engine *e);
+
+/* ---- create ---- */
+struct sandbox_create_opts {
+    uid_t owner_uid;
+    const char *hostname; /* NULL: the id */
+    int cores;            /* -1: default */
+    int memory_mb;
+    int disk_gb;
+    bool internet;
+    int64_t ttl_s;       /* -1: default_ttl_s; > max_ttl_s is ENGINE_E_INVALID */
+    json_object *labels; /* borrowed object of strings, may be NULL */
+};
+/* sb is valid only during the callback (state READY on success). */
+typedef void (*engine_sandbox_cb)(const struct engine_error *err, struct sandbox *sb,
+                                  void *userdata);
+/* Starts a create. Returns 0 (cb runs later exactly once) or an error through *ret_err
+ * synchronously (quota, invalid, not configured: returns -EINVAL/-EDQUOT/...; cb never
+ * runs). err_out is filled for synchronous failures. */
+int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engine_sandbox_cb cb,
+                  void *userdata, struct engine_error *ret_err);
+
+/* ---- destroy ---- */
+typedef void (*engine_done_cb)(const struct engine_error *err, void *userdata);
+/* Destroys sb (any state; a create in progress is stopped and cleaned up). cb runs once the
+ * container is gone (or the destroy failed). Several destroys of one sandbox share the
+ * outcome. */
+int engine_destroy(struct engine *e, struct sandbox *sb, engine_done_cb cb, void *userdata);
+/* True when id was destroyed by this engine and belonged to uid (admin: any owner). */
+bool engine_was_destroyed(const struct engine *e, const char *id, uid_t uid, bool admin);
+
+/* ---- internet ---- */
+int engine_set_internet(struct engine *e, struct sandbox *sb, bool enabled, engine_sandbox_cb cb,
+                        void *userdata, struct engine_error *ret_err);
+
+/* ---- exec and files: the sandbox's pools (state READY only, else -EAGAIN) ---- */
+int sandbox_exec_start(struct sandbox *sb, const struct sshexec_params *params, sshexec_done_cb cb,
+                       void *userdata, struct sshexec **ret);
+/* The sandbox's SFTP endpoint, created on first use. -EAGAIN unless READY. */
+int sandbox_file(struct sandbox *sb, struct sshfile **ret);

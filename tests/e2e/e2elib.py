@@ -1,0 +1,275 @@
+"""End-to-end harness: a pve-sim instance, a sandboxd configured for it, and a JSON-RPC client."""
+
+import base64
+import itertools
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+SRC = os.environ.get("SANDBOXD_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.environ.get("SANDBOXD_BUILD_ROOT", os.path.join(SRC, "build"))
+sys.path.insert(0, os.path.join(SRC, "tests", "pve-sim"))
+
+import simlib  # noqa: E402
+
+SANDBOXD = os.path.join(BUILD, "daemon", "sandboxd")
+
+# Small delays: the suite must stay well under its time budget on 2 cores.
+FAST_SIM = {"dhcp_delay": 0.1, "clone_time": 0.1, "start_time": 0.05, "stop_time": 0.05,
+            "destroy_time": 0.05, "auth_failure_delay": 0.1}
+
+
+class RpcError(Exception):
+    def __init__(self, err):
+        super().__init__(f"{err.get('code')} {err.get('message')} {err.get('data')}")
+        self.code = err.get("code")
+        self.data = err.get("data") or {}
+        self.err = err
+
+
+class Client:
+    """One connection; thread-safe calls matched by id; notifications collected."""
+
+    def __init__(self, path, timeout=300):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        self.sock.connect(path)
+        self.lock = threading.Lock()
+        self.cv = threading.Condition(self.lock)
+        self.ids = itertools.count(1)
+        self.replies = {}
+        self.notes = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.closed = False
+        self.reader.start()
+
+    def _read(self):
+        buf = b""
+        try:
+            while True:
+                chunk = self.sock.recv(1 << 20)
+                if not chunk:
+                    break
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    if not line.strip():
+                        continue
+                    msg = json.loads(line)
+                    with self.cv:
+                        if "id" in msg and ("result" in msg or "error" in msg):
+                            self.replies[msg["id"]] = msg
+                        else:
+                            self.notes.append(msg)
+                        self.cv.notify_all()
+        except OSError:
+            pass
+        with self.cv:
+            self.closed = True
+            self.cv.notify_all()
+
+    def send(self, method, params=None):
+        i = next(self.ids)
+        req = {"jsonrpc": "2.0", "id": i, "method": method}
+        if params is not None:
+            req["params"] = params
+        data = (json.dumps(req) + "\n").encode()
+        with self.lock:
+            self.sock.sendall(data)
+        return i
+
+    def wait(self, i, timeout=300):
+        deadline = time.time() + timeout
+        with self.cv:
+            while i not in self.replies:
+                if self.closed:
+                    raise ConnectionError("connection closed")
+                left = deadline - time.time()
+                if left <= 0:
+                    raise TimeoutError(f"no reply to request {i}")
+                self.cv.wait(left)
+            msg = self.replies.pop(i)
+        if "error" in msg:
+            raise RpcError(msg["error"])
+        return msg["result"]
+
+    def call(self, method, params=None, timeout=300):
+        return self.wait(self.send(method, params), timeout)
+
+    def error(self, method, params=None, timeout=300):
+        """Calls and returns the RpcError (fails if the call succeeded)."""
+        try:
+            r = self.call(method, params, timeout)
+        except RpcError as e:
+            return e
+        raise AssertionError(f"{method} {params} succeeded: {r}")
+
+    def close(self):
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+
+
+def b64(data):
+    return base64.b64encode(data).decode()
+
+
+def data_of(obj, name):
+    if name in obj:
+        return obj[name].encode()
+    return base64.b64decode(obj[name + "_b64"])
+
+
+class Env:
+    """pve-sim + sandboxd. Use as a context manager."""
+
+    def __init__(self, sim_config=None, daemon_config=None, host_key=None, log_level="debug"):
+        cfg = dict(FAST_SIM)
+        cfg.update(sim_config or {})
+        self.sim = simlib.Sim(config=cfg)
+        self.daemon_config = daemon_config or {}
+        self.host_key = host_key
+        self.log_level = log_level
+        self.proc = None
+        self.dir = None
+
+    def __enter__(self):
+        try:
+            self.sim.start()
+            self.start_daemon()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *a):
+        self.close()
+
+    def start_daemon(self):
+        self.dir = f"/run/sandboxd-e2e-{secrets.token_hex(3)}"
+        os.makedirs(self.dir, mode=0o755)
+        os.chmod(self.dir, 0o755)
+        info = self.sim.info
+        tok = simlib.DAEMON
+        secret_file = os.path.join(self.dir, "pve-token")
+        with open(secret_file, "w") as f:
+            f.write(info["tokens"][tok] + "\n")
+        os.chmod(secret_file, 0o600)
+        self.socket = os.path.join(self.dir, "sandboxd.sock")
+        tmpl = str(info.get("template", 9000))
+        host_key = self.host_key or info["templates"][tmpl]["host_key"]
+        sections = {
+            "server": {"socket": self.socket, "socket_mode": "0666", "socket_group": "root",
+                       "state_dir": os.path.join(self.dir, "state")},
+            "proxmox": {"url": info["url"], "token_id": tok, "token_secret_file": secret_file,
+                        "nodes": "pve", "template": tmpl, "pool": info.get("pool", "sandboxd"),
+                        "fingerprint": info["fingerprint"], "vmid_range": "1000-1999"},
+            "ssh": {"user": "root", "key_file": self.sim.key, "template_host_key": host_key,
+                    "connect_timeout_ms": "5000"},
+            "sandbox": {"create_timeout_s": "60", "max_per_uid": "64", "max_total": "128"},
+        }
+        for sec, kv in self.daemon_config.items():
+            sections.setdefault(sec, {}).update(kv)
+        self.config = os.path.join(self.dir, "sandboxd.conf")
+        with open(self.config, "w") as f:
+            for sec, kv in sections.items():
+                f.write(f"[{sec}]\n")
+                for k, v in kv.items():
+                    f.write(f"{k} = {v}\n")
+        self.errlog_path = os.path.join(self.dir, "sandboxd.err")
+        self.errlog = open(self.errlog_path, "w+")
+        env = dict(os.environ)
+        env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
+        self.proc = subprocess.Popen([SANDBOXD, "--config", self.config, "--log-level", self.log_level],
+                                     stdout=self.errlog, stderr=self.errlog, env=env)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"sandboxd exited {self.proc.returncode}:\n{self.daemon_log()}")
+            if os.path.exists(self.socket):
+                try:
+                    c = Client(self.socket, timeout=10)
+                    c.call("daemon.status")
+                    c.close()
+                    return
+                except OSError:
+                    pass
+            time.sleep(0.05)
+        raise RuntimeError("sandboxd did not come up:\n" + self.daemon_log())
+
+    def stop_daemon(self):
+        """SIGTERM; returns the exit status (sanitizer reports make it non-zero)."""
+        if not self.proc:
+            return 0
+        self.proc.terminate()
+        try:
+            rc = self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait()
+        self.proc = None
+        return rc
+
+    def daemon_log(self):
+        try:
+            with open(self.errlog_path) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def close(self):
+        rc = 0
+        try:
+            rc = self.stop_daemon()
+        finally:
+            self.sim.destroy()
+            if self.dir:
+                shutil.rmtree(self.dir, ignore_errors=True)
+        if rc != 0:
+            print(self.daemon_log()[-20000:], file=sys.stderr)
+            raise AssertionError(f"sandboxd exited with status {rc}")
+
+    def client(self, timeout=300):
+        return Client(self.socket, timeout)
+
+    # ---- simulator views
+    def containers(self):
+        """Non-template containers the simulator holds."""
+        st = self.sim.admin("GET", "/state")
+        return {int(k): v for k, v in st["containers"].items() if not v["template"]}
+
+    def wait_no_containers(self, timeout=10):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            cts = self.containers()
+            if not cts:
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"containers left behind: {cts}")
+
+
+def run(tests):
+    """Runs (name, fn) pairs in order; prints a line per test with its duration."""
+    failed = 0
+    t_all = time.time()
+    for name, fn in tests:
+        t0 = time.time()
+        try:
+            fn()
+            print(f"ok   {name} ({time.time() - t0:.1f} s)", flush=True)
+        except Exception:
+            import traceback
+            failed += 1
+            print(f"FAIL {name} ({time.time() - t0:.1f} s)", flush=True)
+            traceback.print_exc()
+    print(f"{len(tests) - failed}/{len(tests)} passed in {time.time() - t_all:.1f} s", flush=True)
+    sys.exit(1 if failed else 0)

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""A Proxmox fault on each step of create leaves no container and no record behind and
+returns -32004 (-32006 for an IP that never appears); a wrong pinned host key is refused
+with -32005."""
+
+import os
+import time
+
+from e2elib import Env, run
+
+FAULTS = [
+    ("clone task fails", {"method": "POST", "path": "/nodes/*/lxc/*/clone", "task_error": "storage full"}, {}),
+    ("clone refused", {"method": "POST", "path": "/nodes/*/lxc/*/clone", "status": 403,
+                       "message": "Permission check failed (/vms/9000, VM.Clone)"}, {}),
+    ("config refused", {"method": "PUT", "path": "/nodes/*/lxc/*/config", "status": 400,
+                        "message": "Parameter verification failed."}, {}),
+    ("config read fails", {"method": "GET", "path": "/nodes/*/lxc/*/config", "status": 403,
+                           "message": "Permission check failed"}, {}),
+    ("resize task fails", {"method": "PUT", "path": "/nodes/*/lxc/*/resize", "task_error": "no space"},
+     {"disk_gb": 12}),
+    ("firewall options refused", {"method": "PUT", "path": "/nodes/*/lxc/*/firewall/options", "status": 403,
+                                  "message": "Permission check failed"}, {}),
+    ("internet rule refused", {"method": "POST", "path": "/nodes/*/lxc/*/firewall/rules", "status": 403,
+                               "message": "Permission check failed"}, {"internet": True}),
+    ("start task fails", {"method": "POST", "path": "/nodes/*/lxc/*/status/start",
+                          "task_error": "startup for container failed"}, {}),
+    ("interfaces refused", {"method": "GET", "path": "/nodes/*/lxc/*/interfaces", "status": 403,
+                            "message": "Permission check failed"}, {}),
+]
+
+
+def check_clean(env, c):
+    env.wait_no_containers(10)
+    deadline = time.time() + 5  # the record's removal is durable a moment after the reply
+    while os.listdir(os.path.join(env.dir, "state", "sandboxes")) and time.time() < deadline:
+        time.sleep(0.05)
+    assert os.listdir(os.path.join(env.dir, "state", "sandboxes")) == []
+    st = c.call("daemon.status")
+    assert st["sandboxes"]["total"] == 0, st
+    assert c.call("sandbox.list")["sandboxes"] == []
+
+
+def main():
+    with Env(daemon_config={"sandbox": {"create_timeout_s": "10"}}) as env:
+        c = env.client()
+        tests = []
+
+        def fault_case(fault, params):
+            def t():
+                env.sim.admin("DELETE", "/faults")
+                f = dict(fault)
+                f["count"] = 1
+                env.sim.admin("POST", "/faults", f)
+                e = c.error("sandbox.create", params)
+                assert e.code == -32004, e.err
+                assert "http_status" in e.data and e.data.get("message"), e.err
+                if "task_error" in fault:
+                    assert e.data["http_status"] == 0 and e.data.get("upid", "").startswith("UPID:"), e.err
+                    assert fault["task_error"] in e.data["message"], e.err
+                else:
+                    assert e.data["http_status"] == fault["status"], e.err
+                check_clean(env, c)
+            return t
+
+        for name, fault, params in FAULTS:
+            tests.append((f"fault: {name}", fault_case(fault, params)))
+
+        def ip_never():
+            env.sim.admin("DELETE", "/faults")
+            env.sim.admin("PUT", "/settings", {"ip_never": True})
+            t0 = time.time()
+            e = c.error("sandbox.create", {})
+            env.sim.admin("PUT", "/settings", {"ip_never": False})
+            assert e.code == -32006, e.err
+            assert time.time() - t0 < 30, time.time() - t0
+            check_clean(env, c)
+
+        def still_works():
+            r = c.call("sandbox.create", {})
+            assert c.call("sandbox.exec", {"id": r["id"], "command": "echo ok"})["stdout"] == "ok\n"
+            c.call("sandbox.destroy", {"id": r["id"]})
+            check_clean(env, c)
+
+        tests += [("fault: IP never appears (-32006)", ip_never), ("a create after the faults works", still_works)]
+
+        # Wrong pinned host key: a second daemon on the same simulator.
+        def wrong_host_key():
+            bad = "SHA256:" + "A" * 43
+            env.stop_daemon()
+            env.host_key = bad
+            env.start_daemon()
+            c2 = env.client()
+            e = c2.error("sandbox.create", {})
+            assert e.code == -32005, e.err
+            check_clean(env, c2)
+
+        tests.append(("wrong pinned host key is refused (-32005)", wrong_host_key))
+        run(tests)
+
+
+if __name__ == "__main__":
+    main()
