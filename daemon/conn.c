@@ -559,6 +559,11 @@ void conn_abort(struct conn *c)
     conn_close(c);
 }
 
+static void on_close_unaccepted(uv_handle_t *h)
+{
+    free(h->data);
+}
+
 int conn_accept(struct server *s, uv_stream_t *listener, struct conn **ret)
 {
     static uint64_t next_id = 1;
@@ -585,7 +590,7 @@ int conn_accept(struct server *s, uv_stream_t *listener, struct conn **ret)
     if (r == 0 && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
         r = -errno;
     if (r < 0) {
-        uv_close((uv_handle_t *)&c->pipe, (uv_close_cb)free);
+        uv_close((uv_handle_t *)&c->pipe, on_close_unaccepted);
         return r;
     }
     c->uid = cred.uid;
