@@ -488,7 +488,7 @@ START_TEST(test_fuzz)
     ck_assert_int_eq(marker_set("human text\n", &m, &base), 0);
 
     /* random bytes: never crash */
-    for (int i = 0; i < 20000; i++) {
+    for (int i = 0; i < 10000; i++) {
         size_t n = rnd() % (sizeof(buf) - 1);
         for (size_t j = 0; j < n; j++)
             buf[j] = (char)(rnd() % 2 ? alphabet[rnd() % (sizeof(alphabet) - 1)]
@@ -501,7 +501,7 @@ START_TEST(test_fuzz)
 
     /* Mutations of a valid description: whatever parses must mean exactly
      * what was written (the check guards every value). */
-    for (int i = 0; i < 50000; i++) {
+    for (int i = 0; i < 20000; i++) {
         size_t n = strlen(base);
         int edits = 1 + (int)(rnd() % 3);
         char *out = NULL;
@@ -540,7 +540,7 @@ START_TEST(test_fuzz)
     }
     /* harmless mutations (in the human text, separators) do happen */
     ck_assert_uint_gt(mutated_ok, 100);
-    fprintf(stderr, "fuzz: %u of 50000 mutated descriptions still parse, all unchanged\n",
+    fprintf(stderr, "fuzz: %u of 20000 mutated descriptions still parse, all unchanged\n",
             mutated_ok);
     check_loop_done(&loop);
 }
