@@ -54,6 +54,8 @@ static inline void fclosep(FILE **f)
 
 #define ELEMENTSOF(a) (sizeof(a) / sizeof((a)[0]))
 #define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
+#undef MIN
+#undef MAX
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
 
