@@ -10,12 +10,12 @@
 
 struct frame_buf {
     char *data;
-    size_t len;      /* bytes held */
-    size_t start;    /* offset of the first unconsumed byte */
-    size_t scanned;  /* bytes after start already known to hold no '\n' */
+    size_t len;     /* bytes held */
+    size_t start;   /* offset of the first unconsumed byte */
+    size_t scanned; /* bytes after start already known to hold no '\n' */
     size_t cap;
     size_t max_line;
-    bool overflow;   /* sticky: a line exceeded max_line */
+    bool overflow; /* sticky: a line exceeded max_line */
 };
 
 void frame_buf_init(struct frame_buf *f, size_t max_line);

@@ -275,6 +275,14 @@ static const char *rpc_lex_check(const char *s, size_t len)
     return NULL;
 }
 
+static bool rpc_blank(const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\n')
+            return false;
+    return true;
+}
+
 static int rpc_whole_error(struct rpc_message *m, int code, const char *reason)
 {
     json_object *d = rpc_reason_data_new(reason, NULL);
@@ -366,6 +374,8 @@ int rpc_parse(const char *line, size_t len, struct rpc_message *ret)
     }
     /* json-c's own UTF-8 check lets overlong forms and surrogates through. */
     reason = utf8_valid(line, len) ? rpc_lex_check(line, len) : "invalid UTF-8";
+    if (!reason && rpc_blank(line, len))
+        reason = "empty message"; /* no need to start json-c for that */
     if (reason) {
         r = rpc_whole_error(&m, RPC_PARSE_ERROR, reason);
         goto out;

@@ -86,7 +86,8 @@ START_TEST(test_random_splits)
     size_t n = 0, e = 0;
     uint32_t seed = 0x5eed1234u;
 
-    /* Lines of varying length (0..300) built from a fixed seed. */
+    /* 40 lines of 0..149 bytes built from a fixed seed, fed in 200 different
+     * seeded splits of 1..700 bytes. */
     for (int i = 0; i < 40; i++) {
         seed = seed * 1103515245u + 12345u;
         size_t len = (seed >> 16) % 150;
