@@ -209,10 +209,18 @@ class T2Firewall(unittest.TestCase):
             self.group_rule(200, False)
 
     def test_6_spoofing_dropped(self):
-        r = S.ssh(self.ip, f"ip addr add {S.info['bridge_subnet'].rsplit('.', 1)[0]}.250/24 dev eth0 2>&1; "
-                           f"echo | timeout 2 nc -s {S.info['bridge_subnet'].rsplit('.', 1)[0]}.250 "
-                           f"{S.info['internet_ip']} 80 >/dev/null 2>&1 && echo OPEN || echo CLOSED")
-        self.assertIn("CLOSED", r.stdout)
+        # with internet on, a packet from a source address that is not the CT's lease is dropped
+        self.group_rule(200, True)
+        try:
+            net = S.info["bridge_subnet"].rsplit(".", 1)[0]
+            inet = S.info["internet_ip"]
+            nc = f"echo | timeout 2 nc {inet} 80 >/dev/null 2>&1 && echo OPEN || echo CLOSED"
+            r = S.ssh(self.ip, f"ip addr add {net}.250/24 dev eth0; "
+                               f"ip route add {inet}/32 via {S.info['gateway']} src {net}.250; {nc}; "
+                               f"ip route del {inet}/32; ip addr del {net}.250/24 dev eth0; {nc}")
+            self.assertEqual(r.stdout.split(), ["CLOSED", "OPEN"], r.stderr)
+        finally:
+            self.group_rule(200, False)
 
 
 class T3Restart(unittest.TestCase):
