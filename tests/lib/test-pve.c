@@ -4,6 +4,7 @@
 #include <check.h>
 #include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "lib/pve.h"
 #include "tests/check-util.h"
@@ -772,6 +773,166 @@ START_TEST(test_argument_errors)
 }
 END_TEST
 
+/* ---- one smoke test against tests/pve-sim (API only, no containers) ---- */
+
+struct sim {
+    pid_t pid;
+    char dir[128];
+    char url[128];
+    char fingerprint[128];
+    char secret[128];
+};
+
+static bool sim_start(struct sim *sm)
+{
+    const char *root = getenv("SANDBOXD_SOURCE_ROOT");
+    char script[PATH_MAX], line[2048], info[256];
+    int out[2];
+    size_t len = 0;
+
+    memset(sm, 0, sizeof(*sm));
+    snprintf(script, sizeof(script), "%s/tests/pve-sim/pve-sim", root ? root : ".");
+    if (access(script, R_OK) != 0)
+        return false;
+    snprintf(sm->dir, sizeof(sm->dir), "/run/pve-sim-test-libpve-%d", (int)getpid());
+    ck_assert_int_eq(mkdir(sm->dir, 0755), 0);
+    ck_assert_int_eq(pipe2(out, O_CLOEXEC), 0);
+    sm->pid = fork();
+    ck_assert_int_ge(sm->pid, 0);
+    if (sm->pid == 0) {
+        const char *python = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+        dup2(out[1], 1);
+        execlp(python, python, script, "--state-dir", sm->dir, "--no-containers", "--clone-time",
+               "0.05", "--dhcp-delay", "0.1", "--auth-failure-delay", "0", (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    while (len < sizeof(line) - 1) {
+        ssize_t k = read(out[0], line + len, 1);
+        if (k <= 0 || line[len] == '\n')
+            break;
+        len++;
+    }
+    line[len] = 0;
+    close(out[0]);
+    ck_assert_msg(strncmp(line, "pve-sim ready ", 14) == 0, "pve-sim did not start: '%s'", line);
+    ck_assert_int_eq(sscanf(strstr(line, "url="), "url=%127s", sm->url), 1);
+    ck_assert_int_eq(sscanf(strstr(line, "fingerprint="), "fingerprint=%127s", sm->fingerprint), 1);
+    snprintf(info, sizeof(info), "%s/sim-info.json", sm->dir);
+    struct json_object *o = json_object_from_file(info), *t, *v;
+    ck_assert_ptr_nonnull(o);
+    ck_assert(json_object_object_get_ex(o, "tokens", &t));
+    ck_assert(json_object_object_get_ex(t, "sandboxd@pve!sandboxd", &v));
+    snprintf(sm->secret, sizeof(sm->secret), "%s", json_object_get_string(v));
+    json_object_put(o);
+    return true;
+}
+
+static void sim_stop(struct sim *sm)
+{
+    char cmd[256];
+    int status;
+
+    if (sm->pid > 0) {
+        kill(sm->pid, SIGTERM);
+        waitpid(sm->pid, &status, 0);
+    }
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", sm->dir);
+    (void)system(cmd);
+}
+
+#define SIM_CLONES 3
+
+START_TEST(test_pve_sim_smoke)
+{
+    struct sim sm;
+    struct pres c[SIM_CLONES] = {0}, a = {0};
+    struct pve_clone_params p = {.node = "pve",
+                                 .template_vmid = 9000,
+                                 .pool = "sandboxd",
+                                 .description = "sandboxd:v1 smoke",
+                                 .full = -1};
+
+    if (geteuid() != 0) {
+        fprintf(stderr, "pve-sim smoke test needs root: not run\n");
+        return;
+    }
+    if (!sim_start(&sm)) {
+        fprintf(stderr, "tests/pve-sim not found: smoke test not run\n");
+        return;
+    }
+    struct pve_config cfg = {
+        .base_url = sm.url,
+        .token_id = "sandboxd@pve!sandboxd",
+        .token_secret = sm.secret,
+        .tls = {.fingerprint = sm.fingerprint},
+        .task_timeout_ms = 30000,
+        .vmid_min = 100000,
+        .vmid_max = 100999,
+    };
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    ck_assert_int_eq(pve_client_new(&loop, &cfg, &client), 0);
+    closed = false;
+
+    ck_assert_int_eq(pve_version(client, 0, on_pres, &a, NULL), 0);
+    for (int i = 0; i < SIM_CLONES; i++)
+        ck_assert_int_eq(pve_clone(client, &p, 0, on_pres, &c[i], NULL), 0);
+    run();
+    ck_assert_int_eq(a.error, 0);
+    for (int i = 0; i < SIM_CLONES; i++)
+        ck_assert_msg(c[i].error == 0, "clone %d: %d %s", i, c[i].error, strna(c[i].message));
+    pres_clear(&a);
+
+    ck_assert_int_eq(pve_start(client, "pve", c[0].vmid, 0, on_pres, &a, NULL), 0);
+    run();
+    ck_assert_msg(a.error == 0, "start: %d %s", a.error, strna(a.message));
+    /* the IP arrives after the start task: poll */
+    char *ip = NULL;
+    for (int i = 0; i < 100 && !ip; i++) {
+        pres_clear(&a);
+        ck_assert_int_eq(pve_interfaces(client, "pve", c[0].vmid, 0, on_pres, &a, NULL), 0);
+        run();
+        ck_assert_int_eq(a.error, 0);
+        if (a.ipv4)
+            ip = strdup(a.ipv4);
+        else
+            usleep(50000);
+    }
+    ck_assert_ptr_nonnull(ip);
+    free(ip);
+    pres_clear(&a);
+    ck_assert_int_eq(
+        pve_fw_group_set(client, "pve", c[0].vmid, "sandbox-internet", true, 0, on_pres, &a, NULL),
+        0);
+    run();
+    ck_assert_msg(a.error == 0, "fw group: %d %s", a.error, strna(a.message));
+    pres_clear(&a);
+    ck_assert_int_eq(pve_pool_members(client, "sandboxd", 0, on_pres, &a, NULL), 0);
+    run();
+    ck_assert_int_eq(a.error, 0);
+    ck_assert_uint_eq(a.n_vms, SIM_CLONES);
+    pres_clear(&a);
+    for (int i = 0; i < SIM_CLONES; i++) {
+        ck_assert_int_eq(
+            pve_delete(client, "pve", c[i].vmid,
+                       PVE_DELETE_FORCE | PVE_DELETE_PURGE | PVE_DELETE_DESTROY_UNREFERENCED, 0,
+                       on_pres, &a, NULL),
+            0);
+        run();
+        ck_assert_msg(a.error == 0, "delete: %d %s", a.error, strna(a.message));
+        pres_clear(&a);
+        pres_clear(&c[i]);
+    }
+    ck_assert_int_eq(pve_pool_members(client, "sandboxd", 0, on_pres, &a, NULL), 0);
+    run();
+    ck_assert_int_eq(a.error, 0);
+    ck_assert_uint_eq(a.n_vms, 0);
+    pres_clear(&a);
+    client_done();
+    sim_stop(&sm);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("pve");
@@ -796,6 +957,11 @@ static Suite *suite(void)
     tcase_add_test(tc, test_cancel_and_close);
     tcase_add_test(tc, test_argument_errors);
     suite_add_tcase(s, tc);
+
+    TCase *tc_sim = tcase_create("pve-sim");
+    tcase_set_timeout(tc_sim, 90);
+    tcase_add_test(tc_sim, test_pve_sim_smoke);
+    suite_add_tcase(s, tc_sim);
     return s;
 }
 
