@@ -618,5 +618,53 @@ class T09Faults(unittest.TestCase):
         S.wait_task(S.ok("POST", "/nodes/pve/lxc/801/status/stop"))
 
 
+class T10Compat(unittest.TestCase):
+    def tearDown(self):
+        S.admin("PUT", "/settings", {"resources_lag": 0, "legacy_vmid_strings": False, "interfaces_endpoint": True})
+
+    def test_resources_lag(self):
+        S.admin("PUT", "/settings", {"resources_lag": 60})
+        S.ok("GET", "/cluster/resources", {"type": "vm"})  # snapshot taken now
+        S.clone(900, hostname="late")
+        e = {x["vmid"]: x for x in S.ok("GET", "/cluster/resources", {"type": "vm"})}[900]
+        self.assertEqual(e["status"], "unknown")
+        self.assertNotIn("name", e)
+        S.admin("PUT", "/settings", {"resources_lag": 0})
+        e = {x["vmid"]: x for x in S.ok("GET", "/cluster/resources", {"type": "vm"})}[900]
+        self.assertEqual((e["status"], e["name"]), ("stopped", "late"))
+
+    def test_legacy_vmid_strings_and_no_interfaces(self):
+        S.admin("PUT", "/settings", {"legacy_vmid_strings": True, "interfaces_endpoint": False})
+        self.assertIn("9000", [x["vmid"] for x in S.ok("GET", "/nodes/pve/lxc")])
+        r = S.api("GET", "/nodes/pve/lxc/9000/interfaces")
+        self.assertEqual((r.status, r.reason), (501, "Method 'GET /nodes/pve/lxc/9000/interfaces' not implemented"))
+
+
+class T11Instances(unittest.TestCase):
+    def test_overlapping_subnet_refused(self):
+        other = simlib.Sim({"bridge_subnet": S.info["bridge_subnet"], "transit_subnet": "10.216.1.0/30"})
+        try:
+            with self.assertRaises(RuntimeError) as cm:
+                other.start()
+            self.assertIn("overlap", str(cm.exception))
+        finally:
+            other.destroy()
+        self.assertEqual(S.ok("GET", "/version")["release"], "8.4")
+
+    def test_no_containers_mode(self):
+        other = simlib.Sim({"containers": False, "dhcp_delay": 0.2})
+        try:
+            other.start()
+            other.clone(100)
+            ip = other.start_ct(100)
+            self.assertTrue(ip.startswith(other.info["bridge_subnet"].rsplit(".", 1)[0]))
+            self.assertEqual(other.info["bridge_subnet"], other.info["bridge_subnet"])
+            other.wait_task(other.ok("POST", "/nodes/pve/lxc/100/status/stop"))
+            self.assertIsNone(other.ok("GET", "/nodes/pve/lxc/100/interfaces"))
+        finally:
+            other.destroy()
+        self.assertEqual(simlib.leftovers(other.info["instance"]), [])
+
+
 if __name__ == "__main__":
     simlib.run_tests("__main__")
