@@ -603,7 +603,7 @@ static int read_secret(const char *path, bool strip, char **ret)
 }
 
 static int load_one(const char *file, const char *key, const char *credential, bool strip,
-                    char **field, char **ret_error)
+                    bool allow_no_credentials, char **field, char **ret_error)
 {
     _cleanup_free_ char *cred_path = NULL;
     const char *path = NULL;
@@ -617,6 +617,8 @@ static int load_one(const char *file, const char *key, const char *credential, b
         path = key;
     } else {
         dir = getenv("CREDENTIALS_DIRECTORY");
+        if ((!dir || !dir[0]) && allow_no_credentials)
+            return 0;
         if (!dir || !dir[0]) {
             if (ret_error && asprintf(ret_error,
                                       "%s: no secret file configured and no credential '%s' "
@@ -644,16 +646,22 @@ static int load_one(const char *file, const char *key, const char *credential, b
 
 int config_load_secrets(struct config *c, char **ret_error)
 {
+    return config_load_secrets_full(c, false, ret_error);
+}
+
+int config_load_secrets_full(struct config *c, bool allow_no_credentials, char **ret_error)
+{
     const char *file = c->file ? c->file : "(defaults)";
     int r;
 
     if (!c->proxmox.present)
         return 0;
     r = load_one(file, c->proxmox.token_secret_file, CONFIG_CREDENTIAL_PVE_TOKEN, true,
-                 &c->proxmox.token_secret, ret_error);
+                 allow_no_credentials, &c->proxmox.token_secret, ret_error);
     if (r < 0)
         return r;
-    r = load_one(file, c->ssh.key_file, CONFIG_CREDENTIAL_SSH_KEY, false, &c->ssh.key, ret_error);
+    r = load_one(file, c->ssh.key_file, CONFIG_CREDENTIAL_SSH_KEY, false, allow_no_credentials,
+                 &c->ssh.key, ret_error);
     if (r < 0) {
         free_secret(&c->proxmox.token_secret);
         return r;

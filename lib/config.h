@@ -139,6 +139,10 @@ int config_validate(const struct config *c, char **ret_error);
  * missing secret is -ENOENT with a message naming the file or credential looked at
  * (never the secret). Trailing whitespace of the token secret is stripped. */
 int config_load_secrets(struct config *c, char **ret_error);
+/* The same; with allow_no_credentials a secret that would come from an unset
+ * $CREDENTIALS_DIRECTORY is left NULL instead of failing (--check-config outside
+ * the service, where systemd passes the credentials only at run time). */
+int config_load_secrets_full(struct config *c, bool allow_no_credentials, char **ret_error);
 
 /* Every "section.key" the parser knows, NULL-terminated (docs tests compare them). */
 const char *const *config_known_keys(void);

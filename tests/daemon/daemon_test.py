@@ -705,6 +705,11 @@ def test_cli():
         f.write("KEY\n")
     with open(d.conf, "a") as f:
         f.write("pool = p\n")
+    # Outside the service the credentials are not there: checked at run time only.
+    env = {k: v for k, v in os.environ.items() if k != "CREDENTIALS_DIRECTORY"}
+    p = subprocess.run([SANDBOXD, "--config", d.conf, "--check-config"], capture_output=True,
+                       text=True, env=env)
+    check(p.returncode == 0 and "not checked" in p.stderr, p.stderr)
     env = dict(os.environ, CREDENTIALS_DIRECTORY=cred)
     p = subprocess.run([SANDBOXD, "--config", d.conf, "--check-config"], capture_output=True,
                        text=True, env=env)

@@ -307,6 +307,11 @@ START_TEST(test_credentials_directory)
     free(err);
     err = NULL;
 
+    /* --check-config outside the service: credentials not checked, none loaded. */
+    ck_assert_int_eq(config_load_secrets_full(&c, true, NULL), 0);
+    ck_assert_ptr_null(c.proxmox.token_secret);
+    ck_assert_ptr_null(c.ssh.key);
+
     /* Credentials present but the ssh key missing. */
     setenv("CREDENTIALS_DIRECTORY", creds, 1);
     free(write_file("creds/pve-token", "tok-from-cred\n\n"));
