@@ -199,12 +199,14 @@ static void save_logged(int r, void *userdata)
         log_debug_errno(r, COMP, "registry save failed: %m");
 }
 
+static uint64_t now_ms(struct engine *e);
+
 static void sandbox_set_state(struct sandbox *sb, enum sandbox_state s)
 {
     if (sb->state == s)
         return;
-    log_debug(COMP, "%s: %s -> %s", sb->id, sandbox_state_to_string(sb->state),
-              sandbox_state_to_string(s));
+    log_debug(COMP, "%s: %s -> %s (+%" PRIu64 " ms)", sb->id, sandbox_state_to_string(sb->state),
+              sandbox_state_to_string(s), now_ms(sb->engine) - sb->started_ms);
     sb->state = s;
     if (s != SANDBOX_GONE && s != SANDBOX_PENDING && !sb->engine->closing)
         (void)sandbox_save(sb, save_logged, NULL);
@@ -1138,7 +1140,8 @@ int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engi
     sb->internet = opts->internet;
     sb->created_at = now_realtime();
     sb->expires_at = sb->created_at + ttl;
-    sb->deadline_ms = now_ms(e) + (uint64_t)cs->create_timeout_s * 1000;
+    sb->started_ms = now_ms(e);
+    sb->deadline_ms = sb->started_ms + (uint64_t)cs->create_timeout_s * 1000;
     sb->state = SANDBOX_PENDING;
     op->cb = cb;
     op->userdata = userdata;

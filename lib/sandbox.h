@@ -112,6 +112,7 @@ struct sandbox {
     bool destroy_requested;
     bool fw_busy;
     unsigned ip_poll_ms;
+    uint64_t started_ms;  /* create start (uv_now scale) */
     uint64_t deadline_ms; /* create deadline (uv_now scale) */
     uint64_t destroy_deadline_ms;
     unsigned refs; /* held by in-flight engine operations */

@@ -81,15 +81,45 @@ def main():
             c.call("sandbox.destroy", {"id": r["id"]})
             check_clean(env, c)
 
-        tests += [("fault: IP never appears (-32006)", ip_never), ("a create after the faults works", still_works)]
+        def destroy_while_creating():
+            env.sim.admin("POST", "/faults", {"method": "POST", "path": "/nodes/*/lxc/*/status/start",
+                                               "latency": 1.0, "count": 1})
+            i = c.send("sandbox.create", {})
+            deadline = time.time() + 20
+            while True:
+                lst = c.call("sandbox.list")["sandboxes"]
+                if lst and lst[0]["state"] == "creating" and lst[0]["vmid"]:
+                    break
+                assert time.time() < deadline, lst
+                time.sleep(0.05)
+            d = c.call("sandbox.destroy", {"id": lst[0]["id"]})
+            assert d == {"id": lst[0]["id"], "state": "destroyed"}, d
+            e = None
+            try:
+                c.wait(i)
+            except Exception as ex:  # noqa: BLE001
+                e = ex
+            assert e is not None and e.code == -32002, e
+            check_clean(env, c)
+
+        tests += [("fault: IP never appears (-32006)", ip_never), ("destroy while creating", destroy_while_creating), ("a create after the faults works", still_works)]
 
         # Wrong pinned host key: a second daemon on the same simulator.
         def wrong_host_key():
             bad = "SHA256:" + "A" * 43
             env.stop_daemon()
             env.host_key = bad
+            # Also: the startup check of the datacenter firewall says loudly when it is off.
+            env.sim.ok("PUT", "/cluster/firewall/options", {"enable": 0})
             env.start_daemon()
+            deadline = time.time() + 10
+            while "datacenter firewall is DISABLED" not in env.daemon_log():
+                assert time.time() < deadline, env.daemon_log()[-2000:]
+                time.sleep(0.1)
+            env.sim.ok("PUT", "/cluster/firewall/options", {"enable": 1})
             c2 = env.client()
+            st = c2.call("daemon.status")
+            assert st["proxmox"]["reachable"] is True and st["proxmox"]["last_error"] is None, st
             e = c2.error("sandbox.create", {})
             assert e.code == -32005, e.err
             check_clean(env, c2)

@@ -55,8 +55,23 @@ def main():
             st = c.call("daemon.status")
             assert st["sandboxes"]["total"] == 0, st
 
+        def shutdown_keeps_sandboxes():
+            # A clean stop with a sandbox alive, an exec and a create in flight: the daemon
+            # exits 0 (every handle closed, no leak) and the sandbox stays in Proxmox.
+            sb = c.call("sandbox.create", {})
+            c.send("sandbox.exec", {"id": sb["id"], "command": "sleep 30"})
+            c.send("sandbox.create", {})
+            time.sleep(0.5)
+            t0 = time.time()
+            rc = env.stop_daemon()
+            assert rc == 0, env.daemon_log()[-3000:]
+            assert time.time() - t0 < 20, time.time() - t0
+            cts = env.containers()
+            assert sb["vmid"] in cts and cts[sb["vmid"]]["running"], cts
+
         run([("8 parallel creates", parallel_creates), ("quota -32003", quota),
-             ("200 concurrent execs over 4 sandboxes", concurrent_execs), ("destroy all", destroy_all)])
+             ("200 concurrent execs over 4 sandboxes", concurrent_execs), ("destroy all", destroy_all),
+             ("shutdown keeps sandboxes", shutdown_keeps_sandboxes)])
 
 
 if __name__ == "__main__":

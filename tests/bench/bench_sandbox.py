@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""Benchmarks of issue 4 against pve-sim (root), one run, figures on stdout:
+
+  exec      round trip of `true` through the socket, p50/p99 over N runs, beside a fresh
+            OpenSSH `ssh host true` per command and OpenSSH ControlMaster multiplexing
+  flight    1,000 execs in flight over 50 sandboxes: throughput, p99, errors
+  create    create -> ready latency with the simulator's delays at zero (p50), and 16
+            parallel creates
+  files     8 MiB file.write / file.read MB/s beside OpenSSH sftp to the same container
+  rss       daemon RSS with 100 live sandboxes
+
+Usage: bench_sandbox.py [--quick] [--only exec,flight,create,files,rss]
+(--quick: smaller counts, for a smoke run)."""
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+
+from e2elib import Env, b64, data_of  # noqa: E402
+
+ZERO = {"dhcp_delay": 0, "clone_time": 0, "start_time": 0, "stop_time": 0, "destroy_time": 0}
+
+
+def pct(v, p):
+    v = sorted(v)
+    return v[min(len(v) - 1, int(round(p / 100 * (len(v) - 1))))]
+
+
+def ms(v):
+    return f"p50 {pct(v, 50) * 1000:.2f} ms  p99 {pct(v, 99) * 1000:.2f} ms  (n={len(v)})"
+
+
+def ssh_base(env, ip):
+    kh = os.path.join(env.dir, "known_hosts")
+    tmpl = str(env.sim.info.get("template", 9000))
+    with open(kh, "w") as f:
+        f.write(f"{ip} {env.sim.info['templates'][tmpl]['host_key_pub']}\n")
+    return ["-i", env.sim.key, "-o", f"UserKnownHostsFile={kh}", "-o", "StrictHostKeyChecking=yes",
+            "-o", "BatchMode=yes", "-o", "LogLevel=ERROR"]
+
+
+def bench_exec(env, c, n):
+    sb = c.call("sandbox.create", {})
+    for _ in range(20):
+        c.call("sandbox.exec", {"id": sb["id"], "command": "true"})
+    lat = []
+    for _ in range(n):
+        t = time.perf_counter()
+        c.call("sandbox.exec", {"id": sb["id"], "command": "true"})
+        lat.append(time.perf_counter() - t)
+    print(f"exec sandboxd (socket, `true`):      {ms(lat)}")
+    base = ssh_base(env, sb["ip"])
+    fresh = []
+    for _ in range(max(20, n // 20)):
+        t = time.perf_counter()
+        subprocess.run(["ssh"] + base + [f"root@{sb['ip']}", "true"], check=True)
+        fresh.append(time.perf_counter() - t)
+    print(f"exec OpenSSH fresh connection:       {ms(fresh)}")
+    cm = os.path.join(env.dir, "cm.sock")
+    mux = base + ["-o", f"ControlPath={cm}", "-o", "ControlMaster=auto", "-o", "ControlPersist=60"]
+    subprocess.run(["ssh"] + mux + [f"root@{sb['ip']}", "true"], check=True)
+    cmv = []
+    for _ in range(max(50, n // 4)):
+        t = time.perf_counter()
+        subprocess.run(["ssh"] + mux + [f"root@{sb['ip']}", "true"], check=True)
+        cmv.append(time.perf_counter() - t)
+    subprocess.run(["ssh"] + mux + ["-O", "exit", f"root@{sb['ip']}"], capture_output=True)
+    print(f"exec OpenSSH ControlMaster:          {ms(cmv)}")
+    print(f"  ratio sandboxd/ControlMaster p50 {pct(lat, 50) / pct(cmv, 50):.2f}x (goal <= 1.5x); "
+          f"fresh/sandboxd p50 {pct(fresh, 50) / pct(lat, 50):.1f}x (goal >= 20x)")
+    c.call("sandbox.destroy", {"id": sb["id"]})
+
+
+def create_many(c, n):
+    reqs = [c.send("sandbox.create", {}) for _ in range(n)]
+    out, errs = [], 0
+    for i in reqs:
+        try:
+            out.append(c.wait(i, 1800))
+        except Exception as e:  # noqa: BLE001
+            errs += 1
+            print(f"  create error: {e}")
+    return out, errs
+
+
+def destroy_all(c, sbs):
+    reqs = [c.send("sandbox.destroy", {"id": s["id"]}) for s in sbs]
+    for i in reqs:
+        c.wait(i, 600)
+
+
+def bench_flight(env, c, n_sb, n_exec):
+    t0 = time.time()
+    sbs, errs = create_many(c, n_sb)
+    print(f"flight: {len(sbs)} sandboxes created in {time.time() - t0:.1f} s ({errs} errors)")
+    for s in sbs:
+        c.call("sandbox.exec", {"id": s["id"], "command": "true"})
+    t0 = time.perf_counter()
+    sent = {}
+    for k in range(n_exec):
+        s = sbs[k % len(sbs)]
+        sent[c.send("sandbox.exec", {"id": s["id"], "command": f"echo {k}"})] = (k, time.perf_counter())
+    lat, errors = [], 0
+    for i, (k, ts) in sent.items():
+        try:
+            r = c.wait(i, 600)
+            if r["stdout"] != f"{k}\n":
+                errors += 1
+        except Exception:  # noqa: BLE001
+            errors += 1
+        lat.append(time.perf_counter() - ts)
+    dt = time.perf_counter() - t0
+    print(f"flight: {n_exec} execs in flight over {len(sbs)} sandboxes: {n_exec / dt:.0f} execs/s, "
+          f"p99 {pct(lat, 99) * 1000:.0f} ms (completion incl. queueing), errors {errors}")
+    return sbs
+
+
+def bench_create(env, c, n_seq, n_par):
+    env.sim.admin("PUT", "/settings", ZERO)
+    lat = []
+    sbs = []
+    for _ in range(n_seq):
+        t = time.perf_counter()
+        sbs.append(c.call("sandbox.create", {}))
+        lat.append(time.perf_counter() - t)
+    print(f"create -> ready, simulator delays 0: {ms(lat)}")
+    destroy_all(c, sbs)
+    t = time.perf_counter()
+    sbs, errs = create_many(c, n_par)
+    print(f"create: {n_par} parallel creates: {time.perf_counter() - t:.2f} s total, {errs} errors")
+    destroy_all(c, sbs)
+
+
+def bench_files(env, c):
+    sb = c.call("sandbox.create", {})
+    data = os.urandom(8 << 20)
+    enc = b64(data)
+    c.call("file.write", {"id": sb["id"], "path": "/root/warm", "content": "x"})
+    w, r = [], []
+    for _ in range(3):
+        t = time.perf_counter()
+        c.call("file.write", {"id": sb["id"], "path": "/root/big", "content_b64": enc})
+        w.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        got = c.call("file.read", {"id": sb["id"], "path": "/root/big"})
+        r.append(time.perf_counter() - t)
+        assert data_of(got, "content") == data
+    mb = len(data) / 1e6
+    print(f"files sandboxd 8 MiB: write {mb / min(w):.1f} MB/s, read {mb / min(r):.1f} MB/s (best of 3)")
+    base = ssh_base(env, sb["ip"])
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "big")
+        with open(src, "wb") as f:
+            f.write(data)
+        sw, sr = [], []
+        for _ in range(3):
+            t = time.perf_counter()
+            subprocess.run(["sftp", "-q", "-b", "-"] + base + [f"root@{sb['ip']}"],
+                           input=f"put {src} /root/big2\n".encode(), check=True, capture_output=True)
+            sw.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            subprocess.run(["sftp", "-q", "-b", "-"] + base + [f"root@{sb['ip']}"],
+                           input=f"get /root/big2 {src}.back\n".encode(), check=True, capture_output=True)
+            sr.append(time.perf_counter() - t)
+    print(f"files OpenSSH sftp 8 MiB (connection included): write {mb / min(sw):.1f} MB/s, "
+          f"read {mb / min(sr):.1f} MB/s (best of 3)")
+    c.call("sandbox.destroy", {"id": sb["id"]})
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def bench_rss(env, c, n, have):
+    sbs = list(have)
+    more, errs = create_many(c, n - len(sbs))
+    sbs += more
+    for s in sbs:
+        c.call("sandbox.exec", {"id": s["id"], "command": "true"})
+    kib = rss_kib(env.proc.pid)
+    print(f"rss: {len(sbs)} live sandboxes (SSH sessions up): daemon RSS {kib / 1024:.1f} MiB "
+          f"(goal < 64 MiB), {errs} create errors")
+    return sbs
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", default="exec,flight,create,files,rss")
+    a = ap.parse_args()
+    only = set(a.only.split(","))
+    q = a.quick
+    with Env(sim_config=ZERO, log_level="info",
+             daemon_config={"sandbox": {"max_per_uid": "128", "max_total": "128", "create_timeout_s": "900"}}) as env:
+        c = env.client(timeout=1800)
+        t0 = time.time()
+        if "exec" in only:
+            bench_exec(env, c, 100 if q else 1000)
+        if "create" in only:
+            bench_create(env, c, 3 if q else 10, 4 if q else 16)
+        if "files" in only:
+            bench_files(env, c)
+        live = []
+        if "flight" in only:
+            live = bench_flight(env, c, 5 if q else 50, 100 if q else 1000)
+        if "rss" in only:
+            live = bench_rss(env, c, 10 if q else 100, live)
+        destroy_all(c, live)
+        print(f"bench done in {time.time() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
