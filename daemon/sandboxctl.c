@@ -256,8 +256,17 @@ static void print_status(json_object *o)
         printf(" none");
     printf("\n");
     json_object_object_get_ex(o, "proxmox", &px);
-    printf("proxmox      reachable=%s last_error=%s\n", get_str(px, "reachable"),
-           get_str(px, "last_error"));
+    {
+        json_object *reach = NULL;
+
+        if (px)
+            json_object_object_get_ex(px, "reachable", &reach);
+        printf("proxmox      %s (%s)\n",
+               !reach                           ? "reachability unknown"
+               : json_object_get_boolean(reach) ? "reachable"
+                                                : "unreachable",
+               get_str(px, "last_error"));
+    }
 }
 
 static void print_list(json_object *o)
