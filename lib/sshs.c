@@ -1,0 +1,1207 @@
+/* SSH sessions on the loop and the per-sandbox session pool. See sshs.h. */
+#include <arpa/inet.h>
+#include <assert.h>
+#include <ctype.h>
+#include <fcntl.h>
+#include <libssh/callbacks.h>
+#include <libssh/libssh.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include "log.h"
+#include "macro.h"
+#include "sshs-internal.h"
+#include "sshs.h"
+
+#define COMP "ssh"
+/* Delay between connect attempts while sshpool_connect() waits for sshd to come up. */
+#define SSHS_RETRY_MS 200u
+/* Kill channels may use this many slots beyond channels_per_session. */
+#define SSHS_URGENT_SPARE 2u
+/* Rounds of channel servicing per event before waiting on the socket again. */
+#define SSHS_SERVICE_ROUNDS 16
+
+struct sshs_conn {
+    uv_poll_t poll;
+    ssh_session ssh;
+    ssh_event event;
+    struct sshs_session *session; /* NULL once detached (closing) */
+    struct sshpool *pool;
+    bool graceful; /* send SSH_MSG_DISCONNECT when freeing */
+};
+
+struct sshs_session {
+    struct sshpool *pool;
+    unsigned index;
+    enum sshs_state state;
+    struct sshs_conn *conn;
+    uv_timer_t timer; /* connect deadline, keepalive, or retry delay, by state */
+    int events;       /* uv poll events armed */
+    struct sshs_chan *first, *last;
+    unsigned nchan;
+    bool retry_pending; /* DISCONNECTED, waiting SSHS_RETRY_MS before connecting again */
+    bool dirty;
+    uint64_t last_rx_ms;
+};
+
+struct sshpool {
+    uv_loop_t *loop;
+    struct sshs_conf conf;
+    unsigned n;
+    struct sshs_session *sessions;
+    struct sshs_chan *qfirst, *qlast;
+    unsigned queued;
+    uv_timer_t kick;
+    uv_timer_t connect_timer;
+    sshpool_connect_cb connect_cb;
+    void *connect_ud;
+    int connect_last_error;
+    bool closing;
+    unsigned refs;
+    sshpool_close_cb close_cb;
+    void *close_ud;
+    uint64_t connects, lost;
+    char last_error[256];
+};
+
+static void on_session_timer(uv_timer_t *t);
+static void on_kick(uv_timer_t *t);
+static void on_ssh_poll(uv_poll_t *h, int status, int events);
+static void session_connect(struct sshs_session *s);
+static void session_service(struct sshs_session *s);
+static void pool_kick(struct sshpool *p);
+
+/* ---- keys, pins, fingerprints ---- */
+
+static pthread_once_t log_once = PTHREAD_ONCE_INIT;
+
+static void on_libssh_log(int priority, const char *function, const char *buffer, void *userdata)
+{
+    log_debug("libssh", "%s: %s", strna(function), strna(buffer));
+}
+
+static void setup_libssh_log(void)
+{
+    ssh_set_log_callback(on_libssh_log);
+}
+
+static void libssh_init_once(void)
+{
+    (void)pthread_once(&log_once, setup_libssh_log);
+    /* libssh's level is per thread; keep it quiet unless debugging. */
+    ssh_set_log_level(log_is_enabled(LOG_DEBUG) ? SSH_LOG_WARNING : SSH_LOG_NOLOG);
+}
+
+int sshs_key_load_memory(const void *data, size_t len, struct sshs_key **ret)
+{
+    _cleanup_free_ char *text = NULL;
+    ssh_key key = NULL;
+    struct sshs_key *k;
+
+    if (!data || !ret)
+        return -EINVAL;
+    if (len > SSHS_KEY_FILE_MAX)
+        return -EFBIG;
+    if (memchr(data, 0, len))
+        return -EINVAL;
+    text = malloc(len + 1);
+    if (!text)
+        return -ENOMEM;
+    memcpy(text, data, len);
+    text[len] = 0;
+    libssh_init_once();
+    if (ssh_pki_import_privkey_base64(text, NULL, NULL, NULL, &key) != SSH_OK)
+        return -EINVAL;
+    if (!ssh_key_is_private(key)) {
+        ssh_key_free(key);
+        return -EINVAL;
+    }
+    k = calloc(1, sizeof(*k));
+    if (!k) {
+        ssh_key_free(key);
+        return -ENOMEM;
+    }
+    k->key = key;
+    explicit_bzero(text, len);
+    *ret = k;
+    return 0;
+}
+
+static int read_small_file(const char *path, size_t max, char **ret, size_t *ret_len)
+{
+    _cleanup_close_ int fd = -1;
+    _cleanup_free_ char *buf = NULL;
+    size_t len = 0;
+    struct stat st;
+
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return -errno;
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    if (!S_ISREG(st.st_mode))
+        return -EINVAL;
+    if ((uint64_t)st.st_size > max)
+        return -EFBIG;
+    buf = malloc(max + 1);
+    if (!buf)
+        return -ENOMEM;
+    for (;;) {
+        ssize_t n = read(fd, buf + len, max + 1 - len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+        if (len > max) {
+            explicit_bzero(buf, len);
+            return -EFBIG;
+        }
+    }
+    buf[len] = 0;
+    *ret_len = len;
+    *ret = TAKE_PTR(buf);
+    return 0;
+}
+
+int sshs_key_load_file(const char *path, struct sshs_key **ret)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    int r;
+
+    if (!path || !ret)
+        return -EINVAL;
+    r = read_small_file(path, SSHS_KEY_FILE_MAX, &buf, &len);
+    if (r < 0)
+        return r;
+    r = sshs_key_load_memory(buf, len, ret);
+    explicit_bzero(buf, len);
+    free(buf);
+    return r;
+}
+
+struct sshs_key *sshs_key_free(struct sshs_key *key)
+{
+    if (!key)
+        return NULL;
+    ssh_key_free(key->key);
+    free(key);
+    return NULL;
+}
+
+static bool is_pin_sep(char c)
+{
+    return c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+#define PIN_PREFIX "SHA256:"
+#define PIN_B64_LEN 43
+
+/* Calls f for each pin; returns the count or -EINVAL. */
+static int pins_foreach(const char *pins, bool (*f)(const char *pin, size_t len, void *ud),
+                        void *ud)
+{
+    const char *p = pins;
+    int n = 0;
+
+    if (!pins)
+        return -EINVAL;
+    for (;;) {
+        const char *start;
+        size_t len;
+
+        while (*p && is_pin_sep(*p))
+            p++;
+        if (!*p)
+            break;
+        start = p;
+        while (*p && !is_pin_sep(*p))
+            p++;
+        len = (size_t)(p - start);
+        if (len != strlen(PIN_PREFIX) + PIN_B64_LEN ||
+            strncmp(start, PIN_PREFIX, strlen(PIN_PREFIX)) != 0)
+            return -EINVAL;
+        for (size_t i = strlen(PIN_PREFIX); i < len; i++)
+            if (!isalnum((unsigned char)start[i]) && start[i] != '+' && start[i] != '/')
+                return -EINVAL;
+        if (++n > (int)SSHS_PINS_MAX)
+            return -EINVAL;
+        if (f && f(start, len, ud))
+            return n;
+    }
+    return n > 0 ? n : -EINVAL;
+}
+
+int sshs_pins_validate(const char *pins)
+{
+    return pins_foreach(pins, NULL, NULL);
+}
+
+static int key_fingerprint(ssh_key key, char **ret)
+{
+    unsigned char *hash = NULL;
+    size_t hlen = 0;
+    char *fp;
+
+    if (ssh_get_publickey_hash(key, SSH_PUBLICKEY_HASH_SHA256, &hash, &hlen) != SSH_OK)
+        return -EPROTO;
+    fp = ssh_get_fingerprint_hash(SSH_PUBLICKEY_HASH_SHA256, hash, hlen);
+    ssh_clean_pubkey_hash(&hash);
+    if (!fp)
+        return -ENOMEM;
+    /* libssh allocates with malloc(); hand out a copy so callers can free() it. */
+    *ret = strdup(fp);
+    ssh_string_free_char(fp);
+    return *ret ? 0 : -ENOMEM;
+}
+
+int sshs_pubkey_file_fingerprint(const char *path, char **ret)
+{
+    ssh_key key = NULL;
+    int r;
+
+    if (!path || !ret)
+        return -EINVAL;
+    if (access(path, R_OK) < 0)
+        return -errno;
+    if (ssh_pki_import_pubkey_file(path, &key) != SSH_OK)
+        return -EINVAL;
+    r = key_fingerprint(key, ret);
+    ssh_key_free(key);
+    return r;
+}
+
+struct pin_match {
+    const char *fp;
+    bool found;
+};
+
+static bool pin_match_one(const char *pin, size_t len, void *ud)
+{
+    struct pin_match *m = ud;
+
+    if (strlen(m->fp) == len && memcmp(m->fp, pin, len) == 0)
+        m->found = true;
+    return m->found;
+}
+
+int sshs_check_host_key(ssh_session ssh, const char *pins)
+{
+    _cleanup_free_ char *fp = NULL;
+    ssh_key srv = NULL;
+    struct pin_match m = {};
+    int r;
+
+    if (ssh_get_server_publickey(ssh, &srv) != SSH_OK)
+        return -EPROTO;
+    r = key_fingerprint(srv, &fp);
+    ssh_key_free(srv);
+    if (r < 0)
+        return r;
+    m.fp = fp;
+    r = pins_foreach(pins, pin_match_one, &m);
+    if (r < 0)
+        return -EBADE;
+    if (!m.found) {
+        log_debug(COMP, "host key %s matches no pinned fingerprint", fp);
+        return -EBADE;
+    }
+    return 0;
+}
+
+bool sshs_error_is_ssh(int error)
+{
+    switch (error) {
+    case -EBADE:
+    case -EKEYREJECTED:
+    case -ECONNREFUSED:
+    case -EHOSTUNREACH:
+    case -ENETUNREACH:
+    case -ETIMEDOUT:
+    case -ECONNRESET:
+    case -ECONNABORTED:
+    case -ENOTCONN:
+    case -EPIPE:
+    case -EPROTO:
+        return true;
+    default:
+        return false;
+    }
+}
+
+int sshs_connect_error(ssh_session ssh)
+{
+    const char *msg = ssh_get_error(ssh);
+
+    if (!msg)
+        return -EPROTO;
+    if (strstr(msg, "refused"))
+        return -ECONNREFUSED;
+    if (strstr(msg, "No route to host"))
+        return -EHOSTUNREACH;
+    if (strstr(msg, "unreachable"))
+        return -ENETUNREACH;
+    if (strstr(msg, "imeout") || strstr(msg, "timed out"))
+        return -ETIMEDOUT;
+    if (strstr(msg, "reset") || strstr(msg, "closed") || strstr(msg, "EOF"))
+        return -ECONNRESET;
+    return -EPROTO;
+}
+
+/* ---- configuration ---- */
+
+static bool is_numeric_host(const char *h)
+{
+    unsigned char buf[sizeof(struct in6_addr)];
+
+    return h && (inet_pton(AF_INET, h, buf) == 1 || inet_pton(AF_INET6, h, buf) == 1);
+}
+
+void sshs_conf_done(struct sshs_conf *c)
+{
+    free(c->host);
+    free(c->user);
+    free(c->pins);
+    *c = (struct sshs_conf){};
+}
+
+int sshs_conf_copy(const struct sshs_config *cfg, struct sshs_conf *ret)
+{
+    struct sshs_conf c = {};
+
+    if (!cfg || !is_numeric_host(cfg->host) || !cfg->user || !*cfg->user ||
+        strlen(cfg->user) > 255 || !cfg->key || !cfg->key->key)
+        return -EINVAL;
+    if (sshs_pins_validate(cfg->host_key_pins) < 0)
+        return -EINVAL;
+    if (cfg->channels_per_session > SSHS_CHANNELS_PER_SESSION_MAX)
+        return -EINVAL;
+    c.host = strdup(cfg->host);
+    c.user = strdup(cfg->user);
+    c.pins = strdup(cfg->host_key_pins);
+    if (!c.host || !c.user || !c.pins) {
+        sshs_conf_done(&c);
+        return -ENOMEM;
+    }
+    c.port = cfg->port ? cfg->port : 22;
+    c.key = cfg->key;
+    c.connect_timeout_ms =
+        cfg->connect_timeout_ms ? cfg->connect_timeout_ms : SSHS_CONNECT_TIMEOUT_MS_DEFAULT;
+    c.keepalive_ms = cfg->keepalive_ms ? cfg->keepalive_ms : SSHS_KEEPALIVE_MS_DEFAULT;
+    c.channels_per_session =
+        cfg->channels_per_session ? cfg->channels_per_session : SSHS_CHANNELS_PER_SESSION_DEFAULT;
+    *ret = c;
+    return 0;
+}
+
+static ssh_session new_libssh_session(const struct sshs_conf *conf)
+{
+    ssh_session ssh;
+    int off = 0, on = 1;
+    unsigned port = conf->port;
+
+    libssh_init_once();
+    ssh = ssh_new();
+    if (!ssh)
+        return NULL;
+    /* No config files, no known_hosts, no ~ expansion: everything is explicit. */
+    if (ssh_options_set(ssh, SSH_OPTIONS_PROCESS_CONFIG, &off) < 0 ||
+        ssh_options_set(ssh, SSH_OPTIONS_HOST, conf->host) < 0 ||
+        ssh_options_set(ssh, SSH_OPTIONS_PORT, &port) < 0 ||
+        ssh_options_set(ssh, SSH_OPTIONS_USER, conf->user) < 0 ||
+        ssh_options_set(ssh, SSH_OPTIONS_SSH_DIR, "/nonexistent/sandboxd") < 0 ||
+        ssh_options_set(ssh, SSH_OPTIONS_KNOWNHOSTS, "/dev/null") < 0 ||
+        ssh_options_set(ssh, SSH_OPTIONS_GLOBAL_KNOWNHOSTS, "/dev/null") < 0 ||
+        ssh_options_set(ssh, SSH_OPTIONS_NODELAY, &on) < 0 ||
+        ssh_options_set(ssh, SSH_OPTIONS_PASSWORD_AUTH, &off) < 0 ||
+        ssh_options_set(ssh, SSH_OPTIONS_KBDINT_AUTH, &off) < 0 ||
+        ssh_options_set(ssh, SSH_OPTIONS_GSSAPI_AUTH, &off) < 0) {
+        ssh_free(ssh);
+        return NULL;
+    }
+    return ssh;
+}
+
+static void tune_socket(int fd, uint32_t keepalive_ms)
+{
+    int on = 1;
+    unsigned user_timeout = keepalive_ms * 3u + 5000u;
+
+    /* Keepalives (SSH_MSG_IGNORE) need an ACK; unacked data past this limit drops the
+     * connection, which is how a silently dead peer is noticed. */
+    (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof(user_timeout));
+}
+
+int sshs_connect_blocking(const struct sshs_conf *conf, unsigned io_timeout_s, ssh_session *ret)
+{
+    ssh_session ssh;
+    long connect_s = (conf->connect_timeout_ms + 999) / 1000;
+    long io_s = io_timeout_s;
+    int r, rc;
+
+    ssh = new_libssh_session(conf);
+    if (!ssh)
+        return -ENOMEM;
+    if (ssh_options_set(ssh, SSH_OPTIONS_TIMEOUT, &connect_s) < 0) {
+        ssh_free(ssh);
+        return -ENOMEM;
+    }
+    if (ssh_connect(ssh) != SSH_OK) {
+        r = sshs_connect_error(ssh);
+        log_debug(COMP, "%s:%u: connect: %s", conf->host, conf->port, ssh_get_error(ssh));
+        ssh_free(ssh);
+        return r;
+    }
+    r = sshs_check_host_key(ssh, conf->pins);
+    if (r < 0) {
+        ssh_disconnect(ssh);
+        ssh_free(ssh);
+        return r;
+    }
+    tune_socket(ssh_get_fd(ssh), conf->keepalive_ms);
+    rc = ssh_userauth_publickey(ssh, NULL, conf->key->key);
+    if (rc != SSH_AUTH_SUCCESS) {
+        r = rc == SSH_AUTH_ERROR ? sshs_connect_error(ssh) : -EKEYREJECTED;
+        ssh_disconnect(ssh);
+        ssh_free(ssh);
+        return r;
+    }
+    (void)ssh_options_set(ssh, SSH_OPTIONS_TIMEOUT, &io_s);
+    *ret = ssh;
+    return 0;
+}
+
+/* ---- the pool ---- */
+
+const char *sshs_state_to_string(enum sshs_state s)
+{
+    static const char *const names[_SSHS_STATE_MAX] = {
+        [SSHS_STATE_DISCONNECTED] = "disconnected",
+        [SSHS_STATE_CONNECTING] = "connecting",
+        [SSHS_STATE_AUTHENTICATING] = "authenticating",
+        [SSHS_STATE_READY] = "ready",
+        [SSHS_STATE_CLOSING] = "closing",
+    };
+    return (unsigned)s < _SSHS_STATE_MAX ? names[s] : "invalid";
+}
+
+static void session_set_state(struct sshs_session *s, enum sshs_state state)
+{
+    if (s->state == state)
+        return;
+    log_debug(COMP, "%s:%u #%u: %s -> %s", s->pool->conf.host, s->pool->conf.port, s->index,
+              sshs_state_to_string(s->state), sshs_state_to_string(state));
+    s->state = state;
+}
+
+static void pool_ref(struct sshpool *p)
+{
+    p->refs++;
+}
+
+static void pool_unref(struct sshpool *p)
+{
+    sshpool_close_cb cb;
+    void *ud;
+
+    assert(p->refs > 0);
+    if (--p->refs > 0)
+        return;
+    cb = p->close_cb;
+    ud = p->close_ud;
+    sshs_conf_done(&p->conf);
+    free(p->sessions);
+    free(p);
+    if (cb)
+        cb(ud);
+}
+
+static void on_handle_closed_unref(uv_handle_t *h)
+{
+    pool_unref(h->data);
+}
+
+uv_loop_t *sshpool_get_loop(const struct sshpool *pool)
+{
+    return pool->loop;
+}
+
+int sshpool_new(uv_loop_t *loop, const struct sshs_config *cfg, unsigned n_sessions,
+                struct sshpool **ret)
+{
+    struct sshpool *p;
+    int r;
+
+    if (!loop || !ret || n_sessions < 1 || n_sessions > SSHS_SESSIONS_MAX)
+        return -EINVAL;
+    p = calloc(1, sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    r = sshs_conf_copy(cfg, &p->conf);
+    if (r < 0) {
+        free(p);
+        return r;
+    }
+    p->sessions = calloc(n_sessions, sizeof(*p->sessions));
+    if (!p->sessions) {
+        sshs_conf_done(&p->conf);
+        free(p);
+        return -ENOMEM;
+    }
+    p->loop = loop;
+    p->n = n_sessions;
+    p->refs = 1;
+    uv_timer_init(loop, &p->kick);
+    p->kick.data = p;
+    uv_timer_init(loop, &p->connect_timer);
+    p->connect_timer.data = p;
+    for (unsigned i = 0; i < n_sessions; i++) {
+        struct sshs_session *s = &p->sessions[i];
+        s->pool = p;
+        s->index = i;
+        s->state = SSHS_STATE_DISCONNECTED;
+        uv_timer_init(loop, &s->timer);
+        s->timer.data = s;
+    }
+    *ret = p;
+    return 0;
+}
+
+static void set_last_error(struct sshpool *p, const char *what, const char *msg)
+{
+    snprintf(p->last_error, sizeof(p->last_error), "%s%s%s", what, msg && *msg ? ": " : "",
+             msg ? msg : "");
+}
+
+const char *sshpool_last_error(const struct sshpool *pool)
+{
+    return pool->last_error;
+}
+
+void sshpool_get_stats(const struct sshpool *pool, struct sshpool_stats *ret)
+{
+    struct sshpool_stats st = {.sessions = pool->n,
+                               .queued = pool->queued,
+                               .connects = pool->connects,
+                               .sessions_lost = pool->lost};
+
+    for (unsigned i = 0; i < pool->n; i++) {
+        if (pool->sessions[i].state == SSHS_STATE_READY)
+            st.sessions_ready++;
+        st.channels += pool->sessions[i].nchan;
+    }
+    *ret = st;
+}
+
+/* -- channel lists -- */
+
+static void list_append(struct sshs_chan **first, struct sshs_chan **last, struct sshs_chan *c)
+{
+    c->prev = *last;
+    c->next = NULL;
+    if (*last)
+        (*last)->next = c;
+    else
+        *first = c;
+    *last = c;
+}
+
+static void list_remove(struct sshs_chan **first, struct sshs_chan **last, struct sshs_chan *c)
+{
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        *first = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    else
+        *last = c->prev;
+    c->prev = c->next = NULL;
+}
+
+void sshpool_submit(struct sshpool *pool, struct sshs_chan *c)
+{
+    assert(!c->queued && !c->attached);
+    c->pool = pool;
+    c->session = NULL;
+    list_append(&pool->qfirst, &pool->qlast, c);
+    c->queued = true;
+    pool->queued++;
+    pool_kick(pool);
+}
+
+void sshpool_release(struct sshs_chan *c)
+{
+    struct sshpool *p = c->pool;
+
+    if (c->queued) {
+        list_remove(&p->qfirst, &p->qlast, c);
+        c->queued = false;
+        p->queued--;
+    } else if (c->attached) {
+        struct sshs_session *s = c->session;
+        list_remove(&s->first, &s->last, c);
+        c->attached = false;
+        s->nchan--;
+        c->session = NULL;
+        if (p->qfirst)
+            pool_kick(p);
+    }
+}
+
+ssh_session sshs_chan_ssh(const struct sshs_chan *c)
+{
+    return c->session && c->session->conn ? c->session->conn->ssh : NULL;
+}
+
+void sshs_chan_mark_dirty(struct sshs_chan *c)
+{
+    if (c->session)
+        c->session->dirty = true;
+}
+
+static void session_update_poll(struct sshs_session *s)
+{
+    struct sshs_conn *conn = s->conn;
+    int events, flags;
+
+    if (!conn || !conn->poll.data || s->state == SSHS_STATE_CLOSING ||
+        s->state == SSHS_STATE_DISCONNECTED)
+        return;
+    flags = ssh_get_poll_flags(conn->ssh);
+    events = UV_READABLE | ((flags & SSH_WRITE_PENDING) ? UV_WRITABLE : 0);
+    if (events != s->events) {
+        if (uv_poll_start(&conn->poll, events, on_ssh_poll) < 0)
+            return;
+        s->events = events;
+    }
+}
+
+void sshs_chan_flush(struct sshs_chan *c)
+{
+    if (c->session)
+        session_update_poll(c->session);
+}
+
+/* -- connection teardown -- */
+
+static void on_conn_closed(uv_handle_t *h)
+{
+    struct sshs_conn *conn = container_of(h, struct sshs_conn, poll);
+    struct sshpool *p = conn->pool;
+
+    if (conn->event) {
+        ssh_event_remove_session(conn->event, conn->ssh);
+        ssh_event_free(conn->event);
+    }
+    if (conn->graceful && ssh_is_connected(conn->ssh))
+        ssh_disconnect(conn->ssh);
+    ssh_free(conn->ssh);
+    free(conn);
+    pool_unref(p);
+}
+
+/* Detaches and closes the connection. The libssh session is freed in the close callback;
+ * the poll handle stops watching the fd now, before libssh closes it. */
+static void session_drop_conn(struct sshs_session *s, bool graceful)
+{
+    struct sshs_conn *conn = s->conn;
+
+    if (!conn)
+        return;
+    s->conn = NULL;
+    s->events = 0;
+    conn->session = NULL;
+    conn->graceful = graceful;
+    if (conn->poll.data) {
+        /* The poll handle was initialised: free in its close callback. */
+        uv_close((uv_handle_t *)&conn->poll, on_conn_closed);
+    } else {
+        ssh_free(conn->ssh);
+        free(conn);
+        pool_unref(s->pool);
+    }
+}
+
+static void fail_chans(struct sshs_session *s, int error)
+{
+    struct sshs_chan *c;
+
+    while ((c = s->first)) {
+        list_remove(&s->first, &s->last, c);
+        c->attached = false;
+        c->session = NULL;
+        s->nchan--;
+        c->ops->fail(c, error);
+    }
+}
+
+static void fail_queue(struct sshpool *p, int error)
+{
+    struct sshs_chan *c;
+
+    while ((c = p->qfirst)) {
+        list_remove(&p->qfirst, &p->qlast, c);
+        c->queued = false;
+        p->queued--;
+        c->ops->fail(c, error);
+    }
+}
+
+static bool pool_any_ready_or_connecting(const struct sshpool *p)
+{
+    for (unsigned i = 0; i < p->n; i++) {
+        enum sshs_state st = p->sessions[i].state;
+        if (st == SSHS_STATE_READY || st == SSHS_STATE_CONNECTING ||
+            st == SSHS_STATE_AUTHENTICATING)
+            return true;
+    }
+    return false;
+}
+
+static void connect_op_finish(struct sshpool *p, int error)
+{
+    sshpool_connect_cb cb = p->connect_cb;
+    void *ud = p->connect_ud;
+
+    if (!cb)
+        return;
+    p->connect_cb = NULL;
+    p->connect_ud = NULL;
+    uv_timer_stop(&p->connect_timer);
+    cb(p, error, ud);
+}
+
+static bool is_retryable(int error)
+{
+    return error == -ECONNREFUSED || error == -ETIMEDOUT || error == -EHOSTUNREACH ||
+           error == -ENETUNREACH || error == -ECONNRESET || error == -EPROTO;
+}
+
+/* A connect attempt failed (before READY). */
+static void session_connect_failed(struct sshs_session *s, int error)
+{
+    struct sshpool *p = s->pool;
+
+    log_debug(COMP, "%s:%u #%u: connect failed: %s", p->conf.host, p->conf.port, s->index,
+              strerror(-error));
+    if (s->conn)
+        set_last_error(p, "connect", ssh_get_error(s->conn->ssh));
+    uv_timer_stop(&s->timer);
+    session_drop_conn(s, false);
+    session_set_state(s, SSHS_STATE_DISCONNECTED);
+    p->connect_last_error = error;
+
+    if (p->connect_cb) {
+        if (!is_retryable(error)) {
+            connect_op_finish(p, error);
+        } else {
+            s->retry_pending = true;
+            uv_timer_start(&s->timer, on_session_timer, SSHS_RETRY_MS, 0);
+            return;
+        }
+    }
+    if (p->closing)
+        return;
+    /* Queued execs wait for a session: with none ready or on its way, they fail now. */
+    if (p->qfirst && !pool_any_ready_or_connecting(p)) {
+        bool retrying = false;
+        for (unsigned i = 0; i < p->n; i++)
+            retrying |= p->sessions[i].retry_pending;
+        if (!retrying)
+            fail_queue(p, error);
+    }
+}
+
+/* A READY session was lost: fail what runs on it, forget the connection. */
+static void session_lost(struct sshs_session *s, int error)
+{
+    struct sshpool *p = s->pool;
+
+    if (s->conn)
+        set_last_error(p, "session lost", ssh_get_error(s->conn->ssh));
+    log_debug(COMP, "%s:%u #%u: session lost", p->conf.host, p->conf.port, s->index);
+    p->lost++;
+    uv_timer_stop(&s->timer);
+    /* Stop polling first: libssh may already have closed the fd. */
+    if (s->conn)
+        uv_poll_stop(&s->conn->poll);
+    fail_chans(s, -ECONNRESET);
+    session_drop_conn(s, false);
+    session_set_state(s, SSHS_STATE_DISCONNECTED);
+    if (p->qfirst)
+        pool_kick(p);
+}
+
+static void session_ready(struct sshs_session *s)
+{
+    struct sshpool *p = s->pool;
+    struct sshs_conn *conn = s->conn;
+
+    conn->event = ssh_event_new();
+    if (!conn->event || ssh_event_add_session(conn->event, conn->ssh) != SSH_OK) {
+        session_connect_failed(s, -ENOMEM);
+        return;
+    }
+    session_set_state(s, SSHS_STATE_READY);
+    p->connects++;
+    s->last_rx_ms = uv_now(p->loop);
+    uv_timer_start(&s->timer, on_session_timer, p->conf.keepalive_ms, p->conf.keepalive_ms);
+    session_update_poll(s);
+    if (p->qfirst)
+        pool_kick(p);
+    connect_op_finish(p, 0);
+}
+
+static void session_step(struct sshs_session *s)
+{
+    struct sshs_conn *conn = s->conn;
+    int rc, r;
+
+    if (s->state == SSHS_STATE_CONNECTING) {
+        rc = ssh_connect(conn->ssh);
+        if (rc == SSH_AGAIN) {
+            if (ssh_get_fd(conn->ssh) >= 0 && !conn->poll.data) {
+                if (uv_poll_init_socket(s->pool->loop, &conn->poll, ssh_get_fd(conn->ssh)) < 0) {
+                    session_connect_failed(s, -EIO);
+                    return;
+                }
+                conn->poll.data = conn;
+            }
+            session_update_poll(s);
+            return;
+        }
+        if (rc != SSH_OK) {
+            session_connect_failed(s, sshs_connect_error(conn->ssh));
+            return;
+        }
+        r = sshs_check_host_key(conn->ssh, s->pool->conf.pins);
+        if (r < 0) {
+            set_last_error(s->pool, "host key", "does not match the pinned fingerprint");
+            session_connect_failed(s, r);
+            return;
+        }
+        tune_socket(ssh_get_fd(conn->ssh), s->pool->conf.keepalive_ms);
+        session_set_state(s, SSHS_STATE_AUTHENTICATING);
+    }
+    if (s->state == SSHS_STATE_AUTHENTICATING) {
+        rc = ssh_userauth_publickey(conn->ssh, NULL, s->pool->conf.key->key);
+        if (rc == SSH_AUTH_AGAIN) {
+            session_update_poll(s);
+            return;
+        }
+        if (rc == SSH_AUTH_SUCCESS) {
+            session_ready(s);
+            return;
+        }
+        if (rc == SSH_AUTH_ERROR) {
+            session_connect_failed(s, sshs_connect_error(conn->ssh));
+            return;
+        }
+        set_last_error(s->pool, "authentication", "public key refused");
+        session_connect_failed(s, -EKEYREJECTED);
+    }
+}
+
+static void quickack(int fd)
+{
+    int on = 1;
+
+    /* sshd leaves Nagle on for non-TTY sessions; without immediate ACKs its small replies
+     * wait for our delayed ACK (~40 ms). Linux clears QUICKACK again, so set it each time. */
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &on, sizeof(on));
+}
+
+static bool conn_is_dead(ssh_session ssh)
+{
+    return !ssh_is_connected(ssh) || (ssh_get_status(ssh) & (SSH_CLOSED | SSH_CLOSED_ERROR));
+}
+
+static void on_ssh_poll(uv_poll_t *h, int status, int events)
+{
+    struct sshs_conn *conn = h->data;
+    struct sshs_session *s = conn->session;
+    struct sshpool *p = conn->pool;
+
+    if (!s)
+        return;
+    pool_ref(p);
+    if (s->state == SSHS_STATE_CONNECTING || s->state == SSHS_STATE_AUTHENTICATING) {
+        session_step(s);
+    } else if (s->state == SSHS_STATE_READY) {
+        int rc;
+
+        if (status >= 0 && (events & UV_READABLE))
+            quickack(ssh_get_fd(conn->ssh));
+        rc = ssh_event_dopoll(conn->event, 0);
+        s->last_rx_ms = uv_now(p->loop);
+        /* Channels first: a command that finished just before the connection dropped still
+         * reports its result. */
+        session_service(s);
+        if (!p->closing && s->conn == conn && s->state == SSHS_STATE_READY &&
+            (status < 0 || rc == SSH_ERROR || conn_is_dead(conn->ssh)))
+            session_lost(s, -ECONNRESET);
+    }
+    pool_unref(p);
+}
+
+/* Runs every channel's step function until no callback asks for another round. */
+static void session_service(struct sshs_session *s)
+{
+    struct sshpool *p = s->pool;
+    struct sshs_conn *conn = s->conn;
+
+    for (int round = 0; round < SSHS_SERVICE_ROUNDS; round++) {
+        struct sshs_chan *c, *next;
+
+        s->dirty = false;
+        for (c = s->first; c; c = next) {
+            next = c->next;
+            c->ops->process(c);
+            /* process() finishes at most c itself; a user callback may close the pool, which
+             * fails every chan: stop walking then. */
+            if (p->closing || s->conn != conn)
+                return;
+        }
+        if (!s->dirty)
+            break;
+    }
+    session_update_poll(s);
+}
+
+static void on_session_timer(uv_timer_t *t)
+{
+    struct sshs_session *s = t->data;
+    struct sshpool *p = s->pool;
+
+    pool_ref(p);
+    switch (s->state) {
+    case SSHS_STATE_CONNECTING:
+    case SSHS_STATE_AUTHENTICATING:
+        set_last_error(p, "connect", "timed out");
+        session_connect_failed(s, -ETIMEDOUT);
+        break;
+    case SSHS_STATE_READY:
+        if (uv_now(p->loop) - s->last_rx_ms >= p->conf.keepalive_ms) {
+            if (ssh_send_ignore(s->conn->ssh, "sandboxd") != SSH_OK || conn_is_dead(s->conn->ssh)) {
+                session_lost(s, -ECONNRESET);
+                break;
+            }
+            session_update_poll(s);
+        }
+        break;
+    case SSHS_STATE_DISCONNECTED:
+        if (s->retry_pending) {
+            s->retry_pending = false;
+            if (p->connect_cb || p->qfirst)
+                session_connect(s);
+        }
+        break;
+    default:
+        break;
+    }
+    pool_unref(p);
+}
+
+static void session_connect(struct sshs_session *s)
+{
+    struct sshpool *p = s->pool;
+    struct sshs_conn *conn;
+    if (s->state != SSHS_STATE_DISCONNECTED || p->closing)
+        return;
+    s->retry_pending = false;
+    conn = calloc(1, sizeof(*conn));
+    if (!conn) {
+        session_connect_failed(s, -ENOMEM);
+        return;
+    }
+    conn->ssh = new_libssh_session(&p->conf);
+    if (!conn->ssh) {
+        free(conn);
+        session_connect_failed(s, -ENOMEM);
+        return;
+    }
+    ssh_set_blocking(conn->ssh, 0);
+    conn->session = s;
+    conn->pool = p;
+    s->conn = conn;
+    s->events = 0;
+    pool_ref(p); /* the conn's own reference, dropped when it is freed */
+    session_set_state(s, SSHS_STATE_CONNECTING);
+    uv_timer_start(&s->timer, on_session_timer, p->conf.connect_timeout_ms, 0);
+    session_step(s);
+}
+
+/* -- dispatch -- */
+
+static void pool_kick(struct sshpool *p)
+{
+    if (!p->closing && !uv_is_active((uv_handle_t *)&p->kick))
+        uv_timer_start(&p->kick, on_kick, 0, 0);
+}
+
+static struct sshs_session *pick_session(struct sshpool *p, bool urgent)
+{
+    struct sshs_session *best = NULL;
+    unsigned cap = p->conf.channels_per_session + (urgent ? SSHS_URGENT_SPARE : 0);
+
+    for (unsigned i = 0; i < p->n; i++) {
+        struct sshs_session *s = &p->sessions[i];
+        if (s->state != SSHS_STATE_READY || s->nchan >= cap)
+            continue;
+        if (!best || s->nchan < best->nchan)
+            best = s;
+    }
+    return best;
+}
+
+static void on_kick(uv_timer_t *t)
+{
+    struct sshpool *p = t->data;
+    struct sshs_chan *c, *next;
+    unsigned ready = 0, waiting = 0, touched = 0;
+    struct sshs_session *touched_s[SSHS_SESSIONS_MAX];
+
+    pool_ref(p);
+    for (c = p->qfirst; c && !p->closing; c = next) {
+        struct sshs_session *s;
+        bool seen = false;
+
+        next = c->next;
+        s = pick_session(p, c->urgent);
+        if (!s) {
+            waiting++;
+            continue;
+        }
+        list_remove(&p->qfirst, &p->qlast, c);
+        c->queued = false;
+        p->queued--;
+        list_append(&s->first, &s->last, c);
+        c->attached = true;
+        c->session = s;
+        s->nchan++;
+        for (unsigned i = 0; i < touched; i++)
+            seen |= touched_s[i] == s;
+        if (!seen)
+            touched_s[touched++] = s;
+    }
+    /* Start the newly attached channels (their first step sends CHANNEL_OPEN). */
+    for (unsigned i = 0; i < touched && !p->closing; i++)
+        if (touched_s[i]->state == SSHS_STATE_READY)
+            session_service(touched_s[i]);
+
+    if (!p->closing && waiting > 0) {
+        /* Grow: connect idle slots when nothing is ready, or when every ready session is
+         * full. */
+        for (unsigned i = 0; i < p->n; i++)
+            ready += p->sessions[i].state == SSHS_STATE_READY;
+        for (unsigned i = 0; i < p->n; i++) {
+            struct sshs_session *s = &p->sessions[i];
+            if (s->state == SSHS_STATE_DISCONNECTED && !s->retry_pending) {
+                session_connect(s);
+                if (ready > 0)
+                    break; /* one more at a time when some are up */
+            }
+            if (p->closing)
+                break;
+        }
+    }
+    pool_unref(p);
+}
+
+static void on_connect_deadline(uv_timer_t *t)
+{
+    struct sshpool *p = t->data;
+    int error = p->connect_last_error ? p->connect_last_error : -ETIMEDOUT;
+
+    pool_ref(p);
+    for (unsigned i = 0; i < p->n; i++)
+        if (p->sessions[i].state == SSHS_STATE_READY)
+            error = 0;
+    /* Stop retrying slots that only retried because of this connect. */
+    for (unsigned i = 0; i < p->n; i++) {
+        struct sshs_session *s = &p->sessions[i];
+        if (s->retry_pending && !p->qfirst) {
+            s->retry_pending = false;
+            uv_timer_stop(&s->timer);
+        }
+    }
+    connect_op_finish(p, error);
+    pool_unref(p);
+}
+
+int sshpool_connect(struct sshpool *pool, uint64_t deadline_ms, sshpool_connect_cb cb,
+                    void *userdata)
+{
+    if (!pool || !cb || pool->closing)
+        return -EINVAL;
+    if (pool->connect_cb)
+        return -EBUSY;
+    pool->connect_cb = cb;
+    pool->connect_ud = userdata;
+    pool->connect_last_error = 0;
+    uv_update_time(pool->loop); /* the deadline counts from now, not from the last tick */
+    uv_timer_start(&pool->connect_timer, on_connect_deadline, deadline_ms, 0);
+    for (unsigned i = 0; i < pool->n; i++)
+        if (pool->sessions[i].state == SSHS_STATE_READY) {
+            /* Already up: report from the loop, not from here. */
+            uv_timer_start(&pool->connect_timer, on_connect_deadline, 0, 0);
+            pool->connect_last_error = 0;
+            return 0;
+        }
+    /* Connecting may fail synchronously (no memory); report from the loop then. */
+    for (unsigned i = 0; i < pool->n; i++) {
+        struct sshs_session *s = &pool->sessions[i];
+        if (s->state == SSHS_STATE_DISCONNECTED) {
+            s->retry_pending = true;
+            uv_timer_start(&s->timer, on_session_timer, 0, 0);
+        }
+    }
+    return 0;
+}
+
+void sshpool_close(struct sshpool *pool, sshpool_close_cb cb, void *userdata)
+{
+    if (!pool || pool->closing)
+        return;
+    pool_ref(pool);
+    pool->closing = true;
+    pool->close_cb = cb;
+    pool->close_ud = userdata;
+    uv_timer_stop(&pool->kick);
+    if (pool->connect_cb) {
+        sshpool_connect_cb ccb = pool->connect_cb;
+        void *ud = pool->connect_ud;
+        pool->connect_cb = NULL;
+        uv_timer_stop(&pool->connect_timer);
+        ccb(pool, -ECANCELED, ud);
+    }
+    fail_queue(pool, -ECANCELED);
+    for (unsigned i = 0; i < pool->n; i++) {
+        struct sshs_session *s = &pool->sessions[i];
+        bool ready = s->state == SSHS_STATE_READY;
+
+        uv_timer_stop(&s->timer);
+        fail_chans(s, -ECANCELED);
+        session_drop_conn(s, ready);
+        session_set_state(s, SSHS_STATE_CLOSING);
+        s->timer.data = pool;
+        pool_ref(pool);
+        uv_close((uv_handle_t *)&s->timer, on_handle_closed_unref);
+    }
+    pool_ref(pool);
+    uv_close((uv_handle_t *)&pool->kick, on_handle_closed_unref);
+    pool_ref(pool);
+    uv_close((uv_handle_t *)&pool->connect_timer, on_handle_closed_unref);
+    pool_unref(pool); /* the temporary reference */
+    pool_unref(pool); /* the owner's reference */
+}

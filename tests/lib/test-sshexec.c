@@ -1,0 +1,741 @@
+/* lib/sshexec: remote commands over pooled sessions against a throwaway sshd. */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <uv.h>
+
+#include "lib/sshexec.h"
+#include "lib/log.h"
+#include "lib/sshs.h"
+#include "ssh-fixture/fixture.h"
+#include "tests/check-util.h"
+
+static uv_loop_t loop;
+static struct sshd_fixture fx;
+static struct sshpool *pool;
+static bool pool_closed;
+
+static void setup_loop(void)
+{
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+}
+
+static void teardown_loop(void)
+{
+    check_loop_done(&loop);
+}
+
+static void on_pool_closed(void *userdata)
+{
+    pool_closed = true;
+}
+
+static void setup_sshd(void)
+{
+    struct sshs_config cfg;
+
+    setup_loop();
+    fixture_start(&fx);
+    cfg = fixture_config(&fx);
+    ck_assert_int_eq(sshpool_new(&loop, &cfg, 2, &pool), 0);
+    pool_closed = false;
+}
+
+static void teardown_sshd(void)
+{
+    if (pool) {
+        sshpool_close(pool, on_pool_closed, NULL);
+        fixture_run_until(&loop, &pool_closed, 5000);
+        pool = NULL;
+    }
+    teardown_loop();
+    fixture_stop(&fx);
+}
+
+struct run {
+    bool done;
+    int error;
+    int exit_code;
+    char signal[32];
+    bool timed_out;
+    char *out, *err;
+    size_t out_len, err_len;
+    bool out_trunc, err_trunc;
+    uint64_t duration_ms;
+    /* streaming */
+    char stream_out[4096];
+    size_t stream_out_len;
+    unsigned chunks;
+    bool chunk_before_done;
+    uint64_t first_chunk_ns, done_ns;
+};
+
+static void run_clear(struct run *r)
+{
+    free(r->out);
+    free(r->err);
+    memset(r, 0, sizeof(*r));
+}
+
+static void on_done(struct sshexec *e, int error, struct sshexec_result *res, void *userdata)
+{
+    struct run *r = userdata;
+
+    ck_assert(!r->done);
+    r->done = true;
+    r->done_ns = uv_hrtime();
+    r->error = error;
+    if (error != 0) {
+        ck_assert_ptr_null(res);
+        return;
+    }
+    r->exit_code = res->exit_code;
+    if (res->signal)
+        snprintf(r->signal, sizeof(r->signal), "%s", res->signal);
+    r->timed_out = res->timed_out;
+    /* Take the buffers: they are ours now. */
+    r->out = res->out;
+    r->out_len = res->out_len;
+    r->err = res->err;
+    r->err_len = res->err_len;
+    res->out = res->err = NULL;
+    r->out_trunc = res->out_truncated;
+    r->err_trunc = res->err_truncated;
+    r->duration_ms = res->duration_ms;
+}
+
+static void on_output(struct sshexec *e, enum sshexec_stream stream, const void *data, size_t len,
+                      void *userdata)
+{
+    struct run *r = userdata;
+
+    if (!r->done && r->chunks == 0) {
+        r->chunk_before_done = true;
+        r->first_chunk_ns = uv_hrtime();
+    }
+    r->chunks++;
+    if (stream == SSHEXEC_STDOUT && r->stream_out_len + len < sizeof(r->stream_out)) {
+        memcpy(r->stream_out + r->stream_out_len, data, len);
+        r->stream_out_len += len;
+    }
+}
+
+static void run_params(const struct sshexec_params *p, struct run *r, uint64_t wait_ms)
+{
+    memset(r, 0, sizeof(*r));
+    ck_assert_int_eq(sshexec_start(pool, p, on_done, r, NULL), 0);
+    ck_assert(!r->done);
+    fixture_run_until(&loop, &r->done, wait_ms);
+}
+
+static void run_cmd(const char *cmd, struct run *r)
+{
+    struct sshexec_params p = {.command = cmd, .timeout_ms = 20000};
+
+    run_params(&p, r, 30000);
+}
+
+/* Processes whose environment holds NAME=VALUE (via /proc, like the kill script). */
+static int count_env_procs(const char *name_value)
+{
+    char cmd[512], line[64] = "";
+    FILE *f;
+
+    snprintf(cmd, sizeof(cmd), "grep -l -s -z -x -F '%s' /proc/[0-9]*/environ 2>/dev/null | wc -l",
+             name_value);
+    f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_nonnull(fgets(line, sizeof(line), f));
+    pclose(f);
+    return atoi(line);
+}
+
+static int count_pgrep(const char *pattern)
+{
+    char cmd[512], line[64] = "";
+    FILE *f;
+
+    snprintf(cmd, sizeof(cmd), "pgrep -f '%s' | wc -l", pattern);
+    f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_nonnull(fgets(line, sizeof(line), f));
+    pclose(f);
+    return atoi(line);
+}
+
+/* ---- unit: command building ---- */
+
+START_TEST(test_shell_quote)
+{
+    char *q = NULL;
+
+    ck_assert_int_eq(sshexec_shell_quote("it's", &q), 0);
+    ck_assert_str_eq(q, "'it'\\''s'");
+    free(q);
+    ck_assert_int_eq(sshexec_shell_quote("", &q), 0);
+    ck_assert_str_eq(q, "''");
+    free(q);
+}
+END_TEST
+
+/* The built line, run by a local shell, passes env, cwd and argv through untouched. */
+START_TEST(test_build_command_roundtrip_local)
+{
+    const char *env[] = {"A=it's \"q\" $HOME `id` \\ \n2nd line", "B=  spaces  ", "C=", NULL};
+    const char *argv[] = {"printf", "[%s]", "a b", "it's", "$x", "*", "-n", NULL};
+    char dir[] = "/tmp/sandboxd exec 'cwd' $X-XXXXXX";
+    struct sshexec_params p = {.env = env};
+    char *line = NULL, *q = NULL, cmd[8192], out[4096] = "";
+    char expect[4096];
+    size_t n;
+    FILE *f;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    p.cwd = dir;
+    p.command = "printf '%s|%s|%s|%s' \"$A\" \"$B\" \"$(pwd)\" \"$SANDBOXD_EXEC_ID\"";
+    ck_assert_int_eq(sshexec_build_command(&p, "0123abcd", &line), 0);
+    ck_assert_int_eq(sshexec_shell_quote(line, &q), 0);
+    snprintf(cmd, sizeof(cmd), "sh -c %s", q);
+    f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    n = fread(out, 1, sizeof(out) - 1, f);
+    out[n] = 0;
+    pclose(f);
+    snprintf(expect, sizeof(expect), "%s|%s|%s|0123abcd", env[0] + 2, env[1] + 2, dir);
+    ck_assert_str_eq(out, expect);
+    free(line);
+    free(q);
+
+    p.command = NULL;
+    p.argv = argv;
+    p.cwd = NULL;
+    ck_assert_int_eq(sshexec_build_command(&p, "ff", &line), 0);
+    ck_assert_int_eq(sshexec_shell_quote(line, &q), 0);
+    snprintf(cmd, sizeof(cmd), "sh -c %s", q);
+    f = popen(cmd, "r");
+    n = fread(out, 1, sizeof(out) - 1, f);
+    out[n] = 0;
+    pclose(f);
+    ck_assert_str_eq(out, "[a b][it's][$x][*][-n]");
+    free(line);
+    free(q);
+    rmdir(dir);
+}
+END_TEST
+
+START_TEST(test_build_command_rejects)
+{
+    const char *bad_env[] = {"1A=x", NULL};
+    const char *bad_env2[] = {"A-B=x", NULL};
+    const char *no_eq[] = {"A", NULL};
+    const char *empty_argv[] = {NULL};
+    struct sshexec_params p = {.command = "true"};
+    char *line = NULL;
+
+    p.env = bad_env;
+    ck_assert_int_eq(sshexec_build_command(&p, "ab", &line), -EINVAL);
+    p.env = bad_env2;
+    ck_assert_int_eq(sshexec_build_command(&p, "ab", &line), -EINVAL);
+    p.env = no_eq;
+    ck_assert_int_eq(sshexec_build_command(&p, "ab", &line), -EINVAL);
+    p.env = NULL;
+    p.argv = empty_argv;
+    ck_assert_int_eq(sshexec_build_command(&p, "ab", &line), -EINVAL); /* both set */
+    p.command = NULL;
+    ck_assert_int_eq(sshexec_build_command(&p, "ab", &line), -EINVAL); /* argv empty */
+    p.argv = NULL;
+    p.command = "true";
+    p.cwd = "";
+    ck_assert_int_eq(sshexec_build_command(&p, "ab", &line), -EINVAL);
+    p.cwd = NULL;
+    ck_assert_int_eq(sshexec_build_command(&p, "'; rm -rf /", &line), -EINVAL);
+    p.max_output_bytes = SSHEXEC_OUTPUT_MAX + 1;
+    ck_assert_int_eq(sshexec_build_command(&p, "ab", &line), -E2BIG);
+    ck_assert_ptr_null(line);
+}
+END_TEST
+
+/* ---- against sshd ---- */
+
+START_TEST(test_exec_true_echo)
+{
+    struct run r;
+
+    run_cmd("true", &r);
+    ck_assert_int_eq(r.error, 0);
+    ck_assert_int_eq(r.exit_code, 0);
+    ck_assert_str_eq(r.signal, "");
+    ck_assert(!r.timed_out);
+    ck_assert_uint_eq(r.out_len, 0);
+    ck_assert_uint_eq(r.err_len, 0);
+    run_clear(&r);
+
+    run_cmd("echo hello", &r);
+    ck_assert_int_eq(r.error, 0);
+    ck_assert_int_eq(r.exit_code, 0);
+    ck_assert_uint_eq(r.out_len, 6);
+    ck_assert_str_eq(r.out, "hello\n");
+    run_clear(&r);
+}
+END_TEST
+
+START_TEST(test_exec_stdout_stderr_exit)
+{
+    struct run r;
+
+    run_cmd("echo out; echo err >&2; echo out2; exit 3", &r);
+    ck_assert_int_eq(r.error, 0);
+    ck_assert_int_eq(r.exit_code, 3);
+    ck_assert_str_eq(r.out, "out\nout2\n");
+    ck_assert_str_eq(r.err, "err\n");
+    run_clear(&r);
+}
+END_TEST
+
+START_TEST(test_exec_signal)
+{
+    struct run r;
+
+    run_cmd("echo before; kill -9 $$", &r);
+    ck_assert_int_eq(r.error, 0);
+    ck_assert_int_eq(r.exit_code, -1);
+    ck_assert_str_eq(r.signal, "SIGKILL");
+    ck_assert_str_eq(r.out, "before\n");
+    ck_assert(!r.timed_out);
+    run_clear(&r);
+
+    run_cmd("kill -TERM $$", &r);
+    ck_assert_str_eq(r.signal, "SIGTERM");
+    run_clear(&r);
+}
+END_TEST
+
+START_TEST(test_exec_stdin)
+{
+    struct sshexec_params p = {.command = "cat", .timeout_ms = 20000};
+    size_t big = 3 * 1024 * 1024 + 17;
+    unsigned char bin[256];
+    char *data;
+    struct run r;
+
+    p.stdin_data = "hello\nworld";
+    p.stdin_len = 11;
+    run_params(&p, &r, 30000);
+    ck_assert_int_eq(r.error, 0);
+    ck_assert_str_eq(r.out, "hello\nworld");
+    run_clear(&r);
+
+    for (int i = 0; i < 256; i++)
+        bin[i] = (unsigned char)i;
+    p.stdin_data = bin;
+    p.stdin_len = sizeof(bin);
+    run_params(&p, &r, 30000);
+    ck_assert_uint_eq(r.out_len, 256);
+    ck_assert_int_eq(memcmp(r.out, bin, 256), 0);
+    run_clear(&r);
+
+    /* Bigger than the SSH window: written as the window opens. */
+    data = malloc(big);
+    ck_assert_int_eq(getrandom(data, big, 0) > 0, 1);
+    for (size_t off = 0; off < big;) {
+        ssize_t n = getrandom(data + off, big - off, 0);
+        ck_assert_int_gt(n, 0);
+        off += (size_t)n;
+    }
+    p.stdin_data = data;
+    p.stdin_len = big;
+    p.max_output_bytes = 4 * 1024 * 1024;
+    run_params(&p, &r, 60000);
+    ck_assert_int_eq(r.error, 0);
+    ck_assert_uint_eq(r.out_len, big);
+    ck_assert_int_eq(memcmp(r.out, data, big), 0);
+    ck_assert(!r.out_trunc);
+    run_clear(&r);
+    free(data);
+
+    /* No stdin: EOF at once, cat ends. */
+    p.stdin_data = NULL;
+    p.stdin_len = 0;
+    run_params(&p, &r, 30000);
+    ck_assert_int_eq(r.exit_code, 0);
+    ck_assert_uint_eq(r.out_len, 0);
+    run_clear(&r);
+}
+END_TEST
+
+START_TEST(test_exec_env_cwd_quoting)
+{
+    const char *env[] = {"A=it's \"q\" $HOME `id` \\ \n2nd line", "B=  spaces  ", "EMPTY=", NULL};
+    char dir[] = "/tmp/sandboxd exec 'cwd' $X\n-XXXXXX";
+    struct sshexec_params p = {.env = env, .timeout_ms = 20000};
+    char expect[1024];
+    struct run r;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    p.cwd = dir;
+    p.command = "printf '%s|%s|%s|%s' \"$A\" \"$B\" \"$(pwd)\" \"${EMPTY-unset}\"";
+    run_params(&p, &r, 30000);
+    ck_assert_int_eq(r.error, 0);
+    ck_assert_int_eq(r.exit_code, 0);
+    snprintf(expect, sizeof(expect), "%s|%s|%s|", env[0] + 2, env[1] + 2, dir);
+    ck_assert_str_eq(r.out, expect);
+    run_clear(&r);
+
+    /* A missing cwd is the command's failure, not an SSH error. */
+    p.cwd = "/nonexistent/dir";
+    run_params(&p, &r, 30000);
+    ck_assert_int_eq(r.error, 0);
+    ck_assert_int_ne(r.exit_code, 0);
+    ck_assert_uint_gt(r.err_len, 0);
+    run_clear(&r);
+    rmdir(dir);
+}
+END_TEST
+
+START_TEST(test_exec_argv)
+{
+    const char *argv[] = {"printf", "[%s]", "a b", "it's", "$HOME", "*", ";", "-n", NULL};
+    struct sshexec_params p = {.argv = argv, .timeout_ms = 20000};
+    struct run r;
+
+    run_params(&p, &r, 30000);
+    ck_assert_int_eq(r.error, 0);
+    ck_assert_str_eq(r.out, "[a b][it's][$HOME][*][;][-n]");
+    run_clear(&r);
+}
+END_TEST
+
+#define N_CONCURRENT 200
+
+START_TEST(test_exec_concurrent)
+{
+    static struct run runs[N_CONCURRENT];
+    static char cmds[N_CONCURRENT][64];
+    struct sshpool_stats st;
+    unsigned done = 0;
+    bool all = false;
+    uint64_t t0 = uv_hrtime(), end = t0 + 120ull * 1000000000ull;
+
+    /* No explicit connect: the first execs connect the pool lazily and queue. */
+    for (int i = 0; i < N_CONCURRENT; i++) {
+        struct sshexec_params p = {.command = cmds[i], .timeout_ms = 60000};
+        snprintf(cmds[i], sizeof(cmds[i]), "echo %d; echo e%d >&2; exit %d", i, i, i % 7);
+        memset(&runs[i], 0, sizeof(runs[i]));
+        ck_assert_int_eq(sshexec_start(pool, &p, on_done, &runs[i], NULL), 0);
+    }
+    sshpool_get_stats(pool, &st);
+    ck_assert_uint_eq(st.queued, N_CONCURRENT);
+    while (!all) {
+        ck_assert(uv_hrtime() < end);
+        uv_run(&loop, UV_RUN_ONCE);
+        sshpool_get_stats(pool, &st);
+        /* Never more channels than the per-session cap allows (sshd MaxSessions 10). */
+        ck_assert_uint_le(st.channels, 2 * (SSHS_CHANNELS_PER_SESSION_DEFAULT + 2));
+        done = 0;
+        for (int i = 0; i < N_CONCURRENT; i++)
+            done += runs[i].done;
+        all = done == N_CONCURRENT;
+    }
+    for (int i = 0; i < N_CONCURRENT; i++) {
+        char out[32], err[32];
+        snprintf(out, sizeof(out), "%d\n", i);
+        snprintf(err, sizeof(err), "e%d\n", i);
+        ck_assert_msg(runs[i].error == 0, "exec %d: %s", i, strerror(-runs[i].error));
+        ck_assert_str_eq(runs[i].out, out);
+        ck_assert_str_eq(runs[i].err, err);
+        ck_assert_int_eq(runs[i].exit_code, i % 7);
+        run_clear(&runs[i]);
+    }
+    sshpool_get_stats(pool, &st);
+    ck_assert_uint_le(st.connects, 2);
+    ck_assert_uint_eq(st.channels, 0);
+    printf("sshexec: %d concurrent execs on 2 sessions in %.0f ms\n", N_CONCURRENT,
+           (double)(uv_hrtime() - t0) / 1e6);
+}
+END_TEST
+
+START_TEST(test_exec_truncation)
+{
+    struct sshexec_params p = {.timeout_ms = 30000, .max_output_bytes = 1000};
+    struct run r;
+
+    p.command = "head -c 100000 /dev/zero; echo small >&2";
+    run_params(&p, &r, 30000);
+    ck_assert_int_eq(r.error, 0);
+    ck_assert_int_eq(r.exit_code, 0);
+    ck_assert_uint_eq(r.out_len, 1000);
+    ck_assert(r.out_trunc);
+    ck_assert_str_eq(r.err, "small\n");
+    ck_assert(!r.err_trunc);
+    run_clear(&r);
+
+    /* Far past the cap on both streams: read and dropped, the channel never stalls. */
+    p.command = "head -c 8000000 /dev/zero; head -c 3000000 /dev/zero >&2; exit 4";
+    p.max_output_bytes = 1000;
+    run_params(&p, &r, 30000);
+    ck_assert_int_eq(r.exit_code, 4);
+    ck_assert_uint_eq(r.out_len, 1000);
+    ck_assert_uint_eq(r.err_len, 1000);
+    ck_assert(r.out_trunc && r.err_trunc);
+    run_clear(&r);
+
+    /* Exactly the cap is not truncated. */
+    p.command = "head -c 1000 /dev/zero";
+    run_params(&p, &r, 30000);
+    ck_assert_uint_eq(r.out_len, 1000);
+    ck_assert(!r.out_trunc);
+    run_clear(&r);
+}
+END_TEST
+
+START_TEST(test_exec_timeout_kills_tree)
+{
+    char mark[64], cmd[512];
+    const char *env[] = {mark, NULL};
+    struct sshexec_params p = {.env = env, .timeout_ms = 2000};
+    uint8_t rnd[8];
+    struct run r;
+
+    ck_assert_int_eq(getrandom(rnd, sizeof(rnd), 0), (ssize_t)sizeof(rnd));
+    snprintf(mark, sizeof(mark), "TESTMARK=%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1],
+             rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+    snprintf(cmd, sizeof(cmd),
+             "echo started; sleep 3011 & setsid sleep 3012 & "
+             "(setsid sh -c 'sleep 3013 & sleep 3014' &); "
+             "env -u TESTMARK sleep 3015 & sleep 3016");
+    p.command = cmd;
+    run_params(&p, &r, 30000);
+    ck_assert_int_eq(r.error, 0);
+    ck_assert(r.timed_out);
+    ck_assert_str_eq(r.out, "started\n");
+    ck_assert_uint_ge(r.duration_ms, 2000);
+    ck_assert_uint_lt(r.duration_ms, 15000);
+    /* Nothing the command started is left: not in its group, not after setsid. */
+    ck_assert_int_eq(count_env_procs(mark), 0);
+    ck_assert_int_eq(count_pgrep("^sleep 301[1-6]$"), 0);
+    run_clear(&r);
+
+    /* The pool still works afterwards. */
+    run_cmd("echo ok", &r);
+    ck_assert_str_eq(r.out, "ok\n");
+    run_clear(&r);
+}
+END_TEST
+
+START_TEST(test_exec_streaming)
+{
+    struct sshexec_params p = {.timeout_ms = 20000, .on_output = on_output};
+    struct run r;
+
+    p.command = "echo a; sleep 0.4; echo b >&2; sleep 0.4; echo c";
+    run_params(&p, &r, 30000);
+    ck_assert_int_eq(r.error, 0);
+    ck_assert_int_eq(r.exit_code, 0);
+    ck_assert(r.chunk_before_done);
+    ck_assert_uint_ge(r.chunks, 3);
+    /* The first chunk came well before the end. */
+    ck_assert_uint_gt((r.done_ns - r.first_chunk_ns) / 1000000u, 500);
+    ck_assert_uint_eq(r.stream_out_len, 4);
+    ck_assert_int_eq(memcmp(r.stream_out, "a\nc\n", 4), 0);
+    /* Streamed output is not repeated in the result. */
+    ck_assert_ptr_null(r.out);
+    ck_assert_ptr_null(r.err);
+    run_clear(&r);
+
+    /* The cap applies to streamed bytes too. */
+    p.command = "head -c 100000 /dev/zero";
+    p.max_output_bytes = 10;
+    run_params(&p, &r, 30000);
+    ck_assert(r.out_trunc);
+    run_clear(&r);
+}
+END_TEST
+
+static void on_start_next(struct sshexec *e, int error, struct sshexec_result *res, void *ud);
+
+START_TEST(test_exec_session_lost_and_reconnect)
+{
+    struct sshexec_params p = {.command = "echo up; sleep 30", .timeout_ms = 60000};
+    struct sshpool_stats st;
+    struct run r1 = {}, r2 = {}, r3 = {};
+    uint64_t until;
+
+    run_cmd("true", &r1); /* warm */
+    run_clear(&r1);
+    ck_assert_int_eq(sshexec_start(pool, &p, on_done, &r1, NULL), 0);
+    ck_assert_int_eq(sshexec_start(pool, &p, on_done, &r2, NULL), 0);
+    until = uv_hrtime() + 500 * 1000000ull;
+    while (uv_hrtime() < until)
+        uv_run(&loop, UV_RUN_NOWAIT);
+    ck_assert(!r1.done && !r2.done);
+    ck_assert_int_eq(fixture_sshd_run(&fx, "stop"), 0);
+    fixture_run_until(&loop, &r1.done, 10000);
+    fixture_run_until(&loop, &r2.done, 10000);
+    ck_assert_int_eq(r1.error, -ECONNRESET);
+    ck_assert_int_eq(r2.error, -ECONNRESET);
+    ck_assert(sshs_error_is_ssh(r1.error));
+    sshpool_get_stats(pool, &st);
+    ck_assert_uint_ge(st.sessions_lost, 1);
+    ck_assert_uint_eq(st.channels, 0);
+    run_clear(&r1);
+    run_clear(&r2);
+
+    /* sshd down: the next exec tries to reconnect and reports why it could not. */
+    run_cmd("true", &r3);
+    ck_assert_int_eq(r3.error, -ECONNREFUSED);
+    run_clear(&r3);
+
+    /* sshd back: the next exec reconnects. */
+    ck_assert_int_eq(fixture_sshd_run(&fx, "start"), 0);
+    run_cmd("echo again", &r3);
+    ck_assert_int_eq(r3.error, 0);
+    ck_assert_str_eq(r3.out, "again\n");
+    run_clear(&r3);
+}
+END_TEST
+
+START_TEST(test_exec_cancel)
+{
+    struct sshexec_params p = {.command = "sleep 3021 & sleep 3022", .timeout_ms = 60000};
+    struct sshexec *e = NULL;
+    struct run r = {};
+    uint64_t until;
+
+    ck_assert_int_eq(sshexec_start(pool, &p, on_done, &r, &e), 0);
+    until = uv_hrtime() + 20000 * 1000000ull;
+    while (uv_hrtime() < until && count_pgrep("^sleep 302[12]$") < 2)
+        for (int i = 0; i < 20; i++)
+            uv_run(&loop, UV_RUN_NOWAIT);
+    ck_assert(!r.done);
+    ck_assert_int_eq(count_pgrep("^sleep 302[12]$"), 2);
+    ck_assert_int_eq(sshexec_cancel(e), 0);
+    ck_assert(!r.done); /* never synchronously */
+    ck_assert_int_eq(sshexec_cancel(e), -EALREADY);
+    fixture_run_until(&loop, &r.done, 15000);
+    ck_assert_int_eq(r.error, -ECANCELED);
+    ck_assert_int_eq(count_pgrep("^sleep 302[12]$"), 0);
+
+    /* Cancel while still queued. */
+    memset(&r, 0, sizeof(r));
+    ck_assert_int_eq(sshexec_start(pool, &p, on_done, &r, &e), 0);
+    ck_assert_int_eq(sshexec_cancel(e), 0);
+    ck_assert(!r.done);
+    fixture_run_until(&loop, &r.done, 5000);
+    ck_assert_int_eq(r.error, -ECANCELED);
+}
+END_TEST
+
+START_TEST(test_pool_close_cancels_execs)
+{
+    struct sshexec_params p = {.command = "sleep 30", .timeout_ms = 60000};
+    struct run r1 = {}, r2 = {};
+    uint64_t until;
+
+    ck_assert_int_eq(sshexec_start(pool, &p, on_done, &r1, NULL), 0);
+    until = uv_hrtime() + 400 * 1000000ull;
+    while (uv_hrtime() < until)
+        uv_run(&loop, UV_RUN_NOWAIT);
+    ck_assert_int_eq(sshexec_start(pool, &p, on_done, &r2, NULL), 0);
+    sshpool_close(pool, on_pool_closed, NULL);
+    pool = NULL;
+    ck_assert(r1.done && r2.done);
+    ck_assert_int_eq(r1.error, -ECANCELED);
+    ck_assert_int_eq(r2.error, -ECANCELED);
+    fixture_run_until(&loop, &pool_closed, 5000);
+}
+END_TEST
+
+/* A done callback that starts the next exec (common in the daemon). */
+static int chain_left;
+static bool chain_done;
+
+static void on_start_next(struct sshexec *e, int error, struct sshexec_result *res, void *ud)
+{
+    struct sshexec_params p = {.command = "true"};
+
+    ck_assert_int_eq(error, 0);
+    ck_assert_int_eq(res->exit_code, 0);
+    if (--chain_left > 0)
+        ck_assert_int_eq(sshexec_start(pool, &p, on_start_next, NULL, NULL), 0);
+    else
+        chain_done = true;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+START_TEST(test_exec_latency)
+{
+    struct sshexec_params p = {.command = "true"};
+    enum { N = 500 };
+    static uint64_t lat[N];
+    struct run r;
+
+    chain_left = 20;
+    chain_done = false;
+    ck_assert_int_eq(sshexec_start(pool, &p, on_start_next, NULL, NULL), 0);
+    fixture_run_until(&loop, &chain_done, 60000);
+
+    for (int i = 0; i < N; i++) {
+        uint64_t t0 = uv_hrtime();
+        run_params(&p, &r, 10000);
+        ck_assert_int_eq(r.error, 0);
+        lat[i] = uv_hrtime() - t0;
+        run_clear(&r);
+    }
+    qsort(lat, N, sizeof(lat[0]), cmp_u64);
+    printf("sshexec: round trip of `true` over a warm session, %d runs: p50 %.2f ms, "
+           "p90 %.2f ms, p99 %.2f ms, max %.2f ms\n",
+           N, lat[N / 2] / 1e6, lat[N * 9 / 10] / 1e6, lat[N * 99 / 100] / 1e6, lat[N - 1] / 1e6);
+}
+END_TEST
+
+static Suite *sshexec_suite(void)
+{
+    Suite *s = suite_create("sshexec");
+    TCase *tc;
+
+    tc = tcase_create("unit");
+    tcase_add_checked_fixture(tc, setup_loop, teardown_loop);
+    tcase_add_test(tc, test_shell_quote);
+    tcase_add_test(tc, test_build_command_roundtrip_local);
+    tcase_add_test(tc, test_build_command_rejects);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("sshd");
+    tcase_add_checked_fixture(tc, setup_sshd, teardown_sshd);
+    tcase_set_timeout(tc, 150);
+    tcase_add_test(tc, test_exec_true_echo);
+    tcase_add_test(tc, test_exec_stdout_stderr_exit);
+    tcase_add_test(tc, test_exec_signal);
+    tcase_add_test(tc, test_exec_stdin);
+    tcase_add_test(tc, test_exec_env_cwd_quoting);
+    tcase_add_test(tc, test_exec_argv);
+    tcase_add_test(tc, test_exec_concurrent);
+    tcase_add_test(tc, test_exec_truncation);
+    tcase_add_test(tc, test_exec_timeout_kills_tree);
+    tcase_add_test(tc, test_exec_streaming);
+    tcase_add_test(tc, test_exec_session_lost_and_reconnect);
+    tcase_add_test(tc, test_exec_cancel);
+    tcase_add_test(tc, test_pool_close_cancels_execs);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("bench");
+    tcase_add_checked_fixture(tc, setup_sshd, teardown_sshd);
+    tcase_set_timeout(tc, 150);
+    tcase_add_test(tc, test_exec_latency);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    if (getenv("SANDBOXD_TEST_DEBUG"))
+        log_set_max_level(LOG_DEBUG);
+    return check_run_suite(sshexec_suite());
+}
