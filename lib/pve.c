@@ -293,6 +293,7 @@ static int call_new(struct pve_client *c, enum call_kind kind, uint64_t timeout_
     call->state = CALL_REQUEST;
     if (!timeout_ms)
         timeout_ms = task_call ? c->task_timeout_ms : c->timeout_ms;
+    uv_update_time(c->loop); /* the cached time may be old when called outside a callback */
     call->deadline = uv_now(c->loop) + timeout_ms;
     call->next = c->calls;
     if (c->calls)
@@ -581,8 +582,6 @@ static void on_task_status(struct pve_call *call, struct json_object *data)
         return;
     }
     if (st.success) {
-        if (call->kind == CALL_TASK_STATUS && call->data == NULL)
-            call->data = json_object_get(data);
         call_finish(call, 0);
         return;
     }

@@ -75,7 +75,11 @@ struct pve_result {
                                      json_object_get() it to keep it */
     const char *upid;             /* task calls: the task's UPID once started (also on
                                      task failure and on a deadline while waiting) */
-    uint32_t vmid;                /* nextid, clone: the new vmid */
+    uint32_t vmid; /* nextid: the id. clone: the new id whenever a container with it may
+                      exist because of this call (the task started, or the POST's outcome is
+                      unknown, e.g. a timeout): clean it up on failure. 0 when the call proves
+                      it created nothing (Proxmox refused the clone, e.g. "already exists" of
+                      someone else's id, or the request was never sent). */
     const struct pve_task_status *task; /* task calls, task_status, wait_task */
     const char *ipv4;                   /* interfaces: first global IPv4 or NULL (no IP yet) */
     const struct pve_vm_list *vms;      /* cluster_resources, pool_members, lxc_list */
@@ -133,11 +137,14 @@ struct pve_clone_params {
     bool (*vmid_taken)(uint32_t vmid, void *userdata);
     void *vmid_taken_userdata;
 };
-/* POST /nodes/{node}/lxc/{template}/clone and wait for the task. Serialised per template.
+/* POST /nodes/{node}/lxc/{template}/clone and wait for the task. Serialised per template
+ * (FIFO; the call's deadline includes the time spent waiting in the queue).
  * With newid 0 the client reads /cluster/resources, picks a random free id in vmid_range
  * not in use (cluster, in-flight clones of this client, vmid_taken) and on "already exists"
- * tries another one (up to PVE_VMID_ALLOC_ATTEMPTS). res->vmid is the new id (also on a
- * task failure, when the container may exist half-made); res->upid the clone task. */
+ * tries another one (up to PVE_VMID_ALLOC_ATTEMPTS). res->vmid: see struct pve_result;
+ * res->upid: the clone task (NULL when no task was started). A cancelled clone may still
+ * create its container. Errors: -ENOSPC when vmid_range has no free id, -EBUSY (returned)
+ * when PVE_CLONE_QUEUE_MAX clones already wait for the template. */
 int pve_clone(struct pve_client *c, const struct pve_clone_params *p, PVE_CALL_ARGS);
 
 /* GET .../lxc/{vmid}/config (current=1 when current): res->data. */

@@ -504,6 +504,7 @@ static Suite *suite(void)
     Suite *s = suite_create("http");
     TCase *tc = tcase_create("loopback");
 
+    tcase_add_unchecked_fixture(tc, fixture_certs_init, fixture_certs_done);
     tcase_add_checked_fixture(tc, start_fixture, stop_fixture);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_ca_file_and_reason);

@@ -306,6 +306,13 @@ START_TEST(test_parallel_clones_one_template)
     struct json_object *st = fixture_state(&fx);
     ck_assert_int_eq(json_object_get_int(state_get(st, "counters", "clone_locked")), 0);
     ck_assert_int_eq(json_object_get_int(state_get(st, "counters", "clone_ok")), N_PARALLEL);
+    /* connections are kept alive and reused (pinned TLS): at most the per-host cap, plus
+     * the one of this state request */
+    int conns = json_object_get_int(state_get(st, "conns", NULL));
+    size_t nreq = json_object_array_length(state_get(st, "requests", NULL));
+    fprintf(stderr, "parallel clones: %zu requests over %d connections\n", nreq, conns);
+    ck_assert_int_le(conns, HTTP_MAX_HOST_CONNECTIONS_DEFAULT + 1);
+    ck_assert_uint_gt(nreq, 3 * N_PARALLEL);
     json_object_put(st);
     for (int i = 0; i < N_PARALLEL; i++)
         pres_clear(&r[i]);
@@ -938,6 +945,7 @@ static Suite *suite(void)
     Suite *s = suite_create("pve");
     TCase *tc = tcase_create("fake-pve");
 
+    tcase_add_unchecked_fixture(tc, fixture_certs_init, fixture_certs_done);
     tcase_add_checked_fixture(tc, start_fixture, stop_fixture);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_version_and_auth);
