@@ -129,6 +129,18 @@ class T1Ssh(unittest.TestCase):
         S.admin("POST", "/ct/102/no-ip", {"enable": False})
         S.wait_task(S.ok("DELETE", "/nodes/pve/lxc/102", {"force": 1}))
 
+    def test_no_sshd_fault(self):
+        S.clone(104)
+        S.admin("POST", "/ct/104/no-sshd", {"enable": True})
+        try:
+            ip = S.start_ct(104)
+            r = S.ssh(ip, "true", timeout=15)
+            self.assertEqual(r.returncode, 255)
+            self.assertIn("refused", r.stderr)
+        finally:
+            S.admin("POST", "/ct/104/no-sshd", {"enable": False})
+        S.wait_task(S.ok("DELETE", "/nodes/pve/lxc/104", {"force": 1}))
+
     def test_mac_change_new_ip(self):
         S.clone(103)
         ip = S.start_ct(103)
@@ -230,8 +242,14 @@ class T3Restart(unittest.TestCase):
         S.ssh(ip, "echo persisted > /root/file")
         S.stop()
         self.assertEqual(simlib.leftovers(S.info["instance"], S.state_dir, (S.info["internet_ip"],)), [])
-        S.start()
-        self.assertEqual(S.ok("GET", "/nodes/pve/lxc/300/status/current")["status"], "running")
+        S.config["ct_faults"] = {"locks": {"300": "backup"}}  # a stale lock from the config file
+        try:
+            S.start()
+        finally:
+            S.config.pop("ct_faults")
+        cur = S.ok("GET", "/nodes/pve/lxc/300/status/current")
+        self.assertEqual((cur["status"], cur["lock"]), ("running", "backup"))
+        S.admin("DELETE", "/ct/300/lock")
         self.assertEqual(S.wait_ip(300), ip)
         r = S.ssh(ip, "cat /root/file")
         self.assertEqual(r.stdout, "persisted\n")
