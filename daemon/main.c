@@ -13,6 +13,7 @@
 #include "lib/config.h"
 #include "lib/log.h"
 #include "lib/macro.h"
+#include "methods-sandbox.h"
 #include "methods.h"
 #include "notify.h"
 #include "server.h"
@@ -47,7 +48,7 @@ static void usage(FILE *f)
 
 /* Loads, validates and reads the secrets. Errors are printed, not logged as
  * events: they name the file, line and key. */
-static int load_config(const char *path, bool optional, struct config *ret)
+static int load_config(const char *path, bool optional, bool check_only, struct config *ret)
 {
     _cleanup_free_ char *err = NULL;
     struct config c;
@@ -68,7 +69,12 @@ static int load_config(const char *path, bool optional, struct config *ret)
     }
     r = config_validate(&c, &err);
     if (r == 0)
-        r = config_load_secrets(&c, &err);
+        r = config_load_secrets_full(&c, check_only, &err);
+    if (r == 0 && check_only && c.proxmox.present && (!c.proxmox.token_secret || !c.ssh.key))
+        fprintf(stderr,
+                "note: $CREDENTIALS_DIRECTORY is unset: the secrets systemd passes as "
+                "credentials ('%s', '%s') are not checked\n",
+                CONFIG_CREDENTIAL_PVE_TOKEN, CONFIG_CREDENTIAL_SSH_KEY);
     if (r < 0) {
         log_error(COMP, "%s", err ? err : strerror(-r));
         config_done(&c);
@@ -103,7 +109,7 @@ static void reload(struct daemon *d)
 
     notify_reloading();
     log_info(COMP, "reloading '%s'", path);
-    if (load_config(path, !d->config_path, &n) < 0) {
+    if (load_config(path, !d->config_path, false, &n) < 0) {
         log_error(COMP, "reload failed, keeping the running configuration");
         notify_ready();
         return;
@@ -177,6 +183,11 @@ static void close_signals(struct daemon *d)
     uv_close((uv_handle_t *)&d->sig_term, NULL);
     uv_close((uv_handle_t *)&d->sig_int, NULL);
     uv_close((uv_handle_t *)&d->sig_hup, NULL);
+    /* Closing the handles restored the default actions: a second SIGTERM during the
+     * last loop turns must not kill the process with a signal status. */
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGINT, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
 }
 
 static void on_server_closed(struct server *s, void *userdata)
@@ -185,6 +196,7 @@ static void on_server_closed(struct server *s, void *userdata)
 
     watchdog_stop(&d->watchdog);
     close_signals(d);
+    methods_sandbox_stop();
 }
 
 static void log_leak(uv_handle_t *h, void *arg)
@@ -245,7 +257,8 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    r = load_config(d.config_path ? d.config_path : CONFIG_DEFAULT_FILE, !d.config_path, &d.config);
+    r = load_config(d.config_path ? d.config_path : CONFIG_DEFAULT_FILE, !d.config_path, check_only,
+                    &d.config);
     if (r < 0)
         return 1;
     if (check_only) {
@@ -286,12 +299,14 @@ int main(int argc, char **argv)
     uv_signal_start(&d.sig_int, on_signal, SIGINT);
     uv_signal_start(&d.sig_hup, on_signal, SIGHUP);
 
-    r = server_listen(&d.server, socket_path);
+    r = methods_sandbox_start(&d.loop, &d.config);
+    if (r >= 0)
+        r = server_listen(&d.server, socket_path);
     if (r < 0) {
         server_shutdown(&d.server);
         close_signals(&d);
+        server_done(&d.server); /* closes a half-set-up listener */
         uv_run(&d.loop, UV_RUN_DEFAULT);
-        server_done(&d.server);
         (void)uv_loop_close(&d.loop);
         config_done(&d.config);
         return 1;
