@@ -717,7 +717,6 @@ static void method_file(struct req *r, json_object *params, bool write)
 {
     struct params_error pe = {};
     struct file_ctx *f;
-    struct sshfile *sf;
     struct sandbox *sb;
     int ret;
 
@@ -739,15 +738,6 @@ static void method_file(struct req *r, json_object *params, bool write)
         file_ctx_free(f);
         return;
     }
-    ret = sandbox_file(sb, &sf);
-    if (ret < 0) {
-        file_ctx_free(f);
-        if (ret == -EAGAIN)
-            reply_state(r, sb);
-        else
-            reply_io_error(r, ret, false);
-        return;
-    }
     if (write) {
         struct sshfile_write_params wp = {
             .path = f->w.path,
@@ -756,13 +746,15 @@ static void method_file(struct req *r, json_object *params, bool write)
             .mode = f->w.mode,
             .make_parents = f->w.make_parents,
         };
-        ret = sshfile_write(sf, &wp, on_written, f);
+        ret = sandbox_file_write(sb, &wp, on_written, f);
     } else
-        ret = sshfile_read(sf, f->rd.path, (uint64_t)f->rd.offset, (uint64_t)f->rd.length, on_read,
-                           f);
+        ret = sandbox_file_read(sb, f->rd.path, (uint64_t)f->rd.offset, (uint64_t)f->rd.length,
+                                on_read, f);
     if (ret < 0) {
         file_ctx_free(f);
-        if (ret == -EINVAL)
+        if (ret == -EAGAIN)
+            reply_state(r, sb);
+        else if (ret == -EINVAL)
             req_invalid_params(r, "path", "not an absolute path, or a bad offset/mode");
         else if (ret == -EFBIG)
             req_invalid_params(r, write ? "content" : "length", "too large");
