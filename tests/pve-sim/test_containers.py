@@ -17,9 +17,9 @@ S = None
 MARKER = "/root/pve-sim-host-marker-%d" % os.getpid()
 
 PROBE = r'''for t in "$INET 80" "$INET 443" "$INET 22" "$LAN 80" "$LAN 22" "$SIB 22"; do
- ( if echo | timeout 2 nc $t >/dev/null 2>&1; then echo "OPEN $t"; else echo "CLOSED $t"; fi ) &
+ ( if echo | timeout 3 nc $t >/dev/null 2>&1; then echo "OPEN $t"; else echo "CLOSED $t"; fi ) &
 done
-( if timeout 2 nslookup example.org $INET >/dev/null 2>&1; then echo "OPEN dns"; else echo "CLOSED dns"; fi ) &
+( if timeout 3 nslookup example.org $INET >/dev/null 2>&1; then echo "OPEN dns"; else echo "CLOSED dns"; fi ) &
 wait'''
 
 
