@@ -81,6 +81,7 @@ struct pve_call {
     unsigned attempts;
     uint64_t backoff_ms;
     uint64_t poll_ms;
+    int last_error; /* of the last attempt of the current request, 0 if none failed */
 
     /* results */
     struct json_object *data;
@@ -352,7 +353,7 @@ static void call_sleep(struct pve_call *call, uint64_t delay_ms, bool jitter)
         delay_ms = delay_ms - delay_ms / 4 + rng_next(call->client) % (span + 1);
     }
     if (rem == 0) {
-        call_finish(call, call->perr ? -EREMOTEIO : -ETIMEDOUT);
+        call_finish(call, call->last_error ? call->last_error : -ETIMEDOUT);
         return;
     }
     delay_ms = MIN(delay_ms, rem);
@@ -388,6 +389,7 @@ static int call_set_request(struct pve_call *call, const char *method, const cha
     call->policy = policy;
     call->step = step;
     call->attempts = 0;
+    call->last_error = 0;
     call->backoff_ms = PVE_RETRY_MIN_MS;
     return 0;
 }
@@ -426,9 +428,9 @@ static int call_send_now(struct pve_call *call)
 static void call_send(struct pve_call *call)
 {
     int r = call_send_now(call);
-    /* no time left for another attempt: report what Proxmox said last */
-    if (r == -ETIMEDOUT && call->perr)
-        r = -EREMOTEIO;
+    /* no time left for another attempt: report how the last one failed */
+    if (r == -ETIMEDOUT && call->last_error)
+        r = call->last_error;
     if (r < 0)
         call_finish(call, r);
 }
@@ -459,6 +461,7 @@ static bool retry_allowed(struct pve_call *call, int r, const struct pve_error *
 
 static void call_retry_or_fail(struct pve_call *call, int r)
 {
+    call->last_error = r;
     if (retry_allowed(call, r, r == -EREMOTEIO ? call->perr : NULL) && remaining_ms(call) > 0) {
         uint64_t delay = call->backoff_ms;
         call->backoff_ms = MIN(call->backoff_ms * 2, (uint64_t)PVE_RETRY_MAX_MS);

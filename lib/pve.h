@@ -67,8 +67,10 @@ struct pve_config {
 
 struct pve_result {
     /* 0: success. -EREMOTEIO: Proxmox answered with an error (HTTP >= 300, or a failed
-     * task): see perr. Other negative errno: transport (http.h), -ETIMEDOUT when the call's
-     * deadline passed, -EBADMSG for an unparsable answer, -ECANCELED when the client closed. */
+     * task): see perr. Other negative errno: transport (http.h), -EBADMSG for an unparsable
+     * answer, -ECANCELED when the client closed. When the deadline ends the retries, the last
+     * attempt's error is reported (a Proxmox error or a transport errno); -ETIMEDOUT when no
+     * attempt completed in time, or the task was still running (res->upid is then set). */
     int error;
     const struct pve_error *perr; /* set iff error == -EREMOTEIO; may carry upid */
     struct json_object *data;     /* success: the "data" member (NULL for JSON null); borrowed,

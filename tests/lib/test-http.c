@@ -151,6 +151,9 @@ START_TEST(test_ca_file_mismatch)
     ck_assert_int_eq(a.calls, 1);
     ck_assert_int_eq(a.r, -EBADE);
     teardown_client();
+    char *n = fixture_call(&fx, "GET", "/requests", NULL);
+    ck_assert_str_eq(n, "0");
+    free(n);
 }
 END_TEST
 
@@ -184,6 +187,10 @@ START_TEST(test_pin_mismatch)
     ck_assert_int_eq(a.calls, 1);
     ck_assert_int_eq(a.r, -EBADE);
     teardown_client();
+    /* the handshake failed: the request (and its Authorization header) was never sent */
+    char *n = fixture_call(&fx, "GET", "/requests", NULL);
+    ck_assert_str_eq(n, "0");
+    free(n);
 }
 END_TEST
 

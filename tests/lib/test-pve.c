@@ -3,7 +3,9 @@
 
 #include <check.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include "lib/pve.h"
@@ -940,6 +942,43 @@ START_TEST(test_pve_sim_smoke)
 }
 END_TEST
 
+START_TEST(test_connect_refused_retried)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof(sa);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    char url[64];
+    struct pres a = {0}, b = {0};
+    struct pve_clone_params p = {.node = "pve", .template_vmid = 9000, .newid = 300, .full = -1};
+
+    /* a bound port nobody listens on: every connect is refused, nothing is ever sent */
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
+    snprintf(url, sizeof(url), "https://127.0.0.1:%d", ntohs(sa.sin_port));
+    struct pve_config cfg = {.base_url = url,
+                             .token_id = TOKEN_ID,
+                             .token_secret = TOKEN_SECRET,
+                             .tls = {.verify = true}};
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    ck_assert_int_eq(pve_client_new(&loop, &cfg, &client), 0);
+    uint64_t t0 = uv_now(&loop);
+    ck_assert_int_eq(pve_version(client, 500, on_pres, &a, NULL), 0);
+    ck_assert_int_eq(pve_clone(client, &p, 500, on_pres, &b, NULL), 0);
+    run();
+    close(fd);
+    ck_assert_int_eq(a.error, -ECONNREFUSED);
+    ck_assert_uint_ge(a.attempts, 2);
+    ck_assert_int_eq(b.error, -ECONNREFUSED);
+    ck_assert_uint_ge(b.attempts, 2); /* safe: the clone request never left */
+    ck_assert_uint_eq(b.vmid, 0);
+    ck_assert_uint_lt(b.done_at - t0, 2000);
+    pres_clear(&a);
+    pres_clear(&b);
+    client_done();
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("pve");
@@ -969,6 +1008,7 @@ static Suite *suite(void)
     TCase *tc_sim = tcase_create("pve-sim");
     tcase_set_timeout(tc_sim, 90);
     tcase_add_test(tc_sim, test_pve_sim_smoke);
+    tcase_add_test(tc_sim, test_connect_refused_retried);
     suite_add_tcase(s, tc_sim);
     return s;
 }
