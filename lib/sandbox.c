@@ -438,12 +438,8 @@ static void sandbox_close_ssh(struct sandbox *sb)
 
     if (pool)
         sshpool_close(pool, NULL, NULL);
-#ifdef HAVE_SFTP
     if (file)
         sshfile_close(file, NULL, NULL);
-#else
-    (void)file;
-#endif
 }
 
 /* The destroy finished (err NULL: gone). Serves the waiters and a failed create. */
@@ -1296,7 +1292,6 @@ int sandbox_exec_start(struct sandbox *sb, const struct sshexec_params *params, 
     return sshexec_start(sb->pool, params, cb, userdata, ret);
 }
 
-#ifdef HAVE_SFTP
 static int sandbox_sshfile(struct sandbox *sb, struct sshfile **ret)
 {
     struct engine *e = sb->engine;
@@ -1346,160 +1341,6 @@ int sandbox_file_read(struct sandbox *sb, const char *path, uint64_t offset, uin
         return r;
     return sshfile_read(f, path, offset, length, cb, userdata);
 }
-#else
-/* Without lib/sftp.c: the same contract over exec channels of the sandbox's pool (a shell
- * script with the data on stdin; failures print an errno name on stderr, exit 90). */
-#define FILE_SCRIPT_FAIL 90
-
-struct xfile {
-    bool write;
-    uint64_t offset;
-    sshfile_write_cb wcb;
-    sshfile_read_cb rcb;
-    void *userdata;
-    uint64_t len;
-};
-
-static int errno_from_name(const char *s)
-{
-    static const struct {
-        const char *name;
-        int err;
-    } t[] = {{"ENOENT", ENOENT}, {"EACCES", EACCES}, {"EISDIR", EISDIR}, {"ENOTDIR", ENOTDIR},
-             {"ENOSPC", ENOSPC}, {"EROFS", EROFS},   {"EEXIST", EEXIST}, {"EIO", EIO}};
-
-    for (size_t i = 0; i < ELEMENTSOF(t); i++)
-        if (startswith(s, t[i].name))
-            return -t[i].err;
-    return -EIO;
-}
-
-static void on_xfile_done(struct sshexec *x, int error, struct sshexec_result *res, void *userdata)
-{
-    struct xfile *f = userdata;
-
-    if (error == 0 && res->exit_code == FILE_SCRIPT_FAIL)
-        error = errno_from_name(res->err ? res->err : "");
-    else if (error == 0 && res->exit_code != 0)
-        error = -EIO;
-    if (f->write)
-        f->wcb(error, error < 0 ? 0 : f->len, f->userdata);
-    else if (error < 0)
-        f->rcb(error, NULL, f->userdata);
-    else {
-        unsigned long long size = 0;
-        const char *sz = res->err ? strstr(res->err, "SIZE ") : NULL;
-        struct sshfile_read_result rr = {.data = res->out, .len = res->out_len};
-
-        if (sz)
-            size = strtoull(sz + 5, NULL, 10);
-        rr.size = size;
-        rr.eof = f->offset + res->out_len >= size;
-        f->rcb(0, &rr, f->userdata);
-        if (rr.data == NULL)
-            res->out = NULL; /* taken by the callback */
-    }
-    free(f);
-}
-
-static int xfile_run(struct sandbox *sb, const char *script, const void *in, size_t in_len,
-                     size_t out_max, struct xfile *f)
-{
-    struct sshexec_params p = {
-        .command = script,
-        .stdin_data = in,
-        .stdin_len = in_len,
-        .timeout_ms = 600000,
-        .max_output_bytes = out_max ? out_max : 4096,
-    };
-    int r;
-
-    if (sb->state != SANDBOX_READY || !sb->pool || sb->engine->closing) {
-        free(f);
-        return -EAGAIN;
-    }
-    r = sshexec_start(sb->pool, &p, on_xfile_done, f, NULL);
-    if (r < 0)
-        free(f);
-    return r;
-}
-
-static bool path_ok(const char *path)
-{
-    size_t n = path ? strlen(path) : 0;
-
-    return n > 1 && n <= SSHFILE_PATH_MAX && path[0] == '/' && path[n - 1] != '/';
-}
-
-int sandbox_file_write(struct sandbox *sb, const struct sshfile_write_params *p,
-                       sshfile_write_cb cb, void *userdata)
-{
-    _cleanup_free_ char *q = NULL, *script = NULL;
-    struct xfile *f;
-
-    if (!path_ok(p->path) || p->mode > 07777)
-        return -EINVAL;
-    if (p->len > SSHEXEC_STDIN_MAX)
-        return -EFBIG;
-    q = shell_quote(p->path);
-    if (!q)
-        return -ENOMEM;
-    if (asprintf(&script,
-                 "p=%s; d=${p%%/*}; d=${d:-/}; b=${p##*/}; "
-                 "fail() { echo \"$1\" >&2; exit %d; }; "
-                 "%s"
-                 "[ -d \"$d\" ] || { [ -e \"$d\" ] && fail ENOTDIR; fail ENOENT; }; "
-                 "[ -d \"$p\" ] && fail EISDIR; "
-                 "[ -w \"$d\" ] || fail EACCES; "
-                 "t=\"$d/.$b.sandboxd-$$\"; "
-                 "cat > \"$t\" || { rm -f \"$t\"; fail ENOSPC; }; "
-                 "chmod %o \"$t\" && mv -f \"$t\" \"$p\" || { rm -f \"$t\"; fail EIO; }",
-                 q, FILE_SCRIPT_FAIL, p->make_parents ? "mkdir -p \"$d\" 2>/dev/null; " : "",
-                 p->mode) < 0)
-        return -ENOMEM;
-    f = calloc(1, sizeof *f);
-    if (!f)
-        return -ENOMEM;
-    f->write = true;
-    f->wcb = cb;
-    f->userdata = userdata;
-    f->len = p->len;
-    return xfile_run(sb, script, p->data, p->len, 0, f);
-}
-
-int sandbox_file_read(struct sandbox *sb, const char *path, uint64_t offset, uint64_t length,
-                      sshfile_read_cb cb, void *userdata)
-{
-    _cleanup_free_ char *q = NULL, *script = NULL;
-    struct xfile *f;
-
-    if (!path_ok(path))
-        return -EINVAL;
-    if (length == 0)
-        length = SSHFILE_READ_MAX;
-    if (length > SSHFILE_READ_MAX)
-        return -EFBIG;
-    q = shell_quote(path);
-    if (!q)
-        return -ENOMEM;
-    if (asprintf(&script,
-                 "p=%s; fail() { echo \"$1\" >&2; exit %d; }; "
-                 "[ -e \"$p\" ] || fail ENOENT; [ -d \"$p\" ] && fail EISDIR; "
-                 "[ -r \"$p\" ] || fail EACCES; "
-                 "echo \"SIZE $(stat -c %%s \"$p\")\" >&2; "
-                 "tail -c +%" PRIu64 " \"$p\" | head -c %" PRIu64,
-                 q, FILE_SCRIPT_FAIL, offset + 1, length) < 0)
-        return -ENOMEM;
-    f = calloc(1, sizeof *f);
-    if (!f)
-        return -ENOMEM;
-    f->rcb = cb;
-    f->userdata = userdata;
-    f->offset = offset;
-    /* stdout is bounded by head -c; stderr carries the size line */
-    return xfile_run(sb, script, NULL, 0, (size_t)MAX(length, 4096u), f);
-}
-#endif
 
 /* ---- probe and firewall check ---- */
 

@@ -187,9 +187,8 @@ int engine_set_internet(struct engine *e, struct sandbox *sb, bool enabled, engi
 /* ---- exec and files: the sandbox's pools (state READY only, else -EAGAIN) ---- */
 int sandbox_exec_start(struct sandbox *sb, const struct sshexec_params *params, sshexec_done_cb cb,
                        void *userdata, struct sshexec **ret);
-/* file.write / file.read (sftp.h's contract: callbacks, errors, limits). SFTP on the thread
- * pool over the sandbox's own session (created on first use); built without lib/sftp.c, the
- * same contract over an exec channel. -EAGAIN unless READY; -EINVAL/-EFBIG as sftp.h. */
+/* file.write / file.read (sftp.h's contract: callbacks, errors, limits): SFTP on the thread
+ * pool over the sandbox's own session, created on first use. -EAGAIN unless READY. */
 int sandbox_file_write(struct sandbox *sb, const struct sshfile_write_params *p,
                        sshfile_write_cb cb, void *userdata);
 int sandbox_file_read(struct sandbox *sb, const char *path, uint64_t offset, uint64_t length,
