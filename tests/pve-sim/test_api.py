@@ -108,6 +108,12 @@ class T01Basics(unittest.TestCase):
         self.assertEqual(r.status, 500)
         self.assertTrue(r.reason.startswith("hostname lookup 'nosuch' failed"))
 
+    def test_indexes(self):
+        self.assertIn({"subdir": "config"}, S.ok("GET", "/nodes/pve/lxc/9000"))
+        self.assertIn({"subdir": "current"}, S.ok("GET", "/nodes/pve/lxc/9000/status"))
+        r = S.api("GET", "/nodes/pve2/lxc/9000/status")
+        self.assertEqual((r.status, r.reason), (500, "Configuration file 'nodes/pve2/lxc/9000.conf' does not exist"))
+
     def test_nodes(self):
         self.assertEqual([n["node"] for n in S.ok("GET", "/nodes")], ["pve", "pve2"])
 
