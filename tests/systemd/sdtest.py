@@ -152,3 +152,17 @@ def ini_keys(text, commented=True):
         if m and section:
             keys.append(f"{section}.{m.group(1)}")
     return keys
+
+
+def make_ssh_key(directory):
+    """A fresh ed25519 key pair in directory: returns (private key text, the
+    SHA256:... fingerprint of its public key)."""
+    keygen = need_program("ssh-keygen")
+    path = os.path.join(directory, "test_ed25519")
+    run([keygen, "-q", "-t", "ed25519", "-N", "", "-C", "sandboxd-test", "-f", path], check_rc=0)
+    fp = run([keygen, "-l", "-E", "sha256", "-f", path + ".pub"], check_rc=0).stdout.split()[1]
+    with open(path) as f:
+        key = f.read()
+    os.unlink(path)
+    os.unlink(path + ".pub")
+    return key, fp

@@ -93,8 +93,9 @@ def main():
         os.makedirs(creds)
         with open(os.path.join(creds, "pve-token"), "w") as f:
             f.write("0b5c1f3e-7d2a-4c8e-9f61-3a2b1c0d9e8f\n")
+        key, fingerprint = t.make_ssh_key(tmp)
         with open(os.path.join(creds, "ssh-key"), "w") as f:
-            f.write("-----BEGIN OPENSSH PRIVATE KEY-----\nAAAA\n-----END OPENSSH PRIVATE KEY-----\n")
+            f.write(key)
         state = os.path.join(tmp, "state")
         os.makedirs(state, mode=0o700)
         conf = os.path.join(tmp, "sandboxd.conf")
@@ -102,7 +103,7 @@ def main():
             f.write(f"[server]\nstate_dir = {state}\n"
                     "[proxmox]\nurl = https://127.0.0.1:9\ntoken_id = sandboxd@pve!sandboxd\n"
                     "template = 9000\npool = sandboxd\n"
-                    "[ssh]\ntemplate_host_key = SHA256:AAAA\n")
+                    f"[ssh]\ntemplate_host_key = {fingerprint}\n")
         sock = os.path.join(tmp, "sandboxd.sock")
         notify = Notify(os.path.join(tmp, "notify"))
 
