@@ -356,6 +356,21 @@ class T04Config(unittest.TestCase):
         finally:
             S.admin("DELETE", "/ct/300/lock")
 
+    def test_flock_timeout(self):
+        S.admin("PUT", "/settings", {"flock_timeout": 0.3})
+        try:
+            S.admin("POST", "/ct/300/hold-flock", {"seconds": 1.5})
+            r = S.api("PUT", "/nodes/pve/lxc/300/config", {"cores": 1})
+            self.assertEqual((r.status, r.reason),
+                             (500, "can't lock file '/run/lock/lxc/pve-config-300.lock' - got timeout"))
+            u = S.ok("POST", "/nodes/pve/lxc/300/status/start")
+            self.assertEqual(S.wait_task(u)["exitstatus"],
+                             "can't lock file '/run/lock/lxc/pve-config-300.lock' - got timeout")
+            time.sleep(1.5)
+            S.ok("PUT", "/nodes/pve/lxc/300/config", {"cores": 1})
+        finally:
+            S.admin("PUT", "/settings", {"flock_timeout": 10})
+
     def test_resize(self):
         r = S.api("PUT", "/nodes/pve/lxc/300/resize", {"disk": "rootfs", "size": "10GiB"})
         self.assertEqual(r.json["errors"], {"size": "value does not match the regex pattern"})
