@@ -14,6 +14,7 @@
 #include "conn.h"
 #include "lib/log.h"
 #include "lib/macro.h"
+#include "notify.h"
 #include "proto/rpc.h"
 
 #define COMP "server"
@@ -185,6 +186,10 @@ static void on_sweep(uv_timer_t *t)
     for (struct conn *c = s->conns; c; c = next) {
         next = c->next;
         conn_sweep(c, now);
+    }
+    if (s->state == SERVER_LISTENING && s->n_conns != s->status_conns) {
+        s->status_conns = s->n_conns;
+        notify_status("Serving on %s: %u connection(s)", s->socket_path, s->n_conns);
     }
 }
 

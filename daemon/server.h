@@ -64,6 +64,7 @@ struct server {
     size_t n_uids;
     uint64_t n_accepted;
     uint64_t n_rejected;
+    unsigned status_conns; /* connection count last sent as STATUS= */
 
     uint64_t started_ms;                                 /* uv_now at start */
     uint64_t started_wall;                               /* time(NULL) at start */
