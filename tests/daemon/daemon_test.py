@@ -637,6 +637,35 @@ def test_socket_activation_two_sockets():
 
 
 @test
+def test_socket_activation_not_unix():
+    d = Daemon(start=False)
+    sa = shutil_which("systemd-socket-activate")
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    proc = subprocess.Popen([sa, "-l", f"127.0.0.1:{port}", SANDBOXD, "--config", d.conf],
+                            env=d.env, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 10
+    while True:
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            break
+        except OSError:
+            check(time.time() < deadline, "systemd-socket-activate did not listen")
+            time.sleep(0.05)
+    s.settimeout(20)
+    try:
+        check(s.recv(100) == b"", "daemon served a TCP socket")
+    except ConnectionResetError:
+        pass
+    proc.wait(20)
+    err = proc.stderr.read()
+    check(proc.returncode == 1 and "not a listening stream Unix socket" in err, err)
+    subprocess.run(["rm", "-rf", d.dir])
+
+
+@test
 def test_stale_and_live_socket():
     d = Daemon(start=False)
     # A stale socket file (nothing listens) is replaced.
