@@ -13,7 +13,7 @@
 #include "sshs-internal.h"
 
 #define COMP "sftp"
-#define SSHFILE_CHUNK (64u * 1024u)
+#define SSHFILE_CHUNK (192u * 1024u)
 /* How long the `mv -f` fallback may take. */
 #define SSHFILE_MV_TIMEOUT_MS 30000
 

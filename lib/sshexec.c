@@ -252,13 +252,21 @@ int sshexec_build_command(const struct sshexec_params *params, const char *marke
         sb_quote(&b, params->cwd);
         sb_puts(&b, " && ");
     }
-    sb_puts(&b, "exec env " MARKER_VAR "=");
-    sb_puts(&b, marker);
-    if (params->env)
+    if (params->env && params->env[0]) {
+        /* env(1) sets any name, even ones a login shell (bash) keeps read-only. */
+        sb_puts(&b, "exec env " MARKER_VAR "=");
+        sb_puts(&b, marker);
         for (size_t i = 0; params->env[i]; i++) {
             sb_puts(&b, " ");
             sb_quote(&b, params->env[i]);
         }
+    } else {
+        /* Without user variables, save a fork+exec: an assignment before exec is exported
+         * to the new program (POSIX sh, bash, busybox ash). */
+        sb_puts(&b, MARKER_VAR "=");
+        sb_puts(&b, marker);
+        sb_puts(&b, " exec");
+    }
     sb_puts(&b, " /bin/sh -c ");
     if (params->command) {
         sb_quote(&b, params->command);

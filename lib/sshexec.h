@@ -8,11 +8,13 @@
  *
  * How "kill everything it started" works: the command runs as
  *   cd 'CWD' && exec env SANDBOXD_EXEC_ID=<128-bit random hex> 'K=V'... /bin/sh -c 'CMD'
- * under sshd, which makes it a session and process group leader. Every descendant inherits
- * the SANDBOXD_EXEC_ID marker, including ones that setsid() away. On timeout or cancel a
- * second channel runs a small busybox-compatible script that repeatedly stops and kills
- * every process whose /proc/PID/environ holds the marker, and their process groups, until
- * none is left. Processes that rewrite their environment (env -i) escape this.
+ * (without env: cd 'CWD' && SANDBOXD_EXEC_ID=<hex> exec /bin/sh -c 'CMD'; with argv:
+ * /bin/sh -c 'exec "$@"' sh 'ARG0' 'ARG1'...) under sshd, which makes it a session and process
+ * group leader. Every descendant inherits the SANDBOXD_EXEC_ID marker, including ones that setsid()
+ * away. On timeout or cancel a second channel runs a small busybox-compatible script that
+ * repeatedly stops and kills every process whose /proc/PID/environ holds the marker, and their
+ * process groups, until none is left. Processes that rewrite their environment (env -i) escape
+ * this.
  *
  * Errors passed to sshexec_done_cb (result NULL unless error == 0):
  *   0            the command ran; see result (timed_out, exit_code, signal)
