@@ -633,6 +633,10 @@ START_TEST(test_firewall_group_by_scanning)
         0); /* already there: nothing to do */
     run();
     ck_assert_int_eq(b.error, 0);
+    /* someone changed the rules between our list and our delete: list again, then delete */
+    fixture_fault(&fx, "{\"method\":\"DELETE\",\"path\":\"/lxc/170/firewall/rules/1\","
+                       "\"count\":1,\"status\":500,\"reason\":\"detected modified "
+                       "configuration - file changed by other user? Try again.\"}");
     ck_assert_int_eq(
         pve_fw_group_set(client, "pve", 170, "sandbox-internet", false, 0, on_pres, &c, NULL), 0);
     run();
@@ -648,7 +652,7 @@ START_TEST(test_firewall_group_by_scanning)
     struct json_object *st = fixture_state(&fx), *last = NULL, *rules;
     /* one POST for the group, one DELETE at the position found by scanning (1, not 0) */
     ck_assert_uint_eq(requests_matching(st, "POST", "/lxc/170/firewall/rules", NULL), 3);
-    ck_assert_uint_eq(requests_matching(st, "DELETE", "/lxc/170/firewall/rules/1", &last), 1);
+    ck_assert_uint_eq(requests_matching(st, "DELETE", "/lxc/170/firewall/rules/1", &last), 2);
     ck_assert_ptr_nonnull(strstr(req_field(last, "query"), "digest="));
     ck_assert_uint_eq(requests_matching(st, "DELETE", "/lxc/170/firewall/rules/0", NULL), 0);
     rules = state_get(state_get(st, "rules", NULL), "170", NULL);
