@@ -40,7 +40,7 @@
 
 struct sshfile;
 
-/* Copies cfg like sshpool_new() (the key stays borrowed). Does not connect yet. */
+/* Copies cfg like sshpool_new() (takes a reference on the key). Does not connect yet. */
 int sshfile_new(uv_loop_t *loop, const struct sshs_config *cfg, struct sshfile **ret);
 
 /* Cancels queued requests (their callbacks run with -ECANCELED before this returns), lets a

@@ -11,7 +11,10 @@
 
 struct sshs_key {
     ssh_key key;
+    unsigned refs; /* the loader's plus one per pool/sshfile configuration (atomic) */
 };
+
+struct sshs_key *sshs_key_ref(const struct sshs_key *key);
 
 /* An owned copy of struct sshs_config with the defaults filled in. */
 struct sshs_conf {

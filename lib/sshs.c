@@ -126,6 +126,7 @@ int sshs_key_load_memory(const void *data, size_t len, struct sshs_key **ret)
         return -ENOMEM;
     }
     k->key = key;
+    k->refs = 1;
     explicit_bzero(text, len);
     *ret = k;
     return 0;
@@ -188,9 +189,19 @@ int sshs_key_load_file(const char *path, struct sshs_key **ret)
     return r;
 }
 
+struct sshs_key *sshs_key_ref(const struct sshs_key *key)
+{
+    struct sshs_key *k = (struct sshs_key *)key;
+
+    __atomic_add_fetch(&k->refs, 1, __ATOMIC_RELAXED);
+    return k;
+}
+
 struct sshs_key *sshs_key_free(struct sshs_key *key)
 {
     if (!key)
+        return NULL;
+    if (__atomic_sub_fetch(&key->refs, 1, __ATOMIC_ACQ_REL) > 0)
         return NULL;
     ssh_key_free(key->key);
     free(key);
@@ -367,6 +378,8 @@ static bool is_numeric_host(const char *h)
 
 void sshs_conf_done(struct sshs_conf *c)
 {
+    if (c->key)
+        sshs_key_free((struct sshs_key *)c->key);
     free(c->host);
     free(c->user);
     free(c->pins);
@@ -392,7 +405,7 @@ int sshs_conf_copy(const struct sshs_config *cfg, struct sshs_conf *ret)
         return -ENOMEM;
     }
     c.port = cfg->port ? cfg->port : 22;
-    c.key = cfg->key;
+    c.key = sshs_key_ref(cfg->key);
     c.connect_timeout_ms =
         cfg->connect_timeout_ms ? cfg->connect_timeout_ms : SSHS_CONNECT_TIMEOUT_MS_DEFAULT;
     c.keepalive_ms = cfg->keepalive_ms ? cfg->keepalive_ms : SSHS_KEEPALIVE_MS_DEFAULT;

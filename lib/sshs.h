@@ -35,7 +35,9 @@
 #define SSHS_PINS_MAX 8u
 #define SSHS_KEY_FILE_MAX (64u * 1024u)
 
-/* A private key, loaded once and shared (read-only) by every session that uses it. */
+/* A private key, loaded once and shared (read-only) by every session that uses it. It is
+ * reference counted: each pool and sshfile keeps its own reference, so sshs_key_free() (which
+ * drops the loader's reference) may be called while they still run. */
 struct sshs_key;
 
 /* Loads an OpenSSH or PEM private key (unencrypted). -ENOENT/-EACCES from opening the file,
@@ -60,7 +62,7 @@ struct sshs_config {
     const char *host;              /* numeric IPv4 or IPv6 literal; names are refused (-EINVAL) */
     uint16_t port;                 /* 0 = 22 */
     const char *user;              /* e.g. "root" */
-    const struct sshs_key *key;    /* borrowed: must outlive every pool/sshfile using it */
+    const struct sshs_key *key;    /* pools and sshfiles take their own reference */
     const char *host_key_pins;     /* required, see sshs_pins_validate() */
     uint32_t connect_timeout_ms;   /* 0 = default; one attempt: TCP + kex + host key + auth */
     uint32_t keepalive_ms;         /* 0 = default; idle sessions send SSH_MSG_IGNORE this often */
@@ -85,7 +87,7 @@ const char *sshs_state_to_string(enum sshs_state s);
 typedef void (*sshpool_connect_cb)(struct sshpool *pool, int error, void *userdata);
 typedef void (*sshpool_close_cb)(void *userdata);
 
-/* Copies cfg (strings included; the key stays borrowed). n_sessions in 1..SSHS_SESSIONS_MAX.
+/* Copies cfg (strings included; takes a reference on the key). n_sessions in 1..SSHS_SESSIONS_MAX.
  * Does not connect yet. -EINVAL for a bad host/pins/user/n_sessions. */
 int sshpool_new(uv_loop_t *loop, const struct sshs_config *cfg, unsigned n_sessions,
                 struct sshpool **ret);

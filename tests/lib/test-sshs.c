@@ -144,6 +144,28 @@ START_TEST(test_connect_auth)
 }
 END_TEST
 
+/* Pools keep their own reference on the key: the loader may drop its own at once. */
+START_TEST(test_key_released_early)
+{
+    struct sshs_config cfg = fixture_config(&fx);
+    struct sshs_key *key = NULL;
+    struct sshpool *pool = NULL;
+    struct connect_wait w = {};
+    char path[512];
+
+    snprintf(path, sizeof(path), "%s/client_ed25519", fx.dir);
+    ck_assert_int_eq(sshs_key_load_file(path, &key), 0);
+    cfg.key = key;
+    ck_assert_int_eq(sshpool_new(&loop, &cfg, 1, &pool), 0);
+    ck_assert_ptr_null(sshs_key_free(key));
+    ck_assert_int_eq(sshpool_connect(pool, 10000, on_connect, &w), 0);
+    fixture_run_until(&loop, &w.done, 15000);
+    ck_assert_int_eq(w.error, 0);
+    sshpool_close(pool, on_closed, &w);
+    fixture_run_until(&loop, &w.closed, 5000);
+}
+END_TEST
+
 START_TEST(test_connect_second_pin_matches)
 {
     struct sshs_config cfg = fixture_config(&fx);
@@ -261,6 +283,7 @@ static Suite *sshs_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_fingerprint_matches_ssh_keygen);
     tcase_add_test(tc, test_connect_auth);
+    tcase_add_test(tc, test_key_released_early);
     tcase_add_test(tc, test_connect_second_pin_matches);
     tcase_add_test(tc, test_wrong_host_key_refused);
     tcase_add_test(tc, test_wrong_client_key_refused);
