@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
@@ -814,6 +815,8 @@ static bool sim_start(struct sim *sm)
     ck_assert_int_ge(sm->pid, 0);
     if (sm->pid == 0) {
         const char *python = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+        /* if this test dies on a failed assertion, the simulator stops (and cleans up) */
+        (void)prctl(PR_SET_PDEATHSIG, SIGTERM);
         dup2(out[1], 1);
         execlp(python, python, script, "--state-dir", sm->dir, "--no-containers", "--clone-time",
                "0.05", "--dhcp-delay", "0.1", "--auth-failure-delay", "0", (char *)NULL);
