@@ -24,6 +24,9 @@
  * groups, until none is left. POSIX sh and busybox ash; busybox grep has -z. */
 static const char kill_script[] =
     "m=\"" MARKER_VAR "=$1\"\n"
+    "s=$(cat /proc/$$/stat)\n"
+    "set -- ${s##*') '}\n"
+    "me=$3\n"
     "i=0\n"
     "while [ $i -lt 20 ]; do\n"
     "  pids=\n"
@@ -36,7 +39,7 @@ static const char kill_script[] =
     "  for p in $pids; do\n"
     "    s=$(cat /proc/$p/stat 2>/dev/null) || continue\n"
     "    set -- ${s##*') '}\n"
-    "    [ \"${3:-0}\" -gt 1 ] && kill -KILL -$3 2>/dev/null\n"
+    "    [ \"${3:-0}\" -gt 1 ] && [ \"$3\" != \"$me\" ] && kill -KILL -$3 2>/dev/null\n"
     "  done\n"
     "  kill -KILL $pids 2>/dev/null\n"
     "  i=$((i+1))\n"
