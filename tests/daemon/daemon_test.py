@@ -19,6 +19,7 @@ import time
 
 SANDBOXD = SANDBOXCTL = None
 TESTS = {}
+STARTED = []  # every daemon process started, killed at the end whatever happened
 
 
 def test(fn):
@@ -63,6 +64,7 @@ class Daemon:
         argv = argv or [SANDBOXD, "--config", self.conf, "--log-level", "debug"] + self.args
         self.logf = open(self.log, "w")
         self.proc = subprocess.Popen(argv, env=self.env, stderr=self.logf, stdout=self.logf)
+        STARTED.append(self.proc)
         deadline = time.time() + 20
         while time.time() < deadline:
             if self.proc.poll() is not None:
@@ -882,6 +884,12 @@ def main():
             import traceback
             traceback.print_exc()
             print(f"FAIL {n}: {e}")
+        finally:
+            for p in STARTED:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            STARTED.clear()
     sys.exit(1 if failed else 0)
 
 
