@@ -51,11 +51,13 @@ def bench_exec(env, c, n):
     for _ in range(20):
         c.call("sandbox.exec", {"id": sb["id"], "command": "true"})
     lat = []
+    cpu0 = cpu_ms(env.proc.pid)
     for _ in range(n):
         t = time.perf_counter()
         c.call("sandbox.exec", {"id": sb["id"], "command": "true"})
         lat.append(time.perf_counter() - t)
-    print(f"exec sandboxd (socket, `true`):      {ms(lat)}")
+    cpu = (cpu_ms(env.proc.pid) - cpu0) / n
+    print(f"exec sandboxd (socket, `true`):      {ms(lat)}; daemon CPU {cpu:.2f} ms per exec")
     base = ssh_base(env, sb["ip"])
     fresh = []
     for _ in range(max(20, n // 20)):
@@ -117,20 +119,31 @@ def bench_flight(env, c, n_sb, n_exec):
             errors += 1
         lat.append(time.perf_counter() - ts)
     dt = time.perf_counter() - t0
+    print(f"flight: load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     print(f"flight: {n_exec} execs in flight over {len(sbs)} sandboxes: {n_exec / dt:.0f} execs/s, "
           f"p99 {pct(lat, 99) * 1000:.0f} ms (completion incl. queueing), errors {errors}")
     return sbs
+
+
+def cpu_ms(pid):
+    """User + system CPU time of a process in ms."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
 
 
 def bench_create(env, c, n_seq, n_par):
     env.sim.admin("PUT", "/settings", ZERO)
     lat = []
     sbs = []
+    cpu0 = cpu_ms(env.proc.pid)
     for _ in range(n_seq):
         t = time.perf_counter()
         sbs.append(c.call("sandbox.create", {}))
         lat.append(time.perf_counter() - t)
-    print(f"create -> ready, simulator delays 0: {ms(lat)}")
+    cpu = (cpu_ms(env.proc.pid) - cpu0) / n_seq
+    print(f"create -> ready, simulator delays 0: {ms(lat)}; daemon CPU {cpu:.1f} ms per create "
+          f"(its own work; the rest is waiting for the simulator's clone/start and sshd)")
     destroy_all(c, sbs)
     t = time.perf_counter()
     sbs, errs = create_many(c, n_par)
