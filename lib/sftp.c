@@ -14,6 +14,8 @@
 
 #define COMP "sftp"
 #define SSHFILE_CHUNK (192u * 1024u)
+#define SSHFILE_READ_CHUNK (64u * 1024u)
+#define SSHFILE_READ_AHEAD 16u
 /* How long the `mv -f` fallback may take. */
 #define SSHFILE_MV_TIMEOUT_MS 30000
 
@@ -43,6 +45,7 @@ struct job {
     struct sshfile_read_result rres;
     void *userdata;
     int error;
+    bool drop_session;
 };
 
 struct sshfile {
@@ -440,16 +443,51 @@ static int do_read(struct sshfile *f, struct job *j)
         sftp_close(file);
         return -EIO;
     }
-    while (got < want) {
-        ssize_t n = sftp_read(file, buf + got, MIN((size_t)want - got, (size_t)SSHFILE_CHUNK));
-        if (n < 0) {
-            r = last_error(f);
-            sftp_close(file);
-            return r;
+    /* Pipelined: up to SSHFILE_READ_AHEAD requests in flight (one RTT each otherwise). Only
+     * bytes known to exist are requested; if the file shrank meanwhile the replies left
+     * behind are dropped with the session. */
+    {
+        int ids[SSHFILE_READ_AHEAD];
+        uint32_t lens[SSHFILE_READ_AHEAD];
+        unsigned head = 0, n = 0;
+        uint64_t issued = 0;
+        bool short_read = false;
+
+        while (n > 0 || (issued < want && !short_read)) {
+            while (n < SSHFILE_READ_AHEAD && issued < want && !short_read) {
+                uint32_t len = (uint32_t)MIN(want - issued, (uint64_t)SSHFILE_READ_CHUNK);
+                int id = sftp_async_read_begin(file, len);
+                if (id < 0) {
+                    r = last_error(f);
+                    goto read_fail;
+                }
+                ids[(head + n) % SSHFILE_READ_AHEAD] = id;
+                lens[(head + n) % SSHFILE_READ_AHEAD] = len;
+                n++;
+                issued += len;
+            }
+            if (short_read) {
+                /* Replies after a short one would land at the wrong offset. */
+                r = -EAGAIN;
+                goto read_fail;
+            }
+            {
+                int k = sftp_async_read(file, buf + got, lens[head], (uint32_t)ids[head]);
+                if (k < 0) {
+                    r = last_error(f);
+                    goto read_fail;
+                }
+                got += (size_t)k;
+                if ((uint32_t)k < lens[head])
+                    short_read = true;
+                head = (head + 1) % SSHFILE_READ_AHEAD;
+                n--;
+                if (short_read && n > 0) {
+                    r = -EAGAIN;
+                    goto read_fail;
+                }
+            }
         }
-        if (n == 0)
-            break; /* shrank meanwhile */
-        got += (size_t)n;
     }
     sftp_close(file);
     buf[got] = 0;
@@ -458,6 +496,14 @@ static int do_read(struct sshfile *f, struct job *j)
     j->rres.size = got > 0 ? MAX(size, j->offset + got) : size;
     j->rres.eof = j->offset + got >= j->rres.size;
     return 0;
+
+read_fail:
+    /* Outstanding replies would stay queued in the session: start afresh next time. */
+    sftp_close(file);
+    j->drop_session = true;
+    if (r == -EAGAIN)
+        r = -EIO; /* the file changed under the read */
+    return r;
 }
 
 static void on_job_work(uv_work_t *w)
@@ -485,7 +531,7 @@ static void on_job_work(uv_work_t *w)
         }
         break;
     }
-    if (r < 0 && is_transport_error(r))
+    if ((r < 0 && is_transport_error(r)) || j->drop_session)
         session_drop(f);
     j->error = r;
 }

@@ -250,6 +250,31 @@ START_TEST(test_read_offset_length)
 }
 END_TEST
 
+/* Ranges spanning many pipelined read requests land at the right place. */
+START_TEST(test_read_large_ranges)
+{
+    size_t n = 3 * 1024 * 1024 + 11;
+    char *data = malloc(n), path[512];
+    struct rd r;
+
+    fill_random(data, n);
+    snprintf(path, sizeof(path), "%s/large", work);
+    ck_assert_int_eq(write_file(path, data, n, 0644, false), 0);
+    ck_assert_int_eq(read_file(path, 100001, 2 * 1024 * 1024 + 3, &r), 0);
+    ck_assert_uint_eq(r.len, 2 * 1024 * 1024 + 3);
+    ck_assert_uint_eq(r.size, n);
+    ck_assert(!r.eof);
+    ck_assert_int_eq(memcmp(r.data, data + 100001, r.len), 0);
+    free(r.data);
+    ck_assert_int_eq(read_file(path, n - 5, 0, &r), 0);
+    ck_assert_uint_eq(r.len, 5);
+    ck_assert(r.eof);
+    ck_assert_int_eq(memcmp(r.data, data + n - 5, 5), 0);
+    free(r.data);
+    free(data);
+}
+END_TEST
+
 START_TEST(test_make_parents)
 {
     char path[512], dir[512];
@@ -538,6 +563,7 @@ static Suite *sftp_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_roundtrip_sizes);
     tcase_add_test(tc, test_read_offset_length);
+    tcase_add_test(tc, test_read_large_ranges);
     tcase_add_test(tc, test_make_parents);
     tcase_add_test(tc, test_errors);
     tcase_add_test(tc, test_argument_checks);
