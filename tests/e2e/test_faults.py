@@ -92,6 +92,8 @@ def main():
                     break
                 assert time.time() < deadline, lst
                 time.sleep(0.05)
+            e = c.error("sandbox.exec", {"id": lst[0]["id"], "command": "true"})
+            assert e.code == -32002 and e.data.get("state") == "creating", e.err
             d = c.call("sandbox.destroy", {"id": lst[0]["id"]})
             assert d == {"id": lst[0]["id"], "state": "destroyed"}, d
             e = None
@@ -125,6 +127,25 @@ def main():
             check_clean(env, c2)
 
         tests.append(("wrong pinned host key is refused (-32005)", wrong_host_key))
+
+        def proxmox_down():
+            env.sim.stop()
+            c3 = env.client()
+            t0 = time.time()
+            e = c3.error("sandbox.create", {})
+            assert e.code in (-32004, -32006), e.err
+            assert time.time() - t0 < 30, time.time() - t0
+            deadline = time.time() + 30
+            while True:
+                st = c3.call("daemon.status")
+                if st["proxmox"]["reachable"] is False:
+                    break
+                assert time.time() < deadline, st
+                time.sleep(0.5)
+            assert st["proxmox"]["last_error"], st
+            assert st["sandboxes"]["total"] == 0, st
+
+        tests.append(("Proxmox down: create fails, status says unreachable", proxmox_down))
         run(tests)
 
 
