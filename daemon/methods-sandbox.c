@@ -10,6 +10,9 @@
 #include <syslog.h>
 
 #include "lib/log.h"
+#include "lib/marker.h"
+#include "lib/reconcile.h"
+#include "lib/registry.h"
 #include "lib/sandbox.h"
 #include "lib/util.h"
 #include "methods.h"
@@ -21,6 +24,7 @@
 #define ADMIN_GROUPS_MAX 256
 
 static struct engine *engine;
+static struct reconcile *reconcile; /* NULL without [proxmox] */
 
 /* ---- identity ---- */
 
@@ -234,6 +238,46 @@ static struct pending *pending_new(struct req *r)
 
 /* ---- sandbox.create ---- */
 
+/* Creates with an idempotency key whose first create is still running: they share its
+ * outcome (lib/reconcile.h; registry issue). */
+struct idem_wait {
+    struct pending p;
+    char id[ID_MAX + 1];
+    struct idem_wait *next;
+};
+static struct idem_wait *idem_waits;
+
+/* sandbox.create requests held until the first reconcile ended (it rebuilds the table that
+ * quotas and idempotency keys are checked against). */
+struct parked {
+    struct req *req;
+    json_object *params;
+    struct parked *next;
+};
+static struct parked *parked;
+
+static void idem_serve(const char *id, const struct engine_error *err, struct sandbox *sb)
+{
+    struct idem_wait **pp = &idem_waits;
+
+    while (*pp) {
+        struct idem_wait *w = *pp;
+
+        if (strcmp(w->id, id) != 0) {
+            pp = &w->next;
+            continue;
+        }
+        *pp = w->next;
+        if (w->p.req) {
+            if (err)
+                reply_engine_error(w->p.req, err);
+            else
+                req_reply(w->p.req, sandbox_json(sb));
+        }
+        free(w);
+    }
+}
+
 static void on_created(const struct engine_error *err, struct sandbox *sb, void *userdata)
 {
     struct pending *p = userdata;
@@ -241,10 +285,109 @@ static void on_created(const struct engine_error *err, struct sandbox *sb, void 
     if (p->req) {
         if (err)
             reply_engine_error(p->req, err);
-        else
+        else {
             req_reply(p->req, sandbox_json(sb));
+            test_crash_point("create-replied");
+        }
     }
     free(p);
+    if (sb)
+        idem_serve(sb->id, err, sb);
+}
+
+static void parked_disconnect(struct req *r, void *userdata)
+{
+    struct parked *x = userdata, **pp;
+
+    for (pp = &parked; *pp; pp = &(*pp)->next)
+        if (*pp == x) {
+            *pp = x->next;
+            break;
+        }
+    free(x);
+    req_error(r, RPC_SHUTTING_DOWN, "the client went away");
+}
+
+static void method_create(struct req *r, json_object *params);
+
+static void on_reconciled(void *userdata)
+{
+    struct parked *l = TAKE_PTR(parked), *rev = NULL;
+
+    while (l) { /* in arrival order */
+        struct parked *n = l->next;
+        l->next = rev;
+        rev = l;
+        l = n;
+    }
+    while (rev) {
+        struct parked *n = rev->next;
+        struct req *r = rev->req;
+        json_object *params = rev->params;
+
+        free(rev);
+        req_on_disconnect(r, NULL, NULL);
+        method_create(r, params);
+        rev = n;
+    }
+}
+
+/* Handles an idempotency key: true when the request was answered (or joined a create in
+ * flight); false when a new create must run. ret_hash gets the params hash. */
+static bool idem_lookup(struct req *r, json_object *params, const char *key,
+                        char ret_hash[SHA256_HEX_SIZE])
+{
+    char khash[SHA256_HEX_SIZE];
+    json_object *copy = json_object_new_object();
+    struct idem_wait *w;
+    int k;
+
+    json_object_object_foreach(params, pk, pv)
+    {
+        if (strcmp(pk, "idempotency_key") != 0)
+            json_object_object_add(copy, pk, json_object_get(pv));
+    }
+    k = reg_params_hash(copy, ret_hash);
+    json_object_put(copy);
+    if (k >= 0)
+        k = marker_key_hash(req_uid(r), key, khash);
+    if (k < 0) {
+        req_invalid_params(r, "params", "the parameters cannot be hashed");
+        return true;
+    }
+    for (struct sandbox *sb = engine_first(engine); sb; sb = engine_next(engine, sb)) {
+        if (sb->owner_uid != req_uid(r) || strcmp(sb->idem_hash, khash) != 0)
+            continue;
+        if (sb->params_hash[0] && strcmp(sb->params_hash, ret_hash) != 0) {
+            json_object *d = json_object_new_object();
+            json_object_object_add(
+                d, "reason",
+                json_object_new_string("idempotency_key reused with different parameters"));
+            json_object_object_add(d, "id", json_object_new_string(sb->id));
+            req_error_data(r, RPC_IDEMPOTENCY_MISMATCH, NULL, d);
+            return true;
+        }
+        if (sb->state == SANDBOX_READY) {
+            req_reply(r, sandbox_json(sb));
+            return true;
+        }
+        if (sb->state >= SANDBOX_DESTROYING) {
+            reply_state(r, sb);
+            return true;
+        }
+        w = calloc(1, sizeof *w); /* a create in flight: share its outcome */
+        if (!w) {
+            req_error(r, RPC_INTERNAL_ERROR, "out of memory");
+            return true;
+        }
+        snprintf(w->id, sizeof w->id, "%s", sb->id);
+        w->p.req = r;
+        req_on_disconnect(r, pending_detach, &w->p);
+        w->next = idem_waits;
+        idem_waits = w;
+        return true;
+    }
+    return false;
 }
 
 static void method_create(struct req *r, json_object *params)
@@ -257,12 +400,28 @@ static void method_create(struct req *r, json_object *params)
     struct pending *p;
     int ret;
 
+    char phash[SHA256_HEX_SIZE] = "";
+
     ret = params_sandbox_create_parse(params, &c, &pe);
     if (params_failed(r, ret, &pe))
         return;
-    if (c.idempotency_key) {
+    if (reconcile && !reconcile_initial_done(reconcile)) {
+        struct parked *x = calloc(1, sizeof *x);
+
         params_sandbox_create_done(&c);
-        req_invalid_params(r, "idempotency_key", "idempotency keys are not supported yet");
+        if (!x) {
+            req_error(r, RPC_INTERNAL_ERROR, "out of memory");
+            return;
+        }
+        x->req = r;
+        x->params = params;
+        x->next = parked;
+        parked = x;
+        req_on_disconnect(r, parked_disconnect, x);
+        return;
+    }
+    if (c.idempotency_key && idem_lookup(r, params, c.idempotency_key, phash)) {
+        params_sandbox_create_done(&c);
         return;
     }
     labels = json_object_new_object();
@@ -278,6 +437,8 @@ static void method_create(struct req *r, json_object *params)
         .internet = c.internet,
         .ttl_s = c.ttl_s,
         .labels = labels,
+        .idempotency_key = c.idempotency_key,
+        .params_hash = phash[0] ? phash : NULL,
     };
     p = pending_new(r);
     if (!p) {
@@ -373,6 +534,37 @@ static void method_set_internet(struct req *r, json_object *params)
     if (!pd)
         return;
     if (engine_set_internet(engine, sb, p.enabled, on_internet, pd, &err) < 0) {
+        free(pd);
+        reply_engine_error(r, &err);
+    }
+}
+
+/* ---- sandbox.renew ---- */
+
+static void method_renew(struct req *r, json_object *params)
+{
+    struct params_sandbox_renew p;
+    struct params_error pe = {};
+    struct engine_error err = {};
+    struct sandbox *sb;
+    struct pending *pd;
+
+    if (params_failed(r, params_sandbox_renew_parse(params, &p, &pe), &pe))
+        return;
+    sb = lookup(r, p.id);
+    if (!sb)
+        return;
+    if (!reconcile) {
+        err = (struct engine_error){.kind = ENGINE_E_NOT_CONFIGURED,
+                                    .error = -ENXIO,
+                                    .message = "Proxmox is not configured ([proxmox] section)"};
+        reply_engine_error(r, &err);
+        return;
+    }
+    pd = pending_new(r);
+    if (!pd)
+        return;
+    if (reconcile_renew(reconcile, sb, p.ttl_s, on_internet, pd, &err) < 0) {
         free(pd);
         reply_engine_error(r, &err);
     }
@@ -806,6 +998,42 @@ static void status_provider(json_object *status, void *userdata)
                            : reachable < 0            ? json_object_new_string("not connected yet")
                                                       : NULL);
     json_object_object_add(status, "proxmox", px);
+
+    if (reconcile) {
+        struct reconcile_stats st;
+        json_object *rc = json_object_new_object(), *stuck = json_object_new_array();
+        char t[RFC3339_MAX];
+
+        reconcile_get_stats(reconcile, &st);
+        json_object_object_add(rc, "last_run",
+                               st.last_run && time_format_rfc3339(st.last_run, t, sizeof t) == 0
+                                   ? json_object_new_string(t)
+                                   : NULL);
+        json_object_object_add(rc, "ok", json_object_new_boolean(st.last_ok));
+        json_object_object_add(rc, "last_error",
+                               st.last_error ? json_object_new_string(st.last_error) : NULL);
+        json_object_object_add(rc, "runs", json_object_new_int64((int64_t)st.runs));
+        json_object_object_add(rc, "reattached", json_object_new_int64((int64_t)st.reattached));
+        json_object_object_add(rc, "rolled_back", json_object_new_int64((int64_t)st.rolled_back));
+        json_object_object_add(rc, "orphans_destroyed",
+                               json_object_new_int64((int64_t)st.orphans_destroyed));
+        json_object_object_add(rc, "expired_destroyed",
+                               json_object_new_int64((int64_t)st.expired_destroyed));
+        json_object_object_add(rc, "registry_problems",
+                               json_object_new_int64((int64_t)st.registry_problems));
+        for (size_t i = 0; i < st.n_stuck; i++) {
+            json_object *o = json_object_new_object();
+
+            json_object_object_add(o, "vmid", json_object_new_int64(st.stuck[i].vmid));
+            json_object_object_add(o, "lock", json_object_new_string(st.stuck[i].lock));
+            json_object_object_add(o, "sandbox", json_object_new_string(st.stuck[i].sandbox));
+            if (time_format_rfc3339(st.stuck[i].since, t, sizeof t) == 0)
+                json_object_object_add(o, "since", json_object_new_string(t));
+            json_object_array_add(stuck, o);
+        }
+        json_object_object_add(rc, "stuck", stuck);
+        json_object_object_add(status, "reconcile", rc);
+    }
 }
 
 /* ---- table ---- */
@@ -815,6 +1043,7 @@ static const struct method_def sandbox_methods[] = {
     {"sandbox.get", method_get},
     {"sandbox.list", method_list},
     {"sandbox.set_internet", method_set_internet},
+    {"sandbox.renew", method_renew},
     {"sandbox.destroy", method_destroy},
     {"sandbox.exec", method_exec},
     {"file.write", method_file_write},
@@ -842,11 +1071,41 @@ int methods_sandbox_start(uv_loop_t *loop, const struct config *cfg)
     if (r < 0)
         return r;
     methods_set_status_provider(status_provider, NULL);
+    if (engine_configured(engine)) {
+        r = reconcile_new(engine, on_reconciled, NULL, &reconcile);
+        if (r < 0) {
+            log_error(COMP, "cannot start the reconcile: %s", strerror(-r));
+            return r;
+        }
+    }
     return 0;
+}
+
+static void stop_now(void *userdata)
+{
+    struct parked *x = TAKE_PTR(parked);
+
+    while (x) {
+        struct parked *n = x->next;
+        req_on_disconnect(x->req, NULL, NULL);
+        req_error(x->req, RPC_SHUTTING_DOWN, "the daemon is shutting down");
+        free(x);
+        x = n;
+    }
+    reconcile = reconcile_free(reconcile);
+    engine_close(TAKE_PTR(engine), NULL, NULL);
 }
 
 void methods_sandbox_stop(void)
 {
+    const struct config *cfg = engine ? engine_config(engine) : NULL;
+
     methods_set_status_provider(NULL, NULL);
-    engine_close(TAKE_PTR(engine), NULL, NULL);
+    /* Sandboxes outlive the daemon unless [sandbox] destroy_on_stop says otherwise. */
+    if (reconcile && cfg && cfg->sandbox.destroy_on_stop) {
+        log_info(COMP, "destroy_on_stop: destroying every sandbox before stopping");
+        if (reconcile_destroy_all(reconcile, stop_now, NULL) == 0)
+            return;
+    }
+    stop_now(NULL);
 }

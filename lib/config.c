@@ -85,6 +85,9 @@ static const struct key_def keys[] = {
     UINT_KEY("sandbox", "default_memory_mb", sandbox.default_memory_mb, 16, 1048576),
     UINT_KEY("sandbox", "default_disk_gb", sandbox.default_disk_gb, 1, 65536),
     UINT_KEY("sandbox", "create_timeout_s", sandbox.create_timeout_s, 10, 3600),
+    {"sandbox", "destroy_on_stop", KEY_BOOL, F(sandbox.destroy_on_stop), 0, 0, 0},
+    UINT_KEY("sandbox", "reconcile_interval_s", sandbox.reconcile_interval_s, 1, 86400),
+    UINT_KEY("sandbox", "orphan_grace_s", sandbox.orphan_grace_s, 0, 86400),
 };
 
 #define N_KEYS ELEMENTSOF(keys)
@@ -402,6 +405,8 @@ int config_init(struct config *c)
                 .default_memory_mb = CONFIG_DEFAULT_MEMORY_MB,
                 .default_disk_gb = CONFIG_DEFAULT_DISK_GB,
                 .create_timeout_s = CONFIG_DEFAULT_CREATE_TIMEOUT_S,
+                .reconcile_interval_s = CONFIG_DEFAULT_RECONCILE_INTERVAL_S,
+                .orphan_grace_s = CONFIG_DEFAULT_ORPHAN_GRACE_S,
             },
     };
     c->proxmox.nodes = calloc(1, sizeof(char *));

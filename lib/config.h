@@ -55,6 +55,8 @@
 #define CONFIG_DEFAULT_MEMORY_MB 512
 #define CONFIG_DEFAULT_DISK_GB 8
 #define CONFIG_DEFAULT_CREATE_TIMEOUT_S 300
+#define CONFIG_DEFAULT_RECONCILE_INTERVAL_S 60
+#define CONFIG_DEFAULT_ORPHAN_GRACE_S 60
 
 struct config_server {
     char *socket;       /* path bound when systemd passes none */
@@ -109,6 +111,9 @@ struct config_sandbox {
     unsigned default_memory_mb; /* 16..1048576 */
     unsigned default_disk_gb;   /* 1..65536 */
     unsigned create_timeout_s;  /* 10..3600 */
+    bool destroy_on_stop;          /* a clean stop destroys every sandbox (default: kept) */
+    unsigned reconcile_interval_s; /* 1..86400: Proxmox pool compared with the registry */
+    unsigned orphan_grace_s;       /* 0..86400: age before an unrecorded container is reaped */
 };
 
 struct config {

@@ -16,6 +16,7 @@
 #include "macro.h"
 #include "marker.h"
 #include "pve.h"
+#include "reconcile.h"
 #include "registry.h"
 
 #define COMP "sandbox"
@@ -178,6 +179,8 @@ static int sandbox_save(struct sandbox *sb, reg_done_fn cb, void *userdata)
         .labels = sb->labels,
         .created_at = sb->created_at,
         .expires_at = sb->expires_at,
+        .idempotency_key = sb->idempotency_key,
+        .params_hash = sb->params_hash[0] ? (char *)sb->params_hash : NULL,
     };
 
     if (sb->error) {
@@ -244,6 +247,7 @@ static void sandbox_free_cb(uv_handle_t *h)
     free(sb->hostname);
     free(sb->ip);
     free(sb->error);
+    free(sb->idempotency_key);
     if (sb->labels)
         json_object_put(sb->labels);
     bool counted = sb->close_counted;
@@ -500,6 +504,7 @@ static void on_deleted(const struct pve_result *res, void *userdata)
     sb->call = NULL;
     if (res->error == 0 ||
         (res->error == -EREMOTEIO && res->perr && res->perr->kind == PVE_ERR_NOT_FOUND)) {
+        test_crash_point("destroy-deleted");
         destroy_finish(sb, NULL);
         return;
     }
@@ -564,6 +569,8 @@ static void destroy_step_stop(struct sandbox *sb)
     r = pve_stop(e->pve, sb->node, sb->vmid, destroy_timeout(sb), on_stopped, sb, &sb->call);
     if (r < 0)
         destroy_step_delete(sb);
+    else
+        test_crash_point("destroy-stop-sent");
 }
 
 /* ---- create ---- */
@@ -621,11 +628,17 @@ static bool create_check_abort(struct sandbox *sb)
     return false;
 }
 
+static void probe_schedule(struct engine *e, uint64_t ms);
+
 static void create_fail_pve(struct sandbox *sb, const struct pve_result *res)
 {
+    struct engine *e = sb->engine;
     struct engine_error err;
 
-    error_from_pve(res, sb->engine->closing, &err);
+    /* A transport failure: let daemon.status find out now, not at the next probe. */
+    if (res->error < 0 && res->error != -EREMOTEIO && res->error != -ECANCELED && !e->closing)
+        probe_schedule(e, 0);
+    error_from_pve(res, e->closing, &err);
     create_fail(sb, &err);
 }
 
@@ -645,6 +658,36 @@ static void create_deadline(struct sandbox *sb, const char *what)
     create_fail_errno(sb, ENGINE_E_DEADLINE, -ETIMEDOUT, buf);
 }
 
+static void on_ready_saved(int r, void *userdata)
+{
+    struct sandbox *sb = userdata;
+
+    sb->refs--;
+    if (sb->state == SANDBOX_GONE || !sb->create_op) { /* dropped by engine_close() */
+        sandbox_maybe_free(sb);
+        return;
+    }
+    if (create_check_abort(sb))
+        return;
+    if (r < 0) {
+        create_fail_errno(sb, ENGINE_E_INTERNAL, r, "cannot write the registry record");
+        return;
+    }
+    test_crash_point("create-ready-durable");
+    create_finish(sb);
+}
+
+static void create_step_connect(struct sandbox *sb);
+
+static void on_connect_retry(uv_timer_t *t)
+{
+    struct sandbox *sb = t->data;
+
+    if (create_check_abort(sb))
+        return;
+    create_step_connect(sb);
+}
+
 static void on_connected(struct sshpool *pool, int error, void *userdata)
 {
     struct sandbox *sb = userdata;
@@ -659,14 +702,32 @@ static void on_connected(struct sshpool *pool, int error, void *userdata)
             create_deadline(sb, "connecting over SSH");
             return;
         }
+        /* A fresh container's sshd may drop the first connections while it starts: retry
+         * those (never a host key or auth refusal) while the create deadline allows. */
+        if ((error == -EPROTO || error == -ECONNRESET) &&
+            sb->connect_attempts < ENGINE_CONNECT_ATTEMPTS &&
+            step_timeout(sb, UINT64_MAX) > ENGINE_CONNECT_RETRY_MS) {
+            struct sshpool *p = TAKE_PTR(sb->pool);
+
+            sb->connect_attempts++;
+            sshpool_close(p, NULL, NULL);
+            uv_timer_start(&sb->timer, on_connect_retry, ENGINE_CONNECT_RETRY_MS, 0);
+            return;
+        }
         snprintf(buf, sizeof buf, "SSH connect to %s failed: %s%s%s", sb->ip,
                  error == -EBADE ? "host key mismatch" : strerror(-error),
                  detail && *detail ? ": " : "", detail ? detail : "");
         create_fail_errno(sb, ENGINE_E_SSH, error, buf);
         return;
     }
+    test_crash_point("create-before-ready");
     sandbox_set_state(sb, SANDBOX_READY);
-    create_finish(sb);
+    /* READY is durable before the caller hears of it: a restart re-attaches the sandbox. */
+    sb->refs++;
+    if (sandbox_save(sb, on_ready_saved, sb) < 0) {
+        sb->refs--;
+        create_finish(sb);
+    }
 }
 
 static void create_step_connect(struct sandbox *sb)
@@ -697,6 +758,8 @@ static void create_step_connect(struct sandbox *sb)
     r = sshpool_connect(sb->pool, t, on_connected, sb);
     if (r < 0)
         create_fail_errno(sb, ENGINE_E_SSH, r, "cannot start the SSH connect");
+    else
+        test_crash_point("create-connecting");
 }
 
 static void ip_poll(struct sandbox *sb);
@@ -785,6 +848,8 @@ static void create_step_start(struct sandbox *sb)
     r = pve_start(sb->engine->pve, sb->node, sb->vmid, t, on_started, sb, &sb->call);
     if (r < 0)
         create_fail_errno(sb, ENGINE_E_INTERNAL, r, "cannot start the container");
+    else
+        test_crash_point("create-starting");
 }
 
 static void on_fw_group(const struct pve_result *res, void *userdata)
@@ -965,6 +1030,7 @@ static void on_cloned(const struct pve_result *res, void *userdata)
     sb->call = NULL;
     if (res->vmid)
         sb->vmid = res->vmid;
+    test_crash_point("create-cloned");
     if (create_check_abort(sb))
         return;
     if (res->error < 0) {
@@ -1024,6 +1090,9 @@ static void on_intent_saved(int r, void *userdata)
         create_fail_errno(sb, ENGINE_E_INTERNAL, r, "cannot write the registry record");
         return;
     }
+    test_crash_point("create-intent-durable");
+    memcpy(m.key, sb->idem_hash, sizeof m.key);
+    memcpy(m.params, sb->params_hash, sizeof m.params);
     snprintf(m.instance, sizeof m.instance, "%s", reg_instance_id(e->reg));
     snprintf(m.sandbox, sizeof m.sandbox, "%s", sb->id);
     r = marker_format(&m, line, sizeof line);
@@ -1053,6 +1122,8 @@ static void on_intent_saved(int r, void *userdata)
     r = pve_clone(e->pve, &cp, t, on_cloned, sb, &sb->call);
     if (r < 0)
         create_fail_errno(sb, ENGINE_E_INTERNAL, r, "cannot start the clone");
+    else
+        test_crash_point("create-clone-sent");
 }
 
 static int labels_copy(json_object *in, json_object **ret)
@@ -1138,6 +1209,16 @@ int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engi
     sb->memory_mb = opts->memory_mb > 0 ? (unsigned)opts->memory_mb : cs->default_memory_mb;
     sb->disk_gb = opts->disk_gb > 0 ? (unsigned)opts->disk_gb : cs->default_disk_gb;
     sb->internet = opts->internet;
+    if (opts->idempotency_key) {
+        sb->idempotency_key = strdup(opts->idempotency_key);
+        if (!sb->idempotency_key ||
+            marker_key_hash(opts->owner_uid, opts->idempotency_key, sb->idem_hash) < 0) {
+            free(sb->node); /* reported as out of memory below */
+            sb->node = NULL;
+        }
+    }
+    if (opts->params_hash && hex_is_valid(opts->params_hash, SHA256_HEX_SIZE - 1))
+        memcpy(sb->params_hash, opts->params_hash, SHA256_HEX_SIZE);
     sb->created_at = now_realtime();
     sb->expires_at = sb->created_at + ttl;
     sb->started_ms = now_ms(e);
@@ -1154,6 +1235,7 @@ int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engi
         FAIL(ENGINE_E_INTERNAL, -ENOMEM, "out of memory", NULL);
     }
     /* The intent is durable before anything exists in Proxmox. */
+    test_crash_point("create-before-intent");
     r = sandbox_save(sb, on_intent_saved, sb);
     if (r < 0) {
         sb->state = SANDBOX_GONE;
@@ -1197,7 +1279,7 @@ int engine_destroy(struct engine *e, struct sandbox *sb, engine_done_cb cb, void
             sandbox_close_ssh(sb); /* the connect callback sees the request */
             return 0;
         }
-        if (sb->state == SANDBOX_WAITING_IP && !sb->call &&
+        if ((sb->state == SANDBOX_WAITING_IP || sb->state == SANDBOX_CONNECTING) && !sb->call &&
             uv_is_active((uv_handle_t *)&sb->timer)) {
             uv_timer_stop(&sb->timer);
             (void)create_check_abort(sb);
@@ -1284,9 +1366,14 @@ int engine_set_internet(struct engine *e, struct sandbox *sb, bool enabled, engi
 
 /* ---- exec and files ---- */
 
+static int sandbox_pool_lazy(struct sandbox *sb);
+
 int sandbox_exec_start(struct sandbox *sb, const struct sshexec_params *params, sshexec_done_cb cb,
                        void *userdata, struct sshexec **ret)
 {
+    if (sb->state == SANDBOX_READY && !sb->pool && !sb->create_op && !sb->engine->closing &&
+        sandbox_pool_lazy(sb) < 0)
+        return -EAGAIN;
     if (sb->state != SANDBOX_READY || !sb->pool || sb->engine->closing)
         return -EAGAIN;
     return sshexec_start(sb->pool, params, cb, userdata, ret);
@@ -1395,7 +1482,7 @@ static void on_probe(const struct pve_result *res, void *userdata)
         if (was != 0)
             notice(e, LOG_WARNING, "Proxmox is not reachable: %s", buf);
     }
-    probe_schedule(e, ENGINE_PROBE_INTERVAL_MS);
+    probe_schedule(e, e->reachable ? ENGINE_PROBE_INTERVAL_MS : ENGINE_PROBE_RETRY_MS);
 }
 
 static void on_probe_timer(uv_timer_t *t)
@@ -1404,7 +1491,7 @@ static void on_probe_timer(uv_timer_t *t)
 
     if (e->closing || e->probe_call)
         return;
-    if (pve_version(e->pve, 10000, on_probe, e, &e->probe_call) < 0)
+    if (pve_version(e->pve, ENGINE_PROBE_TIMEOUT_MS, on_probe, e, &e->probe_call) < 0)
         probe_schedule(e, ENGINE_PROBE_INTERVAL_MS);
 }
 
@@ -1574,4 +1661,119 @@ void engine_close(struct engine *e, void (*cb)(void *userdata), void *userdata)
         uv_close((uv_handle_t *)&e->probe, probe_closed);
     }
     engine_release(e);
+}
+
+/* ---- for lib/reconcile.c ---- */
+
+uv_loop_t *engine_loop(const struct engine *e)
+{
+    return e->loop;
+}
+
+struct pve_client *engine_pve(const struct engine *e)
+{
+    return e->pve;
+}
+
+struct registry *engine_registry(const struct engine *e)
+{
+    return e->reg;
+}
+
+bool engine_closing(const struct engine *e)
+{
+    return e->closing;
+}
+
+void engine_emit_notice(struct engine *e, int level, const char *msg)
+{
+    notice(e, level, "%s", msg);
+}
+
+bool sandbox_busy(const struct sandbox *sb)
+{
+    return sb->create_op || sb->call || sb->fw_busy || sb->state == SANDBOX_DESTROYING ||
+           sb->destroy_requested;
+}
+
+int engine_save(struct sandbox *sb, void (*cb)(int r, void *userdata), void *userdata)
+{
+    if (sb->engine->closing)
+        return -ESHUTDOWN;
+    return sandbox_save(sb, cb ? cb : save_logged, userdata);
+}
+
+/* A re-attached sandbox's SSH pool, created on first use (it connects lazily). */
+static int sandbox_pool_lazy(struct sandbox *sb)
+{
+    struct engine *e = sb->engine;
+    struct sshs_config sc = {
+        .host = sb->ip,
+        .port = 22,
+        .user = e->cfg->ssh.user,
+        .key = e->key,
+        .host_key_pins = e->pins,
+        .connect_timeout_ms = e->cfg->ssh.connect_timeout_ms,
+    };
+
+    if (!sb->ip)
+        return -EHOSTUNREACH;
+    return sshpool_new(e->loop, &sc, e->cfg->ssh.sessions_per_sandbox, &sb->pool);
+}
+
+int engine_adopt(struct engine *e, const struct reg_record *r, struct sandbox **ret)
+{
+    struct sandbox *sb;
+    int k;
+
+    if (e->closing || !e->configured)
+        return -ESHUTDOWN;
+    if (!r->id || !id_is_valid(r->id) || r->vmid <= 0 || !r->node || !r->ip)
+        return -EINVAL;
+    for (sb = e->sandboxes; sb; sb = sb->next)
+        if (strcmp(sb->id, r->id) == 0)
+            return -EEXIST;
+    sb = calloc(1, sizeof *sb);
+    if (!sb)
+        return -ENOMEM;
+    snprintf(sb->id, sizeof sb->id, "%s", r->id);
+    sb->engine = e;
+    sb->owner_uid = r->owner_uid;
+    sb->vmid = (uint32_t)r->vmid;
+    sb->node = strdup(r->node);
+    sb->hostname = strdup(r->hostname ? r->hostname : r->id);
+    sb->ip = strdup(r->ip);
+    sb->internet = r->internet;
+    sb->cores = r->cores;
+    sb->memory_mb = (unsigned)r->memory_mb;
+    sb->disk_gb = (unsigned)r->disk_gb;
+    sb->created_at = r->created_at;
+    sb->expires_at = r->expires_at;
+    sb->state = SANDBOX_READY;
+    sb->started_ms = now_ms(e);
+    k = labels_copy(r->labels, &sb->labels);
+    if (r->idempotency_key) {
+        sb->idempotency_key = strdup(r->idempotency_key);
+        if (!sb->idempotency_key ||
+            marker_key_hash(r->owner_uid, r->idempotency_key, sb->idem_hash) < 0)
+            k = -ENOMEM;
+    }
+    if (r->params_hash && hex_is_valid(r->params_hash, SHA256_HEX_SIZE - 1))
+        memcpy(sb->params_hash, r->params_hash, SHA256_HEX_SIZE);
+    uv_timer_init(e->loop, &sb->timer);
+    sb->timer.data = sb;
+    if (k < 0 || !sb->node || !sb->hostname || !sb->ip) {
+        sb->state = SANDBOX_GONE;
+        sandbox_maybe_free(sb);
+        return k < 0 ? k : -ENOMEM;
+    }
+    sb->next = e->sandboxes;
+    if (e->sandboxes)
+        e->sandboxes->prev = sb;
+    e->sandboxes = sb;
+    e->n_sandboxes++;
+    log_debug(COMP, "%s: re-attached (vmid %u, %s)", sb->id, sb->vmid, sb->ip);
+    if (ret)
+        *ret = sb;
+    return 0;
 }

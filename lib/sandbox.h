@@ -37,7 +37,11 @@
 #define ENGINE_IP_POLL_MIN_MS 20u
 #define ENGINE_IP_POLL_MAX_MS 500u
 #define ENGINE_PROBE_INTERVAL_MS 15000u /* GET /version for daemon.status */
-#define ENGINE_TOMBSTONES_MAX 4096u     /* destroyed ids remembered for idempotent destroy */
+#define ENGINE_PROBE_RETRY_MS 2000u     /* ... while Proxmox is unreachable */
+#define ENGINE_PROBE_TIMEOUT_MS 3000u   /* one probe, retries included */
+#define ENGINE_CONNECT_ATTEMPTS 5u      /* SSH connects dropped by a starting sshd, retried */
+#define ENGINE_CONNECT_RETRY_MS 200u
+#define ENGINE_TOMBSTONES_MAX 4096u /* destroyed ids remembered for idempotent destroy */
 #define ENGINE_LABELS_MAX 16u
 
 enum sandbox_state {
@@ -98,7 +102,10 @@ struct sandbox {
     json_object *labels; /* object of strings, never NULL */
     time_t created_at;
     time_t expires_at;
-    char *error; /* last failure text, or NULL */
+    char *error;                       /* last failure text, or NULL */
+    char idem_hash[SHA256_HEX_SIZE];   /* marker_key_hash(owner, idempotency key); "" = none */
+    char params_hash[SHA256_HEX_SIZE]; /* hash of the create params; "" = none */
+    char *idempotency_key;             /* the key as sent (NULL: none, or known by hash only) */
     /* engine-private below */
     struct engine *engine;
     struct sandbox *next, *prev;
@@ -112,6 +119,7 @@ struct sandbox {
     bool destroy_requested;
     bool fw_busy;
     unsigned ip_poll_ms;
+    unsigned connect_attempts;
     uint64_t started_ms;  /* create start (uv_now scale) */
     uint64_t deadline_ms; /* create deadline (uv_now scale) */
     uint64_t destroy_deadline_ms;
@@ -159,8 +167,10 @@ struct sandbox_create_opts {
     int memory_mb;
     int disk_gb;
     bool internet;
-    int64_t ttl_s;       /* -1: default_ttl_s; > max_ttl_s is ENGINE_E_INVALID */
-    json_object *labels; /* borrowed object of strings, may be NULL */
+    int64_t ttl_s;               /* -1: default_ttl_s; > max_ttl_s is ENGINE_E_INVALID */
+    json_object *labels;         /* borrowed object of strings, may be NULL */
+    const char *idempotency_key; /* NULL: none (<= REG_KEY_MAX) */
+    const char *params_hash;     /* NULL: none; 64 hex (reg_params_hash) */
 };
 /* sb is valid only during the callback (state READY on success). */
 typedef void (*engine_sandbox_cb)(const struct engine_error *err, struct sandbox *sb,
@@ -193,3 +203,21 @@ int sandbox_file_write(struct sandbox *sb, const struct sshfile_write_params *p,
                        sshfile_write_cb cb, void *userdata);
 int sandbox_file_read(struct sandbox *sb, const char *path, uint64_t offset, uint64_t length,
                       sshfile_read_cb cb, void *userdata);
+
+/* ---- for lib/reconcile.c (registry, leases, recovery) ---- */
+struct pve_client;
+struct registry;
+struct reg_record;
+uv_loop_t *engine_loop(const struct engine *e);
+struct pve_client *engine_pve(const struct engine *e);
+struct registry *engine_registry(const struct engine *e);
+bool engine_closing(const struct engine *e);
+/* Passes msg to the notice hook (what the operator must see). */
+void engine_emit_notice(struct engine *e, int level, const char *msg);
+/* Puts a READY sandbox rebuilt from a record into the table (re-attach after a restart);
+ * its SSH pool connects on first use. -EEXIST when the id is already there. */
+int engine_adopt(struct engine *e, const struct reg_record *r, struct sandbox **ret);
+/* Saves sb's record now (asynchronously; cb may be NULL, errors then only logged). */
+int engine_save(struct sandbox *sb, void (*cb)(int r, void *userdata), void *userdata);
+/* True while a create, destroy or internet change of sb is running. */
+bool sandbox_busy(const struct sandbox *sb);

@@ -1,0 +1,1102 @@
+/* Reconcile of the Proxmox pool with the registry, leases and renewal. See reconcile.h. */
+#include "macro.h" /* before <uv.h> */
+
+#include "reconcile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "marker.h"
+#include "pve.h"
+#include "registry.h"
+
+#define COMP "reconcile"
+
+/* ---- test crash points ---- */
+
+static void *crash_later(void *arg)
+{
+    usleep((useconds_t)(uintptr_t)arg * 1000);
+    kill(getpid(), SIGKILL);
+    return NULL;
+}
+
+void test_crash_point(const char *name)
+{
+    const char *hooks = getenv("SANDBOXD_TEST_HOOKS");
+    const char *at = getenv("SANDBOXD_TEST_CRASH_AT");
+    size_t n = strlen(name);
+    unsigned long ms = 0;
+    pthread_t t;
+
+    if (!hooks || strcmp(hooks, "1") != 0 || !at || strncmp(at, name, n) != 0 ||
+        (at[n] != '\0' && at[n] != ':'))
+        return;
+    if (at[n] == ':')
+        ms = strtoul(at + n + 1, NULL, 10);
+    log_debug(COMP, "test crash point %s reached (kill in %lu ms)", name, ms);
+    if (ms == 0 || pthread_create(&t, NULL, crash_later, (void *)(uintptr_t)ms) != 0)
+        kill(getpid(), SIGKILL);
+    else
+        pthread_detach(t);
+}
+
+/* ---- state ---- */
+
+struct cand {
+    uint32_t vmid;
+    char *node;
+    char *lock;
+    bool running;
+    struct marker m;
+    json_object *conf; /* the container's config (owned reference) */
+};
+
+struct locked {
+    struct reconcile_stuck pub;
+    bool stuck;
+};
+
+struct reconcile {
+    struct engine *e;
+    uv_loop_t *loop;
+    const struct config *cfg;
+    unsigned refs;
+    bool closed;
+    uv_timer_t timer, lease;
+    void (*on_initial)(void *userdata);
+    void *userdata;
+    bool initial_done;
+    bool first; /* the registry's records are still to be matched */
+    bool running;
+    bool rebuild; /* a new registry: markers alone say what is ours */
+
+    struct reg_record **recs;
+    size_t n_recs;
+    char **suspects; /* ids of records moved aside as corrupt */
+    size_t n_suspects;
+
+    struct pve_vm_list *members;
+    size_t i_member;
+    struct cand *cands;
+    size_t n_cands, i_cand;
+
+    struct locked *locked;
+    size_t n_locked;
+    struct reconcile_stuck *stuck;
+    size_t n_stuck;
+
+    uint32_t *destroying; /* vmids with an orphan destroy in flight */
+    size_t n_destroying;
+
+    char *last_error;
+    struct reconcile_stats st;
+};
+
+static struct reconcile *rc_ref(struct reconcile *rc)
+{
+    rc->refs++;
+    return rc;
+}
+
+static void cands_clear(struct reconcile *rc)
+{
+    for (size_t i = 0; i < rc->n_cands; i++) {
+        free(rc->cands[i].node);
+        free(rc->cands[i].lock);
+        if (rc->cands[i].conf)
+            json_object_put(rc->cands[i].conf);
+    }
+    free(rc->cands);
+    rc->cands = NULL;
+    rc->n_cands = rc->i_cand = 0;
+}
+
+static void records_clear(struct reconcile *rc)
+{
+    rc->recs = reg_records_free(rc->recs, rc->n_recs);
+    rc->n_recs = 0;
+    for (size_t i = 0; i < rc->n_suspects; i++)
+        free(rc->suspects[i]);
+    free(rc->suspects);
+    rc->suspects = NULL;
+    rc->n_suspects = 0;
+}
+
+static void rc_unref(struct reconcile *rc)
+{
+    if (--rc->refs > 0)
+        return;
+    cands_clear(rc);
+    records_clear(rc);
+    pve_vm_list_free(rc->members);
+    free(rc->locked);
+    free(rc->stuck);
+    free(rc->destroying);
+    free(rc->last_error);
+    free(rc);
+}
+
+static void notice(struct reconcile *rc, int level, const char *fmt, ...) _printf_(3, 4);
+static void notice(struct reconcile *rc, int level, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    log_debug(COMP, "%s", buf);
+    engine_emit_notice(rc->e, level, buf);
+}
+
+static struct sandbox *find_sandbox(struct reconcile *rc, const char *id)
+{
+    return engine_lookup(rc->e, id, 0, true);
+}
+
+static struct reg_record *find_record(struct reconcile *rc, const char *id)
+{
+    for (size_t i = 0; i < rc->n_recs; i++)
+        if (rc->recs[i] && strcmp(rc->recs[i]->id, id) == 0)
+            return rc->recs[i];
+    return NULL;
+}
+
+static bool is_suspect(struct reconcile *rc, const char *id)
+{
+    for (size_t i = 0; i < rc->n_suspects; i++)
+        if (strcmp(rc->suspects[i], id) == 0)
+            return true;
+    return false;
+}
+
+static void record_forget(struct reconcile *rc, const char *id)
+{
+    struct registry *reg = engine_registry(rc->e);
+
+    for (size_t i = 0; i < rc->n_recs; i++)
+        if (rc->recs[i] && strcmp(rc->recs[i]->id, id) == 0)
+            rc->recs[i] = reg_record_free(rc->recs[i]);
+    if (reg && id_is_valid(id))
+        (void)reg_remove_async(reg, rc->loop, id, NULL, NULL);
+}
+
+/* ---- destroying a container that is not (or no longer) in the table ---- */
+
+struct rdestroy {
+    struct reconcile *rc;
+    uint32_t vmid;
+    char id[ID_MAX + 1];
+    uint64_t *counter;
+};
+
+static void destroying_drop(struct reconcile *rc, uint32_t vmid)
+{
+    for (size_t i = 0; i < rc->n_destroying; i++)
+        if (rc->destroying[i] == vmid) {
+            rc->destroying[i] = rc->destroying[--rc->n_destroying];
+            return;
+        }
+}
+
+static bool destroying_has(struct reconcile *rc, uint32_t vmid)
+{
+    for (size_t i = 0; i < rc->n_destroying; i++)
+        if (rc->destroying[i] == vmid)
+            return true;
+    return false;
+}
+
+static void on_orphan_deleted(const struct pve_result *res, void *userdata)
+{
+    struct rdestroy *d = userdata;
+    struct reconcile *rc = d->rc;
+
+    if (!rc->closed) {
+        destroying_drop(rc, d->vmid);
+        if (res->error == 0 ||
+            (res->error == -EREMOTEIO && res->perr && res->perr->kind == PVE_ERR_NOT_FOUND)) {
+            (*d->counter)++;
+            record_forget(rc, d->id);
+            log_debug(COMP, "%s: container %u destroyed", d->id, d->vmid);
+        } else
+            notice(rc, LOG_WARNING, "cannot destroy container %u (sandbox %s): %s", d->vmid, d->id,
+                   res->perr ? res->perr->message : strerror(-res->error));
+    }
+    free(d);
+    rc_unref(rc);
+}
+
+/* Destroys vmid (marked for sandbox id), counting into *counter when it is gone. */
+static void destroy_container(struct reconcile *rc, uint32_t vmid, const char *node, const char *id,
+                              uint64_t *counter, const char *why)
+{
+    struct rdestroy *d;
+    uint32_t *v;
+
+    if (destroying_has(rc, vmid) || rc->n_destroying >= RECONCILE_DESTROYS_MAX)
+        return;
+    v = realloc(rc->destroying, (rc->n_destroying + 1) * sizeof *v);
+    d = calloc(1, sizeof *d);
+    if (!v || !d) {
+        free(d);
+        if (v)
+            rc->destroying = v;
+        return;
+    }
+    rc->destroying = v;
+    d->rc = rc;
+    d->vmid = vmid;
+    d->counter = counter;
+    snprintf(d->id, sizeof d->id, "%s", id);
+    notice(rc, LOG_NOTICE, "destroying container %u (sandbox %s): %s", vmid, id, why);
+    if (pve_delete(engine_pve(rc->e), node, vmid, PVE_DELETE_FORCE | PVE_DELETE_PURGE,
+                   RECONCILE_DESTROY_TIMEOUT_MS, on_orphan_deleted, d, NULL) < 0) {
+        free(d);
+        return;
+    }
+    rc->destroying[rc->n_destroying++] = vmid;
+    rc_ref(rc);
+}
+
+/* ---- one run ---- */
+
+static void run_start(struct reconcile *rc);
+static void scan_next(struct reconcile *rc);
+static void decide_next(struct reconcile *rc);
+
+static void on_run_timer(uv_timer_t *t)
+{
+    run_start(t->data);
+}
+
+static void schedule(struct reconcile *rc)
+{
+    if (!rc->closed)
+        uv_timer_start(&rc->timer, on_run_timer,
+                       (uint64_t)rc->cfg->sandbox.reconcile_interval_s * 1000, 0);
+}
+
+static void on_expired(const struct engine_error *err, void *userdata);
+
+static void run_end(struct reconcile *rc, const char *error)
+{
+    struct sandbox *sb, *next;
+
+    /* Sandboxes whose destroy failed earlier: tried again once per run. */
+    for (sb = engine_first(rc->e); sb && !error; sb = next) {
+        next = engine_next(rc->e, sb);
+        if (sb->state == SANDBOX_FAILED && !sandbox_busy(sb) &&
+            engine_destroy(rc->e, sb, on_expired, rc_ref(rc)) < 0)
+            rc->refs--;
+    }
+    rc->running = false;
+    rc->st.runs++;
+    rc->st.last_run = now_realtime();
+    rc->st.last_ok = !error;
+    free(rc->last_error);
+    rc->last_error = error ? strdup(error) : NULL;
+    pve_vm_list_free(TAKE_PTR(rc->members));
+    cands_clear(rc);
+    if (error)
+        log_debug(COMP, "run failed: %s", error);
+    if (!rc->initial_done) {
+        rc->initial_done = true;
+        if (rc->on_initial)
+            rc->on_initial(rc->userdata);
+    }
+    schedule(rc);
+}
+
+static void stuck_update(struct reconcile *rc)
+{
+    struct locked *nl = NULL;
+    struct reconcile_stuck *ns = NULL;
+    size_t n = 0, k = 0;
+
+    for (size_t i = 0; i < rc->n_cands; i++) {
+        struct cand *c = &rc->cands[i];
+        struct sandbox *sb;
+        struct locked *x, *old = NULL;
+
+        if (!c->lock || n >= RECONCILE_STUCK_MAX)
+            continue;
+        sb = find_sandbox(rc, c->m.sandbox);
+        if (sb && sandbox_busy(sb))
+            continue; /* our own operation holds it */
+        x = realloc(nl, (n + 1) * sizeof *nl);
+        if (!x)
+            break;
+        nl = x;
+        for (size_t j = 0; j < rc->n_locked; j++)
+            if (rc->locked[j].pub.vmid == c->vmid && strcmp(rc->locked[j].pub.lock, c->lock) == 0)
+                old = &rc->locked[j];
+        if (old) {
+            nl[n] = *old;
+            if (!old->stuck)
+                notice(rc, LOG_WARNING,
+                       "container %u (sandbox %s) is stuck with lock '%s'; it is left alone until "
+                       "the lock is cleared (pct unlock %u)",
+                       c->vmid, c->m.sandbox, c->lock, c->vmid);
+            nl[n].stuck = true;
+        } else {
+            nl[n] = (struct locked){.pub = {.vmid = c->vmid, .since = now_realtime()}};
+            snprintf(nl[n].pub.lock, sizeof nl[n].pub.lock, "%s", c->lock);
+            snprintf(nl[n].pub.sandbox, sizeof nl[n].pub.sandbox, "%s", c->m.sandbox);
+        }
+        n++;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (nl[i].stuck) {
+            struct reconcile_stuck *x = realloc(ns, (k + 1) * sizeof *ns);
+            if (!x)
+                break;
+            ns = x;
+            ns[k++] = nl[i].pub;
+        }
+    free(rc->locked);
+    rc->locked = nl;
+    rc->n_locked = n;
+    free(rc->stuck);
+    rc->stuck = ns;
+    rc->n_stuck = k;
+}
+
+/* The records no container answered for (first run): gone from Proxmox. */
+static void records_unmatched(struct reconcile *rc)
+{
+    for (size_t i = 0; i < rc->n_recs; i++) {
+        struct reg_record *r = rc->recs[i];
+        bool present = false;
+
+        if (!r)
+            continue;
+        /* A locked or still-cloning container may not be in the listing yet: the periodic
+         * run reaps it as an orphan (it carries the marker). */
+        for (size_t j = 0; j < rc->n_cands; j++)
+            if (strcmp(rc->cands[j].m.sandbox, r->id) == 0)
+                present = true;
+        if (present)
+            continue;
+        if (r->state != REG_READY)
+            rc->st.rolled_back++;
+        log_debug(COMP, "%s: record without a container (state %s): removed", r->id,
+                  reg_state_to_string(r->state));
+        record_forget(rc, r->id);
+    }
+}
+
+static void stamp_write(struct reconcile *rc)
+{
+    _cleanup_free_ char *path = NULL;
+
+    if (asprintf(&path, "%s/%s", rc->cfg->server.state_dir, RECONCILE_STAMP_FILE) < 0)
+        return;
+    (void)atomic_write_file(AT_FDCWD, path, "1\n", 2, 0600);
+}
+
+static void decide_done(struct reconcile *rc)
+{
+    stuck_update(rc);
+    if (rc->first) {
+        records_unmatched(rc);
+        records_clear(rc);
+        rc->first = false;
+        if (rc->rebuild)
+            stamp_write(rc);
+        rc->rebuild = false;
+    }
+    run_end(rc, NULL);
+}
+
+/* Re-attach from a record (or a record rebuilt from marker + config). */
+static void adopt(struct reconcile *rc, struct cand *c, const struct reg_record *r, bool save)
+{
+    struct sandbox *sb;
+    int k;
+
+    k = engine_adopt(rc->e, r, &sb);
+    if (k < 0) {
+        log_debug(COMP, "%s: cannot re-attach: %s", r->id, strerror(-k));
+        return;
+    }
+    if (!sb->idem_hash[0] && c->m.key[0])
+        memcpy(sb->idem_hash, c->m.key, sizeof sb->idem_hash);
+    if (!sb->params_hash[0] && c->m.params[0])
+        memcpy(sb->params_hash, c->m.params, sizeof sb->params_hash);
+    if (c->m.expires > sb->expires_at)
+        sb->expires_at = (time_t)c->m.expires;
+    if (save)
+        (void)engine_save(sb, NULL, NULL);
+    rc->st.reattached++;
+    notice(rc, LOG_INFO, "re-attached sandbox %s (container %u, %s, lease until %" PRId64 ")",
+           sb->id, sb->vmid, sb->ip, (int64_t)sb->expires_at);
+}
+
+static const char *conf_str(json_object *conf, const char *key)
+{
+    json_object *v;
+
+    if (conf && json_object_object_get_ex(conf, key, &v) &&
+        json_object_is_type(v, json_type_string))
+        return json_object_get_string(v);
+    return NULL;
+}
+
+static unsigned conf_uint(json_object *conf, const char *key, unsigned def)
+{
+    json_object *v;
+
+    if (conf && json_object_object_get_ex(conf, key, &v)) {
+        int64_t x = json_object_get_int64(v);
+        if (x > 0 && x < UINT32_MAX)
+            return (unsigned)x;
+    }
+    return def;
+}
+
+struct fromm {
+    struct reconcile *rc;
+    size_t i;
+    char *ip;
+};
+
+static void fromm_adopt(struct reconcile *rc, struct cand *c, const char *ip, bool internet)
+{
+    const char *rootfs = conf_str(c->conf, "rootfs");
+    const char *sz = rootfs ? strstr(rootfs, "size=") : NULL;
+    struct reg_record r = {
+        .id = c->m.sandbox,
+        .instance = c->m.instance,
+        .owner_uid = c->m.owner_uid,
+        .vmid = (int)c->vmid,
+        .node = c->node,
+        .state = REG_READY,
+        .hostname = (char *)conf_str(c->conf, "hostname"),
+        .ip = (char *)ip,
+        .cores = conf_uint(c->conf, "cores", rc->cfg->sandbox.default_cores),
+        .memory_mb = conf_uint(c->conf, "memory", rc->cfg->sandbox.default_memory_mb),
+        .disk_gb = sz ? (uint64_t)strtoul(sz + 5, NULL, 10) : rc->cfg->sandbox.default_disk_gb,
+        .internet = internet,
+        .created_at = (time_t)c->m.created,
+        .expires_at = (time_t)c->m.expires,
+    };
+
+    adopt(rc, c, &r, true);
+}
+
+static void on_fromm_rules(const struct pve_result *res, void *userdata)
+{
+    struct fromm *f = userdata;
+    struct reconcile *rc = f->rc;
+
+    if (!rc->closed) {
+        bool internet = res->error == 0 && res->rules &&
+                        pve_fw_rules_find_group(res->rules, rc->cfg->proxmox.internet_group) >= 0;
+        fromm_adopt(rc, &rc->cands[f->i], f->ip, internet);
+        rc->i_cand++;
+        decide_next(rc);
+    }
+    free(f->ip);
+    free(f);
+    rc_unref(rc);
+}
+
+static void on_fromm_ip(const struct pve_result *res, void *userdata)
+{
+    struct fromm *f = userdata;
+    struct reconcile *rc = f->rc;
+    struct cand *c;
+
+    if (rc->closed) {
+        free(f);
+        rc_unref(rc);
+        return;
+    }
+    c = &rc->cands[f->i];
+    if (res->error == 0 && res->ipv4 && (f->ip = strdup(res->ipv4)) &&
+        pve_fw_rules_list(engine_pve(rc->e), c->node, c->vmid, RECONCILE_CALL_TIMEOUT_MS,
+                          on_fromm_rules, f, NULL) == 0)
+        return; /* keeps the reference */
+    if (res->error == 0 && !res->ipv4)
+        destroy_container(rc, c->vmid, c->node, c->m.sandbox, &rc->st.rolled_back,
+                          "marked, not recorded, and without an address");
+    free(f->ip);
+    free(f);
+    rc->i_cand++;
+    decide_next(rc);
+    rc_unref(rc);
+}
+
+/* First run, no record: re-attach from the marker when it looks alive, else destroy. */
+static bool rebuild_from_marker(struct reconcile *rc, struct cand *c)
+{
+    struct fromm *f;
+
+    if (!c->running || c->m.expires <= (int64_t)now_realtime()) {
+        destroy_container(rc, c->vmid, c->node, c->m.sandbox, &rc->st.orphans_destroyed,
+                          c->running ? "its lease (from the marker) has expired"
+                                     : "not running and not recorded");
+        return false;
+    }
+    f = calloc(1, sizeof *f);
+    if (!f)
+        return false;
+    f->rc = rc;
+    f->i = rc->i_cand;
+    if (pve_interfaces(engine_pve(rc->e), c->node, c->vmid, RECONCILE_CALL_TIMEOUT_MS, on_fromm_ip,
+                       f, NULL) < 0) {
+        free(f);
+        return false;
+    }
+    rc_ref(rc);
+    return true;
+}
+
+/* Decides about one marked container; returns true when it went asynchronous. */
+static bool decide_one(struct reconcile *rc, struct cand *c)
+{
+    time_t now = now_realtime();
+    struct sandbox *sb = find_sandbox(rc, c->m.sandbox);
+    struct reg_record *r;
+
+    if (sb && (sb->vmid == 0 || sb->vmid == c->vmid))
+        return false; /* live: ours and known */
+    if (destroying_has(rc, c->vmid))
+        return false;
+    if (c->lock)
+        return false; /* locked: retried next run (stuck when it stays) */
+    if (rc->first && !sb) {
+        r = find_record(rc, c->m.sandbox);
+        if (r) {
+            time_t exp = MAX(r->expires_at, (time_t)c->m.expires);
+
+            if (r->state == REG_READY && exp > now && c->running && r->ip && r->vmid > 0 &&
+                (uint32_t)r->vmid == c->vmid) {
+                adopt(rc, c, r, false);
+                for (size_t i = 0; i < rc->n_recs; i++)
+                    if (rc->recs[i] == r)
+                        rc->recs[i] = reg_record_free(rc->recs[i]);
+                return false;
+            }
+            destroy_container(
+                rc, c->vmid, c->node, c->m.sandbox,
+                r->state == REG_READY ? &rc->st.expired_destroyed : &rc->st.rolled_back,
+                r->state == REG_READY ? (exp <= now ? "its lease has expired" : "it is not running")
+                                      : "its create or destroy was interrupted");
+            /* the record goes once the container is gone */
+            for (size_t i = 0; i < rc->n_recs; i++)
+                if (rc->recs[i] == r)
+                    rc->recs[i] = reg_record_free(rc->recs[i]);
+            return false;
+        }
+        if (rc->rebuild || is_suspect(rc, c->m.sandbox))
+            return rebuild_from_marker(rc, c);
+        destroy_container(rc, c->vmid, c->node, c->m.sandbox, &rc->st.orphans_destroyed,
+                          "marked by this daemon but not recorded");
+        return false;
+    }
+    if (now - (time_t)c->m.created >= (time_t)rc->cfg->sandbox.orphan_grace_s)
+        destroy_container(rc, c->vmid, c->node, c->m.sandbox, &rc->st.orphans_destroyed,
+                          "marked by this daemon but not recorded");
+    return false;
+}
+
+static void decide_next(struct reconcile *rc)
+{
+    while (rc->i_cand < rc->n_cands) {
+        if (decide_one(rc, &rc->cands[rc->i_cand]))
+            return;
+        rc->i_cand++;
+    }
+    decide_done(rc);
+}
+
+static void on_config(const struct pve_result *res, void *userdata)
+{
+    struct reconcile *rc = userdata;
+    const struct pve_vm *vm;
+    const char *desc;
+    struct marker m;
+    struct cand *x;
+    int k;
+
+    if (rc->closed) {
+        rc_unref(rc);
+        return;
+    }
+    vm = &rc->members->v[rc->i_member];
+    rc->i_member++;
+    if (res->error < 0) {
+        log_debug(COMP, "container %u: config not readable (%s): skipped", vm->vmid,
+                  res->perr ? res->perr->message : strerror(-res->error));
+        goto next;
+    }
+    desc = conf_str(res->data, "description");
+    k = marker_parse(desc, &m);
+    if (k < 0) {
+        log_debug(COMP, "container %u: no marker of ours (%s): never touched", vm->vmid,
+                  strerror(-k));
+        goto next;
+    }
+    if (strcmp(m.instance, reg_instance_id(engine_registry(rc->e))) != 0) {
+        log_debug(COMP, "container %u: marked by another instance (%s): never touched", vm->vmid,
+                  m.instance);
+        goto next;
+    }
+    x = realloc(rc->cands, (rc->n_cands + 1) * sizeof *x);
+    if (!x)
+        goto next;
+    rc->cands = x;
+    x = &rc->cands[rc->n_cands++];
+    *x = (struct cand){.vmid = vm->vmid, .m = m, .conf = json_object_get(res->data)};
+    x->node = strdup(vm->node ? vm->node : rc->cfg->proxmox.nodes[0]);
+    {
+        const char *lock = conf_str(res->data, "lock");
+        if (!lock)
+            lock = vm->lock;
+        x->lock = lock ? strdup(lock) : NULL;
+    }
+    x->running = vm->status && strcmp(vm->status, "running") == 0;
+    if (!x->node) {
+        free(x->lock);
+        json_object_put(x->conf);
+        rc->n_cands--;
+    }
+next:
+    scan_next(rc);
+    rc_unref(rc);
+}
+
+static void scan_next(struct reconcile *rc)
+{
+    while (rc->i_member < rc->members->n) {
+        const struct pve_vm *vm = &rc->members->v[rc->i_member];
+        const char *node = vm->node ? vm->node : rc->cfg->proxmox.nodes[0];
+        bool known = false;
+
+        if (vm->template || (vm->type && strcmp(vm->type, "lxc") != 0)) {
+            rc->i_member++;
+            continue;
+        }
+        if (!rc->first)
+            for (struct sandbox *sb = engine_first(rc->e); sb; sb = engine_next(rc->e, sb))
+                if (sb->vmid == vm->vmid && !vm->lock)
+                    known = true;
+        if (known) {
+            rc->i_member++;
+            continue;
+        }
+        if (pve_config_get(engine_pve(rc->e), node, vm->vmid, false, RECONCILE_CALL_TIMEOUT_MS,
+                           on_config, rc, NULL) == 0) {
+            rc_ref(rc);
+            return;
+        }
+        rc->i_member++;
+    }
+    rc->i_cand = 0;
+    decide_next(rc);
+}
+
+static void on_members(const struct pve_result *res, void *userdata)
+{
+    struct reconcile *rc = userdata;
+    char buf[512];
+
+    if (rc->closed) {
+        rc_unref(rc);
+        return;
+    }
+    if (res->error < 0 || !res->vms) {
+        snprintf(buf, sizeof buf, "cannot list pool '%s': %s", rc->cfg->proxmox.pool,
+                 res->perr ? res->perr->message : strerror(-res->error));
+        run_end(rc, buf);
+        rc_unref(rc);
+        return;
+    }
+    /* Keep our own copy: the result is borrowed. Re-parse is not possible, so copy fields. */
+    rc->members = calloc(1, sizeof *rc->members);
+    if (rc->members && res->vms->n > 0) {
+        rc->members->v = calloc(res->vms->n, sizeof *rc->members->v);
+        if (rc->members->v) {
+            for (size_t i = 0; i < res->vms->n; i++) {
+                const struct pve_vm *s = &res->vms->v[i];
+                struct pve_vm *d = &rc->members->v[rc->members->n++];
+                d->vmid = s->vmid;
+                d->template = s->template;
+                d->type = s->type ? strdup(s->type) : NULL;
+                d->node = s->node ? strdup(s->node) : NULL;
+                d->status = s->status ? strdup(s->status) : NULL;
+                d->lock = s->lock ? strdup(s->lock) : NULL;
+            }
+        }
+    }
+    if (!rc->members) {
+        run_end(rc, "out of memory");
+        rc_unref(rc);
+        return;
+    }
+    rc->i_member = 0;
+    scan_next(rc);
+    rc_unref(rc);
+}
+
+static void load_records(struct reconcile *rc)
+{
+    struct reg_problem *probs = NULL;
+    size_t n_probs = 0;
+    int k;
+
+    k = reg_load(engine_registry(rc->e), &rc->recs, &rc->n_recs, &probs, &n_probs);
+    if (k < 0) {
+        notice(rc, LOG_ERR, "cannot read the registry: %s", strerror(-k));
+        rc->recs = NULL;
+        rc->n_recs = 0;
+        return;
+    }
+    rc->suspects = calloc(n_probs + 1, sizeof(char *));
+    for (size_t i = 0; i < n_probs; i++) {
+        const char *dot;
+
+        notice(rc, LOG_WARNING,
+               "registry record %s unusable (%s), moved to %s; resolved from "
+               "Proxmox",
+               probs[i].file, probs[i].reason ? probs[i].reason : "corrupt",
+               probs[i].moved_to ? probs[i].moved_to : "(not moved)");
+        dot = strchr(probs[i].file, '.');
+        if (rc->suspects && dot)
+            rc->suspects[rc->n_suspects++] = strndup(probs[i].file, (size_t)(dot - probs[i].file));
+    }
+    rc->st.registry_problems += n_probs;
+    reg_problems_free(probs, n_probs);
+    /* A registry that was never reconciled (new, or its folder was lost): the markers say
+     * what is ours. */
+    {
+        _cleanup_free_ char *path = NULL;
+        if (asprintf(&path, "%s/%s", rc->cfg->server.state_dir, RECONCILE_STAMP_FILE) >= 0)
+            rc->rebuild = access(path, F_OK) < 0;
+    }
+    log_debug(COMP, "registry: %zu records, %zu problems%s", rc->n_recs, n_probs,
+              rc->rebuild ? ", rebuilding from markers" : "");
+}
+
+static void run_start(struct reconcile *rc)
+{
+    if (rc->closed || rc->running || engine_closing(rc->e))
+        return;
+    if (rc->first && !rc->recs && !rc->suspects)
+        load_records(rc);
+    rc->running = true;
+    if (pve_pool_members(engine_pve(rc->e), rc->cfg->proxmox.pool, RECONCILE_CALL_TIMEOUT_MS,
+                         on_members, rc, NULL) < 0) {
+        run_end(rc, "cannot start the pool listing");
+        return;
+    }
+    rc_ref(rc);
+}
+
+/* ---- leases ---- */
+
+static void on_expired(const struct engine_error *err, void *userdata)
+{
+    struct reconcile *rc = userdata;
+
+    if (!rc->closed && !err)
+        rc->st.expired_destroyed++;
+    rc_unref(rc);
+}
+
+static void lease_tick(uv_timer_t *t)
+{
+    struct reconcile *rc = t->data;
+    time_t now = now_realtime();
+    struct sandbox *sb, *next;
+
+    if (rc->closed || engine_closing(rc->e))
+        return;
+    for (sb = engine_first(rc->e); sb; sb = next) {
+        next = engine_next(rc->e, sb);
+        if (sb->state != SANDBOX_READY || sandbox_busy(sb) || sb->expires_at > now)
+            continue;
+        log_debug(COMP, "%s: lease expired", sb->id);
+        if (engine_destroy(rc->e, sb, on_expired, rc_ref(rc)) < 0)
+            rc->refs--;
+    }
+}
+
+/* ---- renew ---- */
+
+struct renew {
+    struct reconcile *rc;
+    char id[ID_MAX + 1];
+    time_t expires;
+    engine_sandbox_cb cb;
+    void *userdata;
+};
+
+static void renew_finish(struct renew *rn, const struct engine_error *err)
+{
+    struct reconcile *rc = rn->rc;
+    struct sandbox *sb = rc->closed ? NULL : find_sandbox(rc, rn->id);
+    struct engine_error e2;
+
+    if (!err && !sb) {
+        e2 = (struct engine_error){.kind = rc->closed ? ENGINE_E_SHUTDOWN : ENGINE_E_NOT_FOUND,
+                                   .error = -ENOENT,
+                                   .message = rc->closed ? "the daemon is shutting down"
+                                                         : "the sandbox went away"};
+        err = &e2;
+    }
+    rn->cb(err, sb, rn->userdata);
+    free(rn);
+    rc_unref(rc);
+}
+
+static void renew_fail_pve(struct renew *rn, const struct pve_result *res, const char *what)
+{
+    struct engine_error err = {
+        .kind = ENGINE_E_PROXMOX,
+        .error = res->error,
+        .http_status = res->perr ? res->perr->http_status : 0,
+        .message = res->perr ? res->perr->message : what,
+    };
+
+    if (rn->rc->closed || res->error == -ECANCELED)
+        err = (struct engine_error){.kind = ENGINE_E_SHUTDOWN,
+                                    .error = -ECANCELED,
+                                    .message = "the daemon is shutting down"};
+    renew_finish(rn, &err);
+}
+
+static void on_renew_put(const struct pve_result *res, void *userdata)
+{
+    struct renew *rn = userdata;
+
+    if (res->error < 0) {
+        renew_fail_pve(rn, res, "cannot update the marker");
+        return;
+    }
+    renew_finish(rn, NULL);
+}
+
+static void on_renew_conf(const struct pve_result *res, void *userdata)
+{
+    struct renew *rn = userdata;
+    struct reconcile *rc = rn->rc;
+    _cleanup_free_ char *desc = NULL;
+    json_object *p;
+    struct sandbox *sb;
+    int k;
+
+    if (res->error < 0 || rc->closed) {
+        renew_fail_pve(rn, res, "cannot read the marker");
+        return;
+    }
+    sb = find_sandbox(rc, rn->id);
+    if (!sb) {
+        renew_finish(rn, NULL);
+        return;
+    }
+    k = marker_update_expiry(conf_str(res->data, "description"), (int64_t)rn->expires, &desc);
+    if (k < 0) {
+        struct engine_error err = {.kind = ENGINE_E_INTERNAL,
+                                   .error = k,
+                                   .message = "the container's marker cannot be updated"};
+        renew_finish(rn, &err);
+        return;
+    }
+    p = json_object_new_object();
+    json_object_object_add(p, "description", json_object_new_string(desc));
+    k = pve_config_put(engine_pve(rc->e), sb->node, sb->vmid, p, RECONCILE_CALL_TIMEOUT_MS,
+                       on_renew_put, rn, NULL);
+    json_object_put(p);
+    if (k < 0) {
+        struct engine_error err = {
+            .kind = ENGINE_E_INTERNAL, .error = k, .message = "cannot update the marker"};
+        renew_finish(rn, &err);
+    }
+}
+
+static void on_renew_saved(int r, void *userdata)
+{
+    struct renew *rn = userdata;
+    struct reconcile *rc = rn->rc;
+    struct sandbox *sb;
+    int k;
+
+    if (rc->closed) {
+        renew_finish(rn, NULL);
+        return;
+    }
+    if (r < 0) {
+        struct engine_error err = {
+            .kind = ENGINE_E_INTERNAL, .error = r, .message = "cannot write the registry record"};
+        renew_finish(rn, &err);
+        return;
+    }
+    sb = find_sandbox(rc, rn->id);
+    if (!sb || engine_closing(rc->e)) {
+        renew_finish(rn, NULL);
+        return;
+    }
+    k = pve_config_get(engine_pve(rc->e), sb->node, sb->vmid, false, RECONCILE_CALL_TIMEOUT_MS,
+                       on_renew_conf, rn, NULL);
+    if (k < 0) {
+        struct engine_error err = {
+            .kind = ENGINE_E_INTERNAL, .error = k, .message = "cannot read the marker"};
+        renew_finish(rn, &err);
+    }
+}
+
+int reconcile_renew(struct reconcile *rc, struct sandbox *sb, int64_t ttl_s, engine_sandbox_cb cb,
+                    void *userdata, struct engine_error *ret_err)
+{
+    struct renew *rn;
+    int k;
+
+    if (ttl_s < 1 || ttl_s > (int64_t)rc->cfg->sandbox.max_ttl_s) {
+        *ret_err = (struct engine_error){.kind = ENGINE_E_INVALID,
+                                         .error = -EINVAL,
+                                         .message = "ttl_s must be 1..max_ttl_s",
+                                         .param = "ttl_s"};
+        return -EINVAL;
+    }
+    if (sb->state != SANDBOX_READY || sb->create_op || sb->destroy_requested) {
+        *ret_err = (struct engine_error){.kind = ENGINE_E_STATE,
+                                         .error = -EAGAIN,
+                                         .message = "the sandbox is not ready",
+                                         .state = sandbox_state_to_public(sb->state)};
+        return -EAGAIN;
+    }
+    rn = calloc(1, sizeof *rn);
+    if (!rn) {
+        *ret_err = (struct engine_error){
+            .kind = ENGINE_E_INTERNAL, .error = -ENOMEM, .message = "out of memory"};
+        return -ENOMEM;
+    }
+    rn->rc = rc;
+    snprintf(rn->id, sizeof rn->id, "%s", sb->id);
+    rn->expires = now_realtime() + (time_t)ttl_s;
+    rn->cb = cb;
+    rn->userdata = userdata;
+    sb->expires_at = rn->expires;
+    k = engine_save(sb, on_renew_saved, rn);
+    if (k < 0) {
+        free(rn);
+        *ret_err = (struct engine_error){
+            .kind = ENGINE_E_INTERNAL, .error = k, .message = "cannot write the registry record"};
+        return k;
+    }
+    rc_ref(rc);
+    return 0;
+}
+
+/* ---- destroy everything (destroy_on_stop) ---- */
+
+struct dall {
+    struct reconcile *rc;
+    unsigned pending;
+    void (*cb)(void *userdata);
+    void *userdata;
+};
+
+static void on_dall_one(const struct engine_error *err, void *userdata)
+{
+    struct dall *d = userdata;
+
+    if (--d->pending == 0) {
+        d->cb(d->userdata);
+        rc_unref(d->rc);
+        free(d);
+    }
+}
+
+int reconcile_destroy_all(struct reconcile *rc, void (*cb)(void *userdata), void *userdata)
+{
+    struct dall *d = calloc(1, sizeof *d);
+    struct sandbox *sb, *next;
+
+    if (!d)
+        return -ENOMEM;
+    d->rc = rc_ref(rc);
+    d->cb = cb;
+    d->userdata = userdata;
+    d->pending = 1;
+    for (sb = engine_first(rc->e); sb; sb = next) {
+        next = engine_next(rc->e, sb);
+        d->pending++;
+        if (engine_destroy(rc->e, sb, on_dall_one, d) < 0)
+            d->pending--;
+    }
+    on_dall_one(NULL, d);
+    return 0;
+}
+
+/* ---- object ---- */
+
+int reconcile_new(struct engine *e, void (*on_initial)(void *userdata), void *userdata,
+                  struct reconcile **ret)
+{
+    struct reconcile *rc;
+
+    if (!engine_configured(e) || !engine_registry(e))
+        return -EINVAL;
+    rc = calloc(1, sizeof *rc);
+    if (!rc)
+        return -ENOMEM;
+    rc->e = e;
+    rc->loop = engine_loop(e);
+    rc->cfg = engine_config(e);
+    rc->refs = 1;
+    rc->first = true;
+    rc->on_initial = on_initial;
+    rc->userdata = userdata;
+    uv_timer_init(rc->loop, &rc->timer);
+    uv_timer_init(rc->loop, &rc->lease);
+    rc->timer.data = rc->lease.data = rc;
+    rc->refs += 2; /* the two timers, dropped in their close callbacks */
+    uv_timer_start(&rc->timer, on_run_timer, 0, 0);
+    uv_timer_start(&rc->lease, lease_tick, RECONCILE_LEASE_TICK_MS, RECONCILE_LEASE_TICK_MS);
+    *ret = rc;
+    return 0;
+}
+
+static void timer_closed(uv_handle_t *h)
+{
+    rc_unref(h->data);
+}
+
+struct reconcile *reconcile_free(struct reconcile *rc)
+{
+    if (!rc)
+        return NULL;
+    rc->closed = true;
+    uv_close((uv_handle_t *)&rc->timer, timer_closed);
+    uv_close((uv_handle_t *)&rc->lease, timer_closed);
+    rc_unref(rc);
+    return NULL;
+}
+
+bool reconcile_initial_done(const struct reconcile *rc)
+{
+    return !rc || rc->initial_done;
+}
+
+void reconcile_get_stats(const struct reconcile *rc, struct reconcile_stats *ret)
+{
+    *ret = rc->st;
+    ret->last_error = rc->last_error;
+    ret->n_stuck = rc->n_stuck;
+    ret->stuck = rc->stuck;
+}
