@@ -555,6 +555,38 @@ END_TEST
 
 static void on_start_next(struct sshexec *e, int error, struct sshexec_result *res, void *ud);
 
+/* Idle sessions send keepalives (SSH_MSG_IGNORE) and stay usable. */
+START_TEST(test_keepalive_idle_session)
+{
+    struct sshs_config cfg = fixture_config(&fx);
+    struct sshpool *ka = NULL, *saved = pool;
+    struct sshpool_stats st;
+    bool closed = false;
+    uint64_t until;
+    struct run r;
+
+    cfg.keepalive_ms = 50;
+    ck_assert_int_eq(sshpool_new(&loop, &cfg, 1, &ka), 0);
+    pool = ka;
+    run_cmd("echo 1", &r);
+    ck_assert_str_eq(r.out, "1\n");
+    run_clear(&r);
+    until = uv_hrtime() + 600 * 1000000ull;
+    while (uv_hrtime() < until)
+        uv_run(&loop, UV_RUN_ONCE); /* the keepalive timer wakes the loop */
+    run_cmd("echo 2", &r);
+    ck_assert_str_eq(r.out, "2\n");
+    run_clear(&r);
+    sshpool_get_stats(ka, &st);
+    ck_assert_uint_eq(st.sessions_lost, 0);
+    ck_assert_uint_eq(st.connects, 1);
+    pool = saved;
+    sshpool_close(ka, on_pool_closed, &closed);
+    fixture_run_until(&loop, &pool_closed, 5000);
+    pool_closed = false;
+}
+END_TEST
+
 START_TEST(test_exec_session_lost_and_reconnect)
 {
     struct sshexec_params p = {.command = "echo up; sleep 30", .timeout_ms = 60000};
@@ -722,6 +754,7 @@ static Suite *sshexec_suite(void)
     tcase_add_test(tc, test_exec_streaming);
     tcase_add_test(tc, test_exec_session_lost_and_reconnect);
     tcase_add_test(tc, test_exec_cancel);
+    tcase_add_test(tc, test_keepalive_idle_session);
     tcase_add_test(tc, test_pool_close_cancels_execs);
     suite_add_tcase(s, tc);
 
