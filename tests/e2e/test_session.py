@@ -86,6 +86,25 @@ def main():
             r = c.call("sandbox.exec", {"id": sb["id"], "command": "ps -o args | grep '[s]leep 30' || true"})
             assert r["stdout"] == "", r
 
+        def disconnect_kills_exec():
+            # The daemon notices the client is gone when a write fails: a streaming exec's
+            # next notification. The exec's whole process tree is then killed.
+            c2 = env.client()
+            c2.send("sandbox.exec", {"id": sb["id"], "stream": True, "timeout_ms": 120000,
+                                     "command": "sleep 306 & while true; do echo tick; sleep 0.2; done"})
+            deadline = time.time() + 10
+            while not c2.notes:
+                assert time.time() < deadline, "no exec.output notification"
+                time.sleep(0.05)
+            c2.close()
+            deadline = time.time() + 15
+            while True:
+                r = c.call("sandbox.exec", {"id": sb["id"], "command": "ps -o args | grep '[s]leep 30[6]' || true"})
+                if r["stdout"] == "":
+                    break
+                assert time.time() < deadline, r
+                time.sleep(0.2)
+
         def files_binary():
             for data in (b"", b"\xfe", os.urandom(5 << 20)):
                 p = f"/root/blob-{len(data)}"
@@ -186,6 +205,7 @@ def main():
 
         run([("create", create), ("exec", exec_basic), ("exec stream", exec_stream),
              ("exec truncated", exec_truncated), ("exec timeout kills the tree", exec_timeout_kills_tree),
+             ("client disconnect kills a streaming exec", disconnect_kills_exec),
              ("files binary 0 B / 1 B / 5 MiB", files_binary), ("files parents and errors", files_parents_and_errors),
              ("internet toggle", internet_toggle), ("sshd killed", sshd_killed), ("bad params", bad_params),
              ("destroy", destroy)])
