@@ -181,9 +181,12 @@ static bool is_suspect(struct reconcile *rc, const char *id)
     return false;
 }
 
-static void record_forget(struct reconcile *rc, const char *id)
+static void record_forget(struct reconcile *rc, const char *id_)
 {
     struct registry *reg = engine_registry(rc->e);
+    char id[ID_MAX + 1];
+
+    snprintf(id, sizeof id, "%s", id_); /* id_ may belong to a record freed below */
 
     for (size_t i = 0; i < rc->n_recs; i++)
         if (rc->recs[i] && strcmp(rc->recs[i]->id, id) == 0)
