@@ -578,8 +578,8 @@ static bool decide_one(struct reconcile *rc, struct cand *c)
         return false; /* live: ours and known */
     if (destroying_has(rc, c->vmid))
         return false;
-    if (c->lock)
-        return false; /* locked: retried next run (stuck when it stays) */
+    /* A lock (a backup, a stale task) does not stop a live leased sandbox from being
+     * re-attached; anything else waits for the lock to go (stuck when it stays). */
     if (rc->first && !sb) {
         r = find_record(rc, c->m.sandbox);
         if (r) {
@@ -593,6 +593,8 @@ static bool decide_one(struct reconcile *rc, struct cand *c)
                         rc->recs[i] = reg_record_free(rc->recs[i]);
                 return false;
             }
+            if (c->lock)
+                return false; /* reaped as an orphan once unlocked */
             destroy_container(
                 rc, c->vmid, c->node, c->m.sandbox,
                 r->state == REG_READY ? &rc->st.expired_destroyed : &rc->st.rolled_back,
@@ -604,13 +606,15 @@ static bool decide_one(struct reconcile *rc, struct cand *c)
                     rc->recs[i] = reg_record_free(rc->recs[i]);
             return false;
         }
-        if (rc->rebuild || is_suspect(rc, c->m.sandbox))
+        if ((rc->rebuild || is_suspect(rc, c->m.sandbox)) && (!c->lock || c->running))
             return rebuild_from_marker(rc, c);
+        if (c->lock)
+            return false;
         destroy_container(rc, c->vmid, c->node, c->m.sandbox, &rc->st.orphans_destroyed,
                           "marked by this daemon but not recorded");
         return false;
     }
-    if (now - (time_t)c->m.created >= (time_t)rc->cfg->sandbox.orphan_grace_s)
+    if (!c->lock && now - (time_t)c->m.created >= (time_t)rc->cfg->sandbox.orphan_grace_s)
         destroy_container(rc, c->vmid, c->node, c->m.sandbox, &rc->st.orphans_destroyed,
                           "marked by this daemon but not recorded");
     return false;

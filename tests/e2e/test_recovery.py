@@ -91,6 +91,14 @@ def main():
 
         def create_kill(point, returned, rep):
             def t():
+                try:
+                    body()
+                finally:
+                    if env.proc is None:
+                        launch(env)
+                    clean_all(env.client(timeout=120))
+
+            def body():
                 key = f"k-{point.split(':')[0]}-{rep}"
                 params = {"idempotency_key": key, "ttl_s": 600, "labels": {"t": "recovery"}}
                 restart_with_crash(env, point)
@@ -105,7 +113,12 @@ def main():
                 launch(env)
                 c = env.client(timeout=120)
                 wait_reconciled(env, runs_after=1)
-                # Orphans appear in the pool only once their clone finished: a few runs.
+                # A clone the kill interrupted goes on in Proxmox and joins the pool when it
+                # ends: let it settle, then the periodic run (after orphan_grace_s) reaps it.
+                wait_until(lambda: not any(ct.get("lock") for ct in env.containers().values()),
+                           20, "no clone in progress")
+                runs = c.call("daemon.status")["reconcile"]["runs"]
+                wait_reconciled(env, runs_after=runs + 2, timeout=30)
                 wait_until(lambda: consistent(c), 20, "every container of ours to be live")
                 if returned:
                     got = c.call("sandbox.get", {"id": first["id"]})
