@@ -7,6 +7,17 @@ Proxmox. Foreign containers in the pool (no marker, a broken marker, another ins
 marker) survive every reconcile. A lock that stays is reported in daemon.status. A clean
 stop keeps the sandboxes; destroy_on_stop destroys them.
 
+The kill points (SANDBOXD_TEST_CRASH_AT, lib/reconcile.h; ":N" = N ms after the point):
+  create-before-intent   before the intent record is durable
+  create-intent-durable  the intent is durable, nothing asked of Proxmox yet
+  create-clone-sent:40   the clone POST went out, its task (UPID) is running
+  create-cloned          the clone task ended (UPID done, vmid known), not yet recorded
+  create-starting:20     the start task is running
+  create-connecting      SSH connect in progress
+  create-before-ready    SSH is up, READY not yet recorded
+  create-ready-durable   READY is durable, the reply not yet sent (re-attached)
+  create-replied:100     the reply was sent (re-attached, same lease)
+  destroy-stop-sent:20, destroy-deleted   during a destroy
 SANDBOXD_RECOVERY_REPEAT (default 2) repeats each kill point."""
 
 import hashlib
