@@ -481,6 +481,11 @@ static int cmd_exec(struct ctl *c, int argc, char **argv)
     return 0;
 }
 
+static void print_written(json_object *o)
+{
+    printf("%s bytes written\n", get_str(o, "bytes"));
+}
+
 static int cmd_put(struct ctl *c, int argc, char **argv)
 {
     _cleanup_close_ int fd = -1;
@@ -520,7 +525,7 @@ static int cmd_put(struct ctl *c, int argc, char **argv)
                            json_object_new_string((st.st_mode & 0111) ? "0755" : "0644"));
     if (b64_object_add_data(p, "content", data, n) < 0)
         return 1;
-    return run_simple(c, "file.write", TAKE_PTR(p), NULL);
+    return run_simple(c, "file.write", TAKE_PTR(p), print_written);
 }
 
 static int cmd_get(struct ctl *c, int argc, char **argv)
