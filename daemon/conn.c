@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -88,6 +89,35 @@ static void conn_read_stop(struct conn *c)
     c->reading = false;
 }
 
+/* After EOF: true when the client closed its socket completely rather than only
+ * its sending side. On a stream Unix socket a full close by the peer shuts down
+ * both directions, so poll() reports POLLHUP; after shutdown(SHUT_WR) it does not. */
+static bool conn_peer_gone(struct conn *c)
+{
+    uv_os_fd_t fd;
+    struct pollfd p = {.events = POLLIN | POLLOUT};
+
+    if (uv_fileno((uv_handle_t *)&c->pipe, &fd) < 0)
+        return false;
+    p.fd = fd;
+    if (poll(&p, 1, 0) <= 0)
+        return false;
+    return (p.revents & (POLLHUP | POLLERR)) != 0;
+}
+
+/* The client hung up with requests still running: cancel them and close. */
+static bool conn_check_hangup(struct conn *c)
+{
+    if (c->state != CONN_OPEN || !c->eof || !conn_peer_gone(c))
+        return false;
+    if (c->inflight > 0)
+        log_info(COMP, "#%" PRIu64 " uid=%u: client gone with %u request(s) in flight, cancelling",
+                 c->id, (unsigned)c->uid, c->inflight);
+    c->wlen = 0;
+    conn_close(c);
+    return true;
+}
+
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     *buf = uv_buf_init(read_buffer, sizeof read_buffer);
@@ -101,9 +131,14 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     if (nread == 0 || c->state != CONN_OPEN)
         return;
     if (nread == UV_EOF) {
-        /* The client finished sending; answer what it sent, then close. */
+        /* The client finished sending. After a half-close it still waits for
+         * the replies: answer what it sent, then close. After a full close
+         * nobody reads them: cancel the requests instead. The sweep repeats
+         * this check while requests are in flight, to notice a later close. */
         c->eof = true;
         conn_read_stop(c);
+        if (conn_check_hangup(c))
+            return;
         conn_process(c);
         return;
     }
@@ -542,6 +577,8 @@ void conn_sweep(struct conn *c, uint64_t now)
         conn_close(c);
         return;
     }
+    if (c->state == CONN_OPEN && c->eof && c->inflight > 0 && conn_check_hangup(c))
+        return;
     if (c->state == CONN_OPEN && c->inflight == 0 && conn_output_bytes(c) == 0 &&
         now - c->last_activity >= l->idle_timeout_ms) {
         log_debug(COMP, "#%" PRIu64 ": idle, closing", c->id);

@@ -2,7 +2,10 @@
  * concurrent requests with responses matched by id, batches, the in-flight cap
  * with backpressure (reading stops, nothing is dropped), and bounded output
  * (reading stops above a high-water mark; a client that stays stuck is closed).
- * Loop thread only. */
+ * EOF from the client is a half-close (its requests are still answered) unless
+ * the socket is fully closed (poll() reports POLLHUP, checked at EOF and by the
+ * sweep while requests run): then the requests are cancelled through their
+ * on_disconnect callbacks. Loop thread only. */
 #pragma once
 
 /* Before <uv.h>: it pulls in <sys/param.h>, whose MIN/MAX would clash. */

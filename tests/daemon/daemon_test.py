@@ -566,6 +566,51 @@ def test_idle_timeout():
 
 
 @test
+def test_client_hangup_cancels():
+    d = Daemon()
+    # A full close while a request runs: the daemon notices within about a
+    # second (not when the 5 s sleep ends) and cancels the request.
+    c = Client(d.sock)
+    c.request("test.sleep", {"ms": 5000})
+    wait_connections(d.sock, 2)
+    t0 = time.time()
+    c.close()
+    wait_connections(d.sock, 1, timeout=3)
+    gone = time.time() - t0
+    check(gone < 2.5, f"hangup noticed after {gone:.2f}s")
+    check("client gone with 1 request(s) in flight, cancelling" in d.logtext(),
+          "no cancellation logged:\n" + d.logtext()[-3000:])
+    # Half-close first, full close later: the sweep notices the later close.
+    c = Client(d.sock)
+    c.request("test.sleep", {"ms": 5000})
+    wait_connections(d.sock, 2)
+    c.s.shutdown(socket.SHUT_WR)
+    time.sleep(0.3)
+    t0 = time.time()
+    c.close()
+    wait_connections(d.sock, 1, timeout=3)
+    gone = time.time() - t0
+    check(gone < 2.5, f"close after half-close noticed after {gone:.2f}s")
+    check(d.logtext().count("client gone with 1 request(s) in flight") == 2,
+          "second cancellation not logged")
+    # A half-close alone is not a hangup: the replies still arrive.
+    c = Client(d.sock)
+    ids = [c.request("test.sleep", {"ms": 1000}), c.request("test.sleep", {"ms": 200})]
+    c.s.shutdown(socket.SHUT_WR)
+    got = {}
+    for _ in ids:
+        m = c.recv()
+        check(m is not None, "connection closed before the replies after a half-close")
+        got[m["id"]] = m
+    check(got[ids[0]].get("result", {}).get("slept_ms") == 1000, got)
+    check(got[ids[1]].get("result", {}).get("slept_ms") == 200, got)
+    check(c.at_eof(), "connection not closed after the last reply")
+    c.close()
+    check(d.logtext().count("client gone with") == 2, "a half-close was taken for a hangup")
+    d.stop()
+
+
+@test
 def test_graceful_shutdown():
     d = Daemon()
     c = Client(d.sock)
