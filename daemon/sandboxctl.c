@@ -19,6 +19,7 @@
 
 #include "config-build.h"
 #include "lib/config.h"
+#include "lib/util.h"
 #include "proto/b64.h"
 #include "proto/rpc.h"
 
@@ -52,22 +53,6 @@ static int ctl_connect(struct ctl *c)
 
         fprintf(stderr, "sandboxctl: cannot connect to %s: %s\n", c->socket, strerror(-r));
         return r;
-    }
-    return 0;
-}
-
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t k = write(fd, p, n);
-
-        if (k < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        p += k;
-        n -= (size_t)k;
     }
     return 0;
 }

@@ -113,7 +113,7 @@ static int open_parent(int dirfd, const char *path, int *ret_fd, const char **re
     return 0;
 }
 
-static int write_all(int fd, const void *data, size_t n)
+int write_all(int fd, const void *data, size_t n)
 {
     const uint8_t *p = data;
 

@@ -63,6 +63,9 @@ int sha256_hex(const void *data, size_t n, char ret[SHA256_HEX_SIZE]);
 /* True when s is exactly len lowercase hex digits (len 0: any length >= 1). */
 bool hex_is_valid(const char *s, size_t len);
 
+/* Writes all n bytes to fd, retrying on EINTR and short writes. 0 or -errno. */
+int write_all(int fd, const void *data, size_t n);
+
 /* POSIX shell single-quoted form of s ('it'\''s'); malloc'd, NULL with
  * errno ENOMEM. The empty string becomes ''. */
 char *shell_quote(const char *s);
