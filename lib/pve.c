@@ -1468,6 +1468,64 @@ int pve_fw_options_put(struct pve_client *c, const char *node, uint32_t vmid,
                         userdata, ret_call);
 }
 
+int pve_fw_ipset_create(struct pve_client *c, const char *node, uint32_t vmid, const char *name,
+                        PVE_CALL_ARGS)
+{
+    _cleanup_free_ char *path = NULL;
+    _cleanup_(put_jsonp) struct json_object *p = NULL;
+    int r;
+
+    if (!name || !*name)
+        return -EINVAL;
+    r = ct_path(&path, node, vmid, "/firewall/ipset");
+    if (r < 0)
+        return r;
+    p = json_object_new_object();
+    if (!p || json_object_object_add(p, "name", json_object_new_string(name)) < 0)
+        return -ENOMEM;
+    return start_simple(c, CALL_RAW, false, "POST", path, p, RETRY_NOTHING_DONE, timeout_ms, cb,
+                        userdata, ret_call);
+}
+
+int pve_fw_ipset_add(struct pve_client *c, const char *node, uint32_t vmid, const char *name,
+                     const char *cidr, PVE_CALL_ARGS)
+{
+    _cleanup_free_ char *path = NULL, *n = NULL, *suffix = NULL;
+    _cleanup_(put_jsonp) struct json_object *p = NULL;
+    int r;
+
+    if (!name || !*name || !cidr || !*cidr)
+        return -EINVAL;
+    if (http_url_escape(name, &n) < 0 || asprintf(&suffix, "/firewall/ipset/%s", n) < 0)
+        return -ENOMEM;
+    r = ct_path(&path, node, vmid, suffix);
+    if (r < 0)
+        return r;
+    p = json_object_new_object();
+    if (!p || json_object_object_add(p, "cidr", json_object_new_string(cidr)) < 0)
+        return -ENOMEM;
+    return start_simple(c, CALL_RAW, false, "POST", path, p, RETRY_NOTHING_DONE, timeout_ms, cb,
+                        userdata, ret_call);
+}
+
+bool pve_error_exists(const struct pve_result *res)
+{
+    if (!res || res->error != -EREMOTEIO || !res->perr)
+        return false;
+    if (res->perr->message && strstr(res->perr->message, "already exists"))
+        return true;
+    if (!res->perr->errors)
+        return false;
+    json_object_object_foreach(res->perr->errors, k, v)
+    {
+        (void)k;
+        if (json_object_is_type(v, json_type_string) &&
+            strstr(json_object_get_string(v), "already exists"))
+            return true;
+    }
+    return false;
+}
+
 int pve_fw_rules_list(struct pve_client *c, const char *node, uint32_t vmid, PVE_CALL_ARGS)
 {
     _cleanup_free_ char *path = NULL;

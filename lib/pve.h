@@ -198,6 +198,16 @@ int pve_cluster_fw_options_get(struct pve_client *c, PVE_CALL_ARGS);
 /* PUT .../lxc/{vmid}/firewall/options with params ({"enable":true,"policy_in":"ACCEPT"}). */
 int pve_fw_options_put(struct pve_client *c, const char *node, uint32_t vmid,
                        struct json_object *params, PVE_CALL_ARGS);
+/* POST .../lxc/{vmid}/firewall/ipset name=<name>: creates the guest IP set. A set that exists
+ * already fails with 500 "IPSet '<name>' already exists" (see pve_error_exists()). */
+int pve_fw_ipset_create(struct pve_client *c, const char *node, uint32_t vmid, const char *name,
+                        PVE_CALL_ARGS);
+/* POST .../lxc/{vmid}/firewall/ipset/{name} cidr=<cidr>: adds an entry (Proxmox normalises
+ * it). A present entry fails with 400 {"cidr":"address '<cidr>' already exists"}. */
+int pve_fw_ipset_add(struct pve_client *c, const char *node, uint32_t vmid, const char *name,
+                     const char *cidr, PVE_CALL_ARGS);
+/* True when res is a Proxmox "... already exists" refusal (message or a parameter error). */
+bool pve_error_exists(const struct pve_result *res);
 /* GET .../lxc/{vmid}/firewall/rules: res->rules, res->data. */
 int pve_fw_rules_list(struct pve_client *c, const char *node, uint32_t vmid, PVE_CALL_ARGS);
 /* POST .../lxc/{vmid}/firewall/rules with params ({"type":"group","action":"x","enable":1}). */

@@ -762,6 +762,65 @@ static void create_step_connect(struct sandbox *sb)
         test_crash_point("create-connecting");
 }
 
+/* With ipfilter=1 Proxmox passes only source addresses in the container's ipfilter-net0 set,
+ * and a DHCP lease is in no set by itself: without this step the sandbox sends no IPv4 at
+ * all (SSH replies included). The set may exist already (copied from the template's
+ * firewall file), and a retried add may find the entry: both are fine. */
+#define IPFILTER_SET "ipfilter-net0"
+
+static void on_ipset_added(const struct pve_result *res, void *userdata)
+{
+    struct sandbox *sb = userdata;
+
+    sb->call = NULL;
+    if (create_check_abort(sb))
+        return;
+    if (res->error < 0 && !pve_error_exists(res)) {
+        create_fail_pve(sb, res);
+        return;
+    }
+    create_step_connect(sb);
+}
+
+static void on_ipset_created(const struct pve_result *res, void *userdata)
+{
+    struct sandbox *sb = userdata;
+    uint64_t t;
+    int r;
+
+    sb->call = NULL;
+    if (create_check_abort(sb))
+        return;
+    if (res->error < 0 && !pve_error_exists(res)) {
+        create_fail_pve(sb, res);
+        return;
+    }
+    t = step_timeout(sb, ENGINE_STEP_CONFIG_MS);
+    if (t == 0) {
+        create_deadline(sb, "adding the address to the firewall's ipfilter set");
+        return;
+    }
+    r = pve_fw_ipset_add(sb->engine->pve, sb->node, sb->vmid, IPFILTER_SET, sb->ip, t,
+                         on_ipset_added, sb, &sb->call);
+    if (r < 0)
+        create_fail_errno(sb, ENGINE_E_INTERNAL, r, "cannot add the address to the ipfilter set");
+}
+
+static void create_step_ipfilter(struct sandbox *sb)
+{
+    uint64_t t = step_timeout(sb, ENGINE_STEP_CONFIG_MS);
+    int r;
+
+    if (t == 0) {
+        create_deadline(sb, "creating the firewall's ipfilter set");
+        return;
+    }
+    r = pve_fw_ipset_create(sb->engine->pve, sb->node, sb->vmid, IPFILTER_SET, t, on_ipset_created,
+                            sb, &sb->call);
+    if (r < 0)
+        create_fail_errno(sb, ENGINE_E_INTERNAL, r, "cannot create the ipfilter set");
+}
+
 static void ip_poll(struct sandbox *sb);
 
 static void on_ip_timer(uv_timer_t *t)
@@ -791,7 +850,7 @@ static void on_interfaces(const struct pve_result *res, void *userdata)
             create_fail_errno(sb, ENGINE_E_INTERNAL, -ENOMEM, "out of memory");
             return;
         }
-        create_step_connect(sb);
+        create_step_ipfilter(sb);
         return;
     }
     left = step_timeout(sb, UINT64_MAX);

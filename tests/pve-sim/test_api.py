@@ -580,6 +580,49 @@ class T08Firewall(unittest.TestCase):
         r = S.api("GET", "/cluster/firewall/groups/tgrp")
         self.assertEqual((r.status, r.reason), (500, "no such security group 'tgrp'"))
 
+    def test_ct_ipsets(self):
+        base = "/nodes/pve/lxc/9000/firewall/ipset"
+        self.assertEqual(S.ok("GET", base), [])
+        S.ok("POST", base, {"name": "ipfilter-net0", "comment": "lease"})
+        r = S.api("POST", base, {"name": "ipfilter-net0"})
+        self.assertEqual((r.status, r.reason), (500, "IPSet 'ipfilter-net0' already exists"))
+        r = S.api("POST", base, {"name": "0bad"})
+        self.assertEqual(r.status, 400)
+        self.assertIn("name", r.json["errors"])
+        sets = S.ok("GET", base)
+        self.assertEqual([(x["name"], x["comment"]) for x in sets], [("ipfilter-net0", "lease")])
+        s = base + "/ipfilter-net0"
+        S.ok("POST", s, {"cidr": "10.9.0.5/32"})
+        S.ok("POST", s, {"cidr": "10.9.1.7/24", "comment": "net", "nomatch": 1})
+        e = S.ok("GET", s)
+        self.assertEqual([(x["cidr"], x.get("comment"), x.get("nomatch")) for x in e],
+                         [("10.9.1.0/24", "net", 1), ("10.9.0.5", None, None)])
+        self.assertEqual(e[0]["digest"], e[1]["digest"])
+        r = S.api("POST", s, {"cidr": "10.9.0.5"})
+        self.assertEqual((r.status, r.json["errors"]), (400, {"cidr": "address '10.9.0.5' already exists"}))
+        r = S.api("POST", s, {"cidr": "10.0.0.0/0"})
+        self.assertEqual((r.status, r.reason), (400, "a zero prefix is not allowed in ipset entries"))
+        r = S.api("POST", base + "/nosuch", {"cidr": "10.9.0.6"})
+        self.assertEqual((r.status, r.reason), (500, "no such IPSet 'nosuch'"))
+        self.assertEqual(S.ok("GET", s + "/10.9.1.0/24")["comment"], "net")  # raw cidr in the path
+        # the guest firewall file (ipsets included) is copied on clone
+        S.wait_task(S.ok("POST", "/nodes/pve/lxc/9000/clone", {"newid": 702}))
+        self.assertEqual(len(S.ok("GET", "/nodes/pve/lxc/702/firewall/ipset/ipfilter-net0")), 2)
+        S.ok("DELETE", s + "/10.9.0.5/32")  # not normalised: removes nothing
+        S.ok("DELETE", s + "/10.9.9.9")     # missing: idempotent
+        self.assertEqual(len(S.ok("GET", s)), 2)
+        S.ok("DELETE", s + "/10.9.1.0%2F24")
+        r = S.api("DELETE", s)
+        self.assertEqual((r.status, r.reason), (500, "IPSet 'ipfilter-net0' is not empty"))
+        S.ok("DELETE", s, {"force": 1})
+        self.assertEqual(S.ok("GET", base), [])
+        self.assertEqual(len(S.ok("GET", "/nodes/pve/lxc/702/firewall/ipset/ipfilter-net0")), 2)
+        r = S.api("POST", "/nodes/pve/lxc/9000/firewall/ipset", {"name": "x1"}, token=DAEMON)
+        self.assertEqual((r.status, r.reason), (403, "Permission check failed (/vms/9000, VM.Config.Network)"))
+        r = S.api("GET", "/nodes/pve/lxc/702/firewall/ipset", token=DAEMON)
+        self.assertEqual((r.status, r.reason), (403, "Permission check failed (/vms/702, VM.Audit)"))
+        S.wait_task(S.ok("DELETE", "/nodes/pve/lxc/702", {"purge": 1}))
+
     def test_cluster_options(self):
         o = S.ok("GET", "/cluster/firewall/options")
         self.assertEqual(o["enable"], 1)

@@ -161,7 +161,10 @@ class T2Firewall(unittest.TestCase):
         S.clone(201)
         cls.ip = S.start_ct(200)
         cls.sib = S.start_ct(201)
-        for v in (200, 201):
+        for v, ip in ((200, cls.ip), (201, cls.sib)):
+            # as on PVE, ipfilter=1 passes only sources in the guest's ipfilter-net0 set
+            S.ok("POST", f"/nodes/pve/lxc/{v}/firewall/ipset", {"name": "ipfilter-net0"})
+            S.ok("POST", f"/nodes/pve/lxc/{v}/firewall/ipset/ipfilter-net0", {"cidr": ip})
             S.ok("PUT", f"/nodes/pve/lxc/{v}/firewall/options",
                  {"enable": 1, "policy_in": "DROP", "policy_out": "DROP", "ipfilter": 1, "macfilter": 1})
 
@@ -175,6 +178,41 @@ class T2Firewall(unittest.TestCase):
         if on:
             S.ok("POST", f"/nodes/pve/lxc/{vmid}/firewall/rules",
                  {"type": "group", "action": "sandbox-internet", "enable": 1})
+
+    def nc_from_ct(self, vmid, host, port):
+        ns = S.admin("GET", f"/ct/{vmid}")["netns"]
+        r = subprocess.run(["ip", "netns", "exec", ns, "timeout", "2", "bash", "-c",
+                            f"exec 3<>/dev/tcp/{host}/{port} && echo OPEN || echo CLOSED"],
+                           capture_output=True, text=True, timeout=20)
+        return r.stdout.strip() or "CLOSED"  # empty: timeout killed the connect
+
+    def test_0_ipfilter_needs_the_ipset(self):
+        inet = S.info["internet_ip"]
+        base = "/nodes/pve/lxc/200/firewall/ipset/ipfilter-net0"
+        self.group_rule(200, True)
+        try:
+            self.assertEqual(self.nc_from_ct(200, inet, 80), "OPEN")
+            # the lease out of the set: nothing leaves the container, SSH replies included
+            S.ok("DELETE", f"{base}/{self.ip}")
+            self.assertEqual(S.ok("GET", base), [])
+            self.assertEqual(self.nc_from_ct(200, inet, 80), "CLOSED")
+            self.assertNotEqual(S.ssh(self.ip, "true", timeout=20).returncode, 0)
+            # the sibling (its lease in its own set) is unaffected
+            self.assertEqual(S.ssh(self.sib, "true").returncode, 0)
+            # back in (sent as /32, stored normalised): both work again
+            S.ok("POST", base, {"cidr": f"{self.ip}/32"})
+            self.assertEqual([e["cidr"] for e in S.ok("GET", base)], [self.ip])
+            self.assertEqual(self.nc_from_ct(200, inet, 80), "OPEN")
+            self.assertEqual(S.ssh(self.ip, "true").returncode, 0)
+            # ipfilter off: the set no longer matters
+            S.ok("DELETE", f"{base}/{self.ip}")
+            S.ok("PUT", "/nodes/pve/lxc/200/firewall/options", {"ipfilter": 0})
+            self.assertEqual(S.ssh(self.ip, "true").returncode, 0)
+        finally:
+            S.ok("PUT", "/nodes/pve/lxc/200/firewall/options", {"ipfilter": 1})
+            S.api("POST", base, {"cidr": self.ip})
+            self.group_rule(200, False)
+        self.assertEqual(S.ssh(self.ip, "true").returncode, 0)
 
     def test_1_internet_off(self):
         self.group_rule(200, False)
