@@ -729,6 +729,74 @@ class T11Instances(unittest.TestCase):
             other.destroy()
         self.assertEqual(simlib.leftovers(other.info["instance"]), [])
 
+    def test_leases_freed_on_destroy(self):
+        # a /28 leaves five addresses (.10-.14): without freeing, the sixth create gets no IP
+        state = f"/run/pve-sim-test-lease-{os.getpid()}"
+        other = simlib.Sim({"containers": False, "dhcp_delay": 0.05, "bridge_subnet": "10.213.251.0/28"},
+                           state_dir=state)
+
+        def mac(vmid):
+            c = other.ok("GET", f"/nodes/pve/lxc/{vmid}/config")
+            return re.search("hwaddr=([^,]+)", c["net0"]).group(1).upper()
+
+        def destroy(vmid):
+            self.assertEqual(other.wait_task(other.ok("DELETE", f"/nodes/pve/lxc/{vmid}", {"force": 1}))["exitstatus"],
+                             "OK")
+
+        try:
+            other.start()
+            self.assertEqual(other.info["bridge_subnet"], "10.213.251.0/28")
+            # the template's own lease (if any) stays; the rest are per container
+            base = dict(other.admin("GET", "/state")["leases"])
+            other.clone(100)
+            ip100 = other.start_ct(100)
+            m100 = mac(100)
+            self.assertEqual(other.admin("GET", "/state")["leases"].get(m100), ip100)
+            # stop/start keeps the lease
+            other.wait_task(other.ok("POST", "/nodes/pve/lxc/100/status/stop"))
+            self.assertEqual(other.admin("GET", "/state")["leases"].get(m100), ip100)
+            self.assertEqual(other.start_ct(100), ip100)
+            # destroy frees it: gone from the state and handed out again
+            destroy(100)
+            self.assertNotIn(m100, other.admin("GET", "/state")["leases"])
+            self.assertEqual(other.admin("GET", "/state")["leases"], base)
+            other.clone(101)
+            self.assertEqual(other.start_ct(101), ip100)
+            # a net0 change without hwaddr gives a new MAC; the old MAC's lease is freed
+            m101 = mac(101)
+            other.ok("PUT", "/nodes/pve/lxc/101/config", {"net0": "name=eth0,bridge=vmbr0,firewall=1,ip=dhcp"})
+            m101b = mac(101)
+            self.assertNotEqual(m101, m101b)
+            self.assertNotEqual(other.wait_ip(101), ip100)  # the old lease is freed after the new one is taken
+            leases = other.admin("GET", "/state")["leases"]
+            self.assertNotIn(m101, leases)
+            self.assertIn(m101b, leases)
+            # and while stopped too
+            other.wait_task(other.ok("POST", "/nodes/pve/lxc/101/status/stop"))
+            other.ok("PUT", "/nodes/pve/lxc/101/config", {"net0": "name=eth0,bridge=vmbr0,firewall=1,ip=dhcp"})
+            self.assertNotIn(m101b, other.admin("GET", "/state")["leases"])
+            ip101 = other.start_ct(101)
+            m101c = mac(101)
+            # leases survive a restart, freed ones stay freed
+            other.stop()
+            other.start()
+            leases = other.admin("GET", "/state")["leases"]
+            self.assertEqual(leases.get(m101c), ip101)
+            self.assertNotIn(m101, leases)
+            self.assertNotIn(m101b, leases)
+            self.assertEqual(other.wait_ip(101), ip101)
+            destroy(101)
+            self.assertEqual(other.admin("GET", "/state")["leases"], base)
+            # more creates than the pool has addresses
+            for vmid in range(110, 118):
+                other.clone(vmid)
+                self.assertTrue(other.start_ct(vmid).startswith("10.213.251."))
+                destroy(vmid)
+            self.assertEqual(other.admin("GET", "/state")["leases"], base)
+        finally:
+            other.destroy()
+        self.assertEqual(simlib.leftovers(other.info["instance"]), [])
+
 
 if __name__ == "__main__":
     simlib.run_tests("__main__")
