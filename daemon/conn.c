@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "lib/log.h"
 #include "lib/macro.h"
@@ -37,6 +38,7 @@ struct req {
     void *disconnect_data;
     req_event_cb on_drain;
     void *drain_data;
+    uint64_t drain_pass; /* the connection's drain pass when on_drain was armed */
     struct req *prev, *next;
 };
 
@@ -62,13 +64,37 @@ static void conn_process(struct conn *c);
 static void conn_update(struct conn *c);
 static void conn_flush(struct conn *c);
 
-static void conn_set_state(struct conn *c, enum conn_state state)
+/* Transitions the setter refused since the process started (tests and the fuzz
+ * target check that it stays 0). */
+static unsigned conn_refused;
+
+static const char *conn_state_name(enum conn_state state)
 {
-    if (c->state == state)
-        return;
+    if ((unsigned)state >= ELEMENTSOF(conn_state_names) || !conn_state_names[state])
+        return "invalid";
+    return conn_state_names[state];
+}
+
+/* The only place the state changes. States only move forward, OPEN -> DRAINING
+ * -> CLOSING -> CLOSED (DRAINING may be skipped): a connection that started
+ * closing can never be closed again. */
+int conn_set_state(struct conn *c, enum conn_state state)
+{
+    if ((unsigned)state >= ELEMENTSOF(conn_state_names) || state <= c->state) {
+        conn_refused++;
+        log_error(COMP, "#%" PRIu64 " uid=%u: refusing state change %s -> %s", c->id,
+                  (unsigned)c->uid, conn_state_name(c->state), conn_state_name(state));
+        return -EINVAL;
+    }
     log_debug(COMP, "#%" PRIu64 " uid=%u: %s -> %s", c->id, (unsigned)c->uid,
-              conn_state_names[c->state], conn_state_names[state]);
+              conn_state_name(c->state), conn_state_name(state));
     c->state = state;
+    return 0;
+}
+
+unsigned conn_state_refusals(void)
+{
+    return conn_refused;
 }
 
 size_t conn_output_bytes(const struct conn *c)
@@ -89,9 +115,12 @@ static void conn_read_stop(struct conn *c)
     c->reading = false;
 }
 
-/* After EOF: true when the client closed its socket completely rather than only
- * its sending side. On a stream Unix socket a full close by the peer shuts down
- * both directions, so poll() reports POLLHUP; after shutdown(SHUT_WR) it does not. */
+/* True when the client closed its socket completely rather than only its
+ * sending side. On a stream Unix socket a full close by the peer shuts down both
+ * directions, so poll() reports POLLHUP; after shutdown(SHUT_WR) it reports only
+ * POLLRDHUP, which is not a hang-up: the client still reads its replies. This
+ * does not depend on reading, so it also works while reading is stopped (in-flight
+ * cap reached, output paused) and the EOF is still unread in the socket. */
 static bool conn_peer_gone(struct conn *c)
 {
     uv_os_fd_t fd;
@@ -105,10 +134,11 @@ static bool conn_peer_gone(struct conn *c)
     return (p.revents & (POLLHUP | POLLERR)) != 0;
 }
 
-/* The client hung up with requests still running: cancel them and close. */
+/* The client hung up, perhaps with requests still running: cancel them and
+ * close. Returns true when the connection was closed. */
 static bool conn_check_hangup(struct conn *c)
 {
-    if (c->state != CONN_OPEN || !c->eof || !conn_peer_gone(c))
+    if (c->state >= CONN_CLOSING || !conn_peer_gone(c))
         return false;
     if (c->inflight > 0)
         log_info(COMP, "#%" PRIu64 " uid=%u: client gone with %u request(s) in flight, cancelling",
@@ -134,7 +164,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
         /* The client finished sending. After a half-close it still waits for
          * the replies: answer what it sent, then close. After a full close
          * nobody reads them: cancel the requests instead. The sweep repeats
-         * this check while requests are in flight, to notice a later close. */
+         * this check while reading is stopped, to notice a later close. */
         c->eof = true;
         conn_read_stop(c);
         if (conn_check_hangup(c))
@@ -285,21 +315,28 @@ void conn_fail(struct conn *c, int code, const char *reason)
     if (c->state != CONN_OPEN)
         return;
     conn_read_stop(c);
+    if (conn_set_state(c, CONN_DRAINING) < 0)
+        return;
+    /* Sending may find the client gone and close the connection: conn_flush()
+     * and conn_update() do nothing once it is closing. */
     (void)conn_send(c, rpc_error_reason_new(NULL, code, reason));
-    conn_set_state(c, CONN_DRAINING);
     conn_flush(c);
     conn_update(c);
 }
 
+/* Calls the on_drain callbacks armed before this pass. A callback may send past
+ * high water again and re-arm: it then waits for the next drain instead of being
+ * called again in this one (which would never end). */
 static void fire_drain(struct conn *c)
 {
+    uint64_t pass = c->drain_pass++;
     bool again = true;
 
     /* A callback may complete its request and so change the list: rescan. */
     while (again && c->state < CONN_CLOSING) {
         again = false;
         for (struct req *r = c->reqs; r; r = r->next) {
-            if (r->on_drain) {
+            if (r->on_drain && r->drain_pass <= pass) {
                 req_event_cb cb = r->on_drain;
 
                 r->on_drain = NULL;
@@ -418,6 +455,10 @@ static void dispatch_call(struct conn *c, struct rpc_call *call, struct batch *b
             (void)conn_send(c, json_object_get(call->error));
         return;
     }
+    /* A request is only attached to an open connection: a closing one has
+     * already detached its requests and is freed once its handle is closed. */
+    if (c->state != CONN_OPEN)
+        return;
     r = calloc(1, sizeof *r);
     if (!r) {
         if (!call->notification)
@@ -559,10 +600,15 @@ void conn_close(struct conn *c)
     if (c->state >= CONN_CLOSING)
         return;
     conn_read_stop(c);
-    conn_set_state(c, CONN_CLOSING);
+    /* CLOSING is entered once, so uv_close() is called once. */
+    if (conn_set_state(c, CONN_CLOSING) < 0)
+        return;
+    c->wlen = 0;
     server_conn_uncount(c->server, c);
-    conn_detach_requests(c);
     uv_close((uv_handle_t *)&c->pipe, on_close);
+    /* The callbacks may complete their requests, which are detached first: none
+     * of them reaches this connection again. */
+    conn_detach_requests(c);
 }
 
 void conn_sweep(struct conn *c, uint64_t now)
@@ -577,7 +623,9 @@ void conn_sweep(struct conn *c, uint64_t now)
         conn_close(c);
         return;
     }
-    if (c->state == CONN_OPEN && c->eof && c->inflight > 0 && conn_check_hangup(c))
+    /* While reading is stopped (EOF seen, in-flight cap reached, output paused,
+     * draining) a hang-up would go unnoticed: poll for it. */
+    if (!c->reading && conn_check_hangup(c))
         return;
     if (c->state == CONN_OPEN && c->inflight == 0 && conn_output_bytes(c) == 0 &&
         now - c->last_activity >= l->idle_timeout_ms) {
@@ -601,13 +649,10 @@ static void on_close_unaccepted(uv_handle_t *h)
     free(h->data);
 }
 
-int conn_accept(struct server *s, uv_stream_t *listener, struct conn **ret)
+static int conn_new(struct server *s, struct conn **ret)
 {
     static uint64_t next_id = 1;
     struct conn *c;
-    struct ucred cred;
-    socklen_t len = sizeof cred;
-    uv_os_fd_t fd;
     int r;
 
     c = calloc(1, sizeof *c);
@@ -621,9 +666,21 @@ int conn_accept(struct server *s, uv_stream_t *listener, struct conn **ret)
         return r;
     }
     c->pipe.data = c;
-    r = uv_accept(listener, (uv_stream_t *)&c->pipe);
-    if (r == 0)
-        r = uv_fileno((uv_handle_t *)&c->pipe, &fd);
+    *ret = c;
+    return 0;
+}
+
+/* Reads the peer's credentials and makes the connection ready to start. On
+ * failure the handle is closed (which frees c). */
+static int conn_setup(struct conn *c, struct conn **ret)
+{
+    struct server *s = c->server;
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    uv_os_fd_t fd;
+    int r;
+
+    r = uv_fileno((uv_handle_t *)&c->pipe, &fd);
     if (r == 0 && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
         r = -errno;
     if (r < 0) {
@@ -635,9 +692,44 @@ int conn_accept(struct server *s, uv_stream_t *listener, struct conn **ret)
     c->pid = cred.pid;
     frame_buf_init(&c->in, s->config->server.max_request_bytes);
     c->last_activity = uv_now(s->loop);
-    c->state = CONN_OPEN;
+    c->state = CONN_OPEN; /* the initial state, not a transition */
     *ret = c;
     return 0;
+}
+
+int conn_accept(struct server *s, uv_stream_t *listener, struct conn **ret)
+{
+    struct conn *c;
+    int r;
+
+    r = conn_new(s, &c);
+    if (r < 0)
+        return r;
+    r = uv_accept(listener, (uv_stream_t *)&c->pipe);
+    if (r < 0) {
+        uv_close((uv_handle_t *)&c->pipe, on_close_unaccepted);
+        return r;
+    }
+    return conn_setup(c, ret);
+}
+
+int conn_adopt(struct server *s, int fd, struct conn **ret)
+{
+    struct conn *c;
+    int r;
+
+    r = conn_new(s, &c);
+    if (r < 0) {
+        close(fd);
+        return r;
+    }
+    r = uv_pipe_open(&c->pipe, fd);
+    if (r < 0) {
+        close(fd);
+        uv_close((uv_handle_t *)&c->pipe, on_close_unaccepted);
+        return r;
+    }
+    return conn_setup(c, ret);
 }
 
 void conn_start(struct conn *c)
@@ -709,6 +801,7 @@ void req_on_drain(struct req *r, req_event_cb cb, void *userdata)
 {
     r->on_drain = cb;
     r->drain_data = userdata;
+    r->drain_pass = r->conn ? r->conn->drain_pass : 0;
 }
 
 bool req_output_busy(const struct req *r)

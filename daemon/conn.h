@@ -4,8 +4,13 @@
  * (reading stops above a high-water mark; a client that stays stuck is closed).
  * EOF from the client is a half-close (its requests are still answered) unless
  * the socket is fully closed (poll() reports POLLHUP, checked at EOF and by the
- * sweep while requests run): then the requests are cancelled through their
- * on_disconnect callbacks. Loop thread only. */
+ * sweep whenever reading is stopped): then the requests are cancelled through
+ * their on_disconnect callbacks.
+ *
+ * The state only moves forward (conn_set_state() refuses anything else), and
+ * every function that can close the connection is safe to call on a closing one:
+ * callers re-check the state after any such call. A closing connection stays
+ * allocated until its handle's close callback. Loop thread only. */
 #pragma once
 
 /* Before <uv.h>: it pulls in <sys/param.h>, whose MIN/MAX would clash. */
@@ -29,8 +34,8 @@ struct req;
 enum conn_state {
     CONN_OPEN,
     CONN_DRAINING, /* a final reply is queued; close once it is written */
-    CONN_CLOSING,  /* uv_close() called */
-    CONN_CLOSED,
+    CONN_CLOSING,  /* uv_close() called, requests detached */
+    CONN_CLOSED,   /* the handle is closed; freed right after */
 };
 
 struct conn {
@@ -58,13 +63,16 @@ struct conn {
     uint64_t last_activity; /* uv_now of the last read or completion */
     uint64_t write_since;   /* uv_now of the last write progress while writes are queued */
     bool out_paused;        /* queued output went over high water; reading resumes below low */
+    uint64_t drain_pass;    /* counts on_drain passes (each fires only callbacks armed before) */
 
     struct conn *prev, *next;
 };
 
-/* Accepts a pending connection from the listener. `reject_code` != 0 makes the
- * connection answer one error (id null) and close. Returns 0 or a negative errno. */
+/* Accepts a pending connection from the listener. Returns 0 or a negative errno. */
 int conn_accept(struct server *s, uv_stream_t *listener, struct conn **ret);
+/* Wraps an already connected stream Unix socket (taken over, closed on failure).
+ * Returns 0 or a negative errno. */
+int conn_adopt(struct server *s, int fd, struct conn **ret);
 /* Sends one error line with id null, then closes (nothing more is read). */
 void conn_fail(struct conn *c, int code, const char *reason);
 void conn_close(struct conn *c);
@@ -77,3 +85,8 @@ void conn_shutdown(struct conn *c);
 /* Shutdown deadline: detach every request and close. */
 void conn_abort(struct conn *c);
 size_t conn_output_bytes(const struct conn *c);
+/* The one setter of c->state. Only a later state is accepted; anything else is
+ * logged at error level, counted, and refused with -EINVAL (the state is kept). */
+int conn_set_state(struct conn *c, enum conn_state state);
+/* How many transitions conn_set_state() refused since the process started. */
+unsigned conn_state_refusals(void);

@@ -134,23 +134,14 @@ void server_conn_closed(struct server *s, struct conn *c)
     server_maybe_finish(s);
 }
 
-static void on_connection(uv_stream_t *listener, int status)
+/* Takes a new connection in: counts it against the caps and starts it, or
+ * refuses it with one error line. Either may close it at once (a client that
+ * already hung up): c is not touched afterwards. */
+static void server_admit(struct server *s, struct conn *c)
 {
-    struct server *s = listener->data;
     const struct config_server *cfg = &s->config->server;
     struct uid_count *u;
-    struct conn *c;
-    int r;
 
-    if (status < 0) {
-        log_warning(COMP, "accept: %s, continuing", uv_strerror(status));
-        return;
-    }
-    r = conn_accept(s, listener, &c);
-    if (r < 0) {
-        log_warning(COMP, "accept: %s, continuing", uv_strerror(r));
-        return;
-    }
     c->next = s->conns;
     if (s->conns)
         s->conns->prev = c;
@@ -175,6 +166,40 @@ static void on_connection(uv_stream_t *listener, int status)
     s->n_conns++;
     c->counted = true;
     conn_start(c);
+}
+
+static void on_connection(uv_stream_t *listener, int status)
+{
+    struct server *s = listener->data;
+    struct conn *c;
+    int r;
+
+    if (status < 0) {
+        log_warning(COMP, "accept: %s, continuing", uv_strerror(status));
+        return;
+    }
+    r = conn_accept(s, listener, &c);
+    if (r < 0) {
+        log_warning(COMP, "accept: %s, continuing", uv_strerror(r));
+        return;
+    }
+    server_admit(s, c);
+}
+
+int server_adopt(struct server *s, int fd)
+{
+    struct conn *c;
+    int r;
+
+    if (server_stopping(s)) {
+        close(fd);
+        return -ESHUTDOWN;
+    }
+    r = conn_adopt(s, fd, &c);
+    if (r < 0)
+        return r;
+    server_admit(s, c);
+    return 0;
 }
 
 static void on_sweep(uv_timer_t *t)
@@ -400,7 +425,7 @@ void server_shutdown(struct server *s)
 
     if (s->state >= SERVER_STOPPING)
         return;
-    if (s->state == SERVER_INIT) {
+    if (s->state == SERVER_INIT && !s->conns) {
         server_set_state(s, SERVER_CLOSED);
         if (s->on_closed)
             s->on_closed(s, s->userdata);

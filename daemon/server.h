@@ -76,6 +76,9 @@ int server_init(struct server *s, uv_loop_t *loop, struct config *config);
 /* Listens on the fd systemd passed (exactly one stream Unix socket) or binds
  * `path`. Error text goes to the log. */
 int server_listen(struct server *s, const char *path);
+/* Serves an already connected stream Unix socket (taken over, closed on failure)
+ * as if it had been accepted: the caps apply. Returns 0 or a negative errno. */
+int server_adopt(struct server *s, int fd);
 /* Starts shutdown: stop accepting, let in-flight requests finish within the
  * deadline, then close every connection and handle; on_closed runs at the end. */
 void server_shutdown(struct server *s);

@@ -209,62 +209,128 @@ char *rpc_to_line(json_object *o, size_t *ret_len)
 
 /* ---- parsing ------------------------------------------------------------- */
 
+/* What the lexical pre-pass learnt about a line beyond its validity. */
+struct rpc_lex {
+    bool key_nul;     /* an object member name contains \u0000 */
+    bool int_clamped; /* an integer literal is below INT64_MIN (json-c reads INT64_MIN) */
+};
+
+/* True when the digits (no sign, no leading zero) exceed the magnitude of INT64_MIN. */
+static bool rpc_digits_below_int64_min(const char *d, size_t n)
+{
+    static const char min_digits[] = "9223372036854775808";
+
+    if (n != sizeof min_digits - 1)
+        return n > sizeof min_digits - 1;
+    return memcmp(d, min_digits, n) > 0;
+}
+
+/* Scans one number starting at s[*i]. Returns NULL or a reason. */
+static const char *rpc_lex_number(const char *s, size_t len, size_t *i, struct rpc_lex *lex)
+{
+    size_t p = *i, digits;
+    bool neg = false, integral = true;
+
+    if (s[p] == '-') {
+        neg = true;
+        p++;
+    }
+    if (p >= len || s[p] < '0' || s[p] > '9')
+        return "invalid number";
+    digits = p;
+    if (s[p] == '0')
+        p++;
+    else
+        while (p < len && s[p] >= '0' && s[p] <= '9')
+            p++;
+    digits = p - digits;
+    if (p < len && s[p] == '.') {
+        integral = false;
+        p++;
+        if (p >= len || s[p] < '0' || s[p] > '9')
+            return "invalid number";
+        while (p < len && s[p] >= '0' && s[p] <= '9')
+            p++;
+    }
+    if (p < len && (s[p] == 'e' || s[p] == 'E')) {
+        integral = false;
+        p++;
+        if (p < len && (s[p] == '+' || s[p] == '-'))
+            p++;
+        if (p >= len || s[p] < '0' || s[p] > '9')
+            return "invalid number";
+        while (p < len && s[p] >= '0' && s[p] <= '9')
+            p++;
+    }
+    if (neg && integral && rpc_digits_below_int64_min(s + p - digits, digits))
+        lex->int_clamped = true;
+    *i = p;
+    return NULL;
+}
+
+/* Scans one string starting at the opening quote s[*i]; on return *i is just
+ * past the closing quote. Returns NULL or a reason. */
+static const char *rpc_lex_string(const char *s, size_t len, size_t *i, bool *ret_nul)
+{
+    size_t p = *i + 1;
+    bool nul = false;
+
+    for (;; p++) {
+        unsigned char c;
+
+        if (p >= len)
+            return "unterminated string";
+        c = (unsigned char)s[p];
+        if (c == '"')
+            break;
+        if (c < 0x20)
+            return "control character in string";
+        if (c == '\\') {
+            p++;
+            if (p >= len)
+                return "unterminated string";
+            if ((unsigned char)s[p] < 0x20)
+                return "control character in string";
+            if (s[p] == 'u' && len - p > 4 && memcmp(s + p + 1, "0000", 4) == 0)
+                nul = true;
+        }
+    }
+    *i = p + 1;
+    *ret_nul = nul;
+    return NULL;
+}
+
 /* json-c's strict mode still accepts a few things RFC 8259 does not: single
  * quotes, NaN/Infinity, "1.", raw control characters inside strings, and it
  * stops silently at a NUL byte. This linear pre-pass rejects them; json-c then
- * does the rest (structure, literals, escapes, UTF-8, depth). Returns NULL or a
+ * does the rest (structure, literals, escapes, UTF-8, depth). It also notes, in
+ * *lex, what json-c would silently alter: member names holding U+0000 (json-c
+ * cuts them there) and integers below INT64_MIN (clamped). Returns NULL or a
  * reason. */
-static const char *rpc_lex_check(const char *s, size_t len)
+static const char *rpc_lex_check(const char *s, size_t len, struct rpc_lex *lex)
 {
     size_t i = 0;
 
+    *lex = (struct rpc_lex){};
     while (i < len) {
         unsigned char c = (unsigned char)s[i];
+        const char *reason;
 
         if (c == '"') {
-            for (i++;; i++) {
-                if (i >= len)
-                    return "unterminated string";
-                c = (unsigned char)s[i];
-                if (c == '"')
-                    break;
-                if (c < 0x20)
-                    return "control character in string";
-                if (c == '\\') {
-                    i++;
-                    if (i >= len)
-                        return "unterminated string";
-                    if ((unsigned char)s[i] < 0x20)
-                        return "control character in string";
-                }
-            }
-            i++;
+            bool nul;
+            size_t k;
+
+            reason = rpc_lex_string(s, len, &i, &nul);
+            if (reason)
+                return reason;
+            for (k = i; nul && k < len && strchr(" \t\r\n", s[k]) && s[k]; k++)
+                ;
+            if (nul && k < len && s[k] == ':')
+                lex->key_nul = true;
         } else if (c == '-' || (c >= '0' && c <= '9')) {
-            if (c == '-')
-                i++;
-            if (i >= len || s[i] < '0' || s[i] > '9')
-                return "invalid number";
-            if (s[i] == '0')
-                i++;
-            else
-                while (i < len && s[i] >= '0' && s[i] <= '9')
-                    i++;
-            if (i < len && s[i] == '.') {
-                i++;
-                if (i >= len || s[i] < '0' || s[i] > '9')
-                    return "invalid number";
-                while (i < len && s[i] >= '0' && s[i] <= '9')
-                    i++;
-            }
-            if (i < len && (s[i] == 'e' || s[i] == 'E')) {
-                i++;
-                if (i < len && (s[i] == '+' || s[i] == '-'))
-                    i++;
-                if (i >= len || s[i] < '0' || s[i] > '9')
-                    return "invalid number";
-                while (i < len && s[i] >= '0' && s[i] <= '9')
-                    i++;
-            }
+            reason = rpc_lex_number(s, len, &i, lex);
+            if (reason)
+                return reason;
         } else if (c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '{' || c == '}' ||
                    c == '[' || c == ']' || c == ':' || c == ',' || (c >= 'a' && c <= 'z')) {
             i++;
@@ -293,16 +359,27 @@ static int rpc_whole_error(struct rpc_message *m, int code, const char *reason)
     return m->error ? 0 : -ENOMEM;
 }
 
-static bool rpc_id_valid(json_object *id)
+/* NULL when the id can be echoed exactly as sent, else why it is refused.
+ * Strings are kept whole (NUL included). Numbers with a fraction or an exponent
+ * keep their text in json-c and are echoed as written. Integers must fit in
+ * int64: json-c keeps larger ones as uint64 or clamps them to its limits, so two
+ * different ids could get the same reply. */
+static const char *rpc_id_problem(json_object *id, const struct rpc_lex *lex)
 {
     switch (json_object_get_type(id)) {
     case json_type_null:
     case json_type_string:
-    case json_type_int:
     case json_type_double:
-        return true;
+        return NULL;
+    case json_type_int:
+        if (json_object_get_int64(id) == INT64_MAX &&
+            json_object_get_uint64(id) != (uint64_t)INT64_MAX)
+            return "id is out of range: integer ids must fit in a signed 64-bit integer";
+        if (json_object_get_int64(id) == INT64_MIN && lex->int_clamped)
+            return "id is out of range: integer ids must fit in a signed 64-bit integer";
+        return NULL;
     default:
-        return false;
+        return "id must be a string, a number or null";
     }
 }
 
@@ -319,10 +396,17 @@ static int rpc_call_invalid(struct rpc_call *c, json_object *id, const char *rea
     return c->error ? 0 : -ENOMEM;
 }
 
+/* True when a string value holds no NUL (json-c keeps strings whole). */
+static bool rpc_string_clean(json_object *s)
+{
+    return memchr(json_object_get_string(s), '\0', (size_t)json_object_get_string_len(s)) == NULL;
+}
+
 /* Fills one call from one request value (a batch entry or the whole line). */
-static int rpc_call_parse(json_object *req, struct rpc_call *c)
+static int rpc_call_parse(json_object *req, const struct rpc_lex *lex, struct rpc_call *c)
 {
     json_object *id = NULL, *v, *method, *params;
+    const char *problem;
     bool has_id;
 
     *c = (struct rpc_call){.request = json_object_get(req)};
@@ -331,18 +415,21 @@ static int rpc_call_parse(json_object *req, struct rpc_call *c)
         return rpc_call_invalid(c, NULL, "request is not an object");
 
     has_id = json_object_object_get_ex(req, "id", &id);
-    if (has_id && !rpc_id_valid(id))
-        return rpc_call_invalid(c, NULL, "id must be a string, a number or null");
+    if (has_id && (problem = rpc_id_problem(id, lex)))
+        return rpc_call_invalid(c, NULL, problem);
     if (!has_id)
         id = NULL;
 
     if (!json_object_object_get_ex(req, "jsonrpc", &v) ||
-        !json_object_is_type(v, json_type_string) || strcmp(json_object_get_string(v), "2.0") != 0)
+        !json_object_is_type(v, json_type_string) || !rpc_string_clean(v) ||
+        strcmp(json_object_get_string(v), "2.0") != 0)
         return rpc_call_invalid(c, id, "jsonrpc must be \"2.0\"");
 
     if (!json_object_object_get_ex(req, "method", &method) ||
         !json_object_is_type(method, json_type_string))
         return rpc_call_invalid(c, id, "method must be a string");
+    if (!rpc_string_clean(method))
+        return rpc_call_invalid(c, id, "method must not contain NUL");
 
     params = NULL;
     if (json_object_object_get_ex(req, "params", &params) &&
@@ -363,6 +450,7 @@ int rpc_parse(const char *line, size_t len, struct rpc_message *ret)
     json_object *root = NULL;
     enum json_tokener_error jerr;
     const char *reason;
+    struct rpc_lex lex = {};
     struct rpc_message m = {};
     int r;
 
@@ -373,11 +461,17 @@ int rpc_parse(const char *line, size_t len, struct rpc_message *ret)
         goto out;
     }
     /* json-c's own UTF-8 check lets overlong forms and surrogates through. */
-    reason = utf8_valid(line, len) ? rpc_lex_check(line, len) : "invalid UTF-8";
+    reason = utf8_valid(line, len) ? rpc_lex_check(line, len, &lex) : "invalid UTF-8";
     if (!reason && rpc_blank(line, len))
         reason = "empty message"; /* no need to start json-c for that */
     if (reason) {
         r = rpc_whole_error(&m, RPC_PARSE_ERROR, reason);
+        goto out;
+    }
+    /* Valid JSON, but json-c would cut the name: "method\u0000x" would read as
+     * "method". Which entry it belongs to is unknown: refuse the line. */
+    if (lex.key_nul) {
+        r = rpc_whole_error(&m, RPC_INVALID_REQUEST, "a member name contains U+0000");
         goto out;
     }
 
@@ -429,7 +523,7 @@ int rpc_parse(const char *line, size_t len, struct rpc_message *ret)
             goto out;
         }
         for (size_t i = 0; i < n; i++) {
-            r = rpc_call_parse(json_object_array_get_idx(root, i), &m.calls[i]);
+            r = rpc_call_parse(json_object_array_get_idx(root, i), &lex, &m.calls[i]);
             m.n_calls = i + 1;
             if (r < 0)
                 goto out;
@@ -441,7 +535,7 @@ int rpc_parse(const char *line, size_t len, struct rpc_message *ret)
             goto out;
         }
         m.n_calls = 1;
-        r = rpc_call_parse(root, &m.calls[0]);
+        r = rpc_call_parse(root, &lex, &m.calls[0]);
         if (r < 0)
             goto out;
     } else {

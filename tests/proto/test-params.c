@@ -487,6 +487,39 @@ START_TEST(test_file)
 }
 END_TEST
 
+/* Every string param refuses an embedded NUL (U+0000) with -32602 naming it,
+ * instead of being cut there. Data params (stdin, content) are bytes and keep it. */
+START_TEST(test_nul_in_strings)
+{
+    static const struct {
+        const char *method, *params, *param;
+    } cases[] = {
+        {"sandbox.create", "{\"hostname\":\"a\\u0000b\"}", "hostname"},
+        {"sandbox.create", "{\"idempotency_key\":\"k\\u0000\"}", "idempotency_key"},
+        {"sandbox.create", "{\"labels\":{\"k\":\"v\\u0000w\"}}", "labels"},
+        {"sandbox.get", "{\"id\":\"sb-1\\u0000x\"}", "id"},
+        {"sandbox.destroy", "{\"id\":\"\\u0000\"}", "id"},
+        {"sandbox.renew", "{\"id\":\"sb\\u0000\",\"ttl_s\":5}", "id"},
+        {"sandbox.set_internet", "{\"id\":\"sb\\u0000\",\"enabled\":true}", "id"},
+        {"sandbox.list", "{\"labels\":{\"k\":\"\\u0000\"}}", "labels"},
+        {"sandbox.exec", "{\"id\":\"sb-1\",\"command\":\"ls\\u0000 -la\"}", "command"},
+        {"sandbox.exec", "{\"id\":\"sb-1\",\"argv\":[\"ls\",\"-l\\u0000a\"]}", "argv"},
+        {"sandbox.exec", "{\"id\":\"sb-1\",\"command\":\"ls\",\"env\":{\"A\":\"b\\u0000\"}}",
+         "env"},
+        {"sandbox.exec", "{\"id\":\"sb-1\",\"command\":\"ls\",\"cwd\":\"/tmp\\u0000/x\"}", "cwd"},
+        {"file.write", "{\"id\":\"sb-1\",\"path\":\"/etc/x\\u0000y\",\"content\":\"\"}", "path"},
+        {"file.write", "{\"id\":\"sb-1\",\"path\":\"/x\",\"content\":\"\",\"mode\":\"06\\u00004\"}",
+         "mode"},
+        {"file.read", "{\"id\":\"sb-1\",\"path\":\"/etc/passwd\\u0000.txt\"}", "path"},
+    };
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        bad(cases[i].method, cases[i].params, cases[i].param, NULL);
+    good("sandbox.exec", "{\"id\":\"sb-1\",\"command\":\"cat\",\"stdin\":\"a\\u0000b\"}");
+    good("file.write", "{\"id\":\"sb-1\",\"path\":\"/x\",\"content\":\"a\\u0000b\"}");
+}
+END_TEST
+
 START_TEST(test_no_params)
 {
     static const char *const methods[] = {"daemon.status", "rpc.discover"};
@@ -640,6 +673,7 @@ static Suite *params_suite(void)
     tcase_add_test(tc, test_list_renew_internet);
     tcase_add_test(tc, test_exec);
     tcase_add_test(tc, test_file);
+    tcase_add_test(tc, test_nul_in_strings);
     tcase_add_test(tc, test_no_params);
     tcase_add_test(tc, test_method_table);
     tcase_add_test(tc, test_openrpc_document);

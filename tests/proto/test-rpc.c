@@ -365,6 +365,119 @@ START_TEST(test_ids)
 }
 END_TEST
 
+/* The reply to a "sum" of [1] with `id` spelled as given. */
+static void expect_id_echo(const char *id, const char *echoed)
+{
+    char req[256], want[256], *got;
+
+    snprintf(req, sizeof req, "{\"jsonrpc\":\"2.0\",\"method\":\"sum\",\"params\":[1],\"id\":%s}",
+             id);
+    snprintf(want, sizeof want, "{\"jsonrpc\":\"2.0\",\"result\":1,\"id\":%s}", echoed);
+    got = toy_serve(req);
+    ck_assert_msg(got && strcmp(got, want) == 0, "id %s: got %s, want %s", id, got, want);
+    free(got);
+}
+
+static void expect_id_refused(const char *line)
+{
+    struct rpc_message m;
+    json_object *id = NULL, *e, *d, *reason;
+
+    ck_assert_msg(parse_code(line, strlen(line), &id) == -32600, "accepted: %s", line);
+    ck_assert_msg(id == NULL, "%s: error id is not null", line);
+    ck_assert_int_eq(rpc_parse(line, strlen(line), &m), 0);
+    ck_assert_uint_eq(m.n_calls, 1);
+    ck_assert(json_object_object_get_ex(m.calls[0].error, "error", &e));
+    ck_assert(json_object_object_get_ex(e, "data", &d));
+    ck_assert(json_object_object_get_ex(d, "reason", &reason));
+    ck_assert_ptr_nonnull(strstr(json_object_get_string(reason), "out of range"));
+    rpc_message_done(&m);
+}
+
+START_TEST(test_ids_exact)
+{
+    static const char *const echoed[] = {
+        "9223372036854775807",
+        "-9223372036854775808",
+        "0",
+        "-1",
+        "1.5",
+        "1.5E+3",
+        "1e400",
+        "-1e400",
+        "1e-400",
+        "0.1000000000000000000001",
+        "123456789012345678901234567890.0",
+        "\"a\\u0000b\"",
+        "\"123456789012345678901234567890\"",
+    };
+    static const char *const refused[] = {
+        "9223372036854775808",  "18446744073709551615",
+        "18446744073709551616", "123456789012345678901234567890",
+        "-9223372036854775809", "-123456789012345678901234567890",
+    };
+    char line[256];
+    char *got;
+
+    for (size_t i = 0; i < sizeof echoed / sizeof echoed[0]; i++)
+        expect_id_echo(echoed[i], echoed[i]);
+    /* -0 is the integer 0. */
+    expect_id_echo("-0", "0");
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        snprintf(line, sizeof line, "{\"jsonrpc\":\"2.0\",\"method\":\"sum\",\"id\":%s}",
+                 refused[i]);
+        expect_id_refused(line);
+    }
+    /* INT64_MIN is what json-c reads for any integer below it: on a line that
+     * holds such an integer, the id INT64_MIN cannot be told apart and is refused. */
+    expect_id_refused("{\"jsonrpc\":\"2.0\",\"method\":\"sum\",\"params\":[-1e0,"
+                      "-99999999999999999999],\"id\":-9223372036854775808}");
+    /* Two ids that json-c would read as the same number get no reply with it. */
+    got = toy_serve("[{\"jsonrpc\":\"2.0\",\"method\":\"sum\",\"params\":[1],"
+                    "\"id\":123456789012345678901234567890},"
+                    "{\"jsonrpc\":\"2.0\",\"method\":\"sum\",\"params\":[2],"
+                    "\"id\":123456789012345678901234567891}]");
+    ck_assert_ptr_nonnull(got);
+    ck_assert_ptr_null(strstr(got, "18446744073709551615"));
+    ck_assert_ptr_nonnull(strstr(got, "-32600"));
+    free(got);
+}
+END_TEST
+
+START_TEST(test_nul)
+{
+    json_object *id = NULL;
+    const char *l;
+
+    /* A NUL in the method is refused, not cut (the id is kept). */
+    l = "{\"jsonrpc\":\"2.0\",\"method\":\"sum\\u0000junk\",\"params\":[1],\"id\":7}";
+    ck_assert_int_eq(parse_code(l, strlen(l), &id), -32600);
+    ck_assert_int_eq(json_object_get_int(id), 7);
+    json_object_put(id);
+    ck_assert_int_eq(CODE("{\"jsonrpc\":\"2.0\",\"method\":\"\\u0000\",\"id\":1}"), -32600);
+    ck_assert_int_eq(CODE("{\"jsonrpc\":\"2.0\\u0000x\",\"method\":\"sum\",\"id\":1}"), -32600);
+    /* A member name with U+0000 (json-c would cut it): the whole line, id null. */
+    id = NULL;
+    l = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\\u0000junk\":\"sum\",\"method\":\"x\"}";
+    ck_assert_int_eq(parse_code(l, strlen(l), &id), -32600);
+    ck_assert_ptr_null(id);
+    ck_assert_int_eq(
+        CODE("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"update\",\"params\":{\"a\\u0000\" :1}}"),
+        -32600);
+    ck_assert_int_eq(CODE("[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"update\"},"
+                          "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"update\",\"params\":"
+                          "{\"env\":{\"\\u0000\":\"x\"}}}]"),
+                     -32600);
+    /* Not a NUL: an escaped backslash followed by "u0000", and U+0000 in values. */
+    ck_assert_int_eq(
+        CODE("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"update\",\"params\":{\"a\\\\u0000\":1}}"),
+        0);
+    ck_assert_int_eq(CODE("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"update\",\"params\":"
+                          "{\"a\":\"\\u0000\",\"b\":[\"\\u0000\"]}}"),
+                     0);
+}
+END_TEST
+
 START_TEST(test_invalid_requests)
 {
     ck_assert_int_eq(CODE("{\"method\":\"x\",\"id\":1}"), -32600);
@@ -418,8 +531,10 @@ START_TEST(test_parse_errors)
     ck_assert_int_eq(parse_code("{\"jsonrpc\":\"2.0\",\"method\":\"x\"}\0garbage", 38, NULL),
                      -32700);
     ck_assert_int_eq(parse_code("{\"jsonrpc\":\"2.0\",\"method\":\"x\0\"}", 30, NULL), -32700);
-    /* Escaped forms of the same are fine. */
-    ck_assert_int_eq(CODE("{\"jsonrpc\":\"2.0\",\"method\":\"a\\tb\\u0000\",\"id\":-1.5e+3}"), 0);
+    /* Escaped forms of the same are fine (a NUL in the method is not: test_nul). */
+    ck_assert_int_eq(CODE("{\"jsonrpc\":\"2.0\",\"method\":\"a\\tb\",\"params\":[\"\\u0000\"],"
+                          "\"id\":-1.5e+3}"),
+                     0);
 }
 END_TEST
 
@@ -633,6 +748,8 @@ static Suite *rpc_suite(void)
 
     tcase_add_checked_fixture(more, setup, teardown);
     tcase_add_test(more, test_ids);
+    tcase_add_test(more, test_ids_exact);
+    tcase_add_test(more, test_nul);
     tcase_add_test(more, test_invalid_requests);
     tcase_add_test(more, test_parse_errors);
     tcase_add_test(more, test_invalid_utf8);

@@ -1,0 +1,383 @@
+/* daemon/conn.c with the real server.c and method table on a private loop, over
+ * socketpairs: the forward-only state setter, and the close paths where a client
+ * that hangs up at the wrong moment used to get its handle closed twice or go
+ * unnoticed. */
+#include "lib/macro.h" /* before <uv.h> */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "daemon/conn.h"
+#include "daemon/methods.h"
+#include "daemon/server.h"
+#include "lib/config.h"
+#include "lib/log.h"
+#include "proto/rpc.h"
+#include "tests/check-util.h"
+
+#define MAX_HOLDS 16
+
+static uv_loop_t loop;
+static struct config cfg;
+static struct server srv;
+
+/* test.hold: stays in flight until released or until the client is gone. */
+static struct req *holds[MAX_HOLDS];
+static unsigned n_holds, n_cancelled;
+
+static void hold_disconnected(struct req *r, void *userdata)
+{
+    size_t i = (size_t)(uintptr_t)userdata;
+
+    ck_assert_ptr_eq(holds[i], r);
+    ck_assert(!req_connected(r));
+    holds[i] = NULL;
+    n_cancelled++;
+    req_error(r, RPC_SHUTTING_DOWN, "cancelled");
+}
+
+static void method_hold(struct req *r, json_object *params)
+{
+    (void)params;
+    ck_assert_uint_lt(n_holds, MAX_HOLDS);
+    holds[n_holds] = r;
+    req_on_disconnect(r, hold_disconnected, (void *)(uintptr_t)n_holds);
+    n_holds++;
+}
+
+static void release_holds(void)
+{
+    for (size_t i = 0; i < n_holds; i++) {
+        struct req *r = holds[i];
+
+        if (r) {
+            holds[i] = NULL;
+            req_reply(r, json_object_new_int64((int64_t)i));
+        }
+    }
+}
+
+/* test.stream {"n": N}: N notifications of 1 KiB, sent while the output is not
+ * busy and resumed from on_drain, re-arming it whenever the output is busy again
+ * (what a streaming exec does). */
+struct stream {
+    struct req *req;
+    int64_t left;
+};
+
+static unsigned n_drains;
+
+static void stream_step(struct req *r, void *userdata)
+{
+    static char chunk[1025];
+    struct stream *st = userdata;
+
+    n_drains++;
+    ck_assert_uint_lt(n_drains, 100000);
+    if (!chunk[0])
+        memset(chunk, 'x', sizeof chunk - 1);
+    while (st->left > 0 && !req_output_busy(r)) {
+        json_object *p = json_object_new_object();
+
+        json_object_object_add(p, "data", json_object_new_string(chunk));
+        ck_assert_int_eq(req_notify(r, "test.data", p), 0);
+        st->left--;
+    }
+    if (st->left > 0) {
+        req_on_drain(r, stream_step, st);
+        return;
+    }
+    free(st);
+    req_reply(r, json_object_new_boolean(true));
+}
+
+static void method_stream(struct req *r, json_object *params)
+{
+    struct stream *st = calloc(1, sizeof *st);
+    json_object *n;
+
+    ck_assert_ptr_nonnull(st);
+    ck_assert(json_object_object_get_ex(params, "n", &n));
+    st->req = r;
+    st->left = json_object_get_int64(n);
+    stream_step(r, st);
+}
+
+static const struct method_def hold_methods[] = {
+    {"test.hold", method_hold},
+    {"test.stream", method_stream},
+    {NULL, NULL},
+};
+
+static void spin(void)
+{
+    for (int i = 0; i < 32; i++)
+        uv_run(&loop, UV_RUN_NOWAIT);
+}
+
+static void setup(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    log_set_max_level(LOG_WARNING);
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    ck_assert_int_eq(config_init(&cfg), 0);
+    cfg.server.max_connections = 8;
+    cfg.server.max_connections_per_uid = 2;
+    cfg.server.max_request_bytes = 1024;
+    cfg.server.max_inflight_per_connection = 2;
+    ck_assert_int_eq(server_init(&srv, &loop, &cfg), 0);
+    ck_assert_int_eq(methods_register(hold_methods), 0);
+    n_holds = n_cancelled = 0;
+}
+
+static void teardown(void)
+{
+    struct conn *next;
+
+    release_holds();
+    for (struct conn *c = srv.conns; c; c = next) {
+        next = c->next;
+        conn_abort(c);
+    }
+    for (int i = 0; i < 100 && srv.n_handles > 0; i++)
+        uv_run(&loop, UV_RUN_NOWAIT);
+    ck_assert_uint_eq(srv.n_handles, 0);
+    server_done(&srv);
+    methods_done();
+    config_done(&cfg);
+    check_loop_done(&loop);
+}
+
+/* A connected client: returns its end; the other end is served. */
+static int client(void)
+{
+    int sv[2];
+
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    ck_assert_int_eq(server_adopt(&srv, sv[1]), 0);
+    return sv[0];
+}
+
+static void send_str(int fd, const char *s)
+{
+    ck_assert_int_eq(write(fd, s, strlen(s)), (ssize_t)strlen(s));
+}
+
+/* Reads until EOF (bounded); returns how many lines arrived. */
+static unsigned read_to_eof(int fd)
+{
+    char buf[4096];
+    unsigned lines = 0;
+
+    for (int i = 0; i < 200; i++) {
+        ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+
+        if (n == 0)
+            return lines;
+        if (n < 0) {
+            ck_assert_int_eq(errno, EAGAIN);
+            spin();
+            continue;
+        }
+        for (ssize_t k = 0; k < n; k++)
+            lines += buf[k] == '\n';
+    }
+    ck_abort_msg("no EOF from the daemon");
+    return lines;
+}
+
+START_TEST(test_setter_forward_only)
+{
+    struct conn c = {.id = 1, .state = CONN_OPEN}, d = {.id = 2, .state = CONN_OPEN};
+    unsigned before = conn_state_refusals();
+
+    log_set_max_level(LOG_EMERG); /* the refusals below are logged at error level */
+    ck_assert_int_eq(conn_set_state(&c, CONN_OPEN), -EINVAL);
+    ck_assert_int_eq(conn_set_state(&c, CONN_DRAINING), 0);
+    ck_assert_int_eq(conn_set_state(&c, CONN_OPEN), -EINVAL);
+    ck_assert_int_eq(c.state, CONN_DRAINING);
+    ck_assert_int_eq(conn_set_state(&c, CONN_DRAINING), -EINVAL);
+    ck_assert_int_eq(conn_set_state(&c, CONN_CLOSING), 0);
+    /* The transition behind the double uv_close(): closing back to draining. */
+    ck_assert_int_eq(conn_set_state(&c, CONN_DRAINING), -EINVAL);
+    ck_assert_int_eq(c.state, CONN_CLOSING);
+    ck_assert_int_eq(conn_set_state(&c, (enum conn_state)42), -EINVAL);
+    ck_assert_int_eq(conn_set_state(&c, CONN_CLOSED), 0);
+    ck_assert_int_eq(conn_set_state(&c, CONN_CLOSING), -EINVAL);
+    ck_assert_int_eq(c.state, CONN_CLOSED);
+    /* DRAINING may be skipped. */
+    ck_assert_int_eq(conn_set_state(&d, CONN_CLOSING), 0);
+    ck_assert_uint_eq(conn_state_refusals(), before + 6);
+}
+END_TEST
+
+/* Over the per-uid cap, from a client that already hung up: the refusal finds
+ * the peer gone (EPIPE) and closes, once. */
+START_TEST(test_refusal_after_hangup)
+{
+    int a = client(), b = client(), sv[2];
+    unsigned before = conn_state_refusals();
+
+    spin();
+    ck_assert_uint_eq(server_connections(&srv), 2);
+    for (int i = 0; i < 20; i++) {
+        ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+        close(sv[0]);
+        ck_assert_int_eq(server_adopt(&srv, sv[1]), 0);
+        spin();
+    }
+    ck_assert_uint_eq(srv.n_handles, 2);
+    /* A refused client that is still there gets one -32007 line, then EOF. */
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    ck_assert_int_eq(server_adopt(&srv, sv[1]), 0);
+    ck_assert_uint_eq(read_to_eof(sv[0]), 1);
+    close(sv[0]);
+    ck_assert_uint_eq(conn_state_refusals(), before);
+    close(a);
+    close(b);
+    spin();
+    ck_assert_uint_eq(srv.n_handles, 0);
+}
+END_TEST
+
+/* A line over max_request_bytes, then the client closes before the loop runs:
+ * the -32600 reply meets EPIPE. */
+START_TEST(test_oversize_then_hangup)
+{
+    char big[1500];
+    unsigned before = conn_state_refusals();
+
+    memset(big, 'a', sizeof big);
+    for (int i = 0; i < 10; i++) {
+        int fd = client();
+
+        send_str(fd, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"daemon.status\"}\n");
+        ck_assert_int_eq(write(fd, big, sizeof big), (ssize_t)sizeof big);
+        close(fd);
+        spin();
+        ck_assert_uint_eq(srv.n_handles, 0);
+    }
+    ck_assert_uint_eq(conn_state_refusals(), before);
+}
+END_TEST
+
+/* Closing twice, failing or sweeping a closing connection: no-ops. */
+START_TEST(test_close_is_final)
+{
+    int fd = client();
+    struct conn *c = srv.conns;
+    unsigned before = conn_state_refusals();
+
+    ck_assert_ptr_nonnull(c);
+    conn_close(c);
+    ck_assert_int_eq(c->state, CONN_CLOSING);
+    conn_close(c);
+    conn_fail(c, RPC_BUSY, "late");
+    conn_sweep(c, uv_now(&loop) + 3600 * 1000);
+    conn_abort(c);
+    ck_assert_int_eq(c->state, CONN_CLOSING);
+    ck_assert_uint_eq(conn_state_refusals(), before);
+    spin();
+    ck_assert_uint_eq(srv.n_handles, 0);
+    close(fd);
+}
+END_TEST
+
+/* The client sends exactly max_inflight_per_connection requests and closes:
+ * reading stopped at the cap, so only the sweep's poll sees the hang-up. */
+START_TEST(test_hangup_at_inflight_cap)
+{
+    int fd = client();
+    struct conn *c = srv.conns;
+
+    send_str(fd, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"test.hold\"}\n"
+                 "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"test.hold\"}\n");
+    spin();
+    ck_assert_uint_eq(n_holds, 2);
+    ck_assert(!c->reading);
+    close(fd);
+    spin();
+    ck_assert_int_eq(c->state, CONN_OPEN); /* the EOF is unread */
+    conn_sweep(c, uv_now(&loop));
+    ck_assert_uint_eq(n_cancelled, 2);
+    spin();
+    ck_assert_uint_eq(srv.n_handles, 0);
+}
+END_TEST
+
+/* The same with a half-close: not a hang-up, the replies arrive, then EOF. */
+START_TEST(test_half_close_at_inflight_cap)
+{
+    int fd = client();
+    struct conn *c = srv.conns;
+
+    send_str(fd, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"test.hold\"}\n"
+                 "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"test.hold\"}\n");
+    spin();
+    ck_assert_int_eq(shutdown(fd, SHUT_WR), 0);
+    spin();
+    conn_sweep(c, uv_now(&loop));
+    ck_assert_int_eq(c->state, CONN_OPEN);
+    ck_assert_uint_eq(n_cancelled, 0);
+    release_holds();
+    ck_assert_uint_eq(read_to_eof(fd), 2);
+    ck_assert_uint_eq(srv.n_handles, 0);
+    close(fd);
+}
+END_TEST
+
+/* A drain callback that fills the output past high water again and re-arms is
+ * called again on the next drain, not in a loop within this one. */
+START_TEST(test_drain_rearm)
+{
+    int fd = client();
+    char buf[65536];
+    size_t got = 0;
+    unsigned lines = 0;
+
+    send_str(fd, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"test.stream\","
+                 "\"params\":{\"n\":4096}}\n");
+    for (int i = 0; i < 100000 && lines < 4097; i++) {
+        ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+
+        if (n <= 0) {
+            ck_assert(n < 0 && errno == EAGAIN);
+            uv_run(&loop, UV_RUN_NOWAIT);
+            continue;
+        }
+        got += (size_t)n;
+        for (ssize_t k = 0; k < n; k++)
+            lines += buf[k] == '\n';
+    }
+    ck_assert_uint_eq(lines, 4097);
+    ck_assert_uint_gt(got, 4096 * 1024);
+    ck_assert_uint_gt(n_drains, 2);
+    close(fd);
+}
+END_TEST
+
+static Suite *conn_suite(void)
+{
+    Suite *s = suite_create("conn");
+    TCase *tc = tcase_create("conn");
+
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_setter_forward_only);
+    tcase_add_test(tc, test_refusal_after_hangup);
+    tcase_add_test(tc, test_oversize_then_hangup);
+    tcase_add_test(tc, test_close_is_final);
+    tcase_add_test(tc, test_hangup_at_inflight_cap);
+    tcase_add_test(tc, test_half_close_at_inflight_cap);
+    tcase_add_test(tc, test_drain_rearm);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return check_run_suite(conn_suite());
+}
