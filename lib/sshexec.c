@@ -20,10 +20,17 @@
 /* Channel opens refused by the server (slots still busy) are retried this often. */
 #define SSHEXEC_OPEN_RETRIES 50u
 
-/* Stops, then kills, every process whose environment holds the marker, and their process
- * groups, until none is left. POSIX sh and busybox ash; busybox grep has -z. */
+/* Kills everything an exec started, given its marker as $1: stops the processes whose
+ * environment holds the marker; for each such holder that made a PID namespace (its
+ * pid_for_children differs from its own namespace: the exec's wrapper), SIGKILLs every process
+ * of that namespace, its init among them, which makes the kernel kill the rest and every
+ * namespace nested in it; then kills the holders' process groups and the holders; until no
+ * holder is left. Never a namespace the script itself is in. Last, removes the exec's FIFO,
+ * in case the wrapper died before its init could. POSIX sh and busybox ash (test
+ * -ef compares the namespaces' inodes); busybox grep has -z. */
 static const char kill_script[] =
     "m=\"" MARKER_VAR "=$1\"\n"
+    "fifo=\"/tmp/.sandboxd-exec-$1\"\n"
     "s=$(cat /proc/$$/stat)\n"
     "set -- ${s##*') '}\n"
     "me=$3\n"
@@ -34,9 +41,15 @@ static const char kill_script[] =
     "    p=${f#/proc/}\n"
     "    pids=\"$pids ${p%/environ}\"\n"
     "  done\n"
-    "  [ -z \"$pids\" ] && exit 0\n"
+    "  [ -z \"$pids\" ] && { rm -f \"$fifo\"; exit 0; }\n"
     "  kill -STOP $pids 2>/dev/null\n"
     "  for p in $pids; do\n"
+    "    n=/proc/$p/ns/pid_for_children\n"
+    "    if [ -e $n ] && ! [ $n -ef /proc/$p/ns/pid ] && ! [ $n -ef /proc/self/ns/pid ]; then\n"
+    "      for q in /proc/[0-9]*; do\n"
+    "        [ $q/ns/pid -ef $n ] && kill -KILL ${q#/proc/} 2>/dev/null\n"
+    "      done\n"
+    "    fi\n"
     "    s=$(cat /proc/$p/stat 2>/dev/null) || continue\n"
     "    set -- ${s##*') '}\n"
     "    [ \"${3:-0}\" -gt 1 ] && [ \"$3\" != \"$me\" ] && kill -KILL -$3 2>/dev/null\n"
@@ -94,6 +107,7 @@ struct sshexec {
     char signal[40];
     bool got_status, got_signal, remote_closed;
     bool timed_out, cancelled, abort_open;
+    bool started; /* the exec request was sent */
     unsigned kill_rounds;
     unsigned open_retries;
     struct sshexec *killer;     /* the kill channel running for this exec */
@@ -125,6 +139,67 @@ static void exec_set_state(struct sshexec *e, enum exec_state state)
 
 /* ---- command building ---- */
 
+/* The remote line (see sshexec.h), run by the login shell, in pieces:
+ *   [cd Q(cwd) && ]export SANDBOXD_EXEC_ID=<marker> && set -- [env Q(K=V)...] CMDV
+ *     && f=/tmp/.sandboxd-exec-<marker> && { command -v nsenter >/dev/null
+ *     && unshare -p mkfifo -m 600 $f 2>/dev/null
+ *     && exec unshare -p /bin/sh -c Q(stage2) sandboxd-exec $f "$@"; exec "$@"; }
+ * where CMDV is /bin/sh -c Q(exec 3>&-;CMD), or for argv
+ * /bin/sh -c Q(exec 3>&-;exec "$@") sh Q(ARG0) Q(ARG1)...
+ * The probe both tests that this user may make a PID namespace (and that unshare exists) and
+ * makes the FIFO; when it fails the line runs CMDV directly, as before namespaces. */
+#define LINE_CD "cd "
+#define LINE_CD_END " && "
+#define LINE_EXPORT "export " MARKER_VAR "="
+#define LINE_SET " && set --"
+#define LINE_ENV " env"
+#define LINE_SH " /bin/sh -c "
+#define CMD_PREFIX "exec 3>&-;"
+#define ARGV_SCRIPT CMD_PREFIX "exec \"$@\""
+#define ARGV_ZERO " sh"
+#define LINE_FIFO " && f=/tmp/.sandboxd-exec-"
+#define LINE_NS                                                                                    \
+    " && { command -v nsenter >/dev/null && unshare -p mkfifo -m 600 $f 2>/dev/null && exec "      \
+    "unshare -p /bin/sh -c "
+#define LINE_END " sandboxd-exec $f \"$@\"; exec \"$@\"; }"
+
+/* The wrapper, after `unshare -p`: $1 is the FIFO, the rest the command. Its first child is
+ * the namespace's init: it opens the FIFO (meeting the wrapper's open for writing), removes
+ * it, and waits for a subshell that reads the FIFO until EOF, which comes when the last writer
+ * (the wrapper, after the command ends) closes. The read runs in a subshell that has no
+ * children, so no SIGCHLD cuts it short (dash ends `read` on any trapped signal), and while
+ * init waits for it in the foreground it reaps the orphans the namespace hands it (a
+ * background job and `wait` would not do: busybox ash can then miss the reader's end; the `:`
+ * keeps the subshell from being the group's last command, which ash would run without a
+ * fork, leaving nobody to reap). Then the wrapper becomes nsenter, which forks the command
+ * into the namespace and ends as the command ended (exit code or signal), which is what sshd
+ * reports. */
+#define STAGE2                                                                                     \
+    "f=$1; shift; { exec 4<$f; rm -f $f; (read x <&4); :; } >/dev/null 2>&1 & "                    \
+    "exec 3>$f; exec nsenter --pid=/proc/self/ns/pid_for_children -- \"$@\""
+
+#define MARKER_LEN 32
+#define SLEN(s) (sizeof(s) - 1)
+
+/* Worst cases, from proto/exec-limits.h: each quoted item i of n_i bytes costs at most
+ * n_i + 3 n_i / 4 + 2, plus a separating space. env: n_i = name + 1 + value, so the items sum
+ * to at most EXEC_ENV_BYTES_MAX + EXEC_ENV_MAX; argv: the lengths sum to at most
+ * EXEC_ARGV_BYTES_MAX - (number of entries). More items only cost more: take the maxima. */
+#define WORST_CWD (SLEN(LINE_CD) + EXEC_QUOTED_MAX(EXEC_CWD_MAX) + SLEN(LINE_CD_END))
+#define WORST_ENV                                                                                  \
+    (SLEN(LINE_ENV) + 3 * EXEC_ENV_MAX + (EXEC_ENV_BYTES_MAX + EXEC_ENV_MAX) +                     \
+     (EXEC_ENV_BYTES_MAX + EXEC_ENV_MAX) * 3 / 4)
+#define WORST_COMMAND (SLEN(LINE_SH) + EXEC_QUOTED_MAX(SLEN(CMD_PREFIX) + EXEC_COMMAND_MAX))
+#define WORST_ARGV                                                                                 \
+    (SLEN(LINE_SH) + EXEC_QUOTED_MAX(SLEN(ARGV_SCRIPT)) + SLEN(ARGV_ZERO) + 3 * EXEC_ARGV_MAX +    \
+     (EXEC_ARGV_BYTES_MAX - EXEC_ARGV_MAX) + (EXEC_ARGV_BYTES_MAX - EXEC_ARGV_MAX) * 3 / 4)
+#define WORST_FIXED                                                                                \
+    (SLEN(LINE_EXPORT) + MARKER_LEN + SLEN(LINE_SET) + SLEN(LINE_FIFO) + MARKER_LEN +              \
+     SLEN(LINE_NS) + EXEC_QUOTED_MAX(SLEN(STAGE2)) + SLEN(LINE_END))
+_Static_assert(WORST_FIXED + WORST_CWD + WORST_ENV + MAX(WORST_COMMAND, WORST_ARGV) <=
+                   EXEC_LINE_MAX,
+               "a request at every exec limit, worst-case quoted, must fit the remote line");
+
 struct sbuf {
     char *p;
     size_t len, alloc;
@@ -135,7 +210,7 @@ static void sb_add(struct sbuf *b, const char *s, size_t n)
 {
     if (b->error)
         return;
-    if (b->len + n + 1 > SSHEXEC_COMMAND_MAX) {
+    if (b->len + n > EXEC_LINE_MAX) {
         b->error = -E2BIG;
         return;
     }
@@ -161,17 +236,38 @@ static void sb_puts(struct sbuf *b, const char *s)
     sb_add(b, s, strlen(s));
 }
 
-/* POSIX single quoting: everything literal, ' written as '\''. */
+/* One POSIX shell word for s: '...' with ' written as '\'', or "..." with " $ ` \ escaped
+ * by a backslash, whichever is shorter. */
 static void sb_quote(struct sbuf *b, const char *s)
 {
-    sb_add(b, "'", 1);
+    size_t singles = 0, specials = 0;
+    const char *run = s;
+
     for (const char *p = s; *p; p++) {
-        if (*p == '\'')
-            sb_add(b, "'\\''", 4);
-        else
-            sb_add(b, p, 1);
+        singles += *p == '\'';
+        specials += *p == '"' || *p == '$' || *p == '`' || *p == '\\';
     }
-    sb_add(b, "'", 1);
+    if (3 * singles <= specials) {
+        sb_add(b, "'", 1);
+        for (const char *p = s; *p; p++)
+            if (*p == '\'') {
+                sb_add(b, run, (size_t)(p - run));
+                sb_add(b, "'\\''", 4);
+                run = p + 1;
+            }
+        sb_puts(b, run);
+        sb_add(b, "'", 1);
+        return;
+    }
+    sb_add(b, "\"", 1);
+    for (const char *p = s; *p; p++)
+        if (*p == '"' || *p == '$' || *p == '`' || *p == '\\') {
+            sb_add(b, run, (size_t)(p - run));
+            sb_add(b, "\\", 1);
+            run = p; /* the character itself starts the next run */
+        }
+    sb_puts(b, run);
+    sb_add(b, "\"", 1);
 }
 
 int sshexec_shell_quote(const char *s, char **ret)
@@ -193,7 +289,7 @@ static bool env_name_valid(const char *kv)
 {
     const char *eq = strchr(kv, '=');
 
-    if (!eq || eq == kv)
+    if (!eq || eq == kv || (size_t)(eq - kv) > EXEC_ENV_NAME_MAX)
         return false;
     if (!(kv[0] == '_' || (kv[0] >= 'A' && kv[0] <= 'Z') || (kv[0] >= 'a' && kv[0] <= 'z')))
         return false;
@@ -204,82 +300,111 @@ static bool env_name_valid(const char *kv)
     return true;
 }
 
+/* The limits of proto/exec-limits.h, as the params validation applies them. */
 static int params_validate(const struct sshexec_params *p)
 {
-    size_t n;
+    size_t n, bytes = 0;
 
     if (!p || (!p->command == !p->argv))
         return -EINVAL;
+    if (p->command && strlen(p->command) > EXEC_COMMAND_MAX)
+        return -E2BIG;
     if (p->argv) {
         if (!p->argv[0] || !*p->argv[0])
             return -EINVAL;
-        for (n = 0; p->argv[n]; n++)
-            if (n >= SSHEXEC_ARGV_MAX)
+        for (n = 0; p->argv[n]; n++) {
+            bytes += strlen(p->argv[n]) + 1;
+            if (n >= EXEC_ARGV_MAX || bytes > EXEC_ARGV_BYTES_MAX)
                 return -E2BIG;
+        }
     }
+    bytes = 0;
     if (p->env)
         for (n = 0; p->env[n]; n++) {
-            if (n >= SSHEXEC_ENV_MAX)
+            if (n >= EXEC_ENV_MAX)
                 return -E2BIG;
             if (!env_name_valid(p->env[n]))
                 return -EINVAL;
+            bytes += strlen(p->env[n]) - 1; /* name and value, without the '=' */
+            if (bytes > EXEC_ENV_BYTES_MAX)
+                return -E2BIG;
         }
     if (p->cwd && !*p->cwd)
         return -EINVAL;
+    if (p->cwd && strlen(p->cwd) > EXEC_CWD_MAX)
+        return -E2BIG;
     if (p->stdin_len > SSHEXEC_STDIN_MAX)
         return -E2BIG;
     if (p->stdin_len > 0 && !p->stdin_data)
         return -EINVAL;
     if (p->timeout_ms > SSHEXEC_TIMEOUT_MAX_MS)
         return -EINVAL;
-    if (p->max_output_bytes > SSHEXEC_OUTPUT_MAX)
+    if (p->has_max_output && p->max_output_bytes > SSHEXEC_OUTPUT_MAX)
         return -E2BIG;
     return 0;
+}
+
+/* The command vector (everything after `set --`). */
+static void sb_command_vector(struct sbuf *b, const struct sshexec_params *params)
+{
+    if (params->env && params->env[0]) {
+        /* env(1) sets any name, even ones a login shell (bash) keeps read-only. */
+        sb_puts(b, LINE_ENV);
+        for (size_t i = 0; params->env[i]; i++) {
+            sb_puts(b, " ");
+            sb_quote(b, params->env[i]);
+        }
+    }
+    sb_puts(b, LINE_SH);
+    if (params->command) {
+        /* Concatenated before quoting: one word. The command's shell closes the wrapper's
+         * end of the FIFO first, so only the wrapper holds it. */
+        char *cmd = NULL;
+
+        if (asprintf(&cmd, "%s%s", CMD_PREFIX, params->command) < 0) {
+            b->error = b->error ?: -ENOMEM;
+            return;
+        }
+        sb_quote(b, cmd);
+        free(cmd);
+    } else {
+        sb_quote(b, ARGV_SCRIPT);
+        sb_puts(b, ARGV_ZERO);
+        for (size_t i = 0; params->argv[i]; i++) {
+            sb_puts(b, " ");
+            sb_quote(b, params->argv[i]);
+        }
+    }
 }
 
 int sshexec_build_command(const struct sshexec_params *params, const char *marker, char **ret)
 {
     struct sbuf b = {};
+    size_t mlen;
     int r;
 
     r = params_validate(params);
     if (r < 0)
         return r;
-    if (!marker || !*marker || strspn(marker, "0123456789abcdef") != strlen(marker) || !ret)
+    if (!marker || !ret)
         return -EINVAL;
-    /* The login shell runs this line; it becomes the command's shell through exec, so the
-     * command is the session's process group leader (sshd calls setsid()) and its exit
-     * status or fatal signal is what sshd reports. */
+    mlen = strlen(marker);
+    if (mlen == 0 || mlen > MARKER_LEN || strspn(marker, "0123456789abcdef") != mlen)
+        return -EINVAL;
     if (params->cwd) {
-        sb_puts(&b, "cd ");
+        sb_puts(&b, LINE_CD);
         sb_quote(&b, params->cwd);
-        sb_puts(&b, " && ");
+        sb_puts(&b, LINE_CD_END);
     }
-    if (params->env && params->env[0]) {
-        /* env(1) sets any name, even ones a login shell (bash) keeps read-only. */
-        sb_puts(&b, "exec env " MARKER_VAR "=");
-        sb_puts(&b, marker);
-        for (size_t i = 0; params->env[i]; i++) {
-            sb_puts(&b, " ");
-            sb_quote(&b, params->env[i]);
-        }
-    } else {
-        /* Without user variables, save a fork+exec: an assignment before exec is exported
-         * to the new program (POSIX sh, bash, busybox ash). */
-        sb_puts(&b, MARKER_VAR "=");
-        sb_puts(&b, marker);
-        sb_puts(&b, " exec");
-    }
-    sb_puts(&b, " /bin/sh -c ");
-    if (params->command) {
-        sb_quote(&b, params->command);
-    } else {
-        sb_puts(&b, "'exec \"$@\"' sh");
-        for (size_t i = 0; params->argv[i]; i++) {
-            sb_puts(&b, " ");
-            sb_quote(&b, params->argv[i]);
-        }
-    }
+    sb_puts(&b, LINE_EXPORT);
+    sb_puts(&b, marker);
+    sb_puts(&b, LINE_SET);
+    sb_command_vector(&b, params);
+    sb_puts(&b, LINE_FIFO);
+    sb_puts(&b, marker);
+    sb_puts(&b, LINE_NS);
+    sb_quote(&b, STAGE2);
+    sb_puts(&b, LINE_END);
     if (b.error) {
         free(b.p);
         return b.error;
@@ -542,6 +667,7 @@ static void exec_process(struct sshs_chan *c)
         exec_set_state(e, EXEC_STARTING);
     }
     if (e->state == EXEC_STARTING) {
+        e->started = true;
         rc = ssh_channel_request_exec(e->ch, e->cmd);
         if (rc == SSH_AGAIN)
             goto out;
@@ -620,9 +746,12 @@ static void exec_finish(struct sshexec *e, int error)
 
     if (error == 0) {
         flush_chunks(e, true);
-        res.exit_code = e->got_signal ? -1 : e->got_status ? e->exit_code : -1;
-        res.signal = e->got_signal ? e->signal : NULL;
+        /* A timed-out exec has one shape whatever the race with the kill: no exit code, no
+         * signal (the command was killed, or had ended but not completed in time). */
+        res.exit_code = e->timed_out || e->got_signal ? -1 : e->got_status ? e->exit_code : -1;
+        res.signal = !e->timed_out && e->got_signal ? e->signal : NULL;
         res.timed_out = e->timed_out;
+        res.started = e->started;
         if (!e->on_output) {
             res.out = e->out.buf ? e->out.buf : strdup("");
             res.out_len = e->out.len;
@@ -740,7 +869,7 @@ int sshexec_start(struct sshpool *pool, const struct sshexec_params *params, ssh
     e->timer.data = e;
     e->chan.ops = &exec_ops;
     e->pool = pool;
-    e->cap = params->max_output_bytes ? params->max_output_bytes : SSHEXEC_OUTPUT_MAX_DEFAULT;
+    e->cap = params->has_max_output ? params->max_output_bytes : SSHEXEC_OUTPUT_MAX_DEFAULT;
     e->on_output = params->on_output;
     e->cb = cb;
     e->userdata = userdata;

@@ -6,18 +6,38 @@
  * Never: logs above debug, blocks, buffers output past the caps.
  * Threading: loop thread only.
  *
- * How "kill everything it started" works: the command runs as
- *   cd 'CWD' && exec env SANDBOXD_EXEC_ID=<128-bit random hex> 'K=V'... /bin/sh -c 'CMD'
- * (without env: cd 'CWD' && SANDBOXD_EXEC_ID=<hex> exec /bin/sh -c 'CMD'; with argv:
- * /bin/sh -c 'exec "$@"' sh 'ARG0' 'ARG1'...) under sshd, which makes it a session and process
- * group leader. Every descendant inherits the SANDBOXD_EXEC_ID marker, including ones that setsid()
- * away. On timeout or cancel a second channel runs a small busybox-compatible script that
- * repeatedly stops and kills every process whose /proc/PID/environ holds the marker, and their
- * process groups, until none is left. Processes that rewrite their environment (env -i) escape
- * this.
+ * How "kill everything it started" works. Every exec carries a marker, SANDBOXD_EXEC_ID=<128-bit
+ * random hex>, in the environment of the processes sandboxd starts for it. Where the container
+ * allows it (unshare(1) and nsenter(1) present, from util-linux or busybox, and the user may
+ * create PID namespaces, as root in a container may), each exec runs in a PID namespace of
+ * its own:
+ *
+ *   login shell: cd CWD; export the marker; probe: `unshare -p mkfifo FIFO`; then
+ *   exec unshare -p /bin/sh            the wrapper; its children go to the new namespace
+ *     ├─ init (pid 1, a shell)         holds FIFO's read end, waits for EOF, reaps orphans
+ *     └─ exec nsenter --pid=...        forks the command into the namespace, waits for it and
+ *          └─ [env K=V] /bin/sh -c     ends the same way (exit code or signal), for sshd;
+ *               'exec 3>&-;CMD'        only the wrapper keeps FIFO's write end (fd 3)
+ *
+ * The command cannot leave the namespace, cannot signal the wrapper's side except its own
+ * process group, and cannot kill init (a namespace's init ignores signals from inside it).
+ * When the command ends the wrapper exits, init sees EOF and exits, and the kernel kills
+ * everything left in the namespace: background processes end with the command. On timeout or
+ * cancel a second channel runs a small POSIX sh script that finds the marker holders (the
+ * wrapper and init among them), SIGKILLs every process of each namespace such a holder made
+ * (killing init kills the namespace and those nested in it), then stops and kills the holders
+ * and their process groups, until no holder is left.
+ * Without unshare/nsenter, or when the probe fails (not permitted), the exec runs as
+ * `[env K=V] /bin/sh -c CMD` directly and the kill falls back to the marker and process groups:
+ * then a process that both leaves its process group and drops the marker (env -u, env -i)
+ * escapes, and background processes outlive the command.
+ *
+ * Inside the namespace process ids are the namespace's own ($$ is small), while /proc still
+ * shows the container's numbering.
  *
  * Errors passed to sshexec_done_cb (result NULL unless error == 0):
- *   0            the command ran; see result (timed_out, exit_code, signal)
+ *   0            the exec completed or timed out; see result (timed_out, started, exit_code,
+ *                signal)
  *   -ECONNRESET  the session was lost while the command ran (other sshs.h errors when the
  *                pool could not connect: -EBADE, -EKEYREJECTED, -ECONNREFUSED, -ETIMEDOUT...)
  *   -EPROTO      the server refused the channel or the exec request
@@ -30,14 +50,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proto/exec-limits.h"
 #include "sshs.h"
 
 #define SSHEXEC_OUTPUT_MAX_DEFAULT (1024u * 1024u) /* per stream */
 #define SSHEXEC_OUTPUT_MAX (64u * 1024u * 1024u)   /* largest max_output_bytes accepted */
 #define SSHEXEC_STDIN_MAX (16u * 1024u * 1024u)
-#define SSHEXEC_ENV_MAX 256u               /* variables */
-#define SSHEXEC_ARGV_MAX 4096u             /* words */
-#define SSHEXEC_COMMAND_MAX (128u * 1024u) /* the quoted remote command line */
+/* Sizes of command, argv, env and cwd: proto/exec-limits.h (EXEC_*); the remote line is at
+ * most EXEC_LINE_MAX bytes. */
 #define SSHEXEC_TIMEOUT_MAX_MS (24u * 3600u * 1000u)
 /* After the kill script ran, how long the command's channel gets to close by itself. */
 #define SSHEXEC_KILL_GRACE_MS 2000u
@@ -66,16 +86,21 @@ struct sshexec_params {
     const char *cwd;        /* NULL = the user's home directory */
     const void *stdin_data; /* copied; NULL/0 = empty stdin (EOF at once) */
     size_t stdin_len;
-    uint64_t timeout_ms;         /* 0 = no timeout; else ≤ SSHEXEC_TIMEOUT_MAX_MS */
-    size_t max_output_bytes;     /* per stream; 0 = SSHEXEC_OUTPUT_MAX_DEFAULT */
+    uint64_t timeout_ms;         /* 0 = no timeout; else ≤ SSHEXEC_TIMEOUT_MAX_MS; counts from
+                                  * sshexec_start(): queueing and connecting included */
+    bool has_max_output;         /* false: SSHEXEC_OUTPUT_MAX_DEFAULT */
+    size_t max_output_bytes;     /* per stream when has_max_output; 0 keeps no output at all */
     sshexec_output_cb on_output; /* NULL = capture into the result. Set = stream: the result
                                   * then carries no output (out/err NULL), only the flags. */
 };
 
 struct sshexec_result {
-    int exit_code;      /* 0..255, or -1 when killed by a signal / no status was sent */
-    const char *signal; /* "SIGKILL", "SIGTERM", ... or NULL */
-    bool timed_out;     /* the timeout fired and the process tree was killed */
+    int exit_code;      /* 0..255, or -1 when killed by a signal, timed out, or no status */
+    const char *signal; /* "SIGKILL", "SIGTERM", ... or NULL (always NULL when timed_out) */
+    bool timed_out;     /* the timeout fired before the exec completed; whatever had started
+                         * was killed; exit_code is -1 and signal NULL then */
+    bool started;       /* the exec request reached the server: the command ran, or (when the
+                         * timeout fired while the server had not yet confirmed) may have */
     char *out;          /* stdout bytes (NUL-terminated for convenience, may hold NULs) */
     size_t out_len;
     bool out_truncated;
@@ -107,5 +132,6 @@ int sshexec_cancel(struct sshexec *e);
 /* Builds the remote command line (exposed for tests): *ret is a shell command for the login
  * shell. marker is the SANDBOXD_EXEC_ID value ([0-9a-f]+). -EINVAL/-E2BIG as above. */
 int sshexec_build_command(const struct sshexec_params *params, const char *marker, char **ret);
-/* Appends s to a POSIX shell single-quoted word ('it'\''s'). For tests and sshexec.c. */
+/* Quotes s as one POSIX shell word, the shorter of 'single' ('it'\''s') and "double"
+ * ("it's") quoting, single on a tie; never longer than EXEC_QUOTED_MAX(strlen(s)). */
 int sshexec_shell_quote(const char *s, char **ret);

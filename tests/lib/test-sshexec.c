@@ -1,13 +1,17 @@
 /* lib/sshexec: remote commands over pooled sessions against a throwaway sshd. */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <uv.h>
 
 #include "lib/sshexec.h"
 #include "lib/log.h"
+#include "lib/macro.h"
 #include "lib/sshs.h"
 #include "ssh-fixture/fixture.h"
 #include "tests/check-util.h"
@@ -59,7 +63,7 @@ struct run {
     int error;
     int exit_code;
     char signal[32];
-    bool timed_out;
+    bool timed_out, started;
     char *out, *err;
     size_t out_len, err_len;
     bool out_trunc, err_trunc;
@@ -95,6 +99,7 @@ static void on_done(struct sshexec *e, int error, struct sshexec_result *res, vo
     if (res->signal)
         snprintf(r->signal, sizeof(r->signal), "%s", res->signal);
     r->timed_out = res->timed_out;
+    r->started = res->started;
     /* Take the buffers: they are ours now. */
     r->out = res->out;
     r->out_len = res->out_len;
@@ -167,16 +172,275 @@ static int count_pgrep(const char *pattern)
 
 /* ---- unit: command building ---- */
 
+/* Runs argv (argv[0] a path) with envp, stdout into out; returns the wait status, or -errno
+ * when execve() itself failed (reported by the child through a pipe). */
+static int spawn_capture(const char *const *argv, const char *const *envp, char *out, size_t size)
+{
+    int outp[2], errp[2], status, err = 0;
+    size_t n = 0;
+    ssize_t k;
+    pid_t pid;
+
+    ck_assert_int_eq(pipe(outp), 0);
+    ck_assert_int_eq(pipe2(errp, O_CLOEXEC), 0);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        dup2(outp[1], 1);
+        close(outp[0]);
+        close(outp[1]);
+        execve(argv[0], (char *const *)argv, (char *const *)envp);
+        err = errno;
+        (void)!write(errp[1], &err, sizeof(err));
+        _exit(127);
+    }
+    close(outp[1]);
+    close(errp[1]);
+    while (n + 1 < size && (k = read(outp[0], out + n, size - 1 - n)) > 0)
+        n += (size_t)k;
+    out[n] = 0;
+    close(outp[0]);
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    if (read(errp[0], &err, sizeof(err)) == (ssize_t)sizeof(err))
+        status = -err;
+    close(errp[0]);
+    return status;
+}
+
+/* Runs a built line the way sshd does: the login shell with -c LINE. */
+static int run_line_local(const char *line, const char *path_env, char *out, size_t size)
+{
+    const char *argv[] = {"/bin/sh", "-c", line, NULL};
+    const char *envp[] = {path_env, "HOME=/root", NULL};
+
+    return spawn_capture(argv, envp, out, size);
+}
+
+/* Whether this host lets the tests' sshd user make PID namespaces (else the fallback runs). */
+static bool pidns_supported(void)
+{
+    return system("command -v nsenter >/dev/null && unshare -p true 2>/dev/null") == 0;
+}
+
 START_TEST(test_shell_quote)
 {
+    static const struct {
+        const char *in, *out;
+    } cases[] = {
+        {"it's", "\"it's\""},
+        {"", "''"},
+        {"a b", "'a b'"},
+        {"$$$", "'$$$'"},
+        {"'''", "\"'''\""},
+        {"a'b$c", "\"a'b\\$c\""},
+        {"'\"\"\"", "''\\''\"\"\"'"}, /* a tie: single quotes */
+        {"\\`\"$", "'\\`\"$'"},
+    };
+    static const char *const roundtrip[] = {
+        "it's",
+        "\"$HOME\" `id` \\ \\\\ \n2nd line",
+        "'\"'\"'",
+        "!x ${a:-b} $(id) *?[a] ~ # ;&|<>()",
+        "trailing backslash \\",
+        "tab\tand \r",
+        "",
+    };
     char *q = NULL;
 
-    ck_assert_int_eq(sshexec_shell_quote("it's", &q), 0);
-    ck_assert_str_eq(q, "'it'\\''s'");
-    free(q);
-    ck_assert_int_eq(sshexec_shell_quote("", &q), 0);
-    ck_assert_str_eq(q, "''");
-    free(q);
+    for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+        ck_assert_int_eq(sshexec_shell_quote(cases[i].in, &q), 0);
+        ck_assert_str_eq(q, cases[i].out);
+        ck_assert_uint_le(strlen(q), EXEC_QUOTED_MAX(strlen(cases[i].in)));
+        free(q);
+    }
+    /* The shell reads every quoting back as the original bytes. */
+    for (size_t i = 0; i < ELEMENTSOF(roundtrip); i++) {
+        const char *argv[] = {"/bin/sh", "-c", NULL, NULL};
+        char *script = NULL, out[512];
+
+        ck_assert_int_eq(sshexec_shell_quote(roundtrip[i], &q), 0);
+        ck_assert_int_gt(asprintf(&script, "printf %%s %s", q), 0);
+        argv[2] = script;
+        ck_assert_int_eq(spawn_capture(argv, NULL, out, sizeof(out)), 0);
+        ck_assert_str_eq(out, roundtrip[i]);
+        free(script);
+        free(q);
+    }
+}
+END_TEST
+
+/* n bytes of the worst mix for the quoting (one ' to three of " $ `), NUL-terminated. */
+static void fill_worst(char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = "'\"$`"[i % 4];
+    p[n] = 0;
+}
+
+/* Makes a folder whose absolute path is exactly len bytes, mostly worst-case characters;
+ * returns the path (free it). */
+static char *make_worst_dir(size_t len)
+{
+    char *path = malloc(len + 1);
+    size_t at;
+
+    at = (size_t)snprintf(path, len + 1, "/tmp/sandboxd-sshexec-lim-%d", (int)getpid());
+    ck_assert(mkdir(path, 0755) == 0 || errno == EEXIST);
+    while (at < len) {
+        size_t comp = MIN((size_t)200, len - at - 1);
+
+        if (len - at - 1 - comp == 1) /* never leave room for a lone '/' */
+            comp--;
+        path[at] = '/';
+        fill_worst(path + at + 1, comp);
+        at += 1 + comp;
+        ck_assert_msg(mkdir(path, 0755) == 0 || errno == EEXIST, "mkdir: %s", strerror(errno));
+    }
+    ck_assert_uint_eq(strlen(path), len);
+    return path;
+}
+
+static void free_strv(char **v)
+{
+    for (size_t i = 0; v[i]; i++)
+        free(v[i]);
+    free(v);
+}
+
+/* Every variable V<i>=<worst mix>, names and values summing to EXEC_ENV_BYTES_MAX. */
+static char **worst_env(void)
+{
+    char **env = calloc(EXEC_ENV_MAX + 2, sizeof(char *));
+    size_t per = EXEC_ENV_BYTES_MAX / EXEC_ENV_MAX;
+
+    for (size_t i = 0; i < EXEC_ENV_MAX; i++) {
+        int name = snprintf(NULL, 0, "V%zu", i);
+
+        env[i] = malloc(per + 2);
+        snprintf(env[i], per + 2, "V%zu=", i);
+        fill_worst(env[i] + name + 1, per - (size_t)name);
+    }
+    return env;
+}
+
+/* The largest valid request, worst-case quoted, fits one exec argument (sshd's `-c LINE`) and
+ * runs; one byte or item more of any field is refused. */
+START_TEST(test_build_command_limits)
+{
+    const char *marker = "0123456789abcdef0123456789abcdef", *path = "PATH=/usr/bin:/bin";
+    char **env = worst_env(), **argv = calloc(EXEC_ARGV_MAX + 2, sizeof(char *));
+    char *command = malloc(EXEC_COMMAND_MAX + 2), *cwd = make_worst_dir(EXEC_CWD_MAX);
+    char *big = malloc(EXEC_LINE_MAX + 2), *line = NULL, out[256];
+    const char *argvx[] = {"/bin/true", big, NULL};
+    struct sshexec_params p = {.env = (const char *const *)env, .cwd = cwd, .command = command};
+    size_t per = EXEC_ARGV_BYTES_MAX / EXEC_ARGV_MAX;
+
+    /* The kernel's limit itself: one byte under MAX_ARG_STRLEN passes, MAX_ARG_STRLEN not. */
+    memset(big, 'a', EXEC_LINE_MAX + 1);
+    big[EXEC_LINE_MAX] = 0;
+    ck_assert_int_eq(spawn_capture(argvx, NULL, out, sizeof(out)), 0);
+    big[EXEC_LINE_MAX] = 'a';
+    big[EXEC_LINE_MAX + 1] = 0;
+    ck_assert_int_eq(spawn_capture(argvx, NULL, out, sizeof(out)), -E2BIG);
+    free(big);
+
+    fill_worst(command, EXEC_COMMAND_MAX);
+    memcpy(command, "echo ok #", 9); /* the rest is a comment */
+    ck_assert_int_eq(sshexec_build_command(&p, marker, &line), 0);
+    printf("sshexec: worst-case line with command, env and cwd at their limits: %zu bytes "
+           "(limit %d)\n",
+           strlen(line), EXEC_LINE_MAX);
+    ck_assert_uint_le(strlen(line), EXEC_LINE_MAX);
+    ck_assert_int_eq(run_line_local(line, path, out, sizeof(out)), 0);
+    ck_assert_str_eq(out, "ok\n");
+    free(line);
+
+    /* argv: EXEC_ARGV_MAX entries whose lengths + 1 sum to EXEC_ARGV_BYTES_MAX. */
+    for (size_t i = 0; i < EXEC_ARGV_MAX; i++) {
+        argv[i] = malloc(2 * per);
+        fill_worst(argv[i], per - 1);
+    }
+    memcpy(argv[0], "true", 5);
+    fill_worst(argv[1], 2 * (per - 1) - 4); /* the bytes argv[0] does not use */
+    p.command = NULL;
+    p.argv = (const char *const *)argv;
+    ck_assert_int_eq(sshexec_build_command(&p, marker, &line), 0);
+    printf("sshexec: worst-case line with argv, env and cwd at their limits: %zu bytes\n",
+           strlen(line));
+    ck_assert_uint_le(strlen(line), EXEC_LINE_MAX);
+    ck_assert_int_eq(run_line_local(line, path, out, sizeof(out)), 0);
+    free(line);
+    line = NULL;
+
+    /* One more of anything is refused. */
+    strcat(argv[1], "x");
+    ck_assert_int_eq(sshexec_build_command(&p, marker, &line), -E2BIG); /* argv bytes */
+    argv[1][strlen(argv[1]) - 1] = 0;
+    argv[EXEC_ARGV_MAX] = strdup("");
+    ck_assert_int_eq(sshexec_build_command(&p, marker, &line), -E2BIG); /* argv entries */
+    p.argv = NULL;
+    p.command = command;
+    strcat(command, "x");
+    ck_assert_int_eq(sshexec_build_command(&p, marker, &line), -E2BIG);
+    command[EXEC_COMMAND_MAX] = 0;
+    cwd = realloc(cwd, EXEC_CWD_MAX + 2);
+    p.cwd = strcat(cwd, "x");
+    ck_assert_int_eq(sshexec_build_command(&p, marker, &line), -E2BIG);
+    cwd[EXEC_CWD_MAX] = 0;
+    env[0] = realloc(env[0], strlen(env[0]) + 2);
+    strcat(env[0], "x");
+    ck_assert_int_eq(sshexec_build_command(&p, marker, &line), -E2BIG); /* env bytes */
+    env[0][strlen(env[0]) - 1] = 0;
+    env[EXEC_ENV_MAX] = strdup("X=");
+    ck_assert_int_eq(sshexec_build_command(&p, marker, &line), -E2BIG); /* variables */
+    ck_assert_ptr_null(line);
+
+    free_strv(env);
+    free_strv(argv);
+    free(command);
+    free(cwd);
+    ck_assert_int_eq(system("rm -rf /tmp/sandboxd-sshexec-lim-*"), 0);
+}
+END_TEST
+
+/* Without nsenter or unshare the line falls back to running the command directly. */
+START_TEST(test_build_command_fallback_local)
+{
+    struct sshexec_params p = {.command = "echo \"$$\" \"$SANDBOXD_EXEC_ID\"; exit 3"};
+    char *line = NULL, out[256];
+    int status;
+
+    ck_assert_int_eq(sshexec_build_command(&p, "00ff", &line), 0);
+    /* No PATH: command -v finds nothing; the fallback's words are absolute. */
+    status = run_line_local(line, "PATH=/nonexistent", out, sizeof(out));
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 3);
+    ck_assert_str_eq(out + strcspn(out, " "), " 00ff\n");
+    ck_assert_int_gt(atoi(out), 4); /* the container's numbering: no namespace of its own */
+    /* unshare present but not permitted (an unprivileged user): the probe fails, the command
+     * runs all the same. */
+    if (getuid() == 0 && access("/usr/bin/setpriv", X_OK) == 0 && pidns_supported()) {
+        const char *argv[] = {"/usr/bin/setpriv",
+                              "--reuid=65534",
+                              "--regid=65534",
+                              "--clear-groups",
+                              "/bin/sh",
+                              "-c",
+                              line,
+                              NULL};
+        const char *envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+
+        status = spawn_capture(argv, envp, out, sizeof(out));
+        ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 3);
+        ck_assert_str_eq(out + strcspn(out, " "), " 00ff\n");
+        ck_assert_int_gt(atoi(out), 4);
+    }
+    if (pidns_supported()) {
+        status = run_line_local(line, "PATH=/usr/sbin:/usr/bin:/sbin:/bin", out, sizeof(out));
+        ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 3);
+        ck_assert_str_eq(out + strcspn(out, " "), " 00ff\n");
+        ck_assert_int_le(atoi(out), 4); /* after init and its two helpers */
+    }
+    free(line);
 }
 END_TEST
 
@@ -251,8 +515,12 @@ START_TEST(test_build_command_rejects)
     ck_assert_int_eq(sshexec_build_command(&p, "ab", &line), -EINVAL);
     p.cwd = NULL;
     ck_assert_int_eq(sshexec_build_command(&p, "'; rm -rf /", &line), -EINVAL);
+    p.has_max_output = true;
     p.max_output_bytes = SSHEXEC_OUTPUT_MAX + 1;
     ck_assert_int_eq(sshexec_build_command(&p, "ab", &line), -E2BIG);
+    p.max_output_bytes = 0;
+    ck_assert_int_eq(sshexec_build_command(&p, "0123456789abcdef0123456789abcdef0", &line),
+                     -EINVAL); /* longer than a marker */
     ck_assert_ptr_null(line);
 }
 END_TEST
@@ -346,6 +614,7 @@ START_TEST(test_exec_stdin)
     }
     p.stdin_data = data;
     p.stdin_len = big;
+    p.has_max_output = true;
     p.max_output_bytes = 4 * 1024 * 1024;
     run_params(&p, &r, 60000);
     ck_assert_int_eq(r.error, 0);
@@ -458,7 +727,8 @@ END_TEST
 
 START_TEST(test_exec_truncation)
 {
-    struct sshexec_params p = {.timeout_ms = 30000, .max_output_bytes = 1000};
+    struct sshexec_params p = {
+        .timeout_ms = 30000, .has_max_output = true, .max_output_bytes = 1000};
     struct run r;
 
     p.command = "head -c 100000 /dev/zero; echo small >&2";
@@ -490,9 +760,21 @@ START_TEST(test_exec_truncation)
 }
 END_TEST
 
+/* Waits up to ms for no process to match pattern; returns how many still match. */
+static int wait_pgrep_gone(const char *pattern, unsigned ms)
+{
+    int n = count_pgrep(pattern);
+
+    for (unsigned waited = 0; n > 0 && waited < ms; waited += 100) {
+        usleep(100 * 1000);
+        n = count_pgrep(pattern);
+    }
+    return n;
+}
+
 START_TEST(test_exec_timeout_kills_tree)
 {
-    char mark[64], cmd[512];
+    char mark[64], cmd[2048];
     const char *env[] = {mark, NULL};
     struct sshexec_params p = {.env = env, .timeout_ms = 2000};
     uint8_t rnd[8];
@@ -501,25 +783,170 @@ START_TEST(test_exec_timeout_kills_tree)
     ck_assert_int_eq(getrandom(rnd, sizeof(rnd), 0), (ssize_t)sizeof(rnd));
     snprintf(mark, sizeof(mark), "TESTMARK=%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1],
              rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
-    snprintf(cmd, sizeof(cmd),
-             "echo started; sleep 3011 & setsid sleep 3012 & "
-             "(setsid sh -c 'sleep 3013 & sleep 3014' &); "
-             "env -u TESTMARK sleep 3015 & sleep 3016");
+    /* Every way out of the process group and the marker that a command has. */
+    snprintf(cmd, sizeof(cmd), "%s",
+             "echo started; sleep 3071 & setsid sleep 3072 & "
+             "(setsid sh -c 'sleep 3073 & sleep 3074' &); "
+             "env -u TESTMARK sleep 3075 & "
+             "env -u SANDBOXD_EXEC_ID setsid sleep 3076 & "
+             "env -i /bin/sh -c 'setsid sleep 3077 &'; "
+             "(env -u SANDBOXD_EXEC_ID setsid sh -c 'sleep 3078 &' &); "
+             "(cd /; env -u SANDBOXD_EXEC_ID setsid sh -c "
+             "'exec </dev/null >/dev/null 2>&1; sleep 3079 &' &); "
+             "env -u SANDBOXD_EXEC_ID setsid nohup sleep 3080 >/dev/null 2>&1 & "
+             "bash -c 'env -u SANDBOXD_EXEC_ID setsid sleep 3081 & disown'; "
+             "env -u SANDBOXD_EXEC_ID setsid unshare -pf sleep 3082 >/dev/null 2>&1 & "
+             "sleep 3070");
     p.command = cmd;
     run_params(&p, &r, 30000);
     ck_assert_int_eq(r.error, 0);
     ck_assert(r.timed_out);
+    ck_assert(r.started);
+    ck_assert_int_eq(r.exit_code, -1);
+    ck_assert_str_eq(r.signal, "");
     ck_assert_str_eq(r.out, "started\n");
     ck_assert_uint_ge(r.duration_ms, 2000);
     ck_assert_uint_lt(r.duration_ms, 15000);
-    /* Nothing the command started is left: not in its group, not after setsid. */
+    /* Nothing the command started is left: not in its group, not after setsid, not without
+     * the marker (when the host lets the exec have a PID namespace). */
     ck_assert_int_eq(count_env_procs(mark), 0);
-    ck_assert_int_eq(count_pgrep("^sleep 301[1-6]$"), 0);
+    ck_assert_int_eq(wait_pgrep_gone("^sleep 307[1-4]$", 3000), 0);
+    if (pidns_supported())
+        ck_assert_int_eq(wait_pgrep_gone("^sleep 30(7[0-9]|8[0-2])$", 3000), 0);
+    else
+        (void)system("pkill -KILL -f '^sleep 30(7[0-9]|8[0-2])$'");
     run_clear(&r);
 
     /* The pool still works afterwards. */
     run_cmd("echo ok", &r);
     ck_assert_str_eq(r.out, "ok\n");
+    run_clear(&r);
+}
+END_TEST
+
+START_TEST(test_exec_max_output_zero)
+{
+    struct sshexec_params p = {.command = "echo out; echo err >&2",
+                               .timeout_ms = 20000,
+                               .has_max_output = true,
+                               .max_output_bytes = 0};
+    struct run r;
+
+    run_params(&p, &r, 30000);
+    ck_assert_int_eq(r.error, 0);
+    ck_assert_int_eq(r.exit_code, 0);
+    ck_assert_uint_eq(r.out_len, 0);
+    ck_assert_uint_eq(r.err_len, 0);
+    ck_assert(r.out_trunc && r.err_trunc);
+    run_clear(&r);
+
+    p.command = "true";
+    run_params(&p, &r, 30000);
+    ck_assert(!r.out_trunc && !r.err_trunc);
+    run_clear(&r);
+
+    /* Without the flag: the default cap. */
+    p.command = "echo out";
+    p.has_max_output = false;
+    run_params(&p, &r, 30000);
+    ck_assert_str_eq(r.out, "out\n");
+    ck_assert(!r.out_trunc);
+    run_clear(&r);
+}
+END_TEST
+
+/* A timed-out exec has one shape: no exit code, no signal; started says whether it ran. */
+START_TEST(test_exec_timeout_shape)
+{
+    enum { LONG = 2 * SSHS_CHANNELS_PER_SESSION_DEFAULT + 2 };
+    static struct run runs[LONG];
+    struct sshexec_params p = {.command = "true", .timeout_ms = 1};
+    struct run r;
+    bool all;
+
+    run_cmd("true", &r); /* warm both sessions' first channel */
+    run_clear(&r);
+    for (int i = 0; i < 20; i++) {
+        run_params(&p, &r, 30000);
+        ck_assert_int_eq(r.error, 0);
+        if (r.timed_out) {
+            ck_assert_int_eq(r.exit_code, -1);
+            ck_assert_str_eq(r.signal, "");
+        } else {
+            ck_assert_int_eq(r.exit_code, 0);
+            ck_assert(r.started);
+        }
+        run_clear(&r);
+    }
+
+    /* Every channel busy: an exec that never leaves the queue says it never started. */
+    p.command = "sleep 3051";
+    p.timeout_ms = 4000;
+    for (int i = 0; i < LONG; i++) {
+        memset(&runs[i], 0, sizeof(runs[i]));
+        ck_assert_int_eq(sshexec_start(pool, &p, on_done, &runs[i], NULL), 0);
+    }
+    p.command = "echo never";
+    p.timeout_ms = 1000;
+    run_params(&p, &r, 30000);
+    ck_assert_int_eq(r.error, 0);
+    ck_assert(r.timed_out);
+    ck_assert(!r.started);
+    ck_assert_int_eq(r.exit_code, -1);
+    ck_assert_str_eq(r.signal, "");
+    ck_assert_uint_ge(r.duration_ms, 990); /* the timer runs on the loop's millisecond clock */
+    ck_assert_uint_eq(r.out_len, 0);
+    run_clear(&r);
+    do {
+        uv_run(&loop, UV_RUN_ONCE);
+        all = true;
+        for (int i = 0; i < LONG; i++)
+            all = all && runs[i].done;
+    } while (!all);
+    for (int i = 0, started = 0; i < LONG; i++) {
+        ck_assert(runs[i].timed_out);
+        started += runs[i].started;
+        if (i == LONG - 1)
+            ck_assert_int_ge(started, 2 * SSHS_CHANNELS_PER_SESSION_DEFAULT);
+        ck_assert_int_eq(runs[i].exit_code, -1);
+        ck_assert_str_eq(runs[i].signal, "");
+        run_clear(&runs[i]);
+    }
+    ck_assert_int_eq(count_pgrep("^sleep 3051$"), 0);
+}
+END_TEST
+
+/* Background processes end with the command when the exec has a namespace of its own: the
+ * exec returns at once instead of waiting for them (they hold its output open). */
+START_TEST(test_exec_background_ends_with_command)
+{
+    struct run r;
+
+    if (!pidns_supported())
+        return;
+    run_cmd("sleep 3061 & (setsid sleep 3062 >/dev/null 2>&1 &); echo started", &r);
+    ck_assert_int_eq(r.error, 0);
+    ck_assert_int_eq(r.exit_code, 0);
+    ck_assert_str_eq(r.out, "started\n");
+    ck_assert_uint_lt(r.duration_ms, 5000);
+    ck_assert_int_eq(wait_pgrep_gone("^sleep 306[12]$", 2000), 0);
+    run_clear(&r);
+
+    /* Orphans handed to the namespace's init are reaped while the command runs. */
+    run_cmd("i=0; while [ $i -lt 20 ]; do (sleep 0.05 &); i=$((i+1)); done; sleep 1; n=0; "
+            "for s in /proc/[0-9]*/stat; do read -r l <$s 2>/dev/null || continue; "
+            "set -- ${l##*) }; [ \"$1\" = Z ] && grep -qs sandboxd-exec /proc/$2/cmdline && "
+            "n=$((n+1)); done; echo $n",
+            &r);
+    ck_assert_str_eq(r.out, "0\n");
+    run_clear(&r);
+
+    /* A process of the command that kills the command's process group (the wrapper among
+     * it): the exec ends killed, and what it had detached ends too. */
+    run_cmd("env -u SANDBOXD_EXEC_ID setsid sleep 3063 & sleep 0.2; kill -KILL 0", &r);
+    ck_assert_int_eq(r.error, 0);
+    ck_assert_str_eq(r.signal, "SIGKILL");
+    ck_assert_int_eq(wait_pgrep_gone("^sleep 3063$", 2000), 0);
     run_clear(&r);
 }
 END_TEST
@@ -546,6 +973,7 @@ START_TEST(test_exec_streaming)
 
     /* The cap applies to streamed bytes too. */
     p.command = "head -c 100000 /dev/zero";
+    p.has_max_output = true;
     p.max_output_bytes = 10;
     run_params(&p, &r, 30000);
     ck_assert(r.out_trunc);
@@ -737,6 +1165,8 @@ static Suite *sshexec_suite(void)
     tcase_add_test(tc, test_shell_quote);
     tcase_add_test(tc, test_build_command_roundtrip_local);
     tcase_add_test(tc, test_build_command_rejects);
+    tcase_add_test(tc, test_build_command_limits);
+    tcase_add_test(tc, test_build_command_fallback_local);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("sshd");
@@ -751,6 +1181,9 @@ static Suite *sshexec_suite(void)
     tcase_add_test(tc, test_exec_concurrent);
     tcase_add_test(tc, test_exec_truncation);
     tcase_add_test(tc, test_exec_timeout_kills_tree);
+    tcase_add_test(tc, test_exec_max_output_zero);
+    tcase_add_test(tc, test_exec_timeout_shape);
+    tcase_add_test(tc, test_exec_background_ends_with_command);
     tcase_add_test(tc, test_exec_streaming);
     tcase_add_test(tc, test_exec_session_lost_and_reconnect);
     tcase_add_test(tc, test_exec_cancel);
