@@ -46,6 +46,7 @@
 #define CONFIG_DEFAULT_INTERNET_GROUP "sandbox-internet"
 #define CONFIG_DEFAULT_SSH_USER "root"
 #define CONFIG_DEFAULT_SSH_CONNECT_TIMEOUT_MS 10000
+#define CONFIG_DEFAULT_SSH_FILE_TIMEOUT_MS 60000
 #define CONFIG_DEFAULT_SSH_SESSIONS 2
 #define CONFIG_DEFAULT_TTL_S 3600
 #define CONFIG_DEFAULT_MAX_TTL_S 86400
@@ -99,6 +100,7 @@ struct config_ssh {
     size_t n_template_host_keys;
     bool rekey;
     unsigned connect_timeout_ms;   /* 100..600000 */
+    unsigned file_timeout_ms;      /* 1000..3600000: deadline of one file.read/file.write */
     unsigned sessions_per_sandbox; /* 1..16 */
 };
 

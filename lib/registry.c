@@ -7,6 +7,8 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +46,7 @@ enum reg_op {
 struct reg_job {
     struct reg_job *next;
     struct registry *reg;
-    uv_work_t work;
+    uv_async_t done; /* sent by the writer thread when the write is over */
     enum reg_op op;
     char name[ID_MAX + sizeof(RECORD_SUFFIX) + 1];
     char *data;
@@ -61,10 +63,16 @@ struct registry {
     int sb_fd;
     char instance[ID_MAX + 1];
     uv_loop_t *loop;
-    struct reg_job *queued; /* FIFO, not yet handed to the pool */
-    struct reg_job *running;
-    size_t n_running;
-    size_t n_pending; /* queued + running */
+    size_t n_pending; /* issued, callback not yet run (loop thread only) */
+    /* The writer thread, started by the first asynchronous operation. Shared with it under
+     * mu: the FIFO of jobs to write and the stop request. */
+    bool sync_ready;
+    bool writer_started;
+    uv_mutex_t mu;
+    uv_cond_t cond;
+    uv_thread_t writer;
+    struct reg_job *todo, **todo_tail;
+    bool stop;
 };
 
 static const char *const state_names[_REG_STATE_MAX] = {
@@ -584,6 +592,8 @@ static int instance_load(struct registry *reg)
     return 0;
 }
 
+static void writer_stop(struct registry *reg);
+
 int reg_open(const char *state_dir, struct registry **ret)
 {
     struct registry *reg;
@@ -599,6 +609,17 @@ int reg_open(const char *state_dir, struct registry **ret)
         return -ENOMEM;
     reg->n_ref = 1;
     reg->dir_fd = reg->sb_fd = -1;
+    reg->todo_tail = &reg->todo;
+    if (uv_mutex_init(&reg->mu) < 0) {
+        free(reg);
+        return -ENOMEM;
+    }
+    if (uv_cond_init(&reg->cond) < 0) {
+        uv_mutex_destroy(&reg->mu);
+        free(reg);
+        return -ENOMEM;
+    }
+    reg->sync_ready = true;
     reg->state_dir = strdup(state_dir);
     if (!reg->state_dir) {
         r = -ENOMEM;
@@ -635,6 +656,12 @@ static struct registry *reg_unref(struct registry *reg)
         return NULL;
     if (--reg->n_ref > 0)
         return NULL;
+    /* No job holds a reference any more: the writer is idle or about to wait. */
+    writer_stop(reg);
+    if (reg->sync_ready) {
+        uv_cond_destroy(&reg->cond);
+        uv_mutex_destroy(&reg->mu);
+    }
     if (reg->sb_fd >= 0)
         close(reg->sb_fd);
     if (reg->dir_fd >= 0)
@@ -708,11 +735,16 @@ int reg_remove(struct registry *reg, const char *id)
     return 0;
 }
 
-/* --- asynchronous writes --- */
+/* --- asynchronous writes ---
+ *
+ * One writer thread per registry, owned by it (not libuv's thread pool, which SFTP work can
+ * keep busy for as long as its deadline): jobs are written one at a time in issue order, so
+ * operations on the same id complete in order. Each job carries its own uv_async_t, sent by
+ * the writer when the write is over; its callback runs the caller's callback on the loop and
+ * closes the handle, whose close callback frees the job. */
 
-static void job_work(uv_work_t *w)
+static void job_write(struct reg_job *j)
 {
-    struct reg_job *j = container_of(w, struct reg_job, work);
     int sb_fd = j->reg->sb_fd; /* stays open while the job holds a reference */
 
     if (j->op == REG_OP_SAVE) {
@@ -724,83 +756,105 @@ static void job_work(uv_work_t *w)
     }
 }
 
-static void job_after(uv_work_t *w, int status);
-
-static bool name_in(const struct reg_job *list, const struct reg_job *stop, const char *name)
+static void writer_main(void *arg)
 {
-    for (const struct reg_job *j = list; j && j != stop; j = j->next)
-        if (strcmp(j->name, name) == 0)
-            return true;
-    return false;
-}
+    struct registry *reg = arg;
+    sigset_t all;
 
-/* Hands queued jobs to the pool, oldest first, skipping a job whose id has an
- * earlier job still running or queued (per-id order). */
-static void dispatch(struct registry *reg)
-{
-    struct reg_job **pp = &reg->queued;
+    /* Signals are the loop thread's business. */
+    sigfillset(&all);
+    (void)pthread_sigmask(SIG_BLOCK, &all, NULL);
+    uv_mutex_lock(&reg->mu);
+    for (;;) {
+        struct reg_job *j;
 
-    while (*pp && reg->n_running < REG_ASYNC_MAX) {
-        struct reg_job *j = *pp;
-        int r;
-
-        if (name_in(reg->running, NULL, j->name) || name_in(reg->queued, j, j->name)) {
-            pp = &j->next;
-            continue;
-        }
-        *pp = j->next;
-        j->next = reg->running;
-        reg->running = j;
-        reg->n_running++;
-        r = uv_queue_work(reg->loop, &j->work, job_work, job_after);
-        if (r < 0) {
-            /* Only for invalid arguments; run it here rather than lose it. */
-            job_work(&j->work);
-            job_after(&j->work, 0);
-            return;
-        }
-    }
-}
-
-static void job_after(uv_work_t *w, int status)
-{
-    struct reg_job *j = container_of(w, struct reg_job, work);
-    struct registry *reg = j->reg;
-    struct reg_job **pp;
-    int r = status == UV_ECANCELED ? -ECANCELED : j->result;
-
-    for (pp = &reg->running; *pp; pp = &(*pp)->next)
-        if (*pp == j) {
-            *pp = j->next;
+        while (!reg->todo && !reg->stop)
+            uv_cond_wait(&reg->cond, &reg->mu);
+        j = reg->todo;
+        if (!j)
             break;
-        }
-    reg->n_running--;
-    reg->n_pending--;
-    dispatch(reg);
+        reg->todo = j->next;
+        if (!reg->todo)
+            reg->todo_tail = &reg->todo;
+        uv_mutex_unlock(&reg->mu);
+        job_write(j);
+        /* The loop may free j from here on. */
+        (void)uv_async_send(&j->done);
+        uv_mutex_lock(&reg->mu);
+    }
+    uv_mutex_unlock(&reg->mu);
+}
+
+static int writer_start(struct registry *reg)
+{
+    int r;
+
+    if (reg->writer_started)
+        return 0;
+    r = uv_thread_create(&reg->writer, writer_main, reg);
     if (r < 0)
-        log_debug_errno(r, COMPONENT, "%s %s: %m", j->op == REG_OP_SAVE ? "save" : "remove",
-                        j->name);
-    if (j->cb)
-        j->cb(r, j->userdata);
+        return r; /* libuv's codes are negative errnos here */
+    reg->writer_started = true;
+    return 0;
+}
+
+static void writer_stop(struct registry *reg)
+{
+    if (!reg->writer_started)
+        return;
+    uv_mutex_lock(&reg->mu);
+    reg->stop = true;
+    uv_cond_signal(&reg->cond);
+    uv_mutex_unlock(&reg->mu);
+    (void)uv_thread_join(&reg->writer);
+    reg->writer_started = false;
+}
+
+static void job_closed(uv_handle_t *h)
+{
+    struct reg_job *j = container_of((uv_async_t *)h, struct reg_job, done);
+    struct registry *reg = j->reg;
+
     free(j->data);
     free(j);
     reg_unref(reg);
 }
 
+static void job_done(uv_async_t *a)
+{
+    struct reg_job *j = container_of(a, struct reg_job, done);
+    int r = j->result;
+
+    j->reg->n_pending--;
+    if (r < 0)
+        log_debug_errno(r, COMPONENT, "%s %s: %m", j->op == REG_OP_SAVE ? "save" : "remove",
+                        j->name);
+    if (j->cb)
+        j->cb(r, j->userdata);
+    uv_close((uv_handle_t *)&j->done, job_closed);
+}
+
 static int job_submit(struct registry *reg, uv_loop_t *loop, struct reg_job *j)
 {
-    struct reg_job **pp;
+    int r;
 
     if (reg->loop && reg->loop != loop)
         return -EINVAL;
+    r = writer_start(reg);
+    if (r < 0)
+        return r;
+    r = uv_async_init(loop, &j->done, job_done);
+    if (r < 0)
+        return r;
     reg->loop = loop;
     j->reg = reg;
     reg->n_ref++;
-    for (pp = &reg->queued; *pp; pp = &(*pp)->next)
-        ;
-    *pp = j;
     reg->n_pending++;
-    dispatch(reg);
+    uv_mutex_lock(&reg->mu);
+    *reg->todo_tail = j;
+    reg->todo_tail = &j->next;
+    uv_cond_signal(&reg->cond);
+    uv_mutex_unlock(&reg->mu);
     return 0;
 }
 
@@ -1020,7 +1074,7 @@ int reg_load(struct registry *reg, struct reg_record ***ret_records, size_t *ret
         if (atomic_is_temp_name(de->d_name)) {
             /* A save that never reached its rename: the record before it
              * (if any) is intact. Unless it is one of ours in flight. */
-            if (reg->n_running == 0 && unlinkat(reg->sb_fd, de->d_name, 0) == 0) {
+            if (reg->n_pending == 0 && unlinkat(reg->sb_fd, de->d_name, 0) == 0) {
                 removed_temp = true;
                 log_debug(COMPONENT, "removed leftover temp file %s", de->d_name);
             }

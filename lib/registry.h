@@ -10,7 +10,9 @@
  * and (de)serialises: lookups by id or idempotency key are the caller's, in
  * memory. reg_save()/reg_remove() are synchronous file I/O with two fsyncs
  * (measured here 1-8 ms per save, worst cases tens of ms): on the loop thread
- * use reg_save_async()/reg_remove_async(), which run on libuv's thread pool. */
+ * use reg_save_async()/reg_remove_async(), which run on the registry's own
+ * writer thread (never on libuv's thread pool, where remote file I/O may wait
+ * for its deadline). */
 #pragma once
 
 #include <stdbool.h>
@@ -41,9 +43,6 @@
 /* Canonical params JSON longer than this is refused by reg_params_hash(). */
 #define REG_PARAMS_MAX (64 * 1024)
 #define REG_PARAMS_DEPTH_MAX 32
-/* Asynchronous operations of one registry running at once on the thread pool
- * (the pool is shared with SFTP work: leave it room). */
-#define REG_ASYNC_MAX 2
 
 /* Where a sandbox is in its life, as recorded. Mirrors the lifecycle:
  * PENDING is the intent (id and vmid chosen, nothing created in Proxmox yet);
@@ -147,13 +146,14 @@ int reg_remove(struct registry *reg, const char *id);
 
 /* Asynchronous reg_save()/reg_remove() for the loop thread. The record is
  * validated and serialised during the call (r may change or be freed right
- * after); the write and fsyncs run on libuv's thread pool; cb (may be NULL)
- * then runs on the loop with 0 or a negative errno (as the synchronous call
- * would return; -ECANCELED if the work was cancelled). Operations on the same
- * id complete in the order they were issued, so the last state saved is the
- * one on disk; at most REG_ASYNC_MAX run at once, the rest queue in order.
+ * after); the write and fsyncs run on the registry's writer thread (started by
+ * the first call, joined when the registry is freed), one at a time in issue
+ * order; cb (may be NULL) then runs on the loop with 0 or a negative errno (as
+ * the synchronous call would return). Operations complete in the order they
+ * were issued, so the last state saved is the one on disk. Each pending
+ * operation holds a uv_async_t on the loop until its callback has run.
  * All operations of one registry must use the same loop (-EINVAL otherwise).
- * On error (-EINVAL, -ENOMEM) cb is not called. Do not mix synchronous and
+ * On error (-EINVAL, -ENOMEM, -EAGAIN: no thread) cb is not called. Do not mix synchronous and
  * asynchronous writes of the same id while operations are pending.
  * reg_free() with operations pending is allowed: they finish, their callbacks
  * run, and the registry is freed after the last one. Run the loop until

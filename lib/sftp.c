@@ -1,9 +1,12 @@
 /* SFTP file transfer on libuv's thread pool. See sftp.h. */
 #include <fcntl.h>
+#include <inttypes.h>
 #include <libssh/libssh.h>
 #include <libssh/sftp.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 
 #include "log.h"
@@ -34,7 +37,7 @@ struct job {
     struct job *next;
     char *path;
     /* write */
-    const void *data;
+    void *data; /* owned */
     size_t len;
     mode_t mode;
     bool make_parents;
@@ -44,17 +47,30 @@ struct job {
     sshfile_read_cb rcb;
     struct sshfile_read_result rres;
     void *userdata;
+    uint64_t deadline; /* uv_now() milliseconds */
     int error;
     bool drop_session;
+    bool fresh_session; /* a deadline passed since the session was last used: reconnect */
+    bool answered;      /* the callback ran already, at the deadline (loop thread only) */
+    bool expired;       /* under f->mu: the deadline passed, the worker gives up */
 };
 
 struct sshfile {
     uv_loop_t *loop;
     struct sshs_conf conf;
+    uint64_t timeout_ms;
+    uv_timer_t timer; /* the next deadline of the running or first queued request */
     /* Owned by the job on the thread pool while busy; the loop thread never touches them. */
     ssh_session ssh;
     sftp_session sftp;
+    /* Shared with the worker: the socket of the session the running job uses (-1: none).
+     * The worker clears it under mu before it may close the socket, so the loop thread can
+     * shut it down under mu without racing with the close. */
+    uv_mutex_t mu;
+    int sock;
+    struct job *cur; /* the job handed to the thread pool */
     bool busy;
+    bool stale; /* a deadline passed: the next job starts on a new session */
     struct job *qfirst, *qlast;
     unsigned queued;
     bool closing;
@@ -77,8 +93,10 @@ int sshfile_status_to_errno(int status)
     case SSH_FX_PERMISSION_DENIED:
         return -EACCES;
     case SSH_FX_BAD_MESSAGE:
-        /* OpenSSH's sftp-server answers ENAMETOOLONG and EINVAL with this. */
-        return -EINVAL;
+        /* OpenSSH's sftp-server answers ENAMETOOLONG and EINVAL with this; for the calls made
+         * here (paths the daemon checked, its own temporary names) it is a name too long.
+         * -EINVAL stays free for "not a regular file". */
+        return -ENAMETOOLONG;
     case SSH_FX_NO_CONNECTION:
         return -ENOTCONN;
     case SSH_FX_CONNECTION_LOST:
@@ -113,8 +131,12 @@ static int last_error(struct sshfile *f)
 
 /* ---- worker side: the session ---- */
 
-static void session_drop(struct sshfile *f)
+/* hard: the session is dead or suspect; shut its socket down first, so that the teardown
+ * cannot block on a peer that stopped answering. */
+static void session_drop(struct sshfile *f, bool hard)
 {
+    if (hard && f->ssh && ssh_get_fd(f->ssh) >= 0)
+        (void)shutdown(ssh_get_fd(f->ssh), SHUT_RDWR);
     if (f->sftp) {
         sftp_free(f->sftp);
         f->sftp = NULL;
@@ -127,29 +149,58 @@ static void session_drop(struct sshfile *f)
     }
 }
 
-static int session_ensure(struct sshfile *f)
+/* ---- worker side: deadlines ---- */
+
+/* Publishes the session's socket to the loop thread for the deadline; false when the deadline
+ * has passed already. */
+static bool job_attach(struct sshfile *f, struct job *j)
+{
+    bool ok;
+
+    uv_mutex_lock(&f->mu);
+    ok = !j->expired;
+    if (ok)
+        f->sock = ssh_get_fd(f->ssh);
+    uv_mutex_unlock(&f->mu);
+    return ok;
+}
+
+/* Withdraws the socket (it may be closed after this); true when the deadline passed. */
+static bool job_detach(struct sshfile *f, struct job *j)
+{
+    bool expired;
+
+    uv_mutex_lock(&f->mu);
+    f->sock = -1;
+    expired = j->expired;
+    uv_mutex_unlock(&f->mu);
+    return expired;
+}
+
+/* Connects when there is no usable session, and publishes its socket for j's deadline as
+ * soon as there is one (only the TCP and SSH handshake, bounded by the connect timeout, run
+ * unpublished). -ETIME: j's deadline passed already. */
+static int session_ensure(struct sshfile *f, struct job *j)
 {
     ssh_session ssh = NULL;
-    sftp_session sftp;
     int r;
 
     if (f->ssh && f->sftp && ssh_is_connected(f->ssh))
-        return 0;
-    session_drop(f);
+        return job_attach(f, j) ? 0 : -ETIME;
+    session_drop(f, true);
     r = sshs_connect_blocking(&f->conf, SSHFILE_IO_TIMEOUT_S, &ssh);
     if (r < 0)
         return r;
-    sftp = sftp_new(ssh);
-    if (!sftp || sftp_init(sftp) != SSH_OK) {
+    f->ssh = ssh;
+    if (!job_attach(f, j))
+        return -ETIME;
+    f->sftp = sftp_new(ssh);
+    if (!f->sftp || sftp_init(f->sftp) != SSH_OK) {
         log_debug(COMP, "%s: sftp init: %s", f->conf.host, ssh_get_error(ssh));
-        if (sftp)
-            sftp_free(sftp);
-        ssh_disconnect(ssh);
-        ssh_free(ssh);
+        (void)job_detach(f, j);
+        session_drop(f, true);
         return -EPROTO;
     }
-    f->ssh = ssh;
-    f->sftp = sftp;
     return 0;
 }
 
@@ -322,188 +373,308 @@ static void random_hex(char *buf, size_t n_bytes)
         snprintf(buf + 2 * i, 3, "%02x", rnd[i]);
 }
 
-static int do_write(struct sshfile *f, struct job *j)
+/* The folder part of an absolute path: "/a/b" gives "/a", "/b" gives "/". */
+static int path_dir(const char *path, char **ret)
 {
-    _cleanup_free_ char *dir = NULL, *tmp = NULL;
-    const char *base;
-    char rnd[33];
+    const char *base = strrchr(path, '/') + 1;
+    size_t n = (size_t)(base - path);
+    char *d = strndup(path, n > 1 ? n - 1 : n);
+
+    if (!d)
+        return -ENOMEM;
+    *ret = d;
+    return 0;
+}
+
+/* What a write would replace. 0: nothing yet; 1: a regular file, with *ret_real set to the
+ * file a symbolic link points to (left alone when path is not a link); < 0: refused
+ * (-EISDIR, -EINVAL: not a regular file, or a link to nothing) or an error. */
+static int write_target(struct sshfile *f, const char *path, char **ret_real)
+{
+    sftp_attributes a = sftp_lstat(f->sftp, path);
+    char *real;
+    int type;
+
+    if (!a) {
+        int r = last_error(f);
+        return r == -ENOENT ? 0 : r; /* a missing parent shows when the temp file is made */
+    }
+    type = a->type;
+    sftp_attributes_free(a);
+    if (type == SSH_FILEXFER_TYPE_SYMLINK) {
+        /* Followed: what it points to decides, and is what gets replaced. */
+        type = path_type(f, path, NULL);
+        if (type < 0)
+            return type;
+        if (type == 0)
+            return -EINVAL;
+        if (type == SSH_FILEXFER_TYPE_REGULAR || type == SSH_FILEXFER_TYPE_UNKNOWN) {
+            real = sftp_canonicalize_path(f->sftp, path);
+            if (!real)
+                return last_error(f);
+            *ret_real = strdup(real);
+            ssh_string_free_char(real);
+            return *ret_real ? 1 : -ENOMEM;
+        }
+    }
+    if (type == SSH_FILEXFER_TYPE_DIRECTORY)
+        return -EISDIR;
+    if (type == SSH_FILEXFER_TYPE_SPECIAL || type == SSH_FILEXFER_TYPE_SYMLINK)
+        return -EINVAL;
+    return 1;
+}
+
+/* Creates tmp (exclusively) in dir with the job's data, flushed and with its mode. */
+static int write_temp(struct sshfile *f, const struct job *j, const char *dir, const char *tmp)
+{
     sftp_file file;
     size_t off = 0;
-    int r, t;
+    int r = 0;
 
-    base = strrchr(j->path, '/') + 1;
-    dir = strndup(j->path, (size_t)(base - j->path));
-    if (!dir)
-        return -ENOMEM;
-    if (strlen(dir) > 1)
-        dir[strlen(dir) - 1] = 0; /* drop the trailing '/' except for "/" */
-
-    if (j->make_parents) {
-        r = mkdir_parents(f, dir);
-        if (r < 0)
-            return r;
-    }
-    t = path_type(f, j->path, NULL);
-    if (t == SSH_FILEXFER_TYPE_DIRECTORY)
-        return -EISDIR;
-
-    random_hex(rnd, 8);
-    if (asprintf(&tmp, "%s%s.%s.sandboxd-%s", dir, strcmp(dir, "/") == 0 ? "" : "/", base, rnd) < 0)
-        return -ENOMEM;
     file = sftp_open(f->sftp, tmp, O_WRONLY | O_CREAT | O_EXCL, 0600);
     if (!file) {
         r = last_error(f);
         if (r == -ENOENT)
             return refine_enoent(f, tmp);
-        if (r == -EIO)
-            return refine_failure(f, NULL, dir);
-        return r;
+        return r == -EIO ? refine_failure(f, NULL, dir) : r;
     }
-    while (off < j->len) {
+    while (off < j->len && r == 0) {
         size_t n = MIN(j->len - off, (size_t)SSHFILE_CHUNK);
         ssize_t w = sftp_write(file, (const char *)j->data + off, n);
-        if (w <= 0) {
+        if (w <= 0)
             r = last_error(f);
-            if (r == -EIO)
-                r = refine_failure(f, NULL, dir);
-            sftp_close(file);
-            goto fail;
-        }
-        off += (size_t)w;
+        else
+            off += (size_t)w;
     }
-    if (sftp_extension_supported(f->sftp, "fsync@openssh.com", "1") && sftp_fsync(file) < 0) {
+    if (r == 0 && sftp_extension_supported(f->sftp, "fsync@openssh.com", "1") &&
+        sftp_fsync(file) < 0)
         r = last_error(f);
-        if (r == -EIO)
-            r = refine_failure(f, NULL, dir);
+    if (r < 0) {
         sftp_close(file);
-        goto fail;
+        return r == -EIO ? refine_failure(f, NULL, dir) : r;
     }
-    if (sftp_close(file) < 0) {
-        r = last_error(f);
-        goto fail;
-    }
-    if (sftp_chmod(f->sftp, tmp, j->mode) < 0) {
-        r = last_error(f);
-        goto fail;
-    }
-    if (t > 0) {
-        /* The target exists: OpenSSH's v3 rename would refuse to replace it. */
-        r = rename_by_exec(f, tmp, j->path);
-        if (r < 0)
-            goto fail;
-    } else if (sftp_rename(f->sftp, tmp, j->path) < 0) {
-        r = last_error(f);
-        if (is_transport_error(r))
-            goto fail;
-        t = path_type(f, j->path, NULL);
-        if (t == SSH_FILEXFER_TYPE_DIRECTORY) {
-            r = -EISDIR;
-            goto fail;
-        }
-        if (t <= 0)
-            goto fail;
-        /* Created by someone else meanwhile. */
-        r = rename_by_exec(f, tmp, j->path);
-        if (r < 0)
-            goto fail;
-    }
+    if (sftp_close(file) < 0)
+        return last_error(f);
+    if (sftp_chmod(f->sftp, tmp, j->mode) < 0)
+        return last_error(f);
     return 0;
+}
 
-fail:
-    if (ssh_is_connected(f->ssh))
+/* Renames tmp over target; exists: target was there (a regular file) when checked. */
+static int replace_target(struct sshfile *f, const char *tmp, const char *target, bool exists)
+{
+    int r, t;
+
+    if (exists) /* OpenSSH's v3 rename would refuse to replace it */
+        return rename_by_exec(f, tmp, target);
+    if (sftp_rename(f->sftp, tmp, target) == 0)
+        return 0;
+    r = last_error(f);
+    if (is_transport_error(r))
+        return r;
+    t = path_type(f, target, NULL);
+    if (t == SSH_FILEXFER_TYPE_DIRECTORY)
+        return -EISDIR;
+    if (t == SSH_FILEXFER_TYPE_SPECIAL)
+        return -EINVAL;
+    if (t <= 0)
+        return r;
+    /* Created by someone else meanwhile. */
+    return rename_by_exec(f, tmp, target);
+}
+
+static int do_write(struct sshfile *f, struct job *j)
+{
+    _cleanup_free_ char *parent = NULL, *real = NULL, *dir = NULL, *tmp = NULL;
+    const char *target;
+    char rnd[33];
+    int r, exists;
+
+    if (j->make_parents) {
+        r = path_dir(j->path, &parent);
+        if (r < 0)
+            return r;
+        r = mkdir_parents(f, parent);
+        if (r < 0)
+            return r;
+    }
+    exists = write_target(f, j->path, &real);
+    if (exists < 0)
+        return exists;
+    target = real ? real : j->path;
+    r = path_dir(target, &dir);
+    if (r < 0)
+        return r;
+    random_hex(rnd, 8);
+    if (asprintf(&tmp, "%s%s.%s.sandboxd-%s", dir, strcmp(dir, "/") == 0 ? "" : "/",
+                 strrchr(target, '/') + 1, rnd) < 0)
+        return -ENOMEM;
+    r = write_temp(f, j, dir, tmp);
+    if (r == 0)
+        r = replace_target(f, tmp, target, exists > 0);
+    if (r < 0 && ssh_is_connected(f->ssh))
         (void)sftp_unlink(f->sftp, tmp);
     return r;
 }
 
-static int do_read(struct sshfile *f, struct job *j)
+/* The bytes of one read, NUL-terminated. */
+struct rdbuf {
+    char *buf;
+    size_t cap, got;
+};
+
+/* Room for need bytes (the NUL included), growing by doubling up to max. */
+static int rdbuf_reserve(struct rdbuf *b, size_t need, size_t max)
 {
-    _cleanup_free_ char *buf = NULL;
-    uint64_t size = 0, want;
-    size_t got = 0;
+    size_t n;
+    char *p;
+
+    if (need <= b->cap)
+        return 0;
+    n = MIN(MAX(need, b->cap * 2), max);
+    p = realloc(b->buf, n);
+    if (!p)
+        return -ENOMEM;
+    b->buf = p;
+    b->cap = n;
+    return 0;
+}
+
+/* Opens a regular file for reading; *ret_size is the size stat reports. */
+static int read_open(struct sshfile *f, const char *path, uint64_t *ret_size, sftp_file *ret)
+{
+    uint64_t size = 0;
     sftp_file file;
     int t, r;
 
-    t = path_type(f, j->path, &size);
+    t = path_type(f, path, &size);
     if (t < 0)
         return t;
     if (t == 0)
-        return refine_enoent(f, j->path);
+        return refine_enoent(f, path);
     if (t == SSH_FILEXFER_TYPE_DIRECTORY)
         return -EISDIR;
-    want = j->offset >= size ? 0 : MIN(j->length, size - j->offset);
-    buf = malloc((size_t)want + 1);
-    if (!buf)
-        return -ENOMEM;
-    file = sftp_open(f->sftp, j->path, O_RDONLY, 0);
+    /* Opening a FIFO blocks until a writer comes; devices and sockets are no files either. */
+    if (t == SSH_FILEXFER_TYPE_SPECIAL)
+        return -EINVAL;
+    file = sftp_open(f->sftp, path, O_RDONLY, 0);
     if (!file) {
         r = last_error(f);
-        return r == -ENOENT ? refine_enoent(f, j->path) : r;
+        return r == -ENOENT ? refine_enoent(f, path) : r;
     }
-    if (j->offset > 0 && sftp_seek64(file, j->offset) < 0) {
-        sftp_close(file);
-        return -EIO;
-    }
-    /* Pipelined: up to SSHFILE_READ_AHEAD requests in flight (one RTT each otherwise). Only
-     * bytes known to exist are requested; if the file shrank meanwhile the replies left
-     * behind are dropped with the session. */
-    {
-        int ids[SSHFILE_READ_AHEAD];
-        uint32_t lens[SSHFILE_READ_AHEAD];
-        unsigned head = 0, n = 0;
-        uint64_t issued = 0;
-        bool short_read = false;
-
-        while (n > 0 || (issued < want && !short_read)) {
-            while (n < SSHFILE_READ_AHEAD && issued < want && !short_read) {
-                uint32_t len = (uint32_t)MIN(want - issued, (uint64_t)SSHFILE_READ_CHUNK);
-                int id = sftp_async_read_begin(file, len);
-                if (id < 0) {
-                    r = last_error(f);
-                    goto read_fail;
-                }
-                ids[(head + n) % SSHFILE_READ_AHEAD] = id;
-                lens[(head + n) % SSHFILE_READ_AHEAD] = len;
-                n++;
-                issued += len;
-            }
-            if (short_read) {
-                /* Replies after a short one would land at the wrong offset. */
-                r = -EAGAIN;
-                goto read_fail;
-            }
-            {
-                int k = sftp_async_read(file, buf + got, lens[head], (uint32_t)ids[head]);
-                if (k < 0) {
-                    r = last_error(f);
-                    goto read_fail;
-                }
-                got += (size_t)k;
-                if ((uint32_t)k < lens[head])
-                    short_read = true;
-                head = (head + 1) % SSHFILE_READ_AHEAD;
-                n--;
-                if (short_read && n > 0) {
-                    r = -EAGAIN;
-                    goto read_fail;
-                }
-            }
-        }
-    }
-    sftp_close(file);
-    buf[got] = 0;
-    j->rres.data = TAKE_PTR(buf);
-    j->rres.len = got;
-    j->rres.size = got > 0 ? MAX(size, j->offset + got) : size;
-    j->rres.eof = j->offset + got >= j->rres.size;
+    *ret_size = size;
+    *ret = file;
     return 0;
+}
 
-read_fail:
-    /* Outstanding replies would stay queued in the session: start afresh next time. */
+/* Reads [offset, offset + win) into b with up to SSHFILE_READ_AHEAD requests in flight (one
+ * round trip each otherwise); b has room for it. Returns 1 when a reply came back short (end
+ * of file, a file that shrank, a server that sends less): the replies still outstanding are
+ * read and dropped, and the caller goes on one request at a time from there. After an error
+ * replies may stay queued in the session: the caller drops it. */
+static int read_pipelined(struct sshfile *f, sftp_file file, uint64_t offset, uint64_t win,
+                          struct rdbuf *b)
+{
+    int ids[SSHFILE_READ_AHEAD];
+    uint32_t lens[SSHFILE_READ_AHEAD];
+    unsigned head = 0, n = 0;
+    uint64_t issued = 0;
+    bool short_read = false;
+
+    while (n > 0 || (!short_read && issued < win)) {
+        int k;
+
+        while (!short_read && n < SSHFILE_READ_AHEAD && issued < win) {
+            uint32_t len = (uint32_t)MIN(win - issued, (uint64_t)SSHFILE_READ_CHUNK);
+            unsigned slot = (head + n) % SSHFILE_READ_AHEAD;
+            int id;
+
+            (void)sftp_seek64(file, offset + issued); /* each request names its offset */
+            id = sftp_async_read_begin(file, len);
+            if (id < 0)
+                return last_error(f);
+            ids[slot] = id;
+            lens[slot] = len;
+            n++;
+            issued += len;
+        }
+        /* Seeking clears the end-of-file mark, so that every reply is consumed. Replies
+         * after a short one land past b->got (inside the window) and are dropped. */
+        (void)sftp_seek64(file, offset);
+        k = sftp_async_read(file, b->buf + b->got, lens[head], (uint32_t)ids[head]);
+        if (k < 0)
+            return last_error(f);
+        if (!short_read) {
+            b->got += (size_t)k;
+            short_read = (uint32_t)k < lens[head];
+        }
+        head = (head + 1) % SSHFILE_READ_AHEAD;
+        n--;
+    }
+    return short_read ? 1 : 0;
+}
+
+/* One request at a time from offset + b->got until the end of the file (*ret_eof) or want. */
+static int read_rest(struct sshfile *f, sftp_file file, uint64_t offset, size_t want,
+                     struct rdbuf *b, bool *ret_eof)
+{
+    while (b->got < want) {
+        size_t len = MIN(want - b->got, (size_t)SSHFILE_READ_CHUNK);
+        ssize_t k;
+        int r;
+
+        r = rdbuf_reserve(b, b->got + len + 1, want + 1);
+        if (r < 0)
+            return r;
+        (void)sftp_seek64(file, offset + b->got);
+        k = sftp_read(file, b->buf + b->got, len);
+        if (k < 0)
+            return last_error(f);
+        if (k == 0) {
+            *ret_eof = true;
+            return 0;
+        }
+        b->got += (size_t)k;
+    }
+    return 0;
+}
+
+/* Reads until the end of the file or j->length bytes: the size from stat is only a hint (it
+ * sizes the pipelined part), since /proc files report 0 and files grow and shrink. */
+static int do_read(struct sshfile *f, struct job *j)
+{
+    struct rdbuf b = {};
+    size_t want = (size_t)j->length;
+    uint64_t size = 0, win, end;
+    bool eof = false;
+    sftp_file file;
+    int r;
+
+    r = read_open(f, j->path, &size, &file);
+    if (r < 0)
+        return r;
+    win = j->offset < size ? MIN((uint64_t)want, size - j->offset) : 0;
+    r = rdbuf_reserve(&b, (size_t)win + 1, want + 1);
+    if (r >= 0 && win > 0)
+        r = read_pipelined(f, file, j->offset, win, &b);
+    if (r >= 0)
+        r = read_rest(f, file, j->offset, want, &b, &eof);
     sftp_close(file);
-    j->drop_session = true;
-    if (r == -EAGAIN)
-        r = -EIO; /* the file changed under the read */
-    return r;
+    if (r < 0) {
+        free(b.buf);
+        j->drop_session = true; /* replies may be left queued in it */
+        return r;
+    }
+    b.buf[b.got] = 0;
+    end = j->offset + b.got;
+    j->rres.data = b.buf;
+    j->rres.len = b.got;
+    if (eof)
+        j->rres.size = b.got > 0 ? end : MIN(size, j->offset);
+    else
+        j->rres.size = MAX(size, end);
+    j->rres.eof = eof || (size > 0 && end >= size) || (want == 0 && j->offset >= size);
+    return 0;
 }
 
 static void on_job_work(uv_work_t *w)
@@ -511,49 +682,133 @@ static void on_job_work(uv_work_t *w)
     struct job *j = container_of(w, struct job, work);
     struct sshfile *f = j->f;
     bool reused;
-    int r;
+    int r = -ETIME;
 
     if (j->kind == JOB_CLOSE) {
-        session_drop(f);
+        session_drop(f, j->fresh_session);
         return;
     }
+    if (j->fresh_session)
+        session_drop(f, true);
     for (int attempt = 0; attempt < 2; attempt++) {
         reused = f->ssh != NULL;
-        r = session_ensure(f);
-        if (r < 0)
+        r = session_ensure(f, j);
+        if (r < 0) {
+            if (job_detach(f, j))
+                r = -ETIME;
             break;
+        }
         r = j->kind == JOB_WRITE ? do_write(f, j) : do_read(f, j);
+        if (job_detach(f, j)) {
+            r = -ETIME; /* the socket was shut down under the call */
+            break;
+        }
         /* A kept session may have died while idle: reconnect once and retry. Both
          * operations are idempotent (the write is a fresh temporary + rename). */
         if (r < 0 && reused && is_transport_error(r)) {
-            session_drop(f);
+            session_drop(f, true);
             continue;
         }
         break;
     }
-    if ((r < 0 && is_transport_error(r)) || j->drop_session)
-        session_drop(f);
+    if (r == -ETIME || (r < 0 && is_transport_error(r)))
+        session_drop(f, true);
+    else if (j->drop_session)
+        session_drop(f, false);
     j->error = r;
 }
 
 /* ---- loop side ---- */
+
+static const char *const kind_names[] = {
+    [JOB_WRITE] = "write",
+    [JOB_READ] = "read",
+    [JOB_CLOSE] = "close",
+};
 
 static void job_free(struct job *j)
 {
     if (!j)
         return;
     free(j->rres.data);
+    free(j->data);
     free(j->path);
     free(j);
 }
 
-static void job_complete(struct job *j, int error)
+static void job_notify(struct job *j, int error)
 {
     if (j->kind == JOB_WRITE)
         j->wcb(error, error == 0 ? j->len : 0, j->userdata);
     else if (j->kind == JOB_READ)
         j->rcb(error, error == 0 ? &j->rres : NULL, j->userdata);
+}
+
+static void job_complete(struct job *j, int error)
+{
+    job_notify(j, error);
     job_free(j);
+}
+
+static void on_deadline(uv_timer_t *t);
+
+/* Arms the timer for the earliest deadline still to answer: the running job's, else the
+ * first queued one's (deadlines grow along the queue). */
+static void timer_arm(struct sshfile *f)
+{
+    uint64_t next = UINT64_MAX, now = uv_now(f->loop);
+
+    if (f->cur && !f->cur->answered)
+        next = f->cur->deadline;
+    if (f->qfirst)
+        next = MIN(next, f->qfirst->deadline);
+    if (next == UINT64_MAX)
+        (void)uv_timer_stop(&f->timer);
+    else
+        (void)uv_timer_start(&f->timer, on_deadline, next > now ? next - now : 0, 0);
+}
+
+/* The running job's deadline passed: answer now and release the worker. */
+static void job_expire(struct sshfile *f, struct job *j)
+{
+    j->answered = true;
+    f->stale = true;
+    /* Still waiting for a pool thread (all busy): it never starts. Else shut its socket down
+     * so that the blocking call returns; the worker then drops the session. A worker still
+     * connecting finds the flag when it is connected. */
+    if (uv_cancel((uv_req_t *)&j->work) != 0) {
+        uv_mutex_lock(&f->mu);
+        j->expired = true;
+        if (f->sock >= 0)
+            (void)shutdown(f->sock, SHUT_RDWR);
+        uv_mutex_unlock(&f->mu);
+    }
+    log_info(COMP, "%s: %s %s: no answer within %" PRIu64 " ms, session dropped", f->conf.host,
+             kind_names[j->kind], j->path, f->timeout_ms);
+    job_notify(j, -ETIME);
+}
+
+static void on_deadline(uv_timer_t *t)
+{
+    struct sshfile *f = container_of(t, struct sshfile, timer);
+    uint64_t now = uv_now(f->loop);
+    struct job *j = f->cur;
+
+    if (j && !j->answered && j->deadline <= now)
+        job_expire(f, j);
+    /* Callbacks may close f: the queue is then empty, and f lives until the running job is
+     * over (f->busy). */
+    while ((j = f->qfirst) && j->deadline <= now) {
+        f->qfirst = j->next;
+        if (!f->qfirst)
+            f->qlast = NULL;
+        f->queued--;
+        log_info(COMP, "%s: %s %s: still queued after %" PRIu64 " ms", f->conf.host,
+                 kind_names[j->kind], j->path, f->timeout_ms);
+        f->stale = true;
+        job_complete(j, -ETIME);
+    }
+    timer_arm(f);
 }
 
 static void on_job_done(uv_work_t *w, int status);
@@ -563,26 +818,45 @@ static void start_job(struct sshfile *f, struct job *j)
     int r;
 
     f->busy = true;
+    f->cur = j;
+    j->fresh_session = f->stale;
+    f->stale = false;
     r = uv_queue_work(f->loop, &j->work, on_job_work, on_job_done);
     if (r < 0) {
         /* Not expected (uv_queue_work only fails on bad arguments); fail in place. */
         j->error = r;
         on_job_done(&j->work, r);
+        return;
     }
+    timer_arm(f);
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+    struct sshfile *f = container_of((uv_timer_t *)h, struct sshfile, timer);
+    void (*cb)(void *) = f->close_cb;
+    void *ud = f->close_ud;
+
+    free(f);
+    if (cb)
+        cb(ud);
+}
+
+/* The session is gone: free f once its timer is closed. */
+static void close_finish(struct sshfile *f)
+{
+    uv_mutex_destroy(&f->mu);
+    sshs_conf_done(&f->conf);
+    uv_close((uv_handle_t *)&f->timer, on_timer_closed);
 }
 
 static void on_close_done(uv_work_t *w, int status)
 {
     struct job *j = container_of(w, struct job, work);
     struct sshfile *f = j->f;
-    void (*cb)(void *) = f->close_cb;
-    void *ud = f->close_ud;
 
     job_free(j);
-    sshs_conf_done(&f->conf);
-    free(f);
-    if (cb)
-        cb(ud);
+    close_finish(f);
 }
 
 static void start_close(struct sshfile *f)
@@ -591,21 +865,19 @@ static void start_close(struct sshfile *f)
     int r;
 
     f->busy = true;
+    (void)uv_timer_stop(&f->timer);
     if (j) {
         j->f = f;
         j->kind = JOB_CLOSE;
+        j->fresh_session = f->stale;
         r = uv_queue_work(f->loop, &j->work, on_job_work, on_close_done);
         if (r == 0)
             return;
         free(j);
     }
     /* No memory: tear down here (may block briefly on a graceful disconnect). */
-    session_drop(f);
-    j = calloc(1, sizeof(*j));
-    if (j) {
-        j->f = f;
-        on_close_done(&j->work, 0);
-    }
+    session_drop(f, f->stale);
+    close_finish(f);
 }
 
 static void on_job_done(uv_work_t *w, int status)
@@ -615,7 +887,11 @@ static void on_job_done(uv_work_t *w, int status)
     struct job *next;
 
     f->busy = false;
-    job_complete(j, status < 0 ? status : j->error);
+    f->cur = NULL;
+    if (j->answered)
+        job_free(j); /* answered at its deadline */
+    else
+        job_complete(j, status < 0 ? status : j->error);
     /* The callback may have closed f (then a close job is already running). */
     if (f->busy)
         return;
@@ -631,7 +907,9 @@ static void on_job_done(uv_work_t *w, int status)
         f->queued--;
         next->next = NULL;
         start_job(f, next);
+        return;
     }
+    timer_arm(f);
 }
 
 static int submit(struct sshfile *f, struct job *j)
@@ -639,6 +917,7 @@ static int submit(struct sshfile *f, struct job *j)
     if (f->queued >= SSHFILE_QUEUE_MAX)
         return -EBUSY;
     j->f = f;
+    j->deadline = uv_now(f->loop) + f->timeout_ms;
     if (!f->busy) {
         start_job(f, j);
         return 0;
@@ -649,6 +928,7 @@ static int submit(struct sshfile *f, struct job *j)
         f->qfirst = j;
     f->qlast = j;
     f->queued++;
+    timer_arm(f);
     return 0;
 }
 
@@ -664,7 +944,8 @@ static int path_validate(const char *path)
     return 0;
 }
 
-int sshfile_new(uv_loop_t *loop, const struct sshs_config *cfg, struct sshfile **ret)
+int sshfile_new(uv_loop_t *loop, const struct sshs_config *cfg, uint64_t timeout_ms,
+                struct sshfile **ret)
 {
     struct sshfile *f;
     int r;
@@ -679,7 +960,16 @@ int sshfile_new(uv_loop_t *loop, const struct sshs_config *cfg, struct sshfile *
         free(f);
         return r;
     }
+    r = uv_mutex_init(&f->mu);
+    if (r < 0) {
+        sshs_conf_done(&f->conf);
+        free(f);
+        return r;
+    }
+    (void)uv_timer_init(loop, &f->timer); /* cannot fail */
     f->loop = loop;
+    f->sock = -1;
+    f->timeout_ms = timeout_ms ? timeout_ms : SSHFILE_TIMEOUT_MS_DEFAULT;
     *ret = f;
     return 0;
 }
@@ -733,15 +1023,17 @@ int sshfile_write(struct sshfile *f, const struct sshfile_write_params *params, 
         free(j);
         return -ENOMEM;
     }
-    j->data = params->data;
+    j->data = params->data; /* taken on success */
     j->len = params->len;
     j->mode = params->mode;
     j->make_parents = params->make_parents;
     j->wcb = cb;
     j->userdata = userdata;
     r = submit(f, j);
-    if (r < 0)
+    if (r < 0) {
+        j->data = NULL; /* still the caller's */
         job_free(j);
+    }
     return r;
 }
 
@@ -772,7 +1064,7 @@ int sshfile_read(struct sshfile *f, const char *path, uint64_t offset, uint64_t 
         return -ENOMEM;
     }
     j->offset = offset;
-    j->length = length ? length : SSHFILE_READ_MAX;
+    j->length = length;
     j->rcb = cb;
     j->userdata = userdata;
     r = submit(f, j);

@@ -6,21 +6,40 @@
  * a time: further requests for the same sshfile wait in a FIFO queue on the loop thread.
  * The session is kept between requests and reconnected (once per request) when it was lost.
  *
+ * Deadlines: every request must be over within the sshfile's timeout, counted from its
+ * submission (time spent queued included). When it expires the callback runs at once with
+ * -ETIME; a request still waiting is dropped; a request that a worker is running is released:
+ * the loop thread shuts the session's socket down (shutdown(2)), so the blocking libssh call
+ * returns, the worker drops that session and the next request connects afresh. A write whose
+ * deadline expired may or may not have replaced the file.
+ *
+ * Only regular files are read or replaced: the type is checked (stat) before the file is
+ * opened, and FIFOs, sockets and devices are refused with -EINVAL (a swap after the check is
+ * covered by the deadline). A symbolic link is followed: reading reads the file it points to,
+ * writing replaces that file (the link is kept); a link to anything but a regular file, or to
+ * nothing, is refused like its target (-EINVAL, -EISDIR).
+ *
  * Writes are atomic replaces: the data goes to a temporary file in the target's directory
  * (".<name>.sandboxd-<random>"), is fsync'ed when the server offers fsync@openssh.com,
  * chmod'ed, then renamed over the target. OpenSSH's v3 rename refuses an existing target
  * (it links, then unlinks), so when the target exists the rename is done with `mv -f` on an
  * exec channel of the same session, which is rename(2): readers see the old or the new file,
- * never a partial one. On any failure the temporary file is removed.
+ * never a partial one. On any failure the temporary file is removed (unless the deadline cut
+ * the session first).
+ *
+ * Reads do not trust the size from stat (0 for /proc files): they read until end of file or
+ * the requested length, whichever comes first.
  *
  * Errors passed to the callbacks (negative errno):
  *   file errors (the daemon's -32009, name via strerrorname_np()): -ENOENT, -EACCES, -EISDIR,
- *     -ENOTDIR, -EEXIST, -ENOSPC, -EROFS, -EFBIG, -EOPNOTSUPP, -EIO (generic SFTP failure)
+ *     -ENOTDIR, -EEXIST, -ENOSPC, -EROFS, -EFBIG, -EOPNOTSUPP, -ENAMETOOLONG,
+ *     -EINVAL (not a regular file), -EIO (generic SFTP failure)
+ *   -ETIME: the deadline expired (the daemon's -32006)
  *   SSH-level errors (sshs_error_is_ssh(), the daemon's -32005): -EBADE, -EKEYREJECTED,
  *     -ECONNREFUSED, -ETIMEDOUT, -ECONNRESET, -EPROTO ...
  *   -ECANCELED: sshfile_close() ran before the request started.
  * The submit functions return -EINVAL (bad path/mode/offset), -EFBIG (over a cap), -ENOMEM,
- * -ESHUTDOWN (closing) and never call the callback then.
+ * -EBUSY (queue full), -ESHUTDOWN (closing) and never call the callback then.
  * Threading: the API is loop-thread only; callbacks run on the loop thread. */
 #pragma once
 
@@ -33,24 +52,29 @@
 #include "sshs.h"
 
 #define SSHFILE_WRITE_MAX (64u * 1024u * 1024u)
-#define SSHFILE_READ_MAX (8u * 1024u * 1024u) /* also the default read length */
+#define SSHFILE_READ_MAX (8u * 1024u * 1024u)
 #define SSHFILE_PATH_MAX 4096u
-#define SSHFILE_QUEUE_MAX 64u    /* requests waiting per sshfile; past it: -EBUSY */
-#define SSHFILE_IO_TIMEOUT_S 30u /* per blocking SFTP call (libssh SSH_OPTIONS_TIMEOUT) */
+#define SSHFILE_QUEUE_MAX 64u             /* requests waiting per sshfile; past it: -EBUSY */
+#define SSHFILE_IO_TIMEOUT_S 30u          /* per blocking SFTP call (libssh SSH_OPTIONS_TIMEOUT) */
+#define SSHFILE_TIMEOUT_MS_DEFAULT 60000u /* per request, queueing included */
 
 struct sshfile;
 
-/* Copies cfg like sshpool_new() (takes a reference on the key). Does not connect yet. */
-int sshfile_new(uv_loop_t *loop, const struct sshs_config *cfg, struct sshfile **ret);
+/* Copies cfg like sshpool_new() (takes a reference on the key). Does not connect yet.
+ * timeout_ms: each request's deadline (0: SSHFILE_TIMEOUT_MS_DEFAULT). */
+int sshfile_new(uv_loop_t *loop, const struct sshs_config *cfg, uint64_t timeout_ms,
+                struct sshfile **ret);
 
 /* Cancels queued requests (their callbacks run with -ECANCELED before this returns), lets a
- * running one finish (its callback still runs), disconnects the session on a worker, frees
- * the object and then calls cb (may be NULL) from the loop. */
+ * running one finish (its callback still runs, with -ETIME at its deadline), disconnects the
+ * session on a worker, frees the object and then calls cb (may be NULL) from the loop. */
 void sshfile_close(struct sshfile *f, void (*cb)(void *userdata), void *userdata);
 
 struct sshfile_write_params {
     const char *path;  /* absolute, ≤ SSHFILE_PATH_MAX, no NUL; not ending in '/' */
-    const void *data;  /* borrowed: must stay valid until the callback runs */
+    void *data;        /* malloc()ed; taken by a successful sshfile_write() (freed when the
+                        * write is over, which may be after its callback ran at the
+                        * deadline); left to the caller when the call fails */
     size_t len;        /* ≤ SSHFILE_WRITE_MAX; 0 writes an empty file */
     mode_t mode;       /* permission bits, ≤ 07777, applied exactly (umask does not apply) */
     bool make_parents; /* mkdir -p the parent directories (mode 0755) */
@@ -65,12 +89,19 @@ struct sshfile_read_result {
     char *data; /* the bytes read (NUL-terminated for convenience; may hold NULs); the
                  * callback may take it (set to NULL, free() later) */
     size_t len;
-    uint64_t size; /* total size of the file */
-    bool eof;      /* offset + len reached the end of the file */
+    /* The file's size as far as known: where the read met the end of the file; otherwise
+     * the size from stat, or offset + len when more was read (files such as /proc report
+     * 0). With length 0 (nothing read) it is the size from stat. */
+    uint64_t size;
+    /* The read met the end of the file, or offset + len reached a non-zero size from stat;
+     * with length 0: offset >= the size from stat. */
+    bool eof;
 };
 
-/* length 0 = SSHFILE_READ_MAX; length > SSHFILE_READ_MAX is -EFBIG. Reading a directory is
- * -EISDIR. result is NULL unless error == 0 and is freed when the callback returns. */
+/* Reads up to length bytes from offset, until the end of the file: length 0 reads nothing
+ * (the result then carries only size and eof); length > SSHFILE_READ_MAX is -EFBIG. Reading
+ * a directory is -EISDIR, a FIFO, socket or device -EINVAL. result is NULL unless
+ * error == 0 and is freed when the callback returns. */
 typedef void (*sshfile_read_cb)(int error, struct sshfile_read_result *result, void *userdata);
 int sshfile_read(struct sshfile *f, const char *path, uint64_t offset, uint64_t length,
                  sshfile_read_cb cb, void *userdata);

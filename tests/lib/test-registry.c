@@ -692,7 +692,7 @@ START_TEST(test_async)
         r->state = states[i];
         t0 = now_monotonic_us();
         ck_assert_int_eq(reg_save_async(reg, &loop, r, async_cb, (void *)(intptr_t)i), 0);
-        if (i == 0) /* starts the thread pool */
+        if (i == 0) /* starts the writer thread */
             t_first = now_monotonic_us() - t0;
         else {
             t_calls += now_monotonic_us() - t0;
@@ -731,7 +731,7 @@ START_TEST(test_async)
     t0 = now_monotonic_us();
     ck_assert_int_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
     fprintf(stderr,
-            "registry async: first call %.1f us (pool start), then %.1f us per call on the "
+            "registry async: first call %.1f us (thread start), then %.1f us per call on the "
             "loop thread; %d writes done in %.1f ms\n",
             (double)t_first, (double)t_calls / calls, calls + 3,
             (now_monotonic_us() - t0) / 1000.0);
@@ -808,6 +808,100 @@ START_TEST(test_async)
     reg_free(reg);
     check_loop_done(&other);
     check_loop_done(&loop);
+}
+END_TEST
+
+/* Work items that hold every thread of libuv's pool until released. */
+static uv_mutex_t hog_mu;
+static uv_cond_t hog_cond;
+static bool hog_release;
+static int hog_started, hog_done;
+
+static void hog_work(uv_work_t *w)
+{
+    (void)w;
+    uv_mutex_lock(&hog_mu);
+    hog_started++;
+    uv_cond_broadcast(&hog_cond);
+    while (!hog_release)
+        uv_cond_wait(&hog_cond, &hog_mu);
+    uv_mutex_unlock(&hog_mu);
+}
+
+static void hog_after(uv_work_t *w, int status)
+{
+    (void)w, (void)status;
+    hog_done++;
+}
+
+static void on_bound(uv_timer_t *t)
+{
+    (void)t;
+}
+
+/* Durable writes do not wait for libuv's thread pool: with every pool thread blocked (as by
+ * remote file I/O), saves and removes still complete, in order. */
+START_TEST(test_async_pool_busy)
+{
+    enum { N_HOGS = 16 };
+    static uv_work_t hogs[N_HOGS];
+    uv_loop_t loop;
+    uv_timer_t bound;
+    struct registry *reg = open_reg();
+    struct reg_record *r = full_record("sb-busy0000001");
+    uint64_t t0;
+
+    memset(&alog, 0, sizeof(alog));
+    hog_release = false;
+    hog_started = hog_done = 0;
+    ck_assert_int_eq(uv_mutex_init(&hog_mu), 0);
+    ck_assert_int_eq(uv_cond_init(&hog_cond), 0);
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    ck_assert_int_eq(uv_timer_init(&loop, &bound), 0);
+    /* More items than the pool has threads (UV_THREADPOOL_SIZE, default 4): all of them busy,
+     * the rest queued behind. */
+    for (int i = 0; i < N_HOGS; i++)
+        ck_assert_int_eq(uv_queue_work(&loop, &hogs[i], hog_work, hog_after), 0);
+    uv_mutex_lock(&hog_mu);
+    while (hog_started == 0)
+        uv_cond_wait(&hog_cond, &hog_mu);
+    uv_mutex_unlock(&hog_mu);
+
+    t0 = now_monotonic_us();
+    for (int i = 0; i < 4; i++) {
+        r->state = i % 2 ? REG_READY : REG_STARTING;
+        ck_assert_int_eq(reg_save_async(reg, &loop, r, async_cb, (void *)(intptr_t)i), 0);
+    }
+    ck_assert_int_eq(reg_remove_async(reg, &loop, "sb-busy0000001", async_cb, (void *)4), 0);
+    /* Bounded: at most 10 s of loop, one iteration at a time. */
+    uv_timer_start(&bound, on_bound, 50, 50);
+    while (alog.n < 5 && now_monotonic_us() - t0 < 10 * 1000000ull)
+        uv_run(&loop, UV_RUN_ONCE);
+    uv_timer_stop(&bound);
+    ck_assert_int_eq(alog.n, 5);
+    for (int i = 0; i < 5; i++) {
+        ck_assert_int_eq(alog.order[i], i);
+        ck_assert_int_eq(alog.result[i], 0);
+    }
+    ck_assert_int_eq(hog_done, 0); /* the pool was blocked the whole time */
+    ck_assert(!exists("sb-busy0000001.json"));
+    fprintf(stderr, "registry async with the thread pool blocked: 5 writes in %.1f ms\n",
+            (now_monotonic_us() - t0) / 1000.0);
+
+    uv_mutex_lock(&hog_mu);
+    hog_release = true;
+    uv_cond_broadcast(&hog_cond);
+    uv_mutex_unlock(&hog_mu);
+    ck_assert_int_eq(uv_run(&loop, UV_RUN_NOWAIT) >= 0, 1);
+    uv_close((uv_handle_t *)&bound, NULL);
+    ck_assert_int_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    ck_assert_int_eq(hog_done, N_HOGS);
+    ck_assert_uint_eq(reg_pending(reg), 0);
+    reg_record_free(r);
+    reg_free(reg);
+    check_loop_done(&loop);
+    uv_cond_destroy(&hog_cond);
+    uv_mutex_destroy(&hog_mu);
 }
 END_TEST
 
@@ -960,6 +1054,7 @@ int main(void)
     tcase_add_test(tc, test_corrupt_records);
     tcase_add_test(tc, test_many);
     tcase_add_test(tc, test_async);
+    tcase_add_test(tc, test_async_pool_busy);
     tcase_add_test(tc, test_fuzz_records);
     tcase_add_test(tc, test_params_hash);
     suite_add_tcase(s, tc);

@@ -4,10 +4,15 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <libssh/sftp.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
 #include <uv.h>
 
 #include "lib/log.h"
@@ -44,7 +49,7 @@ static void setup_sshd(void)
     setup_loop();
     fixture_start(&fx);
     cfg = fixture_config(&fx);
-    ck_assert_int_eq(sshfile_new(&loop, &cfg, &sf), 0);
+    ck_assert_int_eq(sshfile_new(&loop, &cfg, 0, &sf), 0);
     sf_closed = false;
     snprintf(work, sizeof(work), "%s/files", fx.dir);
     ck_assert_int_eq(mkdir(work, 0755), 0);
@@ -102,18 +107,30 @@ static void on_read(int error, struct sshfile_read_result *res, void *ud)
     r->eof = res->eof;
 }
 
+/* A write of a copy of data (sshfile_write() takes the buffer). */
 static int write_file(const char *path, const void *data, size_t len, mode_t mode, bool parents)
 {
     struct sshfile_write_params p = {
-        .path = path, .data = data, .len = len, .mode = mode, .make_parents = parents};
+        .path = path, .data = malloc(len + 1), .len = len, .mode = mode, .make_parents = parents};
     struct wr w = {};
 
+    ck_assert_ptr_nonnull(p.data);
+    memcpy(p.data, data, len);
     ck_assert_int_eq(sshfile_write(sf, &p, on_written, &w), 0);
     ck_assert(!w.done);
     fixture_run_until(&loop, &w.done, 60000);
     if (w.error == 0)
         ck_assert_uint_eq(w.bytes, len);
     return w.error;
+}
+
+static int read_on(struct sshfile *f, const char *path, uint64_t off, uint64_t len, struct rd *r)
+{
+    memset(r, 0, sizeof(*r));
+    ck_assert_int_eq(sshfile_read(f, path, off, len, on_read, r), 0);
+    ck_assert(!r->done);
+    fixture_run_until(&loop, &r->done, 60000);
+    return r->error;
 }
 
 static int read_file(const char *path, uint64_t off, uint64_t len, struct rd *r)
@@ -202,7 +219,7 @@ START_TEST(test_roundtrip_sizes)
         ck_assert_int_eq(memcmp(local, data, n), 0);
         free(local);
         /* And it reads back byte for byte. */
-        ck_assert_int_eq(read_file(path, 0, 0, &r), 0);
+        ck_assert_int_eq(read_file(path, 0, SSHFILE_READ_MAX, &r), 0);
         ck_assert_uint_eq(r.len, n);
         ck_assert_uint_eq(r.size, n);
         ck_assert(r.eof);
@@ -266,7 +283,7 @@ START_TEST(test_read_large_ranges)
     ck_assert(!r.eof);
     ck_assert_int_eq(memcmp(r.data, data + 100001, r.len), 0);
     free(r.data);
-    ck_assert_int_eq(read_file(path, n - 5, 0, &r), 0);
+    ck_assert_int_eq(read_file(path, n - 5, SSHFILE_READ_MAX, &r), 0);
     ck_assert_uint_eq(r.len, 5);
     ck_assert(r.eof);
     ck_assert_int_eq(memcmp(r.data, data + n - 5, 5), 0);
@@ -307,25 +324,26 @@ START_TEST(test_errors)
     struct rd r;
 
     snprintf(path, sizeof(path), "%s/missing", work);
-    ck_assert_int_eq(read_file(path, 0, 0, &r), -ENOENT);
+    ck_assert_int_eq(read_file(path, 0, SSHFILE_READ_MAX, &r), -ENOENT);
     ck_assert(!sshs_error_is_ssh(r.error));
     snprintf(path, sizeof(path), "%s/missing/deeper", work);
-    ck_assert_int_eq(read_file(path, 0, 0, &r), -ENOENT);
+    ck_assert_int_eq(read_file(path, 0, SSHFILE_READ_MAX, &r), -ENOENT);
     /* A directory is neither readable nor replaceable as a file. */
-    ck_assert_int_eq(read_file(work, 0, 0, &r), -EISDIR);
+    ck_assert_int_eq(read_file(work, 0, SSHFILE_READ_MAX, &r), -EISDIR);
     ck_assert_int_eq(write_file(work, "x", 1, 0644, false), -EISDIR);
     /* Through a file as if it were a directory. */
     snprintf(path, sizeof(path), "%s/plain", work);
     ck_assert_int_eq(write_file(path, "x", 1, 0644, false), 0);
     snprintf(path, sizeof(path), "%s/plain/x", work);
-    ck_assert_int_eq(read_file(path, 0, 0, &r), -ENOTDIR);
+    ck_assert_int_eq(read_file(path, 0, SSHFILE_READ_MAX, &r), -ENOTDIR);
     ck_assert_uint_eq(count_temps(work), 0);
 }
 END_TEST
 
 START_TEST(test_argument_checks)
 {
-    struct sshfile_write_params p = {.path = "relative", .data = "x", .len = 1, .mode = 0644};
+    static char x[] = "x";
+    struct sshfile_write_params p = {.path = "relative", .data = x, .len = 1, .mode = 0644};
     struct wr w = {};
 
     ck_assert_int_eq(sshfile_write(sf, &p, on_written, &w), -EINVAL);
@@ -435,14 +453,13 @@ START_TEST(test_atomic_replace)
     ck_assert_uint_ne(st1.st_ino, st2.st_ino);
     ck_assert_int_eq(st2.st_size, (off_t)new_len);
     ck_assert_uint_eq(count_temps(work), 0);
-    free(old_data);
-    free(new_data);
+    free(old_data); /* new_data was taken by the write */
 }
 END_TEST
 
 START_TEST(test_queue_and_close)
 {
-    struct sshfile_write_params p = {.data = "q", .len = 1, .mode = 0644};
+    struct sshfile_write_params p = {.len = 1, .mode = 0644};
     char paths[6][512];
     struct wr w[6] = {};
 
@@ -450,6 +467,7 @@ START_TEST(test_queue_and_close)
     for (int i = 0; i < 6; i++) {
         snprintf(paths[i], sizeof(paths[i]), "%s/q%d", work, i);
         p.path = paths[i];
+        p.data = strdup("q");
         ck_assert_int_eq(sshfile_write(sf, &p, on_written, &w[i]), 0);
     }
     fixture_run_until(&loop, &w[5].done, 60000);
@@ -460,6 +478,7 @@ START_TEST(test_queue_and_close)
     memset(w, 0, sizeof(w));
     for (int i = 0; i < 4; i++) {
         p.path = paths[i];
+        p.data = strdup("q");
         ck_assert_int_eq(sshfile_write(sf, &p, on_written, &w[i]), 0);
     }
     sshfile_close(sf, on_sf_closed, NULL);
@@ -483,10 +502,10 @@ START_TEST(test_reconnect_after_sshd_restart)
     ck_assert_int_eq(write_file(path, "1", 1, 0644, false), 0);
     /* The kept session dies with sshd. */
     ck_assert_int_eq(fixture_sshd_run(&fx, "stop"), 0);
-    ck_assert_int_eq(read_file(path, 0, 0, &r), -ECONNREFUSED);
+    ck_assert_int_eq(read_file(path, 0, SSHFILE_READ_MAX, &r), -ECONNREFUSED);
     ck_assert(sshs_error_is_ssh(r.error));
     ck_assert_int_eq(fixture_sshd_run(&fx, "start"), 0);
-    ck_assert_int_eq(read_file(path, 0, 0, &r), 0);
+    ck_assert_int_eq(read_file(path, 0, SSHFILE_READ_MAX, &r), 0);
     ck_assert_uint_eq(r.len, 1);
     free(r.data);
     /* Restart again while the session is idle: the next request reconnects by itself. */
@@ -504,14 +523,265 @@ START_TEST(test_wrong_host_key)
     bool closed = false;
 
     cfg.host_key_pins = "SHA256:uNiVztksCsDhcc0u9e8BujQXVUpKZIDTMczCvj3tD2s";
-    ck_assert_int_eq(sshfile_new(&loop, &cfg, &other), 0);
-    ck_assert_int_eq(sshfile_read(other, "/etc/hostname", 0, 0, on_read, &r), 0);
+    ck_assert_int_eq(sshfile_new(&loop, &cfg, 0, &other), 0);
+    ck_assert_int_eq(sshfile_read(other, "/etc/hostname", 0, SSHFILE_READ_MAX, on_read, &r), 0);
     fixture_run_until(&loop, &r.done, 30000);
     ck_assert_int_eq(r.error, -EBADE);
     sshfile_close(other, on_sf_closed, NULL);
     (void)closed;
     fixture_run_until(&loop, &sf_closed, 30000);
     sf_closed = false;
+}
+END_TEST
+
+static bool is_type(const char *path, mode_t type)
+{
+    struct stat st;
+
+    return lstat(path, &st) == 0 && (st.st_mode & S_IFMT) == type;
+}
+
+/* FIFOs, sockets and devices are neither read nor replaced, and refused at once (a FIFO's
+ * open would block); symbolic links are followed. */
+START_TEST(test_not_regular)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    char fifo[512], dev[512], sock[512], link[512], plain[512], buf[512];
+    const char *special[] = {fifo, dev, sock};
+    const mode_t types[] = {S_IFIFO, S_IFCHR, S_IFSOCK};
+    uint64_t t0 = uv_hrtime();
+    struct stat st;
+    struct rd r;
+    int fd;
+
+    snprintf(fifo, sizeof(fifo), "%s/fifo", work);
+    ck_assert_int_eq(mkfifo(fifo, 0644), 0);
+    snprintf(dev, sizeof(dev), "%s/null", work);
+    ck_assert_int_eq(mknod(dev, S_IFCHR | 0666, makedev(1, 3)), 0);
+    snprintf(sock, sizeof(sock), "%s/sock", work);
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    for (size_t i = 0; i < ELEMENTSOF(special); i++) {
+        ck_assert_int_eq(read_file(special[i], 0, SSHFILE_READ_MAX, &r), -EINVAL);
+        ck_assert_int_eq(write_file(special[i], "x", 1, 0644, false), -EINVAL);
+        ck_assert_int_eq(write_file(special[i], "x", 1, 0644, true), -EINVAL);
+        ck_assert(is_type(special[i], types[i])); /* left untouched */
+    }
+    ck_assert_int_eq(stat(dev, &st), 0);
+    ck_assert_uint_eq(st.st_rdev, makedev(1, 3));
+    close(fd);
+
+    /* A link to a FIFO is the FIFO; a link to nothing is not written through. */
+    snprintf(link, sizeof(link), "%s/to-fifo", work);
+    ck_assert_int_eq(symlink(fifo, link), 0);
+    ck_assert_int_eq(read_file(link, 0, SSHFILE_READ_MAX, &r), -EINVAL);
+    ck_assert_int_eq(write_file(link, "x", 1, 0644, false), -EINVAL);
+    ck_assert(is_type(link, S_IFLNK));
+    ck_assert(is_type(fifo, S_IFIFO));
+    snprintf(link, sizeof(link), "%s/dangling", work);
+    ck_assert_int_eq(symlink("nowhere", link), 0);
+    ck_assert_int_eq(write_file(link, "x", 1, 0644, false), -EINVAL);
+    ck_assert(is_type(link, S_IFLNK));
+    snprintf(buf, sizeof(buf), "%s/nowhere", work);
+    ck_assert_int_ne(access(buf, F_OK), 0);
+    snprintf(link, sizeof(link), "%s/to-dir", work);
+    ck_assert_int_eq(symlink(".", link), 0);
+    ck_assert_int_eq(read_file(link, 0, SSHFILE_READ_MAX, &r), -EISDIR);
+    ck_assert_int_eq(write_file(link, "x", 1, 0644, false), -EISDIR);
+
+    /* A link to a regular file (relative here): the file is replaced, the link stays. */
+    snprintf(plain, sizeof(plain), "%s/plain", work);
+    ck_assert_int_eq(write_file(plain, "old", 3, 0644, false), 0);
+    snprintf(link, sizeof(link), "%s/to-plain", work);
+    ck_assert_int_eq(symlink("plain", link), 0);
+    ck_assert_int_eq(write_file(link, "new!", 4, 0600, false), 0);
+    ck_assert(is_type(link, S_IFLNK));
+    ck_assert_int_eq(readlink(link, buf, sizeof(buf)), 5);
+    ck_assert_int_eq(stat(plain, &st), 0);
+    ck_assert_int_eq(st.st_size, 4);
+    ck_assert_uint_eq(st.st_mode & 07777, 0600);
+    ck_assert_int_eq(read_file(link, 0, SSHFILE_READ_MAX, &r), 0);
+    ck_assert_uint_eq(r.len, 4);
+    ck_assert_int_eq(memcmp(r.data, "new!", 4), 0);
+    free(r.data);
+    ck_assert_uint_eq(count_temps(work), 0);
+    ck_assert_uint_lt(uv_hrtime() - t0, 20ull * 1000000000ull);
+}
+END_TEST
+
+/* Reads go to the end of the file, not to the size stat reports (0 for /proc files). */
+START_TEST(test_read_to_eof)
+{
+    char path[512];
+    struct rd r;
+
+    ck_assert_int_eq(read_file("/proc/self/status", 0, SSHFILE_READ_MAX, &r), 0);
+    ck_assert_uint_gt(r.len, 0);
+    ck_assert_ptr_nonnull(strstr(r.data, "Name:"));
+    ck_assert(r.eof);
+    ck_assert_uint_eq(r.size, r.len);
+    free(r.data);
+    ck_assert_int_eq(read_file("/proc/cpuinfo", 0, SSHFILE_READ_MAX, &r), 0);
+    ck_assert_ptr_nonnull(strstr(r.data, "processor"));
+    ck_assert_uint_eq(strlen(r.data), r.len);
+    ck_assert(r.eof);
+    free(r.data);
+    /* A part: the end is not known yet. */
+    ck_assert_int_eq(read_file("/proc/self/status", 5, 10, &r), 0);
+    ck_assert_uint_eq(r.len, 10);
+    ck_assert(!r.eof);
+    ck_assert_uint_eq(r.size, 15);
+    free(r.data);
+    /* Many requests' worth, one after the other. */
+    ck_assert_int_eq(read_file("/proc/kallsyms", 0, 1024 * 1024 + 7, &r), 0);
+    ck_assert_uint_eq(r.len, 1024 * 1024 + 7);
+    ck_assert(!r.eof);
+    free(r.data);
+
+    /* Length 0 reads nothing and says what stat knows. */
+    snprintf(path, sizeof(path), "%s/five", work);
+    ck_assert_int_eq(write_file(path, "hello", 5, 0644, false), 0);
+    ck_assert_int_eq(read_file(path, 0, 0, &r), 0);
+    ck_assert_uint_eq(r.len, 0);
+    ck_assert_ptr_nonnull(r.data);
+    ck_assert_str_eq(r.data, "");
+    ck_assert_uint_eq(r.size, 5);
+    ck_assert(!r.eof);
+    free(r.data);
+    ck_assert_int_eq(read_file(path, 5, 0, &r), 0);
+    ck_assert_uint_eq(r.len, 0);
+    ck_assert(r.eof);
+    free(r.data);
+    /* Exactly to the end, and past it. */
+    ck_assert_int_eq(read_file(path, 0, 5, &r), 0);
+    ck_assert(r.eof);
+    free(r.data);
+    ck_assert_int_eq(read_file(path, 3, 100, &r), 0);
+    ck_assert_uint_eq(r.len, 2);
+    ck_assert_uint_eq(r.size, 5);
+    ck_assert(r.eof);
+    free(r.data);
+}
+END_TEST
+
+/* Stops (or resumes) every per-connection process of the fixture's sshd: the sessions it
+ * serves stop answering while their sockets stay open. Returns how many were signalled. */
+static int freeze_sessions(pid_t *pids, int max, int sig)
+{
+    char path[600], line[64];
+    FILE *pf;
+    pid_t listener;
+    int n = 0;
+    bool grew = true;
+
+    if (sig == SIGCONT) {
+        for (int i = 0; i < max; i++)
+            (void)kill(pids[i], SIGCONT);
+        return max;
+    }
+    snprintf(path, sizeof(path), "%s/sshd.pid", fx.dir);
+    pf = fopen(path, "r");
+    ck_assert_ptr_nonnull(pf);
+    ck_assert_ptr_nonnull(fgets(line, sizeof(line), pf));
+    fclose(pf);
+    listener = (pid_t)atoi(line);
+    /* Descendants of the listener, found through each process's parent. */
+    while (grew) {
+        DIR *d = opendir("/proc");
+        struct dirent *de;
+
+        grew = false;
+        ck_assert_ptr_nonnull(d);
+        while ((de = readdir(d)) && n < max) {
+            pid_t pid = (pid_t)atoi(de->d_name), ppid = 0;
+            bool known = false, parent_known = false;
+            char stat[512], *p;
+
+            if (pid <= 0)
+                continue;
+            snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+            pf = fopen(path, "r");
+            if (!pf)
+                continue;
+            p = fgets(stat, sizeof(stat), pf) ? strrchr(stat, ')') : NULL;
+            fclose(pf);
+            if (!p || sscanf(p + 2, "%*c %d", &ppid) != 1)
+                continue;
+            for (int i = 0; i < n; i++) {
+                known |= pids[i] == pid;
+                parent_known |= pids[i] == ppid;
+            }
+            if (!known && (ppid == listener || parent_known)) {
+                pids[n++] = pid;
+                grew = true;
+            }
+        }
+        closedir(d);
+    }
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(kill(pids[i], sig), 0);
+    return n;
+}
+
+static void on_file_closed(void *ud)
+{
+    (*(int *)ud)++;
+}
+
+/* A request that does not finish in time is answered with -ETIME at its deadline, queued ones
+ * too, and its thread is released: with more sshfiles stuck than libuv has threads, every
+ * request is answered on time and each sshfile works again right after, on a new session. */
+START_TEST(test_deadline)
+{
+    enum { N = 6, TIMEOUT_MS = 1500 };
+    struct sshs_config cfg = fixture_config(&fx);
+    struct sshfile *fs[N];
+    struct rd r[N + 1];
+    pid_t frozen[64];
+    char path[512];
+    uint64_t t0, ms;
+    int n_frozen, closed = 0;
+
+    snprintf(path, sizeof(path), "%s/dl", work);
+    ck_assert_int_eq(write_file(path, "data", 4, 0644, false), 0);
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(sshfile_new(&loop, &cfg, TIMEOUT_MS, &fs[i]), 0);
+        ck_assert_int_eq(read_on(fs[i], path, 0, SSHFILE_READ_MAX, &r[0]), 0);
+        free(r[0].data);
+    }
+    n_frozen = freeze_sessions(frozen, ELEMENTSOF(frozen), SIGSTOP);
+    ck_assert_int_ge(n_frozen, N);
+
+    t0 = uv_hrtime();
+    memset(r, 0, sizeof(r));
+    for (int i = 0; i < N; i++)
+        ck_assert_int_eq(sshfile_read(fs[i], path, 0, SSHFILE_READ_MAX, on_read, &r[i]), 0);
+    ck_assert_int_eq(sshfile_read(fs[0], path, 0, SSHFILE_READ_MAX, on_read, &r[N]), 0);
+    for (int i = 0; i <= N; i++) {
+        fixture_run_until(&loop, &r[i].done, 10000);
+        ck_assert_int_eq(r[i].error, -ETIME);
+    }
+    ms = (uv_hrtime() - t0) / 1000000u;
+    printf("sftp: %d stuck requests on %d sessions answered -ETIME after %" PRIu64 " ms "
+           "(deadline %d ms)\n",
+           N + 1, N, ms, TIMEOUT_MS);
+    ck_assert_uint_ge(ms, TIMEOUT_MS - 100);
+    ck_assert_uint_lt(ms, TIMEOUT_MS + 2500);
+
+    /* The old sessions are still frozen: new ones serve the next requests. */
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(read_on(fs[i], path, 0, SSHFILE_READ_MAX, &r[0]), 0);
+        ck_assert_uint_eq(r[0].len, 4);
+        free(r[0].data);
+    }
+    freeze_sessions(frozen, n_frozen, SIGCONT);
+    for (int i = 0; i < N; i++)
+        sshfile_close(fs[i], on_file_closed, &closed);
+    for (int i = 0; i < 400 && closed < N; i++)
+        uv_run(&loop, UV_RUN_ONCE);
+    ck_assert_int_eq(closed, N);
 }
 END_TEST
 
@@ -536,7 +806,7 @@ START_TEST(test_throughput)
         ck_assert_int_eq(write_file(path, data, n, 0644, false), 0);
         w_mbs[i] = n / 1e6 / ((uv_hrtime() - t0) / 1e9);
         t0 = uv_hrtime();
-        ck_assert_int_eq(read_file(path, 0, 0, &r), 0);
+        ck_assert_int_eq(read_file(path, 0, SSHFILE_READ_MAX, &r), 0);
         r_mbs[i] = n / 1e6 / ((uv_hrtime() - t0) / 1e9);
         ck_assert_uint_eq(r.len, n);
         free(r.data);
@@ -572,6 +842,9 @@ static Suite *sftp_suite(void)
     tcase_add_test(tc, test_queue_and_close);
     tcase_add_test(tc, test_reconnect_after_sshd_restart);
     tcase_add_test(tc, test_wrong_host_key);
+    tcase_add_test(tc, test_not_regular);
+    tcase_add_test(tc, test_read_to_eof);
+    tcase_add_test(tc, test_deadline);
     tcase_add_test(tc, test_throughput);
     suite_add_tcase(s, tc);
     return s;
