@@ -491,7 +491,12 @@ static void method_list(struct req *r, json_object *params)
 
     if (params_failed(r, params_sandbox_list_parse(params, &p, &pe), &pe))
         return;
-    all = p.all && req_is_admin(r);
+    if (p.all && !req_is_admin(r)) {
+        params_sandbox_list_done(&p);
+        req_error(r, RPC_PERMISSION_DENIED, "all: only admins may list every owner's sandboxes");
+        return;
+    }
+    all = p.all;
     a = json_object_new_array();
     for (struct sandbox *sb = engine_first(engine); sb; sb = engine_next(engine, sb)) {
         if (!all && sb->owner_uid != req_uid(r))
@@ -761,6 +766,7 @@ static void on_exec_done(struct sshexec *e, int error, struct sshexec_result *re
                            res->exit_code >= 0 ? json_object_new_int(res->exit_code) : NULL);
     json_object_object_add(o, "signal", res->signal ? json_object_new_string(res->signal) : NULL);
     json_object_object_add(o, "timed_out", json_object_new_boolean(res->timed_out));
+    json_object_object_add(o, "started", json_object_new_boolean(res->started));
     if (!x->p.stream) {
         (void)b64_object_add_data(o, "stdout", res->out ? res->out : "", res->out_len);
         (void)b64_object_add_data(o, "stderr", res->err ? res->err : "", res->err_len);
@@ -835,6 +841,7 @@ static void method_exec(struct req *r, json_object *params)
     sp.stdin_data = x->p.has_stdin ? x->p.stdin_data : NULL;
     sp.stdin_len = x->p.has_stdin ? x->p.stdin_len : 0;
     sp.timeout_ms = (uint64_t)x->p.timeout_ms;
+    sp.has_max_output = true; /* the parser filled in the default; 0 keeps nothing */
     sp.max_output_bytes = (size_t)x->p.max_output_bytes;
     sp.on_output = x->p.stream ? on_exec_output : NULL;
     x->req = r;
@@ -871,13 +878,43 @@ static void file_ctx_free(struct file_ctx *f)
     free(f);
 }
 
+/* File errors with a reason of their own: the deadline and files that are not regular. */
+static void reply_file_error(struct req *r, int error, bool write)
+{
+    json_object *d;
+
+    if (error != -ETIME && error != -EINVAL) {
+        reply_io_error(r, error, true);
+        return;
+    }
+    d = json_object_new_object();
+    if (error == -ETIME) {
+        unsigned ms = req_config(r)->ssh.file_timeout_ms;
+        char reason[128];
+
+        snprintf(reason, sizeof(reason), "the file %s did not finish within %u ms",
+                 write ? "write" : "read", ms);
+        json_object_object_add(d, "reason", json_object_new_string(reason));
+        json_object_object_add(d, "timeout_ms", json_object_new_int64(ms));
+        req_error_data(r, RPC_DEADLINE_EXCEEDED, NULL, d);
+        return;
+    }
+    json_object_object_add(
+        d, "reason",
+        json_object_new_string(write ? "not a regular file (a FIFO, socket or device, or a "
+                                       "symbolic link to one or to nothing): not replaced"
+                                     : "not a regular file (a FIFO, socket or device): not read"));
+    json_object_object_add(d, "errno", json_object_new_string("EINVAL"));
+    req_error_data(r, RPC_FILE_ERROR, NULL, d);
+}
+
 static void on_written(int error, uint64_t bytes, void *userdata)
 {
     struct file_ctx *f = userdata;
 
     if (f->p.req) {
         if (error < 0)
-            reply_io_error(f->p.req, error, true);
+            reply_file_error(f->p.req, error, true);
         else {
             json_object *o = json_object_new_object();
             json_object_object_add(o, "bytes", json_object_new_int64((int64_t)bytes));
@@ -893,7 +930,7 @@ static void on_read(int error, struct sshfile_read_result *res, void *userdata)
 
     if (f->p.req) {
         if (error < 0)
-            reply_io_error(f->p.req, error, true);
+            reply_file_error(f->p.req, error, false);
         else {
             json_object *o = json_object_new_object();
             (void)b64_object_add_data(o, "content", res->data ? res->data : "", res->len);
@@ -939,6 +976,8 @@ static void method_file(struct req *r, json_object *params, bool write)
             .make_parents = f->w.make_parents,
         };
         ret = sandbox_file_write(sb, &wp, on_written, f);
+        if (ret >= 0)
+            f->w.content = NULL; /* taken by the write */
     } else
         ret = sandbox_file_read(sb, f->rd.path, (uint64_t)f->rd.offset, (uint64_t)f->rd.length,
                                 on_read, f);

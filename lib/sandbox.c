@@ -53,6 +53,7 @@ struct fw_op {
     bool enabled;
     engine_sandbox_cb cb;
     void *userdata;
+    struct fw_op *next; /* in sb->fw_waiting */
 };
 
 struct engine {
@@ -992,34 +993,6 @@ static void on_resized(const struct pve_result *res, void *userdata)
     create_step_firewall(sb);
 }
 
-/* "local-lvm:vm-100-disk-0,size=8G" → size in GiB (rounded up), or 0. */
-static uint64_t rootfs_size_gb(const char *rootfs)
-{
-    const char *s = rootfs ? strstr(rootfs, "size=") : NULL;
-    char *end;
-    double v;
-
-    if (!s)
-        return 0;
-    v = strtod(s + 5, &end);
-    if (end == s + 5 || v <= 0)
-        return 0;
-    switch (*end) {
-    case 'T':
-        v *= 1024;
-        break;
-    case 'M':
-        v /= 1024;
-        break;
-    case 'K':
-        v /= 1024 * 1024;
-        break;
-    default:
-        break;
-    }
-    return (uint64_t)(v + 0.999);
-}
-
 static void on_config_got(const struct pve_result *res, void *userdata)
 {
     struct sandbox *sb = userdata;
@@ -1037,7 +1010,7 @@ static void on_config_got(const struct pve_result *res, void *userdata)
     }
     if (res->data)
         json_object_object_get_ex(res->data, "rootfs", &rootfs);
-    have = rootfs_size_gb(rootfs ? json_object_get_string(rootfs) : NULL);
+    have = pve_rootfs_size_gb(rootfs ? json_object_get_string(rootfs) : NULL, 0);
     if (have == 0 || sb->disk_gb <= have) {
         if (have > sb->disk_gb)
             sb->disk_gb = (unsigned)have; /* cannot shrink: report what it has */
@@ -1356,29 +1329,98 @@ int engine_destroy(struct engine *e, struct sandbox *sb, engine_done_cb cb, void
 
 /* ---- internet ---- */
 
+/* Internet changes of one sandbox run one at a time, in the order they were asked for:
+ * a change asked for while another runs waits in sb->fw_waiting (at most
+ * ENGINE_FW_QUEUE_MAX) and starts when the one before it completes, so pipelined calls
+ * all succeed and the last one asked for is the state left in place. */
+
+static int fw_start(struct sandbox *sb, struct fw_op *op);
+
+/* Completes every queued change with err (the sandbox is going away or the daemon stops). */
+static void fw_fail_waiting(struct sandbox *sb, const struct engine_error *err)
+{
+    struct fw_op *op;
+
+    while ((op = sb->fw_waiting)) {
+        sb->fw_waiting = op->next;
+        sb->n_fw_waiting--;
+        op->cb(err, sb, op->userdata);
+        free(op);
+    }
+}
+
+/* Starts the oldest queued change, if any; one that cannot start completes with its error. */
+static void fw_start_next(struct sandbox *sb)
+{
+    struct fw_op *op;
+
+    while (!sb->fw_busy && (op = sb->fw_waiting)) {
+        int r;
+
+        sb->fw_waiting = op->next;
+        sb->n_fw_waiting--;
+        op->next = NULL;
+        r = fw_start(sb, op);
+        if (r < 0) {
+            struct engine_error err = {
+                .kind = ENGINE_E_INTERNAL, .error = r, .message = "cannot change the firewall rule"};
+
+            op->cb(&err, sb, op->userdata);
+            free(op);
+        }
+    }
+}
+
 static void on_fw_set(const struct pve_result *res, void *userdata)
 {
     struct fw_op *op = userdata;
     struct sandbox *sb = op->sb;
+    struct engine *e = sb->engine;
     struct engine_error err;
 
     sb->call = NULL;
     sb->fw_busy = false;
     if (res->error == 0) {
         sb->internet = op->enabled;
-        if (!sb->engine->closing)
+        if (!e->closing)
             (void)sandbox_save(sb, save_logged, NULL);
         op->cb(NULL, sb, op->userdata);
     } else {
-        error_from_pve(res, sb->engine->closing, &err);
+        error_from_pve(res, e->closing, &err);
         op->cb(&err, sb, op->userdata);
     }
     free(op);
-    if (sb->destroy_requested && sb->state == SANDBOX_READY && !sb->engine->closing) {
+    if (e->closing) {
+        err = (struct engine_error){.kind = ENGINE_E_SHUTDOWN,
+                                    .error = -ESHUTDOWN,
+                                    .message = "the daemon is shutting down"};
+        fw_fail_waiting(sb, &err);
+    } else if (sb->destroy_requested && sb->state == SANDBOX_READY) {
+        err = (struct engine_error){.kind = ENGINE_E_STATE,
+                                    .error = -EAGAIN,
+                                    .message = "the sandbox is being destroyed",
+                                    .state = sandbox_state_to_public(SANDBOX_DESTROYING)};
+        fw_fail_waiting(sb, &err);
         sb->destroy_requested = false;
         destroy_step_stop(sb);
+    } else {
+        fw_start_next(sb);
     }
     sandbox_unref(sb);
+}
+
+static int fw_start(struct sandbox *sb, struct fw_op *op)
+{
+    struct engine *e = sb->engine;
+    int r;
+
+    r = pve_fw_group_set(e->pve, sb->node, sb->vmid, e->cfg->proxmox.internet_group, op->enabled,
+                         ENGINE_STEP_CONFIG_MS, on_fw_set, op, &sb->call);
+    if (r < 0)
+        return r;
+    sb->fw_busy = true;
+    sb->refs++;
+    return 0;
 }
 
 int engine_set_internet(struct engine *e, struct sandbox *sb, bool enabled, engine_sandbox_cb cb,
@@ -1387,17 +1429,18 @@ int engine_set_internet(struct engine *e, struct sandbox *sb, bool enabled, engi
     struct fw_op *op;
     int r;
 
-    if (sb->state != SANDBOX_READY) {
+    if (sb->state != SANDBOX_READY || sb->destroy_requested) {
         *ret_err = (struct engine_error){.kind = ENGINE_E_STATE,
                                          .error = -EAGAIN,
                                          .message = "the sandbox is not ready",
-                                         .state = sandbox_state_to_public(sb->state)};
+                                         .state = sandbox_state_to_public(
+                                             sb->destroy_requested ? SANDBOX_DESTROYING : sb->state)};
         return -EAGAIN;
     }
-    if (sb->fw_busy) {
+    if (sb->fw_busy && sb->n_fw_waiting >= ENGINE_FW_QUEUE_MAX) {
         *ret_err = (struct engine_error){.kind = ENGINE_E_BUSY,
                                          .error = -EBUSY,
-                                         .message = "an internet change is already running"};
+                                         .message = "too many internet changes are waiting"};
         return -EBUSY;
     }
     op = calloc(1, sizeof *op);
@@ -1410,16 +1453,22 @@ int engine_set_internet(struct engine *e, struct sandbox *sb, bool enabled, engi
     op->enabled = enabled;
     op->cb = cb;
     op->userdata = userdata;
-    r = pve_fw_group_set(e->pve, sb->node, sb->vmid, e->cfg->proxmox.internet_group, enabled,
-                         ENGINE_STEP_CONFIG_MS, on_fw_set, op, &sb->call);
+    if (sb->fw_busy) {
+        struct fw_op **tail = &sb->fw_waiting;
+
+        while (*tail)
+            tail = &(*tail)->next;
+        *tail = op;
+        sb->n_fw_waiting++;
+        return 0;
+    }
+    r = fw_start(sb, op);
     if (r < 0) {
         free(op);
         *ret_err = (struct engine_error){
             .kind = ENGINE_E_INTERNAL, .error = r, .message = "cannot change the firewall rule"};
         return r;
     }
-    sb->fw_busy = true;
-    sb->refs++;
     return 0;
 }
 
@@ -1452,7 +1501,7 @@ static int sandbox_sshfile(struct sandbox *sb, struct sshfile **ret)
             .host_key_pins = e->pins,
             .connect_timeout_ms = e->cfg->ssh.connect_timeout_ms,
         };
-        r = sshfile_new(e->loop, &sc, &sb->file);
+        r = sshfile_new(e->loop, &sc, e->cfg->ssh.file_timeout_ms, &sb->file);
         if (r < 0)
             return r;
     }

@@ -32,6 +32,7 @@
 #define ENGINE_CLEANUP_TIMEOUT_MS 120000u /* a destroy, on its own deadline */
 #define ENGINE_STEP_CLONE_MS 180000u      /* per-step caps (also capped by create_timeout_s) */
 #define ENGINE_STEP_CONFIG_MS 60000u
+#define ENGINE_FW_QUEUE_MAX 64u /* internet changes waiting per sandbox; past it: ENGINE_E_BUSY */
 #define ENGINE_STEP_START_MS 120000u
 #define ENGINE_STEP_IP_MS 120000u
 #define ENGINE_IP_POLL_MIN_MS 20u
@@ -117,7 +118,9 @@ struct sandbox {
     uv_timer_t timer; /* IP polling; its close frees the sandbox */
     bool close_counted;
     bool destroy_requested;
-    bool fw_busy;
+    bool fw_busy;             /* a firewall call for an internet change runs */
+    struct fw_op *fw_waiting; /* internet changes queued behind it, oldest first */
+    unsigned n_fw_waiting;
     unsigned ip_poll_ms;
     unsigned connect_attempts;
     uint64_t started_ms;  /* create start (uv_now scale) */
@@ -197,8 +200,10 @@ int engine_set_internet(struct engine *e, struct sandbox *sb, bool enabled, engi
 /* ---- exec and files: the sandbox's pools (state READY only, else -EAGAIN) ---- */
 int sandbox_exec_start(struct sandbox *sb, const struct sshexec_params *params, sshexec_done_cb cb,
                        void *userdata, struct sshexec **ret);
-/* file.write / file.read (sftp.h's contract: callbacks, errors, limits): SFTP on the thread
- * pool over the sandbox's own session, created on first use. -EAGAIN unless READY. */
+/* file.write / file.read (sftp.h's contract: callbacks, errors, limits, deadline): SFTP on the
+ * thread pool over the sandbox's own session, created on first use, each request bounded by
+ * [ssh] file_timeout_ms. A successful sandbox_file_write() takes p->data. -EAGAIN unless
+ * READY. */
 int sandbox_file_write(struct sandbox *sb, const struct sshfile_write_params *p,
                        sshfile_write_cb cb, void *userdata);
 int sandbox_file_read(struct sandbox *sb, const char *path, uint64_t offset, uint64_t length,
