@@ -718,6 +718,73 @@ int pve_description_normalize(const char *s, char **ret_s)
     return 0;
 }
 
+/* ---- disk sizes ---- */
+
+#define SIZE_FRACTION_DIGITS 6 /* 10^6 * 2^40 (T) still fits 64 bits */
+
+static int parse_size_value(const char *p, uint64_t *ret_bytes)
+{
+    static const char units[] = "KMGT";
+    uint64_t whole = 0, frac = 0, den = 1, unit = 1, bytes;
+    const char *unit_at;
+    unsigned digits = 0;
+
+    if (*p < '0' || *p > '9')
+        return -EINVAL;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (whole > (UINT64_MAX - 9) / 10)
+            return -ERANGE;
+        whole = whole * 10 + (uint64_t)(*p - '0');
+    }
+    if (*p == '.') {
+        if (p[1] < '0' || p[1] > '9')
+            return -EINVAL;
+        for (p++; *p >= '0' && *p <= '9'; p++)
+            if (digits++ < SIZE_FRACTION_DIGITS) {
+                frac = frac * 10 + (uint64_t)(*p - '0');
+                den *= 10;
+            }
+    }
+    unit_at = *p ? strchr(units, *p) : NULL;
+    if (unit_at) {
+        unit = UINT64_C(1) << (10 * (unit_at - units + 1));
+        p++;
+    }
+    if (*p && *p != ',')
+        return -EINVAL;
+    if (whole > UINT64_MAX / unit)
+        return -ERANGE;
+    bytes = whole * unit;
+    if (bytes > UINT64_MAX - frac * unit / den)
+        return -ERANGE;
+    *ret_bytes = bytes + frac * unit / den;
+    return 0;
+}
+
+int pve_parse_rootfs_size(const char *s, uint64_t *ret_bytes)
+{
+    if (!s)
+        return -EINVAL;
+    /* items separated by ',': the volume first (no key), then key=value */
+    for (const char *item = s; item; item = strchr(item, ',')) {
+        if (*item == ',')
+            item++;
+        if (strncmp(item, "size=", 5) == 0)
+            return parse_size_value(item + 5, ret_bytes);
+    }
+    return -ENOENT;
+}
+
+uint64_t pve_rootfs_size_gb(const char *s, uint64_t fallback)
+{
+    const uint64_t gib = UINT64_C(1) << 30;
+    uint64_t bytes;
+
+    if (pve_parse_rootfs_size(s, &bytes) < 0)
+        return fallback;
+    return bytes / gib + (bytes % gib != 0);
+}
+
 /* ---- firewall rules ---- */
 
 static char *get_str_dup(struct json_object *o, const char *key, bool *oom)

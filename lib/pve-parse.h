@@ -1,7 +1,8 @@
 /* Proxmox VE API responses: pure parsing and classification (no loop, no I/O).
- * Facts follow reference/pve-api.md: the error text lives in the HTTP reason phrase; the
- * body is {"data":null[,"errors":{..}]} on older servers and also has "message" on newer
- * ones; vmids arrive as strings or numbers; tasks ending "WARNINGS: n" succeeded. */
+ * Proxmox facts this relies on: the error text lives in the HTTP reason phrase; the body is
+ * {"data":null[,"errors":{..}]} on older servers (libpve-http-server-perl < 5.2) and also has
+ * "message" on newer ones; vmids arrive as strings or numbers; tasks ending "WARNINGS: n"
+ * succeeded (pve-common UPID.pm). */
 #pragma once
 
 #include <json-c/json.h>
@@ -77,7 +78,7 @@ int pve_parse_data(const char *body, size_t body_len, struct json_object **ret_d
 int pve_parse_vmid(struct json_object *v, uint32_t *ret_vmid);
 int pve_parse_vmid_string(const char *s, uint32_t *ret_vmid);
 
-/* UPID:node:pid:pstart:starttime:type:id:user: (pve-api.md §2; 8 or 9 hex pstart). */
+/* UPID:node:pid:pstart:starttime:type:id:user: (pve-common UPID.pm; 8 or 9 hex pstart). */
 struct pve_upid {
     char node[64];
     uint32_t pid;
@@ -124,6 +125,16 @@ struct pve_net *pve_net_free(struct pve_net *net);
 /* description comes back with a trailing "\n" per line: returns a copy without the final
  * newline. Returns 0 or -ENOMEM; *ret is "" for a NULL input. */
 int pve_description_normalize(const char *s, char **ret_s);
+
+/* The size of a disk property string (rootfs, mpN: "local-lvm:vm-100-disk-0,size=8G"): the
+ * value of its "size" key, a decimal number with an optional fraction and an optional unit
+ * K, M, G or T (powers of 1024); without a unit the number is bytes (how Proxmox prints a size
+ * that is no whole number of KiB). Fraction digits past the sixth are ignored. Returns 0 and
+ * *ret_bytes, -ENOENT when there is no size key, -EINVAL when s is NULL or the value is
+ * malformed, -ERANGE when it does not fit 64 bits. */
+int pve_parse_rootfs_size(const char *s, uint64_t *ret_bytes);
+/* The same in GiB, rounded up; fallback when s is NULL or its size is missing or malformed. */
+uint64_t pve_rootfs_size_gb(const char *s, uint64_t fallback);
 
 /* Firewall rules of GET .../firewall/rules. */
 struct pve_fw_rule {

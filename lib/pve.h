@@ -6,20 +6,25 @@
  *
  * Authentication: "Authorization: PVEAPIToken=<token_id>=<secret>" on every request.
  *
- * Retries: a call is retried with exponential backoff and jitter (50 ms doubling, capped at
- * 2 s, +-25 %) while its deadline allows, when the failure is transient (pve_error_transient
- * or pve_errno_transient) AND the request is safe to repeat:
- *   - GET requests: always;
- *   - PUT config / firewall options (idempotent setters): always;
- *   - task-starting POSTs (start/stop/shutdown/resize) and DELETE: only when the error
- *     proves the request did nothing (a synchronous Proxmox error: locked, got timeout,
- *     no quorum, 5xx; or a connect failure: -ECONNREFUSED/-EHOSTUNREACH before sending);
- *     never after a timeout or broken connection mid-request;
- *   - clone: only on "CT is locked"/"got timeout"/"no quorum" before the task started,
- *     or a connect failure; "already exists" is not retried with the same newid (see
- *     pve_clone with newid 0, which picks another id);
- *   - firewall rule POST/DELETE: only on connect failures (positions shift).
- * A task that fails is never retried.
+ * Retries: a failed request is sent again with exponential backoff and jitter (50 ms
+ * doubling, capped at 2 s, +-25 %) while the call's deadline allows, by the class of its
+ * endpoint (the table in pve-endpoint.c):
+ *   - GET and PUT (config, firewall options, pve_request()), all idempotent: on any
+ *     transient failure: a Proxmox error pve_error_transient() accepts (locked, lock timeout,
+ *     no quorum, 595..599, other 5xx except permanent texts) or a transport error
+ *     pve_errno_transient() accepts (-ETIMEDOUT, -ECONNREFUSED, -EHOSTUNREACH, -ECONNRESET,
+ *     -EPROTO);
+ *   - task-starting requests (start, stop, shutdown, resize, delete): only when the failure
+ *     proves that no task started: a Proxmox error pve_error_transient() accepts other than
+ *     596..599 (Proxmox refused before the task, or 595: the node was not reached), or a
+ *     connect failure (-ECONNREFUSED, -EHOSTUNREACH: nothing was sent); never after a timeout
+ *     or a broken connection mid-request;
+ *   - requests that create something (clone, firewall rule add and delete, IP set create and
+ *     add): only on "CT is locked", "got timeout", "no quorum", 595, or a connect failure;
+ *   - pve_request() with POST or DELETE: never.
+ * A failed task is never retried. Beyond resending: pve_clone() with newid 0 tries another
+ * id on "already exists", and pve_fw_group_set() lists the rules again when its change is
+ * refused.
  *
  * Task-starting calls (clone, start, stop, shutdown, resize, delete) wait for the task:
  * they complete when it has stopped (status polled with backoff from 20 ms, doubling,
@@ -27,8 +32,9 @@
  * pve_error (http_status 0, message = exitstatus, upid set).
  *
  * Clone concurrency: clones of one template are serialised inside the client (a FIFO per
- * template vmid; the next clone starts when the previous clone's task has stopped), and a
- * clone that meets "CT is locked (disk)" (another client cloning) is retried. */
+ * template vmid; the next clone starts when the previous clone call has ended: its task
+ * stopped, it failed or it was cancelled), and a clone that meets "CT is locked (disk)"
+ * (another client cloning, or the task of a cancelled clone) is retried. */
 #pragma once
 
 #include <json-c/json.h>
@@ -106,7 +112,8 @@ void pve_client_close(struct pve_client *c, void (*close_cb)(void *userdata), vo
 void pve_call_cancel(struct pve_call *call);
 
 /* Common trailing arguments of every call:
- *   timeout_ms: the call's deadline incl. retries and task waiting; 0: the client default
+ *   timeout_ms: the call's deadline incl. retries, queueing and task waiting; 0: the
+ *     client's default (task_timeout_ms for calls that wait for a task)
  *   cb, userdata: completion
  *   ret_call: optional handle for pve_call_cancel(), valid until the callback runs */
 #define PVE_CALL_ARGS                                                                              \
@@ -178,12 +185,15 @@ int pve_interfaces(struct pve_client *c, const char *node, uint32_t vmid, PVE_CA
 int pve_delete(struct pve_client *c, const char *node, uint32_t vmid, unsigned flags,
                PVE_CALL_ARGS);
 
-/* GET .../tasks/{upid}/status: res->task, res->data. */
+/* GET .../tasks/{upid}/status (node NULL or "": the UPID's node): res->task, res->data,
+ * res->upid. */
 int pve_task_status(struct pve_client *c, const char *node, const char *upid, PVE_CALL_ARGS);
-/* GET .../tasks/{upid}/log?start=&limit= (limit 0: all): res->data [{"n":..,"t":..}]. */
+/* GET .../tasks/{upid}/log?start=&limit= (limit 0: all; node as above):
+ * res->data [{"n":..,"t":..}]. */
 int pve_task_log(struct pve_client *c, const char *node, const char *upid, unsigned start,
                  unsigned limit, PVE_CALL_ARGS);
-/* Polls the task until stopped: success -> error 0, res->task; failed task -> -EREMOTEIO. */
+/* Polls the task until stopped (node as above): success -> error 0, res->task; failed task
+ * -> -EREMOTEIO. Its deadline defaults to the task deadline. */
 int pve_wait_task(struct pve_client *c, const char *node, const char *upid, PVE_CALL_ARGS);
 
 /* GET /pools/{poolid}: res->vms (members). */
@@ -219,7 +229,9 @@ int pve_fw_rule_delete(struct pve_client *c, const char *node, uint32_t vmid, in
 /* Makes the CT reference security group `group` (enabled) or not: lists the rules, finds
  * the group rule by scanning, then adds it (type=group, action=group, enable=1) when missing
  * and wanted, or deletes it at its current position (with the list digest) when present and
- * unwanted. Idempotent; res->data NULL. */
+ * unwanted. A change refused with a server error (the list changed: digest mismatch) or
+ * "not found" (no rule at that position any more) is tried again from a new listing, up to
+ * three times. Idempotent; res->data NULL, res->rules the last listing. */
 int pve_fw_group_set(struct pve_client *c, const char *node, uint32_t vmid, const char *group,
                      bool present, PVE_CALL_ARGS);
 

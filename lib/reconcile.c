@@ -478,7 +478,6 @@ struct fromm {
 static void fromm_adopt(struct reconcile *rc, struct cand *c, const char *ip, bool internet)
 {
     const char *rootfs = conf_str(c->conf, "rootfs");
-    const char *sz = rootfs ? strstr(rootfs, "size=") : NULL;
     struct reg_record r = {
         .id = c->m.sandbox,
         .instance = c->m.instance,
@@ -490,7 +489,7 @@ static void fromm_adopt(struct reconcile *rc, struct cand *c, const char *ip, bo
         .ip = (char *)ip,
         .cores = conf_uint(c->conf, "cores", rc->cfg->sandbox.default_cores),
         .memory_mb = conf_uint(c->conf, "memory", rc->cfg->sandbox.default_memory_mb),
-        .disk_gb = sz ? (uint64_t)strtoul(sz + 5, NULL, 10) : rc->cfg->sandbox.default_disk_gb,
+        .disk_gb = pve_rootfs_size_gb(rootfs, rc->cfg->sandbox.default_disk_gb),
         .internet = internet,
         .created_at = (time_t)c->m.created,
         .expires_at = (time_t)c->m.expires,

@@ -1,10 +1,13 @@
-/* Proxmox response parsing and error classification (lib/pve-parse). */
+/* The loop-free parts of the Proxmox client: response parsing and error classification
+ * (lib/pve-parse), the endpoint table, path templates and request parameters
+ * (lib/pve-endpoint). */
 #include "lib/macro.h"
 
 #include <check.h>
 #include <errno.h>
 #include <string.h>
 
+#include "lib/pve-internal.h"
 #include "lib/pve-parse.h"
 #include "tests/check-util.h"
 
@@ -24,7 +27,8 @@ struct catalogue_entry {
     bool transient;
 };
 
-/* Every string of reference/pve-api.md §13, with its HTTP code (0 = task error). */
+/* The error texts Proxmox VE sends (pve-container, pve-manager, pve-common, pve-firewall), with
+ * their HTTP code (0 = task error). */
 static const struct catalogue_entry catalogue[] = {
     {500, "Configuration file 'nodes/pve/lxc/999.conf' does not exist", PVE_ERR_NOT_FOUND, false},
     {0, "Configuration file 'nodes/pve/lxc/999.conf' does not exist", PVE_ERR_NOT_FOUND, false},
@@ -537,6 +541,136 @@ START_TEST(test_form_encode)
 }
 END_TEST
 
+START_TEST(test_rootfs_size)
+{
+    static const struct {
+        const char *s;
+        int r;
+        uint64_t bytes;
+        uint64_t gb; /* pve_rootfs_size_gb(s, 7) */
+    } cases[] = {
+        {"local-lvm:vm-100-disk-0,size=8G", 0, UINT64_C(8) << 30, 8},
+        {"local-lvm:vm-100-disk-0,size=512M", 0, UINT64_C(512) << 20, 1},
+        {"local-lvm:vm-100-disk-0,size=10752M", 0, UINT64_C(10752) << 20, 11},
+        {"local-zfs:subvol-101-disk-0,mountoptions=noatime,size=2T", 0, UINT64_C(2) << 40, 2048},
+        {"local:101/vm-101-disk-0.raw,size=1048576K,acl=1", 0, UINT64_C(1) << 30, 1},
+        {"local-lvm:vm-100-disk-0,size=1.5G", 0, UINT64_C(3) << 29, 2},
+        {"local-lvm:vm-100-disk-0,size=0.25K", 0, 256, 1},
+        {"size=4G", 0, UINT64_C(4) << 30, 4},
+        {"local:vm-100-disk-0,size=1073741825", 0, (UINT64_C(1) << 30) + 1, 2}, /* bytes */
+        {"local:vm-100-disk-0,size=16384", 0, 16384, 1},
+        {"local-lvm:vm-100-disk-0", -ENOENT, 0, 7},
+        {"local-lvm:vm-100-disk-0,backup=1", -ENOENT, 0, 7},
+        {"local-lvm:vm-100-disk-0,mysize=8G", -ENOENT, 0, 7},
+        {"local-lvm:vm-100-disk-0,size=", -EINVAL, 0, 7},
+        {"local-lvm:vm-100-disk-0,size=G", -EINVAL, 0, 7},
+        {"local-lvm:vm-100-disk-0,size=8GiB", -EINVAL, 0, 7},
+        {"local-lvm:vm-100-disk-0,size=8g", -EINVAL, 0, 7},
+        {"local-lvm:vm-100-disk-0,size=8.G", -EINVAL, 0, 7},
+        {"local-lvm:vm-100-disk-0,size=-8G", -EINVAL, 0, 7},
+        {"local-lvm:vm-100-disk-0,size=99999999999999999999", -ERANGE, 0, 7},
+        {"local-lvm:vm-100-disk-0,size=17179869184G", -ERANGE, 0, 7},
+    };
+    uint64_t b;
+
+    for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+        b = 12345;
+        ck_assert_msg(pve_parse_rootfs_size(cases[i].s, &b) == cases[i].r, "%s", cases[i].s);
+        if (cases[i].r == 0)
+            ck_assert_msg(b == cases[i].bytes, "%s: %llu", cases[i].s, (unsigned long long)b);
+        else
+            ck_assert_uint_eq(b, 12345); /* untouched on failure */
+        ck_assert_msg(pve_rootfs_size_gb(cases[i].s, 7) == cases[i].gb, "%s", cases[i].s);
+    }
+    ck_assert_int_eq(pve_parse_rootfs_size(NULL, &b), -EINVAL);
+    ck_assert_uint_eq(pve_rootfs_size_gb(NULL, 3), 3);
+}
+END_TEST
+
+START_TEST(test_endpoint_table)
+{
+    const char *upid = "UPID:node-2:00001234:01016E64:63AD7D74:vzstart:150:root@pam!test:";
+    const struct pve_path all = {
+        .node = "pve", .vmid = 150, .upid = upid, .name = "set a", .pos = 2, .path = "/x/y"};
+    char *path = NULL;
+
+    for (size_t i = 0; i < _PVE_EP_MAX; i++) {
+        const struct pve_endpoint *ep = &pve_endpoints[i];
+        bool get = strcmp(ep->method, "GET") == 0;
+        ck_assert_ptr_nonnull(ep->name);
+        ck_assert_ptr_nonnull(ep->path);
+        /* reads are idempotent; tasks start with a write */
+        ck_assert_msg(!get || ep->retry == PVE_RETRY_ALWAYS, "%s", ep->name);
+        ck_assert_msg(ep->into != PVE_INTO_TASK || !get, "%s", ep->name);
+        ck_assert_msg(ep->into != PVE_INTO_TASK || ep->retry == PVE_RETRY_SAFE ||
+                          ep->retry == PVE_RETRY_NOTHING_DONE,
+                      "%s", ep->name);
+        ck_assert_int_eq(pve_endpoint_path(ep, &all, &path), 0);
+        ck_assert_msg(path[0] == '/' && !strchr(path, '{'), "%s: %s", ep->name, path);
+        free(path);
+    }
+    ck_assert_int_eq(pve_endpoint_path(&pve_endpoints[PVE_EP_FW_RULE_DELETE], &all, &path), 0);
+    ck_assert_str_eq(path, "/nodes/pve/lxc/150/firewall/rules/2");
+    free(path);
+    ck_assert_int_eq(pve_endpoint_path(&pve_endpoints[PVE_EP_FW_IPSET_ADD], &all, &path), 0);
+    ck_assert_str_eq(path, "/nodes/pve/lxc/150/firewall/ipset/set%20a");
+    free(path);
+    /* no node: the UPID's; the UPID itself is not escaped */
+    const struct pve_path task = {.upid = upid};
+    ck_assert_int_eq(pve_endpoint_path(&pve_endpoints[PVE_EP_TASK_STATUS], &task, &path), 0);
+    ck_assert_str_eq(path, "/nodes/node-2/tasks/"
+                           "UPID:node-2:00001234:01016E64:63AD7D74:vzstart:150:root@pam!test:"
+                           "/status");
+    free(path);
+
+    /* a missing or invalid value */
+    static const struct {
+        enum pve_ep ep;
+        struct pve_path a;
+    } bad[] = {
+        {PVE_EP_START, {.node = "pve", .vmid = 99}},
+        {PVE_EP_START, {.node = "pve", .vmid = 1000000000}},
+        {PVE_EP_START, {.node = "", .vmid = 150}},
+        {PVE_EP_LXC_LIST, {.node = NULL}},
+        {PVE_EP_TASK_LOG, {.node = "pve", .upid = "UPID:bad"}},
+        {PVE_EP_TASK_STATUS, {.node = NULL, .upid = NULL}},
+        {PVE_EP_POOL, {.name = ""}},
+        {PVE_EP_FW_RULE_DELETE, {.node = "pve", .vmid = 150, .pos = -1}},
+        {PVE_EP_RAW_GET, {.path = "no-slash"}},
+        {PVE_EP_RAW_GET, {.path = NULL}},
+    };
+    for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+        path = NULL;
+        ck_assert_int_eq(pve_endpoint_path(&pve_endpoints[bad[i].ep], &bad[i].a, &path), -EINVAL);
+        ck_assert_ptr_null(path);
+    }
+    const struct pve_endpoint odd = {"odd", "GET", "/a/{bogus}", PVE_INTO_DATA, PVE_RETRY_NONE};
+    const struct pve_endpoint open = {"open", "GET", "/a/{node", PVE_INTO_DATA, PVE_RETRY_NONE};
+    ck_assert_int_eq(pve_endpoint_path(&odd, &all, &path), -EINVAL);
+    ck_assert_int_eq(pve_endpoint_path(&open, &all, &path), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_params)
+{
+    const struct pve_param pv[] = {
+        PVE_STR("s", "a b"), PVE_STR("absent", NULL), PVE_INT("n", -3),
+        PVE_BOOL("yes", 7),  PVE_BOOL("no", 0),       PVE_FLAG("flag", 1),
+        PVE_FLAG("off", 0),  PVE_OPT_BOOL("tri", -1), PVE_OPT_BOOL("tri1", 1),
+    };
+    struct json_object *o = NULL;
+    char *enc = NULL;
+
+    ck_assert_int_eq(pve_params_new(pv, ELEMENTSOF(pv), &o), 0);
+    ck_assert_int_eq(pve_form_encode(o, &enc), 0);
+    ck_assert_str_eq(enc, "flag=1&n=-3&no=0&s=a%20b&tri1=1&yes=1");
+    free(enc);
+    json_object_put(o);
+    ck_assert_int_eq(pve_params_new(NULL, 0, &o), 0);
+    ck_assert_int_eq(json_object_object_length(o), 0);
+    json_object_put(o);
+}
+END_TEST
 static Suite *suite(void)
 {
     Suite *s = suite_create("pve-parse");
@@ -555,6 +689,9 @@ static Suite *suite(void)
     tcase_add_test(tc, test_fw_rules);
     tcase_add_test(tc, test_vm_lists);
     tcase_add_test(tc, test_form_encode);
+    tcase_add_test(tc, test_rootfs_size);
+    tcase_add_test(tc, test_endpoint_table);
+    tcase_add_test(tc, test_params);
     suite_add_tcase(s, tc);
     return s;
 }

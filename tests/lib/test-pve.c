@@ -1,183 +1,18 @@
-/* The Proxmox client (lib/pve) against a fake Proxmox API (fixtures/fake-pve.py --mode pve). */
+/* The Proxmox client (lib/pve*) against a fake Proxmox API (fixtures/fake-pve.py --mode pve),
+ * and one smoke test against tests/pve-sim. */
 #include "lib/macro.h"
 
 #include <check.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 
 #include "lib/pve.h"
 #include "tests/check-util.h"
 #include "tests/lib/fixtures/fixture-server.h"
-
-#define TOKEN_ID "root@pam!test"
-#define TOKEN_SECRET "11111111-2222-3333-4444-555555555555"
-
-struct pres {
-    int calls;
-    int error;
-    int kind;
-    int http_status;
-    char *message;
-    char *perr_upid;
-    char *upid;
-    uint32_t vmid;
-    bool have_task;
-    bool task_success;
-    unsigned warnings;
-    char *ipv4;
-    size_t n_vms;
-    size_t n_rules;
-    struct json_object *data;
-    unsigned attempts;
-    uint64_t done_at;
-};
-
-static struct fixture fx;
-static uv_loop_t loop;
-static struct pve_client *client;
-static bool closed;
-
-static void pres_clear(struct pres *p)
-{
-    free(p->message);
-    free(p->perr_upid);
-    free(p->upid);
-    free(p->ipv4);
-    if (p->data)
-        json_object_put(p->data);
-    memset(p, 0, sizeof(*p));
-}
-
-static void on_pres(const struct pve_result *res, void *userdata)
-{
-    struct pres *p = userdata;
-
-    p->calls++;
-    p->error = res->error;
-    p->done_at = uv_now(&loop);
-    p->attempts = res->attempts;
-    p->vmid = res->vmid;
-    if (res->perr) {
-        ck_assert_int_eq(res->error, -EREMOTEIO);
-        p->kind = res->perr->kind;
-        p->http_status = res->perr->http_status;
-        p->message = strdup(res->perr->message);
-        if (res->perr->upid)
-            p->perr_upid = strdup(res->perr->upid);
-    } else {
-        ck_assert_int_ne(res->error, -EREMOTEIO);
-    }
-    if (res->upid)
-        p->upid = strdup(res->upid);
-    if (res->task) {
-        p->have_task = true;
-        p->task_success = res->task->success;
-        p->warnings = res->task->warnings;
-    }
-    if (res->ipv4)
-        p->ipv4 = strdup(res->ipv4);
-    if (res->vms)
-        p->n_vms = res->vms->n;
-    if (res->rules)
-        p->n_rules = res->rules->n;
-    if (res->data)
-        p->data = json_object_get(res->data);
-}
-
-static void on_closed(void *userdata)
-{
-    *(bool *)userdata = true;
-}
-
-static void client_open(const char *secret, uint32_t vmin, uint32_t vmax)
-{
-    char url[64];
-    struct pve_config cfg = {
-        .base_url = url,
-        .token_id = TOKEN_ID,
-        .token_secret = secret,
-        .tls = {.fingerprint = fx.fingerprint},
-        .timeout_ms = 5000,
-        .task_timeout_ms = 20000,
-        .vmid_min = vmin,
-        .vmid_max = vmax,
-    };
-
-    snprintf(url, sizeof(url), "https://127.0.0.1:%d/", fx.port);
-    ck_assert_int_eq(uv_loop_init(&loop), 0);
-    ck_assert_int_eq(pve_client_new(&loop, &cfg, &client), 0);
-    closed = false;
-}
-
-static void client_done(void)
-{
-    pve_client_close(client, on_closed, &closed);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    ck_assert(closed);
-    check_loop_done(&loop);
-}
-
-static void run(void)
-{
-    uv_run(&loop, UV_RUN_DEFAULT);
-}
-
-static void start_fixture(void)
-{
-    static const char *const args[] = {"--mode", "pve", "--task-ms", "50", NULL};
-    fixture_start(&fx, args);
-}
-
-static void stop_fixture(void)
-{
-    fixture_stop(&fx);
-}
-
-static struct json_object *state_get(struct json_object *st, const char *a, const char *b)
-{
-    struct json_object *v = NULL, *w = NULL;
-    if (!json_object_object_get_ex(st, a, &v))
-        return NULL;
-    if (!b)
-        return v;
-    if (!json_object_object_get_ex(v, b, &w))
-        return NULL;
-    return w;
-}
-
-/* The recorded requests matching method and path (suffix match). */
-static size_t requests_matching(struct json_object *st, const char *method, const char *path,
-                                struct json_object **ret_last)
-{
-    struct json_object *reqs = state_get(st, "requests", NULL);
-    size_t n = 0;
-
-    for (size_t i = 0; i < json_object_array_length(reqs); i++) {
-        struct json_object *r = json_object_array_get_idx(reqs, i), *m, *p;
-        json_object_object_get_ex(r, "method", &m);
-        json_object_object_get_ex(r, "path", &p);
-        const char *ps = json_object_get_string(p);
-        size_t pl = strlen(ps), l = strlen(path);
-        if (strcmp(json_object_get_string(m), method) == 0 && pl >= l &&
-            strcmp(ps + pl - l, path) == 0) {
-            n++;
-            if (ret_last)
-                *ret_last = r;
-        }
-    }
-    return n;
-}
-
-static const char *req_field(struct json_object *r, const char *k)
-{
-    struct json_object *v;
-    ck_assert(json_object_object_get_ex(r, k, &v));
-    return json_object_get_string(v);
-}
+#include "tests/lib/fixtures/pve-client.h"
+#include "tests/lib/fixtures/pve-sim.h"
 
 START_TEST(test_version_and_auth)
 {
@@ -787,76 +622,392 @@ START_TEST(test_argument_errors)
 }
 END_TEST
 
-/* ---- one smoke test against tests/pve-sim (API only, no containers) ---- */
+/* ---- a failure at each kind of call and each endpoint ---- */
 
-struct sim {
-    pid_t pid;
-    char dir[128];
-    char url[128];
-    char fingerprint[128];
-    char secret[128];
+#define TEST_UPID "UPID:pve:00001234:01016E64:63AD7D74:vzstart:150:root@pam!test:"
+
+/* Every typed call, with the method and path (a regular expression) of its first request. */
+static const struct {
+    const char *method;
+    const char *path;
+} typed_calls[] = {
+    {"GET", "^/version$"},
+    {"GET", "^/cluster/nextid$"},
+    {"GET", "^/cluster/resources$"},
+    {"GET", "^/pools/sbx$"},
+    {"GET", "^/nodes/pve/lxc$"},
+    {"POST", "/lxc/9000/clone$"},
+    {"GET", "/lxc/150/config$"},
+    {"PUT", "/lxc/150/config$"},
+    {"PUT", "/lxc/150/resize$"},
+    {"POST", "/lxc/150/status/start$"},
+    {"POST", "/lxc/150/status/stop$"},
+    {"POST", "/lxc/150/status/shutdown$"},
+    {"DELETE", "/lxc/150$"},
+    {"GET", "/lxc/150/status/current$"},
+    {"GET", "/lxc/150/interfaces$"},
+    {"GET", "/tasks/.*/status$"},
+    {"GET", "/tasks/.*/log$"},
+    {"GET", "/tasks/.*/status$"}, /* pve_wait_task */
+    {"GET", "^/cluster/firewall/options$"},
+    {"PUT", "/lxc/150/firewall/options$"},
+    {"POST", "/lxc/150/firewall/ipset$"},
+    {"POST", "/lxc/150/firewall/ipset/sbx$"},
+    {"GET", "/lxc/150/firewall/rules$"},
+    {"POST", "/lxc/150/firewall/rules$"},
+    {"DELETE", "/lxc/150/firewall/rules/0$"},
+    {"GET", "/lxc/150/firewall/rules$"}, /* pve_fw_group_set */
+    {"GET", "^/cluster/nextid$"},        /* pve_request */
 };
 
-static bool sim_start(struct sim *sm)
+static int typed_call_start(size_t i, struct pres *p)
 {
-    const char *root = getenv("SANDBOXD_SOURCE_ROOT");
-    char script[PATH_MAX], line[2048], info[256];
-    int out[2];
-    size_t len = 0;
+    struct pve_clone_params cp = {.node = "pve", .template_vmid = 9000, .newid = 151, .full = -1};
+    struct json_object *o = json_object_new_object();
+    int r = -ENOENT;
 
-    memset(sm, 0, sizeof(*sm));
-    snprintf(script, sizeof(script), "%s/tests/pve-sim/pve-sim", root ? root : ".");
-    if (access(script, R_OK) != 0)
-        return false;
-    snprintf(sm->dir, sizeof(sm->dir), "/run/pve-sim-test-libpve-%d", (int)getpid());
-    ck_assert_int_eq(mkdir(sm->dir, 0755), 0);
-    ck_assert_int_eq(pipe2(out, O_CLOEXEC), 0);
-    sm->pid = fork();
-    ck_assert_int_ge(sm->pid, 0);
-    if (sm->pid == 0) {
-        const char *python = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
-        /* if this test dies on a failed assertion, the simulator stops (and cleans up) */
-        (void)prctl(PR_SET_PDEATHSIG, SIGTERM);
-        dup2(out[1], 1);
-        execlp(python, python, script, "--state-dir", sm->dir, "--no-containers", "--clone-time",
-               "0.05", "--dhcp-delay", "0.1", "--auth-failure-delay", "0", (char *)NULL);
-        _exit(127);
+    json_object_object_add(o, "memory", json_object_new_int(256));
+    switch (i) {
+    case 0:
+        r = pve_version(client, 0, on_pres, p, NULL);
+        break;
+    case 1:
+        r = pve_nextid(client, 0, on_pres, p, NULL);
+        break;
+    case 2:
+        r = pve_cluster_resources(client, 0, on_pres, p, NULL);
+        break;
+    case 3:
+        r = pve_pool_members(client, "sbx", 0, on_pres, p, NULL);
+        break;
+    case 4:
+        r = pve_lxc_list(client, "pve", 0, on_pres, p, NULL);
+        break;
+    case 5:
+        r = pve_clone(client, &cp, 0, on_pres, p, NULL);
+        break;
+    case 6:
+        r = pve_config_get(client, "pve", 150, true, 0, on_pres, p, NULL);
+        break;
+    case 7:
+        r = pve_config_put(client, "pve", 150, o, 0, on_pres, p, NULL);
+        break;
+    case 8:
+        r = pve_resize(client, "pve", 150, "rootfs", "+1G", 0, on_pres, p, NULL);
+        break;
+    case 9:
+        r = pve_start(client, "pve", 150, 0, on_pres, p, NULL);
+        break;
+    case 10:
+        r = pve_stop(client, "pve", 150, 0, on_pres, p, NULL);
+        break;
+    case 11:
+        r = pve_shutdown(client, "pve", 150, 5, false, 0, on_pres, p, NULL);
+        break;
+    case 12:
+        r = pve_delete(client, "pve", 150, PVE_DELETE_PURGE, 0, on_pres, p, NULL);
+        break;
+    case 13:
+        r = pve_status_current(client, "pve", 150, 0, on_pres, p, NULL);
+        break;
+    case 14:
+        r = pve_interfaces(client, "pve", 150, 0, on_pres, p, NULL);
+        break;
+    case 15:
+        r = pve_task_status(client, NULL, TEST_UPID, 0, on_pres, p, NULL);
+        break;
+    case 16:
+        r = pve_task_log(client, "pve", TEST_UPID, 0, 10, 0, on_pres, p, NULL);
+        break;
+    case 17:
+        r = pve_wait_task(client, NULL, TEST_UPID, 0, on_pres, p, NULL);
+        break;
+    case 18:
+        r = pve_cluster_fw_options_get(client, 0, on_pres, p, NULL);
+        break;
+    case 19:
+        r = pve_fw_options_put(client, "pve", 150, o, 0, on_pres, p, NULL);
+        break;
+    case 20:
+        r = pve_fw_ipset_create(client, "pve", 150, "sbx", 0, on_pres, p, NULL);
+        break;
+    case 21:
+        r = pve_fw_ipset_add(client, "pve", 150, "sbx", "10.0.0.1", 0, on_pres, p, NULL);
+        break;
+    case 22:
+        r = pve_fw_rules_list(client, "pve", 150, 0, on_pres, p, NULL);
+        break;
+    case 23:
+        r = pve_fw_rule_add(client, "pve", 150, o, 0, on_pres, p, NULL);
+        break;
+    case 24:
+        r = pve_fw_rule_delete(client, "pve", 150, 0, "d", 0, on_pres, p, NULL);
+        break;
+    case 25:
+        r = pve_fw_group_set(client, "pve", 150, "g", true, 0, on_pres, p, NULL);
+        break;
+    case 26:
+        r = pve_request(client, "GET", "/cluster/nextid", NULL, 0, on_pres, p, NULL);
+        break;
     }
-    close(out[1]);
-    while (len < sizeof(line) - 1) {
-        ssize_t k = read(out[0], line + len, 1);
-        if (k <= 0 || line[len] == '\n')
-            break;
-        len++;
-    }
-    line[len] = 0;
-    close(out[0]);
-    ck_assert_msg(strncmp(line, "pve-sim ready ", 14) == 0, "pve-sim did not start: '%s'", line);
-    ck_assert_int_eq(sscanf(strstr(line, "url="), "url=%127s", sm->url), 1);
-    ck_assert_int_eq(sscanf(strstr(line, "fingerprint="), "fingerprint=%127s", sm->fingerprint), 1);
-    snprintf(info, sizeof(info), "%s/sim-info.json", sm->dir);
-    struct json_object *o = json_object_from_file(info), *t, *v;
-    ck_assert_ptr_nonnull(o);
-    ck_assert(json_object_object_get_ex(o, "tokens", &t));
-    ck_assert(json_object_object_get_ex(t, "sandboxd@pve!sandboxd", &v));
-    snprintf(sm->secret, sizeof(sm->secret), "%s", json_object_get_string(v));
     json_object_put(o);
-    return true;
+    return r;
 }
 
-static void sim_stop(struct sim *sm)
+START_TEST(test_failure_each_call)
 {
-    char cmd[256];
-    int status;
+    char fault[256];
 
-    if (sm->pid > 0) {
-        kill(sm->pid, SIGTERM);
-        waitpid(sm->pid, &status, 0);
+    client_open(TOKEN_SECRET, 0, 0);
+    for (size_t i = 0; i < ELEMENTSOF(typed_calls); i++) {
+        struct pres p = {0};
+        /* refused for good: never retried, whatever the endpoint's class */
+        snprintf(fault, sizeof(fault),
+                 "{\"method\":\"%s\",\"path\":\"%s\",\"count\":1,\"status\":403,"
+                 "\"reason\":\"Permission check failed (/vms/150, VM.Audit)\"}",
+                 typed_calls[i].method, typed_calls[i].path);
+        fixture_fault(&fx, fault);
+        ck_assert_int_eq(typed_call_start(i, &p), 0);
+        run();
+        ck_assert_msg(p.calls == 1 && p.error == -EREMOTEIO, "call %zu: %d calls, error %d", i,
+                      p.calls, p.error);
+        ck_assert_int_eq(p.kind, PVE_ERR_PERMISSION);
+        ck_assert_int_eq(p.http_status, 403);
+        ck_assert_str_eq(p.message, "Permission check failed (/vms/150, VM.Audit)");
+        ck_assert_uint_eq(p.attempts, 1);
+        ck_assert_ptr_null(p.data);
+        ck_assert_ptr_null(p.ipv4);
+        ck_assert_uint_eq(p.n_vms, 0);
+        ck_assert_uint_eq(p.n_rules, 0);
+        ck_assert_uint_eq(p.vmid, 0); /* a refused clone created nothing */
+        pres_clear(&p);
     }
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", sm->dir);
-    (void)system(cmd);
+    /* every fault was met exactly once */
+    struct json_object *st = fixture_state(&fx), *faults = state_get(st, "faults", NULL);
+    ck_assert_uint_eq(json_object_array_length(faults), ELEMENTSOF(typed_calls));
+    for (size_t i = 0; i < json_object_array_length(faults); i++)
+        ck_assert_int_eq(
+            json_object_get_int(state_get(json_object_array_get_idx(faults, i), "hits", NULL)), 1);
+    json_object_put(st);
+    ck_assert_uint_eq(pve_client_in_flight(client), 0);
+    client_done();
 }
+END_TEST
 
+START_TEST(test_retry_classes)
+{
+    struct pres a = {0}, b = {0}, c = {0}, d = {0};
+    struct json_object *o = json_object_new_object();
+
+    json_object_object_add(o, "type", json_object_new_string("in"));
+    json_object_object_add(o, "action", json_object_new_string("ACCEPT"));
+    fixture_fault(&fx, "{\"ct\":{\"vmid\":150}}");
+    /* creating: a lock is retried, an unknown server error is not */
+    fixture_fault(&fx, "{\"method\":\"POST\",\"path\":\"/lxc/150/firewall/rules$\",\"count\":2,"
+                       "\"status\":500,\"reason\":\"can't lock file '/run/lock/pve-manager/"
+                       "pve-firewall-150.lck' - got timeout\"}");
+    client_open(TOKEN_SECRET, 0, 0);
+    ck_assert_int_eq(pve_fw_rule_add(client, "pve", 150, o, 0, on_pres, &a, NULL), 0);
+    run();
+    ck_assert_int_eq(a.error, 0);
+    ck_assert_uint_eq(a.attempts, 3);
+    fixture_fault(&fx, "{\"method\":\"POST\",\"path\":\"/lxc/150/firewall/ipset$\",\"count\":1,"
+                       "\"status\":500,\"reason\":\"something odd\"}");
+    ck_assert_int_eq(pve_fw_ipset_create(client, "pve", 150, "sbx", 0, on_pres, &b, NULL), 0);
+    run();
+    ck_assert_int_eq(b.kind, PVE_ERR_SERVER);
+    ck_assert_uint_eq(b.attempts, 1);
+    /* a raw POST is never retried; a raw GET is */
+    fixture_fault(&fx, "{\"method\":\"POST\",\"path\":\"/lxc/150/status/start$\",\"count\":1,"
+                       "\"status\":500,\"reason\":\"CT is locked (backup)\"}");
+    ck_assert_int_eq(
+        pve_request(client, "POST", "/nodes/pve/lxc/150/status/start", NULL, 0, on_pres, &c, NULL),
+        0);
+    fixture_fault(&fx, "{\"path\":\"^/version$\",\"count\":1,\"status\":503,"
+                       "\"reason\":\"Service Unavailable\"}");
+    ck_assert_int_eq(pve_request(client, "GET", "/version", NULL, 0, on_pres, &d, NULL), 0);
+    run();
+    ck_assert_int_eq(c.kind, PVE_ERR_LOCKED);
+    ck_assert_uint_eq(c.attempts, 1);
+    ck_assert_int_eq(d.error, 0);
+    ck_assert_uint_eq(d.attempts, 2);
+    json_object_put(o);
+    pres_clear(&a);
+    pres_clear(&b);
+    pres_clear(&c);
+    pres_clear(&d);
+    client_done();
+}
+END_TEST
+
+START_TEST(test_clone_failure_each_step)
+{
+    struct pres a = {0}, b = {0}, c = {0}, d = {0}, e = {0};
+    struct pve_clone_params p = {.node = "pve", .template_vmid = 9000, .full = -1};
+    struct json_object *st;
+
+    client_open(TOKEN_SECRET, 100000, 100099);
+    /* the listing of ids in use: nothing was cloned */
+    fixture_fault(&fx, "{\"path\":\"^/cluster/resources$\",\"count\":1,\"status\":403,"
+                       "\"reason\":\"Permission check failed (/, Sys.Audit)\"}");
+    ck_assert_int_eq(pve_clone(client, &p, 0, on_pres, &a, NULL), 0);
+    run();
+    ck_assert_int_eq(a.kind, PVE_ERR_PERMISSION);
+    ck_assert_uint_eq(a.vmid, 0);
+    ck_assert_ptr_null(a.upid);
+    st = fixture_state(&fx);
+    ck_assert_uint_eq(requests_matching(st, "POST", "/clone", NULL), 0);
+    json_object_put(st);
+
+    /* the clone's task fails: the container may exist, the id is reported */
+    fixture_fault(&fx, "{\"task_exit\":{\"vzclone\":\"clone failed: out of space\"}}");
+    ck_assert_int_eq(pve_clone(client, &p, 0, on_pres, &b, NULL), 0);
+    run();
+    ck_assert_int_eq(b.kind, PVE_ERR_TASK);
+    ck_assert_str_eq(b.message, "clone failed: out of space");
+    ck_assert_uint_ge(b.vmid, 100000);
+    ck_assert_ptr_nonnull(b.upid);
+    ck_assert_str_eq(b.perr_upid, b.upid);
+
+    /* the task's status cannot be read: the clone started, the id is reported */
+    fixture_fault(&fx, "{\"path\":\"/tasks/.*/status$\",\"count\":1,\"status\":403,"
+                       "\"reason\":\"Permission check failed (/nodes/pve, Sys.Audit)\"}");
+    ck_assert_int_eq(pve_clone(client, &p, 0, on_pres, &c, NULL), 0);
+    run();
+    ck_assert_int_eq(c.kind, PVE_ERR_PERMISSION);
+    ck_assert_uint_ge(c.vmid, 100000);
+    ck_assert_uint_ne(c.vmid, b.vmid);
+    ck_assert_ptr_nonnull(c.upid);
+    /* its task goes on and holds the template until it ends */
+    ck_assert_int_eq(pve_wait_task(client, NULL, c.upid, 0, on_pres, &d, NULL), 0);
+    run();
+    ck_assert_int_eq(d.error, 0);
+    pres_clear(&d);
+
+    /* waiting behind another clone of the template until the deadline: nothing was sent */
+    fixture_fault(&fx, "{\"vmid\":9000,\"lock_ms\":1000,\"lock\":\"disk\"}");
+    p.newid = 100300;
+    pres_clear(&a);
+    ck_assert_int_eq(pve_clone(client, &p, 0, on_pres, &a, NULL), 0);
+    p.newid = 100301;
+    ck_assert_int_eq(pve_clone(client, &p, 200, on_pres, &e, NULL), 0);
+    run();
+    ck_assert_int_eq(a.error, 0);
+    ck_assert_int_eq(e.error, -ETIMEDOUT);
+    ck_assert_uint_eq(e.vmid, 0);
+    ck_assert_uint_eq(e.attempts, 0);
+    ck_assert_uint_lt(e.done_at, a.done_at);
+    st = fixture_state(&fx);
+    ck_assert_ptr_null(state_get(state_get(st, "cts", NULL), "100301", NULL));
+    json_object_put(st);
+
+    /* the POST's answer never comes: the outcome is unknown, the id is reported */
+    p.newid = 100200;
+    fixture_fault(&fx, "{\"path\":\"/lxc/9000/clone$\",\"count\":1,\"delay_ms\":800}");
+    ck_assert_int_eq(pve_clone(client, &p, 300, on_pres, &d, NULL), 0);
+    run();
+    ck_assert_int_eq(d.error, -ETIMEDOUT);
+    ck_assert_uint_eq(d.vmid, 100200);
+    ck_assert_ptr_null(d.upid);
+    ck_assert_uint_eq(d.attempts, 1);
+
+    pres_clear(&a);
+    pres_clear(&b);
+    pres_clear(&c);
+    pres_clear(&d);
+    pres_clear(&e);
+    client_done();
+}
+END_TEST
+
+START_TEST(test_fw_group_failure_each_step)
+{
+    struct pres a = {0}, b = {0}, c = {0};
+    struct json_object *st;
+
+    fixture_fault(&fx, "{\"ct\":{\"vmid\":170}}");
+    client_open(TOKEN_SECRET, 0, 0);
+    /* the listing */
+    fixture_fault(&fx, "{\"method\":\"GET\",\"path\":\"/lxc/170/firewall/rules$\",\"count\":1,"
+                       "\"status\":403,\"reason\":\"Permission check failed (/vms/170, "
+                       "VM.Audit)\"}");
+    ck_assert_int_eq(pve_fw_group_set(client, "pve", 170, "g", true, 0, on_pres, &a, NULL), 0);
+    run();
+    ck_assert_int_eq(a.kind, PVE_ERR_PERMISSION);
+    st = fixture_state(&fx);
+    ck_assert_uint_eq(requests_matching(st, "POST", "/lxc/170/firewall/rules", NULL), 0);
+    json_object_put(st);
+
+    /* the addition */
+    fixture_fault(&fx, "{\"method\":\"POST\",\"path\":\"/lxc/170/firewall/rules$\",\"count\":1,"
+                       "\"status\":403,\"reason\":\"Permission check failed (/vms/170, "
+                       "VM.Config.Network)\"}");
+    ck_assert_int_eq(pve_fw_group_set(client, "pve", 170, "g", true, 0, on_pres, &b, NULL), 0);
+    run();
+    ck_assert_int_eq(b.kind, PVE_ERR_PERMISSION);
+    ck_assert_uint_eq(b.attempts, 1);
+
+    /* the deletion, refused again and again: three more listings, then the error */
+    pres_clear(&a);
+    ck_assert_int_eq(pve_fw_group_set(client, "pve", 170, "g", true, 0, on_pres, &a, NULL), 0);
+    run();
+    ck_assert_int_eq(a.error, 0);
+    fixture_fault(&fx, "{\"method\":\"DELETE\",\"path\":\"/lxc/170/firewall/rules/0$\","
+                       "\"count\":10,\"status\":500,\"reason\":\"detected modified "
+                       "configuration - file changed by other user? Try again.\"}");
+    ck_assert_int_eq(pve_fw_group_set(client, "pve", 170, "g", false, 0, on_pres, &c, NULL), 0);
+    run();
+    ck_assert_int_eq(c.kind, PVE_ERR_SERVER);
+    st = fixture_state(&fx);
+    ck_assert_uint_eq(requests_matching(st, "DELETE", "/lxc/170/firewall/rules/0", NULL), 4);
+    /* 3 listings before (one per call), 4 for the deletion */
+    ck_assert_uint_eq(requests_matching(st, "GET", "/lxc/170/firewall/rules", NULL), 7);
+    json_object_put(st);
+    pres_clear(&a);
+    pres_clear(&b);
+    pres_clear(&c);
+    client_done();
+}
+END_TEST
+
+START_TEST(test_task_failures)
+{
+    static const char *const args[] = {"--mode", "pve", "--task-ms", "3000", NULL};
+    struct pres a = {0}, b = {0}, c = {0};
+
+    fixture_stop(&fx);
+    fixture_start(&fx, args);
+    fixture_fault(&fx, "{\"ct\":{\"vmid\":154}}");
+    client_open(TOKEN_SECRET, 0, 0);
+    /* the task outlives the deadline: -ETIMEDOUT, with the UPID and the last status */
+    ck_assert_int_eq(pve_start(client, "pve", 154, 300, on_pres, &a, NULL), 0);
+    run();
+    ck_assert_int_eq(a.error, -ETIMEDOUT);
+    ck_assert_ptr_nonnull(a.upid);
+    ck_assert(a.have_task && !a.task_success);
+    /* waiting for it again, with a status poll that fails for good */
+    fixture_fault(&fx, "{\"path\":\"/tasks/.*/status$\",\"count\":1,\"status\":400,"
+                       "\"reason\":\"Parameter verification failed.\","
+                       "\"errors\":{\"upid\":\"no such task\"}}");
+    ck_assert_int_eq(pve_wait_task(client, NULL, a.upid, 0, on_pres, &b, NULL), 0);
+    run();
+    ck_assert_int_eq(b.error, -EREMOTEIO);
+    ck_assert_int_eq(b.http_status, 400);
+    ck_assert_str_eq(b.upid, a.upid);
+    ck_assert_str_eq(b.perr_upid, a.upid);
+    /* and until it ends */
+    ck_assert_int_eq(pve_wait_task(client, "pve", a.upid, 0, on_pres, &c, NULL), 0);
+    run();
+    ck_assert_int_eq(c.error, 0);
+    ck_assert(c.have_task && c.task_success);
+    pres_clear(&a);
+    pres_clear(&b);
+    pres_clear(&c);
+    client_done();
+}
+END_TEST
+
+/* ---- one smoke test against tests/pve-sim (API only, no containers) ---- */
 #define SIM_CLONES 3
 
 START_TEST(test_pve_sim_smoke)
@@ -1010,6 +1161,11 @@ static Suite *suite(void)
     tcase_add_test(tc, test_listings);
     tcase_add_test(tc, test_cancel_and_close);
     tcase_add_test(tc, test_argument_errors);
+    tcase_add_test(tc, test_failure_each_call);
+    tcase_add_test(tc, test_retry_classes);
+    tcase_add_test(tc, test_clone_failure_each_step);
+    tcase_add_test(tc, test_fw_group_failure_each_step);
+    tcase_add_test(tc, test_task_failures);
     suite_add_tcase(s, tc);
 
     TCase *tc_sim = tcase_create("pve-sim");

@@ -1,0 +1,303 @@
+/* Clone calls (pve_clone). Proxmox locks the template for the whole clone task, so a second
+ * clone of it fails with "CT is locked (disk)": clones of one template run one at a time, in
+ * a FIFO per template vmid, and the next starts when the previous call has ended (its task
+ * stopped, it failed or it was cancelled). With newid 0 the vmid is picked here: a random
+ * free id of the client's vmid range, another one on "already exists". */
+#include "macro.h"
+
+#include "pve-internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+#define COMP "pve"
+
+struct pve_clone_queue {
+    uint32_t template_vmid;
+    struct pve_call *running;
+    struct pve_call *head, *tail; /* waiting, linked by u.clone.qnext */
+    size_t n_waiting;
+    struct pve_clone_queue *next;
+};
+
+/* ---- the queue of a template ---- */
+
+static struct pve_clone_queue *queue_get(struct pve_client *c, uint32_t template_vmid)
+{
+    struct pve_clone_queue *q;
+
+    for (q = c->queues; q; q = q->next)
+        if (q->template_vmid == template_vmid)
+            return q;
+    q = calloc(1, sizeof(*q));
+    if (!q)
+        return NULL;
+    q->template_vmid = template_vmid;
+    q->next = c->queues;
+    c->queues = q;
+    return q;
+}
+
+static void queue_drop(struct pve_client *c, struct pve_clone_queue *q)
+{
+    for (struct pve_clone_queue **pp = &c->queues; *pp; pp = &(*pp)->next)
+        if (*pp == q) {
+            *pp = q->next;
+            free(q);
+            return;
+        }
+}
+
+static void queue_unlink(struct pve_clone_queue *q, struct pve_call *call)
+{
+    struct pve_call *prev = NULL;
+
+    for (struct pve_call *it = q->head; it; prev = it, it = it->u.clone.qnext) {
+        if (it != call)
+            continue;
+        if (prev)
+            prev->u.clone.qnext = it->u.clone.qnext;
+        else
+            q->head = it->u.clone.qnext;
+        if (q->tail == it)
+            q->tail = prev;
+        q->n_waiting--;
+        break;
+    }
+    call->u.clone.qnext = NULL;
+}
+
+static int queue_enter(struct pve_call *call)
+{
+    struct pve_clone_state *s = &call->u.clone;
+    struct pve_clone_queue *q = queue_get(call->client, s->template_vmid);
+
+    if (!q)
+        return -ENOMEM;
+    if (q->running && q->n_waiting >= PVE_CLONE_QUEUE_MAX)
+        return -EBUSY;
+    s->queue = q;
+    if (!q->running) {
+        q->running = call;
+        pve_call_queue(call, true);
+        return 0;
+    }
+    if (q->tail)
+        q->tail->u.clone.qnext = call;
+    else
+        q->head = call;
+    q->tail = call;
+    q->n_waiting++;
+    pve_call_queue(call, false);
+    log_debug(COMP, "call %p: clone of %u queued behind %p (%zu waiting)", (void *)call,
+              s->template_vmid, (void *)q->running, q->n_waiting);
+    return 0;
+}
+
+/* The call ends: leave the queue; the next clone of the template starts. */
+static void clone_detach(struct pve_call *call)
+{
+    struct pve_clone_queue *q = call->u.clone.queue;
+    struct pve_client *c = call->client;
+    struct pve_call *next;
+
+    if (!q)
+        return;
+    call->u.clone.queue = NULL;
+    if (q->running != call) {
+        queue_unlink(q, call);
+    } else {
+        q->running = NULL;
+        if (q->head && c->state == PVE_CLIENT_OPEN) {
+            next = q->head;
+            queue_unlink(q, next);
+            q->running = next;
+            log_debug(COMP, "template %u: next clone %p starts", q->template_vmid, (void *)next);
+            pve_call_run(next);
+            return;
+        }
+    }
+    if (!q->running && !q->head)
+        queue_drop(c, q);
+}
+
+/* ---- vmid allocation ---- */
+
+static bool vmid_busy(const struct pve_call *call, uint32_t id)
+{
+    const struct pve_clone_state *s = &call->u.clone;
+
+    if (s->in_use && pve_vm_list_find(s->in_use, id))
+        return true;
+    for (unsigned i = 0; i < s->n_tried; i++)
+        if (s->tried[i] == id)
+            return true;
+    for (const struct pve_call *o = call->client->calls; o; o = o->next)
+        if (o != call && o->kind == PVE_CALL_CLONE && o->vmid == id)
+            return true;
+    return s->taken && s->taken(id, s->taken_userdata);
+}
+
+static int vmid_pick(struct pve_call *call)
+{
+    struct pve_client *c = call->client;
+    uint64_t span = (uint64_t)c->vmid_max - c->vmid_min + 1;
+    uint64_t start = pve_client_random(c) % span;
+
+    /* Random start, then linear scan: parallel daemons rarely collide, and a collision is
+     * handled by "already exists". */
+    for (uint64_t i = 0; i < span; i++) {
+        uint32_t id = (uint32_t)(c->vmid_min + (start + i) % span);
+        if (!vmid_busy(call, id)) {
+            call->vmid = id;
+            return 0;
+        }
+    }
+    return -ENOSPC;
+}
+
+/* ---- steps ---- */
+
+static void clone_post(struct pve_call *call)
+{
+    const struct pve_clone_state *s = &call->u.clone;
+    const struct pve_param pv[] = {
+        PVE_INT("newid", call->vmid),           PVE_STR("hostname", s->hostname),
+        PVE_STR("description", s->description), PVE_STR("pool", s->pool),
+        PVE_OPT_BOOL("full", s->full),          PVE_STR("storage", s->storage),
+        PVE_STR("target", s->target),
+    };
+    const struct pve_req req = {
+        .ep = PVE_EP_CLONE, .path = {.node = s->node, .vmid = s->template_vmid}, PVE_PARAMS(pv)};
+
+    log_debug(COMP, "call %p: cloning %u -> %u", (void *)call, s->template_vmid, call->vmid);
+    pve_call_step(call, &req);
+}
+
+/* First step, once the template is free: list the ids in use (newid 0), or clone. */
+static void clone_run(struct pve_call *call)
+{
+    const struct pve_req req = {.ep = PVE_EP_CLUSTER_RESOURCES};
+
+    if (call->u.clone.auto_id)
+        pve_call_step(call, &req);
+    else
+        clone_post(call);
+}
+
+/* The listing of /cluster/resources arrived (the clone POST starts a task, whose end
+ * finishes the call). */
+static void clone_step_done(struct pve_call *call)
+{
+    struct pve_clone_state *s = &call->u.clone;
+    int r;
+
+    pve_vm_list_free(s->in_use);
+    s->in_use = TAKE_PTR(call->vms);
+    r = vmid_pick(call);
+    if (r < 0) {
+        pve_call_finish(call, r);
+        return;
+    }
+    clone_post(call);
+}
+
+/* "already exists" with newid 0: try another id, up to PVE_VMID_ALLOC_ATTEMPTS. */
+static bool clone_step_failed(struct pve_call *call, int r)
+{
+    struct pve_clone_state *s = &call->u.clone;
+
+    if (r != -EREMOTEIO || call->ep != &pve_endpoints[PVE_EP_CLONE] || !s->auto_id ||
+        call->perr->kind != PVE_ERR_EXISTS)
+        return false;
+    if (s->n_tried < PVE_VMID_ALLOC_ATTEMPTS)
+        s->tried[s->n_tried++] = call->vmid;
+    if (s->n_tried >= PVE_VMID_ALLOC_ATTEMPTS || pve_call_remaining_ms(call) == 0)
+        return false;
+    if (vmid_pick(call) < 0)
+        return false;
+    log_debug(COMP, "call %p: vmid taken, trying %u", (void *)call, call->vmid);
+    clone_post(call);
+    return true;
+}
+
+static void clone_result(const struct pve_call *call, struct pve_result *res)
+{
+    bool posted = call->ep == &pve_endpoints[PVE_EP_CLONE] && call->attempts > 0;
+
+    /* No task and the POST of this id never left, or Proxmox refused it, or the connection
+     * never opened: this call created nothing. */
+    if (!call->upid && (!posted || res->error == -EREMOTEIO || res->error == -ECONNREFUSED ||
+                        res->error == -EHOSTUNREACH))
+        res->vmid = 0;
+}
+
+/* The strings a clone call copies from struct pve_clone_params, in the same order. */
+#define CLONE_STRINGS(s)                                                                           \
+    {                                                                                              \
+        &(s)->node, &(s)->hostname, &(s)->description, &(s)->pool, &(s)->storage, &(s)->target     \
+    }
+#define CLONE_PARAM_STRINGS(p)                                                                     \
+    {                                                                                              \
+        (p)->node, (p)->hostname, (p)->description, (p)->pool, (p)->storage, (p)->target           \
+    }
+
+static void clone_free(struct pve_call *call)
+{
+    char **own[] = CLONE_STRINGS(&call->u.clone);
+
+    for (size_t i = 0; i < ELEMENTSOF(own); i++)
+        free(*own[i]);
+    pve_vm_list_free(call->u.clone.in_use);
+}
+
+static const struct pve_call_ops clone_ops = {
+    .run = clone_run,
+    .step_done = clone_step_done,
+    .step_failed = clone_step_failed,
+    .result = clone_result,
+    .detach = clone_detach,
+    .free = clone_free,
+};
+
+static int clone_init(struct pve_call *call, const struct pve_clone_params *p)
+{
+    struct pve_clone_state *s = &call->u.clone;
+    const char *src[] = CLONE_PARAM_STRINGS(p);
+    char **dst[] = CLONE_STRINGS(s);
+
+    s->template_vmid = p->template_vmid;
+    s->full = p->full;
+    s->auto_id = p->newid == 0;
+    s->taken = p->vmid_taken;
+    s->taken_userdata = p->vmid_taken_userdata;
+    call->vmid = p->newid;
+    for (size_t i = 0; i < ELEMENTSOF(src); i++)
+        if (src[i] && !(*dst[i] = strdup(src[i])))
+            return -ENOMEM;
+    return 0;
+}
+
+int pve_clone(struct pve_client *c, const struct pve_clone_params *p, PVE_CALL_ARGS)
+{
+    struct pve_call *call;
+    int r;
+
+    if (!c || !p || !p->node || !*p->node || p->template_vmid < PVE_VMID_MIN ||
+        p->template_vmid > PVE_VMID_MAX || p->full < -1 || p->full > 1)
+        return -EINVAL;
+    if (p->newid == 0 && (!c->vmid_min || !c->vmid_max))
+        return -EINVAL;
+    if (p->newid != 0 && (p->newid < PVE_VMID_MIN || p->newid > PVE_VMID_MAX))
+        return -EINVAL;
+    r = pve_call_new(c, PVE_CALL_CLONE, &clone_ops, true, timeout_ms, cb, userdata, &call);
+    if (r < 0)
+        return r;
+    r = clone_init(call, p);
+    if (r == 0)
+        r = queue_enter(call);
+    return pve_call_started(call, r, ret_call);
+}
