@@ -1,0 +1,125 @@
+"""The /admin endpoint (same listener, no authentication): simulator state, faults,
+settings, the generated ruleset, and per-container controls (kill or restart sshd, no IP,
+no sshd, stale locks, a held config flock). README.md lists the requests."""
+
+import json
+import os
+import re
+import threading
+import time
+import urllib.parse
+
+
+def admin(h, sim, method, url, body):
+    path = url.path.rstrip("/")
+    try:
+        req = json.loads(body) if body else {}
+    except ValueError:
+        return h.send_json({"error": "bad JSON"}, 400, "Bad Request")
+    q = dict(urllib.parse.parse_qsl(url.query))
+    req.update({k: v for k, v in q.items() if k not in req})
+    m = re.fullmatch(r"/admin/ct/(\d+)(?:/([\w-]+))?", path)
+    if path == "/admin/state" and method == "GET":
+        with sim.lock:
+            cts = {}
+            for vmid, ct in sim.cts.items():
+                rt = sim.rt.get(vmid, {})
+                cts[vmid] = {"node": ct["node"], "running": ct.get("running", False), "ip": rt.get("ip"),
+                             "mac": rt.get("mac"), "pid": rt["proc"].pid if rt.get("proc") else None,
+                             "lock": ct["conf"].get("lock"), "pool": ct.get("pool"),
+                             "template": ct["conf"].get("template") == "1", "netns": sim.net.ct_ns(vmid)}
+            return h.send_json({"containers": cts, "settings": sim.settings, "faults": sim.faults,
+                                "no_ip": sorted(sim.no_ip), "tasks": len(sim.tasks)})
+    if path == "/admin/faults":
+        if method == "GET":
+            return h.send_json(sim.faults)
+        if method == "POST":
+            return h.send_json(sim.add_fault(req))
+        if method == "DELETE":
+            with sim.lock:
+                sim.faults.clear()
+            return h.send_json({"ok": True})
+    mf = re.fullmatch(r"/admin/faults/(\d+)", path)
+    if mf and method == "DELETE":
+        with sim.lock:
+            sim.faults[:] = [f for f in sim.faults if f["id"] != int(mf.group(1))]
+        return h.send_json({"ok": True})
+    if path == "/admin/settings" and method in ("GET", "PUT", "POST"):
+        if method != "GET":
+            for k, v in req.items():
+                if k not in sim.settings:
+                    return h.send_json({"error": f"unknown setting '{k}'"}, 400, "Bad Request")
+                if k == "firewall_lag" and float(v) > 10:
+                    return h.send_json({"error": "firewall_lag must be <= 10"}, 400, "Bad Request")
+                sim.settings[k] = v
+        return h.send_json(sim.settings)
+    if path == "/admin/firewall" and method == "GET":
+        with sim.lock:
+            return h.send_raw(200, "OK", sim.build_nft().encode(), "text/plain")
+    if path == "/admin/firewall/apply" and method == "POST":
+        with sim.lock:
+            sim.applied_fw = sim.fw_snapshot()
+            sim.apply_firewall()
+        return h.send_json({"ok": True})
+    if m:
+        return admin_ct(h, sim, method, path, int(m.group(1)), m.group(2), req)
+    return h.send_json({"error": f"no admin endpoint {method} {path}"}, 404, "Not Found")
+
+
+def admin_ct(h, sim, method, path, vmid, act, req):
+    """/admin/ct/{vmid}[/act]."""
+    with sim.lock:
+        ct = sim.cts.get(vmid)
+    if ct is None:
+        return h.send_json({"error": f"no CT {vmid}"}, 404, "Not Found")
+    if act == "kill-sshd" and method == "POST":
+        with sim.lock:
+            rt = sim.rt.get(vmid)
+        if not rt:
+            return h.send_json({"error": "not running"}, 409, "Conflict")
+        sim.net.kill_proc(rt.get("proc"))
+        return h.send_json({"ok": True})
+    if act == "restart-sshd" and method == "POST":
+        with sim.lock:
+            rt = sim.rt.get(vmid)
+        if not rt:
+            return h.send_json({"error": "not running"}, 409, "Conflict")
+        sim.net.kill_proc(rt.get("proc"))
+        rt["proc"] = sim.net.start_sshd(vmid, os.path.join(sim.ct_dir(vmid), "rootfs"), sim.ct_dir(vmid))
+        return h.send_json({"ok": True})
+    if act == "hold-flock" and method == "POST":
+        secs = float(req.get("seconds", 12))
+        fl = sim.flock(vmid)
+        if not fl.acquire(timeout=5):
+            return h.send_json({"error": "flock busy"}, 409, "Conflict")
+
+        def release():
+            time.sleep(secs)
+            fl.release()
+        threading.Thread(target=release, daemon=True).start()
+        return h.send_json({"ok": True, "seconds": secs})
+    if act == "no-sshd" and method in ("POST", "PUT"):
+        en = req.get("enable", True) in (True, 1, "1", "true")
+        with sim.lock:
+            (sim.no_sshd.add if en else sim.no_sshd.discard)(vmid)
+        return h.send_json({"ok": True, "no_sshd": en})
+    if act == "no-ip" and method in ("POST", "PUT"):
+        en = req.get("enable", True) in (True, 1, "1", "true")
+        with sim.lock:
+            (sim.no_ip.add if en else sim.no_ip.discard)(vmid)
+        return h.send_json({"ok": True, "no_ip": en})
+    if act == "lock":
+        with sim.lock:
+            if method in ("POST", "PUT"):
+                ct["conf"]["lock"] = req.get("lock", "backup")
+            elif method == "DELETE":
+                ct["conf"].pop("lock", None)
+            sim.save()
+        return h.send_json({"ok": True, "lock": ct["conf"].get("lock")})
+    if act is None and method == "GET":
+        with sim.lock:
+            rt = sim.rt.get(vmid, {})
+            return h.send_json({"ct": ct, "fw": sim.fw.get(vmid), "ip": rt.get("ip"),
+                                "rootfs": os.path.join(sim.ct_dir(vmid), "rootfs"),
+                                "netns": sim.net.ct_ns(vmid)})
+    return h.send_json({"error": f"no admin endpoint {method} {path}"}, 404, "Not Found")

@@ -1,0 +1,156 @@
+"""Configuration: defaults, command-line flags and the JSON config file (flags win)."""
+
+import argparse
+import json
+
+
+def default_config():
+    return {
+        "listen": "127.0.0.1",
+        "port": 0,
+        "tls_cert": None,
+        "tls_key": None,
+        "state_dir": "/var/lib/pve-sim",
+        "instance": None,
+        "containers": True,
+        "error_format": "new",           # "old": {"data":null[,"errors"]}; "new": adds "message"
+        "auth_error_style": "unified",   # "unified": "Authentication failed!"; "legacy": detailed
+        "auth_failure_delay": 3.0,
+        "tokens": [
+            {"id": "root@pam!admin", "secret": None, "acl": {"/": "Administrator"}},
+            {"id": "sandboxd@pve!sandboxd", "secret": None,
+             "acl": {"/pool/sandboxd": ["PVEVMAdmin", "Pool.Audit"],
+                     "/vms/9000": "PVETemplateUser",
+                     "/": ["Sys.Audit"]}},
+        ],
+        "nodes": ["pve"],
+        "storages": {
+            "local-lvm": {"type": "lvmthin", "shared": 0},
+            "local": {"type": "dir", "shared": 0},
+        },
+        "templates": [{"vmid": 9000, "node": "pve", "storage": "local-lvm",
+                       "hostname": "sandbox-template", "memory": 512, "cores": 1,
+                       "disk": "8G", "pool": None}],
+        "pools": [{"poolid": "sandboxd", "comment": "sandboxd sandboxes"}],
+        "bridge_subnet": None,
+        "transit_subnet": None,
+        "lan_subnet": None,
+        "internet_subnet": "198.51.100.0/24",
+        "daemon_address": None,
+        "authorized_key": None,
+        "dhcp_delay": 1.0,
+        "firewall_lag": 0.0,
+        "clone_time": 0.5,
+        "start_time": 0.2,
+        "stop_time": 0.1,
+        "destroy_time": 0.2,
+        "flock_timeout": 10.0,
+        "cluster_firewall": {"enable": 1},
+        "security_groups": None,        # None: the default sandbox-internet group
+        "faults": [],
+        "ct_faults": {"no_ip": [], "no_sshd": [], "locks": {}},
+        "ip_never": False,
+        "on_restart": "restore",         # "restore" | "stopped"
+        "resources_lag": 0.0,            # /cluster/resources status refresh period (pvestatd: 10 s)
+        "legacy_vmid_strings": False,    # /nodes/{n}/lxc gives vmid as a string (PVE < 8.2)
+        "interfaces_endpoint": True,     # False: .../interfaces is 501 (PVE < 8.1)
+        "nextid_range": [100, 1000000],
+        "version": {"version": "8.4.1", "release": "8.4", "repoid": "2a5fa54a8503f96d"},
+        "verbose": False,
+    }
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description="Proxmox VE simulator with real SSH containers")
+    ap.add_argument("--config", help="JSON config file")
+    ap.add_argument("--listen")
+    ap.add_argument("--port", type=int)
+    ap.add_argument("--tls-cert", dest="tls_cert")
+    ap.add_argument("--tls-key", dest="tls_key")
+    ap.add_argument("--state-dir", dest="state_dir")
+    ap.add_argument("--instance", help="4 hex digits naming this instance's namespaces")
+    ap.add_argument("--error-format", dest="error_format", choices=["old", "new"])
+    ap.add_argument("--auth-error-style", dest="auth_error_style", choices=["unified", "legacy"])
+    ap.add_argument("--auth-failure-delay", dest="auth_failure_delay", type=float)
+    ap.add_argument("--dhcp-delay", dest="dhcp_delay", type=float)
+    ap.add_argument("--firewall-lag", dest="firewall_lag", type=float)
+    ap.add_argument("--clone-time", dest="clone_time", type=float)
+    ap.add_argument("--bridge-subnet", dest="bridge_subnet")
+    ap.add_argument("--daemon-address", dest="daemon_address")
+    ap.add_argument("--authorized-key", dest="authorized_key", help="public key file baked into templates")
+    ap.add_argument("--on-restart", dest="on_restart", choices=["restore", "stopped"])
+    ap.add_argument("--node", action="append")
+    ap.add_argument("--template", action="append", type=int)
+    ap.add_argument("--pool", action="append")
+    ap.add_argument("--storage", action="append", help="NAME=TYPE[,shared] (lvmthin zfspool rbd btrfs dir nfs)")
+    ap.add_argument("--token", action="append", help="ID=SECRET[:PATH=PRIV,..;PATH=..]")
+    ap.add_argument("--no-containers", action="store_true", help="API only: no namespaces or sshd")
+    ap.add_argument("--cleanup", action="store_true", help="remove what a (dead) simulator left behind and exit")
+    ap.add_argument("--all", action="store_true", help="with --cleanup: every instance, live ones too")
+    ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--serve-host", help=argparse.SUPPRESS)
+    ap.add_argument("--host-ip", help=argparse.SUPPRESS)
+    ap.add_argument("--dns-answer", help=argparse.SUPPRESS)
+    return ap.parse_args(argv)
+
+
+def parse_tokens(specs):
+    """--token ID=SECRET[:PATH=PRIV,PRIV;PATH=...] (repeated) as config "tokens" entries."""
+    toks = []
+    for t in specs:
+        idsec, _, acl = t.partition(":")
+        tid, _, sec = idsec.rpartition("=")
+        if not tid:
+            tid, sec = sec, None
+        a = {}
+        for ent in filter(None, acl.split(";")):
+            p, _, privs = ent.partition("=")
+            a[p] = privs.split(",")
+        toks.append({"id": tid, "secret": sec or None, "acl": a or {"/": "Administrator"}})
+    return toks
+
+
+def load_config(args):
+    cfg = default_config()
+    if args.config:
+        with open(args.config) as f:
+            user = json.load(f)
+        unknown = set(user) - set(cfg)
+        if unknown:
+            raise SystemExit(f"pve-sim: unknown config keys: {', '.join(sorted(unknown))}")
+        cfg.update(user)
+    for k in ("listen", "port", "tls_cert", "tls_key", "state_dir", "instance", "error_format",
+              "auth_error_style", "auth_failure_delay", "dhcp_delay", "firewall_lag", "bridge_subnet",
+              "authorized_key", "on_restart", "daemon_address", "clone_time"):
+        v = getattr(args, k, None)
+        if v is not None:
+            cfg[k] = v
+    if args.node:
+        cfg["nodes"] = args.node
+    if args.template:
+        node = cfg["nodes"][0]
+        cfg["templates"] = [{"vmid": t, "node": node, "storage": "local-lvm", "hostname": "sandbox-template"}
+                            for t in args.template]
+    if args.storage:
+        st = {}
+        for spec in args.storage:
+            name, _, rest = spec.partition("=")
+            typ, _, sh = rest.partition(",")
+            st[name] = {"type": typ or "dir", "shared": 1 if sh == "shared" else 0}
+        cfg["storages"] = st
+        for t in cfg["templates"]:
+            if t.get("storage") not in st:
+                t["storage"] = next(iter(st))
+    if args.pool:
+        cfg["pools"] = [{"poolid": p, "comment": ""} for p in args.pool]
+    if args.token:
+        cfg["tokens"] = parse_tokens(args.token)
+    if args.no_containers:
+        cfg["containers"] = False
+    if args.verbose:
+        cfg["verbose"] = True
+    if float(cfg["firewall_lag"]) > 10:
+        raise SystemExit("pve-sim: firewall_lag must be <= 10 s")
+    if cfg["error_format"] not in ("old", "new"):
+        raise SystemExit("pve-sim: error_format must be 'old' or 'new'")
+    return cfg

@@ -1,0 +1,271 @@
+"""The firewall as enforced: the stored firewall configuration (cluster options, security
+groups, each container's options, rules and IP sets) turned into one nftables ruleset in
+the node namespace (tables inet and bridge "pvesim"), applied at once or after
+firewall_lag, as pve-firewall's cycle would."""
+
+import copy
+import ipaddress
+import re
+import threading
+
+from .schema import ParamErr, parse_net
+from .util import PREFIX, log
+
+MACROS = {
+    "DNS": [("udp", "53"), ("tcp", "53")],
+    "HTTP": [("tcp", "80")],
+    "HTTPS": [("tcp", "443")],
+    "SSH": [("tcp", "22")],
+    "Ping": [("icmp", None)],
+    "Web": [("tcp", "80"), ("tcp", "443")],
+}
+
+
+def nft_addrs(spec):
+    items = []
+    for a in spec.split(","):
+        a = a.strip()
+        if not a:
+            continue
+        if a.startswith("+") or ":" in a:
+            return None  # ipsets and IPv6 are not modelled
+        try:
+            if "-" in a:
+                lo, hi = a.split("-", 1)
+                ipaddress.IPv4Address(lo)
+                ipaddress.IPv4Address(hi)
+            else:
+                ipaddress.IPv4Network(a, strict=False)
+        except ValueError:
+            return None
+        items.append(a)
+    if not items:
+        return None
+    return items[0] if len(items) == 1 else "{ " + ", ".join(items) + " }"
+
+
+def nft_ports(spec):
+    items = [p.strip().replace(":", "-") for p in spec.split(",") if p.strip()]
+    for p in items:
+        if not re.fullmatch(r"\d+(-\d+)?", p):
+            return None
+    return items[0] if len(items) == 1 else "{ " + ", ".join(items) + " }"
+
+
+def rule_to_nft(r, verdict):
+    """Return nft rule lines for one rule (type in/out), or [] when it cannot match."""
+    base = []
+    for key, kw in (("source", "saddr"), ("dest", "daddr")):
+        if r.get(key):
+            a = nft_addrs(r[key])
+            if a is None:
+                return []
+            base.append(f"ip {kw} {a}")
+    variants = []
+    if r.get("macro"):
+        mac = MACROS.get(r["macro"])
+        if mac is None:
+            return []
+        for proto, dport in mac:
+            variants.append((proto, dport, None))
+    else:
+        proto = r.get("proto")
+        variants.append((proto, r.get("dport"), r.get("sport")))
+    lines = []
+    for proto, dport, sport in variants:
+        m = list(base)
+        protos = [proto] if proto else ([None] if not (dport or sport) else ["tcp", "udp"])
+        for pr in protos:
+            mm = list(m)
+            if pr in ("tcp", "udp"):
+                mm.append(f"meta l4proto {pr}")
+                if dport:
+                    p = nft_ports(dport)
+                    if p is None:
+                        return []
+                    mm.append(f"{pr} dport {p}")
+                if sport:
+                    p = nft_ports(sport)
+                    if p is None:
+                        return []
+                    mm.append(f"{pr} sport {p}")
+            elif pr in ("icmp",):
+                mm.append("meta l4proto icmp")
+            elif pr is not None:
+                mm.append(f"meta l4proto {pr}")
+            lines.append(" ".join(mm + [verdict]))
+    return lines
+
+
+def verdict_for(action, direction):
+    if action == "ACCEPT":
+        return "return" if direction == "out" else "accept"
+    if action == "DROP":
+        return "drop"
+    return "reject"
+
+
+def bridge_rules(port, c, mac):
+    """Bridge input rules of a filtered container: macfilter and ipfilter."""
+    br_in = []
+    if int(c["options"].get("macfilter", 1)) and mac:
+        br_in.append(f'iifname "{port}" ether saddr != {mac.lower()} drop')
+    if int(c["options"].get("ipfilter", 0) or 0):
+        # as PVE: only sources in the guest's ipfilter-net0 set (plus a static ip=) pass;
+        # a DHCP lease is in no set by itself
+        allowed, nomatch = [], []
+        if c.get("static_ip"):
+            allowed.append(c["static_ip"])
+        for e in c.get("ipsets", {}).get("ipfilter-net0", {}).get("entries", []):
+            if ":" in e["cidr"]:
+                continue  # IPv6 is not modelled
+            (nomatch if e.get("nomatch") else allowed).append(e["cidr"])
+        for n in nomatch:
+            br_in.append(f'iifname "{port}" ether type ip ip saddr {n} drop')
+        allowed = [str(n.network_address) if n.prefixlen == 32 else str(n) for n in
+                   ipaddress.collapse_addresses(ipaddress.ip_network(x, strict=False) for x in allowed)]
+        if allowed:
+            br_in.append(f'iifname "{port}" ether type ip ip saddr != {{ {", ".join(allowed)} }} drop')
+        else:
+            br_in.append(f'iifname "{port}" ether type ip drop')
+    return br_in
+
+
+def ct_chains(vmid, c, groups):
+    """The ct<vmid>_out and ct<vmid>_in chains: enabled rules in order, groups expanded in place."""
+    out_rules, in_rules = [], []
+    for r in c["rules"]:
+        if not int(r.get("enable", 0) or 0):
+            continue
+        if r["type"] == "group":
+            g = groups.get(r["action"])
+            if not g:
+                continue
+            for gr in g["rules"]:
+                if int(gr.get("enable", 0) or 0) and gr["type"] in ("in", "out"):
+                    (out_rules if gr["type"] == "out" else in_rules).append(gr)
+        elif r["type"] in ("in", "out"):
+            (out_rules if r["type"] == "out" else in_rules).append(r)
+    ol = []
+    for r in out_rules:
+        ol += rule_to_nft(r, verdict_for(r["action"], "out"))
+    pol = c["options"].get("policy_out") or "ACCEPT"
+    if pol != "ACCEPT":
+        ol.append(verdict_for(pol, "out"))
+    il = []
+    for r in in_rules:
+        il += rule_to_nft(r, verdict_for(r["action"], "in"))
+    il.append(verdict_for(c["options"].get("policy_in") or "DROP", "in"))
+    return [f"chain ct{vmid}_out {{\n" + "".join(f"  {l}\n" for l in ol) + "}",
+            f"chain ct{vmid}_in {{\n" + "".join(f"  {l}\n" for l in il) + "}"]
+
+
+def ruleset_text(fwd, chains, br_in):
+    text = f"""table inet {PREFIX}
+delete table inet {PREFIX}
+table bridge {PREFIX}
+delete table bridge {PREFIX}
+table inet {PREFIX} {{
+ chain forward {{
+  type filter hook forward priority 0; policy accept;
+  ct state established,related accept
+  ct state invalid drop
+{''.join(f'  {l}{chr(10)}' for l in fwd)} }}
+ chain input {{
+  type filter hook input priority 0; policy accept;
+  iifname "vmbr0" ct state established,related accept
+  iifname "vmbr0" meta l4proto icmp accept
+  iifname "vmbr0" drop
+ }}
+{chr(10).join(chains)}
+}}
+table bridge {PREFIX} {{
+ chain forward {{
+  type filter hook forward priority 0; policy accept;
+  iifname "veth*" oifname "veth*" drop
+ }}
+ chain input {{
+  type filter hook input priority 0; policy accept;
+{''.join(f'  {l}{chr(10)}' for l in br_in)} }}
+}}
+"""
+    return text
+
+
+class FirewallMixin:
+    """Sim methods: firewall snapshots, the lag, and applying the ruleset."""
+
+    def fw_snapshot(self):
+        snap = {"cluster": copy.deepcopy(self.cluster_fw), "groups": copy.deepcopy(self.groups), "ct": {}}
+        for vmid, ct in self.cts.items():
+            netfw, static_ip = 0, None
+            try:
+                net = parse_net(ct["conf"]["net0"])
+                netfw = net.get("firewall", 0)
+                if net.get("ip") and net["ip"] not in ("dhcp", "manual"):
+                    static_ip = net["ip"].split("/")[0]
+            except (KeyError, ParamErr):
+                pass
+            f = self.fw.get(vmid, {"options": {}, "rules": []})
+            snap["ct"][vmid] = {"options": copy.deepcopy(f["options"]), "rules": copy.deepcopy(f["rules"]),
+                                "ipsets": copy.deepcopy(f.get("ipsets", {})), "netfw": netfw,
+                                "static_ip": static_ip}
+        return snap
+
+    def firewall_changed(self):
+        lag = float(self.settings["firewall_lag"])
+        if lag <= 0:
+            with self.lock:
+                self.applied_fw = self.fw_snapshot()
+                self.apply_firewall()
+            return
+        with self.lock:
+            if self.fw_timer is None:
+                self.fw_timer = threading.Timer(lag, self._lagged_fw)
+                self.fw_timer.daemon = True
+                self.fw_timer.start()
+
+    def _lagged_fw(self):
+        with self.lock:
+            self.fw_timer = None
+            if self.closed:
+                return
+            self.applied_fw = self.fw_snapshot()
+            self.apply_firewall()
+
+    def fw_active(self, snap, vmid):
+        c = snap["ct"].get(vmid)
+        if not c:
+            return False
+        return bool(int(snap["cluster"]["options"].get("enable", 0) or 0)) and \
+            bool(int(c["options"].get("enable", 0) or 0)) and bool(c["netfw"])
+
+    def build_nft(self):
+        snap = self.applied_fw or self.fw_snapshot()
+        fwd, chains, br_in = [], [], []
+        for vmid in sorted(self.rt):
+            rt = self.rt[vmid]
+            if not self.fw_active(snap, vmid):
+                continue
+            c = snap["ct"][vmid]
+            port = f"veth{vmid}i0"
+            ip = rt.get("ip")
+            br_in += bridge_rules(port, c, rt.get("mac"))
+            if not ip:
+                br_in.append(f'iifname "{port}" ether type ip drop')
+                continue
+            chains += ct_chains(vmid, c, snap["groups"])
+            fwd.append(f"ip saddr {ip} jump ct{vmid}_out")
+            fwd.append(f"ip daddr {ip} jump ct{vmid}_in")
+        return ruleset_text(fwd, chains, br_in)
+
+    def apply_firewall(self):
+        with self.lock:
+            if self.closed:
+                return
+            text = self.build_nft()
+            try:
+                self.net.apply_nft(text)
+            except RuntimeError as e:
+                log("nft apply failed:", e)
+                log(text)

@@ -1,0 +1,99 @@
+"""The simulated internet and LAN hosts: HTTP on 80, one-line banners on 443 and 22, and a
+DNS server on 53 answering every A query with the internet host. Runs as
+"pve-sim --serve-host NAME" inside that host's namespace."""
+
+import os
+import signal
+import socket
+import struct
+import threading
+import time
+
+
+def serve_host(name, ip, dns_answer):
+    def tcp_banner(port, payload_fn):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("0.0.0.0", port))
+        s.listen(64)
+
+        def loop():
+            while True:
+                conn, _ = s.accept()
+                threading.Thread(target=payload_fn, args=(conn,), daemon=True).start()
+        threading.Thread(target=loop, daemon=True).start()
+
+    def http(conn):
+        try:
+            conn.settimeout(5)
+            conn.recv(4096)
+            body = f"pve-sim {name} http\n".encode()
+            conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s"
+                         % (len(body), body))
+        except OSError:
+            pass
+        conn.close()
+
+    def banner(text):
+        def f(conn):
+            try:
+                conn.sendall(text.encode())
+                conn.settimeout(2)
+                conn.recv(1024)
+            except OSError:
+                pass
+            conn.close()
+        return f
+
+    def dns_answer_for(q):
+        if len(q) < 12:
+            return None
+        tid = q[:2]
+        i = 12
+        while i < len(q) and q[i] != 0:
+            i += q[i] + 1
+        qend = i + 5
+        question = q[12:qend]
+        qtype = struct.unpack("!H", q[i + 1:i + 3])[0] if qend <= len(q) else 0
+        ans = b""
+        an = 0
+        if qtype == 1:
+            ans = b"\xc0\x0c" + struct.pack("!HHIH", 1, 1, 60, 4) + socket.inet_aton(dns_answer)
+            an = 1
+        hdr = tid + struct.pack("!HHHHH", 0x8180, 1, an, 0, 0)
+        return hdr + question + ans
+
+    def udp_dns():
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.bind(("0.0.0.0", 53))
+        while True:
+            q, addr = s.recvfrom(2048)
+            a = dns_answer_for(q)
+            if a:
+                s.sendto(a, addr)
+
+    def tcp_dns(conn):
+        try:
+            conn.settimeout(5)
+            ln = struct.unpack("!H", conn.recv(2))[0]
+            q = b""
+            while len(q) < ln:
+                chunk = conn.recv(ln - len(q))
+                if not chunk:
+                    break
+                q += chunk
+            a = dns_answer_for(q)
+            if a:
+                conn.sendall(struct.pack("!H", len(a)) + a)
+        except (OSError, struct.error):
+            pass
+        conn.close()
+
+    tcp_banner(80, http)
+    tcp_banner(443, banner(f"pve-sim {name} tls\n"))
+    tcp_banner(22, banner(f"SSH-2.0-pve-sim-{name}\r\n"))
+    tcp_banner(53, tcp_dns)
+    threading.Thread(target=udp_dns, daemon=True).start()
+    signal.signal(signal.SIGTERM, lambda *a: os._exit(0))
+    while True:
+        time.sleep(3600)
