@@ -1,6 +1,7 @@
 /* sandboxctl: the command-line client of sandboxd (DESIGN.md §6). One blocking
  * connection, one request at a time; each command is a thin wrapper over one
- * method of PROTOCOL.md. Errors go to stderr with a non-zero exit status. */
+ * method of PROTOCOL.md. Errors go to stderr with a non-zero exit status.
+ * `sandboxctl mcp`, the MCP server, lives in sandboxctl-mcp.c. */
 #include "lib/macro.h"
 
 #include <errno.h>
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include "config-build.h"
+#include "daemon/sandboxctl-mcp.h"
 #include "lib/config.h"
 #include "lib/util.h"
 #include "proto/b64.h"
@@ -595,7 +597,9 @@ static void usage(FILE *f)
             "  internet ID on|off\n"
             "  renew ID TTL_S\n"
             "  destroy ID\n"
-            "  call METHOD [JSON]              raw call, prints the raw result\n\n"
+            "  call METHOD [JSON]              raw call, prints the raw result\n"
+            "  mcp [--sandbox ID] [--default-ttl S] [--destroy-on-exit]\n"
+            "                                  serve MCP (Model Context Protocol) on stdio\n\n"
             "The socket is --socket, else $SANDBOXD_SOCKET, else %s.\n",
             CONFIG_DEFAULT_SOCKET);
 }
@@ -644,6 +648,8 @@ int main(int argc, char **argv)
     argc -= optind;
     argv += optind;
 
+    if (strcmp(cmd, "mcp") == 0)
+        return mcp_main(c.socket, argc, argv);
     if (!strstr(" status create list show exec put get internet renew destroy call ", cmd) ||
         strchr(cmd, ' ')) {
         fprintf(stderr, "sandboxctl: unknown command '%s'\n", cmd);

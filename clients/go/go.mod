@@ -1,0 +1,3 @@
+module sandboxd/sandbox
+
+go 1.19

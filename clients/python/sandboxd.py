@@ -1,0 +1,664 @@
+"""Python client of sandboxd: ephemeral Linux sandboxes over JSON-RPC 2.0 on a Unix socket.
+
+One file, standard library only (Python 3.7 or newer). The wire contract is sandboxd's
+docs/protocol.md; `Client.discover()` returns the daemon's own OpenRPC document.
+
+    import sandboxd
+
+    client = sandboxd.Client()                 # $SANDBOXD_SOCKET, else /run/sandboxd.sock
+    with client.create(ttl_s=600) as sb:       # destroyed when the block ends
+        res = sb.exec("uname -a")
+        print(res.exit_code, res.stdout)
+        sb.write_file("/root/hello.txt", "hello\\n")
+        data = sb.read_file("/root/hello.txt")  # bytes
+
+Threads: a Client holds one connection and a reader thread; calls from any number of threads
+run concurrently on it and their replies are matched by id. When the connection closes (the
+daemon restarted, or closed it after 5 idle minutes) the calls in flight raise ConnectionLost
+(or the daemon's own error, such as ShuttingDown, when it sent one), and the next call opens a
+new connection.
+
+Errors: every error the daemon returns is raised as the subclass of `sandboxd.Error` for its
+code (`NoSuchSandbox`, `InvalidParams`, ...), with `code`, `message` and `data`.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import os
+import queue
+import socket as _socket
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
+
+__all__ = [
+    "Client", "Sandbox", "Process", "ExecResult", "ExecStream", "OutputChunk", "Method",
+    "Error", "ConnectionLost", "Unavailable", "ParseError", "InvalidRequest", "MethodNotFound",
+    "InvalidParams", "InternalError", "NoSuchSandbox", "BadState", "QuotaExceeded",
+    "ProxmoxError", "SSHError", "DeadlineExceeded", "Busy", "PermissionDenied", "FileError",
+    "IdempotencyMismatch", "ShuttingDown",
+]
+
+DEFAULT_SOCKET = "/run/sandboxd.sock"
+_CLOSE_WAIT_S = 5.0  # for the reader to see the end of a connection a send failed on
+
+Data = Union[bytes, str]
+
+
+class Method:
+    """Every method name this client sends, in one place (docs/protocol.md). `rpc.discover`
+    tells which of them a daemon offers; file.list, file.stat and process.* are reserved
+    names in docs/protocol.md and answer MethodNotFound until the daemon has them."""
+
+    CREATE = "sandbox.create"
+    GET = "sandbox.get"
+    LIST = "sandbox.list"
+    RENEW = "sandbox.renew"
+    SET_INTERNET = "sandbox.set_internet"
+    DESTROY = "sandbox.destroy"
+    EXEC = "sandbox.exec"
+    FILE_WRITE = "file.write"
+    FILE_READ = "file.read"
+    FILE_LIST = "file.list"
+    FILE_STAT = "file.stat"
+    PROCESS_START = "process.start"
+    PROCESS_READ = "process.read"
+    PROCESS_WRITE = "process.write"
+    PROCESS_WAIT = "process.wait"
+    PROCESS_KILL = "process.kill"
+    PROCESS_LIST = "process.list"
+    STATUS = "daemon.status"
+    DISCOVER = "rpc.discover"
+    EXEC_OUTPUT = "exec.output"  # the notification a streaming exec sends
+
+
+# ---- errors ------------------------------------------------------------------------------
+
+
+class Error(Exception):
+    """An error from sandboxd (or from the connection to it). `code` is the JSON-RPC error
+    code (None for connection errors), `data` the error's data (a dict; sandboxd's own errors
+    always carry "reason")."""
+
+    code: Optional[int] = None
+
+    def __init__(self, message: str, code: Optional[int] = None, data: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+        self.data: Dict[str, Any] = data if isinstance(data, dict) else (
+            {} if data is None else {"value": data})
+
+    @property
+    def reason(self) -> Optional[str]:
+        return self.data.get("reason")
+
+    def __str__(self) -> str:
+        text = self.message
+        if self.code is not None:
+            text = f"{text} ({self.code})"
+        if self.reason:
+            text = f"{text}: {self.reason}"
+        return text
+
+
+class ConnectionLost(Error):
+    """The connection closed while the call was in flight: the call may or may not have taken
+    effect. The next call opens a new connection."""
+
+
+class Unavailable(Error):
+    """The daemon's socket cannot be reached (not running, or no permission to use it)."""
+
+
+class _NotSent(ConnectionLost):
+    """The connection was found closed before the request was sent."""
+
+
+class ParseError(Error):
+    code = -32700
+
+
+class InvalidRequest(Error):
+    code = -32600
+
+
+class MethodNotFound(Error):
+    code = -32601
+
+
+class InvalidParams(Error):
+    """data: {"reason", "param"} names the parameter."""
+    code = -32602
+
+
+class InternalError(Error):
+    code = -32603
+
+
+class NoSuchSandbox(Error):
+    code = -32001
+
+
+class BadState(Error):
+    """data: {"state"}."""
+    code = -32002
+
+
+class QuotaExceeded(Error):
+    code = -32003
+
+
+class ProxmoxError(Error):
+    code = -32004
+
+
+class SSHError(Error):
+    code = -32005
+
+
+class DeadlineExceeded(Error):
+    code = -32006
+
+
+class Busy(Error):
+    code = -32007
+
+
+class PermissionDenied(Error):
+    code = -32008
+
+
+class FileError(Error):
+    """data: {"errno": "ENOENT" | "EACCES" | ...}."""
+    code = -32009
+
+
+class IdempotencyMismatch(Error):
+    code = -32010
+
+
+class ShuttingDown(Error):
+    code = -32011
+
+
+_ERRORS: Dict[int, type] = {c.code: c for c in (
+    ParseError, InvalidRequest, MethodNotFound, InvalidParams, InternalError, NoSuchSandbox,
+    BadState, QuotaExceeded, ProxmoxError, SSHError, DeadlineExceeded, Busy, PermissionDenied,
+    FileError, IdempotencyMismatch, ShuttingDown)}
+
+
+def _error(err: Any) -> Error:
+    if not isinstance(err, dict):
+        return Error(f"malformed error: {err!r}")
+    code = err.get("code")
+    cls = _ERRORS.get(code, Error) if isinstance(code, int) else Error
+    return cls(str(err.get("message") or "error"), code if isinstance(code, int) else None,
+               err.get("data"))
+
+
+# ---- binary data: `name` (UTF-8 text) or `name_b64` -------------------------------------
+
+
+def _put_data(params: Dict[str, Any], name: str, data: Data) -> None:
+    if isinstance(data, str):
+        params[name] = data
+        return
+    try:
+        params[name] = bytes(data).decode("utf-8")
+    except UnicodeDecodeError:
+        params[name + "_b64"] = base64.b64encode(data).decode("ascii")
+
+
+def _get_data(obj: Mapping[str, Any], name: str) -> Optional[bytes]:
+    if isinstance(obj.get(name), str):
+        return obj[name].encode("utf-8")
+    if isinstance(obj.get(name + "_b64"), str):
+        return base64.b64decode(obj[name + "_b64"])
+    return None
+
+
+# ---- the connection ----------------------------------------------------------------------
+
+
+class _Call:
+    def __init__(self, stream: bool) -> None:
+        self.done = threading.Event()
+        self.result: Any = None
+        self.error: Optional[Error] = None
+        self.chunks: Optional["queue.Queue[Any]"] = queue.Queue() if stream else None
+
+    def finish(self, result: Any = None, error: Optional[Error] = None) -> None:
+        self.result, self.error = result, error
+        self.done.set()
+        if self.chunks is not None:
+            self.chunks.put(None)
+
+
+class _Connection:
+    """One socket and its reader thread; requests are matched to replies by id."""
+
+    def __init__(self, path: str) -> None:
+        self.sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        try:
+            self.sock.connect(path)
+        except OSError as e:
+            self.sock.close()
+            raise Unavailable(f"cannot connect to sandboxd at {path}: {e.strerror or e}") from e
+        self.send_lock = threading.Lock()
+        self.lock = threading.Lock()
+        self.calls: Dict[int, _Call] = {}
+        self.ids = itertools.count(1)
+        self.closed = False
+        self.close_error: Optional[Dict[str, Any]] = None  # an error the daemon sent, id null
+        self.reader = threading.Thread(target=self._read, name="sandboxd-reader", daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        why = "sandboxd closed the connection"
+        try:
+            f = self.sock.makefile("rb")
+            for line in f:
+                if line.strip():
+                    self._dispatch(json.loads(line))
+        except (OSError, ValueError) as e:
+            why = f"connection to sandboxd failed: {e}"
+        with self.lock:
+            self.closed = True
+            calls, self.calls = self.calls, {}
+            err = self.close_error
+        for call in calls.values():
+            call.finish(error=_error(err) if err else ConnectionLost(why))
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def _dispatch(self, msg: Any) -> None:
+        if not isinstance(msg, dict):
+            return
+        if msg.get("method") == Method.EXEC_OUTPUT:
+            p = msg.get("params") or {}
+            with self.lock:
+                call = self.calls.get(p.get("request_id"))
+            if call is not None and call.chunks is not None:
+                call.chunks.put(OutputChunk(p.get("stream", "stdout"), _get_data(p, "data") or b""))
+            return
+        if "method" in msg:
+            return
+        rid = msg.get("id")
+        if rid is None:
+            # Not tied to a request (a line over the daemon's limit, a connection over a
+            # cap): the daemon closes the connection next, and the calls in flight get this.
+            if "error" in msg:
+                with self.lock:
+                    self.close_error = msg["error"]
+            return
+        with self.lock:
+            call = self.calls.pop(rid, None)
+        if call is None:
+            return
+        if "error" in msg:
+            call.finish(error=_error(msg["error"]))
+        else:
+            call.finish(result=msg.get("result"))
+
+    def start(self, method: str, params: Optional[Mapping[str, Any]], stream: bool = False
+              ) -> _Call:
+        call = _Call(stream)
+        with self.lock:
+            if self.closed:
+                raise _NotSent("connection closed")
+            rid = next(self.ids)
+            self.calls[rid] = call
+        req: Dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
+        if params is not None:
+            req["params"] = dict(params)
+        line = json.dumps(req, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+        try:
+            with self.send_lock:
+                self.sock.sendall(line)
+        except OSError as e:
+            with self.lock:
+                self.calls.pop(rid, None)
+            # Part of the line at most reached the daemon, which never runs a partial line.
+            # It may have said why it stopped reading (a line over its limit): wait for that.
+            self.close()
+            if threading.current_thread() is not self.reader:
+                self.reader.join(_CLOSE_WAIT_S)
+            if self.close_error is not None:
+                raise _error(self.close_error) from e
+            raise _NotSent(f"sending {method}: {e}") from e
+        return call
+
+    def close(self) -> None:
+        try:
+            self.sock.shutdown(_socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+def _wait(call: _Call, timeout: Optional[float]) -> Any:
+    if not call.done.wait(timeout):
+        raise TimeoutError("no reply from sandboxd in time (the request still runs there)")
+    if call.error is not None:
+        raise call.error
+    return call.result
+
+
+# ---- results -----------------------------------------------------------------------------
+
+
+@dataclass
+class OutputChunk:
+    """Output of a streaming exec as it arrives: stream is "stdout" or "stderr"."""
+    stream: str
+    data: bytes
+
+
+@dataclass
+class ExecResult:
+    exit_code: Optional[int]  # None when a signal ended the command
+    signal: Optional[str]     # "SIGKILL", ...
+    timed_out: bool
+    stdout_bytes: bytes
+    stderr_bytes: bytes
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    duration_ms: int = 0
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def stdout(self) -> str:
+        return self.stdout_bytes.decode("utf-8", errors="replace")
+
+    @property
+    def stderr(self) -> str:
+        return self.stderr_bytes.decode("utf-8", errors="replace")
+
+    @property
+    def output(self) -> str:
+        """stdout, then stderr."""
+        return (self.stdout_bytes + self.stderr_bytes).decode("utf-8", errors="replace")
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    @classmethod
+    def _from(cls, r: Mapping[str, Any], stdout: Optional[bytes] = None,
+              stderr: Optional[bytes] = None) -> "ExecResult":
+        return cls(exit_code=r.get("exit_code"), signal=r.get("signal"),
+                   timed_out=bool(r.get("timed_out")),
+                   stdout_bytes=stdout if stdout is not None else _get_data(r, "stdout") or b"",
+                   stderr_bytes=stderr if stderr is not None else _get_data(r, "stderr") or b"",
+                   stdout_truncated=bool(r.get("stdout_truncated")),
+                   stderr_truncated=bool(r.get("stderr_truncated")),
+                   duration_ms=int(r.get("duration_ms") or 0), raw=dict(r))
+
+
+class ExecStream:
+    """Iterate for OutputChunk values while the command runs; afterwards `result` holds the
+    ExecResult (with the whole output). `wait()` does both."""
+
+    def __init__(self, call: _Call) -> None:
+        self._call = call
+        self._out: Dict[str, List[bytes]] = {"stdout": [], "stderr": []}
+        self.result: Optional[ExecResult] = None
+
+    def __iter__(self) -> Iterator[OutputChunk]:
+        assert self._call.chunks is not None
+        while self.result is None:
+            chunk = self._call.chunks.get()
+            if chunk is None:
+                r = _wait(self._call, None)
+                self.result = ExecResult._from(r, b"".join(self._out["stdout"]),
+                                               b"".join(self._out["stderr"]))
+                return
+            self._out.setdefault(chunk.stream, []).append(chunk.data)
+            yield chunk
+
+    def wait(self) -> ExecResult:
+        for _ in self:
+            pass
+        assert self.result is not None
+        return self.result
+
+
+# ---- the client --------------------------------------------------------------------------
+
+
+class Client:
+    """A connection to sandboxd, opened on first use and again after it closed."""
+
+    def __init__(self, socket: Optional[str] = None, timeout: Optional[float] = None) -> None:
+        self.socket = socket or os.environ.get("SANDBOXD_SOCKET") or DEFAULT_SOCKET
+        self.timeout = timeout  # seconds to wait for a reply; None: as long as it takes
+        self._lock = threading.Lock()
+        self._conn: Optional[_Connection] = None
+        self._doc: Optional[Dict[str, Any]] = None
+
+    def _connection(self) -> _Connection:
+        with self._lock:
+            if self._conn is None or self._conn.closed:
+                self._conn = _Connection(self.socket)
+            return self._conn
+
+    def _start(self, method: str, params: Optional[Mapping[str, Any]], stream: bool) -> _Call:
+        try:
+            return self._connection().start(method, params, stream)
+        except _NotSent:
+            # The connection closed just before: nothing reached the daemon.
+            return self._connection().start(method, params, stream)
+
+    def call(self, method: str, params: Optional[Mapping[str, Any]] = None,
+             timeout: Optional[float] = None) -> Any:
+        """Calls any method; returns its result or raises its Error."""
+        call = self._start(method, params, False)
+        return _wait(call, timeout if timeout is not None else self.timeout)
+
+    def _stream(self, method: str, params: Mapping[str, Any]) -> _Call:
+        return self._start(method, params, True)
+
+    def close(self) -> None:
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- the daemon
+    def status(self) -> Dict[str, Any]:
+        return self.call(Method.STATUS)
+
+    def discover(self) -> Dict[str, Any]:
+        """The daemon's OpenRPC document (fetched once per client)."""
+        if self._doc is None:
+            self._doc = self.call(Method.DISCOVER)
+        return self._doc
+
+    def offers(self, method: str) -> bool:
+        return any(m.get("name") == method for m in self.discover().get("methods", []))
+
+    @property
+    def limits(self) -> Dict[str, Any]:
+        """The daemon's published limits (x-limits of its OpenRPC document)."""
+        return dict(self.discover().get("x-limits") or {})
+
+    # -- sandboxes
+    def create(self, **params: Any) -> "Sandbox":
+        """sandbox.create: hostname, cores, memory_mb, disk_gb, internet, ttl_s, labels,
+        idempotency_key. Returns once the sandbox is ready."""
+        return Sandbox(self, self.call(Method.CREATE, params))
+
+    def get(self, id: str) -> "Sandbox":
+        return Sandbox(self, self.call(Method.GET, {"id": id}))
+
+    def list(self, **params: Any) -> List["Sandbox"]:
+        """sandbox.list: all (admins), labels (filter)."""
+        return [Sandbox(self, s) for s in self.call(Method.LIST, params)["sandboxes"]]
+
+
+class Sandbox:
+    """One sandbox. Attributes mirror the sandbox object of docs/protocol.md; `info` is the
+    last one received. As a context manager it is destroyed when the block ends."""
+
+    def __init__(self, client: Client, info: Mapping[str, Any]) -> None:
+        self.client = client
+        self.info: Dict[str, Any] = dict(info)
+
+    def __getattr__(self, name: str) -> Any:
+        info = self.__dict__.get("info") or {}
+        if name in info:
+            return info[name]
+        raise AttributeError(name)
+
+    @property
+    def id(self) -> str:
+        return self.info["id"]
+
+    @property
+    def ip(self) -> Optional[str]:
+        return self.info.get("ip")
+
+    def __repr__(self) -> str:
+        return f"<Sandbox {self.id} {self.info.get('state')} ip={self.ip}>"
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.destroy()
+
+    def _call(self, method: str, **params: Any) -> Any:
+        return self.client.call(method, {"id": self.id, **params})
+
+    def _update(self, info: Mapping[str, Any]) -> "Sandbox":
+        self.info = dict(info)
+        return self
+
+    def refresh(self) -> "Sandbox":
+        return self._update(self._call(Method.GET))
+
+    def set_internet(self, enabled: bool) -> "Sandbox":
+        return self._update(self._call(Method.SET_INTERNET, enabled=bool(enabled)))
+
+    def renew(self, ttl_s: int) -> "Sandbox":
+        return self._update(self._call(Method.RENEW, ttl_s=int(ttl_s)))
+
+    def destroy(self) -> None:
+        self._call(Method.DESTROY)
+        self.info["state"] = "destroyed"
+
+    # -- commands
+    def _exec_params(self, command: Union[str, Sequence[str]], stdin: Optional[Data],
+                     kw: Dict[str, Any]) -> Dict[str, Any]:
+        params: Dict[str, Any] = {"id": self.id, **kw}
+        if isinstance(command, str):
+            params["command"] = command
+        else:
+            params["argv"] = list(command)
+        if stdin is not None:
+            _put_data(params, "stdin", stdin)
+        return params
+
+    def exec(self, command: Union[str, Sequence[str]], *, stdin: Optional[Data] = None,
+             **kw: Any) -> ExecResult:
+        """Runs command (a string for /bin/sh -c, or an argv list) and waits for it. Keyword
+        arguments are sandbox.exec's: env, cwd, timeout_ms, max_output_bytes."""
+        return ExecResult._from(self.client.call(Method.EXEC,
+                                                 self._exec_params(command, stdin, kw)))
+
+    def exec_stream(self, command: Union[str, Sequence[str]], *, stdin: Optional[Data] = None,
+                    **kw: Any) -> ExecStream:
+        """Like exec, with the output delivered as it arrives: iterate the returned ExecStream
+        for OutputChunk values, then read its `result`."""
+        params = self._exec_params(command, stdin, kw)
+        params["stream"] = True
+        return ExecStream(self.client._stream(Method.EXEC, params))
+
+    # -- files
+    def write_file(self, path: str, data: Data, *, mode: Optional[Union[int, str]] = None,
+                   make_parents: Optional[bool] = None) -> int:
+        """Replaces the file at path atomically; returns the bytes written."""
+        size = len(data.encode("utf-8")) if isinstance(data, str) else len(data)
+        limit = self.client.limits.get("data_max_bytes")
+        if isinstance(limit, int) and size > limit:
+            raise InvalidParams("Invalid params", InvalidParams.code,
+                                {"param": "content", "reason": f"larger than {limit} bytes"})
+        params: Dict[str, Any] = {"path": path}
+        _put_data(params, "content", data)
+        if mode is not None:
+            params["mode"] = mode if isinstance(mode, str) else format(mode, "04o")
+        if make_parents is not None:
+            params["make_parents"] = bool(make_parents)
+        return self._call(Method.FILE_WRITE, **params)["bytes"]
+
+    def read_file(self, path: str, offset: int = 0, length: Optional[int] = None) -> bytes:
+        """The file's bytes from offset: all of them, or at most length."""
+        out = bytearray()
+        while True:
+            params: Dict[str, Any] = {"path": path, "offset": offset + len(out)}
+            if length is not None:
+                params["length"] = length - len(out)
+            r = self._call(Method.FILE_READ, **params)
+            chunk = _get_data(r, "content") or b""
+            out += chunk
+            if r.get("eof") or not chunk or (length is not None and len(out) >= length):
+                return bytes(out)
+
+    def list_files(self, path: str, **kw: Any) -> List[Dict[str, Any]]:
+        return self._call(Method.FILE_LIST, path=path, **kw)["entries"]
+
+    def stat(self, path: str) -> Dict[str, Any]:
+        return self._call(Method.FILE_STAT, path=path)
+
+    # -- background processes
+    def start_process(self, command: Union[str, Sequence[str]], **kw: Any) -> "Process":
+        params = self._exec_params(command, None, kw)
+        del params["id"]
+        r = self._call(Method.PROCESS_START, **params)
+        return Process(self, r["process"], r)
+
+    def processes(self) -> List[Dict[str, Any]]:
+        return self._call(Method.PROCESS_LIST)["processes"]
+
+
+class Process:
+    """A background process started with Sandbox.start_process."""
+
+    def __init__(self, sandbox: Sandbox, process: str, info: Mapping[str, Any]) -> None:
+        self.sandbox = sandbox
+        self.process = process
+        self.info = dict(info)
+
+    def _call(self, method: str, **params: Any) -> Any:
+        return self.sandbox._call(method, process=self.process, **params)
+
+    def read(self, stream: str = "stdout", offset: int = 0, **kw: Any) -> Dict[str, Any]:
+        """process.read: {data | data_b64, next_offset, eof, state, exit_code}; `bytes` holds
+        the data decoded."""
+        r = dict(self._call(Method.PROCESS_READ, stream=stream, offset=offset, **kw))
+        r["bytes"] = _get_data(r, "data") or b""
+        return r
+
+    def write(self, data: Data, close: bool = False) -> Any:
+        params: Dict[str, Any] = {"close": close}
+        _put_data(params, "data", data)
+        return self._call(Method.PROCESS_WRITE, **params)
+
+    def wait(self, timeout_ms: Optional[int] = None) -> Dict[str, Any]:
+        return self._call(Method.PROCESS_WAIT,
+                          **({} if timeout_ms is None else {"timeout_ms": timeout_ms}))
+
+    def kill(self, signal: Optional[str] = None) -> Any:
+        return self._call(Method.PROCESS_KILL, **({} if signal is None else {"signal": signal}))

@@ -1,0 +1,769 @@
+/* The MCP tools of `sandboxctl mcp`: one row per tool, each a thin layer over one
+ * sandboxd method. A tool is offered when the daemon's OpenRPC document
+ * (rpc.discover) lists its method; its input schema is that method's params and
+ * its output schema that method's result, taken from the document, so limits
+ * and parameter names have one source. Results carry the method's result as
+ * structuredContent and a text rendering; daemon errors become isError results
+ * that say what to do next. */
+#include "lib/macro.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/sandboxctl-mcp.h"
+#include "lib/util.h"
+#include "proto/b64.h"
+#include "proto/rpc.h"
+
+#define SCHEMA_REF_DEPTH 16 /* nested $ref resolutions before giving up */
+
+static void render_created(FILE *f, json_object *result, json_object *args);
+static void render_sandbox(FILE *f, json_object *result, json_object *args);
+static void render_list(FILE *f, json_object *result, json_object *args);
+static void render_destroyed(FILE *f, json_object *result, json_object *args);
+static void render_exec(FILE *f, json_object *result, json_object *args);
+static void render_written(FILE *f, json_object *result, json_object *args);
+static void render_read(FILE *f, json_object *result, json_object *args);
+static void render_entries(FILE *f, json_object *result, json_object *args);
+static void render_fields(FILE *f, json_object *result, json_object *args);
+
+static const struct mcp_tool tools[] = {
+    {"sandbox_create", "sandbox.create", "Create a sandbox",
+     "Create a new Linux sandbox (an isolated container) and wait until it is ready. The result "
+     "holds its id: pass it to exec, write_file, read_file, sandbox_set_internet and "
+     "sandbox_destroy. Outbound internet (HTTP, HTTPS, DNS) is off unless internet is true. The "
+     "sandbox is destroyed by itself when its lease (ttl_s seconds) runs out; destroy it sooner "
+     "with sandbox_destroy when you no longer need it.",
+     TOOL_UNPINNED | TOOL_CREATES | TOOL_OPEN_WORLD, "", render_created},
+    {"sandbox_list", "sandbox.list", "List sandboxes",
+     "List your sandboxes with their id, state, address, internet access and expiry.",
+     TOOL_UNPINNED | TOOL_READ_ONLY | TOOL_IDEMPOTENT, "", render_list},
+    {"sandbox_destroy", "sandbox.destroy", "Destroy a sandbox",
+     "Stop a sandbox and delete it with everything in it. Destroying a destroyed sandbox "
+     "succeeds again.",
+     TOOL_TAKES_ID | TOOL_UNPINNED | TOOL_DESTRUCTIVE | TOOL_IDEMPOTENT, "", render_destroyed},
+    {"sandbox_set_internet", "sandbox.set_internet", "Switch internet access",
+     "Allow (enabled: true) or block (enabled: false) outbound internet access of a sandbox: "
+     "HTTP, HTTPS and DNS only; other hosts on the network are never reachable. The change takes "
+     "effect within about 10 seconds.",
+     TOOL_TAKES_ID | TOOL_IDEMPOTENT | TOOL_OPEN_WORLD, "", render_sandbox},
+    {"exec", "sandbox.exec", "Run a command",
+     "Run a command in a sandbox and wait for it to end: `command` is run by /bin/sh -c (or give "
+     "`argv` to run a program directly). Returns the exit code, stdout and stderr (each cut at "
+     "max_output_bytes, flagged *_truncated). After timeout_ms the command and everything it "
+     "started are killed. Commands run as root in the home folder unless cwd is given; nothing "
+     "is read from standard input unless stdin is given.",
+     TOOL_TAKES_ID | TOOL_DESTRUCTIVE | TOOL_OPEN_WORLD, "stream ", render_exec},
+    {"write_file", "file.write", "Write a file",
+     "Write a file in a sandbox, replacing it atomically; missing parent folders are created. "
+     "Give the text in `content`, or binary data in base64 in `content_b64`.",
+     TOOL_TAKES_ID | TOOL_DESTRUCTIVE | TOOL_IDEMPOTENT, "", render_written},
+    {"read_file", "file.read", "Read a file",
+     "Read a file in a sandbox. Text comes back as text, other bytes as base64 (content_b64). "
+     "For a large file read a part at a time with offset and length; `eof` says whether the end "
+     "was reached.",
+     TOOL_TAKES_ID | TOOL_READ_ONLY | TOOL_IDEMPOTENT, "", render_read},
+    {"list_files", "file.list", "List a folder",
+     "List the entries of a folder in a sandbox: name, type, size, mode and modification time.",
+     TOOL_TAKES_ID | TOOL_READ_ONLY | TOOL_IDEMPOTENT, "", render_entries},
+    {"process_start", "process.start", "Start a background process",
+     "Start a command in the background in a sandbox and return at once with its process id. "
+     "It keeps running after this call (a server, a watcher, a long build): read its output "
+     "with process_read and stop it with process_kill.",
+     TOOL_TAKES_ID | TOOL_DESTRUCTIVE | TOOL_OPEN_WORLD, "", render_fields},
+    {"process_read", "process.read", "Read a background process's output",
+     "Read the output of a background process from a byte offset, optionally waiting for new "
+     "output; also says whether it still runs and its exit code. Continue from next_offset.",
+     TOOL_TAKES_ID | TOOL_READ_ONLY | TOOL_IDEMPOTENT, "", render_fields},
+    {"process_kill", "process.kill", "Stop a background process",
+     "Stop a background process and everything it started.",
+     TOOL_TAKES_ID | TOOL_DESTRUCTIVE | TOOL_IDEMPOTENT, "", render_fields},
+};
+
+/* ---- the OpenRPC document --------------------------------------------------- */
+
+static json_object *doc_method(json_object *doc, const char *name)
+{
+    json_object *methods;
+
+    if (!doc || !json_object_object_get_ex(doc, "methods", &methods) ||
+        !json_object_is_type(methods, json_type_array))
+        return NULL;
+    for (size_t i = 0; i < json_object_array_length(methods); i++) {
+        json_object *m = json_object_array_get_idx(methods, i), *n;
+
+        if (json_object_object_get_ex(m, "name", &n) && json_object_is_type(n, json_type_string) &&
+            strcmp(json_object_get_string(n), name) == 0)
+            return m;
+    }
+    return NULL;
+}
+
+static const char *jstr(json_object *o, const char *key)
+{
+    json_object *v;
+
+    if (!o || !json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
+        return NULL;
+    return json_object_get_string(v);
+}
+
+static bool jhas(json_object *o, const char *key, json_type type)
+{
+    json_object *v;
+
+    return o && json_object_object_get_ex(o, key, &v) && json_object_is_type(v, type);
+}
+
+static int64_t jint(json_object *o, const char *key, int64_t def)
+{
+    json_object *v;
+
+    if (!o || !json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_int))
+        return def;
+    return json_object_get_int64(v);
+}
+
+static bool jbool(json_object *o, const char *key)
+{
+    json_object *v;
+
+    return o && json_object_object_get_ex(o, key, &v) &&
+           json_object_is_type(v, json_type_boolean) && json_object_get_boolean(v);
+}
+
+/* A copy of schema with every "#/components/schemas/X" reference of doc replaced
+ * by its target, so that the schema stands alone (MCP hosts do not see the
+ * document). Other references become an empty schema. */
+static json_object *schema_resolve(json_object *doc, json_object *schema, unsigned depth)
+{
+    json_object *out;
+
+    if (json_object_is_type(schema, json_type_array)) {
+        out = json_object_new_array();
+        for (size_t i = 0; out && i < json_object_array_length(schema); i++)
+            json_object_array_add(out,
+                                  schema_resolve(doc, json_object_array_get_idx(schema, i), depth));
+        return out;
+    }
+    if (!json_object_is_type(schema, json_type_object))
+        return json_object_get(schema);
+    {
+        const char *ref = jstr(schema, "$ref"), *name;
+        json_object *comp, *schemas, *target;
+
+        if (ref) {
+            name = startswith(ref, "#/components/schemas/");
+            if (!name || depth >= SCHEMA_REF_DEPTH ||
+                !json_object_object_get_ex(doc, "components", &comp) ||
+                !json_object_object_get_ex(comp, "schemas", &schemas) ||
+                !json_object_object_get_ex(schemas, name, &target))
+                return json_object_new_object();
+            return schema_resolve(doc, target, depth + 1);
+        }
+    }
+    out = json_object_new_object();
+    json_object_object_foreach(schema, k, v)
+    {
+        json_object_object_add(out, k, schema_resolve(doc, v, depth));
+    }
+    return out;
+}
+
+static bool word_in(const char *list, const char *word)
+{
+    size_t n = strlen(word);
+
+    for (const char *p = list; (p = strstr(p, word)); p += n)
+        if ((p == list || p[-1] == ' ') && p[n] == ' ')
+            return true;
+    return false;
+}
+
+/* True when the tool offers the method's param `name` as an argument. */
+static bool tool_takes(const struct mcp_tool *t, const struct mcp_cfg *cfg, const char *name)
+{
+    if (word_in(t->hidden, name))
+        return false;
+    return !(cfg->pinned && (t->flags & TOOL_TAKES_ID) && strcmp(name, "id") == 0);
+}
+
+static bool tool_offered(const struct mcp_tool *t, json_object *doc, const struct mcp_cfg *cfg)
+{
+    if (cfg->pinned && (t->flags & TOOL_UNPINNED))
+        return false;
+    return doc_method(doc, t->method) != NULL;
+}
+
+const struct mcp_tool *mcp_tool_find(json_object *doc, const struct mcp_cfg *cfg, const char *name)
+{
+    for (size_t i = 0; i < ELEMENTSOF(tools); i++)
+        if (strcmp(tools[i].name, name) == 0)
+            return tool_offered(&tools[i], doc, cfg) ? &tools[i] : NULL;
+    return NULL;
+}
+
+char *mcp_tools_names(json_object *doc, const struct mcp_cfg *cfg)
+{
+    char *s = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&s, &n);
+
+    if (!f)
+        return NULL;
+    for (size_t i = 0; i < ELEMENTSOF(tools); i++)
+        if (tool_offered(&tools[i], doc, cfg))
+            fprintf(f, "%s ", tools[i].name);
+    if (fclose(f) != 0) {
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+/* ---- tools/list -------------------------------------------------------------- */
+
+static json_object *tool_input_schema(const struct mcp_tool *t, json_object *doc,
+                                      const struct mcp_cfg *cfg)
+{
+    json_object *method = doc_method(doc, t->method), *params = NULL;
+    json_object *schema = json_object_new_object(), *props = json_object_new_object();
+    json_object *required = json_object_new_array();
+
+    json_object_object_get_ex(method, "params", &params);
+    for (size_t i = 0;
+         json_object_is_type(params, json_type_array) && i < json_object_array_length(params);
+         i++) {
+        json_object *p = json_object_array_get_idx(params, i), *s = NULL, *ps;
+        const char *name = jstr(p, "name"), *desc = jstr(p, "description");
+
+        if (!name || !tool_takes(t, cfg, name))
+            continue;
+        s = json_object_object_get_ex(p, "schema", &ps) ? schema_resolve(doc, ps, 0)
+                                                        : json_object_new_object();
+        if (strcmp(name, "id") == 0)
+            json_object_object_add(
+                s, "description",
+                json_object_new_string("the sandbox id, from sandbox_create or sandbox_list"));
+        else if (desc && !jstr(s, "description"))
+            json_object_object_add(s, "description", json_object_new_string(desc));
+        if ((t->flags & TOOL_CREATES) && strcmp(name, "ttl_s") == 0 && cfg->default_ttl_s > 0)
+            json_object_object_add(s, "default", json_object_new_int64(cfg->default_ttl_s));
+        json_object_object_add(props, name, s);
+        if (jbool(p, "required"))
+            json_object_array_add(required, json_object_new_string(name));
+    }
+    json_object_object_add(schema, "type", json_object_new_string("object"));
+    json_object_object_add(schema, "properties", props);
+    if (json_object_array_length(required) > 0)
+        json_object_object_add(schema, "required", required);
+    else
+        json_object_put(required);
+    json_object_object_add(schema, "additionalProperties", json_object_new_boolean(false));
+    return schema;
+}
+
+/* The method's result schema, when it stands alone as an object schema. */
+static json_object *tool_output_schema(const struct mcp_tool *t, json_object *doc)
+{
+    json_object *result, *schema, *out;
+    const char *type;
+
+    if (!json_object_object_get_ex(doc_method(doc, t->method), "result", &result) ||
+        !json_object_object_get_ex(result, "schema", &schema))
+        return NULL;
+    out = schema_resolve(doc, schema, 0);
+    type = jstr(out, "type");
+    if (!type || strcmp(type, "object") != 0) {
+        json_object_put(out);
+        return NULL;
+    }
+    return out;
+}
+
+static json_object *tool_annotations(const struct mcp_tool *t)
+{
+    json_object *a = json_object_new_object();
+
+    json_object_object_add(a, "title", json_object_new_string(t->title));
+    json_object_object_add(a, "readOnlyHint", json_object_new_boolean(t->flags & TOOL_READ_ONLY));
+    json_object_object_add(a, "destructiveHint",
+                           json_object_new_boolean(t->flags & TOOL_DESTRUCTIVE));
+    json_object_object_add(a, "idempotentHint",
+                           json_object_new_boolean(t->flags & TOOL_IDEMPOTENT));
+    json_object_object_add(a, "openWorldHint", json_object_new_boolean(t->flags & TOOL_OPEN_WORLD));
+    return a;
+}
+
+json_object *mcp_tools_list(json_object *doc, const struct mcp_cfg *cfg, const char *version)
+{
+    json_object *res = json_object_new_object(), *list = json_object_new_array();
+
+    for (size_t i = 0; i < ELEMENTSOF(tools); i++) {
+        const struct mcp_tool *t = &tools[i];
+        json_object *o, *out;
+
+        if (!tool_offered(t, doc, cfg))
+            continue;
+        o = json_object_new_object();
+        json_object_object_add(o, "name", json_object_new_string(t->name));
+        if (mcp_version_at_least(version, MCP_PROTOCOL_STRUCTURED))
+            json_object_object_add(o, "title", json_object_new_string(t->title));
+        if (cfg->pinned && (t->flags & TOOL_TAKES_ID)) {
+            _cleanup_free_ char *d = NULL;
+
+            if (asprintf(&d, "%s This server works on sandbox %s only.", t->description,
+                         cfg->pinned) < 0)
+                d = NULL;
+            json_object_object_add(o, "description", json_object_new_string(d ? d : ""));
+        } else
+            json_object_object_add(o, "description", json_object_new_string(t->description));
+        json_object_object_add(o, "inputSchema", tool_input_schema(t, doc, cfg));
+        if (mcp_version_at_least(version, MCP_PROTOCOL_STRUCTURED) &&
+            (out = tool_output_schema(t, doc)))
+            json_object_object_add(o, "outputSchema", out);
+        if (mcp_version_at_least(version, MCP_PROTOCOL_ANNOTATIONS))
+            json_object_object_add(o, "annotations", tool_annotations(t));
+        json_object_array_add(list, o);
+    }
+    json_object_object_add(res, "tools", list);
+    return res;
+}
+
+/* ---- tools/call -------------------------------------------------------------- */
+
+static char *problem_new(const char *fmt, ...) _printf_(1, 2);
+static char *problem_new(const char *fmt, ...)
+{
+    va_list ap;
+    char *s;
+
+    va_start(ap, fmt);
+    if (vasprintf(&s, fmt, ap) < 0)
+        s = NULL;
+    va_end(ap);
+    return s;
+}
+
+/* "a, b and c": the arguments t takes. */
+static char *tool_arg_names(const struct mcp_tool *t, json_object *doc, const struct mcp_cfg *cfg)
+{
+    json_object *params = NULL;
+    char *s = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&s, &n);
+    bool first = true;
+
+    if (!f)
+        return NULL;
+    json_object_object_get_ex(doc_method(doc, t->method), "params", &params);
+    for (size_t i = 0;
+         json_object_is_type(params, json_type_array) && i < json_object_array_length(params);
+         i++) {
+        const char *name = jstr(json_object_array_get_idx(params, i), "name");
+
+        if (name && tool_takes(t, cfg, name)) {
+            fprintf(f, "%s%s", first ? "" : ", ", name);
+            first = false;
+        }
+    }
+    if (first)
+        fputs("none", f);
+    if (fclose(f) != 0) {
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+static bool method_has_param(json_object *doc, const char *method, const char *name)
+{
+    json_object *params = NULL;
+
+    json_object_object_get_ex(doc_method(doc, method), "params", &params);
+    for (size_t i = 0;
+         json_object_is_type(params, json_type_array) && i < json_object_array_length(params);
+         i++) {
+        const char *n = jstr(json_object_array_get_idx(params, i), "name");
+
+        if (n && strcmp(n, name) == 0)
+            return true;
+    }
+    return false;
+}
+
+int mcp_tool_params(const struct mcp_tool *t, json_object *doc, const struct mcp_cfg *cfg,
+                    json_object *args, json_object **ret_params, char **ret_problem)
+{
+    _cleanup_json_ json_object *p = json_object_new_object();
+
+    if (!p)
+        return -ENOMEM;
+    json_object_object_foreach(args, k, v)
+    {
+        if (cfg->pinned && (t->flags & TOOL_TAKES_ID) && strcmp(k, "id") == 0) {
+            if (json_object_is_type(v, json_type_string) &&
+                strcmp(json_object_get_string(v), cfg->pinned) == 0)
+                continue;
+            *ret_problem = problem_new("This server works on sandbox %s only: call %s again "
+                                       "without `id`.",
+                                       cfg->pinned, t->name);
+            return -EINVAL;
+        }
+        if (!tool_takes(t, cfg, k) || !method_has_param(doc, t->method, k)) {
+            _cleanup_free_ char *names = tool_arg_names(t, doc, cfg);
+
+            *ret_problem = problem_new("`%s` is not an argument of %s. It takes: %s. Call it "
+                                       "again with those only.",
+                                       k, t->name, strna(names));
+            return -EINVAL;
+        }
+        json_object_object_add(p, k, json_object_get(v));
+    }
+    if (cfg->pinned && (t->flags & TOOL_TAKES_ID))
+        json_object_object_add(p, "id", json_object_new_string(cfg->pinned));
+    if ((t->flags & TOOL_CREATES) && cfg->default_ttl_s > 0 &&
+        !json_object_object_get_ex(p, "ttl_s", NULL))
+        json_object_object_add(p, "ttl_s", json_object_new_int64(cfg->default_ttl_s));
+    /* With a key of its own, a create whose reply was lost can be repeated and
+     * returns the same sandbox (the lost-connection result names the key). */
+    if ((t->flags & TOOL_CREATES) && method_has_param(doc, t->method, "idempotency_key") &&
+        !json_object_object_get_ex(p, "idempotency_key", NULL)) {
+        char key[ID_MAX + 1];
+
+        if (id_random(key, sizeof key, "mcp-") >= 0)
+            json_object_object_add(p, "idempotency_key", json_object_new_string(key));
+    }
+    *ret_params = TAKE_PTR(p);
+    return 0;
+}
+
+static json_object *call_result_new(const char *text, bool is_error)
+{
+    json_object *res = json_object_new_object(), *content = json_object_new_array();
+    json_object *item = json_object_new_object();
+
+    json_object_object_add(item, "type", json_object_new_string("text"));
+    json_object_object_add(item, "text", json_object_new_string(text ? text : ""));
+    json_object_array_add(content, item);
+    json_object_object_add(res, "content", content);
+    json_object_object_add(res, "isError", json_object_new_boolean(is_error));
+    return res;
+}
+
+json_object *mcp_tool_error_text(const char *text)
+{
+    return call_result_new(text, true);
+}
+
+json_object *mcp_tool_result(const struct mcp_tool *t, json_object *result, json_object *args,
+                             const char *version)
+{
+    _cleanup_free_ char *text = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&text, &n);
+    json_object *res;
+
+    if (!f)
+        return NULL;
+    t->render(f, result, args);
+    if (fclose(f) != 0)
+        return NULL;
+    /* The text ends without a newline: hosts show it as it is. */
+    while (n > 0 && text[n - 1] == '\n')
+        text[--n] = '\0';
+    res = call_result_new(text, false);
+    if (res && mcp_version_at_least(version, MCP_PROTOCOL_STRUCTURED) &&
+        json_object_is_type(result, json_type_object))
+        json_object_object_add(res, "structuredContent", json_object_get(result));
+    return res;
+}
+
+/* ---- what an error tells the model ------------------------------------------ */
+
+static void advise_file_error(FILE *f, const char *errname, json_object *args)
+{
+    const char *path = jstr(args, "path");
+
+    fprintf(f, "File error on %s: ", path ? path : "the path");
+    if (errname && strcmp(errname, "ENOENT") == 0)
+        fputs("it does not exist (or a parent folder is missing). Check the path, e.g. with exec "
+              "and `ls`.",
+              f);
+    else if (errname && strcmp(errname, "EISDIR") == 0)
+        fputs("it is a folder, not a file.", f);
+    else if (errname && strcmp(errname, "ENOTDIR") == 0)
+        fputs("a component of the path is not a folder.", f);
+    else if (errname && (strcmp(errname, "EACCES") == 0 || strcmp(errname, "EPERM") == 0))
+        fputs("permission denied.", f);
+    else
+        fprintf(f, "%s.", errname ? errname : "failed");
+}
+
+static void advise(FILE *f, const struct mcp_tool *t, const struct mcp_cfg *cfg, int code,
+                   const char *reason, json_object *data, json_object *args)
+{
+    const char *id = cfg->pinned ? cfg->pinned : jstr(args, "id");
+
+    switch (code) {
+    case RPC_INVALID_PARAMS:
+        fprintf(f, "Invalid argument `%s`: %s. Correct it and call %s again.",
+                jstr(data, "param") ? jstr(data, "param") : "arguments", reason, t->name);
+        break;
+    case RPC_METHOD_NOT_FOUND:
+        fprintf(f, "This sandboxd does not offer %s (%s): do without this tool.", t->method,
+                reason);
+        break;
+    case RPC_NO_SUCH_SANDBOX:
+        if (cfg->pinned)
+            fprintf(f,
+                    "Sandbox %s, which this server works on, no longer exists (destroyed, or "
+                    "its lease ran out). Tell the user.",
+                    cfg->pinned);
+        else
+            fprintf(f,
+                    "There is no sandbox %s (it was destroyed, its lease ran out, or the id is "
+                    "wrong). Call sandbox_list to see your sandboxes, or sandbox_create to "
+                    "make a new one.",
+                    id ? id : "with that id");
+        break;
+    case RPC_BAD_STATE:
+        fprintf(f,
+                "Sandbox %s is %s, which does not allow this. A sandbox that is destroying, "
+                "destroyed or failed cannot be used any more%s.",
+                strna(id), jstr(data, "state") ? jstr(data, "state") : "busy",
+                cfg->pinned ? ": tell the user" : ": create a new one with sandbox_create");
+        break;
+    case RPC_QUOTA_EXCEEDED:
+        fprintf(f,
+                "Quota exceeded (%s). Destroy the sandboxes you no longer need (sandbox_list, "
+                "sandbox_destroy) and try again.",
+                reason);
+        break;
+    case RPC_PROXMOX_ERROR:
+        fprintf(f,
+                "The sandbox host failed (%s%s%s). Wait a few seconds and call %s again; if "
+                "it keeps failing, tell the user.",
+                reason, jstr(data, "message") ? ": " : "",
+                jstr(data, "message") ? jstr(data, "message") : "", t->name);
+        break;
+    case RPC_SSH_ERROR:
+        fprintf(f,
+                "The sandbox could not be reached (%s). Call %s again; if it keeps failing, "
+                "the sandbox is broken: %s.",
+                reason, t->name, cfg->pinned ? "tell the user" : "destroy it and create a new one");
+        break;
+    case RPC_DEADLINE_EXCEEDED:
+        fprintf(f, "This took too long and was stopped (%s). Call %s again.", reason, t->name);
+        break;
+    case RPC_BUSY:
+        fprintf(f, "sandboxd is busy (%s). Wait a moment and call %s again.", reason, t->name);
+        break;
+    case RPC_PERMISSION_DENIED:
+        fprintf(f, "Permission denied (%s): this user may not do that.", reason);
+        break;
+    case RPC_FILE_ERROR:
+        advise_file_error(f, jstr(data, "errno"), args);
+        fprintf(f, " (%s)", reason);
+        break;
+    case RPC_IDEMPOTENCY_MISMATCH:
+        fputs("This idempotency_key was used before with other arguments: use a new key, or the "
+              "same arguments as before.",
+              f);
+        break;
+    case RPC_SHUTTING_DOWN:
+        fprintf(f,
+                "sandboxd is stopping or restarting (%s). Wait a few seconds and call %s "
+                "again.",
+                reason, t->name);
+        break;
+    default:
+        fprintf(f, "sandboxd answered with error %d: %s.", code, reason);
+    }
+}
+
+json_object *mcp_tool_error(const struct mcp_tool *t, json_object *error, json_object *args,
+                            const struct mcp_cfg *cfg)
+{
+    _cleanup_free_ char *text = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&text, &n);
+    json_object *data = NULL;
+    const char *reason;
+
+    if (!f)
+        return NULL;
+    json_object_object_get_ex(error, "data", &data);
+    reason = jstr(data, "reason");
+    if (!reason)
+        reason = jstr(error, "message") ? jstr(error, "message") : "no reason given";
+    advise(f, t, cfg, (int)jint(error, "code", 0), reason, data, args);
+    if (fclose(f) != 0)
+        return NULL;
+    return call_result_new(text, true);
+}
+
+/* ---- text renderings --------------------------------------------------------- */
+
+static void render_sandbox(FILE *f, json_object *sb, json_object *args)
+{
+    json_object *labels = NULL;
+
+    fprintf(f,
+            "Sandbox %s is %s: IP %s, internet %s, %" PRId64 " CPU core(s), %" PRId64
+            " MB memory, %" PRId64 " GB disk, expires %s.",
+            strna(jstr(sb, "id")), strna(jstr(sb, "state")), strna(jstr(sb, "ip")),
+            jbool(sb, "internet") ? "on" : "off", jint(sb, "cores", 0), jint(sb, "memory_mb", 0),
+            jint(sb, "disk_gb", 0), strna(jstr(sb, "expires_at")));
+    if (json_object_object_get_ex(sb, "labels", &labels) && json_object_object_length(labels) > 0)
+        fprintf(f, " Labels: %s.",
+                json_object_to_json_string_ext(labels, JSON_C_TO_STRING_PLAIN |
+                                                           JSON_C_TO_STRING_NOSLASHESCAPE));
+}
+
+static void render_created(FILE *f, json_object *sb, json_object *args)
+{
+    render_sandbox(f, sb, args);
+    fprintf(f,
+            "\nUse id \"%s\" with the other tools, and call sandbox_destroy when you no longer "
+            "need it.",
+            strna(jstr(sb, "id")));
+}
+
+static void render_list(FILE *f, json_object *result, json_object *args)
+{
+    json_object *l = NULL;
+    size_t n;
+
+    json_object_object_get_ex(result, "sandboxes", &l);
+    n = json_object_is_type(l, json_type_array) ? json_object_array_length(l) : 0;
+    if (n == 0) {
+        fputs("No sandboxes. Create one with sandbox_create.", f);
+        return;
+    }
+    fprintf(f, "%zu sandbox%s:\n", n, n == 1 ? "" : "es");
+    for (size_t i = 0; i < n; i++) {
+        json_object *sb = json_object_array_get_idx(l, i);
+
+        fprintf(f, "- %s: %s, IP %s, internet %s, expires %s\n", strna(jstr(sb, "id")),
+                strna(jstr(sb, "state")), strna(jstr(sb, "ip")),
+                jbool(sb, "internet") ? "on" : "off", strna(jstr(sb, "expires_at")));
+    }
+}
+
+static void render_destroyed(FILE *f, json_object *result, json_object *args)
+{
+    fprintf(f, "Sandbox %s is destroyed.", strna(jstr(result, "id")));
+}
+
+/* A data field (`name` or `name_b64`) as a text block with a heading line. */
+static void render_block(FILE *f, json_object *o, const char *name, bool truncated,
+                         const char *how_to_get_more)
+{
+    _cleanup_free_ char *b64name = NULL;
+    const char *s = jstr(o, name), *b;
+
+    if (s && s[0])
+        fprintf(f, "--- %s ---\n%s%s", name, s, s[strlen(s) - 1] == '\n' ? "" : "\n");
+    else if (asprintf(&b64name, "%s_b64", name) >= 0 && (b = jstr(o, b64name)))
+        fprintf(f, "--- %s: %zu bytes, not UTF-8, in base64 ---\n%s\n", name,
+                b64_decoded_size(b, strlen(b)), b);
+    else if (jhas(o, name, json_type_string))
+        fprintf(f, "--- %s: empty ---\n", name);
+    if (truncated)
+        fprintf(f, "[%s was cut at the output limit: %s]\n", name, how_to_get_more);
+}
+
+static void render_exec(FILE *f, json_object *r, json_object *args)
+{
+    static const char more[] = "pass a larger max_output_bytes, or redirect the output to a file "
+                               "and read it with read_file";
+
+    if (jbool(r, "timed_out"))
+        fprintf(f,
+                "Timed out after %" PRId64 " ms: the command and everything it started were "
+                "killed. Pass a larger timeout_ms if it needs longer.\n",
+                jint(r, "duration_ms", 0));
+    else if (jstr(r, "signal"))
+        fprintf(f, "Killed by %s after %" PRId64 " ms.\n", jstr(r, "signal"),
+                jint(r, "duration_ms", 0));
+    else
+        fprintf(f, "Exit code %" PRId64 " after %" PRId64 " ms.\n", jint(r, "exit_code", -1),
+                jint(r, "duration_ms", 0));
+    render_block(f, r, "stdout", jbool(r, "stdout_truncated"), more);
+    render_block(f, r, "stderr", jbool(r, "stderr_truncated"), more);
+}
+
+static void render_written(FILE *f, json_object *result, json_object *args)
+{
+    fprintf(f, "Wrote %" PRId64 " bytes to %s.", jint(result, "bytes", 0),
+            strna(jstr(args, "path")));
+}
+
+static void render_read(FILE *f, json_object *r, json_object *args)
+{
+    int64_t offset = jint(args, "offset", 0), n = 0;
+    const char *s = jstr(r, "content"), *b = jstr(r, "content_b64");
+
+    if (s)
+        n = (int64_t)strlen(s);
+    else if (b)
+        n = (int64_t)b64_decoded_size(b, strlen(b));
+    fprintf(f, "%s: %" PRId64 " bytes from offset %" PRId64 " of %" PRId64 ". ",
+            strna(jstr(args, "path")), n, offset, jint(r, "size", 0));
+    if (jbool(r, "eof"))
+        fputs("End of file.", f);
+    else
+        fprintf(f, "More follows: call read_file again with offset %" PRId64 ".", offset + n);
+    if (s)
+        fprintf(f, "\n%s", s);
+    else if (b)
+        fprintf(f, "\nThe content is not UTF-8; in base64:\n%s", b);
+}
+
+/* Any result: scalar members as "key: value", text data last. */
+static void render_fields(FILE *f, json_object *r, json_object *args)
+{
+    if (!json_object_is_type(r, json_type_object)) {
+        fputs(json_object_to_json_string_ext(r, JSON_C_TO_STRING_PLAIN), f);
+        return;
+    }
+    json_object_object_foreach(r, k, v)
+    {
+        if (json_object_is_type(v, json_type_string) && strchr(json_object_get_string(v), '\n'))
+            continue;
+        fprintf(f, "%s: %s\n", k,
+                json_object_is_type(v, json_type_string)
+                    ? json_object_get_string(v)
+                    : json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN |
+                                                            JSON_C_TO_STRING_NOSLASHESCAPE));
+    }
+    json_object_object_foreach(r, k2, v2)
+    {
+        if (json_object_is_type(v2, json_type_string) && strchr(json_object_get_string(v2), '\n'))
+            fprintf(f, "--- %s ---\n%s\n", k2, json_object_get_string(v2));
+    }
+}
+
+static void render_entries(FILE *f, json_object *r, json_object *args)
+{
+    json_object *l = NULL;
+
+    if (!json_object_object_get_ex(r, "entries", &l) || !json_object_is_type(l, json_type_array)) {
+        render_fields(f, r, args);
+        return;
+    }
+    fprintf(f, "%s: %zu entries\n", strna(jstr(args, "path")), json_object_array_length(l));
+    for (size_t i = 0; i < json_object_array_length(l); i++) {
+        json_object *e = json_object_array_get_idx(l, i), *mode = NULL;
+
+        json_object_object_get_ex(e, "mode", &mode);
+        fprintf(f, "%-7s %10" PRId64 " %-6s %s%s\n", strna(jstr(e, "type")), jint(e, "size", 0),
+                mode ? json_object_get_string(mode) : "-", strna(jstr(e, "name")),
+                jstr(e, "type") && strcmp(jstr(e, "type"), "dir") == 0 ? "/" : "");
+    }
+}

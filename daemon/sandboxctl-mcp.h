@@ -1,0 +1,78 @@
+/* sandboxctl mcp: a Model Context Protocol server on standard input and output
+ * (one JSON-RPC 2.0 message per line) that turns MCP tool calls into sandboxd
+ * methods (sandboxctl(1), docs/clients-mcp.md). sandboxctl-mcp.c runs the
+ * session (framing, the daemon connection, lifecycle); sandboxctl-mcp-tools.c
+ * knows the tools: which are offered, their schemas (taken from the daemon's
+ * OpenRPC document), the daemon params they send and how results read. */
+#pragma once
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* The newest protocol revision served (all of them: sandboxctl-mcp.c). */
+#define MCP_PROTOCOL_LATEST "2025-06-18"
+/* First revisions with tool annotations / with structured tool results. */
+#define MCP_PROTOCOL_ANNOTATIONS "2025-03-26"
+#define MCP_PROTOCOL_STRUCTURED "2025-06-18"
+
+enum {
+    TOOL_TAKES_ID = 1 << 0,   /* acts on one sandbox: `id`, or the pinned one */
+    TOOL_UNPINNED = 1 << 1,   /* offered only without --sandbox */
+    TOOL_IF_OFFERED = 1 << 2, /* offered only when rpc.discover lists its method */
+    TOOL_READ_ONLY = 1 << 3,  /* annotations (hints for the host) */
+    TOOL_DESTRUCTIVE = 1 << 4,
+    TOOL_IDEMPOTENT = 1 << 5,
+    TOOL_OPEN_WORLD = 1 << 6,
+    TOOL_CREATES = 1 << 7, /* its result is a new sandbox (--destroy-on-exit) */
+};
+
+struct mcp_tool {
+    const char *name;
+    const char *method; /* the sandboxd method it calls */
+    const char *title;
+    const char *description;
+    unsigned flags;
+    const char *hidden; /* method params not offered, each followed by a space */
+    /* Writes the text rendering of a successful result to f. */
+    void (*render)(FILE *f, json_object *result, json_object *args);
+};
+
+struct mcp_cfg {
+    const char *socket;
+    const char *pinned;    /* --sandbox: the tools act on this sandbox only */
+    int64_t default_ttl_s; /* --default-ttl; 0: the daemon's default */
+    bool destroy_on_exit;
+};
+
+/* `sandboxctl mcp [OPTIONS]`: argv[0] is "mcp"; socket is the default socket.
+ * Returns the exit status. */
+int mcp_main(const char *socket, int argc, char **argv);
+
+/* The tool called `name`, when doc (an OpenRPC document) and cfg offer it. */
+const struct mcp_tool *mcp_tool_find(json_object *doc, const struct mcp_cfg *cfg, const char *name);
+/* The tools/list result {"tools": [...]} for protocol revision `version`. */
+json_object *mcp_tools_list(json_object *doc, const struct mcp_cfg *cfg, const char *version);
+/* The names of the offered tools, space-separated (to notice a change). */
+char *mcp_tools_names(json_object *doc, const struct mcp_cfg *cfg);
+
+/* Builds the daemon params for a call of t with `args` (borrowed). On a problem
+ * the model can fix, returns -EINVAL with *ret_problem set (the text of an
+ * isError result, caller frees). */
+int mcp_tool_params(const struct mcp_tool *t, json_object *doc, const struct mcp_cfg *cfg,
+                    json_object *args, json_object **ret_params, char **ret_problem);
+/* The CallToolResult for a successful daemon result (borrowed). */
+json_object *mcp_tool_result(const struct mcp_tool *t, json_object *result, json_object *args,
+                             const char *version);
+/* The CallToolResult (isError) for a daemon error object (borrowed). */
+json_object *mcp_tool_error(const struct mcp_tool *t, json_object *error, json_object *args,
+                            const struct mcp_cfg *cfg);
+/* The CallToolResult (isError) with text. */
+json_object *mcp_tool_error_text(const char *text);
+
+/* Protocol revision comparison: "YYYY-MM-DD" strings order by date. */
+static inline bool mcp_version_at_least(const char *version, const char *min)
+{
+    return version && __builtin_strcmp(version, min) >= 0;
+}

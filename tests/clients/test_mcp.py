@@ -1,0 +1,335 @@
+#!/usr/bin/env python3
+"""`sandboxctl mcp` against pve-sim + sandboxd: initialize with each protocol revision, tools/list
+(schemas from rpc.discover), every tool called with structured and text results, errors as
+isError results and protocol errors as JSON-RPC errors, cancellation, batches, the idle close
+and a daemon restart under a session, a pinned sandbox, --default-ttl, and --destroy-on-exit
+(at end of input and on SIGTERM, with a create in flight) leaving no container behind."""
+
+import base64
+import json
+import signal
+import subprocess
+import time
+
+from clientlib import (IDLE_MS, SANDBOXCTL, Env, Mcp, enable_test_hooks, relaunch, restart, run,
+                       text)
+
+BASE_TOOLS = {"sandbox_create", "sandbox_list", "sandbox_destroy", "sandbox_set_internet",
+              "exec", "write_file", "read_file"}
+OPTIONAL = {"list_files": "file.list", "process_start": "process.start",
+            "process_read": "process.read", "process_kill": "process.kill"}
+
+
+def rpc(env, method, params=None):
+    """One call on a connection of its own (the daemon closes idle ones quickly here)."""
+    c = env.client()
+    try:
+        return c.call(method, params)
+    finally:
+        c.close()
+
+
+def main():
+    enable_test_hooks()
+    with Env() as env:
+        doc = rpc(env, "rpc.discover")
+        methods = {m["name"]: m for m in doc["methods"]}
+        expected = BASE_TOOLS | {t for t, m in OPTIONAL.items() if m in methods}
+
+        def versions():
+            for version, want in [("2025-06-18", "2025-06-18"), ("2025-03-26", "2025-03-26"),
+                                  ("2024-11-05", "2024-11-05"), ("2023-01-01", "2025-06-18")]:
+                s = Mcp(env.socket)
+                try:
+                    r = s.initialize(version)
+                    assert r["protocolVersion"] == want, (version, r)
+                    assert r["capabilities"]["tools"] == {"listChanged": True}, r
+                    assert r["serverInfo"]["name"] == "sandboxd" and r["serverInfo"]["version"], r
+                    tools = s.tools()
+                    assert set(tools) == expected, (set(tools), expected)
+                    for t in tools.values():
+                        assert t["description"] and t["inputSchema"]["type"] == "object", t
+                        assert t["inputSchema"]["additionalProperties"] is False, t
+                        assert ("outputSchema" in t) == (want >= "2025-06-18"), (version, t)
+                        assert ("annotations" in t) == (want >= "2025-03-26"), (version, t)
+                        assert ("title" in t) == (want >= "2025-06-18"), (version, t)
+                    # Schemas come from the OpenRPC document: names and limits.
+                    ex = tools["exec"]["inputSchema"]
+                    params = {p["name"]: p for p in methods["sandbox.exec"]["params"]}
+                    assert set(ex["properties"]) == set(params) - {"stream"}, ex["properties"]
+                    assert ex["required"] == ["id"], ex
+                    assert ex["properties"]["timeout_ms"]["maximum"] == \
+                        doc["x-limits"]["timeout_ms_max"], ex["properties"]["timeout_ms"]
+                    rd = tools["read_file"]["inputSchema"]["properties"]["length"]
+                    assert rd["maximum"] == doc["x-limits"]["read_length_max"], rd
+                    if want >= "2025-06-18":
+                        out = tools["sandbox_create"]["outputSchema"]
+                        assert out["type"] == "object" and "id" in out["required"], out
+                        assert "$ref" not in str(out), out
+                        assert tools["exec"]["outputSchema"]["properties"]["exit_code"], tools
+                        assert tools["sandbox_list"]["annotations"]["readOnlyHint"] is True
+                        assert tools["sandbox_destroy"]["annotations"]["destructiveHint"] is True
+                    assert s.request("ping") == {}
+                    r = s.ok("sandbox_list")
+                    assert ("structuredContent" in r) == (want >= "2025-06-18"), r
+                finally:
+                    assert s.close() == 0, s.errtext
+            for name in set(OPTIONAL) - expected:
+                print(f"  {name}: not offered ({OPTIONAL[name]} is not in rpc.discover)")
+
+        s = Mcp(env.socket, "--default-ttl", "900", "--destroy-on-exit")
+        st = {}
+
+        def create_and_list():
+            s.initialize()
+            r = s.ok("sandbox_create", {"labels": {"task": "mcp"}, "memory_mb": 256})
+            sb = r["structuredContent"]
+            assert sb["state"] == "ready" and sb["id"].startswith("sb-"), sb
+            assert sb["id"] in text(r) and "sandbox_destroy" in text(r), text(r)
+            created = time.strptime(sb["created_at"], "%Y-%m-%dT%H:%M:%SZ")
+            expires = time.strptime(sb["expires_at"], "%Y-%m-%dT%H:%M:%SZ")
+            ttl = time.mktime(expires) - time.mktime(created)
+            assert 895 <= ttl <= 905, ttl  # --default-ttl
+            st["id"] = sb["id"]
+            r = s.ok("sandbox_list")
+            ids = [x["id"] for x in r["structuredContent"]["sandboxes"]]
+            assert ids == [sb["id"]] and sb["id"] in text(r), r
+            r = s.ok("sandbox_list", {"labels": {"task": "other"}})
+            assert r["structuredContent"]["sandboxes"] == [] and "No sandboxes" in text(r), r
+
+        def exec_tool():
+            i = st["id"]
+            r = s.ok("exec", {"id": i, "command": "echo hello; echo oops >&2; exit 3"})
+            x = r["structuredContent"]
+            assert x["exit_code"] == 3 and x["stdout"] == "hello\n" and x["stderr"] == "oops\n", x
+            t = text(r)
+            assert "Exit code 3" in t and "hello" in t and "oops" in t, t
+            r = s.ok("exec", {"id": i, "argv": ["sh", "-c", "pwd; echo $A; cat"], "cwd": "/tmp",
+                              "env": {"A": "b c"}, "stdin": "in"})
+            assert r["structuredContent"]["stdout"] == "/tmp\nb c\nin", r
+            r = s.ok("exec", {"id": i, "command": "sleep 5", "timeout_ms": 300})
+            assert r["structuredContent"]["timed_out"] is True and "Timed out" in text(r), r
+            r = s.ok("exec", {"id": i, "command": "head -c 5000 /dev/zero | tr '\\0' a",
+                              "max_output_bytes": 100})
+            assert r["structuredContent"]["stdout_truncated"] is True, r
+            assert "stdout was cut" in text(r) and "max_output_bytes" in text(r), text(r)
+            # Concurrent calls: answered as each ends, matched by id.
+            ids = {s.send("tools/call", {"name": "exec", "arguments": {
+                "id": i, "command": f"sleep 0.{8 - n}; echo {n}"}}): n for n in range(8)}
+            for rid, n in ids.items():
+                r = s.wait(rid)
+                assert r["structuredContent"]["stdout"] == f"{n}\n", (n, r)
+            r = s.ok("exec", {"id": i, "command": "printf '\\377\\000'"})
+            assert base64.b64decode(r["structuredContent"]["stdout_b64"]) == b"\xff\x00", r
+            assert "base64" in text(r), text(r)
+
+        def files():
+            i = st["id"]
+            r = s.ok("write_file", {"id": i, "path": "/root/dir/a.txt", "content": "line1\nline2\n"})
+            assert r["structuredContent"] == {"bytes": 12} and "/root/dir/a.txt" in text(r), r
+            r = s.ok("read_file", {"id": i, "path": "/root/dir/a.txt"})
+            assert r["structuredContent"]["content"] == "line1\nline2\n", r
+            assert "End of file" in text(r) and "line2" in text(r), text(r)
+            r = s.ok("read_file", {"id": i, "path": "/root/dir/a.txt", "offset": 2, "length": 3})
+            assert r["structuredContent"]["content"] == "ne1" and not r["structuredContent"]["eof"]
+            assert "offset 5" in text(r), text(r)
+            blob = bytes(range(256))
+            s.ok("write_file", {"id": i, "path": "/root/b.bin", "mode": "0600",
+                                "content_b64": base64.b64encode(blob).decode()})
+            r = s.ok("read_file", {"id": i, "path": "/root/b.bin"})
+            assert base64.b64decode(r["structuredContent"]["content_b64"]) == blob, r
+            r = s.ok("exec", {"id": i, "command": "stat -c %a /root/b.bin"})
+            assert r["structuredContent"]["stdout"] == "600\n", r
+            if "list_files" in expected:
+                r = s.ok("list_files", {"id": i, "path": "/root/dir"})
+                assert "a.txt" in text(r), text(r)
+
+        def internet():
+            r = s.ok("sandbox_set_internet", {"id": st["id"], "enabled": True})
+            assert r["structuredContent"]["internet"] is True and "internet on" in text(r), r
+            r = s.ok("sandbox_set_internet", {"id": st["id"], "enabled": False})
+            assert r["structuredContent"]["internet"] is False, r
+
+        def process_tools():
+            if "process_start" not in expected:
+                e = s.error("tools/call", {"name": "process_start", "arguments": {}})
+                assert e.code == -32602 and "Unknown tool" in e.err["message"], e.err
+                return
+            r = s.ok("process_start", {"id": st["id"], "command": "echo started; sleep 30"})
+            proc = r["structuredContent"]["process"]
+            deadline = time.time() + 10
+            while "started" not in text(s.ok("process_read", {"id": st["id"], "process": proc,
+                                                              "stream": "stdout"})):
+                assert time.time() < deadline
+                time.sleep(0.1)
+            s.ok("process_kill", {"id": st["id"], "process": proc})
+
+        def tool_errors():
+            i = st["id"]
+            t = s.fails("read_file", {"id": i, "path": "/nonexistent/x"})
+            assert "does not exist" in t, t
+            t = s.fails("read_file", {"id": i, "path": "/root"})
+            assert "folder" in t, t
+            t = s.fails("exec", {"id": "sb-nosuchsandbox", "command": "true"})
+            assert "sandbox_list" in t and "sb-nosuchsandbox" in t, t
+            t = s.fails("exec", {"id": i})
+            assert "Invalid argument" in t and "exec again" in t, t
+            t = s.fails("exec", {"id": i, "command": "true", "stream": True})
+            assert "`stream` is not an argument" in t and "command" in t, t
+            t = s.fails("write_file", {"id": i, "path": "relative", "content": "x"})
+            assert "`path`" in t, t
+
+        def protocol_errors():
+            e = s.error("tools/call", {"name": "no_such_tool", "arguments": {}})
+            assert e.code == -32602 and "no_such_tool" in e.err["message"], e.err
+            e = s.error("tools/call", {"name": "exec", "arguments": [1]})
+            assert e.code == -32602, e.err
+            e = s.error("resources/list")
+            assert e.code == -32601, e.err
+            s.send_raw("{not json")
+            m = s.next_message()
+            assert m["id"] is None and m["error"]["code"] == -32700, m
+            s.send_raw('[{"jsonrpc":"2.0","id":"a","method":"ping"},'
+                       '{"jsonrpc":"2.0","method":"notifications/progress"},'
+                       '{"jsonrpc":"2.0","id":"b","method":"tools/call","params":{"name":"exec",'
+                       f'"arguments":{{"id":"{st["id"]}","command":"echo batched"}}}}}}]')
+            m = s.next_message()
+            assert isinstance(m, list) and {x["id"] for x in m} == {"a", "b"}, m
+            assert [x for x in m if x["id"] == "b"][0]["result"]["structuredContent"]["stdout"] \
+                == "batched\n", m
+
+        def cancel():
+            i = s.send("tools/call", {"name": "exec", "arguments": {"id": st["id"],
+                                                                     "command": "sleep 1"}})
+            s.send("notifications/cancelled", {"requestId": i, "reason": "test"}, notify=True)
+            assert s.request("ping") == {}
+            time.sleep(1.5)
+            assert s.request("ping") == {}
+            assert i not in s.replies, s.replies[i]
+
+        def idle_close_and_restart():
+            time.sleep(IDLE_MS / 1000 * 1.5)  # the daemon closes the idle connection
+            r = s.ok("exec", {"id": st["id"], "command": "echo after-idle"})
+            assert r["structuredContent"]["stdout"] == "after-idle\n", r
+            i = s.send("tools/call", {"name": "exec", "arguments": {"id": st["id"],
+                                                                     "command": "sleep 30"}})
+            time.sleep(0.5)
+            restart(env)
+            r = s.wait(i)
+            assert r["isError"] is True, r
+            assert "again" in text(r), text(r)
+            print(f"  in flight across the restart: {text(r)}")
+            r = s.ok("exec", {"id": st["id"], "command": "echo after-restart"})
+            assert r["structuredContent"]["stdout"] == "after-restart\n", r
+
+        def destroy_and_exit():
+            r = s.ok("sandbox_create", {})
+            second = r["structuredContent"]["id"]
+            r = s.ok("sandbox_destroy", {"id": second})
+            assert r["structuredContent"] == {"id": second, "state": "destroyed"}, r
+            assert "destroyed" in text(r), r
+            s.ok("sandbox_create", {"hostname": "third"})
+            # A create still running when input ends is waited for, then destroyed.
+            s.send("tools/call", {"name": "sandbox_create", "arguments": {}})
+            assert len(env.containers()) >= 2
+            assert s.close(timeout=120) == 0, "".join(s.errtext)
+            env.wait_no_containers(timeout=30)
+
+        def pinned():
+            sb = rpc(env, "sandbox.create", {})
+            p = Mcp(env.socket, "--sandbox", sb["id"], "--destroy-on-exit")
+            try:
+                p.initialize("2025-03-26")
+                tools = p.tools()
+                assert set(tools) == expected - {"sandbox_create", "sandbox_list",
+                                                 "sandbox_destroy"}, set(tools)
+                for t in tools.values():
+                    assert "id" not in t["inputSchema"]["properties"], t
+                    assert sb["id"] in t["description"], t
+                r = p.ok("exec", {"command": "hostname"})
+                assert "structuredContent" not in r and "Exit code 0" in text(r), r
+                p.ok("write_file", {"path": "/root/p", "content": "pinned"})
+                assert "pinned" in text(p.ok("read_file", {"path": "/root/p"}))
+                p.ok("read_file", {"path": "/root/p", "id": sb["id"]})  # its own id is fine
+                t = p.fails("exec", {"id": "sb-other", "command": "true"})
+                assert "without `id`" in t, t
+                p.ok("sandbox_set_internet", {"enabled": False})
+                e = p.error("tools/call", {"name": "sandbox_destroy", "arguments": {}})
+                assert e.code == -32602, e.err
+            finally:
+                assert p.close() == 0, p.errtext
+            # Not made by that session: --destroy-on-exit leaves it.
+            assert rpc(env, "sandbox.get", {"id": sb["id"]})["state"] == "ready"
+            rpc(env, "sandbox.destroy", {"id": sb["id"]})
+            t = None
+            p = Mcp(env.socket, "--sandbox", sb["id"])
+            try:
+                p.initialize()
+                t = p.fails("exec", {"command": "true"})
+            finally:
+                p.close()
+            assert "no longer exists" in t or "destroyed" in t, t
+
+        def piped():
+            # Input that ends right after a call still gets that call's answer.
+            sb = rpc(env, "sandbox.create", {})
+            msgs = [{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                     "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                "clientInfo": {"name": "sh", "version": "1"}}},
+                    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                    {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                     "params": {"name": "exec", "arguments": {"command": "sleep 0.5; echo piped"}}}]
+            p = subprocess.run([SANDBOXCTL, "--socket", env.socket, "mcp", "--sandbox", sb["id"]],
+                               input="".join(json.dumps(m) + "\n" for m in msgs).encode(),
+                               capture_output=True, timeout=60)
+            assert p.returncode == 0, p.stderr
+            replies = {m["id"]: m for m in map(json.loads, p.stdout.splitlines())}
+            assert replies[2]["result"]["structuredContent"]["stdout"] == "piped\n", replies
+            rpc(env, "sandbox.destroy", {"id": sb["id"]})
+
+        def sigterm_destroys():
+            p = Mcp(env.socket, "--destroy-on-exit")
+            p.initialize()
+            p.ok("sandbox_create", {})
+            assert env.containers()
+            p.proc.send_signal(signal.SIGTERM)
+            assert p.proc.wait(timeout=60) == 0, p.errtext
+            env.wait_no_containers(timeout=30)
+
+        def unreachable():
+            assert env.stop_daemon() == 0
+            p = Mcp(env.socket)
+            try:
+                p.initialize()
+                assert BASE_TOOLS <= set(p.tools())  # the built-in document stands in
+                t = p.fails("sandbox_list", {})
+                assert "not reachable" in t and env.socket in t, t
+                relaunch(env)  # the next call connects
+                r = p.ok("sandbox_list", {})
+                assert r["structuredContent"] == {"sandboxes": []}, r
+            finally:
+                assert p.close() == 0
+            assert "cannot reach sandboxd" in "".join(p.errtext), p.errtext
+
+        try:
+            run([("initialize and tools/list, each protocol revision", versions),
+                 ("sandbox_create and sandbox_list", create_and_list),
+                 ("exec", exec_tool),
+                 ("write_file and read_file", files),
+                 ("sandbox_set_internet", internet),
+                 ("process tools when offered", process_tools),
+                 ("tool errors are isError results", tool_errors),
+                 ("protocol errors and batches", protocol_errors),
+                 ("notifications/cancelled", cancel),
+                 ("idle close and daemon restart under a session", idle_close_and_restart),
+                 ("sandbox_destroy, --destroy-on-exit at end of input", destroy_and_exit),
+                 ("--sandbox pins one sandbox", pinned),
+                 ("input ending after a call: the call is answered", piped),
+                 ("--destroy-on-exit on SIGTERM", sigterm_destroys),
+                 ("daemon not reachable, then back", unreachable)])
+        finally:
+            s.kill()
+
+
+if __name__ == "__main__":
+    main()

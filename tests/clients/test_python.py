@@ -1,0 +1,292 @@
+#!/usr/bin/env python3
+"""clients/python/sandboxd.py against pve-sim + sandboxd: the whole surface (create, get, list,
+exec in every form, exec_stream, files, internet, renew, destroy, the context manager, the
+reserved file and process methods), one exception class per error code, concurrent calls from
+threads on one client, the idle close, an error with id null, the daemon stopped and restarted
+mid-session (a clear exception for the call in flight, then the next call works)."""
+
+import hashlib
+import os
+import threading
+import time
+
+from clientlib import IDLE_MS, Env, enable_test_hooks, relaunch, restart, run
+
+import sandboxd  # noqa: E402  (clients/python, put on the path by clientlib)
+
+MAX_REQUEST = 4 * 1024 * 1024  # the daemon's line limit here, to provoke an id-null error
+
+
+def main():
+    enable_test_hooks()
+    with Env(daemon_config={"server": {"max_request_bytes": str(MAX_REQUEST)}}) as env:
+        os.environ["SANDBOXD_SOCKET"] = env.socket
+        client = sandboxd.Client()
+        st = {}
+
+        def daemon_and_tables():
+            assert client.socket == env.socket
+            assert client.status()["version"]
+            doc = client.discover()
+            names = {m["name"] for m in doc["methods"]}
+            reserved = set(doc.get("x-reserved-methods", []))
+            for attr, name in vars(sandboxd.Method).items():
+                if attr.isupper() and name != sandboxd.Method.EXEC_OUTPUT:
+                    assert name in names | reserved, (attr, name)
+            assert client.offers("sandbox.exec") and not client.offers("no.such")
+            assert client.limits["read_length_max"] == doc["x-limits"]["read_length_max"]
+            # One class per error code the daemon documents, each an Error with its code.
+            for ref in doc["components"]["errors"].values():
+                cls = sandboxd._ERRORS[ref["code"]]
+                assert issubclass(cls, sandboxd.Error) and cls.code == ref["code"], ref
+                assert cls.__name__ in sandboxd.__all__, cls
+            assert issubclass(sandboxd.ConnectionLost, sandboxd.Error)
+            assert issubclass(sandboxd.Unavailable, sandboxd.Error)
+
+        def create_get_list():
+            sb = client.create(labels={"suite": "python"}, memory_mb=256, hostname="py-one")
+            assert sb.state == "ready" and sb.id.startswith("sb-") and sb.ip, sb.info
+            assert sb.memory_mb == 256 and sb.hostname == "py-one" and sb.labels == {"suite": "python"}
+            assert sb.internet is False
+            st["sb"] = sb
+            assert client.get(sb.id).id == sb.id
+            assert [s.id for s in client.list(labels={"suite": "python"})] == [sb.id]
+            assert client.list(labels={"suite": "none"}) == []
+            assert sb.refresh().state == "ready" and repr(sb).startswith("<Sandbox sb-")
+
+        def exec_forms():
+            sb = st["sb"]
+            r = sb.exec("echo out; echo err >&2; exit 3")
+            assert r.exit_code == 3 and r.stdout == "out\n" and r.stderr == "err\n", r
+            assert r.output == "out\nerr\n" and not r.ok and r.signal is None and not r.timed_out
+            r = sb.exec(["printf", "%s|", "a b", "it's", "$HOME"])
+            assert r.stdout == "a b|it's|$HOME|" and r.ok, r
+            r = sb.exec("pwd; echo $X; cat", cwd="/tmp", env={"X": "y z"}, stdin="text in")
+            assert r.stdout == "/tmp\ny z\ntext in", r
+            r = sb.exec("cat", stdin=b"\xff\x00\x01")
+            assert r.stdout_bytes == b"\xff\x00\x01" and r.stdout == "\ufffd\x00\x01", r
+            r = sb.exec("kill -9 $$")
+            assert r.exit_code is None and r.signal == "SIGKILL", r
+            r = sb.exec("sleep 5", timeout_ms=300)
+            assert r.timed_out and not r.ok, r
+            r = sb.exec("head -c 3000 /dev/zero | tr '\\0' x", max_output_bytes=1000)
+            assert r.stdout == "x" * 1000 and r.stdout_truncated and not r.stderr_truncated, r
+
+        def exec_stream():
+            s = st["sb"].exec_stream("echo one; sleep 0.3; echo two >&2; echo three")
+            chunks = list(s)
+            assert "".join(c.data.decode() for c in chunks if c.stream == "stdout") == "one\nthree\n"
+            assert [c.data for c in chunks if c.stream == "stderr"] == [b"two\n"], chunks
+            assert s.result.exit_code == 0 and s.result.stdout == "one\nthree\n", s.result
+            assert s.result.stderr == "two\n" and s.result.output == "one\nthree\ntwo\n"
+            r = st["sb"].exec_stream(["sh", "-c", "exit 4"]).wait()
+            assert r.exit_code == 4, r
+
+        def files():
+            sb = st["sb"]
+            assert sb.write_file("/root/d/e/f.txt", "héllo\n") == 7
+            assert sb.read_file("/root/d/e/f.txt") == "héllo\n".encode()
+            blob = bytes(range(256)) * 10
+            assert sb.write_file("/root/blob", blob, mode=0o600) == len(blob)
+            assert sb.read_file("/root/blob") == blob
+            assert sb.read_file("/root/blob", offset=10, length=5) == blob[10:15]
+            assert sb.exec("stat -c %a /root/blob").stdout == "600\n"
+            # Larger than one file.read: the client reads on until eof.
+            r = sb.exec("head -c 9000000 /dev/urandom > /root/big && sha256sum /root/big")
+            want = r.stdout.split()[0]
+            got = sb.read_file("/root/big")
+            assert len(got) == 9000000 and hashlib.sha256(got).hexdigest() == want
+            try:
+                sb.write_file("/root/huge", b"x" * (client.limits["data_max_bytes"] + 1))
+                raise AssertionError("no error")
+            except sandboxd.InvalidParams as e:
+                assert e.data["param"] == "content", e.data
+
+        def internet_renew():
+            sb = st["sb"]
+            assert sb.set_internet(True).internet is True and sb.internet is True
+            assert sb.set_internet(False).internet is False
+            before = sb.expires_at
+            time.sleep(1.1)
+            assert sb.renew(7200).expires_at > before, sb.info
+
+        def errors():
+            try:
+                client.get("sb-nosuchthing")
+                raise AssertionError("no error")
+            except sandboxd.NoSuchSandbox as e:
+                assert e.code == -32001 and e.reason and "No such sandbox" in str(e), e
+            try:
+                st["sb"].exec("")
+                raise AssertionError("no error")
+            except sandboxd.InvalidParams as e:
+                assert e.code == -32602 and e.data["param"] == "command", e.data
+            try:
+                st["sb"].read_file("/no/such/file")
+                raise AssertionError("no error")
+            except sandboxd.FileError as e:
+                assert e.data["errno"] == "ENOENT", e.data
+            try:
+                client.call("no.such.method")
+                raise AssertionError("no error")
+            except sandboxd.MethodNotFound as e:
+                assert e.code == -32601
+            try:
+                client.create(ttl_s=0)
+                raise AssertionError("no error")
+            except sandboxd.Error as e:
+                assert type(e) is sandboxd.InvalidParams, type(e)
+
+        def reserved_methods():
+            sb = st["sb"]
+            calls = {"file.list": lambda: sb.list_files("/root"),
+                     "file.stat": lambda: sb.stat("/root/blob"),
+                     "process.list": lambda: sb.processes()}
+            for method, fn in calls.items():
+                if client.offers(method):
+                    fn()
+                    print(f"  {method}: offered, called")
+                else:
+                    try:
+                        fn()
+                        raise AssertionError(f"{method} is not offered but succeeded")
+                    except sandboxd.MethodNotFound:
+                        pass
+            if client.offers("process.start"):
+                p = sb.start_process("echo hi; sleep 30")
+                deadline = time.time() + 10
+                while b"hi" not in p.read("stdout", wait_ms=500)["bytes"]:
+                    assert time.time() < deadline
+                p.kill()
+                p.wait(timeout_ms=5000)
+            else:
+                try:
+                    sb.start_process("true")
+                    raise AssertionError("no error")
+                except sandboxd.MethodNotFound:
+                    pass
+
+        def threads():
+            sb = st["sb"]
+            errors, results = [], {}
+
+            def worker(n):
+                try:
+                    for k in range(8):
+                        r = sb.exec(f"echo {n}-{k}; sleep 0.0{k}")
+                        assert r.stdout == f"{n}-{k}\n", (n, k, r)
+                        results[(n, k)] = True
+                    data = f"thread {n}\n" * 100
+                    sb.write_file(f"/root/t{n}", data)
+                    assert sb.read_file(f"/root/t{n}").decode() == data
+                except Exception as e:  # noqa: BLE001
+                    errors.append(e)
+
+            made = []
+
+            def creator():
+                try:
+                    made.append(client.create(labels={"suite": "threads"}))
+                except Exception as e:  # noqa: BLE001
+                    errors.append(e)
+
+            ts = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+            ts += [threading.Thread(target=creator) for _ in range(2)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join(120)
+            assert not errors, errors
+            assert len(results) == 64 and len(made) == 2, (len(results), made)
+            for m in made:
+                m.destroy()
+
+        def context_manager():
+            with client.create() as sb:
+                assert sb.exec("true").ok
+                sid = sb.id
+            assert sb.state == "destroyed"
+            try:
+                state = client.get(sid).state
+            except sandboxd.NoSuchSandbox:
+                state = "gone"
+            assert state in ("destroyed", "gone"), state
+
+        def idle_close():
+            time.sleep(IDLE_MS / 1000 * 1.6)  # the daemon closes the idle connection
+            assert st["sb"].exec("echo again").stdout == "again\n"
+            client.close()  # and an explicit close: the next call reconnects
+            assert st["sb"].exec("echo reopened").stdout == "reopened\n"
+
+        def id_null_error():
+            # A line over the daemon's limit gets one -32600 with id null, then the close:
+            # the call raises that error, not a bare connection loss.
+            try:
+                st["sb"].write_file("/root/x", os.urandom(MAX_REQUEST))
+                raise AssertionError("no error")
+            except sandboxd.InvalidRequest as e:
+                assert e.code == -32600 and e.reason, e
+            assert st["sb"].exec("echo fine").stdout == "fine\n"
+
+        def restart_mid_session():
+            sb = st["sb"]
+            caught = []
+
+            def long_exec():
+                try:
+                    sb.exec("sleep 30")
+                except sandboxd.Error as e:
+                    caught.append(e)
+
+            t = threading.Thread(target=long_exec)
+            t.start()
+            time.sleep(0.5)
+            restart(env)
+            t.join(30)
+            assert not t.is_alive() and len(caught) == 1, caught
+            assert isinstance(caught[0], (sandboxd.ConnectionLost, sandboxd.ShuttingDown)), caught
+            print(f"  in flight across the restart: {type(caught[0]).__name__}: {caught[0]}")
+            assert sb.exec("echo after").stdout == "after\n"
+            # Stopped: a clear Unavailable; started again: the next call works.
+            assert env.stop_daemon() == 0
+            try:
+                sb.exec("true")
+                raise AssertionError("no error")
+            except sandboxd.Unavailable as e:
+                assert env.socket in str(e), e
+            relaunch(env)
+            assert sb.exec("echo back").stdout == "back\n"
+
+        def destroy():
+            sb = st["sb"]
+            sb.destroy()
+            sb.destroy()  # idempotent
+            try:
+                sb.exec("true")
+                raise AssertionError("no error")
+            except (sandboxd.NoSuchSandbox, sandboxd.BadState) as e:
+                assert e.code in (-32001, -32002), e
+            env.wait_no_containers(timeout=30)
+
+        try:
+            run([("daemon, method table and error classes", daemon_and_tables),
+                 ("create, get, list", create_get_list),
+                 ("exec: command, argv, env, cwd, stdin, bytes, signal, timeout, truncation",
+                  exec_forms),
+                 ("exec_stream", exec_stream),
+                 ("write_file and read_file", files),
+                 ("set_internet and renew", internet_renew),
+                 ("errors: one class per code", errors),
+                 ("file and process methods (reserved today)", reserved_methods),
+                 ("threads on one client", threads),
+                 ("with client.create() as sb", context_manager),
+                 ("idle close and reconnect", idle_close),
+                 ("an error with id null", id_null_error),
+                 ("daemon restart mid-session", restart_mid_session),
+                 ("destroy", destroy)])
+        finally:
+            client.close()
+
+
+if __name__ == "__main__":
+    main()
