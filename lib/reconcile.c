@@ -1,13 +1,11 @@
 /* Reconcile of the Proxmox pool with the registry, leases and renewal. See reconcile.h. */
-#include "macro.h" /* before <uv.h> */
+#include "macro.h"
 
 #include "reconcile.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,37 +17,9 @@
 #include "marker.h"
 #include "pve.h"
 #include "registry.h"
+#include "sandbox-internal.h"
 
 #define COMP "reconcile"
-
-/* ---- test crash points ---- */
-
-static void *crash_later(void *arg)
-{
-    usleep((useconds_t)(uintptr_t)arg * 1000);
-    kill(getpid(), SIGKILL);
-    return NULL;
-}
-
-void test_crash_point(const char *name)
-{
-    const char *hooks = getenv("SANDBOXD_TEST_HOOKS");
-    const char *at = getenv("SANDBOXD_TEST_CRASH_AT");
-    size_t n = strlen(name);
-    unsigned long ms = 0;
-    pthread_t t;
-
-    if (!hooks || strcmp(hooks, "1") != 0 || !at || strncmp(at, name, n) != 0 ||
-        (at[n] != '\0' && at[n] != ':'))
-        return;
-    if (at[n] == ':')
-        ms = strtoul(at + n + 1, NULL, 10);
-    log_debug(COMP, "test crash point %s reached (kill in %lu ms)", name, ms);
-    if (ms == 0 || pthread_create(&t, NULL, crash_later, (void *)(uintptr_t)ms) != 0)
-        kill(getpid(), SIGKILL);
-    else
-        pthread_detach(t);
-}
 
 /* ---- state ---- */
 
@@ -295,13 +265,14 @@ static void on_expired(const struct engine_error *err, void *userdata);
 
 static void run_end(struct reconcile *rc, const char *error)
 {
+    struct engine_error derr; /* a destroy that cannot start is retried at the next run */
     struct sandbox *sb, *next;
 
     /* Sandboxes whose destroy failed earlier: tried again once per run. */
     for (sb = engine_first(rc->e); sb && !error; sb = next) {
         next = engine_next(rc->e, sb);
         if (sb->state == SANDBOX_FAILED && !sandbox_busy(sb) &&
-            engine_destroy(rc->e, sb, on_expired, rc_ref(rc)) < 0)
+            engine_destroy(rc->e, sb, on_expired, rc_ref(rc), &derr) < 0)
             rc->refs--;
     }
     rc->running = false;
@@ -827,6 +798,7 @@ static void lease_tick(uv_timer_t *t)
 {
     struct reconcile *rc = t->data;
     time_t now = now_realtime();
+    struct engine_error derr; /* a destroy that cannot start is retried at the next tick */
     struct sandbox *sb, *next;
 
     if (rc->closed || engine_closing(rc->e))
@@ -836,7 +808,7 @@ static void lease_tick(uv_timer_t *t)
         if (sb->state != SANDBOX_READY || sandbox_busy(sb) || sb->expires_at > now)
             continue;
         log_debug(COMP, "%s: lease expired", sb->id);
-        if (engine_destroy(rc->e, sb, on_expired, rc_ref(rc)) < 0)
+        if (engine_destroy(rc->e, sb, on_expired, rc_ref(rc), &derr) < 0)
             rc->refs--;
     }
 }
@@ -1031,6 +1003,7 @@ static void on_dall_one(const struct engine_error *err, void *userdata)
 int reconcile_destroy_all(struct reconcile *rc, void (*cb)(void *userdata), void *userdata)
 {
     struct dall *d = calloc(1, sizeof *d);
+    struct engine_error derr; /* a destroy that cannot start is not waited for */
     struct sandbox *sb, *next;
 
     if (!d)
@@ -1042,7 +1015,7 @@ int reconcile_destroy_all(struct reconcile *rc, void (*cb)(void *userdata), void
     for (sb = engine_first(rc->e); sb; sb = next) {
         next = engine_next(rc->e, sb);
         d->pending++;
-        if (engine_destroy(rc->e, sb, on_dall_one, d) < 0)
+        if (engine_destroy(rc->e, sb, on_dall_one, d, &derr) < 0)
             d->pending--;
     }
     on_dall_one(NULL, d);

@@ -2,7 +2,7 @@
  * with the registry, at start and periodically; the lease timer that destroys expired
  * sandboxes; lease renewal (registry record and Proxmox marker).
  *
- * Ownership rules (DESIGN.md §4):
+ * Ownership rules:
  *   - a container is ours only when its description carries a valid marker (marker.h)
  *     whose instance id is this daemon's (reg_instance_id()). A container without a marker,
  *     with a broken one, or with ANOTHER instance's marker is never touched, even inside
@@ -25,7 +25,7 @@
  * engine's notice hook. */
 #pragma once
 
-#include "macro.h" /* before <uv.h> */
+#include "macro.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -33,6 +33,7 @@
 #include <uv.h>
 
 #include "sandbox.h"
+#include "testhook.h" /* test_crash_point() */
 
 #define RECONCILE_LEASE_TICK_MS 1000u
 #define RECONCILE_CALL_TIMEOUT_MS 30000u
@@ -40,13 +41,6 @@
 #define RECONCILE_DESTROYS_MAX 16u /* orphan destroys in flight at once */
 #define RECONCILE_STUCK_MAX 64u    /* stuck containers listed */
 #define RECONCILE_STAMP_FILE "reconciled"
-
-/* Test hook: when SANDBOXD_TEST_HOOKS=1 and SANDBOXD_TEST_CRASH_AT=<point>[:<ms>] names
- * this point, the process kills itself with SIGKILL (after <ms> milliseconds, from another
- * thread, when given). Points: create-before-intent, create-intent-durable,
- * create-clone-sent, create-cloned, create-starting, create-connecting, create-before-ready,
- * create-ready-durable, create-replied, destroy-stop-sent, destroy-deleted. */
-void test_crash_point(const char *name);
 
 struct reconcile;
 

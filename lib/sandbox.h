@@ -2,7 +2,7 @@
  * the registry (write-ahead records in the state folder), the SSH pools of the sandboxes
  * and the in-memory table of sandboxes.
  *
- * Lifecycle of a sandbox (DESIGN.md §2), one sandbox_set_state():
+ * Lifecycle of a sandbox, one sandbox_set_state():
  *   PENDING → CLONING → CONFIGURING → STARTING → WAITING_IP → CONNECTING → READY
  *   → DESTROYING → GONE, plus FAILED.
  * Every step runs under the create deadline (create_timeout_s) and a per-step cap; any
@@ -14,7 +14,7 @@
  * caller may pass a notice hook for what the operator must see). */
 #pragma once
 
-#include "macro.h" /* before <uv.h> (MIN/MAX) */
+#include "macro.h"
 
 #include <json-c/json.h>
 #include <stdbool.h>
@@ -60,7 +60,7 @@ enum sandbox_state {
 };
 /* "pending", "cloning", ... (internal names). */
 const char *sandbox_state_to_string(enum sandbox_state s);
-/* PROTOCOL.md's coarse state: "creating", "ready", "destroying", "destroyed", "failed". */
+/* docs/protocol.md's coarse state: "creating", "ready", "destroying", "destroyed", "failed". */
 const char *sandbox_state_to_public(enum sandbox_state s);
 
 enum engine_err_kind {
@@ -88,46 +88,9 @@ struct engine_error {
     const char *param;   /* INVALID: the parameter */
 };
 
-struct sandbox {
-    char id[ID_MAX + 1];
-    enum sandbox_state state;
-    uid_t owner_uid;
-    uint32_t vmid; /* 0 until the clone chose one */
-    char *node;
-    char *hostname;
-    char *ip; /* NULL until known */
-    bool internet;
-    unsigned cores;
-    unsigned memory_mb;
-    unsigned disk_gb;
-    json_object *labels; /* object of strings, never NULL */
-    time_t created_at;
-    time_t expires_at;
-    char *error;                       /* last failure text, or NULL */
-    char idem_hash[SHA256_HEX_SIZE];   /* marker_key_hash(owner, idempotency key); "" = none */
-    char params_hash[SHA256_HEX_SIZE]; /* hash of the create params; "" = none */
-    char *idempotency_key;             /* the key as sent (NULL: none, or known by hash only) */
-    /* engine-private below */
-    struct engine *engine;
-    struct sandbox *next, *prev;
-    struct sshpool *pool;
-    struct sshfile *file;
-    struct sb_op *create_op;
-    struct sb_waiter *destroy_waiters;
-    struct pve_call *call;
-    uv_timer_t timer; /* IP polling; its close frees the sandbox */
-    bool close_counted;
-    bool destroy_requested;
-    bool fw_busy;             /* a firewall call for an internet change runs */
-    struct fw_op *fw_waiting; /* internet changes queued behind it, oldest first */
-    unsigned n_fw_waiting;
-    unsigned ip_poll_ms;
-    unsigned connect_attempts;
-    uint64_t started_ms;  /* create start (uv_now scale) */
-    uint64_t deadline_ms; /* create deadline (uv_now scale) */
-    uint64_t destroy_deadline_ms;
-    unsigned refs; /* held by in-flight engine operations */
-};
+/* A sandbox. Its fields are the engine's (lib/sandbox-internal.h); the daemon reads
+ * them through the sandbox_view_*() accessors below. */
+struct sandbox;
 
 struct engine_hooks {
     /* Something the operator must see (firewall disabled, Proxmox unreachable, orphans):
@@ -188,8 +151,9 @@ int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engi
 typedef void (*engine_done_cb)(const struct engine_error *err, void *userdata);
 /* Destroys sb (any state; a create in progress is stopped and cleaned up). cb runs once the
  * container is gone (or the destroy failed). Several destroys of one sandbox share the
- * outcome. */
-int engine_destroy(struct engine *e, struct sandbox *sb, engine_done_cb cb, void *userdata);
+ * outcome. A destroy that cannot start (SHUTDOWN, INTERNAL) fills ret_err; cb never runs. */
+int engine_destroy(struct engine *e, struct sandbox *sb, engine_done_cb cb, void *userdata,
+                   struct engine_error *ret_err);
 /* True when id was destroyed by this engine and belonged to uid (admin: any owner). */
 bool engine_was_destroyed(const struct engine *e, const char *id, uid_t uid, bool admin);
 
@@ -197,17 +161,21 @@ bool engine_was_destroyed(const struct engine *e, const char *id, uid_t uid, boo
 int engine_set_internet(struct engine *e, struct sandbox *sb, bool enabled, engine_sandbox_cb cb,
                         void *userdata, struct engine_error *ret_err);
 
-/* ---- exec and files: the sandbox's pools (state READY only, else -EAGAIN) ---- */
+/* ---- exec and files: the sandbox's pools (state READY only) ----
+ * Every call that cannot start fills ret_err (cb never runs): STATE unless READY, INVALID
+ * for parameters the SSH layer refuses (param names it), SSH, FILE, BUSY or INTERNAL for
+ * the rest. The errors that callbacks later report as negative errnos are classified the
+ * same way by engine_error_from_io(). */
+void engine_error_from_io(int error, bool file, struct engine_error *ret);
 int sandbox_exec_start(struct sandbox *sb, const struct sshexec_params *params, sshexec_done_cb cb,
-                       void *userdata, struct sshexec **ret);
+                       void *userdata, struct sshexec **ret, struct engine_error *ret_err);
 /* file.write / file.read (sftp.h's contract: callbacks, errors, limits, deadline): SFTP on the
  * thread pool over the sandbox's own session, created on first use, each request bounded by
- * [ssh] file_timeout_ms. A successful sandbox_file_write() takes p->data. -EAGAIN unless
- * READY. */
+ * [ssh] file_timeout_ms. A successful sandbox_file_write() takes p->data. */
 int sandbox_file_write(struct sandbox *sb, const struct sshfile_write_params *p,
-                       sshfile_write_cb cb, void *userdata);
+                       sshfile_write_cb cb, void *userdata, struct engine_error *ret_err);
 int sandbox_file_read(struct sandbox *sb, const char *path, uint64_t offset, uint64_t length,
-                      sshfile_read_cb cb, void *userdata);
+                      sshfile_read_cb cb, void *userdata, struct engine_error *ret_err);
 
 /* ---- for lib/reconcile.c (registry, leases, recovery) ---- */
 struct pve_client;
@@ -226,3 +194,25 @@ int engine_adopt(struct engine *e, const struct reg_record *r, struct sandbox **
 int engine_save(struct sandbox *sb, void (*cb)(int r, void *userdata), void *userdata);
 /* True while a create, destroy or internet change of sb is running. */
 bool sandbox_busy(const struct sandbox *sb);
+
+/* ---- read-only view of a sandbox (lib/sandbox-view.c) ----
+ * What the daemon reads of a sandbox, so that it never touches struct sandbox's
+ * fields. Strings are borrowed and valid while the sandbox is; NULL when unknown. */
+const char *sandbox_view_id(const struct sandbox *sb);
+enum sandbox_state sandbox_view_state(const struct sandbox *sb);
+uid_t sandbox_view_owner(const struct sandbox *sb);
+uint32_t sandbox_view_vmid(const struct sandbox *sb); /* 0 until the clone chose one */
+const char *sandbox_view_node(const struct sandbox *sb);
+const char *sandbox_view_hostname(const struct sandbox *sb);
+const char *sandbox_view_ip(const struct sandbox *sb);
+bool sandbox_view_internet(const struct sandbox *sb);
+unsigned sandbox_view_cores(const struct sandbox *sb);
+unsigned sandbox_view_memory_mb(const struct sandbox *sb);
+unsigned sandbox_view_disk_gb(const struct sandbox *sb);
+json_object *sandbox_view_labels(const struct sandbox *sb); /* object of strings, borrowed */
+time_t sandbox_view_created_at(const struct sandbox *sb);
+time_t sandbox_view_expires_at(const struct sandbox *sb);
+const char *sandbox_view_error(const struct sandbox *sb); /* last failure text */
+/* marker_key_hash(owner, idempotency key) and the create params' hash; "" = none. */
+const char *sandbox_view_idem_hash(const struct sandbox *sb);
+const char *sandbox_view_params_hash(const struct sandbox *sb);

@@ -1,8 +1,12 @@
-/* The sandbox engine without a Proxmox behind it: configuration errors, synchronous refusals
- * (not configured, quota, ttl), a create against an unreachable API failing within its
- * deadline and leaving nothing in the table or the state folder, the reachability probe,
- * and a clean close. (The lifecycle against pve-sim is tests/e2e.) */
-#include "lib/macro.h" /* before <uv.h> */
+/* The sandbox engine. Without a Proxmox behind it: configuration errors, synchronous
+ * refusals (not configured, quota, ttl), a create against an unreachable API failing within
+ * its deadline and leaving nothing in the table or the state folder, the reachability
+ * probe, and a clean close. Against the fake Proxmox API (fixtures/fake-pve.py --mode pve):
+ * a failure at each create step the fake serves (clone, configuration, disk, firewall,
+ * start, address, ipfilter set), each ending with the container destroyed and nothing
+ * left, and a destroy while the create runs. (The lifecycle against pve-sim is
+ * tests/e2e.) */
+#include "lib/macro.h"
 
 #include <check.h>
 #include <dirent.h>
@@ -14,10 +18,11 @@
 #include <uv.h>
 
 #include "lib/config.h"
-#include "lib/sandbox.h"
+#include "lib/sandbox-internal.h"
 #include "tests/check-util.h"
+#include "tests/lib/fixtures/fixture-server.h"
 
-struct fixture {
+struct sbfix {
     char dir[64];
     struct config cfg;
 };
@@ -44,7 +49,7 @@ static char *slurp(const char *path)
 }
 
 /* A config with [proxmox] at a loopback port where nothing listens. */
-static void fixture_init(struct fixture *fx, bool proxmox)
+static void fixture_init(struct sbfix *fx, bool proxmox)
 {
     char cmd[256], path[128];
 
@@ -77,7 +82,7 @@ static void fixture_init(struct fixture *fx, bool proxmox)
     fx->cfg.sandbox.create_timeout_s = 1; /* below the file's minimum: tests only */
 }
 
-static void fixture_done(struct fixture *fx)
+static void fixture_done(struct sbfix *fx)
 {
     char cmd[128];
 
@@ -86,7 +91,7 @@ static void fixture_done(struct fixture *fx)
     run_cmd(cmd);
 }
 
-static unsigned records(const struct fixture *fx)
+static unsigned records(const struct sbfix *fx)
 {
     char path[128];
     struct dirent *de;
@@ -112,7 +117,7 @@ static void on_closed(void *userdata)
 
 START_TEST(test_not_configured)
 {
-    struct fixture fx;
+    struct sbfix fx;
     struct engine *e = NULL;
     struct engine_error err = {};
     struct sandbox_create_opts o = {
@@ -142,7 +147,7 @@ END_TEST
 
 START_TEST(test_bad_key)
 {
-    struct fixture fx;
+    struct sbfix fx;
     struct engine *e = NULL;
     char *msg = NULL;
     uv_loop_t loop;
@@ -186,7 +191,7 @@ static void on_notice(int level, const char *msg, void *userdata)
 
 START_TEST(test_unreachable)
 {
-    struct fixture fx;
+    struct sbfix fx;
     struct engine *e = NULL;
     struct engine_error err = {};
     struct sandbox_create_opts o = {
@@ -253,6 +258,210 @@ START_TEST(test_unreachable)
 }
 END_TEST
 
+/* ---- against the fake Proxmox API ---- */
+
+struct pvefix {
+    struct sbfix fx;
+    struct fixture srv;
+    uv_loop_t loop;
+    struct engine *e;
+};
+
+static void pvefix_start(struct pvefix *p)
+{
+    static const char *const args[] = {"--mode", "pve", "--new-form", "--task-ms", "20", NULL};
+    char url[64];
+
+    fixture_start(&p->srv, args);
+    fixture_init(&p->fx, true);
+    snprintf(url, sizeof url, "https://127.0.0.1:%d", p->srv.port);
+    free(p->fx.cfg.proxmox.url);
+    p->fx.cfg.proxmox.url = strdup(url);
+    free(p->fx.cfg.proxmox.fingerprint);
+    p->fx.cfg.proxmox.fingerprint = strdup(p->srv.fingerprint);
+    free(p->fx.cfg.proxmox.token_id);
+    p->fx.cfg.proxmox.token_id = strdup("root@pam!test");
+    free(p->fx.cfg.proxmox.token_secret);
+    p->fx.cfg.proxmox.token_secret = strdup("11111111-2222-3333-4444-555555555555");
+    free(p->fx.cfg.proxmox.nodes[0]);
+    p->fx.cfg.proxmox.nodes[0] = strdup("pve");
+    p->fx.cfg.sandbox.create_timeout_s = 30;
+    ck_assert_int_eq(uv_loop_init(&p->loop), 0);
+    ck_assert_int_eq(engine_new(&p->loop, &p->fx.cfg, NULL, &p->e, NULL), 0);
+}
+
+static void pvefix_stop(struct pvefix *p)
+{
+    closed = false;
+    engine_close(p->e, on_closed, NULL);
+    uv_run(&p->loop, UV_RUN_DEFAULT);
+    ck_assert(closed);
+    check_loop_done(&p->loop);
+    fixture_done(&p->fx);
+    fixture_stop(&p->srv);
+}
+
+/* The containers the fake has, the template excepted. */
+static unsigned fake_containers(struct pvefix *p)
+{
+    json_object *st = fixture_state(&p->srv), *cts;
+    unsigned n = 0;
+
+    ck_assert(json_object_object_get_ex(st, "cts", &cts));
+    json_object_object_foreach(cts, k, v)
+    {
+        (void)v;
+        if (strcmp(k, "9000") != 0)
+            n++;
+    }
+    json_object_put(st);
+    return n;
+}
+
+/* True when the fake served method on a path containing path. */
+static bool fake_served(struct pvefix *p, const char *method, const char *path)
+{
+    json_object *st = fixture_state(&p->srv), *reqs;
+    bool found = false;
+
+    ck_assert(json_object_object_get_ex(st, "requests", &reqs));
+    for (size_t i = 0; i < json_object_array_length(reqs) && !found; i++) {
+        json_object *r = json_object_array_get_idx(reqs, i), *m, *pa;
+
+        ck_assert(json_object_object_get_ex(r, "method", &m));
+        ck_assert(json_object_object_get_ex(r, "path", &pa));
+        found = strcmp(json_object_get_string(m), method) == 0 &&
+                strstr(json_object_get_string(pa), path) != NULL;
+    }
+    json_object_put(st);
+    return found;
+}
+
+/* After a failed create: nothing in the table, in the fake or in the state folder. */
+static void assert_nothing_left(struct pvefix *p)
+{
+    ck_assert_ptr_null(engine_first(p->e));
+    ck_assert_uint_eq(fake_containers(p), 0);
+    for (int i = 0; i < 200 && records(&p->fx) > 0; i++) {
+        uv_run(&p->loop, UV_RUN_NOWAIT);
+        usleep(5000);
+    }
+    ck_assert_uint_eq(records(&p->fx), 0);
+}
+
+struct step_fault {
+    const char *fault; /* fake-pve.py /_fault body, NULL: none */
+    enum engine_err_kind kind;
+    const char *message;     /* in the create's error */
+    const char *next_method; /* the next step's request, never sent */
+    const char *next_path;
+};
+
+/* One per create step the fake serves; the fake has no ipfilter sets, so the ipset step
+ * fails by itself ("not implemented"). */
+static const struct step_fault step_faults[] = {
+    {"{\"method\":\"POST\",\"path\":\"/clone$\",\"status\":400,\"reason\":\"clone refused\","
+     "\"count\":50}",
+     ENGINE_E_PROXMOX, "clone refused", "PUT", "/config"},
+    {"{\"method\":\"PUT\",\"path\":\"/config$\",\"status\":400,\"reason\":\"config refused\","
+     "\"count\":50}",
+     ENGINE_E_PROXMOX, "config refused", "PUT", "/firewall/options"},
+    {"{\"method\":\"GET\",\"path\":\"/lxc/[0-9]+/config$\",\"status\":400,"
+     "\"reason\":\"config unreadable\",\"count\":50}",
+     ENGINE_E_PROXMOX, "config unreadable", "PUT", "/firewall/options"},
+    {"{\"method\":\"PUT\",\"path\":\"/resize$\",\"status\":400,\"reason\":\"resize refused\","
+     "\"count\":50}",
+     ENGINE_E_PROXMOX, "resize refused", "PUT", "/firewall/options"},
+    {"{\"method\":\"PUT\",\"path\":\"/firewall/options$\",\"status\":400,"
+     "\"reason\":\"firewall refused\",\"count\":50}",
+     ENGINE_E_PROXMOX, "firewall refused", "POST", "/status/start"},
+    {"{\"task_exit\":{\"vzstart\":\"start task failed\"}}", ENGINE_E_PROXMOX, "start task failed",
+     "GET", "/interfaces"},
+    {"{\"method\":\"GET\",\"path\":\"/interfaces$\",\"status\":400,"
+     "\"reason\":\"interfaces refused\",\"count\":50}",
+     ENGINE_E_PROXMOX, "interfaces refused", "POST", "/firewall/ipset"},
+    {NULL, ENGINE_E_PROXMOX, "not implemented", "GET", "/nonexistent"},
+};
+
+START_TEST(test_create_step_fails)
+{
+    const struct step_fault *f = &step_faults[_i];
+    struct pvefix p;
+    struct engine_error err = {};
+    struct sandbox_create_opts o = {
+        .owner_uid = 1000, .cores = 2, .memory_mb = 256, .disk_gb = -1, .ttl_s = -1};
+    struct outcome out = {};
+
+    pvefix_start(&p);
+    if (strstr(f->message, "resize")) {
+        /* The template's disk is smaller than asked for: the resize step runs. */
+        fixture_fault(&p.srv, "{\"ct\":{\"vmid\":9000,\"template\":1,\"config\":{\"hostname\":"
+                              "\"tmpl\",\"rootfs\":\"local:vm-9000-disk-0,size=1G\"}}}");
+        o.disk_gb = 4;
+    }
+    if (f->fault)
+        fixture_fault(&p.srv, f->fault);
+    ck_assert_int_eq(engine_create(p.e, &o, on_create, &out, &err), 0);
+    while (!out.done)
+        uv_run(&p.loop, UV_RUN_ONCE);
+    ck_assert_msg(out.err.kind == f->kind, "kind %d: %s", out.err.kind, out.msg);
+    ck_assert_msg(strstr(out.msg, f->message), "'%s' not in '%s'", f->message, out.msg);
+    ck_assert(!fake_served(&p, f->next_method, f->next_path));
+    assert_nothing_left(&p);
+    pvefix_stop(&p);
+}
+END_TEST
+
+struct destroyed {
+    bool done;
+    bool ok;
+};
+
+static void on_destroyed(const struct engine_error *err, void *userdata)
+{
+    struct destroyed *d = userdata;
+
+    d->done = true;
+    d->ok = err == NULL;
+}
+
+/* A destroy while the create runs (in each of its first states): the create fails with a
+ * state error, the destroy succeeds, nothing is left. */
+START_TEST(test_destroy_during_create)
+{
+    static const enum sandbox_state at[] = {SANDBOX_PENDING, SANDBOX_CLONING, SANDBOX_CONFIGURING,
+                                            SANDBOX_STARTING, SANDBOX_WAITING_IP};
+    struct pvefix p;
+    struct engine_error err = {};
+    struct sandbox_create_opts o = {
+        .owner_uid = 1000, .cores = -1, .memory_mb = -1, .disk_gb = -1, .ttl_s = -1};
+    struct outcome out = {};
+    struct destroyed d = {};
+    struct engine_error derr;
+    struct sandbox *sb;
+    char id[ID_MAX + 1];
+
+    pvefix_start(&p);
+    ck_assert_int_eq(engine_create(p.e, &o, on_create, &out, &err), 0);
+    sb = engine_first(p.e);
+    ck_assert_ptr_nonnull(sb);
+    while (sb->state != at[_i] && !out.done)
+        uv_run(&p.loop, UV_RUN_ONCE);
+    ck_assert_msg(!out.done, "create ended before %s: %s", sandbox_state_to_string(at[_i]),
+                  out.msg);
+    snprintf(id, sizeof id, "%s", sb->id);
+    ck_assert_int_eq(engine_destroy(p.e, sb, on_destroyed, &d, &derr), 0);
+    while (!out.done || !d.done)
+        uv_run(&p.loop, UV_RUN_ONCE);
+    ck_assert_msg(out.err.kind == ENGINE_E_STATE, "kind %d: %s", out.err.kind, out.msg);
+    ck_assert_str_eq(out.msg, "the sandbox was destroyed while being created");
+    ck_assert(d.ok);
+    ck_assert(engine_was_destroyed(p.e, id, 1000, false));
+    assert_nothing_left(&p);
+    pvefix_stop(&p);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("sandbox");
@@ -262,6 +471,12 @@ static Suite *suite(void)
     tcase_add_test(tc, test_not_configured);
     tcase_add_test(tc, test_bad_key);
     tcase_add_test(tc, test_unreachable);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("fake-pve");
+    tcase_set_timeout(tc, 60);
+    tcase_add_unchecked_fixture(tc, fixture_certs_init, fixture_certs_done);
+    tcase_add_loop_test(tc, test_create_step_fails, 0, (int)ELEMENTSOF(step_faults));
+    tcase_add_loop_test(tc, test_destroy_during_create, 0, 5);
     suite_add_tcase(s, tc);
     return s;
 }

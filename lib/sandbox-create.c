@@ -1,0 +1,683 @@
+/* The create pipeline: one table of steps, run in order by one driver. See sandbox.h.
+ *
+ * Each row names the state the sandbox is in while the step runs, the step's own deadline
+ * (capped by the create deadline), what the step does (for the deadline message) and the
+ * function that issues its call. Every call completes through on_step_done(), the one
+ * place that checks for an abort (shutdown, destroy), a failure and moves on; a step that
+ * polls or retries asks for step_again() and keeps its deadline. */
+#include "macro.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "marker.h"
+#include "pve.h"
+#include "registry.h"
+#include "sandbox-internal.h"
+#include "testhook.h"
+
+#define COMP "sandbox"
+
+/* With ipfilter=1 Proxmox passes only source addresses in the container's ipfilter-net0 set,
+ * and a DHCP lease is in no set by itself: without the ipset steps the sandbox sends no
+ * IPv4 at all (SSH replies included). The set may exist already (copied from the template's
+ * firewall file), and a retried add may find the entry: both are fine. */
+#define IPFILTER_SET "ipfilter-net0"
+#define IP_CALL_MS 10000u /* one interfaces query of the address wait */
+
+struct create_step {
+    enum sandbox_state state; /* the sandbox's state while the step runs */
+    uint64_t cap_ms;          /* the step's deadline, under the create deadline; 0: none */
+    const char *what;         /* "create deadline passed while <what>" */
+    /* Issues the step's call, given at most timeout_ms; it completes through
+     * on_step_done(). Returns 0 or a negative errno; *ret_fail may name the failure more
+     * precisely than `fail`. NULL: issued elsewhere (the intent save, by engine_create). */
+    int (*start)(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
+    const char *fail; /* when start fails: ENGINE_E_INTERNAL, or ENGINE_E_SSH with .ssh */
+    bool ssh;
+    /* True when the step has nothing to do (the next one runs). NULL: never. */
+    bool (*skip)(const struct sandbox *sb);
+    const char *crash_sent; /* test crash point once the call is issued */
+    const char *crash_done; /* test crash point once the step succeeded */
+};
+
+static bool skip_resize(const struct sandbox *sb);
+static bool skip_fw_group(const struct sandbox *sb);
+static int start_clone(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
+static int start_config_put(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
+static int start_config_get(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
+static int start_resize(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
+static int start_fw_options(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
+static int start_fw_group(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
+static int start_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
+static int start_ip_poll(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
+static int start_ipset_create(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
+static int start_ipset_add(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
+static int start_connect(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
+static int start_ready_save(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
+
+static const struct create_step create_steps[] = {
+    {SANDBOX_PENDING, 0, "recording the intent", NULL, NULL, /* by engine_create() */
+     .crash_done = "create-intent-durable"},
+    {SANDBOX_CLONING, ENGINE_STEP_CLONE_MS, "cloning", start_clone, "cannot start the clone",
+     .crash_sent = "create-clone-sent"},
+    {SANDBOX_CONFIGURING, ENGINE_STEP_CONFIG_MS, "configuring", start_config_put,
+     "cannot configure the container"},
+    {SANDBOX_CONFIGURING, ENGINE_STEP_CONFIG_MS, "configuring", start_config_get,
+     "cannot read the configuration"},
+    {SANDBOX_CONFIGURING, ENGINE_STEP_CONFIG_MS, "resizing the disk", start_resize,
+     "cannot resize the disk", .skip = skip_resize},
+    {SANDBOX_CONFIGURING, ENGINE_STEP_CONFIG_MS, "configuring the firewall", start_fw_options,
+     "cannot set the firewall options"},
+    {SANDBOX_CONFIGURING, ENGINE_STEP_CONFIG_MS, "configuring the firewall", start_fw_group,
+     "cannot set the internet rule", .skip = skip_fw_group},
+    {SANDBOX_STARTING, ENGINE_STEP_START_MS, "starting", start_start, "cannot start the container",
+     .crash_sent = "create-starting"},
+    /* Polls: each query bounded by IP_CALL_MS, the wait by the step's deadline. */
+    {SANDBOX_WAITING_IP, ENGINE_STEP_IP_MS, "waiting for the container's IPv4 address",
+     start_ip_poll, "cannot query the interfaces"},
+    {SANDBOX_WAITING_IP, ENGINE_STEP_CONFIG_MS, "creating the firewall's ipfilter set",
+     start_ipset_create, "cannot create the ipfilter set"},
+    {SANDBOX_WAITING_IP, ENGINE_STEP_CONFIG_MS, "adding the address to the firewall's ipfilter set",
+     start_ipset_add, "cannot add the address to the ipfilter set"},
+    /* Retries dropped connects (ENGINE_CONNECT_ATTEMPTS) under the create deadline. */
+    {SANDBOX_CONNECTING, UINT64_MAX, "connecting over SSH", start_connect,
+     "cannot start the SSH connect", .ssh = true, .crash_sent = "create-connecting"},
+    /* READY is durable before the caller hears of it: a restart re-attaches the sandbox. */
+    {SANDBOX_READY, 0, "recording the sandbox as ready", start_ready_save,
+     "cannot write the registry record", .crash_done = "create-ready-durable"},
+};
+
+/* ---- outcome ---- */
+
+void create_finish(struct sandbox *sb)
+{
+    struct sb_op *op = TAKE_PTR(sb->create_op);
+
+    sb->refs++;
+    if (op->failed) {
+        struct engine_error err = op->err;
+        err.state = sandbox_state_to_public(sb->state);
+        op->cb(&err, sb, op->userdata);
+    } else
+        op->cb(NULL, sb, op->userdata);
+    op_free(op);
+    sandbox_unref(sb);
+}
+
+/* A create step failed: remember the error, then destroy what was made. */
+static void create_fail(struct sandbox *sb, const struct engine_error *err)
+{
+    struct engine *e = sb->engine;
+
+    log_debug(COMP, "%s: create failed in %s: %s", sb->id, sandbox_state_to_string(sb->state),
+              strna(err->message));
+    op_set_error(sb->create_op, err);
+    free(sb->error);
+    sb->error = strdup(err->message ? err->message : "create failed");
+    if (e->closing) {
+        /* Kept as it is: the registry resolves it at the next start. */
+        create_finish(sb);
+        return;
+    }
+    sandbox_set_state(sb, SANDBOX_FAILED);
+    destroy_start(sb);
+}
+
+bool create_check_abort(struct sandbox *sb)
+{
+    struct engine_error err = {.error = -ECANCELED};
+
+    if (sb->engine->closing) {
+        err.kind = ENGINE_E_SHUTDOWN;
+        err.message = "the daemon is shutting down";
+    } else if (sb->destroy_requested) {
+        err.kind = ENGINE_E_STATE;
+        err.message = "the sandbox was destroyed while being created";
+    } else
+        return false;
+    create_fail(sb, &err);
+    return true;
+}
+
+/* The error of a create whose deadline passed during the running step (text in buf). */
+static struct engine_error deadline_error(const struct sandbox *sb, char *buf, size_t size)
+{
+    snprintf(buf, size, "create deadline (%us) passed while %s",
+             sb->engine->cfg->sandbox.create_timeout_s, create_steps[sb->step].what);
+    return (struct engine_error){.kind = ENGINE_E_DEADLINE, .error = -ETIMEDOUT, .message = buf};
+}
+
+static void create_deadline(struct sandbox *sb)
+{
+    char buf[256];
+    struct engine_error err = deadline_error(sb, buf, sizeof buf);
+
+    create_fail(sb, &err);
+}
+
+/* ---- the driver ---- */
+
+/* Time left for the running step; 0 once its deadline passed. */
+static uint64_t step_left(struct sandbox *sb)
+{
+    uint64_t now = now_ms(sb->engine);
+
+    return now >= sb->step_deadline_ms ? 0 : sb->step_deadline_ms - now;
+}
+
+/* Issues the running step's call (again, for a poll or a retry). */
+static void step_issue(struct sandbox *sb)
+{
+    const struct create_step *s = &create_steps[sb->step];
+    const char *fail = s->fail;
+    uint64_t t = step_left(sb);
+    int r;
+
+    if (t == 0) {
+        create_deadline(sb);
+        return;
+    }
+    r = s->start(sb, t, &fail);
+    if (r < 0) {
+        struct engine_error err = {
+            .kind = s->ssh ? ENGINE_E_SSH : ENGINE_E_INTERNAL, .error = r, .message = fail};
+        create_fail(sb, &err);
+    } else if (s->crash_sent)
+        test_crash_point(s->crash_sent);
+}
+
+/* Enters the step sb->step (or the first one after it that has something to do); past the
+ * last one, the create succeeded. */
+static void step_next(struct sandbox *sb)
+{
+    for (; sb->step < ELEMENTSOF(create_steps); sb->step++) {
+        const struct create_step *s = &create_steps[sb->step];
+        uint64_t now;
+
+        sandbox_set_state(sb, s->state);
+        if (s->skip && s->skip(sb))
+            continue;
+        sb->ip_poll_ms = ENGINE_IP_POLL_MIN_MS; /* a step's polls and retries start afresh */
+        sb->connect_attempts = 0;
+        now = now_ms(sb->engine);
+        sb->step_deadline_ms = sb->deadline_ms;
+        if (s->cap_ms == 0)
+            sb->step_deadline_ms = UINT64_MAX;
+        else if (now < sb->deadline_ms && s->cap_ms < sb->deadline_ms - now)
+            sb->step_deadline_ms = now + s->cap_ms;
+        step_issue(sb);
+        return;
+    }
+    create_finish(sb);
+}
+
+/* The running step completed: err NULL when it succeeded. */
+static void on_step_done(struct sandbox *sb, const struct engine_error *err)
+{
+    const struct create_step *s = &create_steps[sb->step];
+
+    if (create_check_abort(sb))
+        return;
+    if (err) {
+        create_fail(sb, err);
+        return;
+    }
+    if (s->crash_done)
+        test_crash_point(s->crash_done);
+    sb->step++;
+    step_next(sb);
+}
+
+/* The running step's Proxmox call completed. */
+static void step_pve_done(struct sandbox *sb, const struct pve_result *res)
+{
+    struct engine *e = sb->engine;
+    struct engine_error err;
+
+    if (res->error >= 0) {
+        on_step_done(sb, NULL);
+        return;
+    }
+    /* A transport failure: let daemon.status find out now, not at the next probe. */
+    if (res->error != -EREMOTEIO && res->error != -ECANCELED && !e->closing)
+        probe_schedule(e, 0);
+    error_from_pve(res, e->closing, &err);
+    on_step_done(sb, &err);
+}
+
+static void on_step_pve(const struct pve_result *res, void *userdata)
+{
+    struct sandbox *sb = userdata;
+
+    sb->call = NULL;
+    step_pve_done(sb, res);
+}
+
+static void on_step_timer(uv_timer_t *t)
+{
+    struct sandbox *sb = t->data;
+
+    if (create_check_abort(sb))
+        return;
+    step_issue(sb);
+}
+
+/* The running step runs again after delay_ms (a poll or a retry), within its deadline. */
+static void step_again(struct sandbox *sb, uint64_t delay_ms)
+{
+    uint64_t left;
+
+    if (create_check_abort(sb))
+        return;
+    left = step_left(sb);
+    if (left == 0) {
+        create_deadline(sb);
+        return;
+    }
+    uv_timer_start(&sb->timer, on_step_timer, MIN(delay_ms, left), 0);
+}
+
+static void on_intent_saved(int r, void *userdata)
+{
+    struct sandbox *sb = userdata;
+    struct engine_error err = {
+        .kind = ENGINE_E_INTERNAL, .error = r, .message = "cannot write the registry record"};
+
+    sb->refs--;
+    if (sb->state == SANDBOX_GONE) { /* dropped by engine_close() */
+        sandbox_maybe_free(sb);
+        return;
+    }
+    on_step_done(sb, r < 0 ? &err : NULL);
+}
+
+/* ---- the steps ---- */
+
+static bool vmid_taken(uint32_t vmid, void *userdata)
+{
+    struct engine *e = userdata;
+
+    for (struct sandbox *sb = e->sandboxes; sb; sb = sb->next)
+        if (sb->vmid == vmid)
+            return true;
+    return false;
+}
+
+static void on_cloned(const struct pve_result *res, void *userdata)
+{
+    struct sandbox *sb = userdata;
+
+    sb->call = NULL;
+    if (res->vmid)
+        sb->vmid = res->vmid;
+    test_crash_point("create-cloned");
+    step_pve_done(sb, res);
+}
+
+static int start_clone(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    struct engine *e = sb->engine;
+    char line[MARKER_LINE_MAX];
+    _cleanup_free_ char *desc = NULL;
+    struct marker m = {
+        .owner_uid = sb->owner_uid,
+        .created = sb->created_at,
+        .expires = sb->expires_at,
+    };
+    int r;
+
+    memcpy(m.key, sb->idem_hash, sizeof m.key);
+    memcpy(m.params, sb->params_hash, sizeof m.params);
+    snprintf(m.instance, sizeof m.instance, "%s", reg_instance_id(e->reg));
+    snprintf(m.sandbox, sizeof m.sandbox, "%s", sb->id);
+    r = marker_format(&m, line, sizeof line);
+    if (r >= 0)
+        r = marker_set(NULL, &m, &desc);
+    if (r < 0) {
+        *ret_fail = "cannot build the ownership marker";
+        return r;
+    }
+    struct pve_clone_params cp = {
+        .node = sb->node,
+        .template_vmid = e->cfg->proxmox.template_vmid,
+        .hostname = sb->hostname,
+        .description = desc,
+        .pool = e->cfg->proxmox.pool,
+        .full = e->cfg->proxmox.full_clone ? 1 : -1,
+        .storage = e->cfg->proxmox.full_clone ? e->cfg->proxmox.storage : NULL,
+        .vmid_taken = vmid_taken,
+        .vmid_taken_userdata = e,
+    };
+    return pve_clone(e->pve, &cp, timeout_ms, on_cloned, sb, &sb->call);
+}
+
+static int start_config_put(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    _cleanup_json_ json_object *p = json_object_new_object();
+
+    if (!p) {
+        *ret_fail = "out of memory";
+        return -ENOMEM;
+    }
+    json_object_object_add(p, "cores", json_object_new_int((int)sb->cores));
+    json_object_object_add(p, "memory", json_object_new_int((int)sb->memory_mb));
+    return pve_config_put(sb->engine->pve, sb->node, sb->vmid, p, timeout_ms, on_step_pve, sb,
+                          &sb->call);
+}
+
+static void on_config_got(const struct pve_result *res, void *userdata)
+{
+    struct sandbox *sb = userdata;
+    json_object *rootfs = NULL;
+
+    sb->call = NULL;
+    if (res->error == 0 && res->data)
+        json_object_object_get_ex(res->data, "rootfs", &rootfs);
+    sb->rootfs_gb = pve_rootfs_size_gb(rootfs ? json_object_get_string(rootfs) : NULL, 0);
+    if (sb->rootfs_gb > sb->disk_gb)
+        sb->disk_gb = (unsigned)sb->rootfs_gb; /* cannot shrink: report what it has */
+    step_pve_done(sb, res);
+}
+
+static int start_config_get(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    return pve_config_get(sb->engine->pve, sb->node, sb->vmid, false, timeout_ms, on_config_got, sb,
+                          &sb->call);
+}
+
+static bool skip_resize(const struct sandbox *sb)
+{
+    return sb->rootfs_gb == 0 || sb->disk_gb <= sb->rootfs_gb;
+}
+
+static int start_resize(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    char size[32];
+
+    snprintf(size, sizeof size, "%uG", sb->disk_gb);
+    return pve_resize(sb->engine->pve, sb->node, sb->vmid, "rootfs", size, timeout_ms, on_step_pve,
+                      sb, &sb->call);
+}
+
+static int start_fw_options(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    _cleanup_json_ json_object *p = json_object_new_object();
+
+    if (!p) {
+        *ret_fail = "out of memory";
+        return -ENOMEM;
+    }
+    json_object_object_add(p, "enable", json_object_new_int(1));
+    json_object_object_add(p, "policy_in", json_object_new_string("DROP"));
+    json_object_object_add(p, "policy_out", json_object_new_string("DROP"));
+    json_object_object_add(p, "ipfilter", json_object_new_int(1));
+    json_object_object_add(p, "macfilter", json_object_new_int(1));
+    return pve_fw_options_put(sb->engine->pve, sb->node, sb->vmid, p, timeout_ms, on_step_pve, sb,
+                              &sb->call);
+}
+
+static bool skip_fw_group(const struct sandbox *sb)
+{
+    return !sb->internet;
+}
+
+static int start_fw_group(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    struct engine *e = sb->engine;
+
+    return pve_fw_group_set(e->pve, sb->node, sb->vmid, e->cfg->proxmox.internet_group, true,
+                            timeout_ms, on_step_pve, sb, &sb->call);
+}
+
+static int start_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    return pve_start(sb->engine->pve, sb->node, sb->vmid, timeout_ms, on_step_pve, sb, &sb->call);
+}
+
+static void on_interfaces(const struct pve_result *res, void *userdata)
+{
+    struct sandbox *sb = userdata;
+
+    sb->call = NULL;
+    if (res->error < 0 && res->error != -ETIMEDOUT) {
+        step_pve_done(sb, res);
+        return;
+    }
+    if (res->error == 0 && res->ipv4) {
+        struct engine_error err = {
+            .kind = ENGINE_E_INTERNAL, .error = -ENOMEM, .message = "out of memory"};
+
+        free(sb->ip);
+        sb->ip = strdup(res->ipv4);
+        on_step_done(sb, sb->ip ? NULL : &err);
+        return;
+    }
+    step_again(sb, sb->ip_poll_ms);
+    sb->ip_poll_ms = MIN(sb->ip_poll_ms * 2, ENGINE_IP_POLL_MAX_MS);
+}
+
+static int start_ip_poll(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    return pve_interfaces(sb->engine->pve, sb->node, sb->vmid, MIN(timeout_ms, IP_CALL_MS),
+                          on_interfaces, sb, &sb->call);
+}
+
+static void on_ipset(const struct pve_result *res, void *userdata)
+{
+    struct sandbox *sb = userdata;
+
+    sb->call = NULL;
+    if (res->error < 0 && pve_error_exists(res))
+        on_step_done(sb, NULL);
+    else
+        step_pve_done(sb, res);
+}
+
+static int start_ipset_create(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    return pve_fw_ipset_create(sb->engine->pve, sb->node, sb->vmid, IPFILTER_SET, timeout_ms,
+                               on_ipset, sb, &sb->call);
+}
+
+static int start_ipset_add(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    return pve_fw_ipset_add(sb->engine->pve, sb->node, sb->vmid, IPFILTER_SET, sb->ip, timeout_ms,
+                            on_ipset, sb, &sb->call);
+}
+
+static void on_connected(struct sshpool *pool, int error, void *userdata)
+{
+    struct sandbox *sb = userdata;
+    const char *detail;
+    char buf[512];
+    struct engine_error err = {.kind = ENGINE_E_SSH, .error = error, .message = buf};
+
+    if (error >= 0) {
+        test_crash_point("create-before-ready");
+        on_step_done(sb, NULL);
+        return;
+    }
+    if (error == -ETIMEDOUT && step_left(sb) == 0) {
+        err = deadline_error(sb, buf, sizeof buf);
+        on_step_done(sb, &err);
+        return;
+    }
+    /* A fresh container's sshd may drop the first connections while it starts: retry those
+     * (never a host key or auth refusal) while the create deadline allows. */
+    if ((error == -EPROTO || error == -ECONNRESET) &&
+        sb->connect_attempts < ENGINE_CONNECT_ATTEMPTS && step_left(sb) > ENGINE_CONNECT_RETRY_MS) {
+        sb->connect_attempts++;
+        sshpool_close(TAKE_PTR(sb->pool), NULL, NULL);
+        step_again(sb, ENGINE_CONNECT_RETRY_MS);
+        return;
+    }
+    detail = sshpool_last_error(pool);
+    snprintf(buf, sizeof buf, "SSH connect to %s failed: %s%s%s", sb->ip,
+             error == -EBADE ? "host key mismatch" : strerror(-error),
+             detail && *detail ? ": " : "", detail ? detail : "");
+    on_step_done(sb, &err);
+}
+
+static int start_connect(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    struct engine *e = sb->engine;
+    struct sshs_config sc;
+    int r;
+
+    sandbox_ssh_config(sb, &sc);
+    r = sshpool_new(e->loop, &sc, e->cfg->ssh.sessions_per_sandbox, &sb->pool);
+    if (r < 0) {
+        *ret_fail = "cannot set up the SSH pool";
+        return r;
+    }
+    return sshpool_connect(sb->pool, timeout_ms, on_connected, sb);
+}
+
+static void on_ready_saved(int r, void *userdata)
+{
+    struct sandbox *sb = userdata;
+    struct engine_error err = {
+        .kind = ENGINE_E_INTERNAL, .error = r, .message = "cannot write the registry record"};
+
+    sb->refs--;
+    if (sb->state == SANDBOX_GONE || !sb->create_op) { /* dropped by engine_close() */
+        sandbox_maybe_free(sb);
+        return;
+    }
+    on_step_done(sb, r < 0 ? &err : NULL);
+}
+
+static int start_ready_save(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    sb->refs++;
+    if (sandbox_save(sb, on_ready_saved, sb) < 0) {
+        /* The daemon stops: the registry record is resolved at the next start. */
+        sb->refs--;
+        create_finish(sb);
+    }
+    return 0;
+}
+
+/* ---- engine_create ---- */
+
+/* Fills a new sandbox from opts; the caller checked quota and ttl. */
+static int sandbox_new(struct engine *e, const struct sandbox_create_opts *opts, int64_t ttl,
+                       struct sandbox **ret)
+{
+    const struct config_sandbox *cs = &e->cfg->sandbox;
+    struct sandbox *sb;
+    int r;
+
+    sb = calloc(1, sizeof *sb);
+    if (!sb)
+        return -ENOMEM;
+    r = id_random(sb->id, sizeof sb->id, "sb-");
+    if (r >= 0)
+        r = labels_copy(opts->labels, &sb->labels);
+    if (r < 0) {
+        free(sb);
+        return r == -EINVAL ? -EINVAL : -ENOMEM;
+    }
+    sb->engine = e;
+    sb->owner_uid = opts->owner_uid;
+    sb->node = strdup(e->cfg->proxmox.nodes[0]);
+    sb->hostname = strdup(opts->hostname ? opts->hostname : sb->id);
+    sb->cores = opts->cores > 0 ? (unsigned)opts->cores : cs->default_cores;
+    sb->memory_mb = opts->memory_mb > 0 ? (unsigned)opts->memory_mb : cs->default_memory_mb;
+    sb->disk_gb = opts->disk_gb > 0 ? (unsigned)opts->disk_gb : cs->default_disk_gb;
+    sb->internet = opts->internet;
+    if (opts->idempotency_key) {
+        sb->idempotency_key = strdup(opts->idempotency_key);
+        if (!sb->idempotency_key ||
+            marker_key_hash(opts->owner_uid, opts->idempotency_key, sb->idem_hash) < 0)
+            r = -ENOMEM;
+    }
+    if (opts->params_hash && hex_is_valid(opts->params_hash, SHA256_HEX_SIZE - 1))
+        memcpy(sb->params_hash, opts->params_hash, SHA256_HEX_SIZE);
+    sb->created_at = now_realtime();
+    sb->expires_at = sb->created_at + ttl;
+    sb->started_ms = now_ms(e);
+    sb->deadline_ms = sb->started_ms + (uint64_t)cs->create_timeout_s * 1000;
+    /* state PENDING and step 0 (the intent save) from calloc() */
+    uv_timer_init(e->loop, &sb->timer);
+    sb->timer.data = sb;
+    if (r < 0 || !sb->node || !sb->hostname) {
+        sandbox_set_state(sb, SANDBOX_GONE);
+        sandbox_maybe_free(sb);
+        return -ENOMEM;
+    }
+    *ret = sb;
+    return 0;
+}
+
+static int create_refuse(struct engine_error *ret_err, enum engine_err_kind kind, int r,
+                         const char *msg, const char *param)
+{
+    *ret_err = (struct engine_error){.kind = kind, .error = r, .message = msg, .param = param};
+    return r;
+}
+
+int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engine_sandbox_cb cb,
+                  void *userdata, struct engine_error *ret_err)
+{
+    const struct config_sandbox *cs = &e->cfg->sandbox;
+    unsigned n_uid = 0, n_all = 0;
+    struct sandbox *sb;
+    struct sb_op *op;
+    int64_t ttl;
+    int r;
+
+    if (e->closing)
+        return create_refuse(ret_err, ENGINE_E_SHUTDOWN, -ESHUTDOWN, "the daemon is shutting down",
+                             NULL);
+    if (!e->configured)
+        return create_refuse(ret_err, ENGINE_E_NOT_CONFIGURED, -ENXIO,
+                             "Proxmox is not configured ([proxmox] section)", NULL);
+    ttl = opts->ttl_s < 0 ? (int64_t)cs->default_ttl_s : opts->ttl_s;
+    if (ttl < 1 || ttl > (int64_t)cs->max_ttl_s)
+        return create_refuse(ret_err, ENGINE_E_INVALID, -EINVAL,
+                             "ttl_s exceeds the configured max_ttl_s", "ttl_s");
+    for (sb = e->sandboxes; sb; sb = sb->next) {
+        n_all++;
+        if (sb->owner_uid == opts->owner_uid)
+            n_uid++;
+    }
+    if (n_uid >= cs->max_per_uid)
+        return create_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT,
+                             "too many sandboxes for this uid (max_per_uid)", NULL);
+    if (n_all >= cs->max_total)
+        return create_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT, "too many sandboxes (max_total)",
+                             NULL);
+
+    op = calloc(1, sizeof *op);
+    if (!op)
+        return create_refuse(ret_err, ENGINE_E_INTERNAL, -ENOMEM, "out of memory", NULL);
+    r = sandbox_new(e, opts, ttl, &sb);
+    if (r < 0) {
+        free(op);
+        if (r == -EINVAL)
+            return create_refuse(ret_err, ENGINE_E_INVALID, r, "bad labels", "labels");
+        return create_refuse(ret_err, ENGINE_E_INTERNAL, r, "out of memory", NULL);
+    }
+    op->cb = cb;
+    op->userdata = userdata;
+    /* The intent is durable before anything exists in Proxmox (the first step's call). */
+    test_crash_point("create-before-intent");
+    r = sandbox_save(sb, on_intent_saved, sb);
+    if (r < 0) {
+        sandbox_set_state(sb, SANDBOX_GONE);
+        free(op);
+        sandbox_maybe_free(sb);
+        return create_refuse(ret_err, ENGINE_E_INTERNAL, r, "cannot write the registry record",
+                             NULL);
+    }
+    sb->refs++; /* until on_intent_saved */
+    sb->create_op = op;
+    sandbox_link(sb);
+    log_debug(COMP, "%s: create for uid %u", sb->id, (unsigned)sb->owner_uid);
+    return 0;
+}

@@ -1,0 +1,286 @@
+/* A READY sandbox's work: exec and files over its SSH sessions, and its internet switch
+ * (one firewall change at a time, in order). See sandbox.h. */
+#include "macro.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pve.h"
+#include "sandbox-internal.h"
+
+/* ---- internet ---- */
+
+/* Internet changes of one sandbox run one at a time, in the order they were asked for:
+ * a change asked for while another runs waits in sb->fw_waiting (at most
+ * ENGINE_FW_QUEUE_MAX) and starts when the one before it completes, so pipelined calls
+ * all succeed and the last one asked for is the state left in place. */
+
+static int fw_start(struct sandbox *sb, struct fw_op *op);
+
+/* Completes every queued change with err (the sandbox is going away or the daemon stops). */
+static void fw_fail_waiting(struct sandbox *sb, const struct engine_error *err)
+{
+    struct fw_op *op;
+
+    while ((op = sb->fw_waiting)) {
+        sb->fw_waiting = op->next;
+        sb->n_fw_waiting--;
+        op->cb(err, sb, op->userdata);
+        free(op);
+    }
+}
+
+/* Starts the oldest queued change, if any; one that cannot start completes with its error. */
+static void fw_start_next(struct sandbox *sb)
+{
+    struct fw_op *op;
+
+    while (!sb->fw_busy && (op = sb->fw_waiting)) {
+        int r;
+
+        sb->fw_waiting = op->next;
+        sb->n_fw_waiting--;
+        op->next = NULL;
+        r = fw_start(sb, op);
+        if (r < 0) {
+            struct engine_error err = {.kind = ENGINE_E_INTERNAL,
+                                       .error = r,
+                                       .message = "cannot change the firewall rule"};
+
+            op->cb(&err, sb, op->userdata);
+            free(op);
+        }
+    }
+}
+
+static void on_fw_set(const struct pve_result *res, void *userdata)
+{
+    struct fw_op *op = userdata;
+    struct sandbox *sb = op->sb;
+    struct engine *e = sb->engine;
+    struct engine_error err;
+
+    sb->call = NULL;
+    sb->fw_busy = false;
+    if (res->error == 0) {
+        sb->internet = op->enabled;
+        if (!e->closing)
+            (void)sandbox_save(sb, save_logged, NULL);
+        op->cb(NULL, sb, op->userdata);
+    } else {
+        error_from_pve(res, e->closing, &err);
+        op->cb(&err, sb, op->userdata);
+    }
+    free(op);
+    if (e->closing) {
+        err = (struct engine_error){.kind = ENGINE_E_SHUTDOWN,
+                                    .error = -ESHUTDOWN,
+                                    .message = "the daemon is shutting down"};
+        fw_fail_waiting(sb, &err);
+    } else if (sb->destroy_requested && sb->state == SANDBOX_READY) {
+        err = (struct engine_error){.kind = ENGINE_E_STATE,
+                                    .error = -EAGAIN,
+                                    .message = "the sandbox is being destroyed",
+                                    .state = sandbox_state_to_public(SANDBOX_DESTROYING)};
+        fw_fail_waiting(sb, &err);
+        sb->destroy_requested = false;
+        destroy_start(sb);
+    } else {
+        fw_start_next(sb);
+    }
+    sandbox_unref(sb);
+}
+
+static int fw_start(struct sandbox *sb, struct fw_op *op)
+{
+    struct engine *e = sb->engine;
+    int r;
+
+    r = pve_fw_group_set(e->pve, sb->node, sb->vmid, e->cfg->proxmox.internet_group, op->enabled,
+                         ENGINE_STEP_CONFIG_MS, on_fw_set, op, &sb->call);
+    if (r < 0)
+        return r;
+    sb->fw_busy = true;
+    sb->refs++;
+    return 0;
+}
+
+int engine_set_internet(struct engine *e, struct sandbox *sb, bool enabled, engine_sandbox_cb cb,
+                        void *userdata, struct engine_error *ret_err)
+{
+    struct fw_op *op;
+    int r;
+
+    if (sb->state != SANDBOX_READY || sb->destroy_requested) {
+        *ret_err =
+            (struct engine_error){.kind = ENGINE_E_STATE,
+                                  .error = -EAGAIN,
+                                  .message = "the sandbox is not ready",
+                                  .state = sandbox_state_to_public(
+                                      sb->destroy_requested ? SANDBOX_DESTROYING : sb->state)};
+        return -EAGAIN;
+    }
+    if (sb->fw_busy && sb->n_fw_waiting >= ENGINE_FW_QUEUE_MAX) {
+        *ret_err = (struct engine_error){.kind = ENGINE_E_BUSY,
+                                         .error = -EBUSY,
+                                         .message = "too many internet changes are waiting"};
+        return -EBUSY;
+    }
+    op = calloc(1, sizeof *op);
+    if (!op) {
+        *ret_err = (struct engine_error){
+            .kind = ENGINE_E_INTERNAL, .error = -ENOMEM, .message = "out of memory"};
+        return -ENOMEM;
+    }
+    op->sb = sb;
+    op->enabled = enabled;
+    op->cb = cb;
+    op->userdata = userdata;
+    if (sb->fw_busy) {
+        struct fw_op **tail = &sb->fw_waiting;
+
+        while (*tail)
+            tail = &(*tail)->next;
+        *tail = op;
+        sb->n_fw_waiting++;
+        return 0;
+    }
+    r = fw_start(sb, op);
+    if (r < 0) {
+        free(op);
+        *ret_err = (struct engine_error){
+            .kind = ENGINE_E_INTERNAL, .error = r, .message = "cannot change the firewall rule"};
+        return r;
+    }
+    return 0;
+}
+
+/* ---- exec and files ---- */
+
+/* A re-attached sandbox's SSH pool, created on first use (it connects lazily). */
+static int sandbox_pool_lazy(struct sandbox *sb)
+{
+    struct engine *e = sb->engine;
+    struct sshs_config sc;
+
+    if (!sb->ip)
+        return -EHOSTUNREACH;
+    sandbox_ssh_config(sb, &sc);
+    return sshpool_new(e->loop, &sc, e->cfg->ssh.sessions_per_sandbox, &sb->pool);
+}
+
+void engine_error_from_io(int error, bool file, struct engine_error *ret)
+{
+    *ret = (struct engine_error){.error = error, .message = strerror(-error)};
+    if (sshs_error_is_ssh(error)) {
+        ret->kind = ENGINE_E_SSH;
+        if (error == -EBADE)
+            ret->message = "SSH host key mismatch";
+    } else if (error == -ECANCELED) {
+        ret->kind = ENGINE_E_STATE;
+        ret->message = "cancelled: the sandbox is going away";
+    } else if (error == -EBUSY) {
+        ret->kind = ENGINE_E_BUSY;
+        ret->message = "too many requests queued";
+    } else {
+        ret->kind = file ? ENGINE_E_FILE : ENGINE_E_INTERNAL;
+    }
+}
+
+static int not_ready(const struct sandbox *sb, struct engine_error *ret_err)
+{
+    *ret_err = (struct engine_error){.kind = ENGINE_E_STATE,
+                                     .error = -EAGAIN,
+                                     .message = "the sandbox is not ready",
+                                     .state = sandbox_state_to_public(sb->state)};
+    return -EAGAIN;
+}
+
+int sandbox_exec_start(struct sandbox *sb, const struct sshexec_params *params, sshexec_done_cb cb,
+                       void *userdata, struct sshexec **ret, struct engine_error *ret_err)
+{
+    int r;
+
+    if (sb->state == SANDBOX_READY && !sb->pool && !sb->create_op && !sb->engine->closing &&
+        sandbox_pool_lazy(sb) < 0)
+        return not_ready(sb, ret_err);
+    if (sb->state != SANDBOX_READY || !sb->pool || sb->engine->closing)
+        return not_ready(sb, ret_err);
+    r = sshexec_start(sb->pool, params, cb, userdata, ret);
+    if (r == -EINVAL || r == -E2BIG)
+        *ret_err = (struct engine_error){.kind = ENGINE_E_INVALID,
+                                         .error = r,
+                                         .message = "the command is too large or malformed",
+                                         .param = "params"};
+    else if (r < 0)
+        engine_error_from_io(r, false, ret_err);
+    return r;
+}
+
+static int sandbox_sshfile(struct sandbox *sb, struct sshfile **ret)
+{
+    struct engine *e = sb->engine;
+    int r;
+
+    if (!sb->file) {
+        struct sshs_config sc;
+
+        sandbox_ssh_config(sb, &sc);
+        r = sshfile_new(e->loop, &sc, e->cfg->ssh.file_timeout_ms, &sb->file);
+        if (r < 0)
+            return r;
+    }
+    *ret = sb->file;
+    return 0;
+}
+
+/* The sandbox's SFTP session for a request; -EAGAIN (ret_err filled) unless READY. */
+static int file_session(struct sandbox *sb, struct sshfile **ret, struct engine_error *ret_err)
+{
+    if (sb->state != SANDBOX_READY || sb->engine->closing)
+        return not_ready(sb, ret_err);
+    return sandbox_sshfile(sb, ret);
+}
+
+/* Fills ret_err for a file request that could not start (not for -EAGAIN: filled already). */
+static int file_start_error(int r, bool write, struct engine_error *ret_err)
+{
+    if (r == -EAGAIN)
+        return r;
+    if (r == -EINVAL)
+        *ret_err = (struct engine_error){.kind = ENGINE_E_INVALID,
+                                         .error = r,
+                                         .message = "not an absolute path, or a bad offset/mode",
+                                         .param = "path"};
+    else if (r == -EFBIG)
+        *ret_err = (struct engine_error){.kind = ENGINE_E_INVALID,
+                                         .error = r,
+                                         .message = "too large",
+                                         .param = write ? "content" : "length"};
+    else
+        engine_error_from_io(r, true, ret_err);
+    return r;
+}
+
+int sandbox_file_write(struct sandbox *sb, const struct sshfile_write_params *p,
+                       sshfile_write_cb cb, void *userdata, struct engine_error *ret_err)
+{
+    struct sshfile *f;
+    int r = file_session(sb, &f, ret_err);
+
+    if (r == 0)
+        r = sshfile_write(f, p, cb, userdata);
+    return r < 0 ? file_start_error(r, true, ret_err) : 0;
+}
+
+int sandbox_file_read(struct sandbox *sb, const char *path, uint64_t offset, uint64_t length,
+                      sshfile_read_cb cb, void *userdata, struct engine_error *ret_err)
+{
+    struct sshfile *f;
+    int r = file_session(sb, &f, ret_err);
+
+    if (r == 0)
+        r = sshfile_read(f, path, offset, length, cb, userdata);
+    return r < 0 ? file_start_error(r, false, ret_err) : 0;
+}
