@@ -8,39 +8,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "lib/config.h"
 #include "lib/log.h"
 #include "lib/macro.h"
 #include "methods.h"
 #include "proto/rpc.h"
-#include "server.h"
 
 #define COMP "conn"
-
-/* A batch is answered as one array once every entry has completed. */
-struct batch {
-    json_object *replies; /* array */
-    unsigned pending;
-};
-
-struct req {
-    struct conn *conn; /* NULL once the client is gone */
-    struct server *server;
-    struct batch *batch;
-    json_object *id;      /* owned; NULL for a notification or id null */
-    json_object *request; /* owned: keeps method and params alive */
-    json_object *params;  /* borrowed from request */
-    const char *method;   /* points into request */
-    bool notification;
-    uid_t uid;
-    gid_t gid;
-    pid_t pid;
-    req_event_cb on_disconnect;
-    void *disconnect_data;
-    req_event_cb on_drain;
-    void *drain_data;
-    uint64_t drain_pass; /* the connection's drain pass when on_drain was armed */
-    struct req *prev, *next;
-};
 
 struct wreq {
     uv_write_t w;
@@ -104,7 +78,7 @@ size_t conn_output_bytes(const struct conn *c)
 
 static unsigned max_inflight(const struct conn *c)
 {
-    return c->server->config->server.max_inflight_per_connection;
+    return c->host->config->server.max_inflight_per_connection;
 }
 
 static void conn_read_stop(struct conn *c)
@@ -140,9 +114,9 @@ static bool conn_check_hangup(struct conn *c)
 {
     if (c->state >= CONN_CLOSING || !conn_peer_gone(c))
         return false;
-    if (c->inflight > 0)
+    if (c->port.list.n > 0)
         log_info(COMP, "#%" PRIu64 " uid=%u: client gone with %u request(s) in flight, cancelling",
-                 c->id, (unsigned)c->uid, c->inflight);
+                 c->id, (unsigned)c->uid, c->port.list.n);
     c->wlen = 0;
     conn_close(c);
     return true;
@@ -177,7 +151,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
         conn_close(c);
         return;
     }
-    c->last_activity = uv_now(c->server->loop);
+    c->last_activity = uv_now(c->host->loop);
     r = frame_buf_append(&c->in, buf->base, (size_t)nread);
     if (r == -EMSGSIZE) {
         log_debug(COMP, "#%" PRIu64 ": request line over %zu bytes", c->id, c->in.max_line);
@@ -209,7 +183,7 @@ static void on_write(uv_write_t *w, int status)
         return;
     }
     /* Progress: the stalled-writer deadline counts from the last completed write. */
-    c->write_since = c->n_writes ? uv_now(c->server->loop) : 0;
+    c->write_since = c->n_writes ? uv_now(c->host->loop) : 0;
     conn_flush(c);
     conn_update(c);
     if (c->state == CONN_OPEN && !c->in_process)
@@ -261,7 +235,7 @@ static void conn_flush(struct conn *c)
         }
         c->out_queued += rest;
         if (c->n_writes++ == 0)
-            c->write_since = uv_now(c->server->loop);
+            c->write_since = uv_now(c->host->loop);
     }
     c->wlen = 0;
     if (c->wcap > CONN_OUTPUT_LOW) {
@@ -329,23 +303,7 @@ void conn_fail(struct conn *c, int code, const char *reason)
  * called again in this one (which would never end). */
 static void fire_drain(struct conn *c)
 {
-    uint64_t pass = c->drain_pass++;
-    bool again = true;
-
-    /* A callback may complete its request and so change the list: rescan. */
-    while (again && c->state < CONN_CLOSING) {
-        again = false;
-        for (struct req *r = c->reqs; r; r = r->next) {
-            if (r->on_drain && r->drain_pass <= pass) {
-                req_event_cb cb = r->on_drain;
-
-                r->on_drain = NULL;
-                cb(r, r->drain_data);
-                again = true;
-                break;
-            }
-        }
-    }
+    req_list_fire_drain(&c->port, c->drain_pass++);
 }
 
 /* Computes read interest and closing from the state. */
@@ -361,7 +319,8 @@ static void conn_update(struct conn *c)
     }
     if (c->state != CONN_OPEN)
         return;
-    if ((c->eof || server_stopping(c->server)) && c->inflight == 0 && out == 0 && !c->in_process) {
+    if ((c->eof || c->host->ops->stopping(c->host->owner)) && c->port.list.n == 0 && out == 0 &&
+        !c->in_process) {
         conn_close(c);
         return;
     }
@@ -373,7 +332,7 @@ static void conn_update(struct conn *c)
         if (c->state != CONN_OPEN)
             return;
     }
-    want = !c->eof && c->inflight < max_inflight(c) && !c->out_paused;
+    want = !c->eof && c->port.list.n < max_inflight(c) && !c->out_paused;
     if (want && !c->reading) {
         if (uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read) == 0)
             c->reading = true;
@@ -382,165 +341,13 @@ static void conn_update(struct conn *c)
     }
 }
 
-static void req_free(struct req *r)
-{
-    json_object_put(r->id);
-    json_object_put(r->request);
-    free(r);
-}
-
-static void req_unlink(struct req *r)
-{
-    struct conn *c = r->conn;
-
-    if (!c)
-        return;
-    if (r->prev)
-        r->prev->next = r->next;
-    else
-        c->reqs = r->next;
-    if (r->next)
-        r->next->prev = r->prev;
-    r->prev = r->next = NULL;
-    c->inflight--;
-    r->conn = NULL;
-}
-
-/* Completes a request with a response (taken over; NULL for none). */
-static void req_complete(struct req *r, json_object *response)
-{
-    struct conn *c = r->conn;
-    struct batch *b = r->batch;
-    struct server *s = r->server;
-
-    req_unlink(r);
-    if (r->notification) {
-        json_object_put(response);
-        response = NULL;
-    }
-    if (b) {
-        if (response)
-            json_object_array_add(b->replies, response);
-        if (--b->pending == 0) {
-            if (c && json_object_array_length(b->replies) > 0)
-                (void)conn_send(c, json_object_get(b->replies));
-            json_object_put(b->replies);
-            free(b);
-        }
-    } else if (response) {
-        if (c)
-            (void)conn_send(c, response);
-        else
-            json_object_put(response);
-    }
-    req_free(r);
-    if (c && c->state < CONN_CLOSING) {
-        c->last_activity = uv_now(s->loop);
-        if (!c->in_process)
-            conn_process(c);
-    }
-    if (server_stopping(s))
-        server_maybe_finish(s);
-}
-
-static void dispatch_call(struct conn *c, struct rpc_call *call, struct batch *b)
-{
-    struct req *r;
-    method_handler_t h;
-
-    if (call->error) {
-        if (b)
-            json_object_array_add(b->replies, json_object_get(call->error));
-        else
-            (void)conn_send(c, json_object_get(call->error));
-        return;
-    }
-    /* A request is only attached to an open connection: a closing one has
-     * already detached its requests and is freed once its handle is closed. */
-    if (c->state != CONN_OPEN)
-        return;
-    r = calloc(1, sizeof *r);
-    if (!r) {
-        if (!call->notification)
-            (void)conn_send(c, rpc_error_reason_new(call->id, RPC_INTERNAL_ERROR, "out of memory"));
-        return;
-    }
-    r->conn = c;
-    r->server = c->server;
-    r->batch = b;
-    r->id = call->id ? json_object_get(call->id) : NULL;
-    r->request = json_object_get(call->request);
-    r->params = call->params;
-    r->method = call->method;
-    r->notification = call->notification;
-    r->uid = c->uid;
-    r->gid = c->gid;
-    r->pid = c->pid;
-    r->next = c->reqs;
-    if (c->reqs)
-        c->reqs->prev = r;
-    c->reqs = r;
-    c->inflight++;
-    if (b)
-        b->pending++;
-
-    if (server_stopping(c->server)) {
-        req_error(r, RPC_SHUTTING_DOWN, "the daemon is shutting down");
-        return;
-    }
-    h = methods_find(r->method);
-    if (!h) {
-        json_object *data = json_object_new_object();
-
-        json_object_object_add(data, "reason", json_object_new_string("unknown method"));
-        json_object_object_add(data, "method", json_object_new_string(r->method));
-        req_error_data(r, RPC_METHOD_NOT_FOUND, NULL, data);
-        return;
-    }
-    h(r, r->params);
-}
-
 static void dispatch_line(struct conn *c, const char *line, size_t len)
 {
-    struct rpc_message m;
-    struct batch *b = NULL;
-    int r;
-
     /* Blank lines (keep-alives, a trailing "\r\n") are ignored. */
     if (len == 0 || (len == 1 && line[0] == '\r'))
         return;
-    r = rpc_parse(line, len, &m);
-    if (r < 0) {
-        rpc_message_done(&m);
+    if (methods_dispatch_line(&c->port, line, len, c->host->ops->stopping(c->host->owner)) < 0)
         conn_fail(c, RPC_INTERNAL_ERROR, "out of memory");
-        return;
-    }
-    if (m.error) {
-        (void)conn_send(c, json_object_get(m.error));
-        rpc_message_done(&m);
-        return;
-    }
-    if (m.batch) {
-        b = calloc(1, sizeof *b);
-        if (b)
-            b->replies = json_object_new_array();
-        if (!b || !b->replies) {
-            free(b);
-            rpc_message_done(&m);
-            conn_fail(c, RPC_INTERNAL_ERROR, "out of memory");
-            return;
-        }
-        b->pending = 1; /* held until every entry is dispatched */
-    }
-    for (size_t i = 0; i < m.n_calls; i++)
-        dispatch_call(c, &m.calls[i], b);
-    rpc_message_done(&m);
-    if (b && --b->pending == 0) {
-        if (json_object_array_length(b->replies) > 0)
-            (void)conn_send(c, json_object_get(b->replies));
-        json_object_put(b->replies);
-        free(b);
-    }
 }
 
 /* Takes complete lines while the caps allow, then flushes and recomputes interest. */
@@ -549,7 +356,7 @@ static void conn_process(struct conn *c)
     if (c->in_process)
         return;
     c->in_process = true;
-    while (c->state == CONN_OPEN && c->inflight < max_inflight(c) &&
+    while (c->state == CONN_OPEN && c->port.list.n < max_inflight(c) &&
            conn_output_bytes(c) <= CONN_OUTPUT_HIGH) {
         char *line;
         size_t len;
@@ -576,23 +383,8 @@ static void on_close(uv_handle_t *h)
     conn_set_state(c, CONN_CLOSED);
     frame_buf_done(&c->in);
     free(c->wbuf);
-    server_conn_closed(c->server, c);
+    c->host->ops->closed(c->host->owner, c);
     free(c);
-}
-
-static void conn_detach_requests(struct conn *c)
-{
-    struct req *r;
-
-    while ((r = c->reqs)) {
-        req_event_cb cb = r->on_disconnect;
-
-        req_unlink(r);
-        r->on_drain = NULL;
-        r->on_disconnect = NULL;
-        if (cb)
-            cb(r, r->disconnect_data);
-    }
 }
 
 void conn_close(struct conn *c)
@@ -604,16 +396,16 @@ void conn_close(struct conn *c)
     if (conn_set_state(c, CONN_CLOSING) < 0)
         return;
     c->wlen = 0;
-    server_conn_uncount(c->server, c);
+    c->host->ops->uncount(c->host->owner, c);
     uv_close((uv_handle_t *)&c->pipe, on_close);
     /* The callbacks may complete their requests, which are detached first: none
      * of them reaches this connection again. */
-    conn_detach_requests(c);
+    req_list_detach_all(&c->port);
 }
 
 void conn_sweep(struct conn *c, uint64_t now)
 {
-    const struct server_limits *l = &c->server->limits;
+    const struct conn_limits *l = c->host->limits;
 
     if (c->state >= CONN_CLOSING)
         return;
@@ -627,7 +419,7 @@ void conn_sweep(struct conn *c, uint64_t now)
      * draining) a hang-up would go unnoticed: poll for it. */
     if (!c->reading && conn_check_hangup(c))
         return;
-    if (c->state == CONN_OPEN && c->inflight == 0 && conn_output_bytes(c) == 0 &&
+    if (c->state == CONN_OPEN && c->port.list.n == 0 && conn_output_bytes(c) == 0 &&
         now - c->last_activity >= l->idle_timeout_ms) {
         log_debug(COMP, "#%" PRIu64 ": idle, closing", c->id);
         conn_close(c);
@@ -644,12 +436,61 @@ void conn_abort(struct conn *c)
     conn_close(c);
 }
 
+/* ---- the request port: how requests reach this connection ---- */
+
+static int port_send(void *conn, json_object *msg)
+{
+    return conn_send(conn, msg);
+}
+
+static size_t port_output_bytes(const void *conn)
+{
+    return conn_output_bytes(conn);
+}
+
+static bool port_open(const void *conn)
+{
+    return ((const struct conn *)conn)->state == CONN_OPEN;
+}
+
+static bool port_active(const void *conn)
+{
+    return ((const struct conn *)conn)->state < CONN_CLOSING;
+}
+
+static uint64_t port_drain_pass(const void *conn)
+{
+    return ((const struct conn *)conn)->drain_pass;
+}
+
+static void port_completed(void *conn)
+{
+    struct conn *c = conn;
+    const struct conn_host *h = c->host;
+
+    if (c->state < CONN_CLOSING) {
+        c->last_activity = uv_now(h->loop);
+        if (!c->in_process)
+            conn_process(c);
+    }
+    h->ops->request_done(h->owner);
+}
+
+static const struct req_port_ops conn_port_ops = {
+    .send = port_send,
+    .output_bytes = port_output_bytes,
+    .open = port_open,
+    .active = port_active,
+    .drain_pass = port_drain_pass,
+    .completed = port_completed,
+};
+
 static void on_close_unaccepted(uv_handle_t *h)
 {
     free(h->data);
 }
 
-static int conn_new(struct server *s, struct conn **ret)
+static int conn_new(const struct conn_host *h, struct conn **ret)
 {
     static uint64_t next_id = 1;
     struct conn *c;
@@ -658,9 +499,9 @@ static int conn_new(struct server *s, struct conn **ret)
     c = calloc(1, sizeof *c);
     if (!c)
         return -ENOMEM;
-    c->server = s;
+    c->host = h;
     c->id = next_id++;
-    r = uv_pipe_init(s->loop, &c->pipe, 0);
+    r = uv_pipe_init(h->loop, &c->pipe, 0);
     if (r < 0) {
         free(c);
         return r;
@@ -674,7 +515,7 @@ static int conn_new(struct server *s, struct conn **ret)
  * failure the handle is closed (which frees c). */
 static int conn_setup(struct conn *c, struct conn **ret)
 {
-    struct server *s = c->server;
+    const struct conn_host *h = c->host;
     struct ucred cred;
     socklen_t len = sizeof cred;
     uv_os_fd_t fd;
@@ -690,19 +531,31 @@ static int conn_setup(struct conn *c, struct conn **ret)
     c->uid = cred.uid;
     c->gid = cred.gid;
     c->pid = cred.pid;
-    frame_buf_init(&c->in, s->config->server.max_request_bytes);
-    c->last_activity = uv_now(s->loop);
+    c->port = (struct req_port){
+        .ops = &conn_port_ops,
+        .conn = c,
+        .loop = h->loop,
+        .config = h->config,
+        .admins = h->admins,
+        .uid = c->uid,
+        .gid = c->gid,
+        .pid = c->pid,
+        .output_high = CONN_OUTPUT_HIGH,
+        .output_hard = CONN_OUTPUT_HARD,
+    };
+    frame_buf_init(&c->in, h->config->server.max_request_bytes);
+    c->last_activity = uv_now(h->loop);
     c->state = CONN_OPEN; /* the initial state, not a transition */
     *ret = c;
     return 0;
 }
 
-int conn_accept(struct server *s, uv_stream_t *listener, struct conn **ret)
+int conn_accept(const struct conn_host *h, uv_stream_t *listener, struct conn **ret)
 {
     struct conn *c;
     int r;
 
-    r = conn_new(s, &c);
+    r = conn_new(h, &c);
     if (r < 0)
         return r;
     r = uv_accept(listener, (uv_stream_t *)&c->pipe);
@@ -713,12 +566,12 @@ int conn_accept(struct server *s, uv_stream_t *listener, struct conn **ret)
     return conn_setup(c, ret);
 }
 
-int conn_adopt(struct server *s, int fd, struct conn **ret)
+int conn_adopt(const struct conn_host *h, int fd, struct conn **ret)
 {
     struct conn *c;
     int r;
 
-    r = conn_new(s, &c);
+    r = conn_new(h, &c);
     if (r < 0) {
         close(fd);
         return r;
@@ -739,119 +592,7 @@ void conn_start(struct conn *c)
     conn_update(c);
 }
 
-/* --- methods.h: the request context --- */
-
-uid_t req_uid(const struct req *r)
+unsigned conn_inflight(const struct conn *c)
 {
-    return r->uid;
-}
-
-gid_t req_gid(const struct req *r)
-{
-    return r->gid;
-}
-
-pid_t req_pid(const struct req *r)
-{
-    return r->pid;
-}
-
-const char *req_method(const struct req *r)
-{
-    return r->method;
-}
-
-json_object *req_id(const struct req *r)
-{
-    return r->id;
-}
-
-bool req_is_notification(const struct req *r)
-{
-    return r->notification;
-}
-
-struct server *req_server(const struct req *r)
-{
-    return r->server;
-}
-
-uv_loop_t *req_loop(const struct req *r)
-{
-    return r->server->loop;
-}
-
-const struct config *req_config(const struct req *r)
-{
-    return r->server->config;
-}
-
-bool req_connected(const struct req *r)
-{
-    return r->conn && r->conn->state == CONN_OPEN;
-}
-
-void req_on_disconnect(struct req *r, req_event_cb cb, void *userdata)
-{
-    r->on_disconnect = cb;
-    r->disconnect_data = userdata;
-}
-
-void req_on_drain(struct req *r, req_event_cb cb, void *userdata)
-{
-    r->on_drain = cb;
-    r->drain_data = userdata;
-    r->drain_pass = r->conn ? r->conn->drain_pass : 0;
-}
-
-bool req_output_busy(const struct req *r)
-{
-    return r->conn && conn_output_bytes(r->conn) > CONN_OUTPUT_HIGH;
-}
-
-void req_reply(struct req *r, json_object *result)
-{
-    req_complete(r, r->notification || !r->conn ? (json_object_put(result), NULL)
-                                                : rpc_result_new(r->id, result));
-}
-
-void req_error_data(struct req *r, int code, const char *message, json_object *data)
-{
-    if (r->notification || !r->conn) {
-        json_object_put(data);
-        req_complete(r, NULL);
-        return;
-    }
-    req_complete(r, rpc_error_new(r->id, code, message ? message : rpc_code_message(code), data));
-}
-
-void req_error(struct req *r, int code, const char *reason)
-{
-    if (r->notification || !r->conn) {
-        req_complete(r, NULL);
-        return;
-    }
-    req_complete(r, rpc_error_reason_new(r->id, code, reason));
-}
-
-void req_invalid_params(struct req *r, const char *param, const char *reason)
-{
-    if (r->notification || !r->conn) {
-        req_complete(r, NULL);
-        return;
-    }
-    req_complete(r, rpc_invalid_params_new(r->id, param, reason));
-}
-
-int req_notify(struct req *r, const char *method, json_object *params)
-{
-    if (!r->conn || r->conn->state != CONN_OPEN) {
-        json_object_put(params);
-        return -ENOTCONN;
-    }
-    if (conn_output_bytes(r->conn) > CONN_OUTPUT_HARD) {
-        json_object_put(params);
-        return -ENOBUFS;
-    }
-    return conn_send(r->conn, rpc_notification_new(method, params));
+    return c->port.list.n;
 }

@@ -13,18 +13,16 @@
  * allocated until its handle's close callback. Loop thread only. */
 #pragma once
 
-/* Before <uv.h>: it pulls in <sys/param.h>, whose MIN/MAX would clash. */
-#include "lib/macro.h"
-
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <uv.h>
 
 #include "proto/frame.h"
+#include "req.h"
 
-struct server;
-struct req;
+struct conn;
+struct config;
 
 #define CONN_READ_CHUNK (64 * 1024)
 #define CONN_OUTPUT_HIGH (1024 * 1024)      /* stop reading above this much queued output */
@@ -38,15 +36,40 @@ enum conn_state {
     CONN_CLOSED,   /* the handle is closed; freed right after */
 };
 
+/* Deadlines of the sweep. */
+struct conn_limits {
+    uint64_t idle_timeout_ms;
+    uint64_t write_stall_ms;
+};
+
+/* What a connection needs from whoever owns it (the server, which keeps the list
+ * of connections and the caps). The connection never edits its owner: it reports
+ * through these callbacks. */
+struct conn_host_ops {
+    bool (*stopping)(void *owner);                /* shutdown started */
+    void (*uncount)(void *owner, struct conn *c); /* leaves the caps (closing) */
+    void (*closed)(void *owner, struct conn *c);  /* handle closed; freed right after */
+    void (*request_done)(void *owner);            /* a request completed */
+};
+
+struct conn_host {
+    const struct conn_host_ops *ops;
+    void *owner;
+    uv_loop_t *loop;
+    const struct config *config; /* live config */
+    const struct conn_limits *limits;
+    const struct admin_set *admins;
+};
+
 struct conn {
-    struct server *server;
+    const struct conn_host *host;
     uv_pipe_t pipe;
     enum conn_state state;
     uint64_t id;
     uid_t uid;
     gid_t gid;
     pid_t pid;
-    bool counted; /* holds a place in the caps */
+    bool counted; /* holds a place in the caps (set by the owner) */
     bool reading;
     bool eof;
     bool in_process;
@@ -57,34 +80,35 @@ struct conn {
     size_t out_queued; /* bytes in uv_write requests not yet completed */
     unsigned n_writes;
 
-    unsigned inflight;
-    struct req *reqs;
+    struct req_port port; /* the requests in flight (port.list) */
 
     uint64_t last_activity; /* uv_now of the last read or completion */
     uint64_t write_since;   /* uv_now of the last write progress while writes are queued */
     bool out_paused;        /* queued output went over high water; reading resumes below low */
     uint64_t drain_pass;    /* counts on_drain passes (each fires only callbacks armed before) */
 
-    struct conn *prev, *next;
+    struct conn *prev, *next; /* the owner's list; only the owner touches them */
 };
 
 /* Accepts a pending connection from the listener. Returns 0 or a negative errno. */
-int conn_accept(struct server *s, uv_stream_t *listener, struct conn **ret);
+int conn_accept(const struct conn_host *h, uv_stream_t *listener, struct conn **ret);
 /* Wraps an already connected stream Unix socket (taken over, closed on failure).
  * Returns 0 or a negative errno. */
-int conn_adopt(struct server *s, int fd, struct conn **ret);
+int conn_adopt(const struct conn_host *h, int fd, struct conn **ret);
 /* Sends one error line with id null, then closes (nothing more is read). */
 void conn_fail(struct conn *c, int code, const char *reason);
 void conn_close(struct conn *c);
 /* Starts reading from an accepted connection that holds its place in the caps. */
 void conn_start(struct conn *c);
-/* Checks idle and write-stall deadlines; called by the server's sweep timer. */
+/* Checks idle and write-stall deadlines; called by the owner's sweep timer. */
 void conn_sweep(struct conn *c, uint64_t now);
 /* At shutdown: close when idle. */
 void conn_shutdown(struct conn *c);
 /* Shutdown deadline: detach every request and close. */
 void conn_abort(struct conn *c);
 size_t conn_output_bytes(const struct conn *c);
+/* Requests in flight. */
+unsigned conn_inflight(const struct conn *c);
 /* The one setter of c->state. Only a later state is accepted; anything else is
  * logged at error level, counted, and refused with -EINVAL (the state is kept). */
 int conn_set_state(struct conn *c, enum conn_state state);

@@ -1,6 +1,4 @@
-/* sandboxd: serves JSON-RPC 2.0 on a Unix socket (see DESIGN.md and PROTOCOL.md). */
-#include "lib/macro.h" /* before <uv.h> */
-
+/* sandboxd: serves JSON-RPC 2.0 on a Unix socket (see sandboxd(8) and docs/protocol.md). */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -13,8 +11,9 @@
 #include "lib/config.h"
 #include "lib/log.h"
 #include "lib/macro.h"
+#include "methods-daemon.h"
 #include "methods-sandbox.h"
-#include "methods.h"
+#include "methods-test.h"
 #include "notify.h"
 #include "server.h"
 
@@ -24,6 +23,7 @@ struct daemon {
     uv_loop_t loop;
     struct config config;
     struct server server;
+    struct methods_daemon methods;
     struct watchdog watchdog;
     uv_signal_t sig_term, sig_int, sig_hup;
     bool signals_open;
@@ -204,6 +204,51 @@ static void log_leak(uv_handle_t *h, void *arg)
     log_error(COMP, "handle still open at exit: %s", uv_handle_type_name(uv_handle_get_type(h)));
 }
 
+/* Serves until the server closed, then releases everything. The exit status. */
+static int run_until_stopped(struct daemon *d)
+{
+    int r;
+
+    uv_run(&d->loop, UV_RUN_DEFAULT);
+
+    server_done(&d->server);
+    methods_test_unregister();
+    methods_daemon_done(&d->methods);
+    r = uv_loop_close(&d->loop);
+    if (r < 0) {
+        uv_walk(&d->loop, log_leak, NULL);
+        log_error(COMP, "uv_loop_close: %s", uv_strerror(r));
+    }
+    config_done(&d->config);
+    log_info(COMP, "stopped");
+    return r < 0 ? 1 : 0;
+}
+
+/* Sets up the server and the daemon's own methods on d->loop. On failure only the
+ * loop and the config are left to undo. */
+static int setup_server(struct daemon *d)
+{
+    const char *hooks = getenv("SANDBOXD_TEST_HOOKS");
+    int r;
+
+    r = server_init(&d->server, &d->loop, &d->config);
+    if (r < 0) {
+        log_error(COMP, "cannot set up the server: %s", strerror(-r));
+        return r;
+    }
+    d->server.on_closed = on_server_closed;
+    d->server.userdata = d;
+    r = methods_daemon_register(&d->methods, &d->server);
+    if (r >= 0 && hooks && strcmp(hooks, "1") == 0)
+        r = methods_test_register();
+    if (r < 0) {
+        log_error(COMP, "cannot register the methods: %s", strerror(-r));
+        methods_daemon_done(&d->methods);
+        server_done(&d->server);
+    }
+    return r;
+}
+
 int main(int argc, char **argv)
 {
     enum { OPT_CHECK_CONFIG = 0x100 };
@@ -273,22 +318,18 @@ int main(int argc, char **argv)
 
     /* Writes to a client that went away must fail with EPIPE, not kill us. */
     signal(SIGPIPE, SIG_IGN);
-    {
-        const char *hooks = getenv("SANDBOXD_TEST_HOOKS");
-
-        if (hooks && strcmp(hooks, "1") == 0)
-            methods_enable_test_hooks();
-    }
-
     r = uv_loop_init(&d.loop);
     if (r < 0) {
         log_error(COMP, "uv_loop_init: %s", uv_strerror(r));
         config_done(&d.config);
         return 1;
     }
-    server_init(&d.server, &d.loop, &d.config);
-    d.server.on_closed = on_server_closed;
-    d.server.userdata = &d;
+    r = setup_server(&d);
+    if (r < 0) {
+        (void)uv_loop_close(&d.loop);
+        config_done(&d.config);
+        return 1;
+    }
 
     uv_signal_init(&d.loop, &d.sig_term);
     uv_signal_init(&d.loop, &d.sig_int);
@@ -299,7 +340,7 @@ int main(int argc, char **argv)
     uv_signal_start(&d.sig_int, on_signal, SIGINT);
     uv_signal_start(&d.sig_hup, on_signal, SIGHUP);
 
-    r = methods_sandbox_start(&d.loop, &d.config);
+    r = methods_sandbox_start(&d.loop, &d.config, &d.methods);
     if (r >= 0)
         r = server_listen(&d.server, socket_path);
     if (r < 0) {
@@ -307,6 +348,7 @@ int main(int argc, char **argv)
         close_signals(&d);
         server_done(&d.server); /* closes a half-set-up listener */
         uv_run(&d.loop, UV_RUN_DEFAULT);
+        methods_daemon_done(&d.methods);
         (void)uv_loop_close(&d.loop);
         config_done(&d.config);
         return 1;
@@ -317,16 +359,5 @@ int main(int argc, char **argv)
     notify_ready();
     notify_status("Serving on %s", d.server.socket_path);
 
-    uv_run(&d.loop, UV_RUN_DEFAULT);
-
-    server_done(&d.server);
-    methods_done();
-    r = uv_loop_close(&d.loop);
-    if (r < 0) {
-        uv_walk(&d.loop, log_leak, NULL);
-        log_error(COMP, "uv_loop_close: %s", uv_strerror(r));
-    }
-    config_done(&d.config);
-    log_info(COMP, "stopped");
-    return r < 0 ? 1 : 0;
+    return run_until_stopped(&d);
 }

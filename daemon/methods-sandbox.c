@@ -1,10 +1,8 @@
 /* The sandbox methods: JSON-RPC params (proto/params.h) mapped onto the engine
- * (lib/sandbox.h), ownership by peer uid, results and errors of PROTOCOL.md. */
+ * (lib/sandbox.h), ownership by peer uid, results and errors of docs/protocol.md. */
 #include "methods-sandbox.h"
 
 #include <errno.h>
-#include <grp.h>
-#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
@@ -12,50 +10,30 @@
 #include "lib/log.h"
 #include "lib/marker.h"
 #include "lib/reconcile.h"
+#include "lib/testhook.h"
 #include "lib/registry.h"
 #include "lib/sandbox.h"
 #include "lib/util.h"
 #include "methods.h"
+#include "req.h"
 #include "proto/b64.h"
 #include "proto/params.h"
 #include "proto/rpc.h"
 
 #define COMP "sandbox"
-#define ADMIN_GROUPS_MAX 256
 
-static struct engine *engine;
-static struct reconcile *reconcile; /* NULL without [proxmox] */
+struct idem_wait;
+struct parked;
 
-/* ---- identity ---- */
-
-/* Root, or a member of [server] admin_group (primary or supplementary group). */
-static bool req_is_admin(struct req *r)
-{
-    const struct config *cfg = req_config(r);
-    uid_t uid = req_uid(r);
-    struct group gr, *grp = NULL;
-    struct passwd pw, *pwp = NULL;
-    char buf[4096], buf2[4096];
-    gid_t groups[ADMIN_GROUPS_MAX];
-    int n = ADMIN_GROUPS_MAX;
-
-    if (uid == 0)
-        return true;
-    if (!cfg->server.admin_group)
-        return false;
-    if (getgrnam_r(cfg->server.admin_group, &gr, buf, sizeof buf, &grp) != 0 || !grp)
-        return false;
-    if (req_gid(r) == grp->gr_gid)
-        return true;
-    if (getpwuid_r(uid, &pw, buf2, sizeof buf2, &pwp) != 0 || !pwp)
-        return false;
-    if (getgrouplist(pwp->pw_name, pwp->pw_gid, groups, &n) < 0)
-        n = ADMIN_GROUPS_MAX;
-    for (int i = 0; i < n; i++)
-        if (groups[i] == grp->gr_gid)
-            return true;
-    return false;
-}
+/* The state of the sandbox methods: the userdata of every row of their table. */
+struct sandbox_methods {
+    struct engine *engine;
+    struct reconcile *reconcile; /* NULL without [proxmox] */
+    struct methods_daemon *md;   /* daemon.status, which this fills in */
+    struct idem_wait *idem_waits;
+    struct parked *parked;
+    struct method_def rows[10];
+};
 
 /* ---- results and errors ---- */
 
@@ -64,25 +42,30 @@ static json_object *sandbox_json(const struct sandbox *sb)
     json_object *o = json_object_new_object();
     char t[RFC3339_MAX];
 
-    json_object_object_add(o, "id", json_object_new_string(sb->id));
-    json_object_object_add(o, "vmid", sb->vmid ? json_object_new_int64(sb->vmid) : NULL);
-    json_object_object_add(o, "node", sb->node ? json_object_new_string(sb->node) : NULL);
-    json_object_object_add(o, "hostname",
-                           sb->hostname ? json_object_new_string(sb->hostname) : NULL);
-    json_object_object_add(o, "ip", sb->ip ? json_object_new_string(sb->ip) : NULL);
-    json_object_object_add(o, "state", json_object_new_string(sandbox_state_to_public(sb->state)));
-    json_object_object_add(o, "internet", json_object_new_boolean(sb->internet));
-    json_object_object_add(o, "cores", json_object_new_int64(sb->cores));
-    json_object_object_add(o, "memory_mb", json_object_new_int64(sb->memory_mb));
-    json_object_object_add(o, "disk_gb", json_object_new_int64(sb->disk_gb));
-    json_object_object_add(o, "owner_uid", json_object_new_int64(sb->owner_uid));
-    json_object_object_add(o, "labels", json_object_get(sb->labels));
-    if (time_format_rfc3339(sb->created_at, t, sizeof t) == 0)
+    json_object_object_add(o, "id", json_object_new_string(sandbox_view_id(sb)));
+    json_object_object_add(
+        o, "vmid", sandbox_view_vmid(sb) ? json_object_new_int64(sandbox_view_vmid(sb)) : NULL);
+    json_object_object_add(
+        o, "node", sandbox_view_node(sb) ? json_object_new_string(sandbox_view_node(sb)) : NULL);
+    json_object_object_add(
+        o, "hostname",
+        sandbox_view_hostname(sb) ? json_object_new_string(sandbox_view_hostname(sb)) : NULL);
+    json_object_object_add(
+        o, "ip", sandbox_view_ip(sb) ? json_object_new_string(sandbox_view_ip(sb)) : NULL);
+    json_object_object_add(o, "state",
+                           json_object_new_string(sandbox_state_to_public(sandbox_view_state(sb))));
+    json_object_object_add(o, "internet", json_object_new_boolean(sandbox_view_internet(sb)));
+    json_object_object_add(o, "cores", json_object_new_int64(sandbox_view_cores(sb)));
+    json_object_object_add(o, "memory_mb", json_object_new_int64(sandbox_view_memory_mb(sb)));
+    json_object_object_add(o, "disk_gb", json_object_new_int64(sandbox_view_disk_gb(sb)));
+    json_object_object_add(o, "owner_uid", json_object_new_int64(sandbox_view_owner(sb)));
+    json_object_object_add(o, "labels", json_object_get(sandbox_view_labels(sb)));
+    if (time_format_rfc3339(sandbox_view_created_at(sb), t, sizeof t) == 0)
         json_object_object_add(o, "created_at", json_object_new_string(t));
-    if (time_format_rfc3339(sb->expires_at, t, sizeof t) == 0)
+    if (time_format_rfc3339(sandbox_view_expires_at(sb), t, sizeof t) == 0)
         json_object_object_add(o, "expires_at", json_object_new_string(t));
-    if (sb->error && sb->state == SANDBOX_FAILED)
-        json_object_object_add(o, "error", json_object_new_string(sb->error));
+    if (sandbox_view_error(sb) && sandbox_view_state(sb) == SANDBOX_FAILED)
+        json_object_object_add(o, "error", json_object_new_string(sandbox_view_error(sb)));
     return o;
 }
 
@@ -153,66 +136,35 @@ static void reply_state(struct req *r, const struct sandbox *sb)
     json_object *d = json_object_new_object();
 
     json_object_object_add(d, "reason", json_object_new_string("the sandbox is not ready"));
-    json_object_object_add(d, "state", json_object_new_string(sandbox_state_to_public(sb->state)));
+    json_object_object_add(d, "state",
+                           json_object_new_string(sandbox_state_to_public(sandbox_view_state(sb))));
     req_error_data(r, RPC_BAD_STATE, NULL, d);
 }
 
-/* SSH-level and file errors of exec and files. */
+/* An error a callback reported as a negative errno, classified by the engine. */
 static void reply_io_error(struct req *r, int error, bool file)
 {
-    json_object *d = json_object_new_object();
-    const char *name = strerrorname_np(-error);
-    int code;
+    struct engine_error err;
 
-    if (sshs_error_is_ssh(error)) {
-        code = RPC_SSH_ERROR;
-        json_object_object_add(
-            d, "reason",
-            json_object_new_string(error == -EBADE ? "SSH host key mismatch" : strerror(-error)));
-    } else if (error == -ECANCELED) {
-        code = RPC_BAD_STATE;
-        json_object_object_add(d, "reason",
-                               json_object_new_string("cancelled: the sandbox is going away"));
-    } else if (error == -EBUSY) {
-        code = RPC_BUSY;
-        json_object_object_add(d, "reason", json_object_new_string("too many requests queued"));
-    } else if (file) {
-        code = RPC_FILE_ERROR;
-        json_object_object_add(d, "reason", json_object_new_string(strerror(-error)));
-    } else {
-        code = RPC_INTERNAL_ERROR;
-        json_object_object_add(d, "reason", json_object_new_string(strerror(-error)));
-    }
-    if (name)
-        json_object_object_add(d, "errno", json_object_new_string(name));
-    req_error_data(r, code, NULL, d);
+    engine_error_from_io(error, file, &err);
+    reply_engine_error(r, &err);
 }
 
 /* Looks the sandbox up for the caller; replies -32001 and returns NULL when not visible. */
-static struct sandbox *lookup(struct req *r, const char *id)
+static struct sandbox *lookup(struct sandbox_methods *sm, struct req *r, const char *id)
 {
-    struct sandbox *sb = engine_lookup(engine, id, req_uid(r), req_is_admin(r));
+    struct sandbox *sb = engine_lookup(sm->engine, id, req_uid(r), req_is_admin(r));
 
     if (!sb)
         reply_not_found(r, id);
     return sb;
 }
 
-static bool params_failed(struct req *r, int ret, const struct params_error *e)
-{
-    if (ret == 0)
-        return false;
-    if (ret == -EINVAL)
-        req_invalid_params(r, e->param, e->reason);
-    else
-        req_error(r, RPC_INTERNAL_ERROR, strerror(-ret));
-    return true;
-}
-
 /* ---- a request waiting for the engine, detachable when the client leaves ---- */
 
 struct pending {
     struct req *req;
+    struct sandbox_methods *sm;
 };
 
 static void pending_detach(struct req *r, void *userdata)
@@ -223,7 +175,7 @@ static void pending_detach(struct req *r, void *userdata)
     req_error(r, RPC_SHUTTING_DOWN, "the client went away");
 }
 
-static struct pending *pending_new(struct req *r)
+static struct pending *pending_new(struct sandbox_methods *sm, struct req *r)
 {
     struct pending *p = calloc(1, sizeof *p);
 
@@ -232,6 +184,7 @@ static struct pending *pending_new(struct req *r)
         return NULL;
     }
     p->req = r;
+    p->sm = sm;
     req_on_disconnect(r, pending_detach, p);
     return p;
 }
@@ -245,20 +198,20 @@ struct idem_wait {
     char id[ID_MAX + 1];
     struct idem_wait *next;
 };
-static struct idem_wait *idem_waits;
 
 /* sandbox.create requests held until the first reconcile ended (it rebuilds the table that
  * quotas and idempotency keys are checked against). */
 struct parked {
     struct req *req;
-    json_object *params;
+    struct params_sandbox_create *params; /* owned by req */
+    struct sandbox_methods *sm;
     struct parked *next;
 };
-static struct parked *parked;
 
-static void idem_serve(const char *id, const struct engine_error *err, struct sandbox *sb)
+static void idem_serve(struct sandbox_methods *sm, const char *id, const struct engine_error *err,
+                       struct sandbox *sb)
 {
-    struct idem_wait **pp = &idem_waits;
+    struct idem_wait **pp = &sm->idem_waits;
 
     while (*pp) {
         struct idem_wait *w = *pp;
@@ -281,6 +234,7 @@ static void idem_serve(const char *id, const struct engine_error *err, struct sa
 static void on_created(const struct engine_error *err, struct sandbox *sb, void *userdata)
 {
     struct pending *p = userdata;
+    struct sandbox_methods *sm = p->sm;
 
     if (p->req) {
         if (err)
@@ -292,14 +246,14 @@ static void on_created(const struct engine_error *err, struct sandbox *sb, void 
     }
     free(p);
     if (sb)
-        idem_serve(sb->id, err, sb);
+        idem_serve(sm, sandbox_view_id(sb), err, sb);
 }
 
 static void parked_disconnect(struct req *r, void *userdata)
 {
     struct parked *x = userdata, **pp;
 
-    for (pp = &parked; *pp; pp = &(*pp)->next)
+    for (pp = &x->sm->parked; *pp; pp = &(*pp)->next)
         if (*pp == x) {
             *pp = x->next;
             break;
@@ -308,11 +262,12 @@ static void parked_disconnect(struct req *r, void *userdata)
     req_error(r, RPC_SHUTTING_DOWN, "the client went away");
 }
 
-static void method_create(struct req *r, json_object *params);
+static void method_create(struct req *r, void *params, void *userdata);
 
 static void on_reconciled(void *userdata)
 {
-    struct parked *l = TAKE_PTR(parked), *rev = NULL;
+    struct sandbox_methods *sm = userdata;
+    struct parked *l = TAKE_PTR(sm->parked), *rev = NULL;
 
     while (l) { /* in arrival order */
         struct parked *n = l->next;
@@ -323,20 +278,21 @@ static void on_reconciled(void *userdata)
     while (rev) {
         struct parked *n = rev->next;
         struct req *r = rev->req;
-        json_object *params = rev->params;
+        struct params_sandbox_create *params = rev->params;
 
         free(rev);
         req_on_disconnect(r, NULL, NULL);
-        method_create(r, params);
+        method_create(r, params, sm);
         rev = n;
     }
 }
 
 /* Handles an idempotency key: true when the request was answered (or joined a create in
  * flight); false when a new create must run. ret_hash gets the params hash. */
-static bool idem_lookup(struct req *r, json_object *params, const char *key,
+static bool idem_lookup(struct sandbox_methods *sm, struct req *r, const char *key,
                         char ret_hash[SHA256_HEX_SIZE])
 {
+    json_object *params = req_params_json(r);
     char khash[SHA256_HEX_SIZE];
     json_object *copy = json_object_new_object();
     struct idem_wait *w;
@@ -355,23 +311,24 @@ static bool idem_lookup(struct req *r, json_object *params, const char *key,
         req_invalid_params(r, "params", "the parameters cannot be hashed");
         return true;
     }
-    for (struct sandbox *sb = engine_first(engine); sb; sb = engine_next(engine, sb)) {
-        if (sb->owner_uid != req_uid(r) || strcmp(sb->idem_hash, khash) != 0)
+    for (struct sandbox *sb = engine_first(sm->engine); sb; sb = engine_next(sm->engine, sb)) {
+        if (sandbox_view_owner(sb) != req_uid(r) || strcmp(sandbox_view_idem_hash(sb), khash) != 0)
             continue;
-        if (sb->params_hash[0] && strcmp(sb->params_hash, ret_hash) != 0) {
+        if (sandbox_view_params_hash(sb)[0] &&
+            strcmp(sandbox_view_params_hash(sb), ret_hash) != 0) {
             json_object *d = json_object_new_object();
             json_object_object_add(
                 d, "reason",
                 json_object_new_string("idempotency_key reused with different parameters"));
-            json_object_object_add(d, "id", json_object_new_string(sb->id));
+            json_object_object_add(d, "id", json_object_new_string(sandbox_view_id(sb)));
             req_error_data(r, RPC_IDEMPOTENCY_MISMATCH, NULL, d);
             return true;
         }
-        if (sb->state == SANDBOX_READY) {
+        if (sandbox_view_state(sb) == SANDBOX_READY) {
             req_reply(r, sandbox_json(sb));
             return true;
         }
-        if (sb->state >= SANDBOX_DESTROYING) {
+        if (sandbox_view_state(sb) >= SANDBOX_DESTROYING) {
             reply_state(r, sb);
             return true;
         }
@@ -380,20 +337,20 @@ static bool idem_lookup(struct req *r, json_object *params, const char *key,
             req_error(r, RPC_INTERNAL_ERROR, "out of memory");
             return true;
         }
-        snprintf(w->id, sizeof w->id, "%s", sb->id);
+        snprintf(w->id, sizeof w->id, "%s", sandbox_view_id(sb));
         w->p.req = r;
         req_on_disconnect(r, pending_detach, &w->p);
-        w->next = idem_waits;
-        idem_waits = w;
+        w->next = sm->idem_waits;
+        sm->idem_waits = w;
         return true;
     }
     return false;
 }
 
-static void method_create(struct req *r, json_object *params)
+static void method_create(struct req *r, void *params, void *userdata)
 {
-    struct params_sandbox_create c;
-    struct params_error pe = {};
+    const struct params_sandbox_create *c = params;
+    struct sandbox_methods *sm = userdata;
     struct engine_error err = {};
     struct sandbox_create_opts o;
     json_object *labels;
@@ -402,53 +359,46 @@ static void method_create(struct req *r, json_object *params)
 
     char phash[SHA256_HEX_SIZE] = "";
 
-    ret = params_sandbox_create_parse(params, &c, &pe);
-    if (params_failed(r, ret, &pe))
-        return;
-    if (reconcile && !reconcile_initial_done(reconcile)) {
+    if (sm->reconcile && !reconcile_initial_done(sm->reconcile)) {
         struct parked *x = calloc(1, sizeof *x);
 
-        params_sandbox_create_done(&c);
         if (!x) {
             req_error(r, RPC_INTERNAL_ERROR, "out of memory");
             return;
         }
         x->req = r;
         x->params = params;
-        x->next = parked;
-        parked = x;
+        x->sm = sm;
+        x->next = sm->parked;
+        sm->parked = x;
         req_on_disconnect(r, parked_disconnect, x);
         return;
     }
-    if (c.idempotency_key && idem_lookup(r, params, c.idempotency_key, phash)) {
-        params_sandbox_create_done(&c);
+    if (c->idempotency_key && idem_lookup(sm, r, c->idempotency_key, phash))
         return;
-    }
     labels = json_object_new_object();
-    for (size_t i = 0; i < c.labels.n; i++)
-        json_object_object_add(labels, c.labels.items[i].key,
-                               json_object_new_string(c.labels.items[i].value));
+    for (size_t i = 0; i < c->labels.n; i++)
+        json_object_object_add(labels, c->labels.items[i].key,
+                               json_object_new_string(c->labels.items[i].value));
     o = (struct sandbox_create_opts){
         .owner_uid = req_uid(r),
-        .hostname = c.hostname,
-        .cores = c.cores,
-        .memory_mb = c.memory_mb,
-        .disk_gb = c.disk_gb,
-        .internet = c.internet,
-        .ttl_s = c.ttl_s,
+        .hostname = c->hostname,
+        .cores = c->cores,
+        .memory_mb = c->memory_mb,
+        .disk_gb = c->disk_gb,
+        .internet = c->internet,
+        .ttl_s = c->ttl_s,
         .labels = labels,
-        .idempotency_key = c.idempotency_key,
+        .idempotency_key = c->idempotency_key,
         .params_hash = phash[0] ? phash : NULL,
     };
-    p = pending_new(r);
+    p = pending_new(sm, r);
     if (!p) {
         json_object_put(labels);
-        params_sandbox_create_done(&c);
         return;
     }
-    ret = engine_create(engine, &o, on_created, p, &err);
+    ret = engine_create(sm->engine, &o, on_created, p, &err);
     json_object_put(labels);
-    params_sandbox_create_done(&c);
     if (ret < 0) {
         free(p);
         reply_engine_error(r, &err);
@@ -457,15 +407,13 @@ static void method_create(struct req *r, json_object *params)
 
 /* ---- sandbox.get / list ---- */
 
-static void method_get(struct req *r, json_object *params)
+static void method_get(struct req *r, void *params, void *userdata)
 {
-    struct params_sandbox_id p;
-    struct params_error pe = {};
+    struct sandbox_methods *sm = userdata;
+    const struct params_sandbox_id *p = params;
     struct sandbox *sb;
 
-    if (params_failed(r, params_sandbox_id_parse(params, &p, &pe), &pe))
-        return;
-    sb = lookup(r, p.id);
+    sb = lookup(sm, r, p->id);
     if (sb)
         req_reply(r, sandbox_json(sb));
 }
@@ -475,37 +423,31 @@ static bool labels_match(const struct sandbox *sb, const struct params_kv_list *
     for (size_t i = 0; i < l->n; i++) {
         json_object *v;
 
-        if (!json_object_object_get_ex(sb->labels, l->items[i].key, &v) ||
+        if (!json_object_object_get_ex(sandbox_view_labels(sb), l->items[i].key, &v) ||
             strcmp(json_object_get_string(v), l->items[i].value) != 0)
             return false;
     }
     return true;
 }
 
-static void method_list(struct req *r, json_object *params)
+static void method_list(struct req *r, void *params, void *userdata)
 {
-    struct params_sandbox_list p;
-    struct params_error pe = {};
+    struct sandbox_methods *sm = userdata;
+    const struct params_sandbox_list *p = params;
     json_object *o, *a;
-    bool all;
 
-    if (params_failed(r, params_sandbox_list_parse(params, &p, &pe), &pe))
-        return;
-    if (p.all && !req_is_admin(r)) {
-        params_sandbox_list_done(&p);
+    if (p->all && !req_is_admin(r)) {
         req_error(r, RPC_PERMISSION_DENIED, "all: only admins may list every owner's sandboxes");
         return;
     }
-    all = p.all;
     a = json_object_new_array();
-    for (struct sandbox *sb = engine_first(engine); sb; sb = engine_next(engine, sb)) {
-        if (!all && sb->owner_uid != req_uid(r))
+    for (struct sandbox *sb = engine_first(sm->engine); sb; sb = engine_next(sm->engine, sb)) {
+        if (!p->all && sandbox_view_owner(sb) != req_uid(r))
             continue;
-        if (!labels_match(sb, &p.labels))
+        if (!labels_match(sb, &p->labels))
             continue;
         json_object_array_add(a, sandbox_json(sb));
     }
-    params_sandbox_list_done(&p);
     o = json_object_new_object();
     json_object_object_add(o, "sandboxes", a);
     req_reply(r, o);
@@ -518,27 +460,25 @@ static void on_internet(const struct engine_error *err, struct sandbox *sb, void
     on_created(err, sb, userdata);
 }
 
-static void method_set_internet(struct req *r, json_object *params)
+static void method_set_internet(struct req *r, void *params, void *userdata)
 {
-    struct params_sandbox_set_internet p;
-    struct params_error pe = {};
+    struct sandbox_methods *sm = userdata;
+    const struct params_sandbox_set_internet *p = params;
     struct engine_error err = {};
     struct sandbox *sb;
     struct pending *pd;
 
-    if (params_failed(r, params_sandbox_set_internet_parse(params, &p, &pe), &pe))
-        return;
-    sb = lookup(r, p.id);
+    sb = lookup(sm, r, p->id);
     if (!sb)
         return;
-    if (sb->state != SANDBOX_READY) {
+    if (sandbox_view_state(sb) != SANDBOX_READY) {
         reply_state(r, sb);
         return;
     }
-    pd = pending_new(r);
+    pd = pending_new(sm, r);
     if (!pd)
         return;
-    if (engine_set_internet(engine, sb, p.enabled, on_internet, pd, &err) < 0) {
+    if (engine_set_internet(sm->engine, sb, p->enabled, on_internet, pd, &err) < 0) {
         free(pd);
         reply_engine_error(r, &err);
     }
@@ -546,30 +486,28 @@ static void method_set_internet(struct req *r, json_object *params)
 
 /* ---- sandbox.renew ---- */
 
-static void method_renew(struct req *r, json_object *params)
+static void method_renew(struct req *r, void *params, void *userdata)
 {
-    struct params_sandbox_renew p;
-    struct params_error pe = {};
+    struct sandbox_methods *sm = userdata;
+    const struct params_sandbox_renew *p = params;
     struct engine_error err = {};
     struct sandbox *sb;
     struct pending *pd;
 
-    if (params_failed(r, params_sandbox_renew_parse(params, &p, &pe), &pe))
-        return;
-    sb = lookup(r, p.id);
+    sb = lookup(sm, r, p->id);
     if (!sb)
         return;
-    if (!reconcile) {
+    if (!sm->reconcile) {
         err = (struct engine_error){.kind = ENGINE_E_NOT_CONFIGURED,
                                     .error = -ENXIO,
                                     .message = "Proxmox is not configured ([proxmox] section)"};
         reply_engine_error(r, &err);
         return;
     }
-    pd = pending_new(r);
+    pd = pending_new(sm, r);
     if (!pd)
         return;
-    if (reconcile_renew(reconcile, sb, p.ttl_s, on_internet, pd, &err) < 0) {
+    if (reconcile_renew(sm->reconcile, sb, p->ttl_s, on_internet, pd, &err) < 0) {
         free(pd);
         reply_engine_error(r, &err);
     }
@@ -604,24 +542,22 @@ static void on_destroyed(const struct engine_error *err, void *userdata)
     free(d);
 }
 
-static void method_destroy(struct req *r, json_object *params)
+static void method_destroy(struct req *r, void *params, void *userdata)
 {
-    struct params_sandbox_id p;
-    struct params_error pe = {};
+    struct sandbox_methods *sm = userdata;
+    const struct params_sandbox_id *p = params;
+    struct engine_error err;
     struct destroy_ctx *d;
     struct sandbox *sb;
-    bool admin;
+    bool admin = req_is_admin(r);
     int ret;
 
-    if (params_failed(r, params_sandbox_id_parse(params, &p, &pe), &pe))
-        return;
-    admin = req_is_admin(r);
-    sb = engine_lookup(engine, p.id, req_uid(r), admin);
+    sb = engine_lookup(sm->engine, p->id, req_uid(r), admin);
     if (!sb) {
-        if (engine_was_destroyed(engine, p.id, req_uid(r), admin))
-            req_reply(r, destroyed_json(p.id));
+        if (engine_was_destroyed(sm->engine, p->id, req_uid(r), admin))
+            req_reply(r, destroyed_json(p->id));
         else
-            reply_not_found(r, p.id);
+            reply_not_found(r, p->id);
         return;
     }
     d = calloc(1, sizeof *d);
@@ -629,13 +565,13 @@ static void method_destroy(struct req *r, json_object *params)
         req_error(r, RPC_INTERNAL_ERROR, "out of memory");
         return;
     }
-    snprintf(d->id, sizeof d->id, "%s", p.id);
+    snprintf(d->id, sizeof d->id, "%s", p->id);
     d->p.req = r;
     req_on_disconnect(r, pending_detach, &d->p);
-    ret = engine_destroy(engine, sb, on_destroyed, d);
+    ret = engine_destroy(sm->engine, sb, on_destroyed, d, &err);
     if (ret < 0) {
         free(d);
-        req_error(r, ret == -ESHUTDOWN ? RPC_SHUTTING_DOWN : RPC_INTERNAL_ERROR, strerror(-ret));
+        reply_engine_error(r, &err);
     }
 }
 
@@ -790,12 +726,14 @@ static void on_exec_disconnect(struct req *r, void *userdata)
         exec_ctx_free(x); /* waiting for drain only */
 }
 
-static void method_exec(struct req *r, json_object *params)
+static void method_exec(struct req *r, void *params, void *userdata)
 {
-    struct params_error pe = {};
+    struct sandbox_methods *sm = userdata;
+    struct params_sandbox_exec *p = params;
     struct sshexec_params sp = {};
     struct exec_ctx *x;
     struct sandbox *sb;
+    struct engine_error err;
     int ret;
 
     x = calloc(1, sizeof *x);
@@ -803,18 +741,15 @@ static void method_exec(struct req *r, json_object *params)
         req_error(r, RPC_INTERNAL_ERROR, "out of memory");
         return;
     }
-    ret = params_sandbox_exec_parse(params, &x->p, &pe);
-    if (ret < 0) {
-        free(x);
-        (void)params_failed(r, ret, &pe);
-        return;
-    }
-    sb = lookup(r, x->p.id);
+    /* The command may outlive the request (cancelled, then reaped): take it. */
+    x->p = *p;
+    *p = (struct params_sandbox_exec){};
+    sb = lookup(sm, r, x->p.id);
     if (!sb) {
         exec_ctx_free(x);
         return;
     }
-    if (sb->state != SANDBOX_READY) {
+    if (sandbox_view_state(sb) != SANDBOX_READY) {
         exec_ctx_free(x);
         reply_state(r, sb);
         return;
@@ -845,16 +780,11 @@ static void method_exec(struct req *r, json_object *params)
     sp.max_output_bytes = (size_t)x->p.max_output_bytes;
     sp.on_output = x->p.stream ? on_exec_output : NULL;
     x->req = r;
-    ret = sandbox_exec_start(sb, &sp, on_exec_done, x, &x->exec);
+    ret = sandbox_exec_start(sb, &sp, on_exec_done, x, &x->exec, &err);
     if (ret < 0) {
         x->req = NULL;
         exec_ctx_free(x);
-        if (ret == -EAGAIN)
-            reply_state(r, sb);
-        else if (ret == -EINVAL || ret == -E2BIG)
-            req_invalid_params(r, "params", "the command is too large or malformed");
-        else
-            req_error(r, RPC_INTERNAL_ERROR, strerror(-ret));
+        reply_engine_error(r, &err);
         return;
     }
     req_on_disconnect(r, on_exec_disconnect, x);
@@ -942,11 +872,11 @@ static void on_read(int error, struct sshfile_read_result *res, void *userdata)
     file_ctx_free(f);
 }
 
-static void method_file(struct req *r, json_object *params, bool write)
+static void method_file(struct sandbox_methods *sm, struct req *r, void *params, bool write)
 {
-    struct params_error pe = {};
     struct file_ctx *f;
     struct sandbox *sb;
+    struct engine_error err;
     int ret;
 
     f = calloc(1, sizeof *f);
@@ -954,15 +884,20 @@ static void method_file(struct req *r, json_object *params, bool write)
         req_error(r, RPC_INTERNAL_ERROR, "out of memory");
         return;
     }
-    ret = write ? params_file_write_parse(params, &f->w, &pe)
-                : params_file_read_parse(params, &f->rd, &pe);
-    if (ret < 0) {
-        free(f);
-        (void)params_failed(r, ret, &pe);
-        return;
+    /* The transfer may outlive the request: take the params. */
+    if (write) {
+        struct params_file_write *w = params;
+
+        f->w = *w;
+        *w = (struct params_file_write){};
+    } else {
+        struct params_file_read *rd = params;
+
+        f->rd = *rd;
+        *rd = (struct params_file_read){};
     }
     f->is_write = write;
-    sb = lookup(r, write ? f->w.id : f->rd.id);
+    sb = lookup(sm, r, write ? f->w.id : f->rd.id);
     if (!sb) {
         file_ctx_free(f);
         return;
@@ -975,49 +910,43 @@ static void method_file(struct req *r, json_object *params, bool write)
             .mode = f->w.mode,
             .make_parents = f->w.make_parents,
         };
-        ret = sandbox_file_write(sb, &wp, on_written, f);
+        ret = sandbox_file_write(sb, &wp, on_written, f, &err);
         if (ret >= 0)
             f->w.content = NULL; /* taken by the write */
     } else
         ret = sandbox_file_read(sb, f->rd.path, (uint64_t)f->rd.offset, (uint64_t)f->rd.length,
-                                on_read, f);
+                                on_read, f, &err);
     if (ret < 0) {
         file_ctx_free(f);
-        if (ret == -EAGAIN)
-            reply_state(r, sb);
-        else if (ret == -EINVAL)
-            req_invalid_params(r, "path", "not an absolute path, or a bad offset/mode");
-        else if (ret == -EFBIG)
-            req_invalid_params(r, write ? "content" : "length", "too large");
-        else
-            reply_io_error(r, ret, true);
+        reply_engine_error(r, &err);
         return;
     }
     f->p.req = r;
     req_on_disconnect(r, pending_detach, &f->p);
 }
 
-static void method_file_write(struct req *r, json_object *params)
+static void method_file_write(struct req *r, void *params, void *userdata)
 {
-    method_file(r, params, true);
+    method_file(userdata, r, params, true);
 }
 
-static void method_file_read(struct req *r, json_object *params)
+static void method_file_read(struct req *r, void *params, void *userdata)
 {
-    method_file(r, params, false);
+    method_file(userdata, r, params, false);
 }
 
 /* ---- daemon.status ---- */
 
 static void status_provider(json_object *status, void *userdata)
 {
+    struct sandbox_methods *sm = userdata;
     unsigned counts[_SANDBOX_STATE_MAX];
     json_object *s = json_object_new_object(), *px = json_object_new_object();
     const char *last_error;
     unsigned total = 0;
     int reachable;
 
-    engine_count_states(engine, counts);
+    engine_count_states(sm->engine, counts);
     for (int i = 0; i < _SANDBOX_STATE_MAX; i++) {
         if (i == SANDBOX_GONE)
             continue;
@@ -1027,23 +956,24 @@ static void status_provider(json_object *status, void *userdata)
     json_object_object_add(s, "total", json_object_new_int64(total));
     json_object_object_add(status, "sandboxes", s);
 
-    engine_proxmox_status(engine, &reachable, &last_error);
-    json_object_object_add(px, "configured", json_object_new_boolean(engine_configured(engine)));
+    engine_proxmox_status(sm->engine, &reachable, &last_error);
+    json_object_object_add(px, "configured",
+                           json_object_new_boolean(engine_configured(sm->engine)));
     json_object_object_add(px, "reachable",
                            reachable < 0 ? NULL : json_object_new_boolean(reachable));
     json_object_object_add(px, "last_error",
-                           !engine_configured(engine) ? json_object_new_string("not configured")
-                           : last_error               ? json_object_new_string(last_error)
-                           : reachable < 0            ? json_object_new_string("not connected yet")
-                                                      : NULL);
+                           !engine_configured(sm->engine) ? json_object_new_string("not configured")
+                           : last_error                   ? json_object_new_string(last_error)
+                           : reachable < 0 ? json_object_new_string("not connected yet")
+                                           : NULL);
     json_object_object_add(status, "proxmox", px);
 
-    if (reconcile) {
+    if (sm->reconcile) {
         struct reconcile_stats st;
         json_object *rc = json_object_new_object(), *stuck = json_object_new_array();
         char t[RFC3339_MAX];
 
-        reconcile_get_stats(reconcile, &st);
+        reconcile_get_stats(sm->reconcile, &st);
         json_object_object_add(rc, "last_run",
                                st.last_run && time_format_rfc3339(st.last_run, t, sizeof t) == 0
                                    ? json_object_new_string(t)
@@ -1077,41 +1007,54 @@ static void status_provider(json_object *status, void *userdata)
 
 /* ---- table ---- */
 
-static const struct method_def sandbox_methods[] = {
-    {"sandbox.create", method_create},
-    {"sandbox.get", method_get},
-    {"sandbox.list", method_list},
-    {"sandbox.set_internet", method_set_internet},
-    {"sandbox.renew", method_renew},
-    {"sandbox.destroy", method_destroy},
-    {"sandbox.exec", method_exec},
-    {"file.write", method_file_write},
-    {"file.read", method_file_read},
-    {NULL, NULL},
+static const struct method_def sandbox_rows[] = {
+    {"sandbox.create", &params_sandbox_create_spec, method_create, NULL, false},
+    {"sandbox.get", &params_sandbox_id_spec, method_get, NULL, false},
+    {"sandbox.list", &params_sandbox_list_spec, method_list, NULL, false},
+    {"sandbox.set_internet", &params_sandbox_set_internet_spec, method_set_internet, NULL, false},
+    {"sandbox.renew", &params_sandbox_renew_spec, method_renew, NULL, false},
+    {"sandbox.destroy", &params_sandbox_id_spec, method_destroy, NULL, false},
+    {"sandbox.exec", &params_sandbox_exec_spec, method_exec, NULL, false},
+    {"file.write", &params_file_write_spec, method_file_write, NULL, false},
+    {"file.read", &params_file_read_spec, method_file_read, NULL, false},
+    {},
 };
+_Static_assert(ELEMENTSOF(sandbox_rows) <= ELEMENTSOF(((struct sandbox_methods *)0)->rows),
+               "room for every row");
+
+/* The one instance, reached only by start and stop: handlers and callbacks get it
+ * as their userdata. */
+static struct sandbox_methods instance;
 
 static void engine_notice(int level, const char *msg, void *userdata)
 {
     log_emit(level, "engine", "%s", msg);
 }
 
-int methods_sandbox_start(uv_loop_t *loop, const struct config *cfg)
+int methods_sandbox_start(uv_loop_t *loop, const struct config *cfg, struct methods_daemon *md)
 {
     static const struct engine_hooks hooks = {.notice = engine_notice};
+    struct sandbox_methods *sm = &instance;
     _cleanup_free_ char *err = NULL;
     int r;
 
-    r = engine_new(loop, cfg, &hooks, &engine, &err);
+    r = engine_new(loop, cfg, &hooks, &sm->engine, &err);
     if (r < 0) {
         log_error(COMP, "cannot start the sandbox engine: %s", err ? err : strerror(-r));
         return r;
     }
-    r = methods_register(sandbox_methods);
+    for (size_t i = 0; i < ELEMENTSOF(sandbox_rows); i++) {
+        sm->rows[i] = sandbox_rows[i];
+        if (sm->rows[i].name)
+            sm->rows[i].userdata = sm;
+    }
+    r = methods_register(sm->rows);
     if (r < 0)
         return r;
-    methods_set_status_provider(status_provider, NULL);
-    if (engine_configured(engine)) {
-        r = reconcile_new(engine, on_reconciled, NULL, &reconcile);
+    sm->md = md;
+    methods_daemon_set_status_provider(md, status_provider, sm);
+    if (engine_configured(sm->engine)) {
+        r = reconcile_new(sm->engine, on_reconciled, sm, &sm->reconcile);
         if (r < 0) {
             log_error(COMP, "cannot start the reconcile: %s", strerror(-r));
             return r;
@@ -1122,7 +1065,8 @@ int methods_sandbox_start(uv_loop_t *loop, const struct config *cfg)
 
 static void stop_now(void *userdata)
 {
-    struct parked *x = TAKE_PTR(parked);
+    struct sandbox_methods *sm = userdata;
+    struct parked *x = TAKE_PTR(sm->parked);
 
     while (x) {
         struct parked *n = x->next;
@@ -1131,20 +1075,23 @@ static void stop_now(void *userdata)
         free(x);
         x = n;
     }
-    reconcile = reconcile_free(reconcile);
-    engine_close(TAKE_PTR(engine), NULL, NULL);
+    sm->reconcile = reconcile_free(sm->reconcile);
+    engine_close(TAKE_PTR(sm->engine), NULL, NULL);
 }
 
 void methods_sandbox_stop(void)
 {
-    const struct config *cfg = engine ? engine_config(engine) : NULL;
+    struct sandbox_methods *sm = &instance;
+    const struct config *cfg = sm->engine ? engine_config(sm->engine) : NULL;
 
-    methods_set_status_provider(NULL, NULL);
+    if (sm->md)
+        methods_daemon_set_status_provider(TAKE_PTR(sm->md), NULL, NULL);
+    methods_unregister(sm->rows);
     /* Sandboxes outlive the daemon unless [sandbox] destroy_on_stop says otherwise. */
-    if (reconcile && cfg && cfg->sandbox.destroy_on_stop) {
+    if (sm->reconcile && cfg && cfg->sandbox.destroy_on_stop) {
         log_info(COMP, "destroy_on_stop: destroying every sandbox before stopping");
-        if (reconcile_destroy_all(reconcile, stop_now, NULL) == 0)
+        if (reconcile_destroy_all(sm->reconcile, stop_now, sm) == 0)
             return;
     }
-    stop_now(NULL);
+    stop_now(sm);
 }

@@ -1,16 +1,15 @@
-/* The sandbox methods of PROTOCOL.md (sandbox.create/get/list/set_internet/destroy,
+/* The sandbox methods of docs/protocol.md (sandbox.create/get/list/set_internet/destroy,
  * sandbox.exec, file.write, file.read) over the engine in lib/sandbox.h, and the
  * daemon.status provider. Loop thread only. */
 #pragma once
 
-#include "lib/macro.h" /* before <uv.h> */
-
 #include <uv.h>
 
 #include "lib/config.h"
+#include "methods-daemon.h"
 
 /* Creates the engine on loop with the live config, registers the method table and the
- * status provider. Returns 0 or a negative errno (the error is logged). */
-int methods_sandbox_start(uv_loop_t *loop, const struct config *cfg);
+ * daemon.status provider with md. Returns 0 or a negative errno (the error is logged). */
+int methods_sandbox_start(uv_loop_t *loop, const struct config *cfg, struct methods_daemon *md);
 /* Closes the engine (sandboxes stay in Proxmox); the loop runs the rest. */
 void methods_sandbox_stop(void);

@@ -1,229 +1,172 @@
+/* The method table and the dispatch. See methods.h. */
 #include "methods.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "config-build.h"
-#include "lib/config.h"
-#include "lib/log.h"
 #include "lib/macro.h"
-#include "proto/openrpc.h"
-#include "proto/params.h"
 #include "proto/rpc.h"
-#include "server.h"
 
-#define COMP "method"
 #define METHOD_TABLES_MAX 8
-#define TEST_SLEEP_MAX_MS 60000
 
-static status_provider_t status_provider;
-static void *status_userdata;
-
-void methods_set_status_provider(status_provider_t fn, void *userdata)
-{
-    status_provider = fn;
-    status_userdata = userdata;
-}
-
-static bool params_ok(struct req *r, json_object *params)
-{
-    struct params_error e = {};
-
-    if (params_none_parse(params, &e) < 0) {
-        req_invalid_params(r, e.param, e.reason);
-        return false;
-    }
-    return true;
-}
-
-static void method_daemon_status(struct req *r, json_object *params)
-{
-    const struct config *cfg = req_config(r);
-    struct server *s = req_server(r);
-    json_object *o, *px, *caller;
-
-    if (!params_ok(r, params))
-        return;
-    o = json_object_new_object();
-    json_object_object_add(o, "version", json_object_new_string(SANDBOXD_VERSION));
-    json_object_object_add(o, "uptime_s", json_object_new_int64((int64_t)server_uptime_s(s)));
-    json_object_object_add(o, "connections", json_object_new_int64(server_connections(s)));
-    json_object_object_add(o, "sandboxes", json_object_new_object());
-    px = json_object_new_object();
-    json_object_object_add(px, "configured", json_object_new_boolean(cfg->proxmox.present));
-    json_object_object_add(px, "reachable", NULL);
-    json_object_object_add(
-        px, "last_error",
-        json_object_new_string(cfg->proxmox.present ? "not connected yet" : "not configured"));
-    json_object_object_add(o, "proxmox", px);
-    caller = json_object_new_object();
-    json_object_object_add(caller, "uid", json_object_new_int64(req_uid(r)));
-    json_object_object_add(caller, "gid", json_object_new_int64(req_gid(r)));
-    json_object_object_add(caller, "pid", json_object_new_int64(req_pid(r)));
-    json_object_object_add(o, "caller", caller);
-    if (status_provider)
-        status_provider(o, status_userdata);
-    req_reply(r, o);
-}
-
-static json_object *openrpc_cached;
-
-static void method_rpc_discover(struct req *r, json_object *params)
-{
-    if (!params_ok(r, params))
-        return;
-    if (!openrpc_cached) {
-        openrpc_cached = json_tokener_parse(openrpc_document());
-        if (!openrpc_cached) {
-            req_error(r, RPC_INTERNAL_ERROR, "the API document is not valid JSON");
-            return;
-        }
-    }
-    req_reply(r, json_object_get(openrpc_cached));
-}
-
-/* test.sleep {"ms": N}: replies {"slept_ms": N} after N ms. Only registered when
- * SANDBOXD_TEST_HOOKS=1: the tests use it to hold requests in flight. */
-struct sleeper {
-    uv_timer_t timer;
-    struct req *req;
-    int64_t ms;
-};
-
-static void sleeper_closed(uv_handle_t *h)
-{
-    free(h->data);
-}
-
-static void sleeper_finish(struct sleeper *sl, bool cancelled)
-{
-    struct req *r = sl->req;
-    json_object *o;
-
-    sl->req = NULL;
-    uv_close((uv_handle_t *)&sl->timer, sleeper_closed);
-    if (cancelled) {
-        req_error(r, RPC_SHUTTING_DOWN, "cancelled");
-        return;
-    }
-    o = json_object_new_object();
-    json_object_object_add(o, "slept_ms", json_object_new_int64(sl->ms));
-    req_reply(r, o);
-}
-
-static void sleeper_fired(uv_timer_t *t)
-{
-    sleeper_finish(t->data, false);
-}
-
-static void sleeper_disconnected(struct req *r, void *userdata)
-{
-    struct sleeper *sl = userdata;
-
-    if (sl->req)
-        sleeper_finish(sl, true);
-}
-
-static void method_test_sleep(struct req *r, json_object *params)
-{
-    json_object *ms = NULL;
-    struct sleeper *sl;
-
-    if (!params || !json_object_is_type(params, json_type_object) ||
-        !json_object_object_get_ex(params, "ms", &ms) || !json_object_is_type(ms, json_type_int) ||
-        json_object_get_int64(ms) < 0 || json_object_get_int64(ms) > TEST_SLEEP_MAX_MS) {
-        req_invalid_params(r, "ms", "an integer 0..60000 is required");
-        return;
-    }
-    sl = calloc(1, sizeof *sl);
-    if (!sl) {
-        req_error(r, RPC_INTERNAL_ERROR, "out of memory");
-        return;
-    }
-    sl->req = r;
-    sl->ms = json_object_get_int64(ms);
-    uv_timer_init(req_loop(r), &sl->timer);
-    sl->timer.data = sl;
-    req_on_disconnect(r, sleeper_disconnected, sl);
-    uv_timer_start(&sl->timer, sleeper_fired, (uint64_t)sl->ms, 0);
-}
-
-/* test.notify {"count": N}: sends N server notifications "test.event" with params
- * {"request_id": <id>, "seq": i} on the caller's connection, then replies
- * {"sent": N}. Test hook, like test.sleep. */
-static void method_test_notify(struct req *r, json_object *params)
-{
-    json_object *count = NULL, *o;
-    int64_t n, sent = 0;
-
-    if (!params || !json_object_is_type(params, json_type_object) ||
-        !json_object_object_get_ex(params, "count", &count) ||
-        !json_object_is_type(count, json_type_int) || json_object_get_int64(count) < 0 ||
-        json_object_get_int64(count) > 10000) {
-        req_invalid_params(r, "count", "an integer 0..10000 is required");
-        return;
-    }
-    n = json_object_get_int64(count);
-    for (int64_t i = 0; i < n; i++) {
-        json_object *p = json_object_new_object();
-
-        json_object_object_add(p, "request_id", json_object_get(req_id(r)));
-        json_object_object_add(p, "seq", json_object_new_int64(i));
-        if (req_notify(r, "test.event", p) == 0)
-            sent++;
-    }
-    o = json_object_new_object();
-    json_object_object_add(o, "sent", json_object_new_int64(sent));
-    req_reply(r, o);
-}
-
-static const struct method_def builtin_methods[] = {
-    {"daemon.status", method_daemon_status},
-    {"rpc.discover", method_rpc_discover},
-    {NULL, NULL},
-};
-
-static const struct method_def test_methods[] = {
-    {"test.sleep", method_test_sleep},
-    {"test.notify", method_test_notify},
-    {NULL, NULL},
-};
-
-static const struct method_def *tables[METHOD_TABLES_MAX] = {builtin_methods};
-static size_t n_tables = 1;
+static const struct method_def *tables[METHOD_TABLES_MAX];
+static size_t n_tables;
 
 int methods_register(const struct method_def *table)
 {
+    for (const struct method_def *m = table; m->name; m++) {
+        const struct rpc_method_info *mi = rpc_method_find(m->name);
+
+        if (mi && mi->params != m->params)
+            return -EINVAL;
+    }
+    for (size_t i = 0; i < n_tables; i++)
+        if (tables[i] == table)
+            return 0;
     if (n_tables >= METHOD_TABLES_MAX)
         return -E2BIG;
     tables[n_tables++] = table;
     return 0;
 }
 
-void methods_enable_test_hooks(void)
+void methods_unregister(const struct method_def *table)
 {
     for (size_t i = 0; i < n_tables; i++)
-        if (tables[i] == test_methods)
+        if (tables[i] == table) {
+            memmove(&tables[i], &tables[i + 1], (n_tables - i - 1) * sizeof tables[0]);
+            n_tables--;
             return;
-    (void)methods_register(test_methods);
-    log_warning(
-        COMP,
-        "test hooks enabled (SANDBOXD_TEST_HOOKS=1): test.sleep and test.notify are callable");
+        }
 }
 
-method_handler_t methods_find(const char *name)
+const struct method_def *methods_find(const char *name)
 {
     for (size_t i = 0; i < n_tables; i++)
         for (const struct method_def *m = tables[i]; m->name; m++)
             if (strcmp(m->name, name) == 0)
-                return m->handler;
+                return m;
     return NULL;
 }
 
-void methods_done(void)
+static void reply_unknown(struct req *r)
 {
-    if (openrpc_cached)
-        json_object_put(openrpc_cached);
-    openrpc_cached = NULL;
+    json_object *data = json_object_new_object();
+
+    json_object_object_add(data, "reason", json_object_new_string("unknown method"));
+    json_object_object_add(data, "method", json_object_new_string(req_method(r)));
+    req_error_data(r, RPC_METHOD_NOT_FOUND, NULL, data);
+}
+
+/* Parses the params of r for row m into a new struct held by r. Returns true
+ * when the handler may run; otherwise r is completed. */
+static bool parse_params(struct req *r, const struct method_def *m, void **ret)
+{
+    const struct params_spec *spec = m->params;
+    struct params_error e = {};
+    void *buf;
+    int k;
+
+    if (!spec) {
+        *ret = req_params_json(r);
+        return true;
+    }
+    buf = calloc(1, spec->size ? spec->size : 1);
+    if (!buf) {
+        req_error(r, RPC_INTERNAL_ERROR, "out of memory");
+        return false;
+    }
+    k = spec->parse(req_params_json(r), buf, &e);
+    if (k < 0) {
+        free(buf);
+        if (k == -EINVAL)
+            req_invalid_params(r, e.param, e.reason);
+        else
+            req_error(r, RPC_INTERNAL_ERROR, strerror(-k));
+        return false;
+    }
+    if (spec->size == 0) {
+        free(buf);
+        *ret = NULL;
+        return true;
+    }
+    req_set_params(r, spec, buf);
+    *ret = buf;
+    return true;
+}
+
+void methods_dispatch(struct req *r)
+{
+    const struct method_def *m = methods_find(req_method(r));
+    void *params;
+
+    if (!m) {
+        reply_unknown(r);
+        return;
+    }
+    if (m->admin_only && !req_is_admin(r)) {
+        req_error(r, RPC_PERMISSION_DENIED, "only admins may call this method");
+        return;
+    }
+    if (!parse_params(r, m, &params))
+        return;
+    m->handler(r, params, m->userdata);
+}
+
+static void dispatch_call(struct req_port *port, struct rpc_call *call, struct req_batch *b,
+                          bool stopping)
+{
+    struct req *r;
+
+    if (call->error) {
+        if (b)
+            req_batch_add(b, json_object_get(call->error));
+        else
+            (void)port->ops->send(port->conn, json_object_get(call->error));
+        return;
+    }
+    /* A request is only attached to an open connection: a closing one has
+     * already detached its requests. */
+    if (!port->ops->open(port->conn))
+        return;
+    if (req_new(port, call, b, &r) < 0) {
+        if (!call->notification)
+            (void)port->ops->send(
+                port->conn, rpc_error_reason_new(call->id, RPC_INTERNAL_ERROR, "out of memory"));
+        return;
+    }
+    if (stopping) {
+        req_error(r, RPC_SHUTTING_DOWN, "the daemon is shutting down");
+        return;
+    }
+    methods_dispatch(r);
+}
+
+int methods_dispatch_line(struct req_port *port, const char *line, size_t len, bool stopping)
+{
+    struct rpc_message m;
+    struct req_batch *b = NULL;
+
+    if (rpc_parse(line, len, &m) < 0) {
+        rpc_message_done(&m);
+        return -ENOMEM;
+    }
+    if (m.error) {
+        (void)port->ops->send(port->conn, json_object_get(m.error));
+        rpc_message_done(&m);
+        return 0;
+    }
+    if (m.batch) {
+        b = req_batch_new();
+        if (!b) {
+            rpc_message_done(&m);
+            return -ENOMEM;
+        }
+    }
+    for (size_t i = 0; i < m.n_calls; i++)
+        dispatch_call(port, &m.calls[i], b, stopping);
+    rpc_message_done(&m);
+    if (b)
+        req_batch_release(b, port);
+    return 0;
 }

@@ -2,9 +2,6 @@
  * WATCHDOG=1 pings from a loop timer. All are no-ops when $NOTIFY_SOCKET is unset. */
 #pragma once
 
-/* Before <uv.h>: it pulls in <sys/param.h>, whose MIN/MAX would clash. */
-#include "lib/macro.h"
-
 #include <stdbool.h>
 #include <uv.h>
 

@@ -1,6 +1,6 @@
-/* sandboxctl: the command-line client of sandboxd (DESIGN.md §6). One blocking
+/* sandboxctl: the command-line client of sandboxd (sandboxctl(1)). One blocking
  * connection, one request at a time; each command is a thin wrapper over one
- * method of PROTOCOL.md. Errors go to stderr with a non-zero exit status.
+ * method of docs/protocol.md. Errors go to stderr with a non-zero exit status.
  * `sandboxctl mcp`, the MCP server, lives in sandboxctl-mcp.c. */
 #include "lib/macro.h"
 

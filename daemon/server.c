@@ -11,7 +11,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "conn.h"
 #include "lib/log.h"
 #include "lib/macro.h"
 #include "notify.h"
@@ -47,17 +46,45 @@ static uint64_t env_ms(const char *name, uint64_t def)
     return x;
 }
 
+static void server_conn_uncount(void *owner, struct conn *c);
+static void server_conn_closed(void *owner, struct conn *c);
+static void server_maybe_finish(struct server *s);
+
+static bool server_stopping_cb(void *owner)
+{
+    return server_stopping(owner);
+}
+
+static void server_request_done(void *owner)
+{
+    struct server *s = owner;
+
+    if (server_stopping(s))
+        server_maybe_finish(s);
+}
+
+static const struct conn_host_ops server_conn_ops = {
+    .stopping = server_stopping_cb,
+    .uncount = server_conn_uncount,
+    .closed = server_conn_closed,
+    .request_done = server_request_done,
+};
+
 int server_init(struct server *s, uv_loop_t *loop, struct config *config)
 {
     const char *hooks = getenv("SANDBOXD_TEST_HOOKS");
+    int r;
 
     *s = (struct server){
         .loop = loop,
         .config = config,
         .limits =
             {
-                .idle_timeout_ms = SERVER_IDLE_TIMEOUT_MS,
-                .write_stall_ms = SERVER_WRITE_STALL_MS,
+                .conn =
+                    {
+                        .idle_timeout_ms = SERVER_IDLE_TIMEOUT_MS,
+                        .write_stall_ms = SERVER_WRITE_STALL_MS,
+                    },
                 .shutdown_deadline_ms = SERVER_SHUTDOWN_DEADLINE_MS,
                 .sweep_ms = SERVER_SWEEP_MS,
             },
@@ -65,12 +92,23 @@ int server_init(struct server *s, uv_loop_t *loop, struct config *config)
     if (hooks && strcmp(hooks, "1") == 0) {
         struct server_limits *l = &s->limits;
 
-        l->idle_timeout_ms = env_ms("SANDBOXD_TEST_IDLE_MS", l->idle_timeout_ms);
-        l->write_stall_ms = env_ms("SANDBOXD_TEST_STALL_MS", l->write_stall_ms);
+        l->conn.idle_timeout_ms = env_ms("SANDBOXD_TEST_IDLE_MS", l->conn.idle_timeout_ms);
+        l->conn.write_stall_ms = env_ms("SANDBOXD_TEST_STALL_MS", l->conn.write_stall_ms);
         l->shutdown_deadline_ms = env_ms("SANDBOXD_TEST_SHUTDOWN_MS", l->shutdown_deadline_ms);
-        l->sweep_ms = MIN(l->sweep_ms, MAX(l->idle_timeout_ms / 4, (uint64_t)10));
-        l->sweep_ms = MIN(l->sweep_ms, MAX(l->write_stall_ms / 4, (uint64_t)10));
+        l->sweep_ms = MIN(l->sweep_ms, MAX(l->conn.idle_timeout_ms / 4, (uint64_t)10));
+        l->sweep_ms = MIN(l->sweep_ms, MAX(l->conn.write_stall_ms / 4, (uint64_t)10));
     }
+    s->host = (struct conn_host){
+        .ops = &server_conn_ops,
+        .owner = s,
+        .loop = loop,
+        .config = config,
+        .limits = &s->limits.conn,
+        .admins = &s->admins,
+    };
+    r = admin_set_load(&s->admins, config->server.admin_group);
+    if (r < 0)
+        return r;
     s->started_ms = uv_now(loop);
     s->started_wall = (uint64_t)time(NULL);
     return 0;
@@ -108,8 +146,9 @@ static struct uid_count *uid_slot(struct server *s, uid_t uid, bool create)
     return &s->uids[s->n_uids++];
 }
 
-void server_conn_uncount(struct server *s, struct conn *c)
+static void server_conn_uncount(void *owner, struct conn *c)
 {
+    struct server *s = owner;
     struct uid_count *u;
 
     if (!c->counted)
@@ -122,8 +161,10 @@ void server_conn_uncount(struct server *s, struct conn *c)
     }
 }
 
-void server_conn_closed(struct server *s, struct conn *c)
+static void server_conn_closed(void *owner, struct conn *c)
 {
+    struct server *s = owner;
+
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -178,7 +219,7 @@ static void on_connection(uv_stream_t *listener, int status)
         log_warning(COMP, "accept: %s, continuing", uv_strerror(status));
         return;
     }
-    r = conn_accept(s, listener, &c);
+    r = conn_accept(&s->host, listener, &c);
     if (r < 0) {
         log_warning(COMP, "accept: %s, continuing", uv_strerror(r));
         return;
@@ -195,7 +236,7 @@ int server_adopt(struct server *s, int fd)
         close(fd);
         return -ESHUTDOWN;
     }
-    r = conn_adopt(s, fd, &c);
+    r = conn_adopt(&s->host, fd, &c);
     if (r < 0)
         return r;
     server_admit(s, c);
@@ -374,7 +415,7 @@ static void close_listener(struct server *s)
     s->bound_path = false;
 }
 
-void server_maybe_finish(struct server *s)
+static void server_maybe_finish(struct server *s)
 {
     bool busy = false;
 
@@ -444,8 +485,14 @@ void server_shutdown(struct server *s)
 
 void server_apply_limits(struct server *s)
 {
-    /* Caps are read live from s->config at accept and per request; nothing to copy. */
-    (void)s;
+    int r;
+
+    /* Caps are read live from s->config at accept and per request; the admin
+     * group is resolved here so that no request waits for NSS. */
+    r = admin_set_load(&s->admins, s->config->server.admin_group);
+    if (r < 0)
+        log_warning(COMP, "cannot resolve admin_group: %s, keeping the previous members",
+                    strerror(-r));
 }
 
 void server_done(struct server *s)
@@ -455,6 +502,7 @@ void server_done(struct server *s)
     close_listener(s);
     free(s->socket_path);
     free(s->uids);
+    admin_set_done(&s->admins);
     s->socket_path = NULL;
     s->uids = NULL;
 }

@@ -3,17 +3,14 @@
  * stalled-writer sweep, and graceful shutdown. Loop thread only. */
 #pragma once
 
-/* Before <uv.h>: it pulls in <sys/param.h>, whose MIN/MAX would clash. */
-#include "lib/macro.h"
-
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <uv.h>
 
+#include "admin.h"
+#include "conn.h"
 #include "lib/config.h"
-
-struct conn;
 
 /* Tunables that are not in the config file (named constants; tests may lower them
  * through SANDBOXD_TEST_HOOKS=1 and the SANDBOXD_TEST_* variables). */
@@ -31,8 +28,7 @@ enum server_state {
 };
 
 struct server_limits {
-    uint64_t idle_timeout_ms;
-    uint64_t write_stall_ms;
+    struct conn_limits conn; /* idle and write-stall deadlines */
     uint64_t shutdown_deadline_ms;
     uint64_t sweep_ms;
 };
@@ -46,6 +42,8 @@ struct server {
     uv_loop_t *loop;
     struct config *config; /* live config (owned by the caller) */
     struct server_limits limits;
+    struct admin_set admins; /* [server] admin_group, resolved at init and reload */
+    struct conn_host host;   /* what every connection reports to */
     enum server_state state;
 
     uv_pipe_t listener;
@@ -82,15 +80,11 @@ int server_adopt(struct server *s, int fd);
 /* Starts shutdown: stop accepting, let in-flight requests finish within the
  * deadline, then close every connection and handle; on_closed runs at the end. */
 void server_shutdown(struct server *s);
-/* Applies the caps of a freshly loaded config to new input. */
+/* Applies a freshly loaded config: the caps apply to new input, and the admin
+ * group is resolved again (NSS, on the loop thread, only here and at init). */
 void server_apply_limits(struct server *s);
 void server_done(struct server *s);
 
 unsigned server_connections(const struct server *s);
 uint64_t server_uptime_s(const struct server *s);
 bool server_stopping(const struct server *s);
-
-/* Called by conn.c. */
-void server_conn_closed(struct server *s, struct conn *c); /* the handle is closed */
-void server_conn_uncount(struct server *s, struct conn *c);
-void server_maybe_finish(struct server *s);

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/param.h>
 #include <unistd.h>
 
 #define _cleanup_(f) __attribute__((cleanup(f)))
@@ -54,6 +55,9 @@ static inline void fclosep(FILE **f)
 
 #define ELEMENTSOF(a) (sizeof(a) / sizeof((a)[0]))
 #define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
+/* <sys/param.h> (pulled in by <uv.h> and others) defines MIN and MAX without
+ * guards: it is included above and its definitions replaced here, so that this
+ * header and any other may come in any order. */
 #undef MIN
 #undef MAX
 #define MIN(a, b) ((a) < (b) ? (a) : (b))

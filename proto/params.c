@@ -1,4 +1,4 @@
-/* Params of every method of PROTOCOL.md: types, limits, defaults. See params.h. */
+/* Params of every method of docs/protocol.md: types, limits, defaults. See params.h. */
 #include "proto/params.h"
 
 #include "proto/b64.h"
@@ -838,72 +838,66 @@ int params_none_parse(json_object *params, struct params_error *err)
     return params_check_object(params, allowed, err);
 }
 
-/* ---- method table -------------------------------------------------------------- */
+/* ---- params kinds and the protocol's method names ------------------------------- */
 
-#define PARAMS_GENERIC(name, type)                                                                 \
-    static int name##_generic(json_object *params, void *ret, struct params_error *err)            \
+#define PARAMS_SPEC(name, type, done_fn)                                                           \
+    static int name##_any(json_object *params, void *ret, struct params_error *err)                \
     {                                                                                              \
         return name##_parse(params, (type *)ret, err);                                             \
-    }
-#define PARAMS_GENERIC_DONE(name, type)                                                            \
-    static void name##_done_generic(void *p)                                                       \
+    }                                                                                              \
+    const struct params_spec name##_spec = {sizeof(type), name##_any, done_fn}
+
+#define PARAMS_DONE_ANY(name, type)                                                                \
+    static void name##_done_any(void *p)                                                           \
     {                                                                                              \
         name##_done((type *)p);                                                                    \
     }
 
-PARAMS_GENERIC(params_sandbox_create, struct params_sandbox_create)
-PARAMS_GENERIC_DONE(params_sandbox_create, struct params_sandbox_create)
-PARAMS_GENERIC(params_sandbox_id, struct params_sandbox_id)
-PARAMS_GENERIC(params_sandbox_list, struct params_sandbox_list)
-PARAMS_GENERIC_DONE(params_sandbox_list, struct params_sandbox_list)
-PARAMS_GENERIC(params_sandbox_renew, struct params_sandbox_renew)
-PARAMS_GENERIC(params_sandbox_set_internet, struct params_sandbox_set_internet)
-PARAMS_GENERIC(params_sandbox_exec, struct params_sandbox_exec)
-PARAMS_GENERIC_DONE(params_sandbox_exec, struct params_sandbox_exec)
-PARAMS_GENERIC(params_file_write, struct params_file_write)
-PARAMS_GENERIC_DONE(params_file_write, struct params_file_write)
-PARAMS_GENERIC(params_file_read, struct params_file_read)
-PARAMS_GENERIC_DONE(params_file_read, struct params_file_read)
+PARAMS_DONE_ANY(params_sandbox_create, struct params_sandbox_create)
+PARAMS_DONE_ANY(params_sandbox_list, struct params_sandbox_list)
+PARAMS_DONE_ANY(params_sandbox_exec, struct params_sandbox_exec)
+PARAMS_DONE_ANY(params_file_write, struct params_file_write)
+PARAMS_DONE_ANY(params_file_read, struct params_file_read)
 
-static int params_none_generic(json_object *params, void *ret, struct params_error *err)
+PARAMS_SPEC(params_sandbox_create, struct params_sandbox_create, params_sandbox_create_done_any);
+PARAMS_SPEC(params_sandbox_id, struct params_sandbox_id, NULL);
+PARAMS_SPEC(params_sandbox_list, struct params_sandbox_list, params_sandbox_list_done_any);
+PARAMS_SPEC(params_sandbox_renew, struct params_sandbox_renew, NULL);
+PARAMS_SPEC(params_sandbox_set_internet, struct params_sandbox_set_internet, NULL);
+PARAMS_SPEC(params_sandbox_exec, struct params_sandbox_exec, params_sandbox_exec_done_any);
+PARAMS_SPEC(params_file_write, struct params_file_write, params_file_write_done_any);
+PARAMS_SPEC(params_file_read, struct params_file_read, params_file_read_done_any);
+
+static int params_none_any(json_object *params, void *ret, struct params_error *err)
 {
     (void)ret;
     return params_none_parse(params, err);
 }
+const struct params_spec params_none_spec = {0, params_none_any, NULL};
 
-#define METHOD(n, t, parse, done)                                                                  \
-    {                                                                                              \
-        n, false, sizeof(t), parse, done                                                           \
-    }
 static const struct rpc_method_info rpc_method_table[] = {
-    METHOD("sandbox.create", struct params_sandbox_create, params_sandbox_create_generic,
-           params_sandbox_create_done_generic),
-    METHOD("sandbox.get", struct params_sandbox_id, params_sandbox_id_generic, NULL),
-    METHOD("sandbox.list", struct params_sandbox_list, params_sandbox_list_generic,
-           params_sandbox_list_done_generic),
-    METHOD("sandbox.renew", struct params_sandbox_renew, params_sandbox_renew_generic, NULL),
-    METHOD("sandbox.set_internet", struct params_sandbox_set_internet,
-           params_sandbox_set_internet_generic, NULL),
-    METHOD("sandbox.destroy", struct params_sandbox_id, params_sandbox_id_generic, NULL),
-    METHOD("sandbox.exec", struct params_sandbox_exec, params_sandbox_exec_generic,
-           params_sandbox_exec_done_generic),
-    METHOD("file.write", struct params_file_write, params_file_write_generic,
-           params_file_write_done_generic),
-    METHOD("file.read", struct params_file_read, params_file_read_generic,
-           params_file_read_done_generic),
-    {"daemon.status", false, 0, params_none_generic, NULL},
-    {"rpc.discover", false, 0, params_none_generic, NULL},
-    {"process.start", true, 0, NULL, NULL},
-    {"process.read", true, 0, NULL, NULL},
-    {"process.write", true, 0, NULL, NULL},
-    {"process.wait", true, 0, NULL, NULL},
-    {"process.kill", true, 0, NULL, NULL},
-    {"process.list", true, 0, NULL, NULL},
-    {"file.stat", true, 0, NULL, NULL},
-    {"file.list", true, 0, NULL, NULL},
-    {"sandbox.snapshot", true, 0, NULL, NULL},
-    {"sandbox.rollback", true, 0, NULL, NULL},
-    {"daemon.subscribe", true, 0, NULL, NULL},
+    {"sandbox.create", false, &params_sandbox_create_spec},
+    {"sandbox.get", false, &params_sandbox_id_spec},
+    {"sandbox.list", false, &params_sandbox_list_spec},
+    {"sandbox.renew", false, &params_sandbox_renew_spec},
+    {"sandbox.set_internet", false, &params_sandbox_set_internet_spec},
+    {"sandbox.destroy", false, &params_sandbox_id_spec},
+    {"sandbox.exec", false, &params_sandbox_exec_spec},
+    {"file.write", false, &params_file_write_spec},
+    {"file.read", false, &params_file_read_spec},
+    {"daemon.status", false, &params_none_spec},
+    {"rpc.discover", false, &params_none_spec},
+    {"process.start", true, NULL},
+    {"process.read", true, NULL},
+    {"process.write", true, NULL},
+    {"process.wait", true, NULL},
+    {"process.kill", true, NULL},
+    {"process.list", true, NULL},
+    {"file.stat", true, NULL},
+    {"file.list", true, NULL},
+    {"sandbox.snapshot", true, NULL},
+    {"sandbox.rollback", true, NULL},
+    {"daemon.subscribe", true, NULL},
 };
 
 const struct rpc_method_info *rpc_method_find(const char *name)

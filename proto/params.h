@@ -1,4 +1,4 @@
-/* Typed parsing and validation of the params of every method of PROTOCOL.md.
+/* Typed parsing and validation of the params of every method of docs/protocol.md.
  * Pure: no loop, no I/O. Each parser takes the request's "params" (NULL when
  * absent; borrowed), fills a caller-owned struct on success and otherwise
  * describes the offending parameter in a params_error, from which the daemon
@@ -6,7 +6,7 @@
  *
  * Unknown parameters, wrong JSON types (null included: leave an optional
  * parameter out instead) and values outside the limits below are rejected.
- * Defaults fixed by PROTOCOL.md are filled in here; limits and defaults that
+ * Defaults fixed by docs/protocol.md are filled in here; limits and defaults that
  * come from the configuration (ttl, cores, memory, disk) are not: such fields
  * stay "unset" (-1 / NULL) and the engine applies its configured values. */
 #pragma once
@@ -165,19 +165,39 @@ void params_file_read_done(struct params_file_read *p);
 bool params_sandbox_create_equal(const struct params_sandbox_create *a,
                                  const struct params_sandbox_create *b);
 
-/* ---- method table --------------------------------------------------------- */
+/* ---- params kinds ---------------------------------------------------------- */
 
-struct rpc_method_info {
-    const char *name;
-    bool planned;       /* name reserved by PROTOCOL.md, not specified yet */
-    size_t params_size; /* size of the params struct (0: none) */
-    /* Generic entry points; NULL for planned methods. parse() writes a struct
-     * of params_size bytes (nothing for params_size 0). done() may be NULL. */
+/* One kind of params, type-erased for a method table: parse() writes a struct
+ * of `size` bytes (nothing when size is 0) with the contract of the parsers
+ * above; done() (NULL: nothing to free) releases it. */
+struct params_spec {
+    size_t size;
     int (*parse)(json_object *params, void *ret, struct params_error *err);
     void (*done)(void *p);
 };
 
-/* The entry for a method name, or NULL when PROTOCOL.md has no such name. */
+extern const struct params_spec params_sandbox_create_spec;
+extern const struct params_spec params_sandbox_id_spec; /* sandbox.get, sandbox.destroy */
+extern const struct params_spec params_sandbox_list_spec;
+extern const struct params_spec params_sandbox_renew_spec;
+extern const struct params_spec params_sandbox_set_internet_spec;
+extern const struct params_spec params_sandbox_exec_spec;
+extern const struct params_spec params_file_write_spec;
+extern const struct params_spec params_file_read_spec;
+extern const struct params_spec params_none_spec; /* daemon.status, rpc.discover */
+
+/* ---- the protocol's method names ------------------------------------------- */
+
+/* docs/protocol.md's names and the params kind each takes. This is the schema, not a
+ * dispatch table: the daemon's one table (daemon/methods.h) holds the handlers,
+ * and its registration refuses a row whose params kind differs from this. */
+struct rpc_method_info {
+    const char *name;
+    bool planned;                     /* name reserved by docs/protocol.md, not specified yet */
+    const struct params_spec *params; /* NULL for planned methods */
+};
+
+/* The entry for a method name, or NULL when docs/protocol.md has no such name. */
 const struct rpc_method_info *rpc_method_find(const char *name);
-/* Every entry, in PROTOCOL.md's order (planned names last). */
+/* Every entry, in docs/protocol.md's order (planned names last). */
 const struct rpc_method_info *rpc_methods(size_t *ret_n);

@@ -1,4 +1,4 @@
-/* JSON-RPC 2.0 codec. See rpc.h and PROTOCOL.md. */
+/* JSON-RPC 2.0 codec. See rpc.h and docs/protocol.md. */
 #include "proto/rpc.h"
 
 #include "proto/b64.h"

@@ -1,12 +1,14 @@
-/* JSON-RPC 2.0 codec for sandboxd's wire protocol (PROTOCOL.md). Pure: no loop,
+/* JSON-RPC 2.0 codec for sandboxd's wire protocol (docs/protocol.md). Pure: no loop,
  * no sockets. Parsing is strict (json-c strict mode, UTF-8 validated, nesting
  * depth <= RPC_MAX_DEPTH), batches are limited to RPC_MAX_BATCH entries, and
- * every error code of PROTOCOL.md has a constant and a default message. */
+ * every error code of docs/protocol.md has a constant and a default message. */
 #pragma once
 
 #include <json-c/json.h>
 #include <stdbool.h>
 #include <stddef.h>
+
+#include "lib/json-util.h" /* _cleanup_json_ */
 
 #define RPC_MAX_DEPTH 32
 #define RPC_MAX_BATCH 64
@@ -32,13 +34,6 @@ enum rpc_code {
 
 /* Default human message for a code ("Parse error", "No such sandbox", ...). */
 const char *rpc_code_message(int code);
-
-static inline void json_object_putp(json_object **o)
-{
-    if (*o)
-        json_object_put(*o);
-}
-#define _cleanup_json_ __attribute__((cleanup(json_object_putp)))
 
 /* One call taken from a message. */
 struct rpc_call {
@@ -81,7 +76,7 @@ json_object *rpc_invalid_params_new(json_object *id, const char *param, const ch
 /* Server-to-client notification; params taken over. */
 json_object *rpc_notification_new(const char *method, json_object *params);
 
-/* The exec.output notification of a streaming sandbox.exec (PROTOCOL.md):
+/* The exec.output notification of a streaming sandbox.exec (docs/protocol.md):
  * params {"request_id": request_id, "stream": stream, "data"|"data_b64": bytes},
  * text when the bytes are valid UTF-8, base64 otherwise. request_id is
  * borrowed (NULL: JSON null). */

@@ -19,12 +19,19 @@ import time
 
 SANDBOXD = SANDBOXCTL = None
 TESTS = {}
+OPTIONS = {}  # name -> (meson timeout in seconds, runs alone)
 STARTED = []  # every daemon process started, killed at the end whatever happened
 
 
-def test(fn):
-    TESTS[fn.__name__[len("test_"):]] = fn
-    return fn
+def test(fn=None, *, timeout=30, alone=False):
+    """Registers a test; `--list` hands its name, timeout and whether it must run alone
+    (it measures the daemon's memory or opens many sockets) to meson."""
+    def register(f):
+        name = f.__name__[len("test_"):]
+        TESTS[name] = f
+        OPTIONS[name] = (timeout, alone)
+        return f
+    return register(fn) if fn else register
 
 
 def check(cond, msg="check failed"):
@@ -229,7 +236,7 @@ def test_no_test_hooks_by_default():
     d.stop()
 
 
-@test
+@test(timeout=180, alone=True)
 def test_concurrent_clients():
     d = Daemon(config="max_connections = 512\nmax_connections_per_uid = 512\n")
     errors = []
@@ -254,7 +261,7 @@ def test_concurrent_clients():
     d.stop()
 
 
-@test
+@test(timeout=60)
 def test_pipelined_and_out_of_order():
     d = Daemon()
     c = Client(d.sock)
@@ -322,7 +329,7 @@ def test_batches():
     d.stop()
 
 
-@test
+@test(timeout=60)
 def test_inflight_backpressure():
     d = Daemon(config="max_inflight_per_connection = 4\n")
     c = Client(d.sock)
@@ -412,7 +419,7 @@ def test_connection_cap_per_uid():
     d.stop()
 
 
-@test
+@test(timeout=60)
 def test_request_size_cap():
     d = Daemon()
     c = Client(d.sock)
@@ -441,7 +448,7 @@ def test_request_size_cap():
     d.stop()
 
 
-@test
+@test(timeout=60)
 def test_deep_nesting_and_garbage():
     d = Daemon()
     c = Client(d.sock)
@@ -482,7 +489,7 @@ def test_deep_nesting_and_garbage():
     d.stop()
 
 
-@test
+@test(timeout=120, alone=True)
 def test_thousand_connections():
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     want = min(max(4096, soft), hard)
@@ -516,7 +523,7 @@ def test_thousand_connections():
     d.stop()
 
 
-@test
+@test(timeout=60, alone=True)
 def test_slow_reader_bounded():
     d = Daemon(env={"SANDBOXD_TEST_STALL_MS": "3000"})
     time.sleep(0.2)
@@ -915,6 +922,10 @@ def test_sd_notify_and_watchdog():
 
 def main():
     global SANDBOXD, SANDBOXCTL
+    if sys.argv[1:] == ["--list"]:
+        for n, (timeout, alone) in OPTIONS.items():
+            print(n, timeout, "alone" if alone else "parallel")
+        return
     name, SANDBOXD, SANDBOXCTL = sys.argv[1], os.path.abspath(sys.argv[2]), \
         os.path.abspath(sys.argv[3])
     names = list(TESTS) if name == "all" else [name]

@@ -2,8 +2,6 @@
  * socketpairs: the forward-only state setter, and the close paths where a client
  * that hangs up at the wrong moment used to get its handle closed twice or go
  * unnoticed. */
-#include "lib/macro.h" /* before <uv.h> */
-
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -11,7 +9,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "daemon/admin.h"
 #include "daemon/conn.h"
+#include "daemon/methods-daemon.h"
 #include "daemon/methods.h"
 #include "daemon/server.h"
 #include "lib/config.h"
@@ -24,6 +24,7 @@
 static uv_loop_t loop;
 static struct config cfg;
 static struct server srv;
+static struct methods_daemon md;
 
 /* test.hold: stays in flight until released or until the client is gone. */
 static struct req *holds[MAX_HOLDS];
@@ -40,9 +41,10 @@ static void hold_disconnected(struct req *r, void *userdata)
     req_error(r, RPC_SHUTTING_DOWN, "cancelled");
 }
 
-static void method_hold(struct req *r, json_object *params)
+static void method_hold(struct req *r, void *params, void *userdata)
 {
     (void)params;
+    (void)userdata;
     ck_assert_uint_lt(n_holds, MAX_HOLDS);
     holds[n_holds] = r;
     req_on_disconnect(r, hold_disconnected, (void *)(uintptr_t)n_holds);
@@ -95,11 +97,13 @@ static void stream_step(struct req *r, void *userdata)
     req_reply(r, json_object_new_boolean(true));
 }
 
-static void method_stream(struct req *r, json_object *params)
+static void method_stream(struct req *r, void *raw, void *userdata)
 {
+    json_object *params = raw;
     struct stream *st = calloc(1, sizeof *st);
     json_object *n;
 
+    (void)userdata;
     ck_assert_ptr_nonnull(st);
     ck_assert(json_object_object_get_ex(params, "n", &n));
     st->req = r;
@@ -107,10 +111,30 @@ static void method_stream(struct req *r, json_object *params)
     stream_step(r, st);
 }
 
+/* test.get: params parsed by the dispatch as sandbox.get's; replies the id. */
+static void method_get(struct req *r, void *params, void *userdata)
+{
+    const struct params_sandbox_id *p = params;
+
+    (void)userdata;
+    req_reply(r, json_object_new_string(p->id));
+}
+
+/* test.admin: admin-only. */
+static void method_admin(struct req *r, void *params, void *userdata)
+{
+    (void)params;
+    (void)userdata;
+    ck_assert(req_is_admin(r));
+    req_reply(r, json_object_new_boolean(true));
+}
+
 static const struct method_def hold_methods[] = {
-    {"test.hold", method_hold},
-    {"test.stream", method_stream},
-    {NULL, NULL},
+    {"test.hold", NULL, method_hold, NULL, false},
+    {"test.stream", NULL, method_stream, NULL, false},
+    {"test.get", &params_sandbox_id_spec, method_get, NULL, false},
+    {"test.admin", &params_none_spec, method_admin, NULL, true},
+    {},
 };
 
 static void spin(void)
@@ -130,6 +154,7 @@ static void setup(void)
     cfg.server.max_request_bytes = 1024;
     cfg.server.max_inflight_per_connection = 2;
     ck_assert_int_eq(server_init(&srv, &loop, &cfg), 0);
+    ck_assert_int_eq(methods_daemon_register(&md, &srv), 0);
     ck_assert_int_eq(methods_register(hold_methods), 0);
     n_holds = n_cancelled = 0;
 }
@@ -147,7 +172,8 @@ static void teardown(void)
         uv_run(&loop, UV_RUN_NOWAIT);
     ck_assert_uint_eq(srv.n_handles, 0);
     server_done(&srv);
-    methods_done();
+    methods_unregister(hold_methods);
+    methods_daemon_done(&md);
     config_done(&cfg);
     check_loop_done(&loop);
 }
@@ -189,6 +215,69 @@ static unsigned read_to_eof(int fd)
     ck_abort_msg("no EOF from the daemon");
     return lines;
 }
+
+/* Reads until n lines arrived (bounded) into buf. */
+static void read_lines(int fd, unsigned n, char *buf, size_t size)
+{
+    size_t len = 0;
+    unsigned lines = 0;
+
+    for (int i = 0; i < 200 && lines < n; i++) {
+        ssize_t k = recv(fd, buf + len, size - 1 - len, MSG_DONTWAIT);
+
+        if (k <= 0) {
+            ck_assert(k < 0 && errno == EAGAIN);
+            spin();
+            continue;
+        }
+        for (ssize_t j = 0; j < k; j++)
+            lines += buf[len + (size_t)j] == '\n';
+        len += (size_t)k;
+    }
+    buf[len] = '\0';
+    ck_assert_uint_eq(lines, n);
+}
+
+/* The dispatch parses params with the row's kind and answers -32602 itself;
+ * admin-only rows are refused to other callers. */
+START_TEST(test_dispatch_params_and_admin)
+{
+    char buf[4096];
+    int fd = client();
+
+    send_str(fd, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"test.get\",\"params\":{\"id\":7}}\n");
+    read_lines(fd, 1, buf, sizeof buf);
+    ck_assert_ptr_nonnull(strstr(buf, "-32602"));
+    ck_assert_ptr_nonnull(strstr(buf, "\"param\":\"id\""));
+    send_str(
+        fd,
+        "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"test.get\",\"params\":{\"id\":\"sb-1\"}}\n");
+    read_lines(fd, 1, buf, sizeof buf);
+    ck_assert_ptr_nonnull(strstr(buf, "\"result\":\"sb-1\""));
+    send_str(fd, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"test.admin\"}\n");
+    read_lines(fd, 1, buf, sizeof buf);
+    ck_assert_ptr_nonnull(strstr(buf, getuid() == 0 ? "\"result\":true" : "-32008"));
+    close(fd);
+    spin();
+}
+END_TEST
+
+START_TEST(test_admin_set)
+{
+    uid_t members[] = {1001};
+    struct admin_set a = {.has_gid = true, .gid = 50, .uids = members, .n_uids = 1};
+    struct admin_set none = {};
+
+    ck_assert(admin_set_has(NULL, 0, 0));
+    ck_assert(!admin_set_has(NULL, 1000, 1000));
+    ck_assert(!admin_set_has(&none, 1000, 50));
+    ck_assert(admin_set_has(&a, 1000, 50));
+    ck_assert(admin_set_has(&a, 1001, 1001));
+    ck_assert(!admin_set_has(&a, 1000, 1000));
+    ck_assert_int_eq(admin_set_load(&none, NULL), 0);
+    ck_assert(!none.has_gid && none.n_uids == 0);
+}
+END_TEST
 
 START_TEST(test_setter_forward_only)
 {
@@ -373,6 +462,8 @@ static Suite *conn_suite(void)
     tcase_add_test(tc, test_hangup_at_inflight_cap);
     tcase_add_test(tc, test_half_close_at_inflight_cap);
     tcase_add_test(tc, test_drain_rearm);
+    tcase_add_test(tc, test_dispatch_params_and_admin);
+    tcase_add_test(tc, test_admin_set);
     suite_add_tcase(s, tc);
     return s;
 }

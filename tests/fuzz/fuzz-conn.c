@@ -9,8 +9,6 @@
  * advance a fake clock for the sweep, complete held requests, shut the server
  * down. After every action the invariants of conn.h must hold; at the end every
  * connection is closed, every request completed and the loop closes cleanly. */
-#include "lib/macro.h" /* before <uv.h> */
-
 #include <errno.h>
 #include <signal.h>
 #include <stdint.h>
@@ -21,7 +19,10 @@
 #include <unistd.h>
 
 #include "daemon/conn.h"
+#include "daemon/methods-daemon.h"
+#include "daemon/methods-test.h"
 #include "daemon/methods.h"
+#include "lib/macro.h"
 #include "daemon/server.h"
 #include "lib/config.h"
 #include "lib/log.h"
@@ -54,6 +55,7 @@ struct hold {
 };
 
 static struct hold holds[FUZZ_HOLDS];
+static struct methods_daemon daemon_methods; /* daemon.status, rpc.discover */
 static bool complete_on_disconnect;
 
 static void hold_disconnected(struct req *r, void *userdata)
@@ -68,9 +70,10 @@ static void hold_disconnected(struct req *r, void *userdata)
     }
 }
 
-static void method_hold(struct req *r, json_object *params)
+static void method_hold(struct req *r, void *params, void *userdata)
 {
     (void)params;
+    (void)userdata;
     for (size_t i = 0; i < FUZZ_HOLDS; i++)
         if (!holds[i].req) {
             holds[i] = (struct hold){.req = r};
@@ -138,11 +141,12 @@ static void stream_step(struct req *r, void *userdata)
     req_on_drain(r, stream_step, st);
 }
 
-static void method_stream(struct req *r, json_object *params)
+static void method_stream(struct req *r, void *raw, void *userdata)
 {
-    json_object *n = NULL;
+    json_object *params = raw, *n = NULL;
     struct stream *st;
 
+    (void)userdata;
     if (!params || !json_object_object_get_ex(params, "n", &n) ||
         !json_object_is_type(n, json_type_int)) {
         req_invalid_params(r, "n", "an integer is required");
@@ -156,10 +160,30 @@ static void method_stream(struct req *r, json_object *params)
     stream_step(r, st);
 }
 
+/* fuzz.get: params parsed by the dispatch as sandbox.get's; echoes the id. */
+static void method_get(struct req *r, void *params, void *userdata)
+{
+    const struct params_sandbox_id *p = params;
+
+    (void)userdata;
+    CHECK(p && p->id[0]);
+    req_reply(r, json_object_new_string(p->id));
+}
+
+/* fuzz.admin: admin-only; runs only for root (the fuzzer's own uid may be). */
+static void method_admin(struct req *r, void *params, void *userdata)
+{
+    (void)userdata;
+    CHECK(!params && req_is_admin(r));
+    req_reply(r, json_object_new_boolean(true));
+}
+
 static const struct method_def fuzz_methods[] = {
-    {"fuzz.hold", method_hold},
-    {"fuzz.stream", method_stream},
-    {NULL, NULL},
+    {"fuzz.hold", NULL, method_hold, NULL, false},
+    {"fuzz.stream", NULL, method_stream, NULL, false},
+    {"fuzz.get", &params_sandbox_id_spec, method_get, NULL, false},
+    {"fuzz.admin", &params_none_spec, method_admin, NULL, true},
+    {},
 };
 
 /* ---- what clients send ------------------------------------------------------ */
@@ -184,6 +208,9 @@ static const char *const requests[] = {
     "\n",
     "{\"jsonrpc\":\"2.0\",\"id\":11,\"meth",
     "{\"jsonrpc\":\"2.0\",\"id\":12,\"method\":\"fuzz.stream\",\"params\":{\"n\":256}}\n",
+    "{\"jsonrpc\":\"2.0\",\"id\":13,\"method\":\"fuzz.get\",\"params\":{\"id\":\"sb-1\"}}\n",
+    "{\"jsonrpc\":\"2.0\",\"id\":14,\"method\":\"fuzz.get\",\"params\":{\"id\":7}}\n",
+    "{\"jsonrpc\":\"2.0\",\"id\":15,\"method\":\"fuzz.admin\"}\n",
 };
 
 /* ---- one run ----------------------------------------------------------------- */
@@ -213,7 +240,8 @@ static void check_invariants(struct fuzz *f)
     for (struct conn *c = f->srv.conns; c; c = c->next) {
         CHECK(c->state >= CONN_OPEN && c->state <= CONN_CLOSING);
         if (c->state == CONN_CLOSING)
-            CHECK(!c->reqs && c->inflight == 0 && !c->reading && !c->counted && c->wlen == 0);
+            CHECK(!c->port.list.head && conn_inflight(c) == 0 && !c->reading && !c->counted &&
+                  c->wlen == 0);
         if (c->reading)
             CHECK(c->state == CONN_OPEN && !c->eof);
         counted += c->counted;
@@ -451,7 +479,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         initialized = true;
         signal(SIGPIPE, SIG_IGN);
         log_set_max_level(getenv("FUZZ_CONN_LOG") ? LOG_DEBUG : LOG_CRIT);
-        methods_enable_test_hooks();
+        CHECK(methods_test_register() == 0);
         CHECK(methods_register(fuzz_methods) == 0);
     }
     if (size < 3)
@@ -466,6 +494,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     f.cfg.server.max_request_bytes = 1024;
     complete_on_disconnect = take(&f) & 1;
     CHECK(server_init(&f.srv, &f.loop, &f.cfg) == 0);
+    CHECK(methods_daemon_register(&daemon_methods, &f.srv) == 0);
     for (int i = 0; i < FUZZ_CLIENTS; i++)
         f.fds[i] = -1;
 

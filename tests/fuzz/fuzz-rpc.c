@@ -1,11 +1,18 @@
 /* libFuzzer target over the whole wire layer: arbitrary bytes are split into
- * reads, framed, parsed as JSON-RPC, looked up in the method table, their
- * params validated, and every response built and serialised as the daemon
- * would. Invariants that must hold for any input abort the run. */
+ * reads, framed, and each line goes through the daemon's own dispatch
+ * (methods_dispatch_line() of daemon/methods.c: JSON-RPC parsing, batches, the
+ * method table, params parsing and the -32602 replies, the admin check) on a
+ * request port whose output is checked here. Every docs/protocol.md method is a row
+ * with its real params kind and a handler that checks the parsed struct and
+ * answers at once (nothing reaches Proxmox). Invariants that must hold for any
+ * input abort the run. */
+#include "daemon/methods.h"
+#include "daemon/req.h"
 #include "proto/b64.h"
 #include "proto/frame.h"
 #include "proto/params.h"
 #include "proto/rpc.h"
+#include "lib/macro.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -41,96 +48,118 @@ static void emit(json_object *resp)
     json_object_put(resp);
 }
 
-static json_object *dispatch(const struct rpc_call *c)
-{
-    const struct rpc_method_info *mi;
-    struct params_error err;
-    void *buf;
-    int r;
+/* ---- the request port: every message the dispatch sends is checked ---- */
 
-    if (c->error)
-        return json_object_get(c->error);
-    CHECK(c->method);
-    CHECK(!c->params || json_object_is_type(c->params, json_type_object) ||
-          json_object_is_type(c->params, json_type_array));
-    mi = rpc_method_find(c->method);
-    if (!mi || mi->planned)
-        return rpc_error_new(c->id, RPC_METHOD_NOT_FOUND, NULL, NULL);
-    buf = calloc(1, mi->params_size + 1);
-    CHECK(buf);
-    memset(&err, 0, sizeof(err));
-    r = mi->parse(c->params, buf, &err);
-    if (r == -EINVAL) {
-        /* The name may be empty: an unknown parameter "" is named as such. */
-        CHECK(err.reason[0] != '\0' && memchr(err.param, '\0', sizeof(err.param)));
-        free(buf);
-        return rpc_invalid_params_new(c->id, err.param, err.reason);
-    }
-    CHECK(r == 0);
+static int port_send(void *conn, json_object *msg)
+{
+    (void)conn;
+    emit(msg);
+    return 0;
+}
+
+static size_t port_output_bytes(const void *conn)
+{
+    (void)conn;
+    return 0;
+}
+
+static bool port_open(const void *conn)
+{
+    (void)conn;
+    return true;
+}
+
+static uint64_t port_drain_pass(const void *conn)
+{
+    (void)conn;
+    return 0;
+}
+
+static void port_completed(void *conn)
+{
+    (void)conn;
+}
+
+static const struct req_port_ops port_ops = {
+    .send = port_send,
+    .output_bytes = port_output_bytes,
+    .open = port_open,
+    .active = port_open,
+    .drain_pass = port_drain_pass,
+    .completed = port_completed,
+};
+
+/* ---- handlers: check what the dispatch parsed, answer at once ---- */
+
+static void fuzz_handler(struct req *r, void *params, void *userdata)
+{
+    const struct rpc_method_info *mi = userdata;
+    json_object *res = json_object_new_object();
+
+    CHECK(strcmp(req_method(r), mi->name) == 0);
+    CHECK((params != NULL) == (mi->params->size > 0));
     if (strcmp(mi->name, "sandbox.exec") == 0) {
-        const struct params_sandbox_exec *x = buf;
-        json_object *res = json_object_new_object();
+        const struct params_sandbox_exec *x = params;
 
         CHECK(!x->command != !x->argv);
         CHECK(!x->argv || (x->argc >= 1 && x->argv[x->argc] == NULL));
         /* Echo stdin back the way exec output goes out. */
         if (x->has_stdin)
             CHECK(b64_object_add_data(res, "stdout", x->stdin_data, x->stdin_len) == 0);
-        mi->done(buf);
-        free(buf);
-        return rpc_result_new(c->id, res);
-    }
-    if (strcmp(mi->name, "file.write") == 0) {
-        const struct params_file_write *w = buf;
-        json_object *res = json_object_new_object();
+    } else if (strcmp(mi->name, "file.write") == 0) {
+        const struct params_file_write *w = params;
 
         CHECK(w->content && w->path && w->path[0] == '/' && w->mode <= 07777);
         CHECK(b64_object_add_data(res, "content", w->content, w->content_len) == 0);
-        mi->done(buf);
-        free(buf);
-        return rpc_result_new(c->id, res);
+    } else {
+        json_object_object_add(res, "method", json_object_new_string(mi->name));
     }
-    if (mi->done)
-        mi->done(buf);
-    free(buf);
-    return rpc_result_new(c->id, json_object_new_string(mi->name));
+    req_reply(r, res);
+}
+
+static void fuzz_admin_handler(struct req *r, void *params, void *userdata)
+{
+    (void)params;
+    (void)userdata;
+    abort(); /* the caller is never an admin */
+}
+
+static struct method_def rows[32];
+
+static void register_rows(void)
+{
+    const struct rpc_method_info *all;
+    size_t n, k = 0;
+
+    all = rpc_methods(&n);
+    for (size_t i = 0; i < n; i++) {
+        if (all[i].planned)
+            continue;
+        CHECK(k + 2 < ELEMENTSOF(rows));
+        rows[k++] =
+            (struct method_def){all[i].name, all[i].params, fuzz_handler, (void *)&all[i], false};
+    }
+    rows[k++] =
+        (struct method_def){"fuzz.admin", &params_none_spec, fuzz_admin_handler, NULL, true};
+    rows[k] = (struct method_def){};
+    CHECK(methods_register(rows) == 0);
 }
 
 static void handle_line(const char *line, size_t len)
 {
-    struct rpc_message m;
-    json_object *batch = NULL;
+    struct req_port port = {
+        .ops = &port_ops,
+        .uid = 1000,
+        .gid = 1000,
+        .output_high = SIZE_MAX,
+        .output_hard = SIZE_MAX,
+    };
 
-    CHECK(rpc_parse(line, len, &m) == 0);
-    if (m.error) {
-        CHECK(m.n_calls == 0);
-        emit(json_object_get(m.error));
-        rpc_message_done(&m);
+    if (len == 0 || (len == 1 && line[0] == '\r'))
         return;
-    }
-    CHECK(m.n_calls >= 1 && m.n_calls <= RPC_MAX_BATCH);
-    CHECK(m.batch || m.n_calls == 1);
-    if (m.batch)
-        batch = json_object_new_array();
-    for (size_t i = 0; i < m.n_calls; i++) {
-        json_object *resp = dispatch(&m.calls[i]);
-
-        if (m.calls[i].notification) {
-            json_object_put(resp);
-            continue;
-        }
-        if (batch)
-            json_object_array_add(batch, resp);
-        else
-            emit(resp);
-    }
-    if (batch) {
-        if (json_object_array_length(batch) > 0)
-            emit(batch);
-        else
-            json_object_put(batch);
-    }
-    rpc_message_done(&m);
+    CHECK(methods_dispatch_line(&port, line, len, false) == 0);
+    /* Every handler answers at once: nothing stays in flight. */
+    CHECK(port.list.head == NULL && port.list.n == 0);
 
     /* The same bytes as base64 input and as output data. */
     {
@@ -149,10 +178,15 @@ static void handle_line(const char *line, size_t len)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    static bool registered;
     struct frame_buf f;
     size_t pos, max_line, lines = 0;
     uint8_t split;
 
+    if (!registered) {
+        registered = true;
+        register_rows();
+    }
     if (size < 2)
         return 0;
     /* Byte 0: the line cap (small caps reach the overflow path); byte 1: the

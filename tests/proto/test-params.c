@@ -1,4 +1,4 @@
-/* proto/params: the params of every method of PROTOCOL.md, each error path
+/* proto/params: the params of every method of docs/protocol.md, each error path
  * naming the parameter; the method table; the OpenRPC document agreeing with
  * both. */
 #include "proto/b64.h"
@@ -42,12 +42,12 @@ static int run(const char *method, const char *params, struct params_error *err)
     int r;
 
     ck_assert_ptr_nonnull(mi);
-    ck_assert_ptr_nonnull(mi->parse);
-    buf = calloc(1, mi->params_size + 1);
+    ck_assert_ptr_nonnull(mi->params);
+    buf = calloc(1, mi->params->size + 1);
     memset(err, 0, sizeof(*err));
-    r = mi->parse(p, buf, err);
-    if (r == 0 && mi->done)
-        mi->done(buf);
+    r = mi->params->parse(p, buf, err);
+    if (r == 0 && mi->params->done)
+        mi->params->done(buf);
     free(buf);
     json_object_put(p);
     return r;
@@ -553,14 +553,14 @@ START_TEST(test_method_table)
         ck_assert_ptr_nonnull(mi);
         ck_assert_str_eq(mi->name, protocol[i]);
         ck_assert(!mi->planned);
-        ck_assert_ptr_nonnull(mi->parse);
+        ck_assert_ptr_nonnull(mi->params);
     }
     for (size_t i = 0; i < sizeof(planned) / sizeof(planned[0]); i++) {
         const struct rpc_method_info *mi = rpc_method_find(planned[i]);
 
         ck_assert_ptr_nonnull(mi);
         ck_assert(mi->planned);
-        ck_assert_ptr_null(mi->parse);
+        ck_assert_ptr_null(mi->params);
     }
     ck_assert_ptr_null(rpc_method_find("foobar"));
     ck_assert_ptr_null(rpc_method_find("sandbox.Create"));
@@ -614,7 +614,7 @@ START_TEST(test_openrpc_document)
         for (size_t j = 0; j < json_object_array_length(params); j++) {
             json_object *pd = json_object_array_get_idx(params, j), *name, *schema;
             struct params_error e;
-            void *buf = calloc(1, all[i].params_size + 1);
+            void *buf = calloc(1, all[i].params->size + 1);
             int r;
 
             ck_assert(json_object_object_get_ex(pd, "name", &name));
@@ -623,9 +623,9 @@ START_TEST(test_openrpc_document)
             json_object_object_add(plist, json_object_get_string(name), json_object_new_int(0));
             json_object *one = json_object_new_object();
             json_object_object_add(one, json_object_get_string(name), json_object_new_int(0));
-            r = all[i].parse(one, buf, &e);
-            if (r == 0 && all[i].done)
-                all[i].done(buf);
+            r = all[i].params->parse(one, buf, &e);
+            if (r == 0 && all[i].params->done)
+                all[i].params->done(buf);
             ck_assert_msg(r == 0 || strcmp(e.reason, "unknown parameter") != 0,
                           "%s: documented param %s unknown to the parser", all[i].name, e.param);
             json_object_put(one);
@@ -635,7 +635,7 @@ START_TEST(test_openrpc_document)
     }
     ck_assert_uint_eq(described, json_object_array_length(methods));
 
-    /* The error table lists every code of PROTOCOL.md with our message. */
+    /* The error table lists every code of docs/protocol.md with our message. */
     json_object *comp, *errors;
     static const int codes[] = {-32700, -32600, -32601, -32602, -32603, -32001, -32002, -32003,
                                 -32004, -32005, -32006, -32007, -32008, -32009, -32010, -32011};

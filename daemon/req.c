@@ -1,0 +1,324 @@
+/* The request context: completion, batches, notifications and the callbacks a
+ * connection fires. See req.h. */
+#include "req.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "lib/macro.h"
+
+struct req_batch {
+    json_object *replies; /* array */
+    unsigned pending;     /* requests not completed, plus the dispatcher's hold */
+};
+
+struct req {
+    struct req_port *port; /* NULL once the client is gone */
+    struct req_batch *batch;
+    json_object *id;      /* owned; NULL for a notification or id null */
+    json_object *request; /* owned: keeps method and params alive */
+    json_object *params;  /* borrowed from request */
+    const char *method;   /* points into request */
+    bool notification;
+    uid_t uid;
+    gid_t gid;
+    pid_t pid;
+    bool admin;
+    uv_loop_t *loop;
+    const struct config *config;
+    const struct params_spec *spec; /* of parsed */
+    void *parsed;
+    req_event_cb on_disconnect;
+    void *disconnect_data;
+    req_event_cb on_drain;
+    void *drain_data;
+    uint64_t drain_pass; /* the connection's drain pass when on_drain was armed */
+    struct req *prev, *next;
+};
+
+struct req_batch *req_batch_new(void)
+{
+    struct req_batch *b = calloc(1, sizeof *b);
+
+    if (!b)
+        return NULL;
+    b->replies = json_object_new_array();
+    if (!b->replies) {
+        free(b);
+        return NULL;
+    }
+    b->pending = 1;
+    return b;
+}
+
+void req_batch_add(struct req_batch *b, json_object *response)
+{
+    if (response)
+        json_object_array_add(b->replies, response);
+}
+
+void req_batch_release(struct req_batch *b, struct req_port *port)
+{
+    if (--b->pending > 0)
+        return;
+    if (port && json_object_array_length(b->replies) > 0)
+        (void)port->ops->send(port->conn, json_object_get(b->replies));
+    json_object_put(b->replies);
+    free(b);
+}
+
+int req_new(struct req_port *port, const struct rpc_call *call, struct req_batch *b,
+            struct req **ret)
+{
+    struct req *r = calloc(1, sizeof *r);
+
+    if (!r)
+        return -ENOMEM;
+    r->port = port;
+    r->batch = b;
+    r->id = call->id ? json_object_get(call->id) : NULL;
+    r->request = json_object_get(call->request);
+    r->params = call->params;
+    r->method = call->method;
+    r->notification = call->notification;
+    r->uid = port->uid;
+    r->gid = port->gid;
+    r->pid = port->pid;
+    r->admin = admin_set_has(port->admins, port->uid, port->gid);
+    r->loop = port->loop;
+    r->config = port->config;
+    r->next = port->list.head;
+    if (port->list.head)
+        port->list.head->prev = r;
+    port->list.head = r;
+    port->list.n++;
+    if (b)
+        b->pending++;
+    *ret = r;
+    return 0;
+}
+
+void req_set_params(struct req *r, const struct params_spec *spec, void *parsed)
+{
+    r->spec = spec;
+    r->parsed = parsed;
+}
+
+static void req_free(struct req *r)
+{
+    if (r->parsed && r->spec && r->spec->done)
+        r->spec->done(r->parsed);
+    free(r->parsed);
+    json_object_put(r->id);
+    json_object_put(r->request);
+    free(r);
+}
+
+static void req_unlink(struct req *r)
+{
+    struct req_port *p = r->port;
+
+    if (!p)
+        return;
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        p->list.head = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    r->prev = r->next = NULL;
+    p->list.n--;
+    r->port = NULL;
+}
+
+/* Completes a request with a response (taken over; NULL for none). */
+static void req_complete(struct req *r, json_object *response)
+{
+    struct req_port *p = r->port;
+    struct req_batch *b = r->batch;
+
+    req_unlink(r);
+    if (r->notification) {
+        json_object_put(response);
+        response = NULL;
+    }
+    if (b) {
+        req_batch_add(b, response);
+        req_batch_release(b, p);
+    } else if (response) {
+        if (p)
+            (void)p->ops->send(p->conn, response);
+        else
+            json_object_put(response);
+    }
+    req_free(r);
+    if (p)
+        p->ops->completed(p->conn);
+}
+
+void req_list_fire_drain(struct req_port *port, uint64_t pass)
+{
+    bool again = true;
+
+    /* A callback may complete its request and so change the list: rescan. */
+    while (again && port->ops->active(port->conn)) {
+        again = false;
+        for (struct req *r = port->list.head; r; r = r->next) {
+            if (r->on_drain && r->drain_pass <= pass) {
+                req_event_cb cb = r->on_drain;
+
+                r->on_drain = NULL;
+                cb(r, r->drain_data);
+                again = true;
+                break;
+            }
+        }
+    }
+}
+
+void req_list_detach_all(struct req_port *port)
+{
+    struct req *r;
+
+    while ((r = port->list.head)) {
+        req_event_cb cb = r->on_disconnect;
+
+        req_unlink(r);
+        r->on_drain = NULL;
+        r->on_disconnect = NULL;
+        if (cb)
+            cb(r, r->disconnect_data);
+    }
+}
+
+uid_t req_uid(const struct req *r)
+{
+    return r->uid;
+}
+
+gid_t req_gid(const struct req *r)
+{
+    return r->gid;
+}
+
+pid_t req_pid(const struct req *r)
+{
+    return r->pid;
+}
+
+bool req_is_admin(const struct req *r)
+{
+    return r->admin;
+}
+
+const char *req_method(const struct req *r)
+{
+    return r->method;
+}
+
+json_object *req_id(const struct req *r)
+{
+    return r->id;
+}
+
+json_object *req_params_json(const struct req *r)
+{
+    return r->params;
+}
+
+bool req_is_notification(const struct req *r)
+{
+    return r->notification;
+}
+
+uv_loop_t *req_loop(const struct req *r)
+{
+    return r->loop;
+}
+
+const struct config *req_config(const struct req *r)
+{
+    return r->config;
+}
+
+bool req_connected(const struct req *r)
+{
+    return r->port && r->port->ops->open(r->port->conn);
+}
+
+void req_on_disconnect(struct req *r, req_event_cb cb, void *userdata)
+{
+    r->on_disconnect = cb;
+    r->disconnect_data = userdata;
+}
+
+void req_on_drain(struct req *r, req_event_cb cb, void *userdata)
+{
+    r->on_drain = cb;
+    r->drain_data = userdata;
+    r->drain_pass = r->port ? r->port->ops->drain_pass(r->port->conn) : 0;
+}
+
+bool req_output_busy(const struct req *r)
+{
+    return r->port && r->port->ops->output_bytes(r->port->conn) > r->port->output_high;
+}
+
+/* No reply is wanted: a notification, or the client is gone. */
+static bool req_silent(const struct req *r)
+{
+    return r->notification || !r->port;
+}
+
+void req_reply(struct req *r, json_object *result)
+{
+    if (req_silent(r)) {
+        json_object_put(result);
+        req_complete(r, NULL);
+        return;
+    }
+    req_complete(r, rpc_result_new(r->id, result));
+}
+
+void req_error_data(struct req *r, int code, const char *message, json_object *data)
+{
+    if (req_silent(r)) {
+        json_object_put(data);
+        req_complete(r, NULL);
+        return;
+    }
+    req_complete(r, rpc_error_new(r->id, code, message ? message : rpc_code_message(code), data));
+}
+
+void req_error(struct req *r, int code, const char *reason)
+{
+    if (req_silent(r)) {
+        req_complete(r, NULL);
+        return;
+    }
+    req_complete(r, rpc_error_reason_new(r->id, code, reason));
+}
+
+void req_invalid_params(struct req *r, const char *param, const char *reason)
+{
+    if (req_silent(r)) {
+        req_complete(r, NULL);
+        return;
+    }
+    req_complete(r, rpc_invalid_params_new(r->id, param, reason));
+}
+
+int req_notify(struct req *r, const char *method, json_object *params)
+{
+    struct req_port *p = r->port;
+
+    if (!p || !p->ops->open(p->conn)) {
+        json_object_put(params);
+        return -ENOTCONN;
+    }
+    if (p->ops->output_bytes(p->conn) > p->output_hard) {
+        json_object_put(params);
+        return -ENOBUFS;
+    }
+    return p->ops->send(p->conn, rpc_notification_new(method, params));
+}
