@@ -194,39 +194,93 @@ static bool printable(const char *v)
     return true;
 }
 
+static int set_string_key(struct parse_state *st, const struct key_def *k, const char *v,
+                          char **field)
+{
+    char *s = NULL;
+
+    if (!printable(v)) {
+        set_error(&st->error, "control characters in value");
+        return -EINVAL;
+    }
+    if (k->type == KEY_PATH && v[0] && v[0] != '/') {
+        set_error(&st->error, "not an absolute path: '%s'", v);
+        return -EINVAL;
+    }
+    if (k->type == KEY_PATH && strlen(v) >= PATH_MAX) {
+        set_error(&st->error, "path too long");
+        return -EINVAL;
+    }
+    if (v[0]) {
+        s = strdup(v);
+        if (!s)
+            return -ENOMEM;
+    }
+    free(*field);
+    *field = s;
+    return 0;
+}
+
+static int set_range_key(struct parse_state *st, const struct key_def *k, const char *v,
+                         uint32_t *ret_a, uint32_t *ret_b)
+{
+    unsigned long long a, b;
+    _cleanup_free_ char *copy = strdup(v);
+    char *dash;
+
+    if (!copy)
+        return -ENOMEM;
+    dash = strchr(copy, '-');
+    if (dash)
+        *dash = '\0';
+    if (!dash || parse_uint(copy, &a) < 0 || parse_uint(dash + 1, &b) < 0 || a > b || a < k->min ||
+        b > k->max) {
+        set_error(&st->error, "'%s' is not a range A-B with %llu <= A <= B <= %llu", v, k->min,
+                  k->max);
+        return -EINVAL;
+    }
+    *ret_a = (uint32_t)a;
+    *ret_b = (uint32_t)b;
+    return 0;
+}
+
+static int set_list_key(struct parse_state *st, const struct key_def *k, const char *v,
+                        char ***field, size_t *count)
+{
+    char **l = NULL;
+    size_t n = 0;
+    int r;
+
+    if (!printable(v)) {
+        set_error(&st->error, "control characters in value");
+        return -EINVAL;
+    }
+    r = split_list(v, k->max, &l, &n);
+    if (r == -ENOMEM)
+        return r;
+    if (r < 0 || n < k->min) {
+        set_error(&st->error, "expected %llu to %llu comma-separated entries", k->min, k->max);
+        return -EINVAL;
+    }
+    free_list(*field, *count);
+    *field = l;
+    *count = n;
+    return 0;
+}
+
 static int set_key(struct parse_state *st, const struct key_def *k, const char *v)
 {
     char *base = (char *)st->config;
+    const char *bad = NULL;
     unsigned long long x;
+    unsigned long m;
+    char *end;
     int r;
 
     switch (k->type) {
     case KEY_STRING:
-    case KEY_PATH: {
-        char **field = (char **)(base + k->offset);
-        char *s = NULL;
-
-        if (!printable(v)) {
-            set_error(&st->error, "control characters in value");
-            return -EINVAL;
-        }
-        if (k->type == KEY_PATH && v[0] && v[0] != '/') {
-            set_error(&st->error, "not an absolute path: '%s'", v);
-            return -EINVAL;
-        }
-        if (k->type == KEY_PATH && strlen(v) >= PATH_MAX) {
-            set_error(&st->error, "path too long");
-            return -EINVAL;
-        }
-        if (v[0]) {
-            s = strdup(v);
-            if (!s)
-                return -ENOMEM;
-        }
-        free(*field);
-        *field = s;
-        return 0;
-    }
+    case KEY_PATH:
+        return set_string_key(st, k, v, (char **)(base + k->offset));
     case KEY_UINT:
     case KEY_SIZE:
     case KEY_VMID:
@@ -242,79 +296,41 @@ static int set_key(struct parse_state *st, const struct key_def *k, const char *
         else
             *(unsigned *)(base + k->offset) = (unsigned)x;
         return 0;
-    case KEY_MODE: {
-        char *end;
-        unsigned long m;
-
+    case KEY_MODE:
         errno = 0;
         m = strtoul(v, &end, 8);
-        if (!v[0] || !isdigit((unsigned char)v[0]) || *end || errno || m > k->max) {
-            set_error(&st->error, "'%s' is not an octal file mode (e.g. 0660)", v);
-            return -EINVAL;
-        }
-        *(mode_t *)(base + k->offset) = (mode_t)m;
-        return 0;
-    }
+        if (!v[0] || !isdigit((unsigned char)v[0]) || *end || errno || m > k->max)
+            bad = "an octal file mode (e.g. 0660)";
+        else
+            *(mode_t *)(base + k->offset) = (mode_t)m;
+        break;
     case KEY_LOGLEVEL:
         r = log_level_from_string(v);
-        if (r < 0) {
-            set_error(&st->error, "'%s' is not a log level (debug|info|notice|warning|err)", v);
-            return -EINVAL;
-        }
-        *(int *)(base + k->offset) = r;
-        return 0;
+        if (r < 0)
+            bad = "a log level (debug|info|notice|warning|err)";
+        else
+            *(int *)(base + k->offset) = r;
+        break;
     case KEY_BOOL:
         r = parse_bool(v);
-        if (r < 0) {
-            set_error(&st->error, "'%s' is not a boolean (true/false)", v);
-            return -EINVAL;
-        }
-        *(bool *)(base + k->offset) = r;
-        return 0;
-    case KEY_RANGE: {
-        unsigned long long a, b;
-        _cleanup_free_ char *copy = strdup(v);
-        char *dash;
-
-        if (!copy)
-            return -ENOMEM;
-        dash = strchr(copy, '-');
-        if (dash)
-            *dash = '\0';
-        if (!dash || parse_uint(copy, &a) < 0 || parse_uint(dash + 1, &b) < 0 || a > b ||
-            a < k->min || b > k->max) {
-            set_error(&st->error, "'%s' is not a range A-B with %llu <= A <= B <= %llu", v, k->min,
-                      k->max);
-            return -EINVAL;
-        }
-        *(uint32_t *)(base + k->offset) = (uint32_t)a;
-        *(uint32_t *)(base + k->offset2) = (uint32_t)b;
-        return 0;
+        if (r < 0)
+            bad = "a boolean (true/false)";
+        else
+            *(bool *)(base + k->offset) = r;
+        break;
+    case KEY_RANGE:
+        return set_range_key(st, k, v, (uint32_t *)(base + k->offset),
+                             (uint32_t *)(base + k->offset2));
+    case KEY_LIST:
+        return set_list_key(st, k, v, (char ***)(base + k->offset), (size_t *)(base + k->offset2));
+    default:
+        return -EINVAL;
     }
-    case KEY_LIST: {
-        char ***field = (char ***)(base + k->offset);
-        size_t *count = (size_t *)(base + k->offset2);
-        char **l = NULL;
-        size_t n = 0;
-
-        if (!printable(v)) {
-            set_error(&st->error, "control characters in value");
-            return -EINVAL;
-        }
-        r = split_list(v, k->max, &l, &n);
-        if (r == -ENOMEM)
-            return r;
-        if (r < 0 || n < k->min) {
-            set_error(&st->error, "expected %llu to %llu comma-separated entries", k->min, k->max);
-            return -EINVAL;
-        }
-        free_list(*field, *count);
-        *field = l;
-        *count = n;
-        return 0;
+    if (bad) {
+        set_error(&st->error, "'%s' is not %s", v, bad);
+        return -EINVAL;
     }
-    }
-    return -EINVAL;
+    return 0;
 }
 
 /* libinih handler: returns nonzero on success. Only the first error is kept;
@@ -554,13 +570,16 @@ int config_validate(const struct config *c, char **ret_error)
     return 0;
 }
 
-static int read_secret(const char *path, bool strip, char **ret)
+int config_read_secret_file(const char *path, size_t max, char **ret_data, size_t *ret_n)
 {
     _cleanup_close_ int fd = -1;
     struct stat st;
-    char *buf;
     size_t len = 0;
+    char *buf;
+    int r;
 
+    if (!path || !ret_data)
+        return -EINVAL;
     fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
     if (fd < 0)
         return -errno;
@@ -568,31 +587,50 @@ static int read_secret(const char *path, bool strip, char **ret)
         return -errno;
     if (!S_ISREG(st.st_mode))
         return -EINVAL;
-    if (st.st_size > CONFIG_SECRET_MAX)
+    if ((uint64_t)st.st_size > max)
         return -EFBIG;
-    buf = malloc(CONFIG_SECRET_MAX + 1);
+    /* One buffer of the largest size: growing it would leave copies in freed memory. */
+    buf = malloc(max + 1);
     if (!buf)
         return -ENOMEM;
     for (;;) {
-        ssize_t n = read(fd, buf + len, CONFIG_SECRET_MAX + 1 - len);
+        ssize_t k = read(fd, buf + len, max + 1 - len);
 
-        if (n < 0) {
-            int r = -errno;
-
-            explicit_bzero(buf, len);
-            free(buf);
-            return r;
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0) {
+            r = -errno;
+            goto fail;
         }
-        if (n == 0)
+        if (k == 0)
             break;
-        len += (size_t)n;
-        if (len > CONFIG_SECRET_MAX) {
-            explicit_bzero(buf, len);
-            free(buf);
-            return -EFBIG;
+        len += (size_t)k;
+        if (len > max) {
+            r = -EFBIG;
+            goto fail;
         }
     }
     buf[len] = '\0';
+    *ret_data = buf;
+    if (ret_n)
+        *ret_n = len;
+    return 0;
+
+fail:
+    explicit_bzero(buf, len);
+    free(buf);
+    return r;
+}
+
+static int read_secret(const char *path, bool strip, char **ret)
+{
+    char *buf;
+    size_t len;
+    int r;
+
+    r = config_read_secret_file(path, CONFIG_SECRET_MAX, &buf, &len);
+    if (r < 0)
+        return r;
     if (strlen(buf) != len) {
         explicit_bzero(buf, len);
         free(buf);

@@ -1,4 +1,5 @@
-/* sandboxd configuration: the INI file of DESIGN.md §6, parsed with libinih.
+/* sandboxd configuration: the INI file of sandboxd.conf(5) (docs/sandboxd.conf.5.scd),
+ * parsed with libinih.
  *
  * Every section and key is known; an unknown section or key, a duplicate key or a
  * bad value is an error whose text names the file, the line and the key
@@ -29,7 +30,7 @@
 #define CONFIG_HOST_KEYS_MAX 8
 #define CONFIG_SECRET_MAX (64 * 1024) /* bytes of a secret file */
 
-/* Defaults of DESIGN.md §6. */
+/* Defaults, as documented in sandboxd.conf(5) and docs/sandboxd.conf.example. */
 #define CONFIG_DEFAULT_SOCKET "/run/sandboxd.sock"
 #define CONFIG_DEFAULT_SOCKET_MODE 0660
 #define CONFIG_DEFAULT_SOCKET_GROUP "sandboxd"
@@ -151,5 +152,10 @@ int config_load_secrets(struct config *c, char **ret_error);
  * the service, where systemd passes the credentials only at run time). */
 int config_load_secrets_full(struct config *c, bool allow_no_credentials, char **ret_error);
 
+/* Reads a whole regular file of at most max bytes that holds a secret (a token, a
+ * key), following symlinks; the result is NUL-terminated (ret_n excludes the NUL,
+ * may be NULL). On failure nothing read stays in memory. -EINVAL when not a
+ * regular file, -EFBIG when larger than max. */
+int config_read_secret_file(const char *path, size_t max, char **ret_data, size_t *ret_n);
 /* Every "section.key" the parser knows, NULL-terminated (docs tests compare them). */
 const char *const *config_known_keys(void);

@@ -563,6 +563,93 @@ static void check_done(struct http_client *c)
         client_finish_close(c);
 }
 
+static int request_add_header(struct http_request *req, const char *h)
+{
+    struct curl_slist *l = curl_slist_append(req->headers, h);
+
+    if (!l)
+        return -ENOMEM;
+    req->headers = l;
+    return 0;
+}
+
+/* The caller's headers, Content-Type for a body, and an empty Expect: (no
+ * "100-continue" round trip before a body). */
+static int request_set_headers(struct http_request *req, const struct http_request_opts *o,
+                               size_t nh)
+{
+    int r;
+
+    for (size_t i = 0; i < nh; i++)
+        if ((r = request_add_header(req, o->headers[i])) < 0)
+            return r;
+    if (o->body && o->content_type) {
+        _cleanup_free_ char *h = NULL;
+        if (asprintf(&h, "Content-Type: %s", o->content_type) < 0)
+            return -ENOMEM;
+        if ((r = request_add_header(req, h)) < 0)
+            return r;
+    }
+    return request_add_header(req, "Expect:");
+}
+
+/* A pinned fingerprint replaces chain and name checks (on_ssl_ctx compares the pin);
+ * otherwise the CA file or the system store, unless verification is off. */
+static void request_set_tls(struct http_client *c, struct http_request *req)
+{
+    CURL *e = req->easy;
+
+    if (c->have_pin) {
+        curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
+        curl_easy_setopt(e, CURLOPT_SSL_SESSIONID_CACHE, 0L);
+        curl_easy_setopt(e, CURLOPT_SSL_CTX_FUNCTION, on_ssl_ctx);
+        curl_easy_setopt(e, CURLOPT_SSL_CTX_DATA, req);
+    } else if (c->verify) {
+        curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
+        curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+        if (c->ca_file)
+            curl_easy_setopt(e, CURLOPT_CAINFO, c->ca_file);
+    } else {
+        curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
+    }
+}
+
+/* The method and the body (copied: the caller's buffer may go away). GET, POST and
+ * PUT, DELETE and HEAD (without a body); -EINVAL for anything else. */
+static int request_set_method(struct http_request *req, const struct http_request_opts *o,
+                              const char *method)
+{
+    CURL *e = req->easy;
+
+    if (o->body) {
+        req->req_body = malloc(o->body_len + 1);
+        if (!req->req_body)
+            return -ENOMEM;
+        memcpy(req->req_body, o->body, o->body_len);
+        req->req_body[o->body_len] = 0;
+    }
+    if (strcmp(method, "GET") == 0) {
+        curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+    } else if (strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0) {
+        curl_easy_setopt(e, CURLOPT_POST, 1L);
+        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(o->body ? o->body_len : 0));
+        curl_easy_setopt(e, CURLOPT_POSTFIELDS, req->req_body ? req->req_body : "");
+        if (strcmp(method, "PUT") == 0)
+            curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, "PUT");
+    } else if (strcmp(method, "DELETE") == 0 || strcmp(method, "HEAD") == 0) {
+        if (o->body)
+            return -EINVAL;
+        if (strcmp(method, "HEAD") == 0)
+            curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+        else
+            curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, "DELETE");
+    } else
+        return -EINVAL;
+    return 0;
+}
+
 int http_request_start(struct http_client *c, const struct http_request_opts *o, http_done_fn cb,
                        void *userdata, struct http_request **ret_req)
 {
@@ -593,27 +680,8 @@ int http_request_start(struct http_client *c, const struct http_request_opts *o,
     if (!req->easy)
         goto fail;
 
-    for (size_t i = 0; i < nh; i++) {
-        struct curl_slist *l = curl_slist_append(req->headers, o->headers[i]);
-        if (!l)
-            goto fail;
-        req->headers = l;
-    }
-    if (o->body && o->content_type) {
-        _cleanup_free_ char *h = NULL;
-        if (asprintf(&h, "Content-Type: %s", o->content_type) < 0)
-            goto fail;
-        struct curl_slist *l = curl_slist_append(req->headers, h);
-        if (!l)
-            goto fail;
-        req->headers = l;
-    }
-    {
-        struct curl_slist *l = curl_slist_append(req->headers, "Expect:");
-        if (!l)
-            goto fail;
-        req->headers = l;
-    }
+    if ((r = request_set_headers(req, o, nh)) < 0)
+        goto fail;
 
     timeout = o->timeout_ms ? o->timeout_ms : c->timeout_ms;
     CURL *e = req->easy;
@@ -643,50 +711,9 @@ int http_request_start(struct http_client *c, const struct http_request_opts *o,
     if (req->headers)
         curl_easy_setopt(e, CURLOPT_HTTPHEADER, req->headers);
 
-    if (c->have_pin) {
-        curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
-        curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
-        curl_easy_setopt(e, CURLOPT_SSL_SESSIONID_CACHE, 0L);
-        curl_easy_setopt(e, CURLOPT_SSL_CTX_FUNCTION, on_ssl_ctx);
-        curl_easy_setopt(e, CURLOPT_SSL_CTX_DATA, req);
-    } else if (c->verify) {
-        curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
-        curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
-        if (c->ca_file)
-            curl_easy_setopt(e, CURLOPT_CAINFO, c->ca_file);
-    } else {
-        curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
-        curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
-    }
-
-    if (o->body) {
-        req->req_body = malloc(o->body_len + 1);
-        if (!req->req_body)
-            goto fail;
-        memcpy(req->req_body, o->body, o->body_len);
-        req->req_body[o->body_len] = 0;
-    }
-    if (strcmp(method, "GET") == 0) {
-        curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
-    } else if (strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0) {
-        curl_easy_setopt(e, CURLOPT_POST, 1L);
-        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(o->body ? o->body_len : 0));
-        curl_easy_setopt(e, CURLOPT_POSTFIELDS, req->req_body ? req->req_body : "");
-        if (strcmp(method, "PUT") == 0)
-            curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, "PUT");
-    } else if (strcmp(method, "DELETE") == 0 || strcmp(method, "HEAD") == 0) {
-        if (o->body) {
-            r = -EINVAL;
-            goto fail;
-        }
-        if (strcmp(method, "HEAD") == 0)
-            curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
-        else
-            curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, "DELETE");
-    } else {
-        r = -EINVAL;
+    request_set_tls(c, req);
+    if ((r = request_set_method(req, o, method)) < 0)
         goto fail;
-    }
 
     /* Link before adding: curl_multi_add_handle() may call the timer callback. */
     req->next = c->requests;

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util.h"
+
 static const char *const kind_names[_PVE_ERR_KIND_MAX] = {
     [PVE_ERR_OTHER] = "other",
     [PVE_ERR_LOCKED] = "locked",
@@ -1018,35 +1020,18 @@ static void put_escaped(FILE *f, const char *s)
     }
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
 int pve_form_encode(struct json_object *params, char **ret_s)
 {
     _cleanup_free_ const char **keys = NULL;
-    size_t n = 0, i = 0;
+    size_t n = 0, i;
     char *s = NULL;
     size_t size = 0;
     FILE *f;
     bool first = true;
+    int r;
 
-    if (params && !json_object_is_type(params, json_type_object))
-        return -EINVAL;
-    if (params)
-        n = (size_t)json_object_object_length(params);
-    if (n > 0) {
-        keys = calloc(n, sizeof(*keys));
-        if (!keys)
-            return -ENOMEM;
-        json_object_object_foreach(params, key, val)
-        {
-            (void)val;
-            keys[i++] = key;
-        }
-        qsort(keys, n, sizeof(*keys), cmp_str);
-    }
+    if (params && (r = json_sorted_keys(params, &keys, &n)) < 0)
+        return r;
     f = open_memstream(&s, &size);
     if (!f)
         return -ENOMEM;

@@ -9,11 +9,11 @@
  * Retries: a failed request is sent again with exponential backoff and jitter (50 ms
  * doubling, capped at 2 s, +-25 %) while the call's deadline allows, by the class of its
  * endpoint (the table in pve-endpoint.c):
- *   - GET and PUT (config, firewall options, pve_request()), all idempotent: on any
- *     transient failure: a Proxmox error pve_error_transient() accepts (locked, lock timeout,
- *     no quorum, 595..599, other 5xx except permanent texts) or a transport error
- *     pve_errno_transient() accepts (-ETIMEDOUT, -ECONNREFUSED, -EHOSTUNREACH, -ECONNRESET,
- *     -EPROTO);
+ *   - GET, and PUT except resize (config, firewall options, pve_request()), all
+ *     idempotent: on any transient failure: a Proxmox error pve_error_transient() accepts
+ *     (locked, lock timeout, no quorum, 595..599, other 5xx except permanent texts) or a
+ *     transport error pve_errno_transient() accepts (-ETIMEDOUT, -ECONNREFUSED,
+ *     -EHOSTUNREACH, -ECONNRESET, -EPROTO);
  *   - task-starting requests (start, stop, shutdown, resize, delete): only when the failure
  *     proves that no task started: a Proxmox error pve_error_transient() accepts other than
  *     596..599 (Proxmox refused before the task, or 595: the node was not reached), or a

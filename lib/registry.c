@@ -1,12 +1,13 @@
+/* The registry's state folder: the instance id, synchronous saves and removals,
+ * the writer thread behind the asynchronous ones, and loading every record.
+ * Records and their JSON format are registry-record.c's. */
 #include "macro.h"
 #include "registry.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
 #include <limits.h>
-#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -26,11 +27,6 @@
 #define RECORD_SUFFIX ".json"
 #define CORRUPT_SUFFIX ".corrupt"
 #define INSTANCE_PREFIX "i-"
-#define VMID_MIN 100
-#define VMID_MAX 999999999
-#define CORES_MAX 8192
-#define MEMORY_MB_MAX (UINT64_C(1) << 40)
-#define DISK_GB_MAX (UINT64_C(1) << 30)
 
 /* Application id for sd_id128_get_machine_app_specific(): instance ids derived
  * from the machine id never reveal it. */
@@ -74,410 +70,6 @@ struct registry {
     struct reg_job *todo, **todo_tail;
     bool stop;
 };
-
-static const char *const state_names[_REG_STATE_MAX] = {
-    [REG_PENDING] = "pending",   [REG_CLONING] = "cloning",       [REG_CONFIGURING] = "configuring",
-    [REG_STARTING] = "starting", [REG_WAITING_IP] = "waiting_ip", [REG_CONNECTING] = "connecting",
-    [REG_READY] = "ready",       [REG_DESTROYING] = "destroying", [REG_FAILED] = "failed",
-};
-
-const char *reg_state_to_string(enum reg_state s)
-{
-    if ((unsigned)s >= _REG_STATE_MAX)
-        return NULL;
-    return state_names[s];
-}
-
-int reg_state_from_string(const char *s)
-{
-    if (!s)
-        return -EINVAL;
-    for (int i = 0; i < _REG_STATE_MAX; i++)
-        if (strcmp(s, state_names[i]) == 0)
-            return i;
-    return -EINVAL;
-}
-
-struct reg_record *reg_record_new(void)
-{
-    return calloc(1, sizeof(struct reg_record));
-}
-
-struct reg_record *reg_record_free(struct reg_record *r)
-{
-    if (!r)
-        return NULL;
-    free(r->id);
-    free(r->instance);
-    free(r->idempotency_key);
-    free(r->params_hash);
-    free(r->node);
-    free(r->upid);
-    free(r->hostname);
-    free(r->ip);
-    free(r->error);
-    json_object_put(r->labels);
-    free(r);
-    return NULL;
-}
-
-static void reg_record_freep(struct reg_record **r)
-{
-    reg_record_free(*r);
-}
-#define _cleanup_record_ _cleanup_(reg_record_freep)
-
-static void json_putp(json_object **o)
-{
-    json_object_put(*o);
-}
-#define _cleanup_json_ _cleanup_(json_putp)
-
-struct reg_record *reg_record_dup(const struct reg_record *r)
-{
-    _cleanup_record_ struct reg_record *c = NULL;
-
-    if (!r)
-        return NULL;
-    c = reg_record_new();
-    if (!c)
-        return NULL;
-    *c = *r;
-    c->id = c->instance = c->idempotency_key = c->params_hash = c->node = c->upid = NULL;
-    c->hostname = c->ip = c->error = NULL;
-    c->labels = NULL;
-    if (strdup_replace(&c->id, r->id) < 0 || strdup_replace(&c->instance, r->instance) < 0 ||
-        strdup_replace(&c->idempotency_key, r->idempotency_key) < 0 ||
-        strdup_replace(&c->params_hash, r->params_hash) < 0 ||
-        strdup_replace(&c->node, r->node) < 0 || strdup_replace(&c->upid, r->upid) < 0 ||
-        strdup_replace(&c->hostname, r->hostname) < 0 || strdup_replace(&c->ip, r->ip) < 0 ||
-        strdup_replace(&c->error, r->error) < 0)
-        return NULL;
-    if (r->labels && json_object_deep_copy(r->labels, &c->labels, NULL) < 0)
-        return NULL;
-    return TAKE_PTR(c);
-}
-
-struct reg_record **reg_records_free(struct reg_record **v, size_t n)
-{
-    if (!v)
-        return NULL;
-    for (size_t i = 0; i < n; i++)
-        reg_record_free(v[i]);
-    free(v);
-    return NULL;
-}
-
-struct reg_problem *reg_problems_free(struct reg_problem *v, size_t n)
-{
-    if (!v)
-        return NULL;
-    for (size_t i = 0; i < n; i++) {
-        free(v[i].file);
-        free(v[i].reason);
-        free(v[i].moved_to);
-    }
-    free(v);
-    return NULL;
-}
-
-/* A printable string without control characters, 1..max bytes. */
-static bool text_ok(const char *s, size_t max, bool allow_empty)
-{
-    size_t n;
-
-    if (!s)
-        return false;
-    n = strlen(s);
-    if (n > max || (!allow_empty && n == 0))
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
-            return false;
-    return true;
-}
-
-static bool labels_ok(json_object *labels)
-{
-    size_t count = 0;
-
-    if (!labels)
-        return true;
-    if (!json_object_is_type(labels, json_type_object))
-        return false;
-    json_object_object_foreach(labels, k, v)
-    {
-        if (++count > REG_LABELS_MAX)
-            return false;
-        if (strlen(k) == 0 || strlen(k) > REG_LABEL_LEN_MAX)
-            return false;
-        if (!json_object_is_type(v, json_type_string) ||
-            json_object_get_string_len(v) > REG_LABEL_LEN_MAX ||
-            strlen(json_object_get_string(v)) != (size_t)json_object_get_string_len(v))
-            return false;
-    }
-    return true;
-}
-
-int reg_record_validate(const struct reg_record *r)
-{
-    if (!r)
-        return -EINVAL;
-    if (!id_is_valid(r->id) || !id_is_valid(r->instance))
-        return -EINVAL;
-    if (r->owner_uid == (uid_t)-1)
-        return -EINVAL;
-    if (r->idempotency_key && !text_ok(r->idempotency_key, REG_KEY_MAX, false))
-        return -EINVAL;
-    if (r->params_hash && !hex_is_valid(r->params_hash, 64))
-        return -EINVAL;
-    if (r->vmid != 0 && (r->vmid < VMID_MIN || r->vmid > VMID_MAX))
-        return -EINVAL;
-    if (r->node && !text_ok(r->node, REG_NODE_MAX, false))
-        return -EINVAL;
-    if ((unsigned)r->state >= _REG_STATE_MAX)
-        return -EINVAL;
-    if (r->upid && !text_ok(r->upid, REG_UPID_MAX, false))
-        return -EINVAL;
-    if (r->hostname && !text_ok(r->hostname, REG_HOST_MAX, false))
-        return -EINVAL;
-    if (r->ip && !text_ok(r->ip, REG_IP_MAX, false))
-        return -EINVAL;
-    if (r->error && !text_ok(r->error, REG_ERROR_MAX, true))
-        return -EINVAL;
-    if (r->cores > CORES_MAX || r->memory_mb > MEMORY_MB_MAX || r->disk_gb > DISK_GB_MAX)
-        return -EINVAL;
-    if (!labels_ok(r->labels))
-        return -EINVAL;
-    if (r->created_at < 0 || r->expires_at < 0)
-        return -EINVAL;
-    {
-        char buf[RFC3339_MAX];
-        if (time_format_rfc3339(r->created_at, buf, sizeof(buf)) < 0 ||
-            time_format_rfc3339(r->expires_at, buf, sizeof(buf)) < 0)
-            return -EINVAL;
-    }
-    return 0;
-}
-
-static int add(json_object *o, const char *key, json_object *v)
-{
-    if (!v)
-        return -ENOMEM;
-    if (json_object_object_add(o, key, v) < 0) {
-        json_object_put(v);
-        return -ENOMEM;
-    }
-    return 0;
-}
-
-static int add_str(json_object *o, const char *key, const char *s)
-{
-    if (!s)
-        return 0;
-    return add(o, key, json_object_new_string(s));
-}
-
-static int add_time(json_object *o, const char *key, time_t t)
-{
-    char buf[RFC3339_MAX];
-    int r = time_format_rfc3339(t, buf, sizeof(buf));
-    if (r < 0)
-        return r;
-    return add_str(o, key, buf);
-}
-
-int reg_record_to_json(const struct reg_record *r, char **ret_json)
-{
-    _cleanup_json_ json_object *o = NULL;
-    const char *s;
-    char *out;
-    int k;
-
-    if (!ret_json)
-        return -EINVAL;
-    k = reg_record_validate(r);
-    if (k < 0)
-        return k;
-    o = json_object_new_object();
-    if (!o)
-        return -ENOMEM;
-    if ((k = add(o, "version", json_object_new_int(REG_FORMAT_VERSION))) < 0 ||
-        (k = add_str(o, "id", r->id)) < 0 || (k = add_str(o, "instance", r->instance)) < 0 ||
-        (k = add(o, "owner_uid", json_object_new_int64(r->owner_uid))) < 0 ||
-        (k = add_str(o, "idempotency_key", r->idempotency_key)) < 0 ||
-        (k = add_str(o, "params_hash", r->params_hash)) < 0 ||
-        (k = add(o, "vmid", json_object_new_int(r->vmid))) < 0 ||
-        (k = add_str(o, "node", r->node)) < 0 ||
-        (k = add_str(o, "state", reg_state_to_string(r->state))) < 0 ||
-        (k = add_str(o, "upid", r->upid)) < 0 || (k = add_str(o, "hostname", r->hostname)) < 0 ||
-        (k = add_str(o, "ip", r->ip)) < 0 ||
-        (k = add(o, "cores", json_object_new_int64(r->cores))) < 0 ||
-        (k = add(o, "memory_mb", json_object_new_int64((int64_t)r->memory_mb))) < 0 ||
-        (k = add(o, "disk_gb", json_object_new_int64((int64_t)r->disk_gb))) < 0 ||
-        (k = add(o, "internet", json_object_new_boolean(r->internet))) < 0 ||
-        (k = add_time(o, "created_at", r->created_at)) < 0 ||
-        (k = add_time(o, "expires_at", r->expires_at)) < 0 ||
-        (k = add_str(o, "error", r->error)) < 0)
-        return k;
-    if (r->labels && (k = add(o, "labels", json_object_get(r->labels))) < 0)
-        return k;
-    s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
-                                              JSON_C_TO_STRING_NOSLASHESCAPE);
-    if (!s)
-        return -ENOMEM;
-    if (asprintf(&out, "%s\n", s) < 0)
-        return -ENOMEM;
-    *ret_json = out;
-    return 0;
-}
-
-/* Field getters: -EBADMSG for a wrong type or bad value; a missing optional
- * field leaves the output as it is. */
-static int get_str(json_object *o, const char *key, bool required, char **ret)
-{
-    json_object *v;
-    char *c;
-
-    if (!json_object_object_get_ex(o, key, &v) || json_object_is_type(v, json_type_null))
-        return required ? -EBADMSG : 0;
-    if (!json_object_is_type(v, json_type_string))
-        return -EBADMSG;
-    if (strlen(json_object_get_string(v)) != (size_t)json_object_get_string_len(v))
-        return -EBADMSG; /* embedded NUL */
-    c = strdup(json_object_get_string(v));
-    if (!c)
-        return -ENOMEM;
-    free(*ret);
-    *ret = c;
-    return 0;
-}
-
-static int get_int(json_object *o, const char *key, bool required, int64_t min, int64_t max,
-                   int64_t *ret)
-{
-    json_object *v;
-    int64_t x;
-
-    if (!json_object_object_get_ex(o, key, &v))
-        return required ? -EBADMSG : 0;
-    if (!json_object_is_type(v, json_type_int))
-        return -EBADMSG;
-    errno = 0;
-    x = json_object_get_int64(v);
-    if (errno != 0 || x < min || x > max)
-        return -EBADMSG;
-    *ret = x;
-    return 0;
-}
-
-static int get_time(json_object *o, const char *key, time_t *ret)
-{
-    _cleanup_free_ char *s = NULL;
-    int r;
-
-    r = get_str(o, key, true, &s);
-    if (r < 0)
-        return r;
-    return time_parse_rfc3339(s, ret) < 0 ? -EBADMSG : 0;
-}
-
-int reg_record_from_json(const char *json, size_t n, struct reg_record **ret)
-{
-    _cleanup_record_ struct reg_record *r = NULL;
-    _cleanup_json_ json_object *o = NULL;
-    _cleanup_free_ char *state = NULL;
-    json_tokener *tok;
-    json_object *v;
-    int64_t x;
-    int k;
-
-    if (!json || !ret)
-        return -EINVAL;
-    if (n > REG_RECORD_MAX)
-        return -EFBIG;
-    tok = json_tokener_new_ex(8);
-    if (!tok)
-        return -ENOMEM;
-    json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
-    o = json_tokener_parse_ex(tok, json, (int)n);
-    if (o && json_tokener_get_error(tok) == json_tokener_success) {
-        /* Only whitespace may follow. */
-        for (size_t i = json_tokener_get_parse_end(tok); i < n; i++)
-            if (!strchr(" \t\r\n", json[i])) {
-                json_object_put(o);
-                o = NULL;
-                break;
-            }
-    } else {
-        json_object_put(o);
-        o = NULL;
-    }
-    json_tokener_free(tok);
-    if (!o || !json_object_is_type(o, json_type_object))
-        return -EBADMSG;
-
-    if (!json_object_object_get_ex(o, "version", &v) || !json_object_is_type(v, json_type_int))
-        return -EBADMSG;
-    if (json_object_get_int64(v) != REG_FORMAT_VERSION)
-        return -EPROTONOSUPPORT;
-
-    r = reg_record_new();
-    if (!r)
-        return -ENOMEM;
-    if ((k = get_str(o, "id", true, &r->id)) < 0 ||
-        (k = get_str(o, "instance", true, &r->instance)) < 0 ||
-        (k = get_str(o, "idempotency_key", false, &r->idempotency_key)) < 0 ||
-        (k = get_str(o, "params_hash", false, &r->params_hash)) < 0 ||
-        (k = get_str(o, "node", false, &r->node)) < 0 ||
-        (k = get_str(o, "state", true, &state)) < 0 ||
-        (k = get_str(o, "upid", false, &r->upid)) < 0 ||
-        (k = get_str(o, "hostname", false, &r->hostname)) < 0 ||
-        (k = get_str(o, "ip", false, &r->ip)) < 0 ||
-        (k = get_str(o, "error", false, &r->error)) < 0 ||
-        (k = get_time(o, "created_at", &r->created_at)) < 0 ||
-        (k = get_time(o, "expires_at", &r->expires_at)) < 0)
-        return k == -ENOMEM ? k : -EBADMSG;
-
-    x = 0;
-    if ((k = get_int(o, "owner_uid", true, 0, (int64_t)UINT32_MAX - 1, &x)) < 0)
-        return k;
-    r->owner_uid = (uid_t)x;
-    x = 0;
-    if ((k = get_int(o, "vmid", false, 0, VMID_MAX, &x)) < 0)
-        return k;
-    r->vmid = (int)x;
-    x = 0;
-    if ((k = get_int(o, "cores", false, 0, CORES_MAX, &x)) < 0)
-        return k;
-    r->cores = (unsigned)x;
-    x = 0;
-    if ((k = get_int(o, "memory_mb", false, 0, (int64_t)MEMORY_MB_MAX, &x)) < 0)
-        return k;
-    r->memory_mb = (uint64_t)x;
-    x = 0;
-    if ((k = get_int(o, "disk_gb", false, 0, (int64_t)DISK_GB_MAX, &x)) < 0)
-        return k;
-    r->disk_gb = (uint64_t)x;
-
-    if (json_object_object_get_ex(o, "internet", &v)) {
-        if (!json_object_is_type(v, json_type_boolean))
-            return -EBADMSG;
-        r->internet = json_object_get_boolean(v);
-    }
-    if (json_object_object_get_ex(o, "labels", &v) && !json_object_is_type(v, json_type_null))
-        r->labels = json_object_get(v);
-
-    k = reg_state_from_string(state);
-    if (k < 0)
-        return -EBADMSG;
-    r->state = (enum reg_state)k;
-
-    if (reg_record_validate(r) < 0)
-        return -EBADMSG;
-    *ret = TAKE_PTR(r);
-    return 0;
-}
 
 /* --- the state folder --- */
 
@@ -858,52 +450,24 @@ static int job_submit(struct registry *reg, uv_loop_t *loop, struct reg_job *j)
     return 0;
 }
 
-int reg_save_async(struct registry *reg, uv_loop_t *loop, const struct reg_record *r,
-                   reg_done_fn cb, void *userdata)
+/* Queues one write of sandboxes/<id>.json; data (the record's JSON, NULL for a removal) is
+ * taken on success only. */
+static int job_queue(struct registry *reg, uv_loop_t *loop, enum reg_op op, const char *id,
+                     char *data, reg_done_fn cb, void *userdata)
 {
     _cleanup_free_ struct reg_job *j = NULL;
     int k;
 
-    if (!reg || !loop || !r)
-        return -EINVAL;
-    j = calloc(1, sizeof(*j));
-    if (!j)
-        return -ENOMEM;
-    k = record_name(r->id, j->name, sizeof(j->name));
-    if (k < 0)
-        return k;
-    k = reg_record_to_json(r, &j->data);
-    if (k < 0)
-        return k;
-    /* Every field is set before the job can reach a worker. */
-    j->op = REG_OP_SAVE;
-    j->n = strlen(j->data);
-    j->cb = cb;
-    j->userdata = userdata;
-    k = job_submit(reg, loop, j);
-    if (k < 0) {
-        free(j->data);
-        return k;
-    }
-    TAKE_PTR(j);
-    return 0;
-}
-
-int reg_remove_async(struct registry *reg, uv_loop_t *loop, const char *id, reg_done_fn cb,
-                     void *userdata)
-{
-    _cleanup_free_ struct reg_job *j = NULL;
-    int k;
-
-    if (!reg || !loop)
-        return -EINVAL;
     j = calloc(1, sizeof(*j));
     if (!j)
         return -ENOMEM;
     k = record_name(id, j->name, sizeof(j->name));
     if (k < 0)
         return k;
-    j->op = REG_OP_REMOVE;
+    /* Every field is set before the job can reach the writer thread. */
+    j->op = op;
+    j->data = data;
+    j->n = data ? strlen(data) : 0;
     j->cb = cb;
     j->userdata = userdata;
     k = job_submit(reg, loop, j);
@@ -911,6 +475,31 @@ int reg_remove_async(struct registry *reg, uv_loop_t *loop, const char *id, reg_
         return k;
     TAKE_PTR(j);
     return 0;
+}
+
+int reg_save_async(struct registry *reg, uv_loop_t *loop, const struct reg_record *r,
+                   reg_done_fn cb, void *userdata)
+{
+    char *data = NULL;
+    int k;
+
+    if (!reg || !loop || !r)
+        return -EINVAL;
+    k = reg_record_to_json(r, &data);
+    if (k < 0)
+        return k;
+    k = job_queue(reg, loop, REG_OP_SAVE, r->id, data, cb, userdata);
+    if (k < 0)
+        free(data);
+    return k;
+}
+
+int reg_remove_async(struct registry *reg, uv_loop_t *loop, const char *id, reg_done_fn cb,
+                     void *userdata)
+{
+    if (!reg || !loop)
+        return -EINVAL;
+    return job_queue(reg, loop, REG_OP_REMOVE, id, NULL, cb, userdata);
 }
 
 size_t reg_pending(const struct registry *reg)
@@ -1103,154 +692,5 @@ int reg_load(struct registry *reg, struct reg_record ***ret_records, size_t *ret
     } else {
         reg_problems_free(c.problems, c.n_problems);
     }
-    return 0;
-}
-
-/* --- params hash --- */
-
-struct sbuf {
-    char *p;
-    size_t len, cap;
-};
-
-static int sb_add(struct sbuf *b, const char *s, size_t n)
-{
-    if (b->len + n > REG_PARAMS_MAX)
-        return -E2BIG;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = MAX(b->cap * 2, b->len + n + 1);
-        char *p;
-        cap = MIN(cap, (size_t)REG_PARAMS_MAX + 1);
-        p = realloc(b->p, cap);
-        if (!p)
-            return -ENOMEM;
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-    return 0;
-}
-
-static int sb_str(struct sbuf *b, const char *s, size_t n)
-{
-    int r = sb_add(b, "\"", 1);
-
-    for (size_t i = 0; r >= 0 && i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        char esc[8];
-        if (ch == '"')
-            r = sb_add(b, "\\\"", 2);
-        else if (ch == '\\')
-            r = sb_add(b, "\\\\", 2);
-        else if (ch < 0x20 || ch == 0x7f) {
-            snprintf(esc, sizeof(esc), "\\u%04x", ch);
-            r = sb_add(b, esc, 6);
-        } else
-            r = sb_add(b, (const char *)&s[i], 1);
-    }
-    if (r >= 0)
-        r = sb_add(b, "\"", 1);
-    return r;
-}
-
-static int cmp_strp(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-static int canon(struct sbuf *b, json_object *o, int depth)
-{
-    char num[64];
-
-    if (depth > REG_PARAMS_DEPTH_MAX)
-        return -E2BIG;
-    switch (json_object_get_type(o)) {
-    case json_type_null:
-        return sb_add(b, "null", 4);
-    case json_type_boolean:
-        return json_object_get_boolean(o) ? sb_add(b, "true", 4) : sb_add(b, "false", 5);
-    case json_type_int: {
-        int64_t v = json_object_get_int64(o);
-        if (v == INT64_MAX)
-            snprintf(num, sizeof(num), "%" PRIu64, json_object_get_uint64(o));
-        else
-            snprintf(num, sizeof(num), "%" PRId64, v);
-        return sb_add(b, num, strlen(num));
-    }
-    case json_type_double: {
-        double d = json_object_get_double(o);
-        if (!isfinite(d))
-            return -EINVAL;
-        if (d == floor(d) && fabs(d) < 9007199254740992.0)
-            snprintf(num, sizeof(num), "%" PRId64, (int64_t)d);
-        else
-            snprintf(num, sizeof(num), "%.17g", d);
-        return sb_add(b, num, strlen(num));
-    }
-    case json_type_string:
-        return sb_str(b, json_object_get_string(o), (size_t)json_object_get_string_len(o));
-    case json_type_array: {
-        size_t n = json_object_array_length(o);
-        int r = sb_add(b, "[", 1);
-        for (size_t i = 0; r >= 0 && i < n; i++) {
-            if (i > 0)
-                r = sb_add(b, ",", 1);
-            if (r >= 0)
-                r = canon(b, json_object_array_get_idx(o, i), depth + 1);
-        }
-        return r < 0 ? r : sb_add(b, "]", 1);
-    }
-    case json_type_object: {
-        _cleanup_free_ const char **keys = NULL;
-        size_t n = (size_t)json_object_object_length(o), i = 0;
-        int r;
-
-        if (n > REG_PARAMS_MAX / 4)
-            return -E2BIG;
-        if (n > 0) {
-            keys = calloc(n, sizeof(*keys));
-            if (!keys)
-                return -ENOMEM;
-            json_object_object_foreach(o, k, v_unused)
-            {
-                (void)v_unused;
-                keys[i++] = k;
-            }
-            qsort(keys, n, sizeof(*keys), cmp_strp);
-        }
-        r = sb_add(b, "{", 1);
-        for (i = 0; r >= 0 && i < n; i++) {
-            if (i > 0)
-                r = sb_add(b, ",", 1);
-            if (r >= 0)
-                r = sb_str(b, keys[i], strlen(keys[i]));
-            if (r >= 0)
-                r = sb_add(b, ":", 1);
-            if (r >= 0)
-                r = canon(b, json_object_object_get(o, keys[i]), depth + 1);
-        }
-        return r < 0 ? r : sb_add(b, "}", 1);
-    }
-    }
-    return -EINVAL;
-}
-
-int reg_params_hash(json_object *params, char ret[SHA256_HEX_SIZE])
-{
-    struct sbuf b = {0};
-    char hash[SHA256_HEX_SIZE];
-    int r;
-
-    if (!ret)
-        return -EINVAL;
-    r = canon(&b, params, 0);
-    if (r >= 0)
-        r = sha256_hex(b.p ? b.p : "", b.len, hash);
-    free(b.p);
-    if (r < 0)
-        return r;
-    memcpy(ret, hash, SHA256_HEX_SIZE);
     return 0;
 }

@@ -23,6 +23,7 @@
 #include <json-c/json.h>
 #include <uv.h>
 
+#include "macro.h"
 #include "util.h"
 
 #define REG_FORMAT_VERSION 1
@@ -91,6 +92,11 @@ struct reg_record {
 
 struct reg_record *reg_record_new(void);
 struct reg_record *reg_record_free(struct reg_record *r);
+static inline void reg_record_freep(struct reg_record **r)
+{
+    reg_record_free(*r);
+}
+#define _cleanup_record_ _cleanup_(reg_record_freep)
 /* A deep copy, or NULL on ENOMEM. */
 struct reg_record *reg_record_dup(const struct reg_record *r);
 /* Frees an array returned by reg_load() and its records. Returns NULL. */

@@ -671,6 +671,8 @@ static int do_read(struct sshfile *f, struct job *j)
     j->rres.len = b.got;
     if (eof)
         j->rres.size = b.got > 0 ? end : MIN(size, j->offset);
+    else if (want == 0)
+        j->rres.size = size; /* nothing was read: only stat knows */
     else
         j->rres.size = MAX(size, end);
     j->rres.eof = eof || (size > 0 && end >= size) || (want == 0 && j->offset >= size);

@@ -42,8 +42,8 @@
  *                pool could not connect: -EBADE, -EKEYREJECTED, -ECONNREFUSED, -ETIMEDOUT...)
  *   -EPROTO      the server refused the channel or the exec request
  *   -ECANCELED   sshexec_cancel() or sshpool_close()
- * sshexec_start() itself returns -EINVAL (bad params), -E2BIG (limits), -ENOMEM, and never
- * calls the callback then. */
+ * sshexec_start() itself returns -EINVAL (bad params), -E2BIG (limits), -ENOMEM (or another
+ * negative errno from getrandom(2) or libuv), and never calls the callback then. */
 #pragma once
 
 #include <stdbool.h>

@@ -1,6 +1,7 @@
-/* Internals shared by sshs.c, sshexec.c and sftp.c: the copied configuration, the blocking
- * connect used by SFTP workers, and the channel-user interface through which sshexec.c runs
- * channels on pooled sessions. Not for use outside lib/ssh*.c and lib/sftp.c. */
+/* Internals shared by sshs.c, sshs-connect.c, sshexec.c and sftp.c: the copied
+ * configuration, session setup, the blocking connect used by SFTP workers, and the
+ * channel-user interface through which sshexec.c runs channels on pooled sessions.
+ * Not for use outside lib/ssh*.c and lib/sftp.c. */
 #pragma once
 
 #include <libssh/libssh.h>
@@ -36,6 +37,13 @@ void sshs_conf_done(struct sshs_conf *c);
 int sshs_check_host_key(ssh_session ssh, const char *pins);
 /* Maps a failed ssh_connect() to an errno from libssh's error text. */
 int sshs_connect_error(ssh_session ssh);
+
+/* A new libssh session for conf's host, port and user that reads no configuration file
+ * and no known_hosts and offers public key authentication only; NULL on ENOMEM. */
+ssh_session sshs_new_session(const struct sshs_conf *conf);
+/* TCP keepalives and a TCP_USER_TIMEOUT derived from keepalive_ms on a connected socket,
+ * so that a silently dead peer is noticed. */
+void sshs_tune_socket(int fd, uint32_t keepalive_ms);
 
 /* Connects and authenticates a new session in blocking mode (for SFTP workers), with
  * SSH_OPTIONS_TIMEOUT = io_timeout_s for every later blocking call. */

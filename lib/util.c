@@ -18,23 +18,6 @@
  * random byte masked with 31 picks each one with equal probability. */
 static const char id_alphabet[] = "0123456789abcdefghjkmnpqrstvwxyz";
 
-static int random_bytes(void *buf, size_t n)
-{
-    uint8_t *p = buf;
-
-    while (n > 0) {
-        ssize_t k = getrandom(p, n, 0);
-        if (k < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        p += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
 static bool id_char_ok(char c)
 {
     return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
@@ -57,7 +40,6 @@ int id_random(char *buf, size_t n, const char *prefix)
 {
     uint8_t rnd[ID_RANDOM_CHARS];
     size_t plen;
-    int r;
 
     if (!buf)
         return -EINVAL;
@@ -71,9 +53,10 @@ int id_random(char *buf, size_t n, const char *prefix)
         return -EINVAL;
     if (n < plen + ID_RANDOM_CHARS + 1)
         return -ENOBUFS;
-    r = random_bytes(rnd, sizeof(rnd));
-    if (r < 0)
-        return r;
+    /* Up to 256 bytes, getrandom() returns them all and no signal interrupts it. */
+    _Static_assert(sizeof(rnd) <= 256, "one getrandom() call");
+    if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+        return errno > 0 ? -errno : -EIO;
     memcpy(buf, prefix, plen);
     for (size_t i = 0; i < ID_RANDOM_CHARS; i++)
         buf[plen + i] = id_alphabet[rnd[i] & 31];
@@ -198,7 +181,8 @@ int atomic_write_file(int dirfd, const char *path, const void *data, size_t n, m
     return 0;
 }
 
-int fsync_parent(int dirfd, const char *path)
+/* fsync of path's folder, after unlinking path when asked to. */
+static int sync_parent(int dirfd, const char *path, bool unlink_first)
 {
     _cleanup_close_ int dfd = -1;
     const char *base;
@@ -209,23 +193,19 @@ int fsync_parent(int dirfd, const char *path)
     r = open_parent(dirfd, path, &dfd, &base);
     if (r < 0)
         return r;
+    if (unlink_first && unlinkat(dfd, base, 0) < 0)
+        return -errno;
     return RET_NERRNO(fsync(dfd));
+}
+
+int fsync_parent(int dirfd, const char *path)
+{
+    return sync_parent(dirfd, path, false);
 }
 
 int unlink_durable(int dirfd, const char *path)
 {
-    _cleanup_close_ int dfd = -1;
-    const char *base;
-    int r;
-
-    if (!path || !*path)
-        return -EINVAL;
-    r = open_parent(dirfd, path, &dfd, &base);
-    if (r < 0)
-        return r;
-    if (unlinkat(dfd, base, 0) < 0)
-        return -errno;
-    return RET_NERRNO(fsync(dfd));
+    return sync_parent(dirfd, path, true);
 }
 
 int read_file_max(int dirfd, const char *path, size_t max, char **ret_data, size_t *ret_n)
@@ -276,6 +256,35 @@ int read_file_max(int dirfd, const char *path, size_t max, char **ret_data, size
     *ret_data = TAKE_PTR(buf);
     if (ret_n)
         *ret_n = len;
+    return 0;
+}
+
+static int cmp_strp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+int json_sorted_keys(json_object *o, const char ***ret_keys, size_t *ret_n)
+{
+    const char **keys = NULL;
+    size_t n, i = 0;
+
+    if (!json_object_is_type(o, json_type_object) || !ret_keys || !ret_n)
+        return -EINVAL;
+    n = (size_t)json_object_object_length(o);
+    if (n > 0) {
+        keys = calloc(n, sizeof(*keys));
+        if (!keys)
+            return -ENOMEM;
+        json_object_object_foreach(o, k, v_unused)
+        {
+            (void)v_unused;
+            keys[i++] = k;
+        }
+        qsort(keys, n, sizeof(*keys), cmp_strp);
+    }
+    *ret_keys = keys;
+    *ret_n = n;
     return 0;
 }
 

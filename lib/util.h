@@ -9,10 +9,13 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include <json-c/json.h>
+
 /* Number of random characters after the prefix in an id made by id_random():
  * 12 base32 characters, 60 bits of entropy. */
 #define ID_RANDOM_CHARS 12
-/* Longest id accepted anywhere (sandbox ids, instance ids): PROTOCOL.md. */
+/* Longest id accepted anywhere (sandbox ids, instance ids); the protocol's limit on
+ * a sandbox id, PARAMS_ID_MAX in proto/params.h, is the same. */
 #define ID_MAX 64
 /* "2026-12-02T12:00:00Z" plus the NUL. */
 #define RFC3339_MAX 21
@@ -42,6 +45,9 @@ int fsync_parent(int dirfd, const char *path);
 /* Reads a whole regular file of at most max bytes; the result is NUL-terminated
  * (ret_n excludes the NUL). -EFBIG when larger than max. */
 int read_file_max(int dirfd, const char *path, size_t max, char **ret_data, size_t *ret_n);
+/* The keys of a JSON object in strcmp() order, borrowed from o: *ret_keys (free()
+ * the array only) is NULL when o has no key. -EINVAL when o is not an object. */
+int json_sorted_keys(json_object *o, const char ***ret_keys, size_t *ret_n);
 /* mkdir -p with mode for each created component; existing folders are kept
  * as they are. Returns 0 or a negative errno. */
 int mkdir_p(const char *path, mode_t mode);

@@ -1,5 +1,5 @@
 /* Base64 (RFC 4648, standard alphabet, padded) and UTF-8 checks for the
- * `name` / `name_b64` spellings of binary data (PROTOCOL.md "Binary data"). */
+ * `name` / `name_b64` spellings of binary data (docs/protocol.md, "Binary data"). */
 #pragma once
 
 #include <json-c/json.h>

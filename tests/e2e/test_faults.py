@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """A Proxmox fault on each step of create leaves no container and no record behind and
-returns -32004 (-32006 for an IP that never appears); a wrong pinned host key is refused
-with -32005."""
+returns -32004 (-32006 for an IP that never appears); a destroy while the create runs
+fails that create with -32002 and leaves nothing behind; a wrong pinned host key is
+refused with -32005 (and a datacenter firewall that is off is reported at startup); an
+unreachable Proxmox fails a create (-32004 or -32006) within 30 s and daemon.status
+reports it unreachable."""
 
 import os
 import time

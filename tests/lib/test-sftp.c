@@ -652,6 +652,13 @@ START_TEST(test_read_to_eof)
     free(r.data);
     ck_assert_int_eq(read_file(path, 5, 0, &r), 0);
     ck_assert_uint_eq(r.len, 0);
+    ck_assert_uint_eq(r.size, 5);
+    ck_assert(r.eof);
+    free(r.data);
+    /* Past the end: still the size from stat, not the offset. */
+    ck_assert_int_eq(read_file(path, 9, 0, &r), 0);
+    ck_assert_uint_eq(r.len, 0);
+    ck_assert_uint_eq(r.size, 5);
     ck_assert(r.eof);
     free(r.data);
     /* Exactly to the end, and past it. */

@@ -11,6 +11,18 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from e2elib import Env, RpcError, run  # noqa: E402
 
 
+def codes_of(client, ids):
+    """0 for each reply that succeeded, else its error code."""
+    codes = []
+    for i in ids:
+        try:
+            client.wait(i, timeout=120)
+            codes.append(0)
+        except RpcError as e:
+            codes.append(e.code)
+    return codes
+
+
 def group_rules(env, vmid):
     rules = env.sim.ok("GET", f"/nodes/pve/lxc/{vmid}/firewall/rules")
     return [x for x in rules if x.get("type") == "group"]
@@ -26,13 +38,7 @@ def main():
             # holds the rest back, so the sandbox's queue sees up to 32 at a time.
             ids = [c.send("sandbox.set_internet", {"id": sb["id"], "enabled": i % 2 == 0})
                    for i in range(50)]
-            codes = []
-            for i in ids:
-                try:
-                    c.wait(i, timeout=120)
-                    codes.append(0)
-                except RpcError as e:
-                    codes.append(e.code)
+            codes = codes_of(c, ids)
             assert codes == [0] * 50, codes
             # The 50th call (i = 49) asked for "off".
             got = c.call("sandbox.get", {"id": sb["id"]})
@@ -66,13 +72,7 @@ def main():
             ids = [c.send("sandbox.set_internet", {"id": sb2["id"], "enabled": i % 2 == 0})
                    for i in range(10)]
             d = c.send("sandbox.destroy", {"id": sb2["id"]})
-            codes = []
-            for i in ids:
-                try:
-                    c.wait(i, timeout=120)
-                    codes.append(0)
-                except RpcError as e:
-                    codes.append(e.code)
+            codes = codes_of(c, ids)
             assert all(x in (0, -32002) for x in codes), codes
             assert c.wait(d, timeout=120)["state"] == "destroyed"
             e = c.error("sandbox.set_internet", {"id": sb2["id"], "enabled": True})
