@@ -199,11 +199,14 @@ struct idem_wait {
     struct idem_wait *next;
 };
 
-/* sandbox.create requests held until the first reconcile ended (it rebuilds the table that
- * quotas and idempotency keys are checked against). */
+/* Requests held until the first reconcile ended: it rebuilds the table of sandboxes that
+ * quotas, idempotency keys and lookups are checked against. Creates and lists always wait;
+ * a request naming a sandbox waits only while that sandbox is not (yet) in the table, so a
+ * live sandbox is never reported missing just after a restart. */
 struct parked {
     struct req *req;
-    struct params_sandbox_create *params; /* owned by req */
+    method_handler_t handler;
+    void *params; /* owned by req */
     struct sandbox_methods *sm;
     struct parked *next;
 };
@@ -262,7 +265,31 @@ static void parked_disconnect(struct req *r, void *userdata)
     req_error(r, RPC_SHUTTING_DOWN, "the client went away");
 }
 
-static void method_create(struct req *r, void *params, void *userdata);
+/* Parks r (to run handler again once the first reconcile ended) and returns true while that
+ * reconcile runs and id (NULL: any) is not in the table. */
+static bool park_until_reconciled(struct sandbox_methods *sm, struct req *r, const char *id,
+                                  method_handler_t handler, void *params)
+{
+    struct parked *x;
+
+    if (!sm->reconcile || reconcile_initial_done(sm->reconcile))
+        return false;
+    if (id && engine_lookup(sm->engine, id, req_uid(r), req_is_admin(r)))
+        return false;
+    x = calloc(1, sizeof *x);
+    if (!x) {
+        req_error(r, RPC_INTERNAL_ERROR, "out of memory");
+        return true;
+    }
+    x->req = r;
+    x->handler = handler;
+    x->params = params;
+    x->sm = sm;
+    x->next = sm->parked;
+    sm->parked = x;
+    req_on_disconnect(r, parked_disconnect, x);
+    return true;
+}
 
 static void on_reconciled(void *userdata)
 {
@@ -278,11 +305,12 @@ static void on_reconciled(void *userdata)
     while (rev) {
         struct parked *n = rev->next;
         struct req *r = rev->req;
-        struct params_sandbox_create *params = rev->params;
+        method_handler_t handler = rev->handler;
+        void *params = rev->params;
 
         free(rev);
         req_on_disconnect(r, NULL, NULL);
-        method_create(r, params, sm);
+        handler(r, params, sm);
         rev = n;
     }
 }
@@ -359,21 +387,8 @@ static void method_create(struct req *r, void *params, void *userdata)
 
     char phash[SHA256_HEX_SIZE] = "";
 
-    if (sm->reconcile && !reconcile_initial_done(sm->reconcile)) {
-        struct parked *x = calloc(1, sizeof *x);
-
-        if (!x) {
-            req_error(r, RPC_INTERNAL_ERROR, "out of memory");
-            return;
-        }
-        x->req = r;
-        x->params = params;
-        x->sm = sm;
-        x->next = sm->parked;
-        sm->parked = x;
-        req_on_disconnect(r, parked_disconnect, x);
+    if (park_until_reconciled(sm, r, NULL, method_create, params))
         return;
-    }
     if (c->idempotency_key && idem_lookup(sm, r, c->idempotency_key, phash))
         return;
     labels = json_object_new_object();
@@ -413,6 +428,8 @@ static void method_get(struct req *r, void *params, void *userdata)
     const struct params_sandbox_id *p = params;
     struct sandbox *sb;
 
+    if (park_until_reconciled(sm, r, p->id, method_get, params))
+        return;
     sb = lookup(sm, r, p->id);
     if (sb)
         req_reply(r, sandbox_json(sb));
@@ -436,6 +453,8 @@ static void method_list(struct req *r, void *params, void *userdata)
     const struct params_sandbox_list *p = params;
     json_object *o, *a;
 
+    if (park_until_reconciled(sm, r, NULL, method_list, params))
+        return;
     if (p->all && !req_is_admin(r)) {
         req_error(r, RPC_PERMISSION_DENIED, "all: only admins may list every owner's sandboxes");
         return;
@@ -468,6 +487,8 @@ static void method_set_internet(struct req *r, void *params, void *userdata)
     struct sandbox *sb;
     struct pending *pd;
 
+    if (park_until_reconciled(sm, r, p->id, method_set_internet, params))
+        return;
     sb = lookup(sm, r, p->id);
     if (!sb)
         return;
@@ -494,6 +515,8 @@ static void method_renew(struct req *r, void *params, void *userdata)
     struct sandbox *sb;
     struct pending *pd;
 
+    if (park_until_reconciled(sm, r, p->id, method_renew, params))
+        return;
     sb = lookup(sm, r, p->id);
     if (!sb)
         return;
@@ -552,6 +575,8 @@ static void method_destroy(struct req *r, void *params, void *userdata)
     bool admin = req_is_admin(r);
     int ret;
 
+    if (park_until_reconciled(sm, r, p->id, method_destroy, params))
+        return;
     sb = engine_lookup(sm->engine, p->id, req_uid(r), admin);
     if (!sb) {
         if (engine_was_destroyed(sm->engine, p->id, req_uid(r), admin))
@@ -736,6 +761,8 @@ static void method_exec(struct req *r, void *params, void *userdata)
     struct engine_error err;
     int ret;
 
+    if (park_until_reconciled(sm, r, p->id, method_exec, params))
+        return;
     x = calloc(1, sizeof *x);
     if (!x) {
         req_error(r, RPC_INTERNAL_ERROR, "out of memory");
@@ -927,12 +954,18 @@ static void method_file(struct sandbox_methods *sm, struct req *r, void *params,
 
 static void method_file_write(struct req *r, void *params, void *userdata)
 {
-    method_file(userdata, r, params, true);
+    const struct params_file_write *p = params;
+
+    if (!park_until_reconciled(userdata, r, p->id, method_file_write, params))
+        method_file(userdata, r, params, true);
 }
 
 static void method_file_read(struct req *r, void *params, void *userdata)
 {
-    method_file(userdata, r, params, false);
+    const struct params_file_read *p = params;
+
+    if (!park_until_reconciled(userdata, r, p->id, method_file_read, params))
+        method_file(userdata, r, params, false);
 }
 
 /* ---- daemon.status ---- */
