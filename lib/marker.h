@@ -5,7 +5,8 @@
  * The marker is one line of the description, anywhere among human text:
  *
  *   sandboxd:v1 instance=<id> sandbox=<id> owner=<uid> created=<unix>
- *       expires=<unix> [key=<sha256 hex>] [params=<sha256 hex>] check=<8 hex>
+ *       expires=<unix> [key=<sha256 hex>] [params=<sha256 hex>] [hostkey=<sha256 hex>]
+ *       check=<8 hex>
  *
  * (one line, single spaces). Ids are [a-z0-9-] (<= ID_MAX), numbers are plain
  * decimal without leading zeros; `check` is the first 8 hex digits of the
@@ -24,6 +25,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <json-c/json.h>
+
 #include "util.h"
 
 #define MARKER_VERSION 1
@@ -40,10 +43,12 @@ struct marker {
     char instance[ID_MAX + 1]; /* daemon instance id */
     char sandbox[ID_MAX + 1];  /* sandbox id */
     uid_t owner_uid;
-    int64_t created;              /* unix seconds */
-    int64_t expires;              /* unix seconds: lease expiry */
-    char key[SHA256_HEX_SIZE];    /* optional ("" = none): hash of uid + idempotency key */
-    char params[SHA256_HEX_SIZE]; /* optional ("" = none): params hash */
+    int64_t created;               /* unix seconds */
+    int64_t expires;               /* unix seconds: lease expiry */
+    char key[SHA256_HEX_SIZE];     /* optional ("" = none): hash of uid + idempotency key */
+    char params[SHA256_HEX_SIZE];  /* optional ("" = none): params hash */
+    char hostkey[SHA256_HEX_SIZE]; /* optional ("" = none): the sandbox's own SSH host key,
+                                    * its SHA-256 fingerprint in hex (hostkey.h) */
 };
 
 /* The marker line (no newline) into buf. -EINVAL for invalid fields
@@ -76,3 +81,24 @@ int marker_key_hash(uid_t uid, const char *key, char ret[SHA256_HEX_SIZE]);
  * description with all other text kept. Errors as marker_parse() (the
  * description is not ours to change) and marker_set(). */
 int marker_update_expiry(const char *description, int64_t expires, char **ret_description);
+
+/* The labels line, a second line of the description next to the marker (not a marker
+ * candidate, so marker_set() keeps it):
+ *
+ *   sandboxd-labels:v1 sandbox=<id> data=<base64url> check=<8 hex>
+ *
+ * data is base64url without padding of "key\0value\0" for each label in key order; check
+ * the first 8 hex digits of the SHA-256 of the line before " check=". At most
+ * MARKER_LABELS_LINE_MAX bytes (16 labels of the protocol's sizes fit, with the marker, in
+ * MARKER_DESCRIPTION_MAX). */
+#define MARKER_LABELS_PREFIX "sandboxd-labels:"
+#define MARKER_LABELS_LINE_MAX 7168
+/* The line for labels (an object of strings) of sandbox, or *ret NULL when there are none.
+ * -EINVAL for a bad id or a non-string value, -E2BIG past MARKER_LABELS_LINE_MAX. */
+int marker_labels_format(const char *sandbox, json_object *labels, char **ret_line);
+/* The labels of sandbox from description: a new object (empty when there is no line for
+ * it). -EBADMSG for a line of this sandbox that does not parse or fails its check. */
+int marker_labels_parse(const char *description, const char *sandbox, json_object **ret);
+/* A whole description for a new container: m's marker line and, when labels has any, the
+ * labels line. */
+int marker_description(const struct marker *m, json_object *labels, char **ret_description);

@@ -13,6 +13,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "hostkey.h"
 #include "log.h"
 #include "marker.h"
 #include "pve.h"
@@ -449,6 +450,14 @@ struct fromm {
 static void fromm_adopt(struct reconcile *rc, struct cand *c, const char *ip, bool internet)
 {
     const char *rootfs = conf_str(c->conf, "rootfs");
+    char pin[HOSTKEY_PIN_MAX] = "";
+    _cleanup_json_ json_object *labels = NULL;
+
+    /* The marker carries the host key pin and the labels (a broken labels line: none). */
+    if (c->m.hostkey[0] && hostkey_hex_to_pin(c->m.hostkey, pin) < 0)
+        pin[0] = '\0';
+    if (marker_labels_parse(conf_str(c->conf, "description"), c->m.sandbox, &labels) < 0)
+        labels = NULL;
     struct reg_record r = {
         .id = c->m.sandbox,
         .instance = c->m.instance,
@@ -464,6 +473,8 @@ static void fromm_adopt(struct reconcile *rc, struct cand *c, const char *ip, bo
         .internet = internet,
         .created_at = (time_t)c->m.created,
         .expires_at = (time_t)c->m.expires,
+        .host_key = pin[0] ? pin : NULL,
+        .labels = labels,
     };
 
     adopt(rc, c, &r, true);

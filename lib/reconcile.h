@@ -16,8 +16,8 @@
  *   - a marked container with no record is an orphan and destroyed, except when the
  *     registry is new (the state folder was lost, or corrupt records moved aside): then a
  *     running container with an address and an unexpired lease in its marker is re-attached
- *     from the marker and Proxmox's config (labels are not in the marker and come back
- *     empty); periodic runs only destroy orphans older than orphan_grace_s;
+ *     from the marker and Proxmox's config (the labels and the host key pin
+ *     come from the marker too); periodic runs only destroy orphans older than orphan_grace_s;
  *   - a marked container that stays locked (a `lock` in its config across two runs) is
  *     reported as stuck (daemon.status) and left alone until the lock goes.
  *

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "json-util.h"
+#include "hostkey.h"
 
 #define VMID_MIN 100
 #define VMID_MAX 999999999
@@ -60,6 +61,7 @@ struct reg_record *reg_record_free(struct reg_record *r)
     free(r->hostname);
     free(r->ip);
     free(r->error);
+    free(r->host_key);
     json_object_put(r->labels);
     free(r);
     return NULL;
@@ -76,14 +78,14 @@ struct reg_record *reg_record_dup(const struct reg_record *r)
         return NULL;
     *c = *r;
     c->id = c->instance = c->idempotency_key = c->params_hash = c->node = c->upid = NULL;
-    c->hostname = c->ip = c->error = NULL;
+    c->hostname = c->ip = c->error = c->host_key = NULL;
     c->labels = NULL;
     if (strdup_replace(&c->id, r->id) < 0 || strdup_replace(&c->instance, r->instance) < 0 ||
         strdup_replace(&c->idempotency_key, r->idempotency_key) < 0 ||
         strdup_replace(&c->params_hash, r->params_hash) < 0 ||
         strdup_replace(&c->node, r->node) < 0 || strdup_replace(&c->upid, r->upid) < 0 ||
         strdup_replace(&c->hostname, r->hostname) < 0 || strdup_replace(&c->ip, r->ip) < 0 ||
-        strdup_replace(&c->error, r->error) < 0)
+        strdup_replace(&c->error, r->error) < 0 || strdup_replace(&c->host_key, r->host_key) < 0)
         return NULL;
     if (r->labels && json_object_deep_copy(r->labels, &c->labels, NULL) < 0)
         return NULL;
@@ -177,6 +179,8 @@ int reg_record_validate(const struct reg_record *r)
         return -EINVAL;
     if (r->error && !text_ok(r->error, REG_ERROR_MAX, true))
         return -EINVAL;
+    if (r->host_key && !hostkey_pin_is_valid(r->host_key))
+        return -EINVAL;
     if (r->cores > CORES_MAX || r->memory_mb > MEMORY_MB_MAX || r->disk_gb > DISK_GB_MAX)
         return -EINVAL;
     if (!labels_ok(r->labels))
@@ -250,7 +254,7 @@ int reg_record_to_json(const struct reg_record *r, char **ret_json)
         (k = add(o, "internet", json_object_new_boolean(r->internet))) < 0 ||
         (k = add_time(o, "created_at", r->created_at)) < 0 ||
         (k = add_time(o, "expires_at", r->expires_at)) < 0 ||
-        (k = add_str(o, "error", r->error)) < 0)
+        (k = add_str(o, "error", r->error)) < 0 || (k = add_str(o, "host_key", r->host_key)) < 0)
         return k;
     if (r->labels && (k = add(o, "labels", json_object_get(r->labels))) < 0)
         return k;
@@ -367,6 +371,7 @@ int reg_record_from_json(const char *json, size_t n, struct reg_record **ret)
         (k = get_str(o, "hostname", false, &r->hostname)) < 0 ||
         (k = get_str(o, "ip", false, &r->ip)) < 0 ||
         (k = get_str(o, "error", false, &r->error)) < 0 ||
+        (k = get_str(o, "host_key", false, &r->host_key)) < 0 ||
         (k = get_time(o, "created_at", &r->created_at)) < 0 ||
         (k = get_time(o, "expires_at", &r->expires_at)) < 0)
         return k == -ENOMEM ? k : -EBADMSG;

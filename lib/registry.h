@@ -88,6 +88,8 @@ struct reg_record {
     time_t created_at; /* required */
     time_t expires_at; /* required: lease expiry */
     char *error;       /* optional: why it failed */
+    char *host_key;    /* optional: the sandbox's own SSH host key pin ("SHA256:...",
+                        * hostkey.h); unset: the template's pins apply */
 };
 
 struct reg_record *reg_record_new(void);

@@ -8,6 +8,7 @@
 #include "macro.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,7 @@ static int start_ip_poll(struct sandbox *sb, uint64_t timeout_ms, const char **r
 static int start_ipset_create(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
 static int start_ipset_add(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
 static int start_connect(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
+static int start_reconnect(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
 static int start_ready_save(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
 
 static const struct create_step create_steps[] = {
@@ -86,6 +88,14 @@ static const struct create_step create_steps[] = {
     /* Retries dropped connects (ENGINE_CONNECT_ATTEMPTS) under the create deadline. */
     {SANDBOX_CONNECTING, UINT64_MAX, "connecting over SSH", start_connect,
      "cannot start the SSH connect", .ssh = true, .crash_sent = "create-connecting"},
+    /* The sandbox's own host key (hostkey.h): regenerated over the session authenticated
+     * with the template's key, recorded in the marker, then the only key accepted. */
+    {SANDBOX_CONNECTING, ENGINE_STEP_CONFIG_MS, "regenerating the SSH host key", rekey_start,
+     "cannot regenerate the SSH host key", .ssh = true, .crash_done = "create-rekeyed"},
+    {SANDBOX_CONNECTING, ENGINE_STEP_CONFIG_MS, "recording the SSH host key", rekey_marker_start,
+     "cannot record the SSH host key"},
+    {SANDBOX_CONNECTING, UINT64_MAX, "connecting over SSH with the new host key", start_reconnect,
+     "cannot start the SSH connect", .ssh = true},
     /* READY is durable before the caller hears of it: a restart re-attaches the sandbox. */
     {SANDBOX_READY, 0, "recording the sandbox as ready", start_ready_save,
      "cannot write the registry record", .crash_done = "create-ready-durable"},
@@ -164,6 +174,11 @@ static void create_deadline(struct sandbox *sb)
 /* Time left for the running step; 0 once its deadline passed. */
 static uint64_t step_left(struct sandbox *sb)
 {
+    return create_step_left(sb);
+}
+
+uint64_t create_step_left(struct sandbox *sb)
+{
     uint64_t now = now_ms(sb->engine);
 
     return now >= sb->step_deadline_ms ? 0 : sb->step_deadline_ms - now;
@@ -204,6 +219,7 @@ static void step_next(struct sandbox *sb)
         sb->ip_poll_ms = ENGINE_IP_POLL_MIN_MS; /* a step's polls and retries start afresh */
         sb->connect_attempts = 0;
         now = now_ms(sb->engine);
+        sb->step_started_ms = now;
         sb->step_deadline_ms = sb->deadline_ms;
         if (s->cap_ms == 0)
             sb->step_deadline_ms = UINT64_MAX;
@@ -228,12 +244,25 @@ static void on_step_done(struct sandbox *sb, const struct engine_error *err)
     }
     if (s->crash_done)
         test_crash_point(s->crash_done);
+    /* The step's duration, for the create latency figures (tests/bench). */
+    log_debug(COMP, "%s: create step '%s' done in %" PRIu64 " ms", sb->id, s->what,
+              now_ms(sb->engine) - sb->step_started_ms);
     sb->step++;
     step_next(sb);
 }
 
+void create_step_done(struct sandbox *sb, const struct engine_error *err)
+{
+    on_step_done(sb, err);
+}
+
 /* The running step's Proxmox call completed. */
 static void step_pve_done(struct sandbox *sb, const struct pve_result *res)
+{
+    create_step_pve_done(sb, res);
+}
+
+void create_step_pve_done(struct sandbox *sb, const struct pve_result *res)
 {
     struct engine *e = sb->engine;
     struct engine_error err;
@@ -321,22 +350,10 @@ static void on_cloned(const struct pve_result *res, void *userdata)
 static int start_clone(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
 {
     struct engine *e = sb->engine;
-    char line[MARKER_LINE_MAX];
     _cleanup_free_ char *desc = NULL;
-    struct marker m = {
-        .owner_uid = sb->owner_uid,
-        .created = sb->created_at,
-        .expires = sb->expires_at,
-    };
     int r;
 
-    memcpy(m.key, sb->idem_hash, sizeof m.key);
-    memcpy(m.params, sb->params_hash, sizeof m.params);
-    snprintf(m.instance, sizeof m.instance, "%s", reg_instance_id(e->reg));
-    snprintf(m.sandbox, sizeof m.sandbox, "%s", sb->id);
-    r = marker_format(&m, line, sizeof line);
-    if (r >= 0)
-        r = marker_set(NULL, &m, &desc);
+    r = sandbox_description(sb, &desc);
     if (r < 0) {
         *ret_fail = "cannot build the ownership marker";
         return r;
@@ -537,6 +554,15 @@ static int start_connect(struct sandbox *sb, uint64_t timeout_ms, const char **r
     return sshpool_connect(sb->pool, timeout_ms, on_connected, sb);
 }
 
+/* The same connect again, with the sandbox's own host key pinned (sandbox_ssh_config()). The
+ * session pinned to the template's key is dropped; sshd may refuse connects while it
+ * reloads, which the pool retries. */
+static int start_reconnect(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    sshpool_close(TAKE_PTR(sb->pool), NULL, NULL);
+    return start_connect(sb, timeout_ms, ret_fail);
+}
+
 static void on_ready_saved(int r, void *userdata)
 {
     struct sandbox *sb = userdata;
@@ -601,6 +627,7 @@ static int sandbox_new(struct engine *e, const struct sandbox_create_opts *opts,
     sb->created_at = now_realtime();
     sb->expires_at = sb->created_at + ttl;
     sb->started_ms = now_ms(e);
+    sb->step_started_ms = sb->started_ms;
     sb->deadline_ms = sb->started_ms + (uint64_t)cs->create_timeout_s * 1000;
     /* state PENDING and step 0 (the intent save) from calloc() */
     uv_timer_init(e->loop, &sb->timer);

@@ -34,6 +34,8 @@ struct sandbox {
     char idem_hash[SHA256_HEX_SIZE];   /* marker_key_hash(owner, idempotency key); "" = none */
     char params_hash[SHA256_HEX_SIZE]; /* hash of the create params; "" = none */
     char *idempotency_key;             /* the key as sent (NULL: none, or known by hash only) */
+    char host_key[64]; /* its own SSH host key pin (hostkey.h); "": the template's pins */
+    char *upid;        /* the clone task, recorded once it started (NULL: none yet) */
     /* engine-private below */
     struct engine *engine;
     struct sandbox *next, *prev;
@@ -50,6 +52,7 @@ struct sandbox {
     unsigned n_fw_waiting;
     unsigned step;             /* the running row of the create or destroy step table */
     uint64_t step_deadline_ms; /* the running create step's deadline (uv_now scale) */
+    uint64_t step_started_ms;  /* when the running create step began (uv_now scale) */
     unsigned ip_poll_ms;       /* the address wait's next poll interval */
     unsigned connect_attempts; /* SSH connects retried so far */
     uint64_t rootfs_gb;        /* the clone's disk size (0: unknown), read while configuring */
@@ -149,6 +152,20 @@ void create_finish(struct sandbox *sb);
 /* Checks a running create for the daemon closing or a destroy request; when either holds,
  * the create fails (and cleans up). Returns true then. */
 bool create_check_abort(struct sandbox *sb);
+
+/* The running create step ended (err NULL: it succeeded); its Proxmox call ended. For steps
+ * that live outside sandbox-create.c. */
+void create_step_done(struct sandbox *sb, const struct engine_error *err);
+void create_step_pve_done(struct sandbox *sb, const struct pve_result *res);
+/* Time left for the running create step; 0 once its deadline passed. */
+uint64_t create_step_left(struct sandbox *sb);
+
+/* ---- sandbox-rekey.c: the per-sandbox host key steps ---- */
+int rekey_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
+int rekey_marker_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
+/* The container's description for sb: its marker (with the pinned host key once known) and
+ * its labels. */
+int sandbox_description(const struct sandbox *sb, char **ret);
 
 /* ---- sandbox-destroy.c ---- */
 /* Runs the destroy steps (the state becomes DESTROYING). */

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <syslog.h>
 
+#include "hostkey.h"
 #include "log.h"
 #include "marker.h"
 #include "pve.h"
@@ -126,6 +127,8 @@ int engine_adopt(struct engine *e, const struct reg_record *r, struct sandbox **
     }
     if (r->params_hash && hex_is_valid(r->params_hash, SHA256_HEX_SIZE - 1))
         memcpy(sb->params_hash, r->params_hash, SHA256_HEX_SIZE);
+    if (r->host_key && hostkey_pin_is_valid(r->host_key))
+        snprintf(sb->host_key, sizeof sb->host_key, "%s", r->host_key);
     uv_timer_init(e->loop, &sb->timer);
     sb->timer.data = sb;
     if (k < 0 || !sb->node || !sb->hostname || !sb->ip) {

@@ -115,6 +115,8 @@ int sandbox_save(struct sandbox *sb, reg_done_fn cb, void *userdata)
         .expires_at = sb->expires_at,
         .idempotency_key = sb->idempotency_key,
         .params_hash = sb->params_hash[0] ? (char *)sb->params_hash : NULL,
+        .host_key = sb->host_key[0] ? (char *)sb->host_key : NULL,
+        .upid = sb->upid,
     };
 
     if (sb->error) {
@@ -186,6 +188,7 @@ static void sandbox_free_cb(uv_handle_t *h)
     free(sb->ip);
     free(sb->error);
     free(sb->idempotency_key);
+    free(sb->upid);
     if (sb->labels)
         json_object_put(sb->labels);
     bool counted = sb->close_counted;
@@ -389,7 +392,7 @@ void sandbox_ssh_config(const struct sandbox *sb, struct sshs_config *ret)
         .port = 22,
         .user = e->cfg->ssh.user,
         .key = e->key,
-        .host_key_pins = e->pins,
+        .host_key_pins = sb->host_key[0] ? sb->host_key : e->pins,
         .connect_timeout_ms = e->cfg->ssh.connect_timeout_ms,
     };
 }

@@ -86,12 +86,16 @@ struct sshexec_params {
     const char *cwd;        /* NULL = the user's home directory */
     const void *stdin_data; /* copied; NULL/0 = empty stdin (EOF at once) */
     size_t stdin_len;
-    uint64_t timeout_ms;         /* 0 = no timeout; else ≤ SSHEXEC_TIMEOUT_MAX_MS; counts from
-                                  * sshexec_start(): queueing and connecting included */
-    bool has_max_output;         /* false: SSHEXEC_OUTPUT_MAX_DEFAULT */
-    size_t max_output_bytes;     /* per stream when has_max_output; 0 keeps no output at all */
-    sshexec_output_cb on_output; /* NULL = capture into the result. Set = stream: the result
-                                  * then carries no output (out/err NULL), only the flags. */
+    uint64_t timeout_ms;          /* 0 = no timeout; else ≤ SSHEXEC_TIMEOUT_MAX_MS; counts from
+                                   * sshexec_start(): queueing and connecting included */
+    bool has_max_output;          /* false: SSHEXEC_OUTPUT_MAX_DEFAULT */
+    size_t max_output_bytes;      /* per stream when has_max_output; 0 keeps no output at all */
+    sshexec_output_cb on_output;  /* NULL = capture into the result. Set = stream: the result
+                                   * then carries no output (out/err NULL), only the flags. */
+    bool container_pid_namespace; /* run in the container's own PID namespace, without the
+                                   * per-exec one (the daemon's own scripts that signal a
+                                   * container process, e.g. sshd); the kill on timeout then
+                                   * falls back to the marker and process groups */
 };
 
 struct sshexec_result {

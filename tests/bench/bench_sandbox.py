@@ -14,6 +14,7 @@ Usage: bench_sandbox.py [--quick] [--only exec,flight,create,files,rss]
 
 import argparse
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -37,11 +38,14 @@ def ms(v):
     return f"p50 {pct(v, 50) * 1000:.2f} ms  p99 {pct(v, 99) * 1000:.2f} ms  (n={len(v)})"
 
 
-def ssh_base(env, ip):
+def ssh_base(env, sb):
+    """OpenSSH options for sandbox sb, pinned to its own host key (the create replaced the
+    template's)."""
     kh = os.path.join(env.dir, "known_hosts")
-    tmpl = str(env.sim.info.get("template", 9000))
+    pub = os.path.join(env.sim.state_dir, "ct", str(sb["vmid"]), "rootfs", "etc", "ssh",
+                       "ssh_host_ed25519_key.pub")
     with open(kh, "w") as f:
-        f.write(f"{ip} {env.sim.info['templates'][tmpl]['host_key_pub']}\n")
+        f.write(f"{sb['ip']} {open(pub).read().strip()}\n")
     return ["-i", env.sim.key, "-o", f"UserKnownHostsFile={kh}", "-o", "StrictHostKeyChecking=yes",
             "-o", "BatchMode=yes", "-o", "LogLevel=ERROR"]
 
@@ -58,7 +62,7 @@ def bench_exec(env, c, n):
         lat.append(time.perf_counter() - t)
     cpu = (cpu_ms(env.proc.pid) - cpu0) / n
     print(f"exec sandboxd (socket, `true`):      {ms(lat)}; daemon CPU {cpu:.2f} ms per exec")
-    base = ssh_base(env, sb["ip"])
+    base = ssh_base(env, sb)
     fresh = []
     for _ in range(max(20, n // 20)):
         t = time.perf_counter()
@@ -132,6 +136,29 @@ def cpu_ms(pid):
     return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
 
 
+REKEY_STEPS = ("regenerating the SSH host key", "recording the SSH host key",
+               "connecting over SSH with the new host key")
+
+
+def rekey_cost(env, sbs, lat):
+    """The per-sandbox host key steps' share of each create, from the daemon's per-step
+    durations (debug log)."""
+    ids = {sb["id"] for sb in sbs}
+    per = {}
+    for line in env.daemon_log().splitlines():
+        m = re.search(r"(sb-[a-z0-9]+): create step '([^']+)' done in ([0-9]+) ms", line)
+        if m and m.group(1) in ids and m.group(2) in REKEY_STEPS:
+            per.setdefault(m.group(1), {})[m.group(2)] = int(m.group(3)) / 1000
+    if not per:
+        print("create: for the host key steps' share, run with --only create (debug log)")
+        return
+    tot = [sum(v.values()) for v in per.values()]
+    print(f"create: of which the host key steps (regenerate, record, reconnect): {ms(tot)}; "
+          f"{100 * pct(tot, 50) / pct(lat, 50):.0f}% of the p50 create")
+    for step in REKEY_STEPS:
+        print(f"        {step}: {ms([v.get(step, 0) for v in per.values()])}")
+
+
 def bench_create(env, c, n_seq, n_par):
     env.sim.admin("PUT", "/settings", ZERO)
     lat = []
@@ -144,6 +171,7 @@ def bench_create(env, c, n_seq, n_par):
     cpu = (cpu_ms(env.proc.pid) - cpu0) / n_seq
     print(f"create -> ready, simulator delays 0: {ms(lat)}; daemon CPU {cpu:.1f} ms per create "
           f"(its own work; the rest is waiting for the simulator's clone/start and sshd)")
+    rekey_cost(env, sbs, lat)
     destroy_all(c, sbs)
     t = time.perf_counter()
     sbs, errs = create_many(c, n_par)
@@ -167,7 +195,7 @@ def bench_files(env, c):
         assert data_of(got, "content") == data
     mb = len(data) / 1e6
     print(f"files sandboxd 8 MiB: write {mb / min(w):.1f} MB/s, read {mb / min(r):.1f} MB/s (best of 3)")
-    base = ssh_base(env, sb["ip"])
+    base = ssh_base(env, sb)
     with tempfile.TemporaryDirectory() as d:
         src = os.path.join(d, "big")
         with open(src, "wb") as f:
@@ -214,7 +242,9 @@ def main():
     a = ap.parse_args()
     only = set(a.only.split(","))
     q = a.quick
-    with Env(sim_config=ZERO, log_level="info",
+    # Per-step create durations are debug lines: only a create-only run logs them (debug
+    # logging would weigh on the other figures).
+    with Env(sim_config=ZERO, log_level="debug" if only == {"create"} else "info",
              daemon_config={"sandbox": {"max_per_uid": "128", "max_total": "128", "create_timeout_s": "900"}}) as env:
         c = env.client(timeout=1800)
         t0 = time.time()

@@ -3,6 +3,7 @@ text and its digest and locks, status as the API reports it, and the runtime (ne
 namespace and sshd up or down, restart after a simulator restart)."""
 
 import os
+import re
 import shutil
 import threading
 import time
@@ -10,6 +11,25 @@ import urllib.parse
 
 from .schema import ParamErr, die, parse_net, parse_size, random_mac, rootfs_parts
 from .util import log, run, sha1
+
+
+def host_key_path(ctdir):
+    """A container's ed25519 host key, inside its root file system as on a real node."""
+    return os.path.join(ctdir, "rootfs", "etc", "ssh", "ssh_host_ed25519_key")
+
+
+def copy_binary(root, path):
+    """Copies a dynamically linked program and the libraries ldd names into root, at the same
+    paths (root's lib and usr/bin are symlinks, as in the busybox layout)."""
+    files = [path]
+    for line in run(["ldd", path]).stdout.splitlines():
+        m = re.search(r"(/\S+)", line.split("=>")[-1])
+        if m:
+            files.append(m.group(1))
+    for f in files:
+        dst = os.path.join(root, f.lstrip("/"))
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        shutil.copy2(os.path.realpath(f), dst)
 
 
 class ContainersMixin:
@@ -94,11 +114,15 @@ class ContainersMixin:
             p = os.path.join(root, "dev", name)
             os.mknod(p, mode | 0o020000, os.makedev(maj, mi))
             os.chmod(p, mode)
+        # As in a real template: the host key lives in the container's /etc/ssh (every clone
+        # starts with it), and ssh-keygen is there to regenerate it.
+        os.makedirs(os.path.join(root, "etc", "ssh"), mode=0o755, exist_ok=True)
+        copy_binary(root, shutil.which("ssh-keygen") or "/usr/bin/ssh-keygen")
         run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@pve-sim-template-{vmid}",
-             "-f", os.path.join(d, "ssh_host_ed25519_key")])
+             "-f", host_key_path(d)])
 
     def host_key_fp(self, vmid):
-        r = run(["ssh-keygen", "-l", "-E", "sha256", "-f", os.path.join(self.ct_dir(vmid), "ssh_host_ed25519_key.pub")],
+        r = run(["ssh-keygen", "-l", "-E", "sha256", "-f", host_key_path(self.ct_dir(vmid)) + ".pub"],
                 check=False)
         parts = r.stdout.split()
         return parts[1] if len(parts) > 1 else ""
@@ -109,8 +133,6 @@ class ContainersMixin:
             shutil.rmtree(dd)
         os.makedirs(dd, mode=0o755)
         run(["cp", "-a", os.path.join(sd, "rootfs"), os.path.join(dd, "rootfs")])
-        for f in ("ssh_host_ed25519_key", "ssh_host_ed25519_key.pub"):
-            shutil.copy2(os.path.join(sd, f), os.path.join(dd, f))
 
     # ---- configs, locks, status
     def ct_on(self, node, vmid):

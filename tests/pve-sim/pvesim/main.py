@@ -10,6 +10,7 @@ import threading
 import traceback
 
 from .config import load_config, parse_args
+from .containers import host_key_path
 from .core import Sim
 from .hosts import serve_host
 from .network import Net, all_instances, cleanup_instance, cleanup_stale, instance_owner_alive
@@ -108,8 +109,8 @@ def write_info(sim, cfg, url, fp):
         "nodes": cfg["nodes"], "node": cfg["nodes"][0],
         "templates": {str(t["vmid"]): {"node": t.get("node") or cfg["nodes"][0],
                                        "host_key": sim.host_key_fp(int(t["vmid"])),
-                                       "host_key_pub": open(os.path.join(sim.ct_dir(int(t["vmid"])),
-                                                                         "ssh_host_ed25519_key.pub")).read().strip()}
+                                       "host_key_pub": open(host_key_path(sim.ct_dir(int(t["vmid"]))) +
+                                                            ".pub").read().strip()}
                       for t in cfg["templates"]},
         "template": t0,
         "pools": sorted(sim.pools), "pool": cfg["pools"][0]["poolid"] if cfg["pools"] else "",

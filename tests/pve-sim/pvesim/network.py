@@ -259,8 +259,8 @@ class Net:
             f.write(f"""# pve-sim container {vmid}
 Port 22
 ListenAddress 0.0.0.0
-HostKey {ctdir}/ssh_host_ed25519_key
-PidFile none
+HostKey {rootdir}/etc/ssh/ssh_host_ed25519_key
+PidFile {rootdir}/run/sshd.pid
 PermitRootLogin prohibit-password
 PubkeyAuthentication yes
 PasswordAuthentication no
