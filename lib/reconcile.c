@@ -17,6 +17,7 @@
 #include "log.h"
 #include "marker.h"
 #include "pve.h"
+#include "reconcile-restart.h"
 #include "registry.h"
 #include "sandbox-internal.h"
 
@@ -523,6 +524,62 @@ static void on_fromm_ip(const struct pve_result *res, void *userdata)
     rc_unref(rc);
 }
 
+/* A READY record whose container was found stopped: started again, then re-attached
+ * (reconcile-restart.h); destroyed when it cannot be started or gets no address. */
+struct restarting {
+    struct reconcile *rc;
+    size_t i;
+    struct reg_record *r; /* taken from rc->recs */
+};
+
+static void on_restarted(int error, const char *ip, const char *reason, void *userdata)
+{
+    struct restarting *x = userdata;
+    struct reconcile *rc = x->rc;
+    struct cand *c;
+
+    if (!rc->closed) {
+        c = &rc->cands[x->i];
+        if (error == 0 && strdup_replace(&x->r->ip, ip) == 0) {
+            notice(rc, LOG_NOTICE, "sandbox %s: container %u was stopped; started it again (%s)",
+                   x->r->id, c->vmid, ip);
+            adopt(rc, c, x->r, true);
+        } else {
+            char why[512];
+
+            snprintf(why, sizeof why, "it was stopped and cannot be started again: %s",
+                     reason ? reason : strerror(-error));
+            destroy_container(rc, c->vmid, c->node, c->m.sandbox, &rc->st.rolled_back, why);
+        }
+        rc->i_cand++;
+        decide_next(rc);
+    }
+    reg_record_free(x->r);
+    free(x);
+    rc_unref(rc);
+}
+
+static bool restart_stopped(struct reconcile *rc, struct cand *c, struct reg_record *r)
+{
+    struct restarting *x = calloc(1, sizeof *x);
+
+    if (!x)
+        return false;
+    x->rc = rc;
+    x->i = rc->i_cand;
+    x->r = r;
+    log_debug(COMP, "%s: container %u found stopped: starting it again", r->id, c->vmid);
+    if (ct_restart(rc->e, c->node, c->vmid, r->ip, on_restarted, x) < 0) {
+        free(x);
+        return false;
+    }
+    for (size_t i = 0; i < rc->n_recs; i++)
+        if (rc->recs[i] == r)
+            rc->recs[i] = NULL; /* owned by x now */
+    rc_ref(rc);
+    return true;
+}
+
 /* First run, no record: re-attach from the marker when it looks alive, else destroy. */
 static bool rebuild_from_marker(struct reconcile *rc, struct cand *c)
 {
@@ -576,6 +633,9 @@ static bool decide_one(struct reconcile *rc, struct cand *c)
             }
             if (c->lock)
                 return false; /* reaped as an orphan once unlocked */
+            if (r->state == REG_READY && exp > now && !c->running && r->ip && r->vmid > 0 &&
+                (uint32_t)r->vmid == c->vmid && restart_stopped(rc, c, r))
+                return true;
             destroy_container(
                 rc, c->vmid, c->node, c->m.sandbox,
                 r->state == REG_READY ? &rc->st.expired_destroyed : &rc->st.rolled_back,

