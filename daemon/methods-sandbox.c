@@ -1017,6 +1017,7 @@ static void status_provider(json_object *status, void *userdata)
         json_object_object_add(rc, "runs", json_object_new_int64((int64_t)st.runs));
         json_object_object_add(rc, "reattached", json_object_new_int64((int64_t)st.reattached));
         json_object_object_add(rc, "rolled_back", json_object_new_int64((int64_t)st.rolled_back));
+        json_object_object_add(rc, "resumed", json_object_new_int64((int64_t)st.resumed));
         json_object_object_add(rc, "orphans_destroyed",
                                json_object_new_int64((int64_t)st.orphans_destroyed));
         json_object_object_add(rc, "expired_destroyed",
@@ -1064,9 +1065,20 @@ static void engine_notice(int level, const char *msg, void *userdata)
     log_emit(level, "engine", "%s", msg);
 }
 
+/* A create resumed after a restart ended: the retries of its key that joined it get its
+ * outcome. */
+static void engine_resumed(const struct engine_error *err, struct sandbox *sb, void *userdata)
+{
+    struct sandbox_methods *sm = userdata;
+
+    if (sb)
+        idem_serve(sm, sandbox_view_id(sb), err, sb);
+}
+
 int methods_sandbox_start(uv_loop_t *loop, const struct config *cfg, struct methods_daemon *md)
 {
-    static const struct engine_hooks hooks = {.notice = engine_notice};
+    static const struct engine_hooks hooks = {
+        .notice = engine_notice, .resumed = engine_resumed, .userdata = &instance};
     struct sandbox_methods *sm = &instance;
     _cleanup_free_ char *err = NULL;
     int r;

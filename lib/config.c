@@ -412,6 +412,7 @@ int config_init(struct config *c)
                 .connect_timeout_ms = CONFIG_DEFAULT_SSH_CONNECT_TIMEOUT_MS,
                 .file_timeout_ms = CONFIG_DEFAULT_SSH_FILE_TIMEOUT_MS,
                 .sessions_per_sandbox = CONFIG_DEFAULT_SSH_SESSIONS,
+                .rekey = true,
             },
         .sandbox =
             {

@@ -403,6 +403,8 @@ static int task_begin(struct pve_call *call, const char *upid, const char *node)
         return -ENOMEM;
     call->poll_ms = PVE_TASK_POLL_MIN_MS;
     call->polling = true;
+    if (call->ops && call->ops->task_started)
+        call->ops->task_started(call);
     return 0;
 }
 

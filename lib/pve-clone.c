@@ -254,6 +254,14 @@ static void clone_free(struct pve_call *call)
     pve_vm_list_free(call->u.clone.in_use);
 }
 
+static void clone_task_started(struct pve_call *call)
+{
+    const struct pve_clone_state *s = &call->u.clone;
+
+    if (s->on_task)
+        s->on_task(call->upid, s->on_task_userdata);
+}
+
 static const struct pve_call_ops clone_ops = {
     .run = clone_run,
     .step_done = clone_step_done,
@@ -261,6 +269,7 @@ static const struct pve_call_ops clone_ops = {
     .result = clone_result,
     .detach = clone_detach,
     .free = clone_free,
+    .task_started = clone_task_started,
 };
 
 static int clone_init(struct pve_call *call, const struct pve_clone_params *p)
@@ -274,6 +283,8 @@ static int clone_init(struct pve_call *call, const struct pve_clone_params *p)
     s->auto_id = p->newid == 0;
     s->taken = p->vmid_taken;
     s->taken_userdata = p->vmid_taken_userdata;
+    s->on_task = p->on_task;
+    s->on_task_userdata = p->on_task_userdata;
     call->vmid = p->newid;
     for (size_t i = 0; i < ELEMENTSOF(src); i++)
         if (src[i] && !(*dst[i] = strdup(src[i])))
@@ -300,4 +311,51 @@ int pve_clone(struct pve_client *c, const struct pve_clone_params *p, PVE_CALL_A
     if (r == 0)
         r = queue_enter(call);
     return pve_call_started(call, r, ret_call);
+}
+
+/* ---- pve_vmid_pick: the listing and the choice of a clone with newid 0, alone ---- */
+
+static void pick_run(struct pve_call *call)
+{
+    const struct pve_req req = {.ep = PVE_EP_CLUSTER_RESOURCES};
+
+    pve_call_step(call, &req);
+}
+
+static void pick_step_done(struct pve_call *call)
+{
+    struct pve_clone_state *s = &call->u.clone;
+
+    pve_vm_list_free(s->in_use);
+    s->in_use = TAKE_PTR(call->vms);
+    pve_call_finish(call, vmid_pick(call));
+}
+
+static void pick_free(struct pve_call *call)
+{
+    pve_vm_list_free(call->u.clone.in_use);
+}
+
+static const struct pve_call_ops pick_ops = {
+    .run = pick_run,
+    .step_done = pick_step_done,
+    .free = pick_free,
+};
+
+int pve_vmid_pick(struct pve_client *c, bool (*vmid_taken)(uint32_t vmid, void *userdata),
+                  void *vmid_taken_userdata, PVE_CALL_ARGS)
+{
+    struct pve_call *call;
+    int r;
+
+    if (!c || !c->vmid_min || !c->vmid_max)
+        return -EINVAL;
+    r = pve_call_new(c, PVE_CALL_CLONE, &pick_ops, false, timeout_ms, cb, userdata, &call);
+    if (r < 0)
+        return r;
+    call->u.clone.auto_id = true;
+    call->u.clone.taken = vmid_taken;
+    call->u.clone.taken_userdata = vmid_taken_userdata;
+    pve_call_queue(call, true);
+    return pve_call_started(call, 0, ret_call);
 }

@@ -183,6 +183,8 @@ struct pve_call_ops {
     void (*detach)(struct pve_call *call);
     /* Frees the kind's state (from the close callback). */
     void (*free)(struct pve_call *call);
+    /* The request started a task: call->upid is set, the wait begins. May be NULL. */
+    void (*task_started)(struct pve_call *call);
 };
 
 struct pve_clone_queue;
@@ -196,6 +198,8 @@ struct pve_clone_state {
     bool auto_id; /* newid 0: the client picks ids */
     bool (*taken)(uint32_t vmid, void *userdata);
     void *taken_userdata;
+    void (*on_task)(const char *upid, void *userdata);
+    void *on_task_userdata;
     uint32_t tried[PVE_VMID_ALLOC_ATTEMPTS];
     unsigned n_tried;
     struct pve_vm_list *in_use;

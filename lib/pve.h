@@ -145,6 +145,10 @@ struct pve_clone_params {
      * ids); may be NULL. */
     bool (*vmid_taken)(uint32_t vmid, void *userdata);
     void *vmid_taken_userdata;
+    /* Called once the clone task started (its UPID known, before the wait for it), e.g. to
+     * record the UPID so that a restart can find out how the clone ended. May be NULL. */
+    void (*on_task)(const char *upid, void *userdata);
+    void *on_task_userdata;
 };
 /* POST /nodes/{node}/lxc/{template}/clone and wait for the task. Serialised per template
  * (FIFO; the call's deadline includes the time spent waiting in the queue).
@@ -155,6 +159,13 @@ struct pve_clone_params {
  * create its container. Errors: -ENOSPC when vmid_range has no free id, -EBUSY (returned)
  * when PVE_CLONE_QUEUE_MAX clones already wait for the template. */
 int pve_clone(struct pve_client *c, const struct pve_clone_params *p, PVE_CALL_ARGS);
+/* Picks a free vmid for a clone without cloning: reads /cluster/resources and picks as
+ * pve_clone does with newid 0 (random free id of vmid_range, not in use in the cluster, not
+ * in a clone call of this client in flight, not vmid_taken). res->vmid. Nothing is
+ * reserved: a clone of it may still meet "already exists" (pick again then). -ENOSPC when
+ * vmid_range has no free id. */
+int pve_vmid_pick(struct pve_client *c, bool (*vmid_taken)(uint32_t vmid, void *userdata),
+                  void *vmid_taken_userdata, PVE_CALL_ARGS);
 
 /* GET .../lxc/{vmid}/config (current=1 when current): res->data. */
 int pve_config_get(struct pve_client *c, const char *node, uint32_t vmid, bool current,

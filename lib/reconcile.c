@@ -828,6 +828,8 @@ static void load_records(struct reconcile *rc)
     }
     rc->st.registry_problems += n_probs;
     reg_problems_free(probs, n_probs);
+    /* Keyed creates that were cloning run on (sandbox-resume.c); their records leave recs. */
+    rc->st.resumed += engine_resume_creates(rc->e, rc->recs, rc->n_recs);
     /* A registry that was never reconciled (new, or its folder was lost): the markers say
      * what is ours. */
     {

@@ -9,10 +9,13 @@
  *     the pool (another daemon, or a human, owns it);
  *   - at start, records of the registry are matched with the containers by sandbox id:
  *     a READY record with a live container and an unexpired lease is re-attached (the SSH
- *     pool connects on first use); any other record (a create that was interrupted, a
- *     destroy that was interrupted, a failed create) is rolled back: its container is
- *     destroyed and the record removed. A create is READY in the registry before its reply
- *     is sent, so a create that returned to its caller is always re-attached;
+ *     pool connects on first use); one whose container is stopped is started again first
+ *     (reconcile-restart.h), and destroyed when that fails; a keyed create interrupted while
+ *     cloning (vmid and clone UPID recorded) is resumed (engine_resume_creates()): finished
+ *     when its clone task succeeded, rolled back otherwise; any other record (a create that
+ *     was interrupted, a destroy that was interrupted, a failed create) is rolled back: its
+ *     container is destroyed and the record removed. A create is READY in the registry before its
+ * reply is sent, so a create that returned to its caller is always re-attached;
  *   - a marked container with no record is an orphan and destroyed, except when the
  *     registry is new (the state folder was lost, or corrupt records moved aside): then a
  *     running container with an address and an unexpired lease in its marker is re-attached
@@ -58,6 +61,7 @@ struct reconcile_stats {
     uint64_t runs;
     uint64_t reattached;        /* sandboxes re-attached at start */
     uint64_t rolled_back;       /* interrupted creates/destroys finished by a destroy */
+    uint64_t resumed;           /* interrupted keyed creates finished after a restart */
     uint64_t orphans_destroyed; /* marked containers without a live record destroyed */
     uint64_t expired_destroyed; /* leases that ran out */
     uint64_t registry_problems; /* corrupt records moved aside at start */

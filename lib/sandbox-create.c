@@ -46,6 +46,11 @@ struct create_step {
 };
 
 static bool skip_resize(const struct sandbox *sb);
+static bool skip_clone_wait(const struct sandbox *sb);
+static bool skip_rekey(const struct sandbox *sb);
+static int start_vmid_pick(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
+static int start_vmid_save(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
+static int start_clone_wait(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
 static bool skip_fw_group(const struct sandbox *sb);
 static int start_clone(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
 static int start_config_put(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
@@ -64,8 +69,17 @@ static int start_ready_save(struct sandbox *sb, uint64_t timeout_ms, const char 
 static const struct create_step create_steps[] = {
     {SANDBOX_PENDING, 0, "recording the intent", NULL, NULL, /* by engine_create() */
      .crash_done = "create-intent-durable"},
+    /* The vmid is chosen and durable in the intent before the clone: a restart finds the
+     * container by it, and the clone task by the UPID recorded once the task started. */
+    {SANDBOX_PENDING, ENGINE_STEP_CONFIG_MS, "choosing the container id", start_vmid_pick,
+     "cannot choose a container id"},
+    {SANDBOX_PENDING, 0, "recording the container id", start_vmid_save,
+     "cannot write the registry record"},
     {SANDBOX_CLONING, ENGINE_STEP_CLONE_MS, "cloning", start_clone, "cannot start the clone",
      .crash_sent = "create-clone-sent"},
+    /* A create resumed after a restart (sandbox-resume.c) enters here. */
+    {SANDBOX_CLONING, ENGINE_STEP_CLONE_MS, "waiting for the interrupted clone", start_clone_wait,
+     "cannot poll the clone task", .skip = skip_clone_wait},
     {SANDBOX_CONFIGURING, ENGINE_STEP_CONFIG_MS, "configuring", start_config_put,
      "cannot configure the container"},
     {SANDBOX_CONFIGURING, ENGINE_STEP_CONFIG_MS, "configuring", start_config_get,
@@ -91,11 +105,12 @@ static const struct create_step create_steps[] = {
     /* The sandbox's own host key (hostkey.h): regenerated over the session authenticated
      * with the template's key, recorded in the marker, then the only key accepted. */
     {SANDBOX_CONNECTING, ENGINE_STEP_CONFIG_MS, "regenerating the SSH host key", rekey_start,
-     "cannot regenerate the SSH host key", .ssh = true, .crash_done = "create-rekeyed"},
+     "cannot regenerate the SSH host key", .ssh = true, .skip = skip_rekey,
+     .crash_done = "create-rekeyed"},
     {SANDBOX_CONNECTING, ENGINE_STEP_CONFIG_MS, "recording the SSH host key", rekey_marker_start,
-     "cannot record the SSH host key"},
+     "cannot record the SSH host key", .skip = skip_rekey},
     {SANDBOX_CONNECTING, UINT64_MAX, "connecting over SSH with the new host key", start_reconnect,
-     "cannot start the SSH connect", .ssh = true},
+     "cannot start the SSH connect", .ssh = true, .skip = skip_rekey},
     /* READY is durable before the caller hears of it: a restart re-attaches the sandbox. */
     {SANDBOX_READY, 0, "recording the sandbox as ready", start_ready_save,
      "cannot write the registry record", .crash_done = "create-ready-durable"},
@@ -336,15 +351,116 @@ static bool vmid_taken(uint32_t vmid, void *userdata)
     return false;
 }
 
+static void on_vmid_picked(const struct pve_result *res, void *userdata)
+{
+    struct sandbox *sb = userdata;
+
+    sb->call = NULL;
+    if (res->error == 0)
+        sb->vmid = res->vmid;
+    step_pve_done(sb, res);
+}
+
+static int start_vmid_pick(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    return pve_vmid_pick(sb->engine->pve, vmid_taken, sb->engine, timeout_ms, on_vmid_picked, sb,
+                         &sb->call);
+}
+
+static void on_vmid_saved(int r, void *userdata)
+{
+    struct sandbox *sb = userdata;
+    struct engine_error err = {
+        .kind = ENGINE_E_INTERNAL, .error = r, .message = "cannot write the registry record"};
+
+    sb->refs--;
+    if (sb->state == SANDBOX_GONE || !sb->create_op) { /* dropped by engine_close() */
+        sandbox_maybe_free(sb);
+        return;
+    }
+    on_step_done(sb, r < 0 ? &err : NULL);
+}
+
+static int start_vmid_save(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    int r;
+
+    sb->refs++;
+    r = sandbox_save(sb, on_vmid_saved, sb);
+    if (r < 0)
+        sb->refs--;
+    return r;
+}
+
+static void on_upid_saved(int r, void *userdata)
+{
+    struct sandbox *sb = userdata;
+
+    sb->refs--;
+    if (r >= 0)
+        test_crash_point("create-clone-task-recorded");
+    sandbox_maybe_free(sb);
+}
+
+/* The clone task started: its UPID goes into the record (the clone goes on meanwhile). */
+static void on_clone_task(const char *upid, void *userdata)
+{
+    struct sandbox *sb = userdata;
+
+    free(sb->upid);
+    sb->upid = strdup(upid);
+    sb->refs++;
+    if (!sb->upid || sandbox_save(sb, on_upid_saved, sb) < 0)
+        sb->refs--;
+}
+
+#define VMID_ATTEMPTS 5u /* "already exists" at clone time: another id, this many times */
+
 static void on_cloned(const struct pve_result *res, void *userdata)
 {
     struct sandbox *sb = userdata;
 
     sb->call = NULL;
-    if (res->vmid)
-        sb->vmid = res->vmid;
+    /* 0 when the call proves it created nothing (e.g. the id was taken meanwhile): then no
+     * cleanup may touch that id. */
+    sb->vmid = res->vmid;
     test_crash_point("create-cloned");
+    if (!res->vmid && pve_error_exists(res) && sb->vmid_attempts + 1 < VMID_ATTEMPTS) {
+        if (create_check_abort(sb))
+            return;
+        sb->vmid_attempts++;
+        log_debug(COMP, "%s: the container id was taken meanwhile; choosing another", sb->id);
+        while (sb->step > 0 && create_steps[sb->step].start != start_vmid_pick)
+            sb->step--;
+        step_next(sb);
+        return;
+    }
     step_pve_done(sb, res);
+}
+
+/* [ssh] rekey = false: the sandbox keeps the template's host key (see hostkey.h). */
+static bool skip_rekey(const struct sandbox *sb)
+{
+    return !sb->engine->cfg->ssh.rekey;
+}
+
+static bool skip_clone_wait(const struct sandbox *sb)
+{
+    return !sb->resumed;
+}
+
+static int start_clone_wait(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    return pve_wait_task(sb->engine->pve, sb->node, sb->upid, timeout_ms, on_step_pve, sb,
+                         &sb->call);
+}
+
+void create_resume(struct sandbox *sb)
+{
+    for (sb->step = 0; sb->step < ELEMENTSOF(create_steps); sb->step++)
+        if (create_steps[sb->step].start == start_clone_wait)
+            break;
+    step_next(sb);
 }
 
 static int start_clone(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
@@ -366,8 +482,9 @@ static int start_clone(struct sandbox *sb, uint64_t timeout_ms, const char **ret
         .pool = e->cfg->proxmox.pool,
         .full = e->cfg->proxmox.full_clone ? 1 : -1,
         .storage = e->cfg->proxmox.full_clone ? e->cfg->proxmox.storage : NULL,
-        .vmid_taken = vmid_taken,
-        .vmid_taken_userdata = e,
+        .newid = sb->vmid,
+        .on_task = on_clone_task,
+        .on_task_userdata = sb,
     };
     return pve_clone(e->pve, &cp, timeout_ms, on_cloned, sb, &sb->call);
 }

@@ -55,6 +55,8 @@ struct sandbox {
     uint64_t step_started_ms;  /* when the running create step began (uv_now scale) */
     unsigned ip_poll_ms;       /* the address wait's next poll interval */
     unsigned connect_attempts; /* SSH connects retried so far */
+    unsigned vmid_attempts;    /* vmids found taken at clone time so far */
+    bool resumed;              /* a create interrupted by a restart, finished after it */
     uint64_t rootfs_gb;        /* the clone's disk size (0: unknown), read while configuring */
     uint64_t started_ms;       /* create start (uv_now scale) */
     uint64_t deadline_ms;      /* create deadline (uv_now scale) */
@@ -159,6 +161,9 @@ void create_step_done(struct sandbox *sb, const struct engine_error *err);
 void create_step_pve_done(struct sandbox *sb, const struct pve_result *res);
 /* Time left for the running create step; 0 once its deadline passed. */
 uint64_t create_step_left(struct sandbox *sb);
+
+/* Runs a resumed create (sandbox-resume.c) from the wait for its recorded clone task. */
+void create_resume(struct sandbox *sb);
 
 /* ---- sandbox-rekey.c: the per-sandbox host key steps ---- */
 int rekey_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);

@@ -96,6 +96,9 @@ struct engine_hooks {
     /* Something the operator must see (firewall disabled, Proxmox unreachable, orphans):
      * level is syslog's. May be NULL. */
     void (*notice)(int level, const char *msg, void *userdata);
+    /* A create interrupted by a restart and resumed (engine_resume_creates()) ended: err
+     * NULL and sb READY, or the failure (sb being cleaned up). May be NULL. */
+    void (*resumed)(const struct engine_error *err, struct sandbox *sb, void *userdata);
     void *userdata;
 };
 
@@ -190,6 +193,12 @@ void engine_emit_notice(struct engine *e, int level, const char *msg);
 /* Puts a READY sandbox rebuilt from a record into the table (re-attach after a restart);
  * its SSH pool connects on first use. -EEXIST when the id is already there. */
 int engine_adopt(struct engine *e, const struct reg_record *r, struct sandbox **ret);
+/* At start, before the first reconcile: the keyed creates of recs interrupted while cloning
+ * (state cloning or configuring, vmid and clone UPID recorded, lease alive) go back into
+ * the table and run on from the wait for their clone task (sandbox-resume.c); each such
+ * record is freed and its slot set to NULL. Their outcome goes to the resumed hook. Returns
+ * how many were resumed. */
+size_t engine_resume_creates(struct engine *e, struct reg_record **recs, size_t n);
 /* Saves sb's record now (asynchronously; cb may be NULL, errors then only logged). */
 int engine_save(struct sandbox *sb, void (*cb)(int r, void *userdata), void *userdata);
 /* True while a create, destroy or internet change of sb is running. */

@@ -91,9 +91,66 @@ def main():
             finally:
                 env.sim.admin("DELETE", "/faults")
 
+        def crash_mid_clone(key, fault=None):
+            """Starts a keyed create on a daemon that dies once the clone task's UPID is
+            durable (the clone still running); returns the create's params and its record."""
+            params = {"ttl_s": 600, "idempotency_key": key, "labels": {"k": key}}
+            state["c"].close()
+            env.sim.admin("PUT", "/settings", {"clone_time": 1.5})
+            if fault:
+                env.sim.admin("POST", "/faults", fault)
+            restart_with_crash(env, "create-clone-task-recorded")
+            c = env.client()
+            c.send("sandbox.create", params)
+            wait_dead(env)
+            c.close()
+            rec = [r for r in records(env).values() if r.get("idempotency_key") == key]
+            assert len(rec) == 1 and rec[0]["state"] == "cloning" and rec[0]["vmid"] and rec[0].get("upid"), rec
+            return params, rec[0]
+
+        def ours_for(sid):
+            return [v for v, m in marked_containers(env).items() if m.get("sandbox") == sid]
+
+        def mid_clone_retry_one_container():
+            params, rec = crash_mid_clone("k-mid-clone-1")
+            launch(env)
+            c = state["c"] = env.client()
+            got = c.call("sandbox.create", params)  # the retry right after the restart
+            env.sim.admin("PUT", "/settings", {"clone_time": 0.1})
+            assert got["id"] == rec["id"] and got["vmid"] == rec["vmid"] and got["state"] == "ready", (got, rec)
+            assert got["labels"] == params["labels"], got
+            assert c.call("sandbox.exec", {"id": got["id"], "command": "echo ok"})["stdout"] == "ok\n"
+            live = {s["id"] for s in c.call("sandbox.list", {"all": True})["sandboxes"]}
+            marked = marked_containers(env)
+            assert sorted(m["sandbox"] for m in marked.values()) == sorted(live), (marked, live)
+            assert ours_for(got["id"]) == [rec["vmid"]], marked
+            st = wait_reconciled(env)
+            assert st["reconcile"]["resumed"] >= 1, st
+            again = c.call("sandbox.create", params)
+            assert again["id"] == got["id"], again
+            c.call("sandbox.destroy", {"id": got["id"]})
+
+        def mid_clone_failed_rolled_back():
+            params, rec = crash_mid_clone("k-mid-clone-2", {"method": "POST", "path": "/nodes/*/lxc/*/clone",
+                                                            "task_error": "storage full", "count": 1})
+            env.sim.admin("DELETE", "/faults")
+            launch(env)
+            c = state["c"] = env.client()
+            env.sim.admin("PUT", "/settings", {"clone_time": 0.1})
+            wait_until(lambda: rec["id"] not in records(env), what="the failed create's record removed")
+            assert not ours_for(rec["id"]), marked_containers(env)
+            assert rec["vmid"] not in env.containers()
+            got = c.call("sandbox.create", params)  # the key is free again: a new sandbox
+            assert got["id"] != rec["id"] and got["state"] == "ready", got
+            assert len(ours_for(got["id"])) == 1
+            c.call("sandbox.destroy", {"id": got["id"]})
+
         tests += [("labels survive a lost state folder", labels_survive_lost_state),
                   ("a READY sandbox stopped while the daemon was down is started again", stopped_is_started),
-                  ("a stopped sandbox whose start fails is destroyed", stopped_start_fails)]
+                  ("a stopped sandbox whose start fails is destroyed", stopped_start_fails),
+                  ("crash mid-clone, retry of the key: one container, the create finished",
+                   mid_clone_retry_one_container),
+                  ("crash mid-clone, the clone failed: rolled back", mid_clone_failed_rolled_back)]
         run_tests(env, tests)
         state["c"].close()
 

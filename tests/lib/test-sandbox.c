@@ -2,10 +2,11 @@
  * refusals (not configured, quota, ttl), a create against an unreachable API failing within
  * its deadline and leaving nothing in the table or the state folder, the reachability
  * probe, and a clean close. Against the fake Proxmox API (fixtures/fake-pve.py --mode pve):
- * a failure at each create step the fake serves (clone, configuration, disk, firewall,
- * start, address, ipfilter set), each ending with the container destroyed and nothing
- * left, and a destroy while the create runs. (The lifecycle against pve-sim is
- * tests/e2e.) */
+ * a failure at each create step the fake serves (vmid listing, clone, configuration, disk,
+ * firewall, start, address, ipfilter set), each ending with the container destroyed and
+ * nothing left, a destroy while the create runs, the vmid durable in the intent before the
+ * clone, and another id chosen when the first is taken at clone time. (The lifecycle against
+ * pve-sim is tests/e2e.) */
 #include "lib/macro.h"
 
 #include <check.h>
@@ -360,6 +361,9 @@ struct step_fault {
 /* One per create step the fake serves; the fake has no ipfilter sets, so the ipset step
  * fails by itself ("not implemented"). */
 static const struct step_fault step_faults[] = {
+    {"{\"method\":\"GET\",\"path\":\"/cluster/resources$\",\"status\":400,"
+     "\"reason\":\"listing refused\",\"count\":50}",
+     ENGINE_E_PROXMOX, "listing refused", "POST", "/clone"},
     {"{\"method\":\"POST\",\"path\":\"/clone$\",\"status\":400,\"reason\":\"clone refused\","
      "\"count\":50}",
      ENGINE_E_PROXMOX, "clone refused", "PUT", "/config"},
@@ -407,6 +411,96 @@ START_TEST(test_create_step_fails)
     ck_assert_msg(out.err.kind == f->kind, "kind %d: %s", out.err.kind, out.msg);
     ck_assert_msg(strstr(out.msg, f->message), "'%s' not in '%s'", f->message, out.msg);
     ck_assert(!fake_served(&p, f->next_method, f->next_path));
+    assert_nothing_left(&p);
+    pvefix_stop(&p);
+}
+END_TEST
+
+/* How many times the fake served method on a path containing path. */
+static unsigned fake_count(struct pvefix *p, const char *method, const char *path)
+{
+    json_object *st = fixture_state(&p->srv), *reqs;
+    unsigned n = 0;
+
+    ck_assert(json_object_object_get_ex(st, "requests", &reqs));
+    for (size_t i = 0; i < json_object_array_length(reqs); i++) {
+        json_object *r = json_object_array_get_idx(reqs, i), *m, *pa;
+
+        ck_assert(json_object_object_get_ex(r, "method", &m));
+        ck_assert(json_object_object_get_ex(r, "path", &pa));
+        n += strcmp(json_object_get_string(m), method) == 0 &&
+             strstr(json_object_get_string(pa), path) != NULL;
+    }
+    json_object_put(st);
+    return n;
+}
+
+/* The container id is chosen and durable in the intent before the clone POST: while the
+ * clone is held back, the record already names the vmid the clone then uses. */
+START_TEST(test_vmid_recorded_before_clone)
+{
+    struct pvefix p;
+    struct engine_error err = {};
+    struct sandbox_create_opts o = {
+        .owner_uid = 1000, .cores = -1, .memory_mb = -1, .disk_gb = -1, .ttl_s = -1};
+    struct outcome out = {};
+    struct sandbox *sb;
+    char path[256];
+    _cleanup_free_ char *rec = NULL;
+
+    pvefix_start(&p);
+    fixture_fault(&p.srv, "{\"method\":\"POST\",\"path\":\"/clone$\",\"delay_ms\":400}");
+    ck_assert_int_eq(engine_create(p.e, &o, on_create, &out, &err), 0);
+    sb = engine_first(p.e);
+    while (sb->state != SANDBOX_CLONING && !out.done)
+        uv_run(&p.loop, UV_RUN_ONCE);
+    ck_assert(!out.done);
+    ck_assert_uint_ne(sb->vmid, 0);
+    ck_assert(!fake_served(&p, "POST", "/clone"));
+    for (int i = 0; i < 200 && !rec; i++) {
+        uv_run(&p.loop, UV_RUN_NOWAIT);
+        snprintf(path, sizeof path, "%s/state/sandboxes/%s.json", p.fx.dir, sb->id);
+        if (access(path, F_OK) == 0) {
+            _cleanup_free_ char *txt = slurp(path);
+            char want[64];
+
+            snprintf(want, sizeof want, "\"vmid\": %u", sb->vmid);
+            if (strstr(txt, want))
+                rec = TAKE_PTR(txt);
+        }
+        if (!rec)
+            usleep(5000);
+    }
+    ck_assert_msg(rec != NULL, "the intent does not name vmid %u", sb->vmid);
+    while (!out.done)
+        uv_run(&p.loop, UV_RUN_ONCE);
+    snprintf(path, sizeof path, "/lxc/9000/clone");
+    ck_assert_uint_eq(fake_count(&p, "POST", path), 1);
+    assert_nothing_left(&p); /* the fake has no ipfilter sets: the create fails there */
+    pvefix_stop(&p);
+}
+END_TEST
+
+/* The chosen id is taken by someone else before the clone ("already exists"): nothing of
+ * ours exists under it, so it is not cleaned up; another id is chosen and cloned. */
+START_TEST(test_vmid_taken_meanwhile)
+{
+    struct pvefix p;
+    struct engine_error err = {};
+    struct sandbox_create_opts o = {
+        .owner_uid = 1000, .cores = -1, .memory_mb = -1, .disk_gb = -1, .ttl_s = -1};
+    struct outcome out = {};
+
+    pvefix_start(&p);
+    fixture_fault(&p.srv, "{\"method\":\"POST\",\"path\":\"/clone$\",\"status\":500,"
+                          "\"reason\":\"CT 1234 already exists on node 'pve'\",\"count\":1}");
+    ck_assert_int_eq(engine_create(p.e, &o, on_create, &out, &err), 0);
+    while (!out.done)
+        uv_run(&p.loop, UV_RUN_ONCE);
+    ck_assert_msg(strstr(out.msg, "not implemented"), "%s", out.msg); /* got past the clone */
+    ck_assert_uint_eq(fake_count(&p, "GET", "/cluster/resources"), 2);
+    ck_assert_uint_eq(fake_count(&p, "POST", "/clone"), 2);
+    ck_assert_uint_eq(fake_count(&p, "DELETE", "/lxc/"), 1); /* only the clone that exists */
     assert_nothing_left(&p);
     pvefix_stop(&p);
 }
@@ -477,6 +571,8 @@ static Suite *suite(void)
     tcase_add_unchecked_fixture(tc, fixture_certs_init, fixture_certs_done);
     tcase_add_loop_test(tc, test_create_step_fails, 0, (int)ELEMENTSOF(step_faults));
     tcase_add_loop_test(tc, test_destroy_during_create, 0, 5);
+    tcase_add_test(tc, test_vmid_recorded_before_clone);
+    tcase_add_test(tc, test_vmid_taken_meanwhile);
     suite_add_tcase(s, tc);
     return s;
 }
