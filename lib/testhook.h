@@ -5,6 +5,8 @@
 /* When SANDBOXD_TEST_HOOKS=1 and SANDBOXD_TEST_CRASH_AT=<point>[:<ms>] names this point, the
  * process kills itself with SIGKILL (after <ms> milliseconds, from another thread, when
  * given). Points: create-before-intent, create-intent-durable, create-clone-sent,
- * create-cloned, create-starting, create-connecting, create-before-ready,
- * create-ready-durable, create-replied, destroy-stop-sent, destroy-deleted. */
+ * create-clone-task-recorded (the clone task's UPID durable, the clone running),
+ * create-cloned, create-starting, create-connecting, create-rekeyed (the sandbox's own host
+ * key made, not yet recorded), create-before-ready, create-ready-durable, create-replied,
+ * destroy-stop-sent, destroy-deleted. */
 void test_crash_point(const char *name);

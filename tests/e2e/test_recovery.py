@@ -10,10 +10,12 @@ stop keeps the sandboxes; destroy_on_stop destroys them.
 The kill points (SANDBOXD_TEST_CRASH_AT, lib/testhook.h; ":N" = N ms after the point):
   create-before-intent   before the intent record is durable
   create-intent-durable  the intent is durable, nothing asked of Proxmox yet
-  create-clone-sent:40   the clone POST went out, its task (UPID) is running
+  create-clone-sent:40   the clone POST went out, its task (UPID) is running (a keyed create
+                         whose UPID was recorded is finished after the restart)
   create-cloned          the clone task ended (UPID done, vmid known), not yet recorded
   create-starting:20     the start task is running
   create-connecting      SSH connect in progress
+  create-rekeyed         the sandbox's own host key made, not yet recorded (rolled back)
   create-before-ready    SSH is up, READY not yet recorded
   create-ready-durable   READY is durable, the reply not yet sent (re-attached)
   create-replied:100     the reply was sent (re-attached, same lease)
@@ -41,6 +43,7 @@ CREATE_POINTS = [
     ("create-cloned", False),
     ("create-starting:20", False),
     ("create-connecting", False),
+    ("create-rekeyed", False),
     ("create-before-ready", False),
     ("create-ready-durable", False),
     ("create-replied:100", True),

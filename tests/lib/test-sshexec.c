@@ -444,6 +444,25 @@ START_TEST(test_build_command_fallback_local)
 }
 END_TEST
 
+/* container_pid_namespace: the command runs in the caller's PID namespace even where
+ * unshare and nsenter work (the daemon's own scripts that signal sshd). */
+START_TEST(test_build_command_container_pidns_local)
+{
+    struct sshexec_params p = {.command = "echo \"$$\" \"$SANDBOXD_EXEC_ID\"; exit 3",
+                               .container_pid_namespace = true};
+    char *line = NULL, out[256];
+    int status;
+
+    ck_assert_int_eq(sshexec_build_command(&p, "00ff", &line), 0);
+    ck_assert_ptr_null(strstr(line, "unshare"));
+    status = run_line_local(line, "PATH=/usr/sbin:/usr/bin:/sbin:/bin", out, sizeof(out));
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 3);
+    ck_assert_str_eq(out + strcspn(out, " "), " 00ff\n");
+    ck_assert_int_gt(atoi(out), 4); /* the caller's numbering: no namespace of its own */
+    free(line);
+}
+END_TEST
+
 /* The built line, run by a local shell, passes env, cwd and argv through untouched. */
 START_TEST(test_build_command_roundtrip_local)
 {
@@ -1167,6 +1186,7 @@ static Suite *sshexec_suite(void)
     tcase_add_test(tc, test_build_command_rejects);
     tcase_add_test(tc, test_build_command_limits);
     tcase_add_test(tc, test_build_command_fallback_local);
+    tcase_add_test(tc, test_build_command_container_pidns_local);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("sshd");
