@@ -84,8 +84,8 @@ def main():
                 launch(env)
                 wait_reconciled(env)
                 c = state["c"] = env.client()
-                wait_until(lambda: sb["vmid"] not in env.containers(), what="the stopped container destroyed")
-                assert sb["id"] not in records(env)
+                wait_until(lambda: sb["vmid"] not in env.containers() and sb["id"] not in records(env),
+                           what="the stopped container destroyed and its record removed")
                 ids = [s["id"] for s in c.call("sandbox.list", {})["sandboxes"]]
                 assert sb["id"] not in ids, ids
             finally:
