@@ -10,6 +10,8 @@
   rss       daemon RSS with 100 live sandboxes
 
 Usage: bench_sandbox.py [--quick] [--only exec,flight,create,files,rss]
+(create also measures the per-sandbox host key steps and, in a second simulator, the same
+creates with [ssh] rekey = false as their baseline; --only create for the per-step figures)
 (--quick: smaller counts, for a smoke run)."""
 
 import argparse
@@ -136,6 +138,7 @@ def cpu_ms(pid):
     return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
 
 
+CREATE_LAT = []  # the sequential create latencies, for the rekey baseline
 REKEY_STEPS = ("regenerating the SSH host key", "recording the SSH host key",
                "connecting over SSH with the new host key")
 
@@ -172,6 +175,7 @@ def bench_create(env, c, n_seq, n_par):
     print(f"create -> ready, simulator delays 0: {ms(lat)}; daemon CPU {cpu:.1f} ms per create "
           f"(its own work; the rest is waiting for the simulator's clone/start and sshd)")
     rekey_cost(env, sbs, lat)
+    CREATE_LAT[:] = lat
     destroy_all(c, sbs)
     t = time.perf_counter()
     sbs, errs = create_many(c, n_par)
@@ -261,6 +265,28 @@ def main():
             live = bench_rss(env, c, 10 if q else 100, live)
         destroy_all(c, live)
         print(f"bench done in {time.time() - t0:.0f} s")
+    if "create" in only:
+        rekey_baseline(3 if q else 10, lat_with=CREATE_LAT)
+
+
+def rekey_baseline(n, lat_with):
+    """The same sequential creates with [ssh] rekey = false (every sandbox keeps the
+    template's host key): the baseline the per-sandbox host key is measured against."""
+    with Env(sim_config=ZERO, log_level="debug",  # as the create-only run above
+             daemon_config={"ssh": {"rekey": "false"},
+                            "sandbox": {"max_per_uid": "128", "max_total": "128",
+                                        "create_timeout_s": "900"}}) as env:
+        c = env.client(timeout=1800)
+        lat, sbs = [], []
+        for _ in range(n):
+            t = time.perf_counter()
+            sbs.append(c.call("sandbox.create", {}))
+            lat.append(time.perf_counter() - t)
+        destroy_all(c, sbs)
+    print(f"create -> ready with rekey = false (baseline, same settings): {ms(lat)}")
+    if lat_with:
+        print(f"create: rekey costs {1000 * (pct(lat_with, 50) - pct(lat, 50)):.0f} ms at p50 "
+              f"(ratio {pct(lat_with, 50) / pct(lat, 50):.2f} against the baseline)")
 
 
 if __name__ == "__main__":
