@@ -141,6 +141,9 @@ static void create_fail(struct sandbox *sb, const struct engine_error *err)
     log_debug(COMP, "%s: create failed in %s: %s", sb->id, sandbox_state_to_string(sb->state),
               strna(err->message));
     op_set_error(sb->create_op, err);
+    /* A vmid chosen but never cloned to is not ours: the cleanup must not touch it. */
+    if (!sb->clone_issued)
+        sb->vmid = 0;
     free(sb->error);
     sb->error = strdup(err->message ? err->message : "create failed");
     if (e->closing) {
@@ -429,6 +432,7 @@ static void on_cloned(const struct pve_result *res, void *userdata)
         if (create_check_abort(sb))
             return;
         sb->vmid_attempts++;
+        sb->clone_issued = false;
         log_debug(COMP, "%s: the container id was taken meanwhile; choosing another", sb->id);
         while (sb->step > 0 && create_steps[sb->step].start != start_vmid_pick)
             sb->step--;
@@ -486,7 +490,10 @@ static int start_clone(struct sandbox *sb, uint64_t timeout_ms, const char **ret
         .on_task = on_clone_task,
         .on_task_userdata = sb,
     };
-    return pve_clone(e->pve, &cp, timeout_ms, on_cloned, sb, &sb->call);
+    r = pve_clone(e->pve, &cp, timeout_ms, on_cloned, sb, &sb->call);
+    if (r >= 0)
+        sb->clone_issued = true;
+    return r;
 }
 
 static int start_config_put(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)

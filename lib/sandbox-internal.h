@@ -57,6 +57,7 @@ struct sandbox {
     unsigned connect_attempts; /* SSH connects retried so far */
     unsigned vmid_attempts;    /* vmids found taken at clone time so far */
     bool resumed;              /* a create interrupted by a restart, finished after it */
+    bool clone_issued;         /* the clone call went out: vmid may name a container of ours */
     uint64_t rootfs_gb;        /* the clone's disk size (0: unknown), read while configuring */
     uint64_t started_ms;       /* create start (uv_now scale) */
     uint64_t deadline_ms;      /* create deadline (uv_now scale) */

@@ -67,7 +67,7 @@ static int resume_one(struct engine *e, const struct reg_record *r)
     sb->disk_gb = r->disk_gb ? (unsigned)r->disk_gb : cs->default_disk_gb;
     sb->created_at = r->created_at;
     sb->expires_at = r->expires_at;
-    sb->resumed = true;
+    sb->resumed = sb->clone_issued = true;
     sb->started_ms = sb->step_started_ms = now_ms(e);
     sb->deadline_ms = sb->started_ms + (uint64_t)cs->create_timeout_s * 1000;
     k = labels_copy(r->labels, &sb->labels);
