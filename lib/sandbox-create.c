@@ -24,7 +24,12 @@
 /* With ipfilter=1 Proxmox passes only source addresses in the container's ipfilter-net0 set,
  * and a DHCP lease is in no set by itself: without the ipset steps the sandbox sends no
  * IPv4 at all (SSH replies included). The set may exist already (copied from the template's
- * firewall file), and a retried add may find the entry: both are fine. */
+ * firewall file), and a retried add may find the entry: both are fine.
+ *
+ * pve-firewall applies the stored configuration on its own cycle (every 10 s), whatever the
+ * order of the calls. So ipfilter is switched on only once the set holds the address: a
+ * cycle may then apply the set without ipfilter, or both, but never ipfilter without the
+ * address, which would drop everything the container sends until the next cycle. */
 #define IPFILTER_SET "ipfilter-net0"
 #define IP_CALL_MS 10000u /* one interfaces query of the address wait */
 
@@ -56,6 +61,7 @@ static int start_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret
 static int start_ip_poll(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
 static int start_ipset_create(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
 static int start_ipset_add(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
+static int start_fw_ipfilter(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
 static int start_connect(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
 static int start_ready_save(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
 
@@ -83,6 +89,8 @@ static const struct create_step create_steps[] = {
      start_ipset_create, "cannot create the ipfilter set"},
     {SANDBOX_WAITING_IP, ENGINE_STEP_CONFIG_MS, "adding the address to the firewall's ipfilter set",
      start_ipset_add, "cannot add the address to the ipfilter set"},
+    {SANDBOX_WAITING_IP, ENGINE_STEP_CONFIG_MS, "turning on the firewall's ipfilter",
+     start_fw_ipfilter, "cannot turn on the ipfilter"},
     /* Retries dropped connects (ENGINE_CONNECT_ATTEMPTS) under the create deadline. */
     {SANDBOX_CONNECTING, UINT64_MAX, "connecting over SSH", start_connect,
      "cannot start the SSH connect", .ssh = true, .crash_sent = "create-connecting"},
@@ -414,7 +422,7 @@ static int start_fw_options(struct sandbox *sb, uint64_t timeout_ms, const char 
     json_object_object_add(p, "enable", json_object_new_int(1));
     json_object_object_add(p, "policy_in", json_object_new_string("DROP"));
     json_object_object_add(p, "policy_out", json_object_new_string("DROP"));
-    json_object_object_add(p, "ipfilter", json_object_new_int(1));
+    json_object_object_add(p, "ipfilter", json_object_new_int(0)); /* start_fw_ipfilter() */
     json_object_object_add(p, "macfilter", json_object_new_int(1));
     return pve_fw_options_put(sb->engine->pve, sb->node, sb->vmid, p, timeout_ms, on_step_pve, sb,
                               &sb->call);
@@ -487,6 +495,19 @@ static int start_ipset_add(struct sandbox *sb, uint64_t timeout_ms, const char *
 {
     return pve_fw_ipset_add(sb->engine->pve, sb->node, sb->vmid, IPFILTER_SET, sb->ip, timeout_ms,
                             on_ipset, sb, &sb->call);
+}
+
+static int start_fw_ipfilter(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    _cleanup_json_ json_object *p = json_object_new_object();
+
+    if (!p) {
+        *ret_fail = "out of memory";
+        return -ENOMEM;
+    }
+    json_object_object_add(p, "ipfilter", json_object_new_int(1));
+    return pve_fw_options_put(sb->engine->pve, sb->node, sb->vmid, p, timeout_ms, on_step_pve, sb,
+                              &sb->call);
 }
 
 static void on_connected(struct sshpool *pool, int error, void *userdata)

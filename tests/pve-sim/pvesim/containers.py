@@ -224,6 +224,8 @@ class ContainersMixin:
         if rt:
             if rt.get("timer"):
                 rt["timer"].cancel()
+            if self.release_leases(rt.get("old_macs", [])):
+                self.save()
             self.net.kill_proc(rt.get("proc"))
         self.net.ct_down(vmid)
         with self.lock:
