@@ -14,6 +14,7 @@
 #include "lib/registry.h"
 #include "lib/sandbox.h"
 #include "lib/util.h"
+#include "methods-internet.h"
 #include "methods.h"
 #include "req.h"
 #include "proto/b64.h"
@@ -474,33 +475,82 @@ static void method_list(struct req *r, void *params, void *userdata)
 
 /* ---- sandbox.set_internet ---- */
 
+struct pending_internet {
+    struct pending p; /* first: pending_detach() gets it */
+    bool wait;
+    uint64_t wait_ms;
+};
+
+/* Proxmox enforces a firewall change at its next cycle: the result says by when. */
+static void add_effective_by(json_object *o, const struct config *cfg)
+{
+    char t[RFC3339_MAX];
+
+    if (time_format_rfc3339(now_realtime() + (time_t)cfg->proxmox.firewall_period_s, t, sizeof t) ==
+        0)
+        json_object_object_add(o, "effective_by", json_object_new_string(t));
+}
+
 static void on_internet(const struct engine_error *err, struct sandbox *sb, void *userdata)
 {
-    on_created(err, sb, userdata);
+    struct pending_internet *pi = userdata;
+    struct sandbox_methods *sm = pi->p.sm;
+    const struct config *cfg = engine_config(sm->engine);
+    json_object *o;
+
+    if (pi->p.req && err)
+        reply_engine_error(pi->p.req, err);
+    else if (pi->p.req) {
+        o = sandbox_json(sb);
+        add_effective_by(o, cfg);
+        if (pi->wait)
+            internet_wait_start(sm->engine, pi->p.req, sb, sandbox_view_internet(sb),
+                                cfg->network.probe_ip, cfg->network.probe_port, pi->wait_ms, o);
+        else
+            req_reply(pi->p.req, o);
+    }
+    free(pi);
 }
 
 static void method_set_internet(struct req *r, void *params, void *userdata)
 {
     struct sandbox_methods *sm = userdata;
     const struct params_sandbox_set_internet *p = params;
+    const struct config *cfg = engine_config(sm->engine);
     struct engine_error err = {};
+    struct pending_internet *pi;
     struct sandbox *sb;
-    struct pending *pd;
 
     if (park_until_reconciled(sm, r, p->id, method_set_internet, params))
         return;
     sb = lookup(sm, r, p->id);
     if (!sb)
         return;
+    if (p->wait && !cfg->network.probe_ip) {
+        req_invalid_params(r, "wait",
+                           "needs [network] probe_address in the daemon's configuration");
+        return;
+    }
     if (sandbox_view_state(sb) != SANDBOX_READY) {
         reply_state(r, sb);
         return;
     }
-    pd = pending_new(sm, r);
-    if (!pd)
+    pi = calloc(1, sizeof *pi);
+    if (!pi) {
+        req_error(r, RPC_INTERNAL_ERROR, "out of memory");
         return;
-    if (engine_set_internet(sm->engine, sb, p->enabled, on_internet, pd, &err) < 0) {
-        free(pd);
+    }
+    pi->p.req = r;
+    pi->p.sm = sm;
+    pi->wait = p->wait;
+    pi->wait_ms = 1000u * (p->wait_timeout_s > 0
+                               ? (uint64_t)p->wait_timeout_s
+                               : INTERNET_WAIT_DEFAULT_CYCLES * cfg->proxmox.firewall_period_s +
+                                     INTERNET_WAIT_DEFAULT_EXTRA_S);
+    req_on_disconnect(r, pending_detach, &pi->p);
+    if (engine_set_internet(sm->engine, sb, p->enabled, on_internet, pi, &err) < 0) {
+        req_on_disconnect(r, NULL, NULL);
+        free(pi);
         reply_engine_error(r, &err);
     }
 }

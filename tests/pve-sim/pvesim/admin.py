@@ -55,7 +55,7 @@ def admin(h, sim, method, url, body):
                     return h.send_json({"error": "firewall_period must be 0..60"}, 400, "Bad Request")
             for k, v in req.items():
                 sim.settings[k] = v
-                if k == "firewall_period":
+                if k in ("firewall_period", "firewall_phase"):
                     sim.firewall_start_cycle()
         return h.send_json(sim.settings)
     if path == "/admin/firewall" and method == "GET":

@@ -40,6 +40,8 @@ def default_config():
         "authorized_key": None,
         "dhcp_delay": 1.0,
         "firewall_period": 10.0,         # pve-firewall's cycle (10 s on a node); 0: every change at once
+        "firewall_phase": None,
+        "dhcp_pool_size": 0,             # leases from .10 of the bridge subnet: 0 = to its end; N = N addresses          # seconds to the first tick; None: random in [0, period)
         "clone_time": 0.5,
         "start_time": 0.2,
         "stop_time": 0.1,

@@ -41,7 +41,7 @@ class Sim(StateMixin, ContainersMixin, DhcpMixin, FirewallMixin, FaultsMixin):
         ctf = cfg.get("ct_faults") or {}
         self.no_ip = set(int(x) for x in ctf.get("no_ip", []))
         self.no_sshd = set(int(x) for x in ctf.get("no_sshd", []))
-        self.settings = {k: cfg[k] for k in ("dhcp_delay", "firewall_period", "auth_failure_delay", "error_format",
+        self.settings = {k: cfg[k] for k in ("dhcp_delay", "firewall_period", "firewall_phase", "dhcp_pool_size", "auth_failure_delay", "error_format",
                                             "auth_error_style", "clone_time", "start_time", "stop_time",
                                             "destroy_time", "flock_timeout", "ip_never", "resources_lag",
                                             "legacy_vmid_strings", "interfaces_endpoint")}

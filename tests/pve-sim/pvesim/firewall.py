@@ -285,7 +285,10 @@ class FirewallMixin:
             if period <= 0 or self.closed:
                 self.fw_next_tick = None
                 return
-            self.fw_next_tick = time.monotonic() + random.uniform(0, period)
+            phase = self.settings.get("firewall_phase")
+            if phase is None or not 0 <= float(phase) <= period:
+                phase = random.uniform(0, period)
+            self.fw_next_tick = time.monotonic() + float(phase)
 
         def run():
             while True:

@@ -437,9 +437,11 @@ class DhcpMixin:
                 st = self.static_net(ct)
                 if st:
                     used.add(st[0])
+            pool = int(self.settings.get("dhcp_pool_size") or 0)
             for h in self.net.bridge.hosts():
                 ip = str(h)
-                if int(h) - int(self.net.bridge.network_address) < 10:
+                off = int(h) - int(self.net.bridge.network_address)
+                if off < 10 or (pool and off >= 10 + pool):
                     continue
                 if ip not in used:
                     self.leases[mac] = ip
