@@ -207,7 +207,11 @@ class Net:
         self.batch(None, [f"addr add {self.host_ip}/{self.transit.prefixlen} dev {self.host_if}",
                           f"link set {self.host_if} up",
                           f"route add {self.bridge} via {self.node_ip} dev {self.host_if} src {self.host_ip}"])
-        nodecmds = ["link set lo up", "link add vmbr0 type bridge",
+        # a fixed bridge address, as a node's bridge has from its uplink: without it Linux
+        # gives the bridge its lowest port's MAC, and each container start or destroy that
+        # changes it would flush the node's neighbour table, hiding stale entries
+        bmac = f"02:00:{self.inst[:2]}:{self.inst[2:]}:00:01"
+        nodecmds = ["link set lo up", f"link add vmbr0 address {bmac} type bridge",
                     f"addr add {self.gw}/{self.bridge.prefixlen} dev vmbr0", "link set vmbr0 up",
                     f"addr add {self.node_ip}/{self.transit.prefixlen} dev uplink", "link set uplink up"]
         hosts = ((self.inet_ns, self.inet, "inet0", "internet"), (self.lan_ns, self.lan, "lan0", "lan"))
