@@ -13,7 +13,7 @@
 #include <string.h>
 #include <uv.h>
 
-#include "lib/config-network.h"
+#include "lib/config.h"
 #include "lib/log.h"
 #include "lib/macro.h"
 #include "lib/sandbox.h"
@@ -157,6 +157,23 @@ static void on_disconnect(struct req *r, void *userdata)
         (void)sshexec_cancel(w->exec); /* on_probed() finishes */
     else
         finish(w);
+}
+
+void internet_add_effective_by(json_object *o, const struct config *cfg)
+{
+    char t[RFC3339_MAX];
+
+    if (time_format_rfc3339(now_realtime() + (time_t)cfg->proxmox.firewall_period_s, t, sizeof t) ==
+        0)
+        json_object_object_add(o, "effective_by", json_object_new_string(t));
+}
+
+uint64_t internet_wait_ms(const struct config *cfg, int64_t wait_timeout_s)
+{
+    if (wait_timeout_s > 0)
+        return 1000u * (uint64_t)wait_timeout_s;
+    return 1000u * ((uint64_t)INTERNET_WAIT_DEFAULT_CYCLES * cfg->proxmox.firewall_period_s +
+                    INTERNET_WAIT_DEFAULT_EXTRA_S);
 }
 
 void internet_wait_start(struct engine *e, struct req *r, const struct sandbox *sb, bool want,

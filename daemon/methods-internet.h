@@ -17,6 +17,14 @@ struct sandbox;
 #define INTERNET_WAIT_DEFAULT_CYCLES 2u
 #define INTERNET_WAIT_DEFAULT_EXTRA_S 10u
 
+struct config;
+
+/* Proxmox enforces a firewall change at its next cycle: adds effective_by (RFC 3339, now plus
+ * [proxmox] firewall_period_s) to a set_internet result. */
+void internet_add_effective_by(json_object *o, const struct config *cfg);
+/* The wait's deadline: wait_timeout_s (> 0), else the default. */
+uint64_t internet_wait_ms(const struct config *cfg, int64_t wait_timeout_s);
+
 /* Replies to r itself: result (taken) once a probe saw the wanted state, -32006 when
  * timeout_ms passes first, -32001/-32002 when the sandbox goes away meanwhile. */
 void internet_wait_start(struct engine *e, struct req *r, const struct sandbox *sb, bool want,

@@ -481,16 +481,6 @@ struct pending_internet {
     uint64_t wait_ms;
 };
 
-/* Proxmox enforces a firewall change at its next cycle: the result says by when. */
-static void add_effective_by(json_object *o, const struct config *cfg)
-{
-    char t[RFC3339_MAX];
-
-    if (time_format_rfc3339(now_realtime() + (time_t)cfg->proxmox.firewall_period_s, t, sizeof t) ==
-        0)
-        json_object_object_add(o, "effective_by", json_object_new_string(t));
-}
-
 static void on_internet(const struct engine_error *err, struct sandbox *sb, void *userdata)
 {
     struct pending_internet *pi = userdata;
@@ -502,7 +492,7 @@ static void on_internet(const struct engine_error *err, struct sandbox *sb, void
         reply_engine_error(pi->p.req, err);
     else if (pi->p.req) {
         o = sandbox_json(sb);
-        add_effective_by(o, cfg);
+        internet_add_effective_by(o, cfg);
         if (pi->wait)
             internet_wait_start(sm->engine, pi->p.req, sb, sandbox_view_internet(sb),
                                 cfg->network.probe_ip, cfg->network.probe_port, pi->wait_ms, o);
@@ -543,10 +533,7 @@ static void method_set_internet(struct req *r, void *params, void *userdata)
     pi->p.req = r;
     pi->p.sm = sm;
     pi->wait = p->wait;
-    pi->wait_ms = 1000u * (p->wait_timeout_s > 0
-                               ? (uint64_t)p->wait_timeout_s
-                               : INTERNET_WAIT_DEFAULT_CYCLES * cfg->proxmox.firewall_period_s +
-                                     INTERNET_WAIT_DEFAULT_EXTRA_S);
+    pi->wait_ms = internet_wait_ms(cfg, p->wait_timeout_s);
     req_on_disconnect(r, pending_detach, &pi->p);
     if (engine_set_internet(sm->engine, sb, p->enabled, on_internet, pi, &err) < 0) {
         req_on_disconnect(r, NULL, NULL);
@@ -580,7 +567,7 @@ static void method_renew(struct req *r, void *params, void *userdata)
     pd = pending_new(sm, r);
     if (!pd)
         return;
-    if (reconcile_renew(sm->reconcile, sb, p->ttl_s, on_internet, pd, &err) < 0) {
+    if (reconcile_renew(sm->reconcile, sb, p->ttl_s, on_created, pd, &err) < 0) {
         free(pd);
         reply_engine_error(r, &err);
     }
