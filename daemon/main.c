@@ -141,6 +141,13 @@ static void reload(struct daemon *d)
         n.ssh.rekey != c->ssh.rekey || n.ssh.connect_timeout_ms != c->ssh.connect_timeout_ms ||
         n.ssh.sessions_per_sandbox != c->ssh.sessions_per_sandbox)
         log_notice(COMP, "[ssh] changed: a restart applies it");
+    if (n.network.static_mode != c->network.static_mode || n.network.first != c->network.first ||
+        n.network.last != c->network.last || n.network.prefix != c->network.prefix ||
+        n.network.gateway != c->network.gateway || !str_eq(n.network.dns, c->network.dns) ||
+        n.network.probe_ip != c->network.probe_ip ||
+        n.network.probe_port != c->network.probe_port ||
+        n.proxmox.firewall_period_s != c->proxmox.firewall_period_s)
+        log_notice(COMP, "[network] or firewall_period_s changed: a restart applies it");
 
     c->server.max_connections = n.server.max_connections;
     c->server.max_connections_per_uid = n.server.max_connections_per_uid;

@@ -14,6 +14,7 @@
 #include "lib/registry.h"
 #include "lib/sandbox.h"
 #include "lib/util.h"
+#include "methods-internet.h"
 #include "methods.h"
 #include "req.h"
 #include "proto/b64.h"
@@ -474,33 +475,69 @@ static void method_list(struct req *r, void *params, void *userdata)
 
 /* ---- sandbox.set_internet ---- */
 
+struct pending_internet {
+    struct pending p; /* first: pending_detach() gets it */
+    bool wait;
+    uint64_t wait_ms;
+};
+
 static void on_internet(const struct engine_error *err, struct sandbox *sb, void *userdata)
 {
-    on_created(err, sb, userdata);
+    struct pending_internet *pi = userdata;
+    struct sandbox_methods *sm = pi->p.sm;
+    const struct config *cfg = engine_config(sm->engine);
+    json_object *o;
+
+    if (pi->p.req && err)
+        reply_engine_error(pi->p.req, err);
+    else if (pi->p.req) {
+        o = sandbox_json(sb);
+        internet_add_effective_by(o, cfg);
+        if (pi->wait)
+            internet_wait_start(sm->engine, pi->p.req, sb, sandbox_view_internet(sb),
+                                cfg->network.probe_ip, cfg->network.probe_port, pi->wait_ms, o);
+        else
+            req_reply(pi->p.req, o);
+    }
+    free(pi);
 }
 
 static void method_set_internet(struct req *r, void *params, void *userdata)
 {
     struct sandbox_methods *sm = userdata;
     const struct params_sandbox_set_internet *p = params;
+    const struct config *cfg = engine_config(sm->engine);
     struct engine_error err = {};
+    struct pending_internet *pi;
     struct sandbox *sb;
-    struct pending *pd;
 
     if (park_until_reconciled(sm, r, p->id, method_set_internet, params))
         return;
     sb = lookup(sm, r, p->id);
     if (!sb)
         return;
+    if (p->wait && !cfg->network.probe_ip) {
+        req_invalid_params(r, "wait",
+                           "needs [network] probe_address in the daemon's configuration");
+        return;
+    }
     if (sandbox_view_state(sb) != SANDBOX_READY) {
         reply_state(r, sb);
         return;
     }
-    pd = pending_new(sm, r);
-    if (!pd)
+    pi = calloc(1, sizeof *pi);
+    if (!pi) {
+        req_error(r, RPC_INTERNAL_ERROR, "out of memory");
         return;
-    if (engine_set_internet(sm->engine, sb, p->enabled, on_internet, pd, &err) < 0) {
-        free(pd);
+    }
+    pi->p.req = r;
+    pi->p.sm = sm;
+    pi->wait = p->wait;
+    pi->wait_ms = internet_wait_ms(cfg, p->wait_timeout_s);
+    req_on_disconnect(r, pending_detach, &pi->p);
+    if (engine_set_internet(sm->engine, sb, p->enabled, on_internet, pi, &err) < 0) {
+        req_on_disconnect(r, NULL, NULL);
+        free(pi);
         reply_engine_error(r, &err);
     }
 }
@@ -530,7 +567,7 @@ static void method_renew(struct req *r, void *params, void *userdata)
     pd = pending_new(sm, r);
     if (!pd)
         return;
-    if (reconcile_renew(sm->reconcile, sb, p->ttl_s, on_internet, pd, &err) < 0) {
+    if (reconcile_renew(sm->reconcile, sb, p->ttl_s, on_created, pd, &err) < 0) {
         free(pd);
         reply_engine_error(r, &err);
     }

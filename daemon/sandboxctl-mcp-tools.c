@@ -48,8 +48,10 @@ static const struct mcp_tool tools[] = {
      TOOL_TAKES_ID | TOOL_UNPINNED | TOOL_DESTRUCTIVE | TOOL_IDEMPOTENT, "", render_destroyed},
     {"sandbox_set_internet", "sandbox.set_internet", "Switch internet access",
      "Allow (enabled: true) or block (enabled: false) outbound internet access of a sandbox: "
-     "HTTP, HTTPS and DNS only; other hosts on the network are never reachable. The change takes "
-     "effect within about 10 seconds.",
+     "HTTP, HTTPS and DNS only; other hosts on the network are never reachable. Proxmox "
+     "enforces the change at its next firewall cycle (about 10 seconds; effective_by says by "
+     "when); with wait: true the call returns only once a probe from inside the sandbox confirms "
+     "it.",
      TOOL_TAKES_ID | TOOL_IDEMPOTENT | TOOL_OPEN_WORLD, "", render_sandbox},
     {"exec", "sandbox.exec", "Run a command",
      "Run a command in a sandbox and wait for it to end: `command` is run by /bin/sh -c (or give "

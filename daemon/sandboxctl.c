@@ -206,6 +206,8 @@ static void print_sandbox(json_object *sb)
 
     for (size_t i = 0; i < ELEMENTSOF(keys); i++)
         printf("%-11s %s\n", keys[i], get_str(sb, keys[i]));
+    if (json_object_object_get_ex(sb, "effective_by", NULL)) /* sandbox.set_internet */
+        printf("%-11s %s\n", "effective_by", get_str(sb, "effective_by"));
 }
 
 /* Runs `method` with params and prints the result: raw JSON with --json, else
@@ -594,7 +596,7 @@ static void usage(FILE *f)
             "                                  exits with the command's status\n"
             "  put ID LOCAL REMOTE             copy a file into the sandbox\n"
             "  get ID REMOTE [LOCAL]           copy a file out (stdout without LOCAL)\n"
-            "  internet ID on|off\n"
+            "  internet ID on|off [--wait]\n"
             "  renew ID TTL_S\n"
             "  destroy ID\n"
             "  call METHOD [JSON]              raw call, prints the raw result\n"
@@ -681,11 +683,14 @@ int main(int argc, char **argv)
         r = cmd_put(&c, argc, argv);
     else if (strcmp(cmd, "get") == 0)
         r = cmd_get(&c, argc, argv);
-    else if (strcmp(cmd, "internet") == 0 && argc == 3 &&
-             (!strcmp(argv[2], "on") || !strcmp(argv[2], "off"))) {
+    else if (strcmp(cmd, "internet") == 0 && (argc == 3 || argc == 4) &&
+             (!strcmp(argv[2], "on") || !strcmp(argv[2], "off")) &&
+             (argc == 3 || !strcmp(argv[3], "--wait"))) {
         json_object *p = id_params(argv[1]);
 
         json_object_object_add(p, "enabled", json_object_new_boolean(!strcmp(argv[2], "on")));
+        if (argc == 4)
+            json_object_object_add(p, "wait", json_object_new_boolean(true));
         r = run_simple(&c, "sandbox.set_internet", p, print_sandbox);
     } else if (strcmp(cmd, "renew") == 0 && argc == 3) {
         json_object *p;

@@ -25,6 +25,11 @@ enum key_type {
     KEY_RANGE,    /* "A-B" vmids */
     KEY_LIST,     /* comma (or space) separated words */
     KEY_LOGLEVEL, /* debug|info|notice|warning|err */
+    KEY_NETMODE,  /* static|dhcp */
+    KEY_IPV4,     /* a.b.c.d (uint32_t, host order) */
+    KEY_IPRANGE,  /* a.b.c.d-e.f.g.h (two uint32_t) */
+    KEY_HOSTPORT, /* a.b.c.d:port (uint32_t, unsigned) */
+    KEY_DNS,      /* nameserver list, normalised (char *) */
 };
 
 struct key_def {
@@ -89,11 +94,19 @@ static const struct key_def keys[] = {
     {"sandbox", "destroy_on_stop", KEY_BOOL, F(sandbox.destroy_on_stop), 0, 0, 0},
     UINT_KEY("sandbox", "reconcile_interval_s", sandbox.reconcile_interval_s, 1, 86400),
     UINT_KEY("sandbox", "orphan_grace_s", sandbox.orphan_grace_s, 0, 86400),
+
+    UINT_KEY("proxmox", "firewall_period_s", proxmox.firewall_period_s, 1, 3600),
+    {"network", "mode", KEY_NETMODE, F(network.static_mode), 0, 0, 0},
+    {"network", "addresses", KEY_IPRANGE, F(network.first), F(network.last), 0, 0},
+    UINT_KEY("network", "prefix", network.prefix, 1, 32),
+    {"network", "gateway", KEY_IPV4, F(network.gateway), 0, 0, 0},
+    {"network", "dns", KEY_DNS, F(network.dns), 0, 0, 0},
+    {"network", "probe_address", KEY_HOSTPORT, F(network.probe_ip), F(network.probe_port), 0, 0},
 };
 
 #define N_KEYS ELEMENTSOF(keys)
 
-static const char *known_sections[] = {"server", "proxmox", "ssh", "sandbox"};
+static const char *known_sections[] = {"server", "proxmox", "ssh", "sandbox", "network"};
 
 struct parse_state {
     struct config *config;
@@ -268,6 +281,48 @@ static int set_list_key(struct parse_state *st, const struct key_def *k, const c
     return 0;
 }
 
+static int set_network_key(struct parse_state *st, const struct key_def *k, const char *v,
+                           char *base)
+{
+    char *dns = NULL;
+    int r;
+
+    switch (k->type) {
+    case KEY_NETMODE:
+        r = config_network_mode(v, (bool *)(base + k->offset));
+        if (r < 0)
+            set_error(&st->error, "'%s' is not static or dhcp", v);
+        return r;
+    case KEY_IPV4:
+        r = config_network_ipv4(v, (uint32_t *)(base + k->offset));
+        if (r < 0)
+            set_error(&st->error, "'%s' is not an IPv4 address", v);
+        return r;
+    case KEY_IPRANGE:
+        r = config_network_range(v, (uint32_t *)(base + k->offset),
+                                 (uint32_t *)(base + k->offset2));
+        if (r == -EINVAL)
+            set_error(&st->error, "'%s' is not a range FIRST-LAST of at most %u IPv4 addresses", v,
+                      CONFIG_NETWORK_RANGE_MAX);
+        return r;
+    case KEY_HOSTPORT:
+        r = config_network_hostport(v, (uint32_t *)(base + k->offset),
+                                    (unsigned *)(base + k->offset2));
+        if (r == -EINVAL)
+            set_error(&st->error, "'%s' is not IPv4:PORT", v);
+        return r;
+    default:
+        r = config_network_dns(v, &dns);
+        if (r == -EINVAL)
+            set_error(&st->error, "'%s' is not 1 to %d IPv4 addresses", v, CONFIG_NETWORK_DNS_MAX);
+        if (r < 0)
+            return r;
+        free(*(char **)(base + k->offset));
+        *(char **)(base + k->offset) = dns;
+        return 0;
+    }
+}
+
 static int set_key(struct parse_state *st, const struct key_def *k, const char *v)
 {
     char *base = (char *)st->config;
@@ -323,6 +378,12 @@ static int set_key(struct parse_state *st, const struct key_def *k, const char *
                              (uint32_t *)(base + k->offset2));
     case KEY_LIST:
         return set_list_key(st, k, v, (char ***)(base + k->offset), (size_t *)(base + k->offset2));
+    case KEY_NETMODE:
+    case KEY_IPV4:
+    case KEY_IPRANGE:
+    case KEY_HOSTPORT:
+    case KEY_DNS:
+        return set_network_key(st, k, v, base);
     default:
         return -EINVAL;
     }
@@ -405,6 +466,7 @@ int config_init(struct config *c)
                 .vmid_max = CONFIG_DEFAULT_VMID_MAX,
                 .tls_verify = true,
                 .internet_group = strdup(CONFIG_DEFAULT_INTERNET_GROUP),
+                .firewall_period_s = CONFIG_DEFAULT_FIREWALL_PERIOD_S,
             },
         .ssh =
             {
@@ -470,6 +532,7 @@ void config_done(struct config *c)
     free(c->proxmox.ca_file);
     free(c->proxmox.fingerprint);
     free(c->proxmox.internet_group);
+    free(c->network.dns);
     free(c->ssh.user);
     free(c->ssh.key_file);
     free_secret(&c->ssh.key);
@@ -536,6 +599,13 @@ int config_validate(const struct config *c, char **ret_error)
     if (c->sandbox.max_per_uid > c->sandbox.max_total)
         set_error(&err, "%s: [sandbox] max_per_uid (%u) is larger than max_total (%u)", file,
                   c->sandbox.max_per_uid, c->sandbox.max_total);
+    {
+        char *nerr = config_network_check(&c->network);
+
+        if (nerr)
+            set_error(&err, "%s: %s", file, nerr);
+        free(nerr);
+    }
     if (c->proxmox.present) {
         if (!c->proxmox.url)
             missing = "url";

@@ -21,6 +21,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "config-network.h"
+
 #define CONFIG_DEFAULT_FILE "/etc/sandboxd/sandboxd.conf"
 #define CONFIG_CREDENTIAL_PVE_TOKEN "pve-token"
 #define CONFIG_CREDENTIAL_SSH_KEY "ssh-key"
@@ -91,6 +93,7 @@ struct config_proxmox {
     char *fingerprint; /* NULL or SHA-256 pin "AA:BB:..." of the API certificate */
     bool tls_verify;
     char *internet_group;
+    unsigned firewall_period_s; /* 1..3600: Proxmox's firewall cycle (sandbox.set_internet) */
 };
 
 struct config_ssh {
@@ -106,14 +109,14 @@ struct config_ssh {
 };
 
 struct config_sandbox {
-    unsigned default_ttl_s;     /* 60..max_ttl_s */
-    unsigned max_ttl_s;         /* 60..31536000 */
-    unsigned max_per_uid;       /* 0..65536 */
-    unsigned max_total;         /* 0..65536 */
-    unsigned default_cores;     /* 1..512 */
-    unsigned default_memory_mb; /* 16..1048576 */
-    unsigned default_disk_gb;   /* 1..65536 */
-    unsigned create_timeout_s;  /* 10..3600 */
+    unsigned default_ttl_s;        /* 60..max_ttl_s */
+    unsigned max_ttl_s;            /* 60..31536000 */
+    unsigned max_per_uid;          /* 0..65536 */
+    unsigned max_total;            /* 0..65536 */
+    unsigned default_cores;        /* 1..512 */
+    unsigned default_memory_mb;    /* 16..1048576 */
+    unsigned default_disk_gb;      /* 1..65536 */
+    unsigned create_timeout_s;     /* 10..3600 */
     bool destroy_on_stop;          /* a clean stop destroys every sandbox (default: kept) */
     unsigned reconcile_interval_s; /* 1..86400: Proxmox pool compared with the registry */
     unsigned orphan_grace_s;       /* 0..86400: age before an unrecorded container is reaped */
@@ -125,6 +128,7 @@ struct config {
     struct config_proxmox proxmox;
     struct config_ssh ssh;
     struct config_sandbox sandbox;
+    struct config_network network;
 };
 
 /* Fills *c with the defaults (allocates the default strings). Returns 0 or -ENOMEM. */

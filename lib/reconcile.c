@@ -204,6 +204,7 @@ static void on_orphan_deleted(const struct pve_result *res, void *userdata)
             (res->error == -EREMOTEIO && res->perr && res->perr->kind == PVE_ERR_NOT_FOUND)) {
             (*d->counter)++;
             record_forget(rc, d->id);
+            engine_addr_release(rc->e, d->vmid);
             log_debug(COMP, "%s: container %u destroyed", d->id, d->vmid);
         } else
             notice(rc, LOG_WARNING, "cannot destroy container %u (sandbox %s): %s", d->vmid, d->id,
@@ -703,6 +704,8 @@ static void on_config(const struct pve_result *res, void *userdata)
                   m.instance);
         goto next;
     }
+    /* its static address stays taken until it is destroyed, whatever is decided */
+    engine_addr_hold(rc->e, vm->vmid, conf_str(res->data, "net0"));
     x = realloc(rc->cands, (rc->n_cands + 1) * sizeof *x);
     if (!x)
         goto next;
@@ -794,6 +797,17 @@ static void on_members(const struct pve_result *res, void *userdata)
         run_end(rc, "out of memory");
         rc_unref(rc);
         return;
+    }
+    /* a held static address whose container left the pool is free again */
+    for (size_t i = 0; i < rc->e->n_held;) {
+        bool found = false;
+
+        for (size_t j = 0; j < rc->members->n && !found; j++)
+            found = rc->members->v[j].vmid == rc->e->held[i].vmid;
+        if (found)
+            i++;
+        else
+            engine_addr_release(rc->e, rc->e->held[i].vmid);
     }
     rc->i_member = 0;
     scan_next(rc);

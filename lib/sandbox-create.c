@@ -25,7 +25,12 @@
 /* With ipfilter=1 Proxmox passes only source addresses in the container's ipfilter-net0 set,
  * and a DHCP lease is in no set by itself: without the ipset steps the sandbox sends no
  * IPv4 at all (SSH replies included). The set may exist already (copied from the template's
- * firewall file), and a retried add may find the entry: both are fine. */
+ * firewall file), and a retried add may find the entry: both are fine.
+ *
+ * pve-firewall applies the stored configuration on its own cycle (every 10 s), whatever the
+ * order of the calls. So ipfilter is switched on only once the set holds the address: a
+ * cycle may then apply the set without ipfilter, or both, but never ipfilter without the
+ * address, which would drop everything the container sends until the next cycle. */
 #define IPFILTER_SET "ipfilter-net0"
 #define IP_CALL_MS 10000u /* one interfaces query of the address wait */
 
@@ -52,6 +57,9 @@ static int start_vmid_pick(struct sandbox *sb, uint64_t timeout_ms, const char *
 static int start_vmid_save(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
 static int start_clone_wait(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
 static bool skip_fw_group(const struct sandbox *sb);
+static bool skip_static(const struct sandbox *sb);
+static bool skip_dhcp(const struct sandbox *sb);
+static int start_config_net(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
 static int start_clone(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
 static int start_config_put(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
 static int start_config_get(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
@@ -62,6 +70,7 @@ static int start_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret
 static int start_ip_poll(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
 static int start_ipset_create(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
 static int start_ipset_add(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
+static int start_fw_ipfilter(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
 static int start_connect(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
 static int start_reconnect(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
 static int start_ready_save(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
@@ -84,6 +93,9 @@ static const struct create_step create_steps[] = {
      "cannot configure the container"},
     {SANDBOX_CONFIGURING, ENGINE_STEP_CONFIG_MS, "configuring", start_config_get,
      "cannot read the configuration"},
+    /* Static addressing: the address chosen by engine_create() into net0. */
+    {SANDBOX_CONFIGURING, ENGINE_STEP_CONFIG_MS, "configuring the address", start_config_net,
+     "cannot configure the address", .skip = skip_dhcp},
     {SANDBOX_CONFIGURING, ENGINE_STEP_CONFIG_MS, "resizing the disk", start_resize,
      "cannot resize the disk", .skip = skip_resize},
     {SANDBOX_CONFIGURING, ENGINE_STEP_CONFIG_MS, "configuring the firewall", start_fw_options,
@@ -93,12 +105,16 @@ static const struct create_step create_steps[] = {
     {SANDBOX_STARTING, ENGINE_STEP_START_MS, "starting", start_start, "cannot start the container",
      .crash_sent = "create-starting"},
     /* Polls: each query bounded by IP_CALL_MS, the wait by the step's deadline. */
+    /* DHCP: the lease, then the set, then ipfilter (static mode has all three from the
+     * configuration: the address is known and ipfilter was set with the options). */
     {SANDBOX_WAITING_IP, ENGINE_STEP_IP_MS, "waiting for the container's IPv4 address",
-     start_ip_poll, "cannot query the interfaces"},
+     start_ip_poll, "cannot query the interfaces", .skip = skip_static},
     {SANDBOX_WAITING_IP, ENGINE_STEP_CONFIG_MS, "creating the firewall's ipfilter set",
-     start_ipset_create, "cannot create the ipfilter set"},
+     start_ipset_create, "cannot create the ipfilter set", .skip = skip_static},
     {SANDBOX_WAITING_IP, ENGINE_STEP_CONFIG_MS, "adding the address to the firewall's ipfilter set",
-     start_ipset_add, "cannot add the address to the ipfilter set"},
+     start_ipset_add, "cannot add the address to the ipfilter set", .skip = skip_static},
+    {SANDBOX_WAITING_IP, ENGINE_STEP_CONFIG_MS, "turning on the firewall's ipfilter",
+     start_fw_ipfilter, "cannot turn on the ipfilter", .skip = skip_static},
     /* Retries dropped connects (ENGINE_CONNECT_ATTEMPTS) under the create deadline. */
     {SANDBOX_CONNECTING, UINT64_MAX, "connecting over SSH", start_connect,
      "cannot start the SSH connect", .ssh = true, .crash_sent = "create-connecting"},
@@ -516,8 +532,16 @@ static void on_config_got(const struct pve_result *res, void *userdata)
     json_object *rootfs = NULL;
 
     sb->call = NULL;
-    if (res->error == 0 && res->data)
+    if (res->error == 0 && res->data) {
+        json_object *net0 = NULL;
+
         json_object_object_get_ex(res->data, "rootfs", &rootfs);
+        if (engine_static_addresses(sb->engine) &&
+            json_object_object_get_ex(res->data, "net0", &net0)) {
+            free(sb->net0);
+            sb->net0 = strdup(json_object_get_string(net0));
+        }
+    }
     sb->rootfs_gb = pve_rootfs_size_gb(rootfs ? json_object_get_string(rootfs) : NULL, 0);
     if (sb->rootfs_gb > sb->disk_gb)
         sb->disk_gb = (unsigned)sb->rootfs_gb; /* cannot shrink: report what it has */
@@ -527,6 +551,39 @@ static void on_config_got(const struct pve_result *res, void *userdata)
 static int start_config_get(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
 {
     return pve_config_get(sb->engine->pve, sb->node, sb->vmid, false, timeout_ms, on_config_got, sb,
+                          &sb->call);
+}
+
+static bool skip_static(const struct sandbox *sb)
+{
+    return engine_static_addresses(sb->engine);
+}
+
+static bool skip_dhcp(const struct sandbox *sb)
+{
+    return !engine_static_addresses(sb->engine);
+}
+
+static int start_config_net(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    const struct config_network *n = &sb->engine->cfg->network;
+    _cleanup_json_ json_object *p = json_object_new_object();
+    _cleanup_free_ char *net0 = NULL;
+    int r;
+
+    if (!sb->net0) {
+        *ret_fail = "the template has no net0";
+        return -ENOENT;
+    }
+    r = p ? net0_with_address(sb->net0, sb->ip, n, &net0) : -ENOMEM;
+    if (r < 0) {
+        *ret_fail = "out of memory";
+        return r;
+    }
+    json_object_object_add(p, "net0", json_object_new_string(net0));
+    if (n->dns)
+        json_object_object_add(p, "nameserver", json_object_new_string(n->dns));
+    return pve_config_put(sb->engine->pve, sb->node, sb->vmid, p, timeout_ms, on_step_pve, sb,
                           &sb->call);
 }
 
@@ -555,7 +612,10 @@ static int start_fw_options(struct sandbox *sb, uint64_t timeout_ms, const char 
     json_object_object_add(p, "enable", json_object_new_int(1));
     json_object_object_add(p, "policy_in", json_object_new_string("DROP"));
     json_object_object_add(p, "policy_out", json_object_new_string("DROP"));
-    json_object_object_add(p, "ipfilter", json_object_new_int(1));
+    /* static: the address is in net0 already, so in the ipfilter set from the configuration;
+     * DHCP: start_fw_ipfilter() once the set holds the lease */
+    json_object_object_add(p, "ipfilter",
+                           json_object_new_int(engine_static_addresses(sb->engine) ? 1 : 0));
     json_object_object_add(p, "macfilter", json_object_new_int(1));
     return pve_fw_options_put(sb->engine->pve, sb->node, sb->vmid, p, timeout_ms, on_step_pve, sb,
                               &sb->call);
@@ -628,6 +688,19 @@ static int start_ipset_add(struct sandbox *sb, uint64_t timeout_ms, const char *
 {
     return pve_fw_ipset_add(sb->engine->pve, sb->node, sb->vmid, IPFILTER_SET, sb->ip, timeout_ms,
                             on_ipset, sb, &sb->call);
+}
+
+static int start_fw_ipfilter(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    _cleanup_json_ json_object *p = json_object_new_object();
+
+    if (!p) {
+        *ret_fail = "out of memory";
+        return -ENOMEM;
+    }
+    json_object_object_add(p, "ipfilter", json_object_new_int(1));
+    return pve_fw_options_put(sb->engine->pve, sb->node, sb->vmid, p, timeout_ms, on_step_pve, sb,
+                              &sb->call);
 }
 
 static void on_connected(struct sshpool *pool, int error, void *userdata)
@@ -816,6 +889,18 @@ int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engi
     }
     op->cb = cb;
     op->userdata = userdata;
+    if (engine_static_addresses(e)) {
+        /* chosen before the intent is saved: the record holds it from the start */
+        r = engine_addr_allocate(e, &sb->ip);
+        if (r < 0) {
+            sandbox_set_state(sb, SANDBOX_GONE);
+            free(op);
+            sandbox_maybe_free(sb);
+            return create_refuse(
+                ret_err, r == -ENOSPC ? ENGINE_E_BUSY : ENGINE_E_INTERNAL, r,
+                r == -ENOSPC ? "no free address in [network] addresses" : "out of memory", NULL);
+        }
+    }
     /* The intent is durable before anything exists in Proxmox (the first step's call). */
     test_crash_point("create-before-intent");
     r = sandbox_save(sb, on_intent_saved, sb);

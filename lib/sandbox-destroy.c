@@ -51,6 +51,7 @@ static void destroy_finish(struct sandbox *sb, const struct engine_error *err)
     if (!err) {
         sandbox_set_state(sb, SANDBOX_GONE);
         tomb_add(e, sb);
+        engine_addr_release(e, sb->vmid);
         if (e->reg && !e->closing)
             (void)reg_remove_async(e->reg, e->loop, sb->id, save_logged, NULL);
         sandbox_unlink(sb);

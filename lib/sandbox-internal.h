@@ -59,6 +59,7 @@ struct sandbox {
     bool resumed;              /* a create interrupted by a restart, finished after it */
     bool clone_issued;         /* the clone call went out: vmid may name a container of ours */
     uint64_t rootfs_gb;        /* the clone's disk size (0: unknown), read while configuring */
+    char *net0;                /* static mode: the clone's net0, read while configuring */
     uint64_t started_ms;       /* create start (uv_now scale) */
     uint64_t deadline_ms;      /* create deadline (uv_now scale) */
     uint64_t destroy_deadline_ms;
@@ -81,6 +82,18 @@ struct sb_waiter {
     void *userdata;
     struct sb_waiter *next;
 };
+
+/* A static address a container of the pool has in net0 (sandbox-addr.c). */
+struct addr_hold {
+    uint32_t vmid;
+    uint32_t ip; /* host order */
+};
+
+/* ---- sandbox-addr.c: static addresses ([network] mode = static) ---- */
+/* A free address of the range (malloc'ed dotted quad); -ENOSPC when every one is in use. */
+int engine_addr_allocate(struct engine *e, char **ret_ip);
+/* net0 with its ip/gw replaced by ip/prefix and the gateway (malloc'ed). */
+int net0_with_address(const char *net0, const char *ip, const struct config_network *n, char **ret);
 
 /* A destroyed id, for idempotent destroys. */
 struct tomb {
@@ -120,6 +133,10 @@ struct engine {
 
     struct tomb *tombs;
     size_t n_tombs, tomb_next;
+
+    struct addr_hold *held; /* static mode: addresses of pool containers not in the table */
+    size_t n_held;
+    uint32_t addr_next; /* where the next address search starts, in the range */
 
     bool closing;
     unsigned close_pending;

@@ -160,6 +160,7 @@ void sandbox_set_state(struct sandbox *sb, enum sandbox_state s)
 static void engine_free_now(struct engine *e)
 {
     free(e->tombs);
+    free(e->held);
     free(e->pins);
     free(e->last_error);
     free(e);
@@ -186,6 +187,7 @@ static void sandbox_free_cb(uv_handle_t *h)
     free(sb->node);
     free(sb->hostname);
     free(sb->ip);
+    free(sb->net0);
     free(sb->error);
     free(sb->idempotency_key);
     free(sb->upid);

@@ -180,6 +180,13 @@ int sandbox_file_write(struct sandbox *sb, const struct sshfile_write_params *p,
 int sandbox_file_read(struct sandbox *sb, const char *path, uint64_t offset, uint64_t length,
                       sshfile_read_cb cb, void *userdata, struct engine_error *ret_err);
 
+/* ---- static addresses (lib/sandbox-addr.c) ---- */
+bool engine_static_addresses(const struct engine *e);
+/* The reconcile saw vmid in the pool with net0 (a property string): its address, when it is
+ * static and in the range, is not handed out until engine_addr_release(vmid). */
+void engine_addr_hold(struct engine *e, uint32_t vmid, const char *net0);
+void engine_addr_release(struct engine *e, uint32_t vmid);
+
 /* ---- for lib/reconcile.c (registry, leases, recovery) ---- */
 struct pve_client;
 struct registry;

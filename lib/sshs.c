@@ -13,8 +13,15 @@
 #include "sshs.h"
 
 #define COMP "ssh"
-/* Delay between connect attempts while sshpool_connect() waits for sshd to come up. */
+/* Delay between connect attempts while sshpool_connect() waits for sshd to come up: it
+ * doubles after each failure up to SSHS_RETRY_MAX_MS. One attempt (TCP, handshake, auth) is
+ * given SSHS_ATTEMPT_MIN_MS at first, doubling up to the configured connect timeout, so that
+ * a SYN dropped while a firewall catches up is retried soon rather than after the whole
+ * connect timeout. */
 #define SSHS_RETRY_MS 200u
+#define SSHS_RETRY_MAX_MS 2000u
+#define SSHS_ATTEMPT_MIN_MS 2000u
+#define SSHS_BACKOFF_MAX 8u /* doublings */
 /* Kill channels may use this many slots beyond channels_per_session. */
 #define SSHS_URGENT_SPARE 2u
 /* Rounds of channel servicing per event before waiting on the socket again. */
@@ -38,7 +45,8 @@ struct sshs_session {
     int events;       /* uv poll events armed */
     struct sshs_chan *first, *last;
     unsigned nchan;
-    bool retry_pending; /* DISCONNECTED, waiting SSHS_RETRY_MS before connecting again */
+    bool retry_pending; /* DISCONNECTED, waiting before connecting again */
+    unsigned failures;  /* connect attempts failed in a row (backoff), 0 once READY */
     bool dirty;
     uint64_t last_rx_ms;
 };
@@ -91,6 +99,13 @@ static void session_set_state(struct sshs_session *s, enum sshs_state state)
     log_debug(COMP, "%s:%u #%u: %s -> %s", s->pool->conf.host, s->pool->conf.port, s->index,
               sshs_state_to_string(s->state), sshs_state_to_string(state));
     s->state = state;
+    if (state == SSHS_STATE_READY)
+        s->failures = 0;
+}
+
+static uint64_t backoff_ms(unsigned base_ms, unsigned failures, uint64_t max_ms)
+{
+    return MIN((uint64_t)base_ms << MIN(failures, SSHS_BACKOFF_MAX), max_ms);
 }
 
 static void pool_ref(struct sshpool *p)
@@ -396,7 +411,8 @@ static void session_connect_failed(struct sshs_session *s, int error)
             connect_op_finish(p, error);
         } else {
             s->retry_pending = true;
-            uv_timer_start(&s->timer, on_session_timer, SSHS_RETRY_MS, 0);
+            uv_timer_start(&s->timer, on_session_timer,
+                           backoff_ms(SSHS_RETRY_MS, s->failures++, SSHS_RETRY_MAX_MS), 0);
             return;
         }
     }
@@ -627,7 +643,8 @@ static void session_connect(struct sshs_session *s)
     s->events = 0;
     pool_ref(p); /* the conn's own reference, dropped when it is freed */
     session_set_state(s, SSHS_STATE_CONNECTING);
-    uv_timer_start(&s->timer, on_session_timer, p->conf.connect_timeout_ms, 0);
+    uv_timer_start(&s->timer, on_session_timer,
+                   backoff_ms(SSHS_ATTEMPT_MIN_MS, s->failures, p->conf.connect_timeout_ms), 0);
     session_step(s);
 }
 

@@ -574,7 +574,7 @@ int params_sandbox_renew_parse(json_object *params, struct params_sandbox_renew 
 int params_sandbox_set_internet_parse(json_object *params, struct params_sandbox_set_internet *ret,
                                       struct params_error *err)
 {
-    static const char *const allowed[] = {"id", "enabled", NULL};
+    static const char *const allowed[] = {"id", "enabled", "wait", "wait_timeout_s", NULL};
     struct params_sandbox_set_internet p = {};
     int r;
 
@@ -585,6 +585,13 @@ int params_sandbox_set_internet_parse(json_object *params, struct params_sandbox
     if (r < 0)
         return r;
     r = params_bool(params, "enabled", true, &p.enabled, err);
+    if (r < 0)
+        return r;
+    r = params_bool(params, "wait", false, &p.wait, err);
+    if (r < 0)
+        return r;
+    r = params_int(params, "wait_timeout_s", false, 1, PARAMS_INTERNET_WAIT_S_MAX,
+                   &p.wait_timeout_s, err);
     if (r < 0)
         return r;
     *ret = p;

@@ -29,6 +29,7 @@
 #define PARAMS_MEMORY_MB_MAX (4 * 1024 * 1024) /* sanity only */
 #define PARAMS_DISK_GB_MAX (64 * 1024)         /* sanity only */
 #define PARAMS_TTL_S_MAX (366 * 24 * 3600)     /* sanity only; max_ttl_s caps */
+#define PARAMS_INTERNET_WAIT_S_MAX 600         /* sandbox.set_internet wait_timeout_s */
 /* sandbox.exec sizes come from proto/exec-limits.h, shared with the SSH layer. */
 #define PARAMS_COMMAND_MAX EXEC_COMMAND_MAX       /* bytes of `command` */
 #define PARAMS_ARGV_MAX EXEC_ARGV_MAX             /* entries of `argv` */
@@ -96,6 +97,8 @@ struct params_sandbox_renew {
 struct params_sandbox_set_internet {
     char id[PARAMS_ID_MAX + 1];
     bool enabled;
+    bool wait;              /* return once a probe from inside confirms the new state */
+    int64_t wait_timeout_s; /* 1..PARAMS_INTERNET_WAIT_S_MAX; 0: the default */
 };
 
 /* sandbox.exec: exactly one of command / argv. */

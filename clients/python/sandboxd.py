@@ -549,8 +549,16 @@ class Sandbox:
     def refresh(self) -> "Sandbox":
         return self._update(self._call(Method.GET))
 
-    def set_internet(self, enabled: bool) -> "Sandbox":
-        return self._update(self._call(Method.SET_INTERNET, enabled=bool(enabled)))
+    def set_internet(self, enabled: bool, wait: bool = False,
+                     wait_timeout_s: Optional[int] = None) -> "Sandbox":
+        """Proxmox enforces the change at its next firewall cycle (info["effective_by"]);
+        wait=True returns only once a probe from inside the sandbox confirms it."""
+        kw: Dict[str, Any] = {"enabled": bool(enabled)}
+        if wait:
+            kw["wait"] = True
+        if wait_timeout_s is not None:
+            kw["wait_timeout_s"] = int(wait_timeout_s)
+        return self._update(self._call(Method.SET_INTERNET, **kw))
 
     def renew(self, ttl_s: int) -> "Sandbox":
         return self._update(self._call(Method.RENEW, ttl_s=int(ttl_s)))

@@ -105,7 +105,14 @@ def main():
         def internet_renew():
             sb = st["sb"]
             assert sb.set_internet(True).internet is True and sb.internet is True
+            assert "effective_by" in sb.info, sb.info
             assert sb.set_internet(False).internet is False
+            try:  # no probe_address in this daemon's configuration
+                sb.set_internet(True, wait=True, wait_timeout_s=5)
+                raise AssertionError("wait without probe_address succeeded")
+            except sandboxd.InvalidParams as e:
+                assert e.data["param"] == "wait", e.data
+            assert sb.refresh().internet is False
             before = sb.expires_at
             time.sleep(1.1)
             assert sb.renew(7200).expires_at > before, sb.info

@@ -177,7 +177,9 @@ class Env:
                     "connect_timeout_ms": "5000"},
             "sandbox": {"create_timeout_s": "60", "max_per_uid": "64", "max_total": "128"},
         }
-        for sec, kv in self.daemon_config.items():
+        # a callable gets the simulator's info (addresses are chosen when it starts)
+        extra = self.daemon_config(info) if callable(self.daemon_config) else self.daemon_config
+        for sec, kv in extra.items():
             sections.setdefault(sec, {}).update(kv)
         self.config = os.path.join(self.dir, "sandboxd.conf")
         with open(self.config, "w") as f:
@@ -273,3 +275,12 @@ def run(tests):
             traceback.print_exc()
     print(f"{len(tests) - failed}/{len(tests)} passed in {time.time() - t_all:.1f} s", flush=True)
     sys.exit(1 if failed else 0)
+
+
+def static_network(info, first=100, count=40):
+    """[network] for static addressing: count addresses from host .first of the simulator's
+    bridge subnet (its DHCP leases start at .10)."""
+    net, plen = info["bridge_subnet"].split("/")
+    base = net.rsplit(".", 1)[0]
+    return {"mode": "static", "addresses": f"{base}.{first}-{base}.{first + count - 1}",
+            "prefix": plen, "gateway": info["gateway"], "dns": "198.51.100.2"}

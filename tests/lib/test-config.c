@@ -211,6 +211,20 @@ static const struct {
     {"[sandbox]\n; comment\n# comment\ndefault_ttl_s = 1\n", 4, "default_ttl_s"},
     {"[sandbox]\nmax_total = 1e3\n", 2, "max_total"},
     {"[server]\nthis line has no equals sign\n", 2, ""},
+    {"[network]\nmode = manual\n", 2, "mode"},
+    {"[network]\ngateway = 10.0.0.256\n", 2, "gateway"},
+    {"[network]\ngateway = 10.0.0\n", 2, "gateway"},
+    {"[network]\ngateway = 10.0.0.01\n", 2, "gateway"},
+    {"[network]\naddresses = 10.0.0.9-10.0.0.5\n", 2, "addresses"},
+    {"[network]\naddresses = 10.0.0.5\n", 2, "addresses"},
+    {"[network]\naddresses = 10.0.0.0-10.1.0.0\n", 2, "addresses"}, /* 65537 */
+    {"[network]\nprefix = 33\n", 2, "prefix"},
+    {"[network]\ndns = 1.1.1.1,2.2.2.2,3.3.3.3,4.4.4.4\n", 2, "dns"},
+    {"[network]\ndns = ,\n", 2, "dns"},
+    {"[network]\nprobe_address = 1.2.3.4\n", 2, "probe_address"},
+    {"[network]\nprobe_address = 1.2.3.4:0\n", 2, "probe_address"},
+    {"[network]\nprobe_address = 1.2.3.4:65536\n", 2, "probe_address"},
+    {"[proxmox]\nfirewall_period_s = 0\n", 2, "firewall_period_s"},
 };
 
 START_TEST(test_bad)
@@ -258,6 +272,14 @@ START_TEST(test_validate)
         {"[sandbox]\ndefault_ttl_s = 7200\nmax_ttl_s = 3600\n", "default_ttl_s"},
         {"[server]\nmax_connections = 10\nmax_connections_per_uid = 20\n",
          "max_connections_per_uid"},
+        {"[network]\nmode = static\naddresses = 10.0.0.10-10.0.0.20\nprefix = 24\n",
+         "needs addresses, prefix and gateway"},
+        {"[network]\nmode = static\naddresses = 10.0.0.10-10.0.1.20\nprefix = 24\n"
+         "gateway = 10.0.0.1\n",
+         "not in one /24"},
+        {"[network]\nmode = static\naddresses = 10.0.0.1-10.0.0.20\nprefix = 24\n"
+         "gateway = 10.0.0.1\n",
+         "gateway lies inside"},
     };
 
     for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
@@ -346,6 +368,37 @@ START_TEST(test_secret_errors)
 }
 END_TEST
 
+START_TEST(test_network)
+{
+    _cleanup_free_ char *path = NULL;
+    struct config c;
+
+    path = write_file("net.conf", "[network]\nmode = static\naddresses = 10.0.0.100-10.0.0.199\n"
+                                  "prefix = 24\ngateway = 10.0.0.1\ndns = 10.0.0.1, 9.9.9.9\n"
+                                  "probe_address = 203.0.113.10:80\n"
+                                  "[proxmox]\nfirewall_period_s = 5\n");
+    ck_assert_int_eq(config_load(path, &c, NULL), 0);
+    ck_assert(c.network.static_mode);
+    ck_assert_uint_eq(c.network.first, 0x0a000064u);
+    ck_assert_uint_eq(c.network.last, 0x0a0000c7u);
+    ck_assert_uint_eq(c.network.prefix, 24);
+    ck_assert_uint_eq(c.network.gateway, 0x0a000001u);
+    ck_assert_str_eq(c.network.dns, "10.0.0.1 9.9.9.9");
+    ck_assert_uint_eq(c.network.probe_ip, 0xcb00710au);
+    ck_assert_uint_eq(c.network.probe_port, 80);
+    ck_assert_uint_eq(c.proxmox.firewall_period_s, 5);
+    ck_assert_ptr_null(config_network_check(&c.network));
+    config_done(&c);
+    /* the defaults: DHCP, no probe, a 10 s cycle */
+    ck_assert_int_eq(config_init(&c), 0);
+    ck_assert(!c.network.static_mode);
+    ck_assert_uint_eq(c.network.probe_ip, 0);
+    ck_assert_uint_eq(c.proxmox.firewall_period_s, 10);
+    ck_assert_ptr_null(config_network_check(&c.network));
+    config_done(&c);
+}
+END_TEST
+
 START_TEST(test_known_keys)
 {
     const char *const *k = config_known_keys();
@@ -375,6 +428,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_credentials_directory);
     tcase_add_test(tc, test_secret_errors);
     tcase_add_test(tc, test_known_keys);
+    tcase_add_test(tc, test_network);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,7 +1,11 @@
 /* lib/sshs: keys, pins, and the session pool's connect/auth against a throwaway sshd. */
+#include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "lib/log.h"
@@ -218,6 +222,33 @@ START_TEST(test_connect_refused_until_deadline)
 }
 END_TEST
 
+START_TEST(test_silent_server_retried)
+{
+    struct sshs_config cfg = fixture_config(&fx);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), c, n = 0;
+
+    /* A server that takes the TCP connection and never says a word (as when a firewall
+     * drops what the container sends): an attempt is given 2 s at first, not the whole
+     * 10 s connect timeout, and is made again within the deadline. */
+    ck_assert_int_ge(s, 0);
+    ck_assert_int_eq(bind(s, (struct sockaddr *)&a, sizeof a), 0);
+    ck_assert_int_eq(listen(s, 16), 0);
+    ck_assert_int_eq(getsockname(s, (struct sockaddr *)&a, &len), 0);
+    cfg.host = "127.0.0.1";
+    cfg.port = ntohs(a.sin_port);
+    cfg.connect_timeout_ms = 10000;
+    ck_assert_int_eq(connect_pool(&cfg, 1, 4500, NULL), -ETIMEDOUT);
+    while ((c = accept4(s, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
+        n++;
+        close(c);
+    }
+    ck_assert_int_ge(n, 2);
+    close(s);
+}
+END_TEST
+
 static void on_connect_then_close(struct sshpool *pool, int error, void *userdata)
 {
     struct connect_wait *w = userdata;
@@ -288,6 +319,7 @@ static Suite *sshs_suite(void)
     tcase_add_test(tc, test_wrong_host_key_refused);
     tcase_add_test(tc, test_wrong_client_key_refused);
     tcase_add_test(tc, test_connect_refused_until_deadline);
+    tcase_add_test(tc, test_silent_server_retried);
     tcase_add_test(tc, test_close_cancels_connect);
     tcase_add_test(tc, test_sshd_starts_late);
     suite_add_tcase(s, tc);

@@ -58,7 +58,8 @@ class Sim:
         os.makedirs(self.state_dir, mode=0o755, exist_ok=True)
         os.chmod(self.state_dir, 0o755)
         cfg = {"state_dir": self.state_dir, "auth_failure_delay": 0.2, "dhcp_delay": 0.3, "clone_time": 0.3,
-               "start_time": 0.05, "stop_time": 0.05, "destroy_time": 0.05, "authorized_key": self.key + ".pub"}
+               "start_time": 0.05, "stop_time": 0.05, "destroy_time": 0.05, "authorized_key": self.key + ".pub",
+               "firewall_period": 0}  # every firewall change at once unless a test sets a cycle
         cfg.update(self.config)
         cfgfile = os.path.join(self.keydir, "sim.json")
         with open(cfgfile, "w") as f:

@@ -39,6 +39,17 @@ def tearDownModule():
         S.destroy()
 
 
+def wait_tick(timeout=30):
+    """Until the firewall cycle ticked once more."""
+    t0 = S.admin("GET", "/state")["firewall"]["ticks"]
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if S.admin("GET", "/state")["firewall"]["ticks"] > t0:
+            return
+        time.sleep(0.05)
+    raise AssertionError("no firewall tick")
+
+
 def probe(ip, sib):
     env = f"INET={S.info['internet_ip']} LAN={S.info['lan_ip']} SIB={sib}; "
     r = S.ssh(ip, env + PROBE, timeout=20)
@@ -154,6 +165,64 @@ class T1Ssh(unittest.TestCase):
         S.wait_task(S.ok("DELETE", "/nodes/pve/lxc/103", {"force": 1}))
 
 
+class T1bAddresses(unittest.TestCase):
+    def test_lease_freed_on_destroy_and_mac_change(self):
+        # another container keeps a port on the bridge meanwhile: the bridge keeps its
+        # carrier, so the kernel never flushes the node's neighbour table by itself
+        S.clone(113)
+        S.start_ct(113)
+        S.clone(110)
+        ip = S.start_ct(110)
+        self.assertEqual(S.ssh(ip, "true").returncode, 0)  # the node now knows ip's MAC
+        mac = S.admin("GET", "/state")["containers"]["110"]["mac"].upper()
+        self.assertEqual(S.admin("GET", "/state")["leases"].get(mac), ip)
+        # a new MAC on a running CT: a new lease, then the old one is freed
+        S.ok("PUT", "/nodes/pve/lxc/110/config", {"net0": "name=eth0,bridge=vmbr0,firewall=1,ip=dhcp,type=veth"})
+        time.sleep(0.1)
+        ip2 = S.wait_ip(110)
+        self.assertEqual(S.ssh(ip2, "true").returncode, 0)
+        leases = S.admin("GET", "/state")["leases"]
+        self.assertNotIn(mac, leases)
+        self.assertIn(ip2, leases.values())
+        S.wait_task(S.ok("DELETE", "/nodes/pve/lxc/110", {"force": 1}))
+        self.assertNotIn(ip2, S.admin("GET", "/state")["leases"].values())
+        # the freed address goes to the next container, and reaches it at once: with no sshd
+        # there, the connect is refused (by the new owner), not timed out (lost on the way to
+        # the MAC the node remembered for the address)
+        S.clone(111)
+        S.admin("POST", "/ct/111/no-sshd", {"enable": True})
+        try:
+            ip3 = S.start_ct(111)
+            self.assertIn(ip3, (ip, ip2))
+            r = S.ssh(ip3, "true", timeout=15)
+            self.assertIn("refused", r.stderr)
+        finally:
+            S.admin("POST", "/ct/111/no-sshd", {"enable": False})
+        S.wait_task(S.ok("DELETE", "/nodes/pve/lxc/111", {"force": 1}))
+        S.wait_task(S.ok("DELETE", "/nodes/pve/lxc/113", {"force": 1}))
+
+    def test_static_ip_applied_at_start_and_in_ipfilter(self):
+        S.clone(112)
+        net = S.info["bridge_subnet"].rsplit(".", 1)[0]
+        plen = S.info["bridge_subnet"].split("/")[1]
+        ip = f"{net}.240"
+        n0 = S.ok("GET", "/nodes/pve/lxc/112/config")["net0"]
+        mac = [kv.split("=", 1)[1] for kv in n0.split(",") if kv.startswith("hwaddr=")][0]
+        S.ok("PUT", "/nodes/pve/lxc/112/config",
+             {"net0": f"name=eth0,bridge=vmbr0,firewall=1,hwaddr={mac},ip={ip}/{plen},gw={S.info['gateway']},type=veth"})
+        # ipfilter on before start, no set: the static address is in ipfilter-net0 implicitly
+        S.ok("PUT", "/nodes/pve/lxc/112/firewall/options",
+             {"enable": 1, "policy_in": "ACCEPT", "policy_out": "ACCEPT", "ipfilter": 1, "macfilter": 1})
+        S.start_ct(112, wait_ip=False)
+        # there when the start task ends: no polling for a lease
+        eth0 = [e for e in S.ok("GET", "/nodes/pve/lxc/112/interfaces") if e["name"] == "eth0"][0]
+        self.assertEqual(eth0["inet"], f"{ip}/{plen}")
+        self.assertNotIn(mac.upper(), S.admin("GET", "/state")["leases"])
+        self.assertEqual(S.ssh(ip, "true").returncode, 0)
+        self.assertEqual(S.admin("GET", "/state")["firewall"]["ipfilter_drops"].get("112", 0), 0)
+        S.wait_task(S.ok("DELETE", "/nodes/pve/lxc/112", {"force": 1}))
+
+
 class T2Firewall(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -244,19 +313,44 @@ class T2Firewall(unittest.TestCase):
             S.ok("PUT", "/nodes/pve/lxc/201/firewall/options", {"enable": 1})
         self.assertEqual(probe(self.sib, self.ip), set())
 
-    def test_5_lag(self):
-        S.admin("PUT", "/settings", {"firewall_lag": 1.5})
+    def test_5_cycle(self):
+        # with a cycle, a change is enforced at the next tick, not at the call
+        inet = S.info["internet_ip"]
+        nc = f"echo | timeout 1 nc {inet} 80 >/dev/null 2>&1 && echo OPEN || echo CLOSED"
+        S.admin("PUT", "/settings", {"firewall_period": 3})
         try:
-            self.group_rule(200, True)
-            inet = S.info["internet_ip"]
-            r = S.ssh(self.ip, f"echo | timeout 1 nc {inet} 80 >/dev/null 2>&1 && echo OPEN || echo CLOSED")
+            for _ in range(5):
+                t0 = S.admin("GET", "/state")["firewall"]["ticks"]
+                self.group_rule(200, True)
+                r = S.ssh(self.ip, nc)
+                if S.admin("GET", "/state")["firewall"]["ticks"] == t0:
+                    break  # no tick between the change and the probe: the probe saw the old rules
+                self.group_rule(200, False)
+                wait_tick()
+            else:
+                self.fail("a firewall tick fell in every attempt")
             self.assertEqual(r.stdout.strip(), "CLOSED")
-            time.sleep(1.6)
-            r = S.ssh(self.ip, f"echo | timeout 2 nc {inet} 80 >/dev/null 2>&1 && echo OPEN || echo CLOSED")
+            wait_tick()
+            r = S.ssh(self.ip, nc.replace("timeout 1", "timeout 2"))
             self.assertEqual(r.stdout.strip(), "OPEN")
         finally:
-            S.admin("PUT", "/settings", {"firewall_lag": 0})
+            S.admin("PUT", "/settings", {"firewall_period": 0})
             self.group_rule(200, False)
+
+    def test_5b_ipfilter_drops_counted(self):
+        # ipfilter on with the address out of the set: the drops from the CT's own address count
+        base = "/nodes/pve/lxc/200/firewall/ipset/ipfilter-net0"
+        before = int(S.admin("GET", "/state")["firewall"]["ipfilter_drops"].get("200", 0))
+        S.ok("DELETE", f"{base}/{self.ip}")
+        try:
+            self.nc_from_ct(200, S.info["internet_ip"], 80)
+        finally:
+            S.ok("POST", base, {"cidr": self.ip})
+        after = int(S.admin("GET", "/state")["firewall"]["ipfilter_drops"].get("200", 0))
+        self.assertGreater(after, before)
+        # back in the set: nothing more is counted
+        self.assertEqual(S.ssh(self.ip, "true").returncode, 0)
+        self.assertEqual(int(S.admin("GET", "/state")["firewall"]["ipfilter_drops"].get("200", 0)), after)
 
     def test_6_spoofing_dropped(self):
         # with internet on, a packet from a source address that is not the CT's lease is dropped

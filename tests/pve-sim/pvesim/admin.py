@@ -28,7 +28,9 @@ def admin(h, sim, method, url, body):
                              "mac": rt.get("mac"), "pid": rt["proc"].pid if rt.get("proc") else None,
                              "lock": ct["conf"].get("lock"), "pool": ct.get("pool"),
                              "template": ct["conf"].get("template") == "1", "netns": sim.net.ct_ns(vmid)}
-            return h.send_json({"containers": cts, "settings": sim.settings, "faults": sim.faults,
+            fw = sim.firewall_status()
+            return h.send_json({"containers": cts, "leases": dict(sim.leases), "firewall": fw,
+                                "settings": sim.settings, "faults": sim.faults,
                                 "no_ip": sorted(sim.no_ip), "tasks": len(sim.tasks)})
     if path == "/admin/faults":
         if method == "GET":
@@ -49,17 +51,19 @@ def admin(h, sim, method, url, body):
             for k, v in req.items():
                 if k not in sim.settings:
                     return h.send_json({"error": f"unknown setting '{k}'"}, 400, "Bad Request")
-                if k == "firewall_lag" and float(v) > 10:
-                    return h.send_json({"error": "firewall_lag must be <= 10"}, 400, "Bad Request")
+                if k == "firewall_period" and not 0 <= float(v) <= 60:
+                    return h.send_json({"error": "firewall_period must be 0..60"}, 400, "Bad Request")
+            for k, v in req.items():
                 sim.settings[k] = v
+                if k in ("firewall_period", "firewall_phase"):
+                    sim.firewall_start_cycle()
         return h.send_json(sim.settings)
     if path == "/admin/firewall" and method == "GET":
         with sim.lock:
             return h.send_raw(200, "OK", sim.build_nft().encode(), "text/plain")
     if path == "/admin/firewall/apply" and method == "POST":
         with sim.lock:
-            sim.applied_fw = sim.fw_snapshot()
-            sim.apply_firewall()
+            sim.firewall_tick()
         return h.send_json({"ok": True})
     if m:
         return admin_ct(h, sim, method, path, int(m.group(1)), m.group(2), req)

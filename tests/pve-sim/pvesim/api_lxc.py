@@ -311,6 +311,9 @@ def h_config_put(c):
             new_mac = s.mac_of(ct)
             if net_changed and ct.get("running") and new_mac and new_mac != old_mac:
                 mac_changed = True
+            if net_changed and old_mac and old_mac != new_mac:
+                # a running CT keeps the old lease until its interface takes the new MAC
+                s.release_leases([old_mac])
             if "hostname" in a:
                 try:
                     with open(os.path.join(s.ct_dir(vmid), "rootfs", "etc", "hostname"), "w") as f:
@@ -323,6 +326,8 @@ def h_config_put(c):
                 if rt:
                     rt["ip"] = None
                     rt["mac"] = new_mac
+                    # freed once the new MAC has its lease, so the new lease is another address
+                    rt.setdefault("old_macs", []).append(old_mac)
                     s.net.ct_set_mac(vmid, new_mac)
                     s.schedule_ip(vmid, float(s.settings["dhcp_delay"]))
         if net_changed:
@@ -548,7 +553,10 @@ def h_destroy(c):
                     st = s.cfg["storages"].get(vol.split(":", 1)[0], {})
                     if users and st.get("type") != "lvmthin":
                         raise TaskFail(f"base volume '{vol.split(':', 1)[1]}' is still in use by linked clones")
+                macs = [s.mac_of({"conf": {"net0": v}}) for k, v in ct2["conf"].items()
+                        if re.fullmatch(r"net\d+", k)]
                 ct2["conf"] = {"lock": "destroyed"}
+                s.release_leases(macs, skip=vmid)
                 ct2["description"] = None
                 s.fw.pop(vmid, None)
                 if a.get("purge"):

@@ -39,7 +39,9 @@ def default_config():
         "daemon_address": None,
         "authorized_key": None,
         "dhcp_delay": 1.0,
-        "firewall_lag": 0.0,
+        "firewall_period": 10.0,         # pve-firewall's cycle (10 s on a node); 0: every change at once
+        "firewall_phase": None,
+        "dhcp_pool_size": 0,             # leases from .10 of the bridge subnet: 0 = to its end; N = N addresses          # seconds to the first tick; None: random in [0, period)
         "clone_time": 0.5,
         "start_time": 0.2,
         "stop_time": 0.1,
@@ -73,7 +75,7 @@ def parse_args(argv=None):
     ap.add_argument("--auth-error-style", dest="auth_error_style", choices=["unified", "legacy"])
     ap.add_argument("--auth-failure-delay", dest="auth_failure_delay", type=float)
     ap.add_argument("--dhcp-delay", dest="dhcp_delay", type=float)
-    ap.add_argument("--firewall-lag", dest="firewall_lag", type=float)
+    ap.add_argument("--firewall-period", dest="firewall_period", type=float)
     ap.add_argument("--clone-time", dest="clone_time", type=float)
     ap.add_argument("--bridge-subnet", dest="bridge_subnet")
     ap.add_argument("--daemon-address", dest="daemon_address")
@@ -120,7 +122,7 @@ def load_config(args):
             raise SystemExit(f"pve-sim: unknown config keys: {', '.join(sorted(unknown))}")
         cfg.update(user)
     for k in ("listen", "port", "tls_cert", "tls_key", "state_dir", "instance", "error_format",
-              "auth_error_style", "auth_failure_delay", "dhcp_delay", "firewall_lag", "bridge_subnet",
+              "auth_error_style", "auth_failure_delay", "dhcp_delay", "firewall_period", "bridge_subnet",
               "authorized_key", "on_restart", "daemon_address", "clone_time"):
         v = getattr(args, k, None)
         if v is not None:
@@ -149,8 +151,8 @@ def load_config(args):
         cfg["containers"] = False
     if args.verbose:
         cfg["verbose"] = True
-    if float(cfg["firewall_lag"]) > 10:
-        raise SystemExit("pve-sim: firewall_lag must be <= 10 s")
+    if not 0 <= float(cfg["firewall_period"]) <= 60:
+        raise SystemExit("pve-sim: firewall_period must be 0..60 s")
     if cfg["error_format"] not in ("old", "new"):
         raise SystemExit("pve-sim: error_format must be 'old' or 'new'")
     return cfg

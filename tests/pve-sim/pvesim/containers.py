@@ -228,6 +228,12 @@ class ContainersMixin:
     # ---- container runtime
     def ct_runtime_start(self, vmid, restore=False):
         ct = self.cts[vmid]
+        if ct["conf"].get("nameserver"):  # pve-container writes it into the container at start
+            try:
+                with open(os.path.join(self.ct_dir(vmid), "rootfs", "etc", "resolv.conf"), "w") as f:
+                    f.write("".join(f"nameserver {x}\n" for x in ct["conf"]["nameserver"].split()))
+            except OSError:
+                pass
         mac = self.mac_of(ct) or random_mac()
         proc = self.net.ct_up(vmid, mac, os.path.join(self.ct_dir(vmid), "rootfs"), self.ct_dir(vmid),
                               sshd=vmid not in self.no_sshd)
@@ -246,6 +252,8 @@ class ContainersMixin:
         if rt:
             if rt.get("timer"):
                 rt["timer"].cancel()
+            if self.release_leases(rt.get("old_macs", [])):
+                self.save()
             self.net.kill_proc(rt.get("proc"))
         self.net.ct_down(vmid)
         with self.lock:

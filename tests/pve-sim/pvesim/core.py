@@ -4,7 +4,7 @@ leases, tasks, faults, settings) behind one lock; its methods come from one mixi
   StateMixin       state.py       loading and saving the state folder
   ContainersMixin  containers.py  root filesystems, config helpers, status, runtime
   DhcpMixin        network.py     leases and the delayed address
-  FirewallMixin    firewall.py    firewall snapshots, lag, nftables ruleset
+  FirewallMixin    firewall.py    firewall snapshots, the pve-firewall cycle, nftables ruleset
   FaultsMixin      faults.py      the fault list
 
 sim.net (network.Net) is attached at startup."""
@@ -41,14 +41,18 @@ class Sim(StateMixin, ContainersMixin, DhcpMixin, FirewallMixin, FaultsMixin):
         ctf = cfg.get("ct_faults") or {}
         self.no_ip = set(int(x) for x in ctf.get("no_ip", []))
         self.no_sshd = set(int(x) for x in ctf.get("no_sshd", []))
-        self.settings = {k: cfg[k] for k in ("dhcp_delay", "firewall_lag", "auth_failure_delay", "error_format",
+        self.settings = {k: cfg[k] for k in ("dhcp_delay", "firewall_period", "firewall_phase", "dhcp_pool_size", "auth_failure_delay", "error_format",
                                             "auth_error_style", "clone_time", "start_time", "stop_time",
                                             "destroy_time", "flock_timeout", "ip_never", "resources_lag",
                                             "legacy_vmid_strings", "interfaces_endpoint")}
         self.rrd = {}
         self.rrd_time = 0.0
         self.applied_fw = None
-        self.fw_timer = None
+        self.fw_cycle_gen = 0
+        self.fw_next_tick = None
+        self.fw_last_tick = None
+        self.fw_ticks = 0
+        self.fw_wake = threading.Event()  # never set: the cycle thread's interruptible sleep
         self.closed = False
         for f in cfg.get("faults") or []:
             self.add_fault(f)
@@ -58,8 +62,7 @@ class Sim(StateMixin, ContainersMixin, DhcpMixin, FirewallMixin, FaultsMixin):
             if self.closed:
                 return
             self.closed = True
-            if self.fw_timer:
-                self.fw_timer.cancel()
+            self.fw_cycle_gen += 1
             rts = list(self.rt.items())
         for vmid, rt in rts:
             if rt.get("timer"):

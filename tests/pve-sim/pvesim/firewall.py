@@ -1,12 +1,29 @@
 """The firewall as enforced: the stored firewall configuration (cluster options, security
 groups, each container's options, rules and IP sets) turned into one nftables ruleset in
-the node namespace (tables inet and bridge "pvesim"), applied at once or after
-firewall_lag, as pve-firewall's cycle would."""
+the node namespace (tables inet and bridge "pvesim").
+
+As pve-firewall does, the configuration is compiled and applied on a fixed cycle
+(firewall_period seconds, 10 on a real node) whose phase is chosen at random when the
+simulator starts and has nothing to do with API calls: a change becomes effective at the
+next tick. firewall_period 0 applies every change at once. A container starting or
+getting its address re-applies the last compiled configuration at once (its ports and
+address are runtime facts, not configuration).
+
+ipfilter as on a node: with ipfilter=1 the container may send IPv4 only from addresses in
+its ipfilter-net0 set, to which a static ip= in net0 is added implicitly; a DHCP lease is
+not. Before a lease exists the container has no address and sends no IPv4 of its own (the
+simulated DHCP exchange happens out of band, as the DHCP packets from 0.0.0.0 the real
+chain lets through). Packets from the container's own address that ipfilter drops are
+counted per container in a table that survives reloads (GET /admin/state,
+"ipfilter_drops")."""
 
 import copy
 import ipaddress
+import json
+import random
 import re
 import threading
+import time
 
 from .schema import ParamErr, parse_net
 from .util import PREFIX, log
@@ -105,6 +122,24 @@ def verdict_for(action, direction):
     return "reject"
 
 
+def ipfilter_drops_own(c, ip):
+    """True when the container's ipfilter drops packets from its own address ip."""
+    if not ip or not int(c["options"].get("ipfilter", 0) or 0):
+        return False
+    a = ipaddress.IPv4Address(ip)
+    allowed = False
+    if c.get("static_ip"):
+        allowed = c["static_ip"] == ip
+    for e in c.get("ipsets", {}).get("ipfilter-net0", {}).get("entries", []):
+        if ":" in e["cidr"]:
+            continue
+        if a in ipaddress.ip_network(e["cidr"], strict=False):
+            if e.get("nomatch"):
+                return True
+            allowed = True
+    return not allowed
+
+
 def bridge_rules(port, c, mac):
     """Bridge input rules of a filtered container: macfilter and ipfilter."""
     br_in = []
@@ -192,8 +227,21 @@ table bridge {PREFIX} {{
     return text
 
 
+def stats_text(counted):
+    """The counting table: kept across reloads (only its chain is flushed), one named
+    counter per container that ever had its own address dropped by ipfilter."""
+    lines = [f"table bridge {PREFIX}_stats {{",
+             " chain input { type filter hook input priority -10; policy accept; }", "}",
+             f"flush chain bridge {PREFIX}_stats input"]
+    for vmid, port, ip in counted:
+        lines.append(f"add counter bridge {PREFIX}_stats ipf{vmid}")
+        lines.append(f'add rule bridge {PREFIX}_stats input iifname "{port}" ether type ip ip saddr {ip} '
+                     f'counter name "ipf{vmid}"')
+    return "\n".join(lines) + "\n"
+
+
 class FirewallMixin:
-    """Sim methods: firewall snapshots, the lag, and applying the ruleset."""
+    """Sim methods: firewall snapshots, the cycle, and applying the ruleset."""
 
     def fw_snapshot(self):
         snap = {"cluster": copy.deepcopy(self.cluster_fw), "groups": copy.deepcopy(self.groups), "ct": {}}
@@ -213,25 +261,76 @@ class FirewallMixin:
         return snap
 
     def firewall_changed(self):
-        lag = float(self.settings["firewall_lag"])
-        if lag <= 0:
-            with self.lock:
-                self.applied_fw = self.fw_snapshot()
-                self.apply_firewall()
-            return
-        with self.lock:
-            if self.fw_timer is None:
-                self.fw_timer = threading.Timer(lag, self._lagged_fw)
-                self.fw_timer.daemon = True
-                self.fw_timer.start()
+        """The stored firewall configuration changed: applied now with firewall_period 0,
+        else at the next tick of the cycle."""
+        if float(self.settings["firewall_period"]) <= 0:
+            self.firewall_tick()
 
-    def _lagged_fw(self):
+    def firewall_tick(self):
+        """One pve-firewall cycle: compile the stored configuration and apply it."""
         with self.lock:
-            self.fw_timer = None
             if self.closed:
                 return
             self.applied_fw = self.fw_snapshot()
+            self.fw_ticks += 1
+            self.fw_last_tick = time.time()
             self.apply_firewall()
+
+    def firewall_start_cycle(self):
+        """(Re)start the cycle with the current firewall_period and a random phase."""
+        with self.lock:
+            self.fw_cycle_gen += 1
+            gen = self.fw_cycle_gen
+            period = float(self.settings["firewall_period"])
+            if period <= 0 or self.closed:
+                self.fw_next_tick = None
+                return
+            phase = self.settings.get("firewall_phase")
+            if phase is None or not 0 <= float(phase) <= period:
+                phase = random.uniform(0, period)
+            self.fw_next_tick = time.monotonic() + float(phase)
+
+        def run():
+            while True:
+                with self.lock:
+                    if self.closed or gen != self.fw_cycle_gen:
+                        return
+                    due = self.fw_next_tick
+                wait = due - time.monotonic()
+                if wait > 0:
+                    self.fw_wake.wait(min(wait, 0.5))
+                    continue
+                self.firewall_tick()
+                with self.lock:
+                    if gen == self.fw_cycle_gen:
+                        self.fw_next_tick = due + period
+                        while self.fw_next_tick <= time.monotonic():
+                            self.fw_next_tick += period
+        threading.Thread(target=run, daemon=True, name="pve-firewall").start()
+
+    def firewall_status(self):
+        nxt = self.fw_next_tick
+        return {"period": float(self.settings["firewall_period"]), "ticks": self.fw_ticks,
+                "last_tick": self.fw_last_tick,
+                "next_tick": None if nxt is None else time.time() + max(0.0, nxt - time.monotonic()),
+                "ipfilter_drops": self.ipfilter_drops()}
+
+    def ipfilter_drops(self):
+        """{vmid: packets} dropped by ipfilter from the container's own address, since start."""
+        if not self.net.enabled:
+            return {}
+        try:
+            r = self.net.nsx(self.net.node_ns, "nft", "-j", "list", "table", "bridge", PREFIX + "_stats",
+                             check=False)
+            objs = json.loads(r.stdout or "{}").get("nftables", [])
+        except (ValueError, RuntimeError):
+            return {}
+        out = {}
+        for o in objs:
+            c = o.get("counter")
+            if c and c.get("name", "").startswith("ipf"):
+                out[c["name"][3:]] = c.get("packets", 0)
+        return out
 
     def fw_active(self, snap, vmid):
         c = snap["ct"].get(vmid)
@@ -242,7 +341,7 @@ class FirewallMixin:
 
     def build_nft(self):
         snap = self.applied_fw or self.fw_snapshot()
-        fwd, chains, br_in = [], [], []
+        fwd, chains, br_in, counted = [], [], [], []
         for vmid in sorted(self.rt):
             rt = self.rt[vmid]
             if not self.fw_active(snap, vmid):
@@ -251,13 +350,15 @@ class FirewallMixin:
             port = f"veth{vmid}i0"
             ip = rt.get("ip")
             br_in += bridge_rules(port, c, rt.get("mac"))
+            if ipfilter_drops_own(c, ip):
+                counted.append((vmid, port, ip))
             if not ip:
                 br_in.append(f'iifname "{port}" ether type ip drop')
                 continue
             chains += ct_chains(vmid, c, snap["groups"])
             fwd.append(f"ip saddr {ip} jump ct{vmid}_out")
             fwd.append(f"ip daddr {ip} jump ct{vmid}_in")
-        return ruleset_text(fwd, chains, br_in)
+        return ruleset_text(fwd, chains, br_in) + stats_text(counted)
 
     def apply_firewall(self):
         with self.lock:

@@ -78,6 +78,7 @@ def on_exit(sim):
 def bring_up(sim, cfg):
     """State, TLS, network, templates, firewall, and the containers that were running."""
     sim.load()
+    sim.prune_leases()
     ctx, fp, _ = make_tls(sim)
     sim.fingerprint = fp
     sim.net.setup()
@@ -98,6 +99,7 @@ def bring_up(sim, cfg):
     sim.applied_fw = sim.fw_snapshot()
     sim.restore()
     sim.apply_firewall()
+    sim.firewall_start_cycle()
     return ctx, fp
 
 

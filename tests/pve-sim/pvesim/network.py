@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 
-from .schema import DNS_RE
+from .schema import DNS_RE, ParamErr, parse_net
 from .util import PREFIX, RUN_DIR, SELF, log, pid_alive, run
 
 # ---- instances: what a simulator (alive or dead) owns, found by name
@@ -207,7 +207,11 @@ class Net:
         self.batch(None, [f"addr add {self.host_ip}/{self.transit.prefixlen} dev {self.host_if}",
                           f"link set {self.host_if} up",
                           f"route add {self.bridge} via {self.node_ip} dev {self.host_if} src {self.host_ip}"])
-        nodecmds = ["link set lo up", "link add vmbr0 type bridge",
+        # a fixed bridge address, as a node's bridge has from its uplink: without it Linux
+        # gives the bridge its lowest port's MAC, and each container start or destroy that
+        # changes it would flush the node's neighbour table, hiding stale entries
+        bmac = f"02:00:{self.inst[:2]}:{self.inst[2:]}:00:01"
+        nodecmds = ["link set lo up", f"link add vmbr0 address {bmac} type bridge",
                     f"addr add {self.gw}/{self.bridge.prefixlen} dev vmbr0", "link set vmbr0 up",
                     f"addr add {self.node_ip}/{self.transit.prefixlen} dev uplink", "link set uplink up"]
         hosts = ((self.inet_ns, self.inet, "inet0", "internet"), (self.lan_ns, self.lan, "lan0", "lan"))
@@ -329,11 +333,18 @@ LogLevel INFO
             kill_netns_pids(ns)
             run(["ip", "netns", "del", ns], check=False)
 
-    def ct_set_ip(self, vmid, ip):
+    def ct_set_ip(self, vmid, ip, prefixlen=None, gw=None):
         if not self.enabled:
             return
-        self.batch(self.ct_ns(vmid), [f"addr add {ip}/{self.bridge.prefixlen} dev eth0",
-                                      f"route replace default via {self.gw}"])
+        self.batch(self.ct_ns(vmid), [f"addr add {ip}/{prefixlen or self.bridge.prefixlen} dev eth0",
+                                      f"route replace default via {gw or self.gw}"])
+        # the node forgets any neighbour entry of the address, as a DHCP client's or ifupdown's
+        # gratuitous ARP would make it: an address handed out again reaches its new owner at once
+        self.forget_neigh(ip)
+
+    def forget_neigh(self, ip):
+        if self.enabled:
+            run(["ip", "-n", self.node_ns, "neigh", "del", ip, "dev", "vmbr0"], check=False)
 
     def ct_set_mac(self, vmid, mac):
         if not self.enabled:
@@ -363,7 +374,60 @@ LogLevel INFO
 
 
 class DhcpMixin:
-    """Sim methods: leases (one address per MAC, kept in the state) and their late arrival."""
+    """Sim methods: leases (one address per MAC, kept in the state) and their late arrival;
+    a static ip= in net0 applied at start as pve-container does (no lease then).
+
+    A lease is freed when its container is destroyed, and when net0 gets another MAC (at once
+    if the container is stopped, else once the new MAC has its own lease, so the new lease is
+    another address). Leases of MACs no container has are dropped when the state is loaded."""
+
+    def static_net(self, ct):
+        """(ip, prefixlen, gw) of a static ip= in net0, or None."""
+        try:
+            net = parse_net(ct["conf"]["net0"])
+        except (KeyError, ParamErr):
+            return None
+        ip = net.get("ip")
+        if not ip or ip in ("dhcp", "manual") or "/" not in ip:
+            return None
+        a, _, plen = ip.partition("/")
+        return a, int(plen), net.get("gw")
+
+    def macs_in_use(self, skip=None):
+        """MACs of every container's net* and running interface (skip: a vmid to leave out)."""
+        macs = set()
+        with self.lock:
+            for vmid, ct in self.cts.items():
+                if vmid == skip:
+                    continue
+                for k, v in ct["conf"].items():
+                    if re.fullmatch(r"net\d+", k):
+                        try:
+                            macs.add(parse_net(v)["hwaddr"].upper())
+                        except (KeyError, ParamErr):
+                            pass
+                rt = self.rt.get(vmid)
+                if rt and rt.get("mac"):
+                    macs.add(rt["mac"].upper())
+        return macs
+
+    def release_leases(self, macs, skip=None):
+        """Free the leases of macs no other container still uses; True if any was freed."""
+        with self.lock:
+            used = self.macs_in_use(skip)
+            gone = [m for m in {x.upper() for x in macs if x} if m in self.leases and m not in used]
+            for m in gone:
+                log(f"DHCP lease {self.leases[m]} of {m} released")
+                self.net.forget_neigh(self.leases[m])
+                del self.leases[m]
+            return bool(gone)
+
+    def prune_leases(self):
+        """Drop leases of MACs no container has (state folders written before leases were freed)."""
+        with self.lock:
+            used = self.macs_in_use()
+            for m in [m for m in self.leases if m.upper() not in used]:
+                del self.leases[m]
 
     def lease(self, mac):
         mac = mac.upper()
@@ -373,9 +437,15 @@ class DhcpMixin:
                     return self.leases[mac]
                 del self.leases[mac]
             used = set(self.leases.values())
+            for ct in self.cts.values():  # a DHCP server never hands out a static address in use
+                st = self.static_net(ct)
+                if st:
+                    used.add(st[0])
+            pool = int(self.settings.get("dhcp_pool_size") or 0)
             for h in self.net.bridge.hosts():
                 ip = str(h)
-                if int(h) - int(self.net.bridge.network_address) < 10:
+                off = int(h) - int(self.net.bridge.network_address)
+                if off < 10 or (pool and off >= 10 + pool):
                     continue
                 if ip not in used:
                     self.leases[mac] = ip
@@ -398,16 +468,25 @@ class DhcpMixin:
                         return
                     if self.settings["ip_never"] or vmid in self.no_ip:
                         return
-                    ip = self.lease(rt["mac"])
+                    st = self.static_net(self.cts[vmid])
+                    plen = gw = None
+                    if st:
+                        ip, plen, gw = st
+                    else:
+                        ip = self.lease(rt["mac"])
+                        self.release_leases(rt.pop("old_macs", []))
                     try:
-                        self.net.ct_set_ip(vmid, ip)
+                        self.net.ct_set_ip(vmid, ip, plen, gw)
                     except RuntimeError as e:
                         log(f"CT {vmid}: cannot assign {ip}: {e}")
                         return
                     rt["ip"] = ip
                     self.apply_firewall()
                     self.save()
-            if delay <= 0:
+            if self.static_net(self.cts[vmid]):
+                t = None
+                assign()  # pve-container writes a static address into the container at start
+            elif delay <= 0:
                 t = None
                 threading.Thread(target=assign, daemon=True).start()
             else:

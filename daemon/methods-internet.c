@@ -1,0 +1,210 @@
+/* sandbox.set_internet's wait: probes from inside the sandbox. See methods-internet.h.
+ *
+ * The probe is a shell command over the sandbox's SSH pool: a TCP connect with `nc` when the
+ * sandbox has it, else bash's /dev/tcp, bounded by `timeout`; exit status 0 means the
+ * address was reached. A probe that cannot run (SSH trouble) counts as neither state and is
+ * tried again. The sandbox is looked up by id for every probe, so a destroy meanwhile ends
+ * the wait with the error any later call would get. */
+#include "methods-internet.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "lib/config.h"
+#include "lib/log.h"
+#include "lib/macro.h"
+#include "lib/sandbox.h"
+#include "lib/sshexec.h"
+#include "lib/util.h"
+#include "proto/rpc.h"
+#include "req.h"
+
+#define COMP "sandbox"
+
+struct inet_wait {
+    struct req *req; /* NULL once the client went away */
+    struct engine *engine;
+    char id[ID_MAX + 1];
+    uid_t uid;
+    bool admin;
+    bool want;
+    int seen; /* the last probe: 1 reached, 0 not, -1 none could run */
+    unsigned probes;
+    char command[320];
+    uint64_t deadline_ms;
+    uint64_t timeout_ms;
+    json_object *result;
+    uv_timer_t timer;
+    struct sshexec *exec;
+};
+
+static void on_closed(uv_handle_t *h)
+{
+    struct inet_wait *w = h->data;
+
+    json_object_put(w->result);
+    free(w);
+}
+
+/* The request has been completed (or the client went away) before this. */
+static void finish(struct inet_wait *w)
+{
+    w->req = NULL;
+    uv_timer_stop(&w->timer);
+    uv_close((uv_handle_t *)&w->timer, on_closed);
+}
+
+static void fail(struct inet_wait *w, int code, const char *reason)
+{
+    json_object *d = json_object_new_object();
+
+    json_object_object_add(d, "reason", json_object_new_string(reason));
+    if (code == RPC_DEADLINE_EXCEEDED) {
+        json_object_object_add(d, "timeout_ms", json_object_new_int64((int64_t)w->timeout_ms));
+        json_object_object_add(d, "probes", json_object_new_int((int)w->probes));
+        json_object_object_add(d, "reachable",
+                               w->seen < 0 ? NULL : json_object_new_boolean(w->seen));
+    }
+    if (w->req)
+        req_error_data(TAKE_PTR(w->req), code, NULL, d);
+    else
+        json_object_put(d);
+    finish(w);
+}
+
+static void probe(struct inet_wait *w);
+
+static void on_timer(uv_timer_t *t)
+{
+    probe(t->data);
+}
+
+static void again(struct inet_wait *w)
+{
+    uint64_t now = uv_now(w->timer.loop);
+
+    if (now >= w->deadline_ms) {
+        fail(w, RPC_DEADLINE_EXCEEDED,
+             w->want ? "the probe address did not become reachable from the sandbox in time"
+                     : "the probe address stayed reachable from the sandbox");
+        return;
+    }
+    uv_timer_start(&w->timer, on_timer, MIN(INTERNET_PROBE_INTERVAL_MS, w->deadline_ms - now), 0);
+}
+
+static void on_probed(struct sshexec *x, int error, struct sshexec_result *res, void *userdata)
+{
+    struct inet_wait *w = userdata;
+
+    w->exec = NULL;
+    if (!w->req) {
+        finish(w);
+        return;
+    }
+    if (error == 0 && !res->timed_out && res->exit_code >= 0) {
+        w->seen = res->exit_code == 0;
+        log_debug(COMP, "%s: internet probe %u: %s", w->id, w->probes,
+                  w->seen ? "reached" : "not reached");
+        if ((bool)w->seen == w->want) {
+            req_reply(TAKE_PTR(w->req), TAKE_PTR(w->result));
+            finish(w);
+            return;
+        }
+    } else if (error < 0)
+        log_debug(COMP, "%s: internet probe %u could not run: %s", w->id, w->probes,
+                  strerror(-error));
+    again(w);
+}
+
+static void probe(struct inet_wait *w)
+{
+    struct engine_error err = {};
+    struct sshexec_params sp = {.command = w->command, .has_max_output = true};
+    uint64_t now = uv_now(w->timer.loop);
+    struct sandbox *sb;
+
+    if (engine_closing(w->engine)) {
+        fail(w, RPC_SHUTTING_DOWN, "the daemon is shutting down");
+        return;
+    }
+    sb = engine_lookup(w->engine, w->id, w->uid, w->admin);
+    if (!sb) {
+        fail(w, RPC_NO_SUCH_SANDBOX, "the sandbox went away");
+        return;
+    }
+    if (sandbox_view_state(sb) != SANDBOX_READY) {
+        fail(w, RPC_BAD_STATE, "the sandbox is no longer ready");
+        return;
+    }
+    sp.timeout_ms = MAX(MIN(INTERNET_PROBE_MAX_MS, w->deadline_ms - MIN(now, w->deadline_ms)), 1);
+    w->probes++;
+    if (sandbox_exec_start(sb, &sp, on_probed, w, &w->exec, &err) < 0) {
+        log_debug(COMP, "%s: internet probe cannot start: %s", w->id, strna(err.message));
+        again(w);
+    }
+}
+
+static void on_disconnect(struct req *r, void *userdata)
+{
+    struct inet_wait *w = userdata;
+
+    w->req = NULL;
+    req_error(r, RPC_SHUTTING_DOWN, "the client went away");
+    if (w->exec)
+        (void)sshexec_cancel(w->exec); /* on_probed() finishes */
+    else
+        finish(w);
+}
+
+void internet_add_effective_by(json_object *o, const struct config *cfg)
+{
+    char t[RFC3339_MAX];
+
+    if (time_format_rfc3339(now_realtime() + (time_t)cfg->proxmox.firewall_period_s, t, sizeof t) ==
+        0)
+        json_object_object_add(o, "effective_by", json_object_new_string(t));
+}
+
+uint64_t internet_wait_ms(const struct config *cfg, int64_t wait_timeout_s)
+{
+    if (wait_timeout_s > 0)
+        return 1000u * (uint64_t)wait_timeout_s;
+    return 1000u * ((uint64_t)INTERNET_WAIT_DEFAULT_CYCLES * cfg->proxmox.firewall_period_s +
+                    INTERNET_WAIT_DEFAULT_EXTRA_S);
+}
+
+void internet_wait_start(struct engine *e, struct req *r, const struct sandbox *sb, bool want,
+                         uint32_t probe_ip, unsigned probe_port, uint64_t timeout_ms,
+                         json_object *result)
+{
+    struct inet_wait *w = calloc(1, sizeof *w);
+    char ip[16];
+
+    if (!w) {
+        json_object_put(result);
+        req_error(r, RPC_INTERNAL_ERROR, "out of memory");
+        return;
+    }
+    config_network_format(probe_ip, ip);
+    snprintf(w->command, sizeof w->command,
+             "if command -v nc >/dev/null 2>&1; then echo | timeout 3 nc -w 2 %s %u >/dev/null "
+             "2>&1; else timeout 3 bash -c 'exec 3<>/dev/tcp/%s/%u' 2>/dev/null; fi",
+             ip, probe_port, ip, probe_port);
+    w->req = r;
+    w->engine = e;
+    snprintf(w->id, sizeof w->id, "%s", sandbox_view_id(sb));
+    w->uid = req_uid(r);
+    w->admin = req_is_admin(r);
+    w->want = want;
+    w->seen = -1;
+    w->result = result;
+    w->timeout_ms = timeout_ms;
+    uv_timer_init(req_loop(r), &w->timer);
+    w->timer.data = w;
+    w->deadline_ms = uv_now(req_loop(r)) + timeout_ms;
+    req_on_disconnect(r, on_disconnect, w);
+    probe(w);
+}

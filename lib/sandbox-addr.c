@@ -1,0 +1,147 @@
+/* Static addressing ([network] mode = static): each sandbox gets an address of the
+ * configured range, chosen before its intent is saved (so the registry records it ahead)
+ * and written into net0 (ip=A/P,gw=G) before the container starts, so that Proxmox puts it
+ * in the ipfilter set from the configuration and no DHCP lease is awaited.
+ *
+ * An address is in use while a sandbox of the table has it (its record included: a
+ * restart re-attaches it or rolls it back through the table or the reconcile) or while a
+ * container the reconcile found in the pool has it in net0 and is not yet destroyed (a
+ * create interrupted by a crash, an orphan): reconcile calls engine_addr_hold() for those,
+ * and a destroy releases the vmid's hold. Allocation goes round the range, so a freed
+ * address is handed out again as late as possible. */
+#include "macro.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sandbox-internal.h"
+
+bool engine_static_addresses(const struct engine *e)
+{
+    return e->cfg->network.static_mode;
+}
+
+static int parse_ip(const char *s, uint32_t *ret)
+{
+    struct in_addr a;
+
+    if (!s || inet_pton(AF_INET, s, &a) != 1)
+        return -EINVAL;
+    *ret = ntohl(a.s_addr);
+    return 0;
+}
+
+/* The address of ip=A/P in a net0 property string; -ENOENT when there is none. */
+static int net0_ip(const char *net0, uint32_t *ret)
+{
+    char buf[64];
+    const char *p;
+    size_t n;
+
+    for (p = net0; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
+        if (strncmp(p, "ip=", 3) != 0)
+            continue;
+        n = strcspn(p + 3, "/,");
+        if (n >= sizeof buf)
+            return -EINVAL;
+        memcpy(buf, p + 3, n);
+        buf[n] = '\0';
+        return parse_ip(buf, ret);
+    }
+    return -ENOENT;
+}
+
+void engine_addr_hold(struct engine *e, uint32_t vmid, const char *net0)
+{
+    const struct config_network *n = &e->cfg->network;
+    struct addr_hold *h;
+    uint32_t ip;
+
+    if (!n->static_mode || net0_ip(net0, &ip) < 0 || ip < n->first || ip > n->last)
+        return;
+    for (size_t i = 0; i < e->n_held; i++)
+        if (e->held[i].vmid == vmid) {
+            e->held[i].ip = ip;
+            return;
+        }
+    h = realloc(e->held, (e->n_held + 1) * sizeof *h);
+    if (!h)
+        return; /* the table's own addresses still count */
+    e->held = h;
+    e->held[e->n_held++] = (struct addr_hold){.vmid = vmid, .ip = ip};
+}
+
+void engine_addr_release(struct engine *e, uint32_t vmid)
+{
+    for (size_t i = 0; i < e->n_held; i++)
+        if (e->held[i].vmid == vmid) {
+            e->held[i] = e->held[--e->n_held];
+            return;
+        }
+}
+
+int engine_addr_allocate(struct engine *e, char **ret_ip)
+{
+    const struct config_network *n = &e->cfg->network;
+    uint32_t size = n->last - n->first + 1, start, ip;
+    _cleanup_free_ uint8_t *used = calloc((size + 7) / 8, 1);
+    char buf[INET_ADDRSTRLEN];
+    struct in_addr a;
+
+    if (!used)
+        return -ENOMEM;
+    for (struct sandbox *sb = e->sandboxes; sb; sb = sb->next)
+        if (parse_ip(sb->ip, &ip) == 0 && ip >= n->first && ip <= n->last)
+            used[(ip - n->first) / 8] |= (uint8_t)(1u << ((ip - n->first) % 8));
+    for (size_t i = 0; i < e->n_held; i++)
+        if (e->held[i].ip >= n->first && e->held[i].ip <= n->last)
+            used[(e->held[i].ip - n->first) / 8] |=
+                (uint8_t)(1u << ((e->held[i].ip - n->first) % 8));
+    start = e->addr_next % size;
+    for (uint32_t k = 0; k < size; k++) {
+        uint32_t off = (start + k) % size;
+
+        if (used[off / 8] & (1u << (off % 8)))
+            continue;
+        a.s_addr = htonl(n->first + off);
+        if (!inet_ntop(AF_INET, &a, buf, sizeof buf))
+            return -EINVAL;
+        *ret_ip = strdup(buf);
+        if (!*ret_ip)
+            return -ENOMEM;
+        e->addr_next = off + 1;
+        return 0;
+    }
+    return -ENOSPC;
+}
+
+int net0_with_address(const char *net0, const char *ip, const struct config_network *n, char **ret)
+{
+    char gw[16];
+    size_t len = strlen(net0);
+    _cleanup_free_ char *out = malloc(len + 64);
+    size_t o = 0;
+
+    if (!out)
+        return -ENOMEM;
+    /* every property but ip/gw (and a DHCP ip6 would not be wrong, but is left as it is) */
+    for (const char *p = net0; *p;) {
+        size_t k = strcspn(p, ",");
+
+        if (strncmp(p, "ip=", 3) != 0 && strncmp(p, "gw=", 3) != 0) {
+            memcpy(out + o, p, k);
+            o += k;
+            out[o++] = ',';
+        }
+        p += k;
+        if (*p == ',')
+            p++;
+    }
+    config_network_format(n->gateway, gw);
+    o += (size_t)snprintf(out + o, len + 64 - o, "ip=%s/%u,gw=%s", ip, n->prefix, gw);
+    *ret = TAKE_PTR(out);
+    return 0;
+}
