@@ -148,6 +148,8 @@ static void reload(struct daemon *d)
     c->server.max_inflight_per_connection = n.server.max_inflight_per_connection;
     c->server.log_level = n.server.log_level;
     c->sandbox = n.sandbox;
+    config_pool_move(c, &n);
+    methods_sandbox_reload();
     if (!d->log_level_forced)
         log_set_max_level(c->server.log_level);
     server_apply_limits(&d->server);

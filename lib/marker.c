@@ -36,12 +36,15 @@ static int format_body(const struct marker *m, char *buf, size_t n)
         return -EINVAL;
     if (m->params[0] && !hex_is_valid(m->params, 64))
         return -EINVAL;
+    if (m->template[0] && !id_is_valid(m->template))
+        return -EINVAL;
     k = snprintf(buf, n,
                  MARKER_PREFIX "v%d instance=%s sandbox=%s owner=%" PRIu32 " created=%" PRId64
-                               " expires=%" PRId64 "%s%s%s%s",
+                               " expires=%" PRId64 "%s%s%s%s%s%s%s",
                  MARKER_VERSION, m->instance, m->sandbox, (uint32_t)m->owner_uid, m->created,
                  m->expires, m->key[0] ? " key=" : "", m->key, m->params[0] ? " params=" : "",
-                 m->params);
+                 m->params, m->template[0] ? " template=" : "", m->template,
+                 m->pool ? " pool=1" : "");
     if (k < 0)
         return -EINVAL;
     if ((size_t)k >= n)
@@ -153,6 +156,8 @@ enum {
     F_KEY = 1 << 5,
     F_PARAMS = 1 << 6,
     F_CHECK = 1 << 7,
+    F_TEMPLATE = 1 << 8,
+    F_POOL = 1 << 9,
     F_REQUIRED = F_INSTANCE | F_SANDBOX | F_OWNER | F_CREATED | F_EXPIRES | F_CHECK,
 };
 
@@ -229,6 +234,13 @@ static int parse_line(struct span s, struct marker *ret)
         } else if (KEY_IS("params")) {
             bit = F_PARAMS;
             r = copy_hex(m.params, val, vlen, 64);
+        } else if (KEY_IS("template")) {
+            bit = F_TEMPLATE;
+            r = copy_id(m.template, val, vlen);
+        } else if (KEY_IS("pool")) {
+            bit = F_POOL;
+            r = vlen == 1 && val[0] == '1' ? 0 : -EBADMSG;
+            m.pool = true;
         } else if (KEY_IS("check")) {
             bit = F_CHECK;
             r = copy_hex(check, val, vlen, CHECK_LEN);

@@ -464,6 +464,8 @@ static void fromm_adopt(struct reconcile *rc, struct cand *c, const char *ip, bo
         .internet = internet,
         .created_at = (time_t)c->m.created,
         .expires_at = (time_t)c->m.expires,
+        .template = c->m.template[0] ? c->m.template : NULL,
+        .pool = c->m.pool,
     };
 
     adopt(rc, c, &r, true);

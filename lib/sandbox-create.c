@@ -321,29 +321,17 @@ static void on_cloned(const struct pve_result *res, void *userdata)
 static int start_clone(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
 {
     struct engine *e = sb->engine;
-    char line[MARKER_LINE_MAX];
     _cleanup_free_ char *desc = NULL;
-    struct marker m = {
-        .owner_uid = sb->owner_uid,
-        .created = sb->created_at,
-        .expires = sb->expires_at,
-    };
     int r;
 
-    memcpy(m.key, sb->idem_hash, sizeof m.key);
-    memcpy(m.params, sb->params_hash, sizeof m.params);
-    snprintf(m.instance, sizeof m.instance, "%s", reg_instance_id(e->reg));
-    snprintf(m.sandbox, sizeof m.sandbox, "%s", sb->id);
-    r = marker_format(&m, line, sizeof line);
-    if (r >= 0)
-        r = marker_set(NULL, &m, &desc);
+    r = sandbox_marker_description(sb, &desc);
     if (r < 0) {
         *ret_fail = "cannot build the ownership marker";
         return r;
     }
     struct pve_clone_params cp = {
         .node = sb->node,
-        .template_vmid = e->cfg->proxmox.template_vmid,
+        .template_vmid = sandbox_template(sb)->vmid,
         .hostname = sb->hostname,
         .description = desc,
         .pool = e->cfg->proxmox.pool,
@@ -378,6 +366,18 @@ static void on_config_got(const struct pve_result *res, void *userdata)
     if (res->error == 0 && res->data)
         json_object_object_get_ex(res->data, "rootfs", &rootfs);
     sb->rootfs_gb = pve_rootfs_size_gb(rootfs ? json_object_get_string(rootfs) : NULL, 0);
+    if (sb->rootfs_gb)
+        sandbox_template(sb)->disk_gb = sb->rootfs_gb; /* later creates check it up front */
+    if (sb->disk_explicit && sb->rootfs_gb > sb->disk_gb) {
+        struct engine_error err = {.kind = ENGINE_E_INVALID,
+                                   .error = -EINVAL,
+                                   .message = "disk_gb is smaller than the template's disk "
+                                              "(disks only grow)",
+                                   .param = "disk_gb",
+                                   .limit = sb->rootfs_gb};
+        on_step_done(sb, &err);
+        return;
+    }
     if (sb->rootfs_gb > sb->disk_gb)
         sb->disk_gb = (unsigned)sb->rootfs_gb; /* cannot shrink: report what it has */
     step_pve_done(sb, res);
@@ -589,6 +589,10 @@ static int sandbox_new(struct engine *e, const struct sandbox_create_opts *opts,
     sb->cores = opts->cores > 0 ? (unsigned)opts->cores : cs->default_cores;
     sb->memory_mb = opts->memory_mb > 0 ? (unsigned)opts->memory_mb : cs->default_memory_mb;
     sb->disk_gb = opts->disk_gb > 0 ? (unsigned)opts->disk_gb : cs->default_disk_gb;
+    sb->disk_explicit = opts->disk_gb > 0;
+    sb->pool_member = opts->pool;
+    snprintf(sb->template, sizeof sb->template, "%s",
+             engine_template_find(e, opts->template)->name);
     sb->internet = opts->internet;
     if (opts->idempotency_key) {
         sb->idempotency_key = strdup(opts->idempotency_key);
@@ -641,14 +645,31 @@ int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engi
     if (ttl < 1 || ttl > (int64_t)cs->max_ttl_s)
         return create_refuse(ret_err, ENGINE_E_INVALID, -EINVAL,
                              "ttl_s exceeds the configured max_ttl_s", "ttl_s");
+    if (!engine_template_find(e, opts->template)) {
+        *ret_err = (struct engine_error){.kind = ENGINE_E_INVALID,
+                                         .error = -EINVAL,
+                                         .message = "no such template",
+                                         .param = "template",
+                                         .templates = true};
+        return -EINVAL;
+    }
+    r = engine_check_caps(e, engine_template_find(e, opts->template), opts->cores, opts->memory_mb,
+                          opts->disk_gb, ret_err);
+    if (r < 0)
+        return r;
     for (sb = e->sandboxes; sb; sb = sb->next) {
         n_all++;
-        if (sb->owner_uid == opts->owner_uid)
-            n_uid++;
+        if (sb->owner_uid == opts->owner_uid && !sb->pool_member)
+            n_uid++; /* pool members count towards max_total only */
     }
-    if (n_uid >= cs->max_per_uid)
+    if (!opts->pool && n_uid >= cs->max_per_uid)
         return create_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT,
                              "too many sandboxes for this uid (max_per_uid)", NULL);
+    if (!opts->pool && !opts->no_pool) {
+        r = pool_take(e, opts, ttl, cb, userdata, ret_err);
+        if (r != 0)
+            return r < 0 ? r : 0;
+    }
     if (n_all >= cs->max_total)
         return create_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT, "too many sandboxes (max_total)",
                              NULL);
