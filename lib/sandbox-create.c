@@ -645,6 +645,10 @@ int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engi
     if (ttl < 1 || ttl > (int64_t)cs->max_ttl_s)
         return create_refuse(ret_err, ENGINE_E_INVALID, -EINVAL,
                              "ttl_s exceeds the configured max_ttl_s", "ttl_s");
+    r = engine_check_caps(e, engine_template_find(e, opts->template), opts->cores, opts->memory_mb,
+                          opts->disk_gb, ret_err);
+    if (r < 0)
+        return r;
     if (!engine_template_find(e, opts->template)) {
         *ret_err = (struct engine_error){.kind = ENGINE_E_INVALID,
                                          .error = -EINVAL,
@@ -653,10 +657,6 @@ int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engi
                                          .templates = true};
         return -EINVAL;
     }
-    r = engine_check_caps(e, engine_template_find(e, opts->template), opts->cores, opts->memory_mb,
-                          opts->disk_gb, ret_err);
-    if (r < 0)
-        return r;
     for (sb = e->sandboxes; sb; sb = sb->next) {
         n_all++;
         if (sb->owner_uid == opts->owner_uid && !sb->pool_member)

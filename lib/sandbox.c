@@ -321,7 +321,9 @@ void op_set_error(struct sb_op *op, const struct engine_error *err)
     op->err.message = op->msg ? op->msg : "out of memory";
     op->err.upid = op->upid;
     op->err.state = NULL;
-    op->err.param = NULL;
+    /* An INVALID failure's param and cap are string literals (a disk below the template's). */
+    if (err->kind != ENGINE_E_INVALID)
+        op->err.param = op->err.cap = NULL;
 }
 
 void op_free(struct sb_op *op)
