@@ -4,10 +4,13 @@ its own pinned host key and a smaller disk; every cap refusal (naming the cap an
 a disk below the template's refused, caps changed by SIGHUP; a resize seen inside the
 running sandbox (nproc; the memory limit of its cgroup) and in Proxmox."""
 
+import json
 import os
 import signal
+import subprocess
 import time
 
+import e2elib
 from e2elib import Env, RpcError, run
 
 SMALL = 9001
@@ -69,6 +72,17 @@ def main():
             assert " template=" not in marker_of(env, d["vmid"]) or "template=default" in marker_of(env, d["vmid"])
             data = refused(c, "sandbox.create", {"template": "nope"})
             assert data["param"] == "template" and data["templates"] == ["default", "small"], data
+            # sandboxctl create --template, resize
+            ctl = os.path.join(e2elib.BUILD, "daemon", "sandboxctl")
+            out = subprocess.run([ctl, "--socket", env.socket, "--json", "create", "--template", "small",
+                                  "--ttl", "600"], capture_output=True, text=True, timeout=120)
+            assert out.returncode == 0, out.stderr
+            sc = json.loads(out.stdout)
+            made.append(sc["id"])
+            assert sc["template"] == "small", sc
+            out = subprocess.run([ctl, "--socket", env.socket, "--json", "resize", sc["id"], "--memory", "300"],
+                                 capture_output=True, text=True, timeout=120)
+            assert out.returncode == 0 and json.loads(out.stdout)["memory_mb"] == 300, (out.stdout, out.stderr)
 
         def cap_refusals():
             before = set(env.containers())
