@@ -141,6 +141,8 @@ static void reload(struct daemon *d)
         n.ssh.rekey != c->ssh.rekey || n.ssh.connect_timeout_ms != c->ssh.connect_timeout_ms ||
         n.ssh.sessions_per_sandbox != c->ssh.sessions_per_sandbox)
         log_notice(COMP, "[ssh] changed: a restart applies it");
+    if (!config_templates_equal(&n, c))
+        log_notice(COMP, "[templates] changed: a restart applies it");
 
     c->server.max_connections = n.server.max_connections;
     c->server.max_connections_per_uid = n.server.max_connections_per_uid;

@@ -189,6 +189,27 @@ void config_templates_done(struct config *c)
     pool_free(&c->pool);
 }
 
+static bool str_eq(const char *a, const char *b)
+{
+    return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+bool config_templates_equal(const struct config *a, const struct config *b)
+{
+    if (a->n_templates != b->n_templates || !str_eq(a->default_template, b->default_template))
+        return false;
+    for (size_t i = 0; i < a->n_templates; i++) {
+        const struct config_template *x = &a->templates[i], *y = &b->templates[i];
+
+        if (strcmp(x->name, y->name) != 0 || x->vmid != y->vmid || x->n_host_keys != y->n_host_keys)
+            return false;
+        for (size_t j = 0; j < x->n_host_keys; j++)
+            if (strcmp(x->host_keys[j], y->host_keys[j]) != 0)
+                return false;
+    }
+    return true;
+}
+
 void config_pool_move(struct config *dst, struct config *src)
 {
     pool_free(&dst->pool);

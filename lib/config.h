@@ -196,6 +196,8 @@ int config_read_secret_file(const char *path, size_t max, char **ret_data, size_
 const struct config_template *config_template_find(const struct config *c, const char *name);
 /* The pool target of the template named name ([pool] warm / warm.NAME), 0 when none. */
 unsigned config_pool_target(const struct config *c, const char *name);
+/* True when a and b list the same templates (names, vmids, host keys, the default). */
+bool config_templates_equal(const struct config *a, const struct config *b);
 /* Moves [pool] from src to dst (SIGHUP), freeing what dst held. */
 void config_pool_move(struct config *dst, struct config *src);
 

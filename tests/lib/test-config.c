@@ -343,6 +343,8 @@ START_TEST(test_templates_and_pool)
     ck_assert_str_eq(config_template_find(&n, NULL)->name, "go");
     ck_assert_uint_eq(config_pool_target(&n, "go"), 7);
     ck_assert_uint_eq(config_pool_target(&n, "py"), 0);
+    ck_assert(config_templates_equal(&c, &c));
+    ck_assert(!config_templates_equal(&c, &n)); /* a reload logs that a restart applies it */
     config_pool_move(&c, &n);
     ck_assert_uint_eq(config_pool_target(&c, "default"), 7); /* warm: the default template */
     ck_assert_uint_eq(config_pool_target(&c, "py"), 0);
