@@ -299,8 +299,7 @@ int pool_take(struct engine *e, const struct sandbox_create_opts *opts, int64_t 
     t->hits++;
     log_debug(COMP, "%s: taken from the pool of template %s for uid %u", sb->id, t->name,
               (unsigned)sb->owner_uid);
-    sandbox_set_state(sb, SANDBOX_CONFIGURING); /* the new owner is recorded first */
-    resize_op_start(sb, op);
+    resize_op_take(sb, op);
     pool_kick(e);
     return 1;
 

@@ -143,6 +143,10 @@ uint64_t now_ms(struct engine *e);
 /* The one place a sandbox's state changes: logged, and saved to the registry (except
  * PENDING, GONE, and while the engine closes). */
 void sandbox_set_state(struct sandbox *sb, enum sandbox_state s);
+/* The same, with the save's callback: 0 when the save was issued (cb runs then), else a
+ * negative errno (no change, a state that is not saved, the engine closing, no save). */
+int sandbox_set_state_saved(struct sandbox *sb, enum sandbox_state s, void (*cb)(int r, void *ud),
+                            void *userdata);
 int sandbox_save(struct sandbox *sb, void (*cb)(int r, void *userdata), void *userdata);
 void save_logged(int r, void *userdata);
 void sandbox_link(struct sandbox *sb);

@@ -102,9 +102,8 @@ static void op_end(struct sandbox *sb, const struct engine_error *err)
     struct engine *e = sb->engine;
 
     if (!err && !e->closing && op->take) {
-        sandbox_set_state(sb, SANDBOX_READY);
         sb->refs++;
-        if (sandbox_save(sb, on_take_saved, sb) == 0)
+        if (sandbox_set_state_saved(sb, SANDBOX_READY, on_take_saved, sb) == 0)
             return;
         sb->refs--;
     } else if (!err && !e->closing)
@@ -198,6 +197,41 @@ int resize_op_start(struct sandbox *sb, struct resize_op *op)
     sb->resize_op = op;
     sb->refs++;
     step_run(sb);
+    return 0;
+}
+
+static void on_take_recorded(int r, void *userdata)
+{
+    struct sandbox *sb = userdata;
+    struct engine_error err = {
+        .kind = ENGINE_E_INTERNAL, .error = r, .message = "cannot write the registry record"};
+
+    if (r < 0 || sb->engine->closing) {
+        if (sb->engine->closing)
+            err = (struct engine_error){.kind = ENGINE_E_SHUTDOWN,
+                                        .error = -ESHUTDOWN,
+                                        .message = "the daemon is shutting down"};
+        op_end(sb, &err);
+        return;
+    }
+    step_run(sb);
+}
+
+int resize_op_take(struct sandbox *sb, struct resize_op *op)
+{
+    int r;
+
+    sb->resize_op = op;
+    sb->refs++;
+    /* Write-ahead: the new owner is durable (state CONFIGURING) before Proxmox hears of it,
+     * so a crash in between leaves a record that reconcile rolls back. */
+    r = sandbox_set_state_saved(sb, SANDBOX_CONFIGURING, on_take_recorded, sb);
+    if (r < 0) {
+        struct engine_error err = {
+            .kind = ENGINE_E_INTERNAL, .error = r, .message = "cannot write the registry record"};
+
+        op_end(sb, &err);
+    }
     return 0;
 }
 

@@ -19,3 +19,6 @@ struct resize_op {
 
 /* Runs op on sb (sb->resize_op must be NULL); op is freed when cb has run. Returns 0. */
 int resize_op_start(struct sandbox *sb, struct resize_op *op);
+/* A pool hand-over (op->take): records the sandbox as CONFIGURING for its new owner, and
+ * once that is durable runs op. Returns 0 (cb runs later, also on failure). */
+int resize_op_take(struct sandbox *sb, struct resize_op *op);

@@ -146,13 +146,20 @@ uint64_t now_ms(struct engine *e)
 
 void sandbox_set_state(struct sandbox *sb, enum sandbox_state s)
 {
+    (void)sandbox_set_state_saved(sb, s, save_logged, NULL);
+}
+
+int sandbox_set_state_saved(struct sandbox *sb, enum sandbox_state s, void (*cb)(int r, void *ud),
+                            void *userdata)
+{
     if (sb->state == s)
-        return;
+        return -EALREADY;
     log_debug(COMP, "%s: %s -> %s (+%" PRIu64 " ms)", sb->id, sandbox_state_to_string(sb->state),
               sandbox_state_to_string(s), now_ms(sb->engine) - sb->started_ms);
     sb->state = s;
-    if (s != SANDBOX_GONE && s != SANDBOX_PENDING && !sb->engine->closing)
-        (void)sandbox_save(sb, save_logged, NULL);
+    if (s == SANDBOX_GONE || s == SANDBOX_PENDING || sb->engine->closing)
+        return -ESHUTDOWN;
+    return sandbox_save(sb, cb, userdata);
 }
 
 /* ---- table ---- */

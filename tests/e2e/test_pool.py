@@ -50,6 +50,18 @@ def consistent(env, users):
     return {sid for sid, r in recs.items() if r.get("pool")}
 
 
+def wait_consistent(env, users, timeout=30):
+    """consistent() once the destroys and record removals in flight are done."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            return consistent(env, users)
+        except AssertionError:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def main():
     with Env(daemon_config=CONFIG) as env:
         c = env.client()
@@ -75,7 +87,7 @@ def main():
             assert records(env)[sb["id"]]["expires_at"], records(env)[sb["id"]]
             assert [s["id"] for s in c.call("sandbox.list")["sandboxes"]] == [sb["id"]]
             wait_pool(env, 2)  # refilled in the background
-            consistent(env, users)
+            wait_consistent(env, users)
 
         def cold_fallback_and_quota():
             # A disk larger than the members' is grown live; one smaller is a cold create
@@ -98,7 +110,7 @@ def main():
                 c.call("sandbox.destroy", {"id": i})
                 users.discard(i)
             wait_pool(env, 2)
-            consistent(env, users)
+            wait_consistent(env, users)
 
         def concurrent_creates_never_share():
             wait_pool(env, 2)
@@ -129,7 +141,7 @@ def main():
                 assert r["stdout"].strip() == s["hostname"], (r, s)
             users.update(ids)
             wait_pool(env, 2)
-            consistent(env, users)
+            wait_consistent(env, users)
             for i in ids:
                 c.call("sandbox.destroy", {"id": i})
                 users.discard(i)
@@ -165,7 +177,7 @@ def main():
             set_warm(1)
             wait_pool(env, 1)
             wait_until(lambda: len(env.containers()) == n3 - 2, 30, "surplus destroyed")
-            consistent(env, users)
+            wait_consistent(env, users)
             set_warm(2)
             wait_pool(env, 2)
 
@@ -187,7 +199,7 @@ def main():
             wait_reconciled(env)
             wait_pool(env, 3)
             wait_until(lambda: len(env.containers()) == 3, 30, "interrupted fill destroyed")
-            consistent(env, users)
+            wait_consistent(env, users)
             c = env.client()
 
         def kill9_during_pooled_create():
@@ -208,7 +220,7 @@ def main():
             wait_pool(env, 3)
             # The taken member was recorded for its new owner (not ready): rolled back.
             wait_until(lambda: len(env.containers()) == 3, 30, "the half-taken member destroyed")
-            consistent(env, users)
+            wait_consistent(env, users)
             c = env.client()
             assert c.call("sandbox.list")["sandboxes"] == []
 
@@ -227,7 +239,7 @@ def main():
             wait_reconciled(env)
             wait_pool(env, 3)
             assert set(env.containers()) == before, (before, env.containers())
-            assert consistent(env, users)
+            assert wait_consistent(env, users)
             c = env.client()
             assert [s["id"] for s in c.call("sandbox.list")["sandboxes"]] == [sb["id"]]
             c.call("sandbox.destroy", {"id": sb["id"]})

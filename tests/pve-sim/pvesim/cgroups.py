@@ -87,3 +87,24 @@ def remove(name):
             os.rmdir(path(kind, name))
         except OSError:
             pass
+
+
+def remove_prefix(prefix):
+    """Every group of an instance (its containers' names start with prefix), once their
+    processes are gone."""
+    for kind in ROOTS:
+        top = os.path.join(ROOTS[kind], TOP)
+        try:
+            names = os.listdir(top)
+        except OSError:
+            continue
+        for n in names:
+            if n.startswith(prefix):
+                try:
+                    os.rmdir(os.path.join(top, n))
+                except OSError:
+                    pass
+        try:
+            os.rmdir(top)  # only when no other instance has groups there
+        except OSError:
+            pass

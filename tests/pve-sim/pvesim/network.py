@@ -60,6 +60,7 @@ def cleanup_instance(inst, kill_owner=False):
             kill_netns_pids(ns)
             run(["ip", "netns", "del", ns], check=False)
     run(["ip", "link", "del", f"pvs{inst}"], check=False)
+    cgroups.remove_prefix(pfx)
     try:
         os.unlink(pidfile)
     except OSError:
