@@ -11,8 +11,9 @@ static int max_level = LOG_INFO;
 static int prefix_mode = -1; /* -1: not yet detected */
 
 static const char *const level_names[] = {
-    [LOG_EMERG] = "emerg",     [LOG_ALERT] = "alert",   [LOG_CRIT] = "crit", [LOG_ERR] = "err",
-    [LOG_WARNING] = "warning", [LOG_NOTICE] = "notice", [LOG_INFO] = "info", [LOG_DEBUG] = "debug",
+    [LOG_EMERG] = "emerg", [LOG_ALERT] = "alert",   [LOG_CRIT] = "crit",
+    [LOG_ERR] = "err",     [LOG_WARNING] = "warning", [LOG_NOTICE] = "notice",
+    [LOG_INFO] = "info",   [LOG_DEBUG] = "debug",
 };
 
 void log_set_max_level(int level)
