@@ -1164,6 +1164,7 @@ void methods_sandbox_stop(void)
     if (sm->md)
         methods_daemon_set_status_provider(TAKE_PTR(sm->md), NULL, NULL);
     methods_unregister(sm->rows);
+    engine_pool_pause(sm->engine); /* no refill while stopping */
     /* Sandboxes outlive the daemon unless [sandbox] destroy_on_stop says otherwise. */
     if (sm->reconcile && cfg && cfg->sandbox.destroy_on_stop) {
         log_info(COMP, "destroy_on_stop: destroying every sandbox before stopping");

@@ -175,6 +175,14 @@ void engine_pool_apply(struct engine *e)
     pool_kick(e);
 }
 
+void engine_pool_pause(struct engine *e)
+{
+    if (e && e->pool) {
+        e->pool->active = false;
+        uv_timer_stop(&e->pool->timer);
+    }
+}
+
 static void pool_closed(uv_handle_t *h)
 {
     free(h->data);

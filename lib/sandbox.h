@@ -173,6 +173,8 @@ struct engine_pool_stats {
 bool engine_pool_stats(const struct engine *e, size_t i, struct engine_pool_stats *ret);
 /* Applies [pool] after a reload (or at start): fills up to the targets, destroys surplus. */
 void engine_pool_apply(struct engine *e);
+/* Stops filling (the daemon stops): members stay as they are; creates are served cold. */
+void engine_pool_pause(struct engine *e);
 
 /* ---- destroy ---- */
 typedef void (*engine_done_cb)(const struct engine_error *err, void *userdata);
