@@ -246,6 +246,19 @@ def main():
             users.discard(sb["id"])
             c.close()
 
+        def destroy_on_stop_takes_the_pool():
+            wait_pool(env, 3)
+            with open(env.config) as f:
+                text = f.read()
+            with open(env.config, "w") as f:
+                f.write(text.replace("[sandbox]\n", "[sandbox]\ndestroy_on_stop = true\n", 1))
+            n = env.daemon_log().count("configuration reloaded")
+            env.proc.send_signal(signal.SIGHUP)
+            wait_until(lambda: env.daemon_log().count("configuration reloaded") > n, 20, "the reload")
+            assert env.stop_daemon() == 0
+            assert env.containers() == {}, env.containers()
+            assert records(env) == {}, records(env)
+
         run_tests(env, [
             ("creates served from the pool", served_from_pool),
             ("cold fall-back, quota without pool members", cold_fallback_and_quota),
@@ -255,6 +268,7 @@ def main():
             ("kill -9 during a refill", kill9_during_refill),
             ("kill -9 during a pooled create", kill9_during_pooled_create),
             ("lost state folder rebuilt from the markers", lost_state_rebuilt_from_markers),
+            ("a clean stop with destroy_on_stop destroys the members", destroy_on_stop_takes_the_pool),
         ])
 
 
