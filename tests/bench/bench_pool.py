@@ -136,7 +136,9 @@ def main():
     ap.add_argument("--warm", type=int, default=40)
     ap.add_argument("--steady", type=int, default=200)
     a = ap.parse_args()
-    sim = ZERO if a.zero else DEFAULT_DELAYS
+    # A /20 bridge: the simulator keeps one DHCP lease per MAC ever seen, and a full run
+    # creates a few hundred containers (a /24 runs out).
+    sim = dict(ZERO if a.zero else DEFAULT_DELAYS, bridge_subnet="10.216.0.0/20")
     daemon = {"sandbox": {"max_per_uid": "128", "max_total": "200", "create_timeout_s": "120"},
               "pool": {"warm": "0", "max_filling": "8"}}
     with Env(sim_config=sim, daemon_config=daemon, log_level="info") as env:
