@@ -148,6 +148,8 @@ static void reload(struct daemon *d)
         n.network.probe_port != c->network.probe_port ||
         n.proxmox.firewall_period_s != c->proxmox.firewall_period_s)
         log_notice(COMP, "[network] or firewall_period_s changed: a restart applies it");
+    if (!config_templates_equal(&n, c))
+        log_notice(COMP, "[templates] changed: a restart applies it");
 
     c->server.max_connections = n.server.max_connections;
     c->server.max_connections_per_uid = n.server.max_connections_per_uid;
@@ -155,6 +157,8 @@ static void reload(struct daemon *d)
     c->server.max_inflight_per_connection = n.server.max_inflight_per_connection;
     c->server.log_level = n.server.log_level;
     c->sandbox = n.sandbox;
+    config_pool_move(c, &n);
+    methods_sandbox_reload();
     if (!d->log_level_forced)
         log_set_max_level(c->server.log_level);
     server_apply_limits(&d->server);

@@ -18,6 +18,7 @@
 #include "methods.h"
 #include "req.h"
 #include "proto/b64.h"
+#include "methods-pool.h"
 #include "proto/params.h"
 #include "proto/rpc.h"
 
@@ -33,8 +34,10 @@ struct sandbox_methods {
     struct methods_daemon *md;   /* daemon.status, which this fills in */
     struct idem_wait *idem_waits;
     struct parked *parked;
-    struct method_def rows[10];
+    struct method_def rows[11];
 };
+
+static struct engine *instance_engine(void);
 
 /* ---- results and errors ---- */
 
@@ -61,6 +64,7 @@ static json_object *sandbox_json(const struct sandbox *sb)
     json_object_object_add(o, "disk_gb", json_object_new_int64(sandbox_view_disk_gb(sb)));
     json_object_object_add(o, "owner_uid", json_object_new_int64(sandbox_view_owner(sb)));
     json_object_object_add(o, "labels", json_object_get(sandbox_view_labels(sb)));
+    json_object_object_add(o, "template", json_object_new_string(sandbox_view_template(sb)));
     if (time_format_rfc3339(sandbox_view_created_at(sb), t, sizeof t) == 0)
         json_object_object_add(o, "created_at", json_object_new_string(t));
     if (time_format_rfc3339(sandbox_view_expires_at(sb), t, sizeof t) == 0)
@@ -104,7 +108,7 @@ static void reply_engine_error(struct req *r, const struct engine_error *err)
     json_object *d;
 
     if (err->kind == ENGINE_E_INVALID) {
-        req_invalid_params(r, err->param ? err->param : "params", err->message);
+        req_error_data(r, RPC_INVALID_PARAMS, NULL, pool_invalid_data(instance_engine(), err));
         return;
     }
     d = json_object_new_object();
@@ -297,7 +301,8 @@ static void on_reconciled(void *userdata)
     struct sandbox_methods *sm = userdata;
     struct parked *l = TAKE_PTR(sm->parked), *rev = NULL;
 
-    while (l) { /* in arrival order */
+    engine_pool_apply(sm->engine); /* pool members of a previous run are known now */
+    while (l) {                    /* in arrival order */
         struct parked *n = l->next;
         l->next = rev;
         rev = l;
@@ -407,6 +412,7 @@ static void method_create(struct req *r, void *params, void *userdata)
         .labels = labels,
         .idempotency_key = c->idempotency_key,
         .params_hash = phash[0] ? phash : NULL,
+        .template = c->template,
     };
     p = pending_new(sm, r);
     if (!p) {
@@ -462,7 +468,7 @@ static void method_list(struct req *r, void *params, void *userdata)
     }
     a = json_object_new_array();
     for (struct sandbox *sb = engine_first(sm->engine); sb; sb = engine_next(sm->engine, sb)) {
-        if (!p->all && sandbox_view_owner(sb) != req_uid(r))
+        if ((!p->all && sandbox_view_owner(sb) != req_uid(r)) || sandbox_view_pool(sb))
             continue;
         if (!labels_match(sb, &p->labels))
             continue;
@@ -538,6 +544,31 @@ static void method_set_internet(struct req *r, void *params, void *userdata)
     if (engine_set_internet(sm->engine, sb, p->enabled, on_internet, pi, &err) < 0) {
         req_on_disconnect(r, NULL, NULL);
         free(pi);
+        reply_engine_error(r, &err);
+    }
+}
+
+/* ---- sandbox.resize ---- */
+
+static void method_resize(struct req *r, void *params, void *userdata)
+{
+    struct sandbox_methods *sm = userdata;
+    const struct params_sandbox_resize *p = params;
+    struct engine_error err = {};
+    struct sandbox *sb;
+    struct pending *pd;
+
+    if (park_until_reconciled(sm, r, p->id, method_resize, params))
+        return;
+    sb = lookup(sm, r, p->id);
+    if (!sb)
+        return;
+    pd = pending_new(sm, r);
+    if (!pd)
+        return;
+    if (engine_resize(sm->engine, sb, p->cores, p->memory_mb, p->disk_gb, on_internet, pd, &err) <
+        0) {
+        free(pd);
         reply_engine_error(r, &err);
     }
 }
@@ -1037,6 +1068,7 @@ static void status_provider(json_object *status, void *userdata)
                            : reachable < 0 ? json_object_new_string("not connected yet")
                                            : NULL);
     json_object_object_add(status, "proxmox", px);
+    pool_status_add(sm->engine, status);
 
     if (sm->reconcile) {
         struct reconcile_stats st;
@@ -1084,6 +1116,7 @@ static const struct method_def sandbox_rows[] = {
     {"sandbox.list", &params_sandbox_list_spec, method_list, NULL, false},
     {"sandbox.set_internet", &params_sandbox_set_internet_spec, method_set_internet, NULL, false},
     {"sandbox.renew", &params_sandbox_renew_spec, method_renew, NULL, false},
+    {"sandbox.resize", &params_sandbox_resize_spec, method_resize, NULL, false},
     {"sandbox.destroy", &params_sandbox_id_spec, method_destroy, NULL, false},
     {"sandbox.exec", &params_sandbox_exec_spec, method_exec, NULL, false},
     {"file.write", &params_file_write_spec, method_file_write, NULL, false},
@@ -1096,6 +1129,17 @@ _Static_assert(ELEMENTSOF(sandbox_rows) <= ELEMENTSOF(((struct sandbox_methods *
 /* The one instance, reached only by start and stop: handlers and callbacks get it
  * as their userdata. */
 static struct sandbox_methods instance;
+
+static struct engine *instance_engine(void)
+{
+    return instance.engine;
+}
+
+void methods_sandbox_reload(void)
+{
+    if (instance.engine && instance.reconcile)
+        engine_pool_apply(instance.engine);
+}
 
 static void engine_notice(int level, const char *msg, void *userdata)
 {
@@ -1169,6 +1213,7 @@ void methods_sandbox_stop(void)
     if (sm->md)
         methods_daemon_set_status_provider(TAKE_PTR(sm->md), NULL, NULL);
     methods_unregister(sm->rows);
+    engine_pool_pause(sm->engine); /* no refill while stopping */
     /* Sandboxes outlive the daemon unless [sandbox] destroy_on_stop says otherwise. */
     if (sm->reconcile && cfg && cfg->sandbox.destroy_on_stop) {
         log_info(COMP, "destroy_on_stop: destroying every sandbox before stopping");

@@ -11,5 +11,7 @@
 /* Creates the engine on loop with the live config, registers the method table and the
  * daemon.status provider with md. Returns 0 or a negative errno (the error is logged). */
 int methods_sandbox_start(uv_loop_t *loop, const struct config *cfg, struct methods_daemon *md);
+/* After a reload: the warm pool follows the new [pool] targets. */
+void methods_sandbox_reload(void);
 /* Closes the engine (sandboxes stay in Proxmox); the loop runs the rest. */
 void methods_sandbox_stop(void);

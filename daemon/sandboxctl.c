@@ -200,9 +200,9 @@ static const char *get_str(json_object *o, const char *key)
 
 static void print_sandbox(json_object *sb)
 {
-    static const char *keys[] = {"id",        "state",    "vmid",       "node",      "hostname",
-                                 "ip",        "internet", "cores",      "memory_mb", "disk_gb",
-                                 "owner_uid", "labels",   "created_at", "expires_at"};
+    static const char *keys[] = {"id",        "state",    "vmid",       "node",       "hostname",
+                                 "ip",        "internet", "cores",      "memory_mb",  "disk_gb",
+                                 "owner_uid", "labels",   "created_at", "expires_at", "template"};
 
     for (size_t i = 0; i < ELEMENTSOF(keys); i++)
         printf("%-11s %s\n", keys[i], get_str(sb, keys[i]));
@@ -256,6 +256,15 @@ static void print_status(json_object *o)
                                                 : "unreachable",
                get_str(px, "last_error"));
     }
+    json_object_object_get_ex(o, "pool", &px);
+    if (px) {
+        json_object_object_foreach(px, name, t)
+        {
+            printf("pool         %s: %s ready of %s (filling %s, hits %s, misses %s)\n", name,
+                   get_str(t, "ready"), get_str(t, "target"), get_str(t, "filling"),
+                   get_str(t, "hits"), get_str(t, "misses"));
+        }
+    }
 }
 
 static void print_list(json_object *o)
@@ -304,10 +313,15 @@ static json_object *id_params(const char *id)
 static int cmd_create(struct ctl *c, int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"internet", no_argument, NULL, 'i'},    {"ttl", required_argument, NULL, 't'},
-        {"cores", required_argument, NULL, 'c'}, {"memory", required_argument, NULL, 'm'},
-        {"disk", required_argument, NULL, 'd'},  {"hostname", required_argument, NULL, 'H'},
-        {"label", required_argument, NULL, 'l'}, {},
+        {"internet", no_argument, NULL, 'i'},
+        {"ttl", required_argument, NULL, 't'},
+        {"cores", required_argument, NULL, 'c'},
+        {"memory", required_argument, NULL, 'm'},
+        {"disk", required_argument, NULL, 'd'},
+        {"hostname", required_argument, NULL, 'H'},
+        {"label", required_argument, NULL, 'l'},
+        {"template", required_argument, NULL, 'T'},
+        {},
     };
     _cleanup_json_ json_object *p = json_object_new_object();
     json_object *labels = NULL;
@@ -315,7 +329,7 @@ static int cmd_create(struct ctl *c, int argc, char **argv)
     int opt;
 
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "+it:c:m:d:H:l:", opts, NULL)) >= 0) {
+    while ((opt = getopt_long(argc, argv, "+it:c:m:d:H:l:T:", opts, NULL)) >= 0) {
         const char *key = NULL;
 
         switch (opt) {
@@ -336,6 +350,9 @@ static int cmd_create(struct ctl *c, int argc, char **argv)
             break;
         case 'H':
             json_object_object_add(p, "hostname", json_object_new_string(optarg));
+            continue;
+        case 'T':
+            json_object_object_add(p, "template", json_object_new_string(optarg));
             continue;
         case 'l': {
             char *eq = strchr(optarg, '=');
@@ -364,6 +381,43 @@ static int cmd_create(struct ctl *c, int argc, char **argv)
         return EXIT_USAGE;
     }
     return run_simple(c, "sandbox.create", TAKE_PTR(p), print_sandbox);
+}
+
+static int cmd_resize(struct ctl *c, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"cores", required_argument, NULL, 'c'},
+        {"memory", required_argument, NULL, 'm'},
+        {"disk", required_argument, NULL, 'd'},
+        {},
+    };
+    _cleanup_json_ json_object *p = NULL;
+    int64_t x;
+    int opt;
+
+    if (argc < 2 || argv[1][0] == '-') {
+        fprintf(stderr, "sandboxctl: resize wants an ID\n");
+        return EXIT_USAGE;
+    }
+    p = id_params(argv[1]);
+    argc--;
+    argv++;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "+c:m:d:", opts, NULL)) >= 0) {
+        const char *key = opt == 'c' ? "cores" : opt == 'm' ? "memory_mb" : "disk_gb";
+
+        if (opt != 'c' && opt != 'm' && opt != 'd')
+            return EXIT_USAGE;
+        if (parse_int(optarg, key, 1, INT32_MAX, &x) < 0)
+            return EXIT_USAGE;
+        json_object_object_add(p, key, json_object_new_int64(x));
+    }
+    if (optind != argc || json_object_object_length(p) < 2) {
+        fprintf(stderr,
+                "sandboxctl: resize ID [--cores N] [--memory MB] [--disk GB] (at least one)\n");
+        return EXIT_USAGE;
+    }
+    return run_simple(c, "sandbox.resize", TAKE_PTR(p), print_sandbox);
 }
 
 /* Writes decoded output data (`name` or `name_b64`) of o to fd. */
@@ -589,7 +643,9 @@ static void usage(FILE *f)
             "Usage: sandboxctl [--socket PATH] [--json] COMMAND ...\n\n"
             "  status                          daemon version, uptime, counts\n"
             "  create [--internet] [--ttl S] [--cores N] [--memory MB] [--disk GB]\n"
-            "         [--hostname H] [--label k=v]...\n"
+            "         [--hostname H] [--label k=v]... [--template NAME]\n"
+            "  resize ID [--cores N] [--memory MB] [--disk GB]\n"
+            "                                  live; disks only grow\n"
             "  list [--all]                    your sandboxes (admins: --all)\n"
             "  show ID\n"
             "  exec ID [--timeout MS] [--env K=V] [--cwd DIR] -- CMD...\n"
@@ -652,7 +708,7 @@ int main(int argc, char **argv)
 
     if (strcmp(cmd, "mcp") == 0)
         return mcp_main(c.socket, argc, argv);
-    if (!strstr(" status create list show exec put get internet renew destroy call ", cmd) ||
+    if (!strstr(" status create list show exec put get internet renew resize destroy call ", cmd) ||
         strchr(cmd, ' ')) {
         fprintf(stderr, "sandboxctl: unknown command '%s'\n", cmd);
         usage(stderr);
@@ -679,6 +735,8 @@ int main(int argc, char **argv)
         r = run_simple(&c, "sandbox.get", id_params(argv[1]), print_sandbox);
     else if (strcmp(cmd, "exec") == 0)
         r = cmd_exec(&c, argc, argv);
+    else if (strcmp(cmd, "resize") == 0)
+        r = cmd_resize(&c, argc, argv);
     else if (strcmp(cmd, "put") == 0)
         r = cmd_put(&c, argc, argv);
     else if (strcmp(cmd, "get") == 0)

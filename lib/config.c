@@ -1,4 +1,4 @@
-#include "config.h"
+#include "config-internal.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -94,6 +94,9 @@ static const struct key_def keys[] = {
     {"sandbox", "destroy_on_stop", KEY_BOOL, F(sandbox.destroy_on_stop), 0, 0, 0},
     UINT_KEY("sandbox", "reconcile_interval_s", sandbox.reconcile_interval_s, 1, 86400),
     UINT_KEY("sandbox", "orphan_grace_s", sandbox.orphan_grace_s, 0, 86400),
+    UINT_KEY("sandbox", "max_cores", sandbox.max_cores, 1, 512),
+    UINT_KEY("sandbox", "max_memory_mb", sandbox.max_memory_mb, 16, 1048576),
+    UINT_KEY("sandbox", "max_disk_gb", sandbox.max_disk_gb, 1, 65536),
 
     UINT_KEY("proxmox", "firewall_period_s", proxmox.firewall_period_s, 1, 3600),
     {"network", "mode", KEY_NETMODE, F(network.static_mode), 0, 0, 0},
@@ -106,7 +109,10 @@ static const struct key_def keys[] = {
 
 #define N_KEYS ELEMENTSOF(keys)
 
-static const char *known_sections[] = {"server", "proxmox", "ssh", "sandbox", "network"};
+static const char *known_sections[] = {"server",    "proxmox", "ssh", "sandbox",
+                                       "templates", "pool",    "network"};
+/* Keys of [templates] and [pool] other than the operator's template names. */
+static const char *const dynamic_keys[] = {"templates.default", "pool.warm", "pool.max_filling"};
 
 struct parse_state {
     struct config *config;
@@ -136,7 +142,20 @@ static void free_list(char **l, size_t n)
     free(l);
 }
 
-static int parse_uint(const char *v, unsigned long long *ret)
+int config_fail(char **ret_error, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (ret_error && !*ret_error) {
+        va_start(ap, fmt);
+        if (vasprintf(ret_error, fmt, ap) < 0)
+            *ret_error = NULL;
+        va_end(ap);
+    }
+    return -EINVAL;
+}
+
+int config_parse_uint(const char *v, unsigned long long *ret)
 {
     char *end;
     unsigned long long x;
@@ -165,7 +184,7 @@ static int parse_bool(const char *v)
     return -EINVAL;
 }
 
-static int split_list(const char *v, size_t max, char ***ret, size_t *ret_n)
+int config_split_list(const char *v, size_t max, char ***ret, size_t *ret_n)
 {
     _cleanup_free_ char *copy = strdup(v);
     char **l = NULL;
@@ -246,8 +265,8 @@ static int set_range_key(struct parse_state *st, const struct key_def *k, const 
     dash = strchr(copy, '-');
     if (dash)
         *dash = '\0';
-    if (!dash || parse_uint(copy, &a) < 0 || parse_uint(dash + 1, &b) < 0 || a > b || a < k->min ||
-        b > k->max) {
+    if (!dash || config_parse_uint(copy, &a) < 0 || config_parse_uint(dash + 1, &b) < 0 || a > b ||
+        a < k->min || b > k->max) {
         set_error(&st->error, "'%s' is not a range A-B with %llu <= A <= B <= %llu", v, k->min,
                   k->max);
         return -EINVAL;
@@ -268,7 +287,7 @@ static int set_list_key(struct parse_state *st, const struct key_def *k, const c
         set_error(&st->error, "control characters in value");
         return -EINVAL;
     }
-    r = split_list(v, k->max, &l, &n);
+    r = config_split_list(v, k->max, &l, &n);
     if (r == -ENOMEM)
         return r;
     if (r < 0 || n < k->min) {
@@ -339,7 +358,7 @@ static int set_key(struct parse_state *st, const struct key_def *k, const char *
     case KEY_UINT:
     case KEY_SIZE:
     case KEY_VMID:
-        r = parse_uint(v, &x);
+        r = config_parse_uint(v, &x);
         if (r < 0 || x < k->min || x > k->max) {
             set_error(&st->error, "'%s' is not a number in %llu..%llu", v, k->min, k->max);
             return -EINVAL;
@@ -416,6 +435,19 @@ static int handler(void *user, const char *section, const char *name, const char
     }
     if (strcmp(section, "proxmox") == 0)
         st->config->proxmox.present = true;
+    r = config_dynamic_key(st->config, section, name, value, &st->error);
+    if (r <= 0) {
+        if (r < 0 && st->error) {
+            char *m = NULL;
+
+            if (asprintf(&m, "[%s] %s: %s", section, name, st->error) >= 0) {
+                free(st->error);
+                st->error = m;
+            }
+        } else if (r < 0)
+            set_error(&st->error, "[%s] %s: %s", section, name, strerror(-r));
+        return r == 0;
+    }
     for (size_t i = 0; i < N_KEYS; i++) {
         if (strcmp(keys[i].section, section) != 0 || strcmp(keys[i].name, name) != 0)
             continue;
@@ -488,7 +520,11 @@ int config_init(struct config *c)
                 .create_timeout_s = CONFIG_DEFAULT_CREATE_TIMEOUT_S,
                 .reconcile_interval_s = CONFIG_DEFAULT_RECONCILE_INTERVAL_S,
                 .orphan_grace_s = CONFIG_DEFAULT_ORPHAN_GRACE_S,
+                .max_cores = CONFIG_DEFAULT_MAX_CORES,
+                .max_memory_mb = CONFIG_DEFAULT_MAX_MEMORY_MB,
+                .max_disk_gb = CONFIG_DEFAULT_MAX_DISK_GB,
             },
+        .pool = {.max_filling = CONFIG_DEFAULT_POOL_MAX_FILLING},
     };
     c->proxmox.nodes = calloc(1, sizeof(char *));
     if (c->proxmox.nodes) {
@@ -537,6 +573,7 @@ void config_done(struct config *c)
     free(c->ssh.key_file);
     free_secret(&c->ssh.key);
     free_list(c->ssh.template_host_keys, c->ssh.n_template_host_keys);
+    config_templates_done(c);
     *c = (struct config){};
 }
 
@@ -575,6 +612,22 @@ int config_load(const char *path, struct config *ret, char **ret_error)
         return -EINVAL;
     }
     c.file = strdup(path);
+    if (c.file && c.proxmox.template_vmid) {
+        /* [proxmox] template is the template named "default", listed first. */
+        _cleanup_free_ char *e = NULL;
+
+        r = config_template_add(&c, CONFIG_DEFAULT_TEMPLATE_NAME, c.proxmox.template_vmid, &e);
+        if (r < 0) {
+            if (ret_error &&
+                asprintf(ret_error, "%s: [proxmox] template: %s", path, e ? e : strerror(-r)) < 0)
+                *ret_error = NULL;
+            config_done(&c);
+            return r;
+        }
+        struct config_template d = c.templates[c.n_templates - 1];
+        memmove(c.templates + 1, c.templates, (c.n_templates - 1) * sizeof d);
+        c.templates[0] = d;
+    }
     if (!c.file) {
         config_done(&c);
         return -ENOMEM;
@@ -611,7 +664,7 @@ int config_validate(const struct config *c, char **ret_error)
             missing = "url";
         else if (!c->proxmox.token_id)
             missing = "token_id";
-        else if (c->proxmox.template_vmid == 0)
+        else if (c->n_templates == 0)
             missing = "template";
         else if (!c->proxmox.pool)
             missing = "pool";
@@ -631,6 +684,17 @@ int config_validate(const struct config *c, char **ret_error)
             set_error(&err, "%s: [proxmox] template: vmid %u lies inside vmid_range", file,
                       c->proxmox.template_vmid);
     }
+    if (c->sandbox.default_cores > c->sandbox.max_cores)
+        set_error(&err, "%s: [sandbox] default_cores (%u) is larger than max_cores (%u)", file,
+                  c->sandbox.default_cores, c->sandbox.max_cores);
+    if (c->sandbox.default_memory_mb > c->sandbox.max_memory_mb)
+        set_error(&err, "%s: [sandbox] default_memory_mb (%u) is larger than max_memory_mb (%u)",
+                  file, c->sandbox.default_memory_mb, c->sandbox.max_memory_mb);
+    if (c->sandbox.default_disk_gb > c->sandbox.max_disk_gb)
+        set_error(&err, "%s: [sandbox] default_disk_gb (%u) is larger than max_disk_gb (%u)", file,
+                  c->sandbox.default_disk_gb, c->sandbox.max_disk_gb);
+    if (!err)
+        (void)config_templates_validate(c, &err);
     if (err) {
         if (ret_error)
             *ret_error = err;
@@ -787,13 +851,16 @@ int config_load_secrets_full(struct config *c, bool allow_no_credentials, char *
 
 const char *const *config_known_keys(void)
 {
-    static const char *names[N_KEYS + 1];
+    static const char *names[N_KEYS + ELEMENTSOF(dynamic_keys) + 1];
     static char buf[N_KEYS][64];
 
-    if (!names[0])
+    if (!names[0]) {
         for (size_t i = 0; i < N_KEYS; i++) {
             snprintf(buf[i], sizeof buf[i], "%s.%s", keys[i].section, keys[i].name);
             names[i] = buf[i];
         }
+        for (size_t i = 0; i < ELEMENTSOF(dynamic_keys); i++)
+            names[N_KEYS + i] = dynamic_keys[i];
+    }
     return names;
 }

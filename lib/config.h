@@ -61,6 +61,14 @@
 #define CONFIG_DEFAULT_CREATE_TIMEOUT_S 300
 #define CONFIG_DEFAULT_RECONCILE_INTERVAL_S 60
 #define CONFIG_DEFAULT_ORPHAN_GRACE_S 60
+#define CONFIG_DEFAULT_MAX_CORES 16
+#define CONFIG_DEFAULT_MAX_MEMORY_MB 65536
+#define CONFIG_DEFAULT_MAX_DISK_GB 256
+#define CONFIG_TEMPLATES_MAX 32                /* [templates] entries */
+#define CONFIG_TEMPLATE_NAME_MAX 32            /* [a-z0-9-] */
+#define CONFIG_DEFAULT_TEMPLATE_NAME "default" /* the name of [proxmox] template */
+#define CONFIG_POOL_WARM_MAX 256               /* [pool] warm per template */
+#define CONFIG_DEFAULT_POOL_MAX_FILLING 2
 
 struct config_server {
     char *socket;       /* path bound when systemd passes none */
@@ -120,6 +128,29 @@ struct config_sandbox {
     bool destroy_on_stop;          /* a clean stop destroys every sandbox (default: kept) */
     unsigned reconcile_interval_s; /* 1..86400: Proxmox pool compared with the registry */
     unsigned orphan_grace_s;       /* 0..86400: age before an unrecorded container is reaped */
+    unsigned max_cores;            /* 1..512: largest cores a create or resize may ask for */
+    unsigned max_memory_mb;        /* 16..1048576 */
+    unsigned max_disk_gb;          /* 1..65536 */
+};
+
+/* A template a sandbox is cloned from: [templates] NAME = VMID, NAME.host_key = pins
+ * ([proxmox] template is the one named CONFIG_DEFAULT_TEMPLATE_NAME). */
+struct config_template {
+    char *name; /* [a-z0-9-], <= CONFIG_TEMPLATE_NAME_MAX */
+    uint32_t vmid;
+    char **host_keys; /* NULL: [ssh] template_host_key */
+    size_t n_host_keys;
+};
+
+/* [pool]: containers kept ready per template (reloadable). */
+struct config_pool_warm {
+    char *template; /* a template's name; NULL: the default template */
+    unsigned n;
+};
+struct config_pool {
+    struct config_pool_warm *warm; /* warm = N (template NULL), warm.NAME = N */
+    size_t n_warm;
+    unsigned max_filling; /* 1..64: pool members created at once */
 };
 
 struct config {
@@ -129,6 +160,10 @@ struct config {
     struct config_ssh ssh;
     struct config_sandbox sandbox;
     struct config_network network;
+    struct config_template *templates; /* [proxmox] template first, then [templates] in order */
+    size_t n_templates;
+    char *default_template; /* [templates] default; NULL: "default" or the first */
+    struct config_pool pool;
 };
 
 /* Fills *c with the defaults (allocates the default strings). Returns 0 or -ENOMEM. */
@@ -161,5 +196,14 @@ int config_load_secrets_full(struct config *c, bool allow_no_credentials, char *
  * may be NULL). On failure nothing read stays in memory. -EINVAL when not a
  * regular file, -EFBIG when larger than max. */
 int config_read_secret_file(const char *path, size_t max, char **ret_data, size_t *ret_n);
+/* The template named name (NULL: the default one), or NULL when there is none. */
+const struct config_template *config_template_find(const struct config *c, const char *name);
+/* The pool target of the template named name ([pool] warm / warm.NAME), 0 when none. */
+unsigned config_pool_target(const struct config *c, const char *name);
+/* True when a and b list the same templates (names, vmids, host keys, the default). */
+bool config_templates_equal(const struct config *a, const struct config *b);
+/* Moves [pool] from src to dst (SIGHUP), freeing what dst held. */
+void config_pool_move(struct config *dst, struct config *src);
+
 /* Every "section.key" the parser knows, NULL-terminated (docs tests compare them). */
 const char *const *config_known_keys(void);

@@ -38,12 +38,15 @@ static int format_body(const struct marker *m, char *buf, size_t n)
         return -EINVAL;
     if (m->hostkey[0] && !hex_is_valid(m->hostkey, 64))
         return -EINVAL;
+    if (m->template[0] && !id_is_valid(m->template))
+        return -EINVAL;
     k = snprintf(buf, n,
                  MARKER_PREFIX "v%d instance=%s sandbox=%s owner=%" PRIu32 " created=%" PRId64
-                               " expires=%" PRId64 "%s%s%s%s%s%s",
+                               " expires=%" PRId64 "%s%s%s%s%s%s%s%s%s",
                  MARKER_VERSION, m->instance, m->sandbox, (uint32_t)m->owner_uid, m->created,
                  m->expires, m->key[0] ? " key=" : "", m->key, m->params[0] ? " params=" : "",
-                 m->params, m->hostkey[0] ? " hostkey=" : "", m->hostkey);
+                 m->params, m->hostkey[0] ? " hostkey=" : "", m->hostkey,
+                 m->template[0] ? " template=" : "", m->template, m->pool ? " pool=1" : "");
     if (k < 0)
         return -EINVAL;
     if ((size_t)k >= n)
@@ -156,6 +159,8 @@ enum {
     F_PARAMS = 1 << 6,
     F_CHECK = 1 << 7,
     F_HOSTKEY = 1 << 8,
+    F_TEMPLATE = 1 << 9,
+    F_POOL = 1 << 10,
     F_REQUIRED = F_INSTANCE | F_SANDBOX | F_OWNER | F_CREATED | F_EXPIRES | F_CHECK,
 };
 
@@ -235,6 +240,13 @@ static int parse_line(struct span s, struct marker *ret)
         } else if (KEY_IS("hostkey")) {
             bit = F_HOSTKEY;
             r = copy_hex(m.hostkey, val, vlen, 64);
+        } else if (KEY_IS("template")) {
+            bit = F_TEMPLATE;
+            r = copy_id(m.template, val, vlen);
+        } else if (KEY_IS("pool")) {
+            bit = F_POOL;
+            r = vlen == 1 && val[0] == '1' ? 0 : -EBADMSG;
+            m.pool = true;
         } else if (KEY_IS("check")) {
             bit = F_CHECK;
             r = copy_hex(check, val, vlen, CHECK_LEN);

@@ -6,7 +6,7 @@
  *
  *   sandboxd:v1 instance=<id> sandbox=<id> owner=<uid> created=<unix>
  *       expires=<unix> [key=<sha256 hex>] [params=<sha256 hex>] [hostkey=<sha256 hex>]
- *       check=<8 hex>
+ *       [template=<name>] [pool=1] check=<8 hex>
  *
  * (one line, single spaces). Ids are [a-z0-9-] (<= ID_MAX), numbers are plain
  * decimal without leading zeros; `check` is the first 8 hex digits of the
@@ -22,6 +22,7 @@
  * marker; anything else means "not ours, never touch". */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -49,6 +50,8 @@ struct marker {
     char params[SHA256_HEX_SIZE];  /* optional ("" = none): params hash */
     char hostkey[SHA256_HEX_SIZE]; /* optional ("" = none): the sandbox's own SSH host key,
                                     * its SHA-256 fingerprint in hex (hostkey.h) */
+    char template[ID_MAX + 1];     /* optional ("" = the default): the template's name */
+    bool pool;                     /* a warm pool member (owner is a placeholder) */
 };
 
 /* The marker line (no newline) into buf. -EINVAL for invalid fields

@@ -477,6 +477,8 @@ static void fromm_adopt(struct reconcile *rc, struct cand *c, const char *ip, bo
         .expires_at = (time_t)c->m.expires,
         .host_key = pin[0] ? pin : NULL,
         .labels = labels,
+        .template = c->m.template[0] ? c->m.template : NULL,
+        .pool = c->m.pool,
     };
 
     adopt(rc, c, &r, true);

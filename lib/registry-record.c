@@ -62,6 +62,7 @@ struct reg_record *reg_record_free(struct reg_record *r)
     free(r->ip);
     free(r->error);
     free(r->host_key);
+    free(r->template);
     json_object_put(r->labels);
     free(r);
     return NULL;
@@ -78,14 +79,15 @@ struct reg_record *reg_record_dup(const struct reg_record *r)
         return NULL;
     *c = *r;
     c->id = c->instance = c->idempotency_key = c->params_hash = c->node = c->upid = NULL;
-    c->hostname = c->ip = c->error = c->host_key = NULL;
+    c->hostname = c->ip = c->error = c->host_key = c->template = NULL;
     c->labels = NULL;
     if (strdup_replace(&c->id, r->id) < 0 || strdup_replace(&c->instance, r->instance) < 0 ||
         strdup_replace(&c->idempotency_key, r->idempotency_key) < 0 ||
         strdup_replace(&c->params_hash, r->params_hash) < 0 ||
         strdup_replace(&c->node, r->node) < 0 || strdup_replace(&c->upid, r->upid) < 0 ||
         strdup_replace(&c->hostname, r->hostname) < 0 || strdup_replace(&c->ip, r->ip) < 0 ||
-        strdup_replace(&c->error, r->error) < 0 || strdup_replace(&c->host_key, r->host_key) < 0)
+        strdup_replace(&c->error, r->error) < 0 || strdup_replace(&c->host_key, r->host_key) < 0 ||
+        strdup_replace(&c->template, r->template) < 0)
         return NULL;
     if (r->labels && json_object_deep_copy(r->labels, &c->labels, NULL) < 0)
         return NULL;
@@ -175,6 +177,8 @@ int reg_record_validate(const struct reg_record *r)
         return -EINVAL;
     if (r->hostname && !text_ok(r->hostname, REG_HOST_MAX, false))
         return -EINVAL;
+    if (r->template && (strlen(r->template) > REG_TEMPLATE_MAX || !id_is_valid(r->template)))
+        return -EINVAL;
     if (r->ip && !text_ok(r->ip, REG_IP_MAX, false))
         return -EINVAL;
     if (r->error && !text_ok(r->error, REG_ERROR_MAX, true))
@@ -257,6 +261,9 @@ int reg_record_to_json(const struct reg_record *r, char **ret_json)
         (k = add_str(o, "error", r->error)) < 0 || (k = add_str(o, "host_key", r->host_key)) < 0)
         return k;
     if (r->labels && (k = add(o, "labels", json_object_get(r->labels))) < 0)
+        return k;
+    if ((k = add_str(o, "template", r->template)) < 0 ||
+        (r->pool && (k = add(o, "pool", json_object_new_boolean(true))) < 0))
         return k;
     s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
                                               JSON_C_TO_STRING_NOSLASHESCAPE);
@@ -372,6 +379,7 @@ int reg_record_from_json(const char *json, size_t n, struct reg_record **ret)
         (k = get_str(o, "ip", false, &r->ip)) < 0 ||
         (k = get_str(o, "error", false, &r->error)) < 0 ||
         (k = get_str(o, "host_key", false, &r->host_key)) < 0 ||
+        (k = get_str(o, "template", false, &r->template)) < 0 ||
         (k = get_time(o, "created_at", &r->created_at)) < 0 ||
         (k = get_time(o, "expires_at", &r->expires_at)) < 0)
         return k == -ENOMEM ? k : -EBADMSG;
@@ -401,6 +409,11 @@ int reg_record_from_json(const char *json, size_t n, struct reg_record **ret)
         if (!json_object_is_type(v, json_type_boolean))
             return -EBADMSG;
         r->internet = json_object_get_boolean(v);
+    }
+    if (json_object_object_get_ex(o, "pool", &v)) {
+        if (!json_object_is_type(v, json_type_boolean))
+            return -EBADMSG;
+        r->pool = json_object_get_boolean(v);
     }
     if (json_object_object_get_ex(o, "labels", &v) && !json_object_is_type(v, json_type_null))
         r->labels = json_object_get(v);

@@ -41,6 +41,7 @@
 #define REG_ERROR_MAX 1024 /* last error text */
 #define REG_LABELS_MAX 16
 #define REG_LABEL_LEN_MAX 256
+#define REG_TEMPLATE_MAX 32 /* template name: [a-z0-9-] */
 /* Canonical params JSON longer than this is refused by reg_params_hash(). */
 #define REG_PARAMS_MAX (64 * 1024)
 #define REG_PARAMS_DEPTH_MAX 32
@@ -90,6 +91,8 @@ struct reg_record {
     char *error;       /* optional: why it failed */
     char *host_key;    /* optional: the sandbox's own SSH host key pin ("SHA256:...",
                         * hostkey.h); unset: the template's pins apply */
+    char *template;    /* optional: the template's name (NULL: the default one) */
+    bool pool;         /* a warm pool member: owned by the pool, not by owner_uid */
 };
 
 struct reg_record *reg_record_new(void);

@@ -496,7 +496,7 @@ static int start_clone(struct sandbox *sb, uint64_t timeout_ms, const char **ret
     }
     struct pve_clone_params cp = {
         .node = sb->node,
-        .template_vmid = e->cfg->proxmox.template_vmid,
+        .template_vmid = sandbox_template(sb)->vmid,
         .hostname = sb->hostname,
         .description = desc,
         .pool = e->cfg->proxmox.pool,
@@ -543,6 +543,18 @@ static void on_config_got(const struct pve_result *res, void *userdata)
         }
     }
     sb->rootfs_gb = pve_rootfs_size_gb(rootfs ? json_object_get_string(rootfs) : NULL, 0);
+    if (sb->rootfs_gb)
+        sandbox_template(sb)->disk_gb = sb->rootfs_gb; /* later creates check it up front */
+    if (sb->disk_explicit && sb->rootfs_gb > sb->disk_gb) {
+        struct engine_error err = {.kind = ENGINE_E_INVALID,
+                                   .error = -EINVAL,
+                                   .message = "disk_gb is smaller than the template's disk "
+                                              "(disks only grow)",
+                                   .param = "disk_gb",
+                                   .limit = sb->rootfs_gb};
+        on_step_done(sb, &err);
+        return;
+    }
     if (sb->rootfs_gb > sb->disk_gb)
         sb->disk_gb = (unsigned)sb->rootfs_gb; /* cannot shrink: report what it has */
     step_pve_done(sb, res);
@@ -812,6 +824,10 @@ static int sandbox_new(struct engine *e, const struct sandbox_create_opts *opts,
     sb->cores = opts->cores > 0 ? (unsigned)opts->cores : cs->default_cores;
     sb->memory_mb = opts->memory_mb > 0 ? (unsigned)opts->memory_mb : cs->default_memory_mb;
     sb->disk_gb = opts->disk_gb > 0 ? (unsigned)opts->disk_gb : cs->default_disk_gb;
+    sb->disk_explicit = opts->disk_gb > 0;
+    sb->pool_member = opts->pool;
+    snprintf(sb->template, sizeof sb->template, "%s",
+             engine_template_find(e, opts->template)->name);
     sb->internet = opts->internet;
     if (opts->idempotency_key) {
         sb->idempotency_key = strdup(opts->idempotency_key);
@@ -865,14 +881,31 @@ int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engi
     if (ttl < 1 || ttl > (int64_t)cs->max_ttl_s)
         return create_refuse(ret_err, ENGINE_E_INVALID, -EINVAL,
                              "ttl_s exceeds the configured max_ttl_s", "ttl_s");
+    r = engine_check_caps(e, engine_template_find(e, opts->template), opts->cores, opts->memory_mb,
+                          opts->disk_gb, ret_err);
+    if (r < 0)
+        return r;
+    if (!engine_template_find(e, opts->template)) {
+        *ret_err = (struct engine_error){.kind = ENGINE_E_INVALID,
+                                         .error = -EINVAL,
+                                         .message = "no such template",
+                                         .param = "template",
+                                         .templates = true};
+        return -EINVAL;
+    }
     for (sb = e->sandboxes; sb; sb = sb->next) {
         n_all++;
-        if (sb->owner_uid == opts->owner_uid)
-            n_uid++;
+        if (sb->owner_uid == opts->owner_uid && !sb->pool_member)
+            n_uid++; /* pool members count towards max_total only */
     }
-    if (n_uid >= cs->max_per_uid)
+    if (!opts->pool && n_uid >= cs->max_per_uid)
         return create_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT,
                              "too many sandboxes for this uid (max_per_uid)", NULL);
+    if (!opts->pool && !opts->no_pool) {
+        r = pool_take(e, opts, ttl, cb, userdata, ret_err);
+        if (r != 0)
+            return r < 0 ? r : 0;
+    }
     if (n_all >= cs->max_total)
         return create_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT, "too many sandboxes (max_total)",
                              NULL);

@@ -262,6 +262,11 @@ int engine_destroy(struct engine *e, struct sandbox *sb, engine_done_cb cb, void
         }
         return 0;
     }
+    if (sb->resize_op) {
+        /* A live change runs: the destroy follows it (lib/sandbox-resize.c). */
+        sb->destroy_requested = true;
+        return 0;
+    }
     if (sb->fw_busy) {
         /* Let the firewall call finish first: it holds a ref; checked in on_fw_set. */
         sb->destroy_requested = true;

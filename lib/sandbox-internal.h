@@ -36,6 +36,9 @@ struct sandbox {
     char *idempotency_key;             /* the key as sent (NULL: none, or known by hash only) */
     char host_key[64]; /* its own SSH host key pin (hostkey.h); "": the template's pins */
     char *upid;        /* the clone task, recorded once it started (NULL: none yet) */
+    char template[ID_MAX + 1];         /* the template's name */
+    bool pool_member;                  /* a warm pool member (owned by the pool) */
+    bool disk_explicit;                /* disk_gb was asked for: smaller than the template fails */
     /* engine-private below */
     struct engine *engine;
     struct sandbox *next, *prev;
@@ -63,7 +66,8 @@ struct sandbox {
     uint64_t started_ms;       /* create start (uv_now scale) */
     uint64_t deadline_ms;      /* create deadline (uv_now scale) */
     uint64_t destroy_deadline_ms;
-    unsigned refs; /* held by in-flight engine operations */
+    struct resize_op *resize_op; /* a sandbox.resize or a pool take running */
+    unsigned refs;               /* held by in-flight engine operations */
 };
 
 /* A create in progress: its callback and its first failure. */
@@ -110,6 +114,16 @@ struct fw_op {
     struct fw_op *next; /* in sb->fw_waiting */
 };
 
+/* A template sandboxes are cloned from (lib/sandbox-template.c), and its warm pool. */
+struct engine_template {
+    char name[ID_MAX + 1];
+    uint32_t vmid;
+    char *pins;       /* host key pins ("SHA256:..,..") */
+    uint64_t disk_gb; /* the template's disk, learnt from the first clone (0: unknown) */
+    uint64_t hits, misses;
+    unsigned filling; /* pool creates running */
+};
+
 struct engine {
     uv_loop_t *loop;
     const struct config *cfg;
@@ -117,8 +131,10 @@ struct engine {
     struct pve_client *pve;
     struct registry *reg;
     struct sshs_key *key;
-    char *pins;
     bool configured;
+    struct engine_template *templates; /* the default one first */
+    size_t n_templates;
+    struct pool *pool; /* lib/pool.c */
 
     struct sandbox *sandboxes;
     unsigned n_sandboxes;
@@ -150,6 +166,10 @@ uint64_t now_ms(struct engine *e);
 /* The one place a sandbox's state changes: logged, and saved to the registry (except
  * PENDING, GONE, and while the engine closes). */
 void sandbox_set_state(struct sandbox *sb, enum sandbox_state s);
+/* The same, with the save's callback: 0 when the save was issued (cb runs then), else a
+ * negative errno (no change, a state that is not saved, the engine closing, no save). */
+int sandbox_set_state_saved(struct sandbox *sb, enum sandbox_state s, void (*cb)(int r, void *ud),
+                            void *userdata);
 int sandbox_save(struct sandbox *sb, void (*cb)(int r, void *userdata), void *userdata);
 void save_logged(int r, void *userdata);
 void sandbox_link(struct sandbox *sb);
@@ -193,6 +213,25 @@ int sandbox_description(const struct sandbox *sb, char **ret);
 /* ---- sandbox-destroy.c ---- */
 /* Runs the destroy steps (the state becomes DESTROYING). */
 void destroy_start(struct sandbox *sb);
+
+/* ---- sandbox-template.c ---- */
+int engine_templates_init(struct engine *e, char **ret_error);
+void engine_templates_free(struct engine *e);
+/* By name (NULL: the default); NULL when unknown. */
+struct engine_template *engine_template_find(struct engine *e, const char *name);
+/* The template of sb (the default one when its template left the configuration). */
+struct engine_template *sandbox_template(const struct sandbox *sb);
+/* Refuses what exceeds an operator cap (or a disk below the template's): fills ret_err. */
+int engine_check_caps(struct engine *e, const struct engine_template *t, int cores, int memory_mb,
+                      int disk_gb, struct engine_error *ret_err);
+
+/* ---- pool.c ---- */
+/* A create that fits a ready pool member takes it: 1 (cb runs later), 0 when none fits. */
+int pool_take(struct engine *e, const struct sandbox_create_opts *opts, int64_t ttl,
+              engine_sandbox_cb cb, void *userdata, struct engine_error *ret_err);
+/* Something changed (a member ready, failed, destroyed, taken): refill in the background. */
+void pool_kick(struct engine *e);
+void pool_close(struct engine *e);
 
 /* ---- sandbox-probe.c ---- */
 /* Runs the /version probe in ms (0: now). */

@@ -117,6 +117,9 @@ int engine_adopt(struct engine *e, const struct reg_record *r, struct sandbox **
     sb->created_at = r->created_at;
     sb->expires_at = r->expires_at;
     sb->state = SANDBOX_READY; /* born READY: no transition, nothing to save */
+    sb->pool_member = r->pool;
+    snprintf(sb->template, sizeof sb->template, "%s",
+             r->template ? r->template : engine_template_find(e, NULL)->name);
     sb->started_ms = now_ms(e);
     k = labels_copy(r->labels, &sb->labels);
     if (r->idempotency_key) {

@@ -25,6 +25,7 @@ int sandbox_description(const struct sandbox *sb, char **ret)
         .owner_uid = sb->owner_uid,
         .created = sb->created_at,
         .expires = sb->expires_at,
+        .pool = sb->pool_member,
     };
     int r;
 
@@ -32,6 +33,7 @@ int sandbox_description(const struct sandbox *sb, char **ret)
     memcpy(m.params, sb->params_hash, sizeof m.params);
     snprintf(m.instance, sizeof m.instance, "%s", reg_instance_id(sb->engine->reg));
     snprintf(m.sandbox, sizeof m.sandbox, "%s", sb->id);
+    snprintf(m.template, sizeof m.template, "%s", sb->template);
     if (sb->host_key[0]) {
         r = hostkey_pin_to_hex(sb->host_key, m.hostkey);
         if (r < 0)

@@ -85,3 +85,13 @@ const char *sandbox_view_params_hash(const struct sandbox *sb)
 {
     return sb->params_hash;
 }
+
+const char *sandbox_view_template(const struct sandbox *sb)
+{
+    return sb->template;
+}
+
+bool sandbox_view_pool(const struct sandbox *sb)
+{
+    return sb->pool_member;
+}

@@ -117,6 +117,8 @@ int sandbox_save(struct sandbox *sb, reg_done_fn cb, void *userdata)
         .params_hash = sb->params_hash[0] ? (char *)sb->params_hash : NULL,
         .host_key = sb->host_key[0] ? (char *)sb->host_key : NULL,
         .upid = sb->upid,
+        .template = sb->template[0] ? (char *)sb->template : NULL,
+        .pool = sb->pool_member,
     };
 
     if (sb->error) {
@@ -146,13 +148,20 @@ uint64_t now_ms(struct engine *e)
 
 void sandbox_set_state(struct sandbox *sb, enum sandbox_state s)
 {
+    (void)sandbox_set_state_saved(sb, s, save_logged, NULL);
+}
+
+int sandbox_set_state_saved(struct sandbox *sb, enum sandbox_state s, void (*cb)(int r, void *ud),
+                            void *userdata)
+{
     if (sb->state == s)
-        return;
+        return -EALREADY;
     log_debug(COMP, "%s: %s -> %s (+%" PRIu64 " ms)", sb->id, sandbox_state_to_string(sb->state),
               sandbox_state_to_string(s), now_ms(sb->engine) - sb->started_ms);
     sb->state = s;
-    if (s != SANDBOX_GONE && s != SANDBOX_PENDING && !sb->engine->closing)
-        (void)sandbox_save(sb, save_logged, NULL);
+    if (s == SANDBOX_GONE || s == SANDBOX_PENDING || sb->engine->closing)
+        return -ESHUTDOWN;
+    return sandbox_save(sb, cb, userdata);
 }
 
 /* ---- table ---- */
@@ -161,7 +170,7 @@ static void engine_free_now(struct engine *e)
 {
     free(e->tombs);
     free(e->held);
-    free(e->pins);
+    engine_templates_free(e);
     free(e->last_error);
     free(e);
 }
@@ -254,8 +263,8 @@ struct sandbox *engine_lookup(struct engine *e, const char *id, uid_t uid, bool 
     if (!e || !id)
         return NULL;
     for (struct sandbox *sb = e->sandboxes; sb; sb = sb->next)
-        if (strcmp(sb->id, id) == 0)
-            return (admin || sb->owner_uid == uid) ? sb : NULL;
+        if (strcmp(sb->id, id) == 0) /* pool members are nobody's until taken */
+            return !sb->pool_member && (admin || sb->owner_uid == uid) ? sb : NULL;
     return NULL;
 }
 
@@ -324,7 +333,9 @@ void op_set_error(struct sb_op *op, const struct engine_error *err)
     op->err.message = op->msg ? op->msg : "out of memory";
     op->err.upid = op->upid;
     op->err.state = NULL;
-    op->err.param = NULL;
+    /* An INVALID failure's param and cap are string literals (a disk below the template's). */
+    if (err->kind != ENGINE_E_INVALID)
+        op->err.param = op->err.cap = NULL;
 }
 
 void op_free(struct sb_op *op)
@@ -394,7 +405,7 @@ void sandbox_ssh_config(const struct sandbox *sb, struct sshs_config *ret)
         .port = 22,
         .user = e->cfg->ssh.user,
         .key = e->key,
-        .host_key_pins = sb->host_key[0] ? sb->host_key : e->pins,
+        .host_key_pins = sb->host_key[0] ? sb->host_key : sandbox_template(sb)->pins,
         .connect_timeout_ms = e->cfg->ssh.connect_timeout_ms,
     };
 }
@@ -452,37 +463,20 @@ int engine_new(uv_loop_t *loop, const struct config *cfg, const struct engine_ho
             .vmid_min = cfg->proxmox.vmid_min,
             .vmid_max = cfg->proxmox.vmid_max,
         };
-        size_t len = 1;
-
-        if (!cfg->ssh.key || cfg->ssh.n_template_host_keys == 0) {
+        if (!cfg->ssh.key) {
             engine_free_now(e);
-            return set_error(ret_error, -EINVAL,
-                             "[ssh] key and template_host_key are required with [proxmox]");
+            return set_error(ret_error, -EINVAL, "[ssh] key is required with [proxmox]");
+        }
+        r = engine_templates_init(e, ret_error);
+        if (r < 0) {
+            engine_free_now(e);
+            return r;
         }
         r = sshs_key_load_memory(cfg->ssh.key, strlen(cfg->ssh.key), &e->key);
         if (r < 0) {
             engine_free_now(e);
             return set_error(ret_error, r, "[ssh] the private key cannot be loaded: %s",
                              strerror(-r));
-        }
-        for (size_t i = 0; i < cfg->ssh.n_template_host_keys; i++)
-            len += strlen(cfg->ssh.template_host_keys[i]) + 1;
-        e->pins = calloc(1, len);
-        if (!e->pins) {
-            sshs_key_free(e->key);
-            engine_free_now(e);
-            return -ENOMEM;
-        }
-        for (size_t i = 0; i < cfg->ssh.n_template_host_keys; i++) {
-            if (i)
-                strcat(e->pins, ",");
-            strcat(e->pins, cfg->ssh.template_host_keys[i]);
-        }
-        r = sshs_pins_validate(e->pins);
-        if (r < 0) {
-            sshs_key_free(e->key);
-            engine_free_now(e);
-            return set_error(ret_error, r, "[ssh] template_host_key: not SHA256 fingerprints");
         }
         r = reg_open(cfg->server.state_dir, &e->reg);
         if (r < 0) {
@@ -523,6 +517,7 @@ void engine_close(struct engine *e, void (*cb)(void *userdata), void *userdata)
     e->close_cb = cb;
     e->close_userdata = userdata;
     e->close_pending = 1; /* released at the end of this function */
+    pool_close(e);
     for (sb = e->sandboxes; sb; sb = sb->next) {
         uv_timer_stop(&sb->timer);
         sandbox_close_ssh(sb); /* fails execs and a running connect */
@@ -601,8 +596,8 @@ void engine_emit_notice(struct engine *e, int level, const char *msg)
 
 bool sandbox_busy(const struct sandbox *sb)
 {
-    return sb->create_op || sb->call || sb->fw_busy || sb->state == SANDBOX_DESTROYING ||
-           sb->destroy_requested;
+    return sb->create_op || sb->call || sb->fw_busy || sb->resize_op ||
+           sb->state == SANDBOX_DESTROYING || sb->destroy_requested;
 }
 
 int engine_save(struct sandbox *sb, void (*cb)(int r, void *userdata), void *userdata)

@@ -86,6 +86,9 @@ struct engine_error {
     const char *upid;    /* PROXMOX: the task, or NULL */
     const char *state;   /* STATE: the sandbox's public state */
     const char *param;   /* INVALID: the parameter */
+    const char *cap;     /* INVALID: the operator cap exceeded ("max_cores"), or NULL */
+    uint64_t limit;      /* INVALID: the cap's value, or the template's disk size */
+    bool templates;      /* INVALID: an unknown template (engine_template_name() lists them) */
 };
 
 /* A sandbox. Its fields are the engine's (lib/sandbox-internal.h); the daemon reads
@@ -140,6 +143,9 @@ struct sandbox_create_opts {
     json_object *labels;         /* borrowed object of strings, may be NULL */
     const char *idempotency_key; /* NULL: none (<= REG_KEY_MAX) */
     const char *params_hash;     /* NULL: none; 64 hex (reg_params_hash) */
+    const char *template;        /* NULL: the default template; unknown: ENGINE_E_INVALID */
+    bool pool;                   /* internal: a warm pool member (lib/pool.c) */
+    bool no_pool;                /* internal: never served from the warm pool */
 };
 /* sb is valid only during the callback (state READY on success). */
 typedef void (*engine_sandbox_cb)(const struct engine_error *err, struct sandbox *sb,
@@ -149,6 +155,29 @@ typedef void (*engine_sandbox_cb)(const struct engine_error *err, struct sandbox
  * runs). err_out is filled for synchronous failures. */
 int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engine_sandbox_cb cb,
                   void *userdata, struct engine_error *ret_err);
+
+/* ---- templates (lib/sandbox-template.c) ---- */
+/* The i-th template's name (the default one first), NULL past the last. */
+const char *engine_template_name(const struct engine *e, size_t i);
+
+/* ---- resize ---- */
+/* Changes a READY sandbox's cores and memory (live) and grows its disk; -1 leaves one
+ * as it is. Caps and a shrinking disk are ENGINE_E_INVALID (synchronous). cb gets sb. */
+int engine_resize(struct engine *e, struct sandbox *sb, int cores, int memory_mb, int disk_gb,
+                  engine_sandbox_cb cb, void *userdata, struct engine_error *ret_err);
+
+/* ---- warm pool (lib/pool.c) ---- */
+struct engine_pool_stats {
+    const char *template;
+    unsigned target, ready, filling;
+    uint64_t hits, misses;
+};
+/* Stats of the i-th template's pool; false past the last template. */
+bool engine_pool_stats(const struct engine *e, size_t i, struct engine_pool_stats *ret);
+/* Applies [pool] after a reload (or at start): fills up to the targets, destroys surplus. */
+void engine_pool_apply(struct engine *e);
+/* Stops filling (the daemon stops): members stay as they are; creates are served cold. */
+void engine_pool_pause(struct engine *e);
 
 /* ---- destroy ---- */
 typedef void (*engine_done_cb)(const struct engine_error *err, void *userdata);
@@ -232,3 +261,5 @@ const char *sandbox_view_error(const struct sandbox *sb); /* last failure text *
 /* marker_key_hash(owner, idempotency key) and the create params' hash; "" = none. */
 const char *sandbox_view_idem_hash(const struct sandbox *sb);
 const char *sandbox_view_params_hash(const struct sandbox *sb);
+const char *sandbox_view_template(const struct sandbox *sb); /* the template's name */
+bool sandbox_view_pool(const struct sandbox *sb);            /* a warm pool member */

@@ -410,16 +410,17 @@ void params_sandbox_create_done(struct params_sandbox_create *p)
         return;
     free(p->hostname);
     free(p->idempotency_key);
+    free(p->template);
     params_kv_list_done(&p->labels);
-    p->hostname = p->idempotency_key = NULL;
+    p->hostname = p->idempotency_key = p->template = NULL;
 }
 
 int params_sandbox_create_parse(json_object *params, struct params_sandbox_create *ret,
                                 struct params_error *err)
 {
-    static const char *const allowed[] = {"hostname", "cores",           "memory_mb",
-                                          "disk_gb",  "internet",        "ttl_s",
-                                          "labels",   "idempotency_key", NULL};
+    static const char *const allowed[] = {"hostname", "cores", "memory_mb", "disk_gb",
+                                          "internet", "ttl_s", "labels",    "idempotency_key",
+                                          "template", NULL};
     struct params_sandbox_create p = {.cores = -1, .memory_mb = -1, .disk_gb = -1, .ttl_s = -1};
     const char *s;
     size_t n;
@@ -471,11 +472,23 @@ int params_sandbox_create_parse(json_object *params, struct params_sandbox_creat
         if (key[i] < 0x21 || key[i] > 0x7e)
             return params_fail(err, "idempotency_key", "must be printable ASCII without spaces");
 
+    const char *tmpl;
+    size_t tn;
+    r = params_string(params, "template", false, 1, PARAMS_TEMPLATE_MAX, &tmpl, &tn, err);
+    if (r < 0)
+        return r;
+    for (size_t i = 0; tmpl && i < tn; i++)
+        if (!((tmpl[i] >= 'a' && tmpl[i] <= 'z') || (tmpl[i] >= '0' && tmpl[i] <= '9') ||
+              tmpl[i] == '-'))
+            return params_fail(err, "template", "may only contain a-z, 0-9 and '-'");
+
     r = params_labels(params, "labels", &p.labels, err);
     if (r < 0)
         return r;
 
     if (s && !(p.hostname = strdup(s)))
+        goto oom;
+    if (tmpl && !(p.template = strdup(tmpl)))
         goto oom;
     if (key && !(p.idempotency_key = strdup(key)))
         goto oom;
@@ -497,7 +510,8 @@ bool params_sandbox_create_equal(const struct params_sandbox_create *a,
 {
     if (!params_streq(a->hostname, b->hostname) || a->cores != b->cores ||
         a->memory_mb != b->memory_mb || a->disk_gb != b->disk_gb || a->internet != b->internet ||
-        a->ttl_s != b->ttl_s || a->labels.n != b->labels.n)
+        a->ttl_s != b->ttl_s || a->labels.n != b->labels.n ||
+        !params_streq(a->template, b->template))
         return false;
     for (size_t i = 0; i < a->labels.n; i++)
         if (strcmp(a->labels.items[i].key, b->labels.items[i].key) != 0 ||
@@ -567,6 +581,41 @@ int params_sandbox_renew_parse(json_object *params, struct params_sandbox_renew 
     r = params_int(params, "ttl_s", true, 1, PARAMS_TTL_S_MAX, &p.ttl_s, err);
     if (r < 0)
         return r;
+    *ret = p;
+    return 0;
+}
+
+int params_sandbox_resize_parse(json_object *params, struct params_sandbox_resize *ret,
+                                struct params_error *err)
+{
+    static const char *const allowed[] = {"id", "cores", "memory_mb", "disk_gb", NULL};
+    struct params_sandbox_resize p = {.cores = -1, .memory_mb = -1, .disk_gb = -1};
+    int64_t x;
+    int r;
+
+    r = params_check_object(params, allowed, err);
+    if (r < 0)
+        return r;
+    r = params_id(params, p.id, err);
+    if (r < 0)
+        return r;
+    x = -1;
+    r = params_int(params, "cores", false, 1, PARAMS_CORES_MAX, &x, err);
+    if (r < 0)
+        return r;
+    p.cores = (int)x;
+    x = -1;
+    r = params_int(params, "memory_mb", false, 1, PARAMS_MEMORY_MB_MAX, &x, err);
+    if (r < 0)
+        return r;
+    p.memory_mb = (int)x;
+    x = -1;
+    r = params_int(params, "disk_gb", false, 1, PARAMS_DISK_GB_MAX, &x, err);
+    if (r < 0)
+        return r;
+    p.disk_gb = (int)x;
+    if (p.cores < 0 && p.memory_mb < 0 && p.disk_gb < 0)
+        return params_fail(err, "params", "give at least one of cores, memory_mb, disk_gb");
     *ret = p;
     return 0;
 }
@@ -870,6 +919,7 @@ PARAMS_SPEC(params_sandbox_create, struct params_sandbox_create, params_sandbox_
 PARAMS_SPEC(params_sandbox_id, struct params_sandbox_id, NULL);
 PARAMS_SPEC(params_sandbox_list, struct params_sandbox_list, params_sandbox_list_done_any);
 PARAMS_SPEC(params_sandbox_renew, struct params_sandbox_renew, NULL);
+PARAMS_SPEC(params_sandbox_resize, struct params_sandbox_resize, NULL);
 PARAMS_SPEC(params_sandbox_set_internet, struct params_sandbox_set_internet, NULL);
 PARAMS_SPEC(params_sandbox_exec, struct params_sandbox_exec, params_sandbox_exec_done_any);
 PARAMS_SPEC(params_file_write, struct params_file_write, params_file_write_done_any);
@@ -888,6 +938,7 @@ static const struct rpc_method_info rpc_method_table[] = {
     {"sandbox.list", false, &params_sandbox_list_spec},
     {"sandbox.renew", false, &params_sandbox_renew_spec},
     {"sandbox.set_internet", false, &params_sandbox_set_internet_spec},
+    {"sandbox.resize", false, &params_sandbox_resize_spec},
     {"sandbox.destroy", false, &params_sandbox_id_spec},
     {"sandbox.exec", false, &params_sandbox_exec_spec},
     {"file.write", false, &params_file_write_spec},

@@ -25,6 +25,7 @@
 #define PARAMS_LABEL_KEY_MAX 63                /* [A-Za-z0-9._-], first alnum */
 #define PARAMS_LABEL_VALUE_MAX 255             /* bytes, no control characters */
 #define PARAMS_IDEMPOTENCY_KEY_MAX 64          /* printable ASCII, no space */
+#define PARAMS_TEMPLATE_MAX 32                 /* a template's name */
 #define PARAMS_CORES_MAX 1024                  /* sanity only; config caps too */
 #define PARAMS_MEMORY_MB_MAX (4 * 1024 * 1024) /* sanity only */
 #define PARAMS_DISK_GB_MAX (64 * 1024)         /* sanity only */
@@ -74,6 +75,15 @@ struct params_sandbox_create {
     int64_t ttl_s;  /* -1: config default_ttl_s (max_ttl_s applies) */
     struct params_kv_list labels;
     char *idempotency_key; /* NULL: none */
+    char *template;        /* NULL: the default template; [a-z0-9-], <= PARAMS_TEMPLATE_MAX */
+};
+
+/* sandbox.resize: -1 leaves a size as it is; at least one is given. */
+struct params_sandbox_resize {
+    char id[PARAMS_ID_MAX + 1];
+    int cores;
+    int memory_mb;
+    int disk_gb;
 };
 
 /* sandbox.get, sandbox.destroy */
@@ -143,6 +153,8 @@ int params_sandbox_id_parse(json_object *params, struct params_sandbox_id *ret,
                             struct params_error *err);
 int params_sandbox_list_parse(json_object *params, struct params_sandbox_list *ret,
                               struct params_error *err);
+int params_sandbox_resize_parse(json_object *params, struct params_sandbox_resize *ret,
+                                struct params_error *err);
 int params_sandbox_renew_parse(json_object *params, struct params_sandbox_renew *ret,
                                struct params_error *err);
 int params_sandbox_set_internet_parse(json_object *params, struct params_sandbox_set_internet *ret,
@@ -183,6 +195,7 @@ extern const struct params_spec params_sandbox_create_spec;
 extern const struct params_spec params_sandbox_id_spec; /* sandbox.get, sandbox.destroy */
 extern const struct params_spec params_sandbox_list_spec;
 extern const struct params_spec params_sandbox_renew_spec;
+extern const struct params_spec params_sandbox_resize_spec;
 extern const struct params_spec params_sandbox_set_internet_spec;
 extern const struct params_spec params_sandbox_exec_spec;
 extern const struct params_spec params_file_write_spec;

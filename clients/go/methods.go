@@ -7,6 +7,7 @@ const (
 	methodGet         = "sandbox.get"
 	methodList        = "sandbox.list"
 	methodRenew       = "sandbox.renew"
+	methodResize      = "sandbox.resize"
 	methodSetInternet = "sandbox.set_internet"
 	methodDestroy     = "sandbox.destroy"
 	methodExec        = "sandbox.exec"

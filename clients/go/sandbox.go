@@ -109,6 +109,9 @@ func (m *Manager) limit(ctx context.Context, key string) int64 {
 // Option sets a parameter of Create.
 type Option func(params map[string]any)
 
+// WithTemplate picks one of the daemon's templates by name (default: its default template).
+func WithTemplate(name string) Option { return func(p map[string]any) { p["template"] = name } }
+
 // WithHostname names the sandbox (one DNS label; default: its id).
 func WithHostname(h string) Option { return func(p map[string]any) { p["hostname"] = h } }
 
@@ -154,6 +157,7 @@ type Info struct {
 	Labels    map[string]string `json:"labels"`
 	CreatedAt time.Time         `json:"created_at"`
 	ExpiresAt time.Time         `json:"expires_at"`
+	Template  string            `json:"template"`
 }
 
 // Sandbox is one sandbox.
@@ -242,6 +246,18 @@ func (s *Sandbox) Refresh(ctx context.Context) error {
 // SetInternet allows or blocks outbound HTTP, HTTPS and DNS.
 func (s *Sandbox) SetInternet(ctx context.Context, on bool) error {
 	return s.update(ctx, methodSetInternet, map[string]any{"enabled": on})
+}
+
+// Resize changes the running sandbox's cores and memory (live) and grows its disk; a
+// zero value leaves that size as it is.
+func (s *Sandbox) Resize(ctx context.Context, cores, memoryMB, diskGB int) error {
+	p := map[string]any{}
+	for k, v := range map[string]int{"cores": cores, "memory_mb": memoryMB, "disk_gb": diskGB} {
+		if v > 0 {
+			p[k] = v
+		}
+	}
+	return s.update(ctx, methodResize, p)
 }
 
 // Renew sets the lease to ttl from now (rounded up to whole seconds).

@@ -83,6 +83,10 @@ func TestCreateGetList(t *testing.T) {
 		sb.Info().ExpiresAt.Sub(time.Now()) < 19*time.Minute {
 		t.Fatalf("renew: %v %+v", err, sb.Info())
 	}
+	if err := sb.Resize(ctx, 0, 320, 0); err != nil || sb.Info().MemoryMB != 320 ||
+		sb.Info().Template != "default" {
+		t.Fatalf("resize: %v %+v", err, sb.Info())
+	}
 	if err := sb.Refresh(ctx); err != nil || sb.Info().State != "ready" {
 		t.Fatalf("refresh: %v", err)
 	}

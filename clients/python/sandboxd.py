@@ -57,6 +57,7 @@ class Method:
     GET = "sandbox.get"
     LIST = "sandbox.list"
     RENEW = "sandbox.renew"
+    RESIZE = "sandbox.resize"
     SET_INTERNET = "sandbox.set_internet"
     DESTROY = "sandbox.destroy"
     EXEC = "sandbox.exec"
@@ -496,8 +497,9 @@ class Client:
 
     # -- sandboxes
     def create(self, **params: Any) -> "Sandbox":
-        """sandbox.create: hostname, cores, memory_mb, disk_gb, internet, ttl_s, labels,
-        idempotency_key. Returns once the sandbox is ready."""
+        """sandbox.create: template, hostname, cores, memory_mb, disk_gb, internet, ttl_s,
+        labels, idempotency_key. Returns once the sandbox is ready (from the daemon's warm
+        pool when it keeps one for the template)."""
         return Sandbox(self, self.call(Method.CREATE, params))
 
     def get(self, id: str) -> "Sandbox":
@@ -562,6 +564,13 @@ class Sandbox:
 
     def renew(self, ttl_s: int) -> "Sandbox":
         return self._update(self._call(Method.RENEW, ttl_s=int(ttl_s)))
+
+    def resize(self, cores: Optional[int] = None, memory_mb: Optional[int] = None,
+               disk_gb: Optional[int] = None) -> "Sandbox":
+        """sandbox.resize: cores and memory applied live, the disk only grows."""
+        p = {k: int(v) for k, v in (("cores", cores), ("memory_mb", memory_mb),
+                                    ("disk_gb", disk_gb)) if v is not None}
+        return self._update(self._call(Method.RESIZE, **p))
 
     def destroy(self) -> None:
         self._call(Method.DESTROY)

@@ -116,6 +116,10 @@ def main():
             before = sb.expires_at
             time.sleep(1.1)
             assert sb.renew(7200).expires_at > before, sb.info
+            r = sb.resize(memory_mb=sb.info["memory_mb"] + 64)
+            assert r is sb and sb.info["memory_mb"] == r.info["memory_mb"], sb.info
+            assert client.get(sb.id).info["memory_mb"] == sb.info["memory_mb"]
+            assert sb.info["template"] == "default", sb.info
 
         def errors():
             try:

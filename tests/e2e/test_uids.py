@@ -23,6 +23,7 @@ out = {"codes": {}}
 calls = {
     "sandbox.get": {"id": other},
     "sandbox.set_internet": {"id": other, "enabled": True},
+    "sandbox.resize": {"id": other, "cores": 1},
     "sandbox.exec": {"id": other, "command": "true"},
     "file.write": {"id": other, "path": "/root/x", "content": "x"},
     "file.read": {"id": other, "path": "/etc/passwd"},

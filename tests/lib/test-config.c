@@ -225,6 +225,24 @@ static const struct {
     {"[network]\nprobe_address = 1.2.3.4:0\n", 2, "probe_address"},
     {"[network]\nprobe_address = 1.2.3.4:65536\n", 2, "probe_address"},
     {"[proxmox]\nfirewall_period_s = 0\n", 2, "firewall_period_s"},
+    {"[sandbox]\nmax_cores = 0\n", 2, "max_cores"},
+    {"[sandbox]\nmax_memory_mb = 15\n", 2, "max_memory_mb"},
+    {"[sandbox]\nmax_disk_gb = 65537\n", 2, "max_disk_gb"},
+    {"[templates]\nPy = 9001\n", 2, "Py"},
+    {"[templates]\npy = abc\n", 2, "py"},
+    {"[templates]\npy = 99\n", 2, "py"},
+    {"[templates]\npy = 9001\npy = 9002\n", 3, "given twice"},
+    {"[templates]\ndefault = Go\n", 2, "default"},
+    {"[templates]\npy.hostkey = SHA256:x\n", 2, "py.hostkey"},
+    {"[templates]\npy.host_key = ,\n", 2, "py.host_key"},
+    {"[templates]\n-py = 9001\n", 2, "-py"},
+    {"[templates]\nabcdefghijabcdefghijabcdefghijabc = 9001\n", 2, "template name"},
+    {"[pool]\nwarm = 257\n", 2, "warm"},
+    {"[pool]\nwarm = -1\n", 2, "warm"},
+    {"[pool]\nwarm = 1\nwarm = 2\n", 3, "given twice"},
+    {"[pool]\nwarm.Py = 1\n", 2, "warm.Py"},
+    {"[pool]\ncold = 1\n", 2, "cold"},
+    {"[pool]\nmax_filling = 0\n", 2, "max_filling"},
 };
 
 START_TEST(test_bad)
@@ -280,6 +298,16 @@ START_TEST(test_validate)
         {"[network]\nmode = static\naddresses = 10.0.0.1-10.0.0.20\nprefix = 24\n"
          "gateway = 10.0.0.1\n",
          "gateway lies inside"},
+        {"[sandbox]\ndefault_cores = 8\nmax_cores = 4\n", "max_cores"},
+        {"[sandbox]\ndefault_memory_mb = 2048\nmax_memory_mb = 1024\n", "max_memory_mb"},
+        {"[sandbox]\ndefault_disk_gb = 16\nmax_disk_gb = 8\n", "max_disk_gb"},
+        {"[templates]\npy.host_key = SHA256:x\n", "no 'py = VMID' line"},
+        {"[templates]\npy = 150000\n", "inside vmid_range"},
+        {"[templates]\npy = 9001\ndefault = go\n", "no template named 'go'"},
+        {"[templates]\npy = 9001\n[pool]\nwarm.go = 2\n", "warm.go"},
+        {"[proxmox]\nurl = https://h\ntoken_id = a@pve!b\ntemplate = 9000\npool = p\n"
+         "[templates]\ndefault = 9001\n",
+         "default"},
     };
 
     for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
@@ -292,6 +320,67 @@ START_TEST(test_validate)
         ck_assert_msg(strstr(err, path) && strstr(err, cases[i].needle), "case %zu: '%s'", i, err);
         config_done(&c);
     }
+}
+END_TEST
+
+START_TEST(test_templates_and_pool)
+{
+    _cleanup_free_ char *path = NULL, *path2 = NULL, *err = NULL;
+    const struct config_template *t;
+    struct config c, n;
+
+    path =
+        write_file("t.conf", "[proxmox]\nurl = https://h\ntoken_id = a@pve!b\ntemplate = 9000\n"
+                             "pool = p\n[templates]\npy = 9001\npy.host_key = SHA256:a, SHA256:b\n"
+                             "go = 9002\n[sandbox]\nmax_cores = 4\nmax_memory_mb = 2048\n"
+                             "max_disk_gb = 32\n[pool]\nwarm = 3\nwarm.py = 1\nmax_filling = 5\n");
+    ck_assert_int_eq(config_load(path, &c, &err), 0);
+    ck_assert_int_eq(config_validate(&c, &err), 0);
+    /* [proxmox] template is "default", listed first, and the default template. */
+    ck_assert_uint_eq(c.n_templates, 3);
+    ck_assert_str_eq(c.templates[0].name, "default");
+    ck_assert_uint_eq(c.templates[0].vmid, 9000);
+    ck_assert_ptr_null(c.templates[0].host_keys);
+    t = config_template_find(&c, NULL);
+    ck_assert_str_eq(t->name, "default");
+    t = config_template_find(&c, "py");
+    ck_assert_uint_eq(t->vmid, 9001);
+    ck_assert_uint_eq(t->n_host_keys, 2);
+    ck_assert_str_eq(t->host_keys[1], "SHA256:b");
+    ck_assert_uint_eq(config_template_find(&c, "go")->vmid, 9002);
+    ck_assert_ptr_null(config_template_find(&c, "rust"));
+    ck_assert_uint_eq(c.sandbox.max_cores, 4);
+    ck_assert_uint_eq(c.sandbox.max_memory_mb, 2048);
+    ck_assert_uint_eq(c.sandbox.max_disk_gb, 32);
+    ck_assert_uint_eq(config_pool_target(&c, "default"), 3);
+    ck_assert_uint_eq(config_pool_target(&c, "py"), 1);
+    ck_assert_uint_eq(config_pool_target(&c, "go"), 0);
+    ck_assert_uint_eq(c.pool.max_filling, 5);
+
+    /* A reload moves [pool] over; [templates] default picks another default template. */
+    path2 = write_file("t2.conf", "[templates]\npy = 9001\ngo = 9002\ndefault = go\n[pool]\n"
+                                  "warm = 7\n");
+    ck_assert_int_eq(config_load(path2, &n, &err), 0);
+    ck_assert_int_eq(config_validate(&n, &err), 0);
+    ck_assert_str_eq(config_template_find(&n, NULL)->name, "go");
+    ck_assert_uint_eq(config_pool_target(&n, "go"), 7);
+    ck_assert_uint_eq(config_pool_target(&n, "py"), 0);
+    ck_assert(config_templates_equal(&c, &c));
+    ck_assert(!config_templates_equal(&c, &n)); /* a reload logs that a restart applies it */
+    config_pool_move(&c, &n);
+    ck_assert_uint_eq(config_pool_target(&c, "default"), 7); /* warm: the default template */
+    ck_assert_uint_eq(config_pool_target(&c, "py"), 0);
+    ck_assert_uint_eq(c.pool.max_filling, CONFIG_DEFAULT_POOL_MAX_FILLING);
+    ck_assert_uint_eq(n.pool.n_warm, 0);
+    config_done(&n);
+    config_done(&c);
+
+    /* Without [proxmox] template the first [templates] entry is the default. */
+    free(path);
+    path = write_file("t3.conf", "[templates]\nzz = 9005\naa = 9004\n");
+    ck_assert_int_eq(config_load(path, &c, &err), 0);
+    ck_assert_str_eq(config_template_find(&c, NULL)->name, "zz");
+    config_done(&c);
 }
 END_TEST
 
@@ -410,6 +499,11 @@ START_TEST(test_known_keys)
             found = true;
     ck_assert(found);
     ck_assert_uint_ge(n, 36);
+    found = false;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(k[i], "pool.warm") == 0)
+            found = true;
+    ck_assert(found); /* [pool] warm is a known key too */
 }
 END_TEST
 
@@ -424,6 +518,7 @@ static Suite *config_suite(void)
     tcase_add_loop_test(tc, test_bad, 0, (int)ELEMENTSOF(bad));
     tcase_add_test(tc, test_missing_file);
     tcase_add_test(tc, test_validate);
+    tcase_add_test(tc, test_templates_and_pool);
     tcase_add_test(tc, test_no_proxmox_is_valid);
     tcase_add_test(tc, test_credentials_directory);
     tcase_add_test(tc, test_secret_errors);

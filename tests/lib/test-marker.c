@@ -38,6 +38,8 @@ static void assert_marker_eq(const struct marker *a, const struct marker *b)
     ck_assert_int_eq(a->expires, b->expires);
     ck_assert_str_eq(a->key, b->key);
     ck_assert_str_eq(a->params, b->params);
+    ck_assert_str_eq(a->template, b->template);
+    ck_assert_int_eq(a->pool, b->pool);
 }
 
 static char *line_of(const struct marker *m)
@@ -186,6 +188,49 @@ START_TEST(test_roundtrip)
         assert_marker_eq(&m, &got);
     }
     check_loop_done(&loop);
+}
+END_TEST
+
+START_TEST(test_template_pool)
+{
+    struct marker m = sample(true), got;
+    _cleanup_free_ char *line = NULL, *desc = NULL, *upd = NULL, *bad = NULL;
+    char *p;
+
+    strcpy(m.template, "py-3");
+    m.pool = true;
+    line = line_of(&m);
+    ck_assert_ptr_nonnull(strstr(line, " params=" PARAMS_HEX " template=py-3 pool=1 check="));
+    ck_assert_int_eq(marker_parse(line, &got), 0);
+    assert_marker_eq(&m, &got);
+    /* Taken from the pool: the flag goes, the template stays, a new check. */
+    m.pool = false;
+    ck_assert_int_eq(marker_set(line, &m, &desc), 0);
+    ck_assert_ptr_null(strstr(desc, "pool="));
+    ck_assert_int_eq(marker_parse(desc, &got), 0);
+    assert_marker_eq(&m, &got);
+    /* A renew keeps both fields. */
+    m.pool = true;
+    ck_assert_int_eq(marker_update_expiry(line, 1796299999, &upd), 0);
+    ck_assert_int_eq(marker_parse(upd, &got), 0);
+    ck_assert_str_eq(got.template, "py-3");
+    ck_assert(got.pool);
+    ck_assert_int_eq(got.expires, 1796299999);
+    /* pool is only ever "1"; a template is an id; a changed value fails the check. */
+    bad = strdup(line);
+    p = strstr(bad, "pool=1");
+    p[5] = '2';
+    ck_assert_int_eq(marker_parse(bad, &got), -EBADMSG);
+    strcpy(bad, line);
+    p = strstr(bad, "template=py-3");
+    p[9] = 'P';
+    ck_assert_int_eq(marker_parse(bad, &got), -EBADMSG);
+    strcpy(bad, line);
+    p = strstr(bad, "template=py-3");
+    p[12] = '4';
+    ck_assert_int_eq(marker_parse(bad, &got), -EBADMSG);
+    strcpy(m.template, "Py");
+    ck_assert_int_eq(marker_format(&m, (char[MARKER_LINE_MAX]){0}, MARKER_LINE_MAX), -EINVAL);
 }
 END_TEST
 
@@ -554,6 +599,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_format_exact);
     tcase_add_test(tc, test_roundtrip);
+    tcase_add_test(tc, test_template_pool);
     tcase_add_test(tc, test_surroundings);
     tcase_add_test(tc, test_foreign);
     tcase_add_test(tc, test_set_update);

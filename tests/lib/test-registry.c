@@ -110,6 +110,8 @@ static struct reg_record *full_record(const char *id)
     r->created_at = 1796212800;
     r->expires_at = 1796216400;
     r->error = strdup("");
+    r->template = strdup("py-3");
+    r->pool = true;
     ck_assert_ptr_nonnull(r->labels);
     return r;
 }
@@ -147,6 +149,8 @@ static void assert_record_eq(const struct reg_record *a, const struct reg_record
     ck_assert_int_eq(a->created_at, b->created_at);
     ck_assert_int_eq(a->expires_at, b->expires_at);
     ck_assert_pstr_eq(a->error, b->error);
+    ck_assert_pstr_eq(a->template, b->template);
+    ck_assert_int_eq(a->pool, b->pool);
     ck_assert_int_eq(!!a->labels, !!b->labels);
     if (a->labels)
         ck_assert(json_object_equal(a->labels, b->labels));

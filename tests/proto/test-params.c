@@ -282,6 +282,49 @@ START_TEST(test_list_renew_internet)
 }
 END_TEST
 
+START_TEST(test_templates_and_resize)
+{
+    struct params_sandbox_create a, b;
+    struct params_sandbox_resize rs;
+    struct params_error e;
+    json_object *p, *q;
+
+    p = J("{\"template\":\"py-3\"}");
+    ck_assert_int_eq(params_sandbox_create_parse(p, &a, &e), 0);
+    ck_assert_str_eq(a.template, "py-3");
+    q = J("{}");
+    ck_assert_int_eq(params_sandbox_create_parse(q, &b, &e), 0);
+    ck_assert_ptr_null(b.template);
+    ck_assert(!params_sandbox_create_equal(&a, &b)); /* the template is part of the params */
+    params_sandbox_create_done(&a);
+    params_sandbox_create_done(&b);
+    json_object_put(p);
+    json_object_put(q);
+    good("sandbox.create", "{\"template\":\"abcdefghijabcdefghijabcdefghij12\"}");
+    bad("sandbox.create", "{\"template\":\"abcdefghijabcdefghijabcdefghij123\"}", "template",
+        "longer");
+    bad("sandbox.create", "{\"template\":\"Py\"}", "template", "a-z");
+    bad("sandbox.create", "{\"template\":\"\"}", "template", "empty");
+    bad("sandbox.create", "{\"template\":9000}", "template", "string");
+
+    p = J("{\"id\":\"sb-1\",\"cores\":2,\"disk_gb\":20}");
+    ck_assert_int_eq(params_sandbox_resize_parse(p, &rs, &e), 0);
+    ck_assert_str_eq(rs.id, "sb-1");
+    ck_assert_int_eq(rs.cores, 2);
+    ck_assert_int_eq(rs.memory_mb, -1);
+    ck_assert_int_eq(rs.disk_gb, 20);
+    json_object_put(p);
+    good("sandbox.resize", "{\"id\":\"sb-1\",\"memory_mb\":1024}");
+    bad("sandbox.resize", "{\"id\":\"sb-1\"}", "params", "at least one");
+    bad("sandbox.resize", "{\"cores\":1}", "id", "missing");
+    bad("sandbox.resize", "{\"id\":\"sb-1\",\"cores\":0}", "cores", NULL);
+    bad("sandbox.resize", "{\"id\":\"sb-1\",\"cores\":1025}", "cores", NULL);
+    bad("sandbox.resize", "{\"id\":\"sb-1\",\"memory_mb\":\"1G\"}", "memory_mb", "integer");
+    bad("sandbox.resize", "{\"id\":\"sb-1\",\"disk_gb\":65537}", "disk_gb", NULL);
+    bad("sandbox.resize", "{\"id\":\"sb-1\",\"cores\":1,\"ttl_s\":5}", "ttl_s", "unknown");
+}
+END_TEST
+
 START_TEST(test_exec)
 {
     struct params_sandbox_exec x;
@@ -567,7 +610,7 @@ START_TEST(test_method_table)
     ck_assert_ptr_null(rpc_method_find(""));
     ck_assert_ptr_null(rpc_method_find(NULL));
     all = rpc_methods(&n);
-    ck_assert_uint_eq(n, 22);
+    ck_assert_uint_eq(n, 23);
     ck_assert_str_eq(all[0].name, "sandbox.create");
 }
 END_TEST
@@ -671,6 +714,7 @@ static Suite *params_suite(void)
     tcase_add_test(tc, test_create);
     tcase_add_test(tc, test_id_methods);
     tcase_add_test(tc, test_list_renew_internet);
+    tcase_add_test(tc, test_templates_and_resize);
     tcase_add_test(tc, test_exec);
     tcase_add_test(tc, test_file);
     tcase_add_test(tc, test_nul_in_strings);

@@ -321,6 +321,8 @@ def h_config_put(c):
                 except OSError:
                     pass
             s.save()
+            if ("cores" in a or "memory" in a) and ct.get("running"):
+                s.net.ct_limits(vmid, ct["conf"].get("cores", 1), ct["conf"].get("memory", 512))
             if mac_changed:
                 rt = s.rt.get(vmid)
                 if rt:

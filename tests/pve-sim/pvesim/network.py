@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 
+from . import cgroups
 from .schema import DNS_RE, ParamErr, parse_net
 from .util import PREFIX, RUN_DIR, SELF, log, pid_alive, run
 
@@ -59,6 +60,7 @@ def cleanup_instance(inst, kill_owner=False):
             kill_netns_pids(ns)
             run(["ip", "netns", "del", ns], check=False)
     run(["ip", "link", "del", f"pvs{inst}"], check=False)
+    cgroups.remove_prefix(pfx)
     try:
         os.unlink(pidfile)
     except OSError:
@@ -298,9 +300,12 @@ LogLevel INFO
             hn = "ct%d" % vmid
         script = (f"mount -t proc proc {rootdir}/proc && hostname {hn.split('.')[0]} && "
                   f"exec /usr/sbin/sshd -D -e -f {conf}")
+        conf = self.sim.cts.get(vmid, {}).get("conf", {})
+        groups = cgroups.setup(ns, conf.get("cores", 1), conf.get("memory", 512))
         p = subprocess.Popen(["ip", "netns", "exec", ns, "unshare", "--pid", "--mount", "--uts", "--fork", "--kill-child",
                               "--propagation", "private", "--", "/bin/sh", "-c", script],
-                             stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, start_new_session=True)
+                             stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, start_new_session=True,
+                             preexec_fn=(lambda: cgroups.join(groups)) if groups else None)
         # wait until sshd listens inside the namespace
         deadline = time.time() + 5
         while time.time() < deadline:
@@ -332,6 +337,12 @@ LogLevel INFO
         if os.path.exists(f"/run/netns/{ns}"):
             kill_netns_pids(ns)
             run(["ip", "netns", "del", ns], check=False)
+        cgroups.remove(ns)
+
+    def ct_limits(self, vmid, cores, memory_mb):
+        """A config PUT changed a running container's cores or memory: applied live."""
+        if self.enabled:
+            cgroups.apply(self.ct_ns(vmid), cores, memory_mb)
 
     def ct_set_ip(self, vmid, ip, prefixlen=None, gw=None):
         if not self.enabled:

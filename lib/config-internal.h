@@ -1,0 +1,18 @@
+/* What config.c and config-templates.c share. Pure parsing. */
+#pragma once
+
+#include "config.h"
+
+/* A malloc'ed message into *ret_error (when NULL: none); returns -EINVAL. */
+int config_fail(char **ret_error, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int config_parse_uint(const char *v, unsigned long long *ret);
+int config_split_list(const char *v, size_t max, char ***ret, size_t *ret_n);
+
+/* A key of [templates] or [pool]: 0 when set, 1 when the section is not one of them,
+ * negative errno (message in *ret_error for -EINVAL). */
+int config_dynamic_key(struct config *c, const char *section, const char *name, const char *value,
+                       char **ret_error);
+/* [proxmox] template: the template named CONFIG_DEFAULT_TEMPLATE_NAME. */
+int config_template_add(struct config *c, const char *name, uint32_t vmid, char **ret_error);
+int config_templates_validate(const struct config *c, char **ret_error);
+void config_templates_done(struct config *c);

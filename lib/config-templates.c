@@ -1,0 +1,269 @@
+/* [templates] and [pool] of sandboxd.conf(5): keys named by the operator (a template's
+ * name), so they are parsed here rather than from config.c's table of fixed keys. */
+#include "config-internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "macro.h"
+
+static bool name_ok(const char *s, size_t n)
+{
+    if (n == 0 || n > CONFIG_TEMPLATE_NAME_MAX || s[0] == '-')
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+            return false;
+    return true;
+}
+
+static struct config_template *find(struct config *c, const char *name, size_t n)
+{
+    for (size_t i = 0; i < c->n_templates; i++)
+        if (strlen(c->templates[i].name) == n && memcmp(c->templates[i].name, name, n) == 0)
+            return &c->templates[i];
+    return NULL;
+}
+
+/* The entry for name (created when missing; vmid 0 until NAME = VMID is read). */
+static int get_entry(struct config *c, const char *name, size_t n, struct config_template **ret)
+{
+    struct config_template *t = find(c, name, n), *v;
+
+    if (t) {
+        *ret = t;
+        return 0;
+    }
+    if (c->n_templates >= CONFIG_TEMPLATES_MAX)
+        return -E2BIG;
+    v = realloc(c->templates, (c->n_templates + 1) * sizeof *v);
+    if (!v)
+        return -ENOMEM;
+    c->templates = v;
+    t = &v[c->n_templates];
+    *t = (struct config_template){.name = strndup(name, n)};
+    if (!t->name)
+        return -ENOMEM;
+    c->n_templates++;
+    *ret = t;
+    return 0;
+}
+
+int config_template_add(struct config *c, const char *name, uint32_t vmid, char **ret_error)
+{
+    struct config_template *t;
+    int r;
+
+    r = get_entry(c, name, strlen(name), &t);
+    if (r == -E2BIG)
+        return config_fail(ret_error, "more than %d templates", CONFIG_TEMPLATES_MAX);
+    if (r < 0)
+        return r;
+    if (t->vmid)
+        return config_fail(ret_error, "template '%s' given twice", name);
+    t->vmid = vmid;
+    return 0;
+}
+
+static int set_template_key(struct config *c, const char *name, const char *value, char **ret_error)
+{
+    const char *dot = strchr(name, '.');
+    size_t n = dot ? (size_t)(dot - name) : strlen(name);
+    struct config_template *t;
+    unsigned long long x;
+    int r;
+
+    if (!dot && strcmp(name, "default") == 0) {
+        if (c->default_template)
+            return config_fail(ret_error, "key given twice");
+        if (!name_ok(value, strlen(value)))
+            return config_fail(ret_error, "'%s' is not a template name ([a-z0-9-], 1-%d)", value,
+                               CONFIG_TEMPLATE_NAME_MAX);
+        c->default_template = strdup(value);
+        return c->default_template ? 0 : -ENOMEM;
+    }
+    if (!name_ok(name, n))
+        return config_fail(ret_error, "'%.*s' is not a template name ([a-z0-9-], 1-%d)", (int)n,
+                           name, CONFIG_TEMPLATE_NAME_MAX);
+    if (dot && strcmp(dot, ".host_key") != 0)
+        return config_fail(ret_error, "unknown key '%s' (NAME or NAME.host_key)", name);
+    if (n == strlen(CONFIG_DEFAULT_TEMPLATE_NAME) && memcmp(name, "default", n) == 0)
+        return config_fail(ret_error,
+                           "the template named 'default' is [proxmox] template; pick another name");
+    r = get_entry(c, name, n, &t);
+    if (r == -E2BIG)
+        return config_fail(ret_error, "more than %d templates", CONFIG_TEMPLATES_MAX);
+    if (r < 0)
+        return r;
+    if (dot) {
+        if (t->host_keys)
+            return config_fail(ret_error, "key given twice");
+        r = config_split_list(value, CONFIG_HOST_KEYS_MAX, &t->host_keys, &t->n_host_keys);
+        if (r == -ENOMEM)
+            return r;
+        if (r < 0 || t->n_host_keys == 0)
+            return config_fail(ret_error, "expected 1 to %d comma-separated fingerprints",
+                               CONFIG_HOST_KEYS_MAX);
+        return 0;
+    }
+    if (config_parse_uint(value, &x) < 0 || x < 100 || x > 999999999)
+        return config_fail(ret_error, "'%s' is not a vmid in 100..999999999", value);
+    if (t->vmid)
+        return config_fail(ret_error, "key given twice");
+    t->vmid = (uint32_t)x;
+    return 0;
+}
+
+static int set_pool_key(struct config *c, const char *name, const char *value, char **ret_error)
+{
+    struct config_pool *p = &c->pool;
+    const char *tmpl = NULL;
+    struct config_pool_warm *v;
+    unsigned long long x;
+
+    if (strcmp(name, "max_filling") == 0) {
+        if (config_parse_uint(value, &x) < 0 || x < 1 || x > 64)
+            return config_fail(ret_error, "'%s' is not a number in 1..64", value);
+        p->max_filling = (unsigned)x;
+        return 0;
+    }
+    if (strncmp(name, "warm.", 5) == 0) {
+        tmpl = name + 5;
+        if (!name_ok(tmpl, strlen(tmpl)))
+            return config_fail(ret_error, "'%s' is not a template name", tmpl);
+    } else if (strcmp(name, "warm") != 0)
+        return config_fail(ret_error, "unknown key '%s'", name);
+    if (config_parse_uint(value, &x) < 0 || x > CONFIG_POOL_WARM_MAX)
+        return config_fail(ret_error, "'%s' is not a number in 0..%d", value, CONFIG_POOL_WARM_MAX);
+    for (size_t i = 0; i < p->n_warm; i++)
+        if ((!tmpl && !p->warm[i].template) ||
+            (tmpl && p->warm[i].template && strcmp(tmpl, p->warm[i].template) == 0))
+            return config_fail(ret_error, "key given twice");
+    if (p->n_warm >= CONFIG_TEMPLATES_MAX + 1)
+        return config_fail(ret_error, "too many warm keys");
+    v = realloc(p->warm, (p->n_warm + 1) * sizeof *v);
+    if (!v)
+        return -ENOMEM;
+    p->warm = v;
+    v[p->n_warm] = (struct config_pool_warm){.n = (unsigned)x};
+    if (tmpl && !(v[p->n_warm].template = strdup(tmpl)))
+        return -ENOMEM;
+    p->n_warm++;
+    return 0;
+}
+
+int config_dynamic_key(struct config *c, const char *section, const char *name, const char *value,
+                       char **ret_error)
+{
+    if (strcmp(section, "templates") == 0)
+        return set_template_key(c, name, value, ret_error);
+    if (strcmp(section, "pool") == 0)
+        return set_pool_key(c, name, value, ret_error);
+    return 1; /* not ours */
+}
+
+static void pool_free(struct config_pool *p)
+{
+    for (size_t i = 0; i < p->n_warm; i++)
+        free(p->warm[i].template);
+    free(p->warm);
+    p->warm = NULL;
+    p->n_warm = 0;
+}
+
+void config_templates_done(struct config *c)
+{
+    for (size_t i = 0; i < c->n_templates; i++) {
+        free(c->templates[i].name);
+        for (size_t j = 0; j < c->templates[i].n_host_keys; j++)
+            free(c->templates[i].host_keys[j]);
+        free(c->templates[i].host_keys);
+    }
+    free(c->templates);
+    c->templates = NULL;
+    c->n_templates = 0;
+    free(c->default_template);
+    c->default_template = NULL;
+    pool_free(&c->pool);
+}
+
+static bool str_eq(const char *a, const char *b)
+{
+    return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+bool config_templates_equal(const struct config *a, const struct config *b)
+{
+    if (a->n_templates != b->n_templates || !str_eq(a->default_template, b->default_template))
+        return false;
+    for (size_t i = 0; i < a->n_templates; i++) {
+        const struct config_template *x = &a->templates[i], *y = &b->templates[i];
+
+        if (strcmp(x->name, y->name) != 0 || x->vmid != y->vmid || x->n_host_keys != y->n_host_keys)
+            return false;
+        for (size_t j = 0; j < x->n_host_keys; j++)
+            if (strcmp(x->host_keys[j], y->host_keys[j]) != 0)
+                return false;
+    }
+    return true;
+}
+
+void config_pool_move(struct config *dst, struct config *src)
+{
+    pool_free(&dst->pool);
+    dst->pool = src->pool;
+    src->pool = (struct config_pool){};
+}
+
+const struct config_template *config_template_find(const struct config *c, const char *name)
+{
+    if (!name) {
+        name = c->default_template;
+        if (!name)
+            return c->n_templates > 0 ? &c->templates[0] : NULL;
+    }
+    for (size_t i = 0; i < c->n_templates; i++)
+        if (strcmp(c->templates[i].name, name) == 0)
+            return &c->templates[i];
+    return NULL;
+}
+
+unsigned config_pool_target(const struct config *c, const char *name)
+{
+    const struct config_template *def = config_template_find(c, NULL);
+    const char *def_name = def ? def->name : CONFIG_DEFAULT_TEMPLATE_NAME;
+
+    for (size_t i = 0; i < c->pool.n_warm; i++) {
+        const char *n = c->pool.warm[i].template;
+
+        if ((n && strcmp(n, name) == 0) || (!n && strcmp(name, def_name) == 0))
+            return c->pool.warm[i].n;
+    }
+    return 0;
+}
+
+int config_templates_validate(const struct config *c, char **ret_error)
+{
+    const char *file = c->file ? c->file : "(defaults)";
+
+    for (size_t i = 0; i < c->n_templates; i++) {
+        const struct config_template *t = &c->templates[i];
+
+        if (t->vmid == 0)
+            return config_fail(ret_error, "%s: [templates] %s.host_key: no '%s = VMID' line", file,
+                               t->name, t->name);
+        if (t->vmid >= c->proxmox.vmid_min && t->vmid <= c->proxmox.vmid_max)
+            return config_fail(ret_error, "%s: [templates] %s: vmid %u lies inside vmid_range",
+                               file, t->name, t->vmid);
+    }
+    if (c->default_template && !config_template_find(c, c->default_template))
+        return config_fail(ret_error, "%s: [templates] default: no template named '%s'", file,
+                           c->default_template);
+    for (size_t i = 0; i < c->pool.n_warm; i++)
+        if (c->pool.warm[i].template && !config_template_find(c, c->pool.warm[i].template))
+            return config_fail(ret_error, "%s: [pool] warm.%s: no template named '%s'", file,
+                               c->pool.warm[i].template, c->pool.warm[i].template);
+    return 0;
+}
