@@ -109,7 +109,7 @@ static const struct key_def keys[] = {
 
 #define N_KEYS ELEMENTSOF(keys)
 
-static const char *known_sections[] = {"server",    "proxmox", "ssh", "sandbox",
+static const char *known_sections[] = {"server",    "proxmox", "ssh",    "sandbox",
                                        "templates", "pool",    "network"};
 /* Keys of [templates] and [pool] other than the operator's template names. */
 static const char *const dynamic_keys[] = {"templates.default", "pool.warm", "pool.max_filling"};
