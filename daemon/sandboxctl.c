@@ -20,6 +20,7 @@
 
 #include "config-build.h"
 #include "daemon/sandboxctl-mcp.h"
+#include "daemon/sandboxctl-obs.h"
 #include "lib/config.h"
 #include "lib/util.h"
 #include "proto/b64.h"
@@ -268,6 +269,12 @@ static void print_list(json_object *o)
         printf("%-20s %-10s %-15s %-8s %s\n", get_str(sb, "id"), get_str(sb, "state"),
                get_str(sb, "ip"), get_str(sb, "internet"), get_str(sb, "expires_at"));
     }
+}
+
+static void print_metrics(json_object *o)
+{
+    if (ctl_metrics_print(o, stdout) < 0)
+        fprintf(stderr, "sandboxctl: daemon.metrics answered in an unexpected shape\n");
 }
 
 static void print_destroyed(json_object *o)
@@ -598,6 +605,8 @@ static void usage(FILE *f)
             "  renew ID TTL_S\n"
             "  destroy ID\n"
             "  call METHOD [JSON]              raw call, prints the raw result\n"
+            "  metrics                         daemon metrics, Prometheus text format (admins)\n"
+            "  events                          print lifecycle events as they happen\n"
             "  mcp [--sandbox ID] [--default-ttl S] [--destroy-on-exit]\n"
             "                                  serve MCP (Model Context Protocol) on stdio\n\n"
             "The socket is --socket, else $SANDBOXD_SOCKET, else %s.\n",
@@ -650,7 +659,8 @@ int main(int argc, char **argv)
 
     if (strcmp(cmd, "mcp") == 0)
         return mcp_main(c.socket, argc, argv);
-    if (!strstr(" status create list show exec put get internet renew destroy call ", cmd) ||
+    if (!strstr(" status create list show exec put get internet renew destroy call metrics events ",
+                cmd) ||
         strchr(cmd, ' ')) {
         fprintf(stderr, "sandboxctl: unknown command '%s'\n", cmd);
         usage(stderr);
@@ -663,6 +673,10 @@ int main(int argc, char **argv)
         r = run_simple(&c, "daemon.status", NULL, print_status);
     else if (strcmp(cmd, "call") == 0)
         r = cmd_call(&c, argc, argv);
+    else if (strcmp(cmd, "metrics") == 0 && argc == 1)
+        r = run_simple(&c, "daemon.metrics", NULL, print_metrics);
+    else if (strcmp(cmd, "events") == 0 && argc == 1)
+        r = ctl_events_run(c.fd, c.json);
     else if (strcmp(cmd, "create") == 0)
         r = cmd_create(&c, argc, argv);
     else if (strcmp(cmd, "list") == 0 && (argc == 1 || (argc == 2 && !strcmp(argv[1], "--all")))) {

@@ -57,6 +57,11 @@ struct sandbox {
     uint64_t deadline_ms;      /* create deadline (uv_now scale) */
     uint64_t destroy_deadline_ms;
     unsigned refs; /* held by in-flight engine operations */
+    /* observability (sandbox-obs.c) */
+    const char *end_reason; /* why the destroy (static string), NULL until one is known */
+    bool end_by_caller;     /* end_uid asked for it */
+    uid_t end_uid;
+    uint64_t state_since_ms; /* when the current state began (uv_now scale) */
 };
 
 /* A create in progress: its callback and its first failure. */
@@ -142,6 +147,14 @@ void error_from_pve(const struct pve_result *res, bool closing, struct engine_er
 /* The SSH settings for sb's address (strings borrowed from the engine and sb). */
 void sandbox_ssh_config(const struct sandbox *sb, struct sshs_config *ret);
 void sandbox_close_ssh(struct sandbox *sb);
+
+/* ---- sandbox-obs.c: audit records, metrics and lifecycle events ---- */
+/* After every state change (sandbox_set_state). */
+void sandbox_observe(struct sandbox *sb, enum sandbox_state old);
+/* Once a create is accepted (engine_create). */
+void sandbox_observe_requested(struct sandbox *sb);
+/* The SSH pool observer of sb's pools (sandbox_ssh_config). */
+void sandbox_observe_ssh(int event, unsigned session, void *userdata);
 
 /* ---- sandbox-create.c ---- */
 /* Reports the create's outcome to its caller (op->failed: the first failure). */

@@ -144,11 +144,14 @@ uint64_t now_ms(struct engine *e)
 
 void sandbox_set_state(struct sandbox *sb, enum sandbox_state s)
 {
-    if (sb->state == s)
+    enum sandbox_state old = sb->state;
+
+    if (old == s)
         return;
     log_debug(COMP, "%s: %s -> %s (+%" PRIu64 " ms)", sb->id, sandbox_state_to_string(sb->state),
               sandbox_state_to_string(s), now_ms(sb->engine) - sb->started_ms);
     sb->state = s;
+    sandbox_observe(sb, old);
     if (s != SANDBOX_GONE && s != SANDBOX_PENDING && !sb->engine->closing)
         (void)sandbox_save(sb, save_logged, NULL);
 }
@@ -391,6 +394,8 @@ void sandbox_ssh_config(const struct sandbox *sb, struct sshs_config *ret)
         .key = e->key,
         .host_key_pins = e->pins,
         .connect_timeout_ms = e->cfg->ssh.connect_timeout_ms,
+        .observe = sandbox_observe_ssh,
+        .observe_data = (void *)sb,
     };
 }
 

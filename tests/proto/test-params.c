@@ -522,9 +522,10 @@ END_TEST
 
 START_TEST(test_no_params)
 {
-    static const char *const methods[] = {"daemon.status", "rpc.discover"};
+    static const char *const methods[] = {"daemon.status", "rpc.discover", "daemon.metrics",
+                                          "daemon.subscribe"};
 
-    for (size_t i = 0; i < 2; i++) {
+    for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
         good(methods[i], NULL);
         good(methods[i], "{}");
         good(methods[i], "[]");
@@ -537,13 +538,14 @@ END_TEST
 START_TEST(test_method_table)
 {
     static const char *const protocol[] = {
-        "sandbox.create",  "sandbox.get",  "sandbox.list", "sandbox.renew", "sandbox.set_internet",
-        "sandbox.destroy", "sandbox.exec", "file.write",   "file.read",     "daemon.status",
-        "rpc.discover"};
-    static const char *const planned[] = {"process.start",    "process.read",    "process.write",
-                                          "process.wait",     "process.kill",    "process.list",
-                                          "file.stat",        "file.list",       "sandbox.snapshot",
-                                          "sandbox.rollback", "daemon.subscribe"};
+        "sandbox.create",  "sandbox.get",          "sandbox.list",
+        "sandbox.renew",   "sandbox.set_internet", "sandbox.destroy",
+        "sandbox.exec",    "file.write",           "file.read",
+        "daemon.status",   "rpc.discover",         "daemon.metrics",
+        "daemon.subscribe"};
+    static const char *const planned[] = {
+        "process.start", "process.read", "process.write", "process.wait",     "process.kill",
+        "process.list",  "file.stat",    "file.list",     "sandbox.snapshot", "sandbox.rollback"};
     const struct rpc_method_info *all;
     size_t n;
 
@@ -567,7 +569,7 @@ START_TEST(test_method_table)
     ck_assert_ptr_null(rpc_method_find(""));
     ck_assert_ptr_null(rpc_method_find(NULL));
     all = rpc_methods(&n);
-    ck_assert_uint_eq(n, 22);
+    ck_assert_uint_eq(n, 23);
     ck_assert_str_eq(all[0].name, "sandbox.create");
 }
 END_TEST
