@@ -414,6 +414,7 @@ void conn_sweep(struct conn *c, uint64_t now)
     if (c->n_writes > 0 && now - c->write_since >= l->write_stall_ms) {
         log_info(COMP, "#%" PRIu64 " uid=%u: client does not read its replies, closing", c->id,
                  (unsigned)c->uid);
+        audit_limit("write_stall", c->uid, "the client did not read its replies: closed");
         conn_close(c);
         return;
     }

@@ -271,12 +271,6 @@ static void print_list(json_object *o)
     }
 }
 
-static void print_metrics(json_object *o)
-{
-    if (ctl_metrics_print(o, stdout) < 0)
-        fprintf(stderr, "sandboxctl: daemon.metrics answered in an unexpected shape\n");
-}
-
 static void print_destroyed(json_object *o)
 {
     printf("%s %s\n", get_str(o, "id"), get_str(o, "state"));
@@ -564,6 +558,26 @@ static int cmd_get(struct ctl *c, int argc, char **argv)
     }
 }
 
+/* daemon.metrics in the Prometheus text format (--json: the result as it came). */
+static int cmd_metrics(struct ctl *c)
+{
+    _cleanup_json_ json_object *res = NULL;
+    int r;
+
+    r = ctl_call(c, "daemon.metrics", NULL, &res);
+    if (r < 0)
+        return exit_for(r);
+    if (c->json) {
+        print_json(res);
+        return 0;
+    }
+    if (ctl_metrics_print(res, stdout) < 0) {
+        fprintf(stderr, "sandboxctl: daemon.metrics answered in an unexpected shape\n");
+        return 1;
+    }
+    return 0;
+}
+
 static int cmd_call(struct ctl *c, int argc, char **argv)
 {
     _cleanup_json_ json_object *res = NULL;
@@ -674,7 +688,7 @@ int main(int argc, char **argv)
     else if (strcmp(cmd, "call") == 0)
         r = cmd_call(&c, argc, argv);
     else if (strcmp(cmd, "metrics") == 0 && argc == 1)
-        r = run_simple(&c, "daemon.metrics", NULL, print_metrics);
+        r = cmd_metrics(&c);
     else if (strcmp(cmd, "events") == 0 && argc == 1)
         r = ctl_events_run(c.fd, c.json);
     else if (strcmp(cmd, "create") == 0)
