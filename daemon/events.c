@@ -13,9 +13,10 @@
 #define COMP "events"
 
 struct subscriber {
-    struct req *req;
+    struct req *req; /* NULL once ended */
     uid_t uid;
     bool admin;
+    bool dead;                            /* ended; freed by the sweep once nothing here runs */
     json_object *queue[EVENTS_QUEUE_MAX]; /* events waiting for the output to drain */
     size_t head, n;
     bool drain_armed;
@@ -23,32 +24,50 @@ struct subscriber {
 };
 
 static struct subscriber *subscribers;
-static unsigned n_subscribers;
+static unsigned n_subscribers; /* alive ones */
 static uint64_t seq;
+/* > 0 while this file runs code that can re-enter it: sending on a connection may close
+ * it (its subscriptions end from on_disconnect), completing a request may make the
+ * connection dispatch the lines it holds (test.events publishes, daemon.subscribe
+ * subscribes). Ended subscribers are only freed at depth 0. */
+static unsigned depth;
 
 unsigned events_subscribers(void)
 {
     return n_subscribers;
 }
 
-static void sub_unlink(struct subscriber *s)
+static void sweep(void)
 {
-    if (s->prev)
-        s->prev->next = s->next;
-    else
-        subscribers = s->next;
-    if (s->next)
-        s->next->prev = s->prev;
-    n_subscribers--;
-    metrics_set(M_SUBSCRIBERS, NULL, NULL, n_subscribers);
+    struct subscriber *s, *next;
+
+    if (depth > 0)
+        return;
+    for (s = subscribers; s; s = next) {
+        next = s->next;
+        if (!s->dead)
+            continue;
+        if (s->prev)
+            s->prev->next = s->next;
+        else
+            subscribers = s->next;
+        if (s->next)
+            s->next->prev = s->prev;
+        free(s);
+    }
 }
 
-/* Ends a subscription: unlinks it, drops its queue, completes its call. */
+/* Ends a subscription: drops its queue and completes its call. */
 static void sub_end(struct subscriber *s, int code, const char *reason)
 {
     struct req *r = s->req;
 
-    sub_unlink(s);
+    if (s->dead)
+        return;
+    s->dead = true;
+    s->req = NULL;
+    n_subscribers--;
+    metrics_set(M_SUBSCRIBERS, NULL, NULL, n_subscribers);
     while (s->n) {
         json_object_put(s->queue[s->head]);
         s->head = (s->head + 1) % EVENTS_QUEUE_MAX;
@@ -56,27 +75,27 @@ static void sub_end(struct subscriber *s, int code, const char *reason)
     }
     req_on_disconnect(r, NULL, NULL);
     req_on_drain(r, NULL, NULL);
-    free(s);
+    depth++;
     req_error(r, code, reason);
+    depth--;
+    sweep();
 }
 
 static void on_drain(struct req *r, void *userdata);
 
-/* Sends queued events while the output takes them. */
+/* Sends queued events while the output takes them (depth held by the caller). */
 static void sub_flush(struct subscriber *s)
 {
-    while (s->n && !req_output_busy(s->req)) {
+    while (!s->dead && s->n && !req_output_busy(s->req)) {
         json_object *ev = s->queue[s->head];
 
         s->queue[s->head] = NULL;
         s->head = (s->head + 1) % EVENTS_QUEUE_MAX;
         s->n--;
-        if (req_notify(s->req, "sandbox.event", ev) < 0) {
+        if (req_notify(s->req, "sandbox.event", ev) < 0 && !s->dead)
             sub_end(s, RPC_BUSY, "the subscriber's connection cannot take more output");
-            return;
-        }
     }
-    if (s->n && !s->drain_armed) {
+    if (!s->dead && s->n && !s->drain_armed) {
         s->drain_armed = true;
         req_on_drain(s->req, on_drain, s);
     }
@@ -88,7 +107,10 @@ static void on_drain(struct req *r, void *userdata)
 
     (void)r;
     s->drain_armed = false;
+    depth++;
     sub_flush(s);
+    depth--;
+    sweep();
 }
 
 static void on_disconnect(struct req *r, void *userdata)
@@ -100,11 +122,12 @@ static void on_disconnect(struct req *r, void *userdata)
     sub_end(s, RPC_SHUTTING_DOWN, "the client went away");
 }
 
-/* Queues ev (a reference is taken) for s; ends s when its queue is full. */
+/* Queues ev (a reference is taken) for s; ends s when its queue is full (depth held by
+ * the caller). */
 static void sub_deliver(struct subscriber *s, json_object *ev)
 {
     if (s->n == 0 && !req_output_busy(s->req)) {
-        if (req_notify(s->req, "sandbox.event", json_object_get(ev)) < 0)
+        if (req_notify(s->req, "sandbox.event", json_object_get(ev)) < 0 && !s->dead)
             sub_end(s, RPC_BUSY, "the subscriber's connection cannot take more output");
         return;
     }
@@ -146,21 +169,57 @@ static json_object *event_json(const struct sandbox_event *ev)
     return o;
 }
 
+/* An event published while another is being delivered (ending a subscription can make
+ * its connection dispatch a request that changes a sandbox at once): delivered after it,
+ * so that every subscriber sees the events in seq order. */
+struct pending {
+    json_object *event;
+    uid_t owner;
+    struct pending *next;
+};
+static struct pending *pending_first, **pending_last = &pending_first;
+static bool delivering;
+
+static void deliver(json_object *o, uid_t owner)
+{
+    struct subscriber *s;
+
+    depth++; /* subscribers end, but stay linked, while the list is walked */
+    for (s = subscribers; s; s = s->next)
+        if (!s->dead && (s->admin || s->uid == owner))
+            sub_deliver(s, o);
+    depth--;
+    json_object_put(o);
+}
+
 void events_publish(const struct sandbox_event *ev, void *userdata)
 {
-    struct subscriber *s, *next;
-    json_object *o;
+    struct pending *p;
 
     (void)userdata;
     if (!subscribers)
         return;
-    o = event_json(ev);
-    for (s = subscribers; s; s = next) {
-        next = s->next; /* s may end */
-        if (s->admin || s->uid == ev->owner_uid)
-            sub_deliver(s, o);
+    if (delivering) {
+        p = calloc(1, sizeof *p);
+        if (!p)
+            return;
+        p->event = event_json(ev);
+        p->owner = ev->owner_uid;
+        *pending_last = p;
+        pending_last = &p->next;
+        return;
     }
-    json_object_put(o);
+    delivering = true;
+    deliver(event_json(ev), ev->owner_uid);
+    while ((p = pending_first)) {
+        pending_first = p->next;
+        if (!pending_first)
+            pending_last = &pending_first;
+        deliver(p->event, p->owner);
+        free(p);
+    }
+    delivering = false;
+    sweep();
 }
 
 void events_publish_test(unsigned count, uid_t owner)
@@ -188,6 +247,11 @@ void events_subscribe(struct req *r)
         req_error(r, RPC_INTERNAL_ERROR, "out of memory");
         return;
     }
+    if (req_in_batch(r)) {
+        free(s);
+        req_error(r, RPC_INVALID_REQUEST, "daemon.subscribe cannot be part of a batch");
+        return;
+    }
     s->req = r;
     s->uid = req_uid(r);
     s->admin = req_is_admin(r);
@@ -202,12 +266,18 @@ void events_subscribe(struct req *r)
     p = json_object_new_object();
     json_object_object_add(p, "all", json_object_new_boolean(s->admin));
     json_object_object_add(p, "queue_max", json_object_new_int64(EVENTS_QUEUE_MAX));
-    if (req_notify(r, "daemon.subscribed", p) < 0)
+    depth++;
+    if (req_notify(r, "daemon.subscribed", p) < 0 && !s->dead)
         sub_end(s, RPC_BUSY, "the connection cannot take more output");
+    depth--;
+    sweep();
 }
 
 void events_shutdown(void)
 {
-    while (subscribers)
-        sub_end(subscribers, RPC_SHUTTING_DOWN, "the daemon is shutting down");
+    depth++;
+    for (struct subscriber *s = subscribers; s; s = s->next)
+        sub_end(s, RPC_SHUTTING_DOWN, "the daemon is shutting down");
+    depth--;
+    sweep();
 }

@@ -44,6 +44,11 @@ void req_set_observer(const struct req_observer *o)
     observer = o;
 }
 
+bool req_in_batch(const struct req *r)
+{
+    return r->batch != NULL;
+}
+
 uint64_t req_started_ns(const struct req *r)
 {
     return r->started_ns;

@@ -49,6 +49,8 @@ bool req_connected(const struct req *r);
  * request completed. The callback may complete the request. */
 void req_on_disconnect(struct req *r, req_event_cb cb, void *userdata);
 
+/* True for an entry of a batch (answered with the batch's array). */
+bool req_in_batch(const struct req *r);
 /* When the request was created (uv_hrtime() scale, ns). */
 uint64_t req_started_ns(const struct req *r);
 

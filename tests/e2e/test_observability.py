@@ -477,6 +477,15 @@ def main():
                     child.wait()
 
         def slow_subscriber():
+            b = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            b.connect(env.socket)
+            b.sendall(b'[{"jsonrpc":"2.0","id":1,"method":"daemon.subscribe"},'
+                      b'{"jsonrpc":"2.0","id":2,"method":"daemon.status"}]\n')
+            f = b.makefile("rb")
+            batch = json.loads(f.readline())
+            b.close()
+            assert [x["id"] for x in batch] == [1, 2] and batch[0]["error"]["code"] == -32600, batch
+            assert "result" in batch[1], batch
             slow = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             slow.connect(env.socket)
             slow.sendall(b'{"jsonrpc":"2.0","id":7,"method":"daemon.subscribe"}\n')
