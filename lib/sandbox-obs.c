@@ -127,12 +127,13 @@ void sandbox_observe(struct sandbox *sb, enum sandbox_state old)
     uint64_t now = now_ms(sb->engine);
     double in_old = (double)(now - sb->state_since_ms) / 1000.0;
 
-    /* A sandbox forgotten without a destroy (allocation failures, the engine closing)
-     * has no lifecycle to report: the container, if any, is kept. */
-    if (sb->state == SANDBOX_GONE && old != SANDBOX_DESTROYING)
+    /* A sandbox forgotten without a destroy (allocation failures, the engine closing,
+     * even in the middle of a destroy) has no lifecycle to report: the container, if
+     * any, is kept. */
+    if (sb->state == SANDBOX_GONE && (old != SANDBOX_DESTROYING || sb->engine->closing))
         return;
     if (sb->state == SANDBOX_DESTROYING && !sb->end_reason)
-        engine_destroy_reason(sb, sb->create_op ? "rollback" : "retry", -1);
+        engine_destroy_reason(sb, sb->create_op ? "rollback" : "other", -1);
     if (is_create_step(old) && sb->state_since_ms)
         metrics_observe(M_CREATE_STEP_SECONDS, sandbox_state_to_string(old), in_old);
     if (is_create_step(old) && sb->state == SANDBOX_READY) {

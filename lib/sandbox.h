@@ -174,7 +174,8 @@ int engine_destroy(struct engine *e, struct sandbox *sb, engine_done_cb cb, void
                    struct engine_error *ret_err);
 /* Why sb is (about to be) destroyed, for the audit trail, metrics and events: one of
  * "caller", "lease_expired", "rollback", "retry", "shutdown" (static strings); the first
- * reason given wins. caller_uid: who asked, or -1 when the daemon acts on its own. */
+ * reason given wins. Without one, a destroy is "rollback" while a create runs, else
+ * "other". caller_uid: who asked, or -1 when the daemon acts on its own. */
 void engine_destroy_reason(struct sandbox *sb, const char *reason, int64_t caller_uid);
 /* True when id was destroyed by this engine and belonged to uid (admin: any owner). */
 bool engine_was_destroyed(const struct engine *e, const char *id, uid_t uid, bool admin);
