@@ -534,13 +534,21 @@ def main():
             fast.close()
             print(f"    slow subscriber: {n_slow} events delivered, then ended", flush=True)
 
-        def reconcile_reattach():
+        def reconcile_reattach_and_orphan():
             sb = state["sb"]
+            orphan = c.call("sandbox.create", {})
             kill9(env)
+            # the orphan's record is lost: its marked container is no one's any more
+            os.unlink(os.path.join(env.dir, "state", "sandboxes", orphan["id"] + ".json"))
             launch(env)
             recs = wait_record(env, lambda r: r["event"] == "reconcile.reattach" and r.get("sandbox") == sb["id"],
                                "re-attach after a restart")
             assert len(recs) == 1 and recs[0]["vmid"] == str(sb["vmid"]) and recs[0]["level"] == "info", recs
+            recs = wait_record(env, lambda r: r["event"] == "reconcile.destroy" and r.get("sandbox") == orphan["id"],
+                               "orphan destroyed")
+            assert len(recs) == 1 and recs[0]["reason"] == "orphan" and recs[0]["vmid"] == str(orphan["vmid"]), recs
+            assert recs[0]["level"] == "notice" and "caller_uid" not in recs[0], recs
+            assert not [r for r in records_for(env, orphan["id"]) if r["event"] == "reconcile.reattach"]
             c2 = env.client()
             c2.call("sandbox.destroy", {"id": sb["id"]})
             d = one(records_for(env, sb["id"]), "sandbox.destroyed")
@@ -555,7 +563,7 @@ def main():
              ("limits audited and counted", limits),
              ("daemon.subscribe: order and uid filter, sandboxctl events", subscribe_filtered_and_ordered),
              ("slow subscriber is ended, others unaffected", slow_subscriber),
-             ("reconcile re-attach audited", reconcile_reattach)])
+             ("reconcile re-attach and orphan destroy audited", reconcile_reattach_and_orphan)])
 
 
 if __name__ == "__main__":
