@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "lib/config.h"
+#include "lib/audit.h"
 #include "lib/log.h"
 #include "lib/macro.h"
 #include "methods.h"
@@ -155,6 +156,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     r = frame_buf_append(&c->in, buf->base, (size_t)nread);
     if (r == -EMSGSIZE) {
         log_debug(COMP, "#%" PRIu64 ": request line over %zu bytes", c->id, c->in.max_line);
+        audit_limit("request_bytes", c->uid, "a request line over max_request_bytes");
         /* Complete lines before the oversized one are still answered. */
         conn_process(c);
         if (c->state == CONN_OPEN)
@@ -412,6 +414,7 @@ void conn_sweep(struct conn *c, uint64_t now)
     if (c->n_writes > 0 && now - c->write_since >= l->write_stall_ms) {
         log_info(COMP, "#%" PRIu64 " uid=%u: client does not read its replies, closing", c->id,
                  (unsigned)c->uid);
+        audit_limit("write_stall", c->uid, "the client did not read its replies: closed");
         conn_close(c);
         return;
     }

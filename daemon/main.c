@@ -11,7 +11,9 @@
 #include "lib/config.h"
 #include "lib/log.h"
 #include "lib/macro.h"
+#include "events.h"
 #include "methods-daemon.h"
+#include "methods-obs.h"
 #include "methods-sandbox.h"
 #include "methods-test.h"
 #include "notify.h"
@@ -183,6 +185,7 @@ static void on_signal(uv_signal_t *h, int signum)
     log_info(COMP, "%s: shutting down", strsignal(signum));
     notify_stopping();
     notify_status("Shutting down");
+    events_shutdown(); /* subscriptions end now: they would hold their connections open */
     server_shutdown(&d->server);
 }
 
@@ -224,6 +227,7 @@ static int run_until_stopped(struct daemon *d)
 
     server_done(&d->server);
     methods_test_unregister();
+    methods_obs_unregister();
     methods_daemon_done(&d->methods);
     r = uv_loop_close(&d->loop);
     if (r < 0) {
@@ -250,10 +254,13 @@ static int setup_server(struct daemon *d)
     d->server.on_closed = on_server_closed;
     d->server.userdata = d;
     r = methods_daemon_register(&d->methods, &d->server);
+    if (r >= 0)
+        r = methods_obs_register(&d->server, hooks && strcmp(hooks, "1") == 0);
     if (r >= 0 && hooks && strcmp(hooks, "1") == 0)
         r = methods_test_register();
     if (r < 0) {
         log_error(COMP, "cannot register the methods: %s", strerror(-r));
+        methods_obs_unregister();
         methods_daemon_done(&d->methods);
         server_done(&d->server);
     }
@@ -359,6 +366,7 @@ int main(int argc, char **argv)
         close_signals(&d);
         server_done(&d.server); /* closes a half-set-up listener */
         uv_run(&d.loop, UV_RUN_DEFAULT);
+        methods_obs_unregister();
         methods_daemon_done(&d.methods);
         (void)uv_loop_close(&d.loop);
         config_done(&d.config);

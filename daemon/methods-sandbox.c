@@ -7,6 +7,7 @@
 #include <string.h>
 #include <syslog.h>
 
+#include "events.h"
 #include "lib/log.h"
 #include "lib/marker.h"
 #include "lib/reconcile.h"
@@ -15,6 +16,7 @@
 #include "lib/sandbox.h"
 #include "lib/util.h"
 #include "methods-internet.h"
+#include "methods-obs.h"
 #include "methods.h"
 #include "req.h"
 #include "proto/b64.h"
@@ -661,6 +663,7 @@ static void method_destroy(struct req *r, void *params, void *userdata)
     snprintf(d->id, sizeof d->id, "%s", p->id);
     d->p.req = r;
     req_on_disconnect(r, pending_detach, &d->p);
+    engine_destroy_reason(sb, "caller", req_uid(r));
     ret = engine_destroy(sm->engine, sb, on_destroyed, d, &err);
     if (ret < 0) {
         free(d);
@@ -1158,8 +1161,10 @@ static void engine_resumed(const struct engine_error *err, struct sandbox *sb, v
 
 int methods_sandbox_start(uv_loop_t *loop, const struct config *cfg, struct methods_daemon *md)
 {
-    static const struct engine_hooks hooks = {
-        .notice = engine_notice, .resumed = engine_resumed, .userdata = &instance};
+    static const struct engine_hooks hooks = {.notice = engine_notice,
+                                              .resumed = engine_resumed,
+                                              .event = events_publish,
+                                              .userdata = &instance};
     struct sandbox_methods *sm = &instance;
     _cleanup_free_ char *err = NULL;
     int r;
@@ -1169,6 +1174,7 @@ int methods_sandbox_start(uv_loop_t *loop, const struct config *cfg, struct meth
         log_error(COMP, "cannot start the sandbox engine: %s", err ? err : strerror(-r));
         return r;
     }
+    methods_obs_set_engine(sm->engine);
     for (size_t i = 0; i < ELEMENTSOF(sandbox_rows); i++) {
         sm->rows[i] = sandbox_rows[i];
         if (sm->rows[i].name)
@@ -1202,6 +1208,7 @@ static void stop_now(void *userdata)
         x = n;
     }
     sm->reconcile = reconcile_free(sm->reconcile);
+    methods_obs_set_engine(NULL);
     engine_close(TAKE_PTR(sm->engine), NULL, NULL);
 }
 

@@ -24,6 +24,7 @@ struct req {
     gid_t gid;
     pid_t pid;
     bool admin;
+    uint64_t started_ns;
     uv_loop_t *loop;
     const struct config *config;
     const struct params_spec *spec; /* of parsed */
@@ -35,6 +36,23 @@ struct req {
     uint64_t drain_pass; /* the connection's drain pass when on_drain was armed */
     struct req *prev, *next;
 };
+
+static const struct req_observer *observer;
+
+void req_set_observer(const struct req_observer *o)
+{
+    observer = o;
+}
+
+bool req_in_batch(const struct req *r)
+{
+    return r->batch != NULL;
+}
+
+uint64_t req_started_ns(const struct req *r)
+{
+    return r->started_ns;
+}
 
 struct req_batch *req_batch_new(void)
 {
@@ -94,6 +112,9 @@ int req_new(struct req_port *port, const struct rpc_call *call, struct req_batch
     port->list.n++;
     if (b)
         b->pending++;
+    r->started_ns = uv_hrtime();
+    if (observer)
+        observer->started(r);
     *ret = r;
     return 0;
 }
@@ -142,6 +163,8 @@ static void req_complete(struct req *r, json_object *response)
         json_object_put(response);
         response = NULL;
     }
+    if (observer)
+        observer->completed(r, response);
     if (b) {
         req_batch_add(b, response);
         req_batch_release(b, p);

@@ -49,6 +49,20 @@ bool req_connected(const struct req *r);
  * request completed. The callback may complete the request. */
 void req_on_disconnect(struct req *r, req_event_cb cb, void *userdata);
 
+/* True for an entry of a batch (answered with the batch's array). */
+bool req_in_batch(const struct req *r);
+/* When the request was created (uv_hrtime() scale, ns). */
+uint64_t req_started_ns(const struct req *r);
+
+/* Observes every request (metrics, audit of refusals): started right after a request is
+ * created, completed with its response (NULL when none is sent) right before it is freed.
+ * One observer for the process; NULL removes it. */
+struct req_observer {
+    void (*started)(const struct req *r);
+    void (*completed)(const struct req *r, json_object *response);
+};
+void req_set_observer(const struct req_observer *o);
+
 /* --- Completion (exactly one per request; frees r). --- */
 /* result is taken over (NULL means JSON null). */
 void req_reply(struct req *r, json_object *result);

@@ -20,6 +20,7 @@
 
 #include "config-build.h"
 #include "daemon/sandboxctl-mcp.h"
+#include "daemon/sandboxctl-obs.h"
 #include "lib/config.h"
 #include "lib/util.h"
 #include "proto/b64.h"
@@ -613,6 +614,26 @@ static int cmd_get(struct ctl *c, int argc, char **argv)
     }
 }
 
+/* daemon.metrics in the Prometheus text format (--json: the result as it came). */
+static int cmd_metrics(struct ctl *c)
+{
+    _cleanup_json_ json_object *res = NULL;
+    int r;
+
+    r = ctl_call(c, "daemon.metrics", NULL, &res);
+    if (r < 0)
+        return exit_for(r);
+    if (c->json) {
+        print_json(res);
+        return 0;
+    }
+    if (ctl_metrics_print(res, stdout) < 0) {
+        fprintf(stderr, "sandboxctl: daemon.metrics answered in an unexpected shape\n");
+        return 1;
+    }
+    return 0;
+}
+
 static int cmd_call(struct ctl *c, int argc, char **argv)
 {
     _cleanup_json_ json_object *res = NULL;
@@ -656,6 +677,8 @@ static void usage(FILE *f)
             "  renew ID TTL_S\n"
             "  destroy ID\n"
             "  call METHOD [JSON]              raw call, prints the raw result\n"
+            "  metrics                         daemon metrics, Prometheus text format (admins)\n"
+            "  events                          print lifecycle events as they happen\n"
             "  mcp [--sandbox ID] [--default-ttl S] [--destroy-on-exit]\n"
             "                                  serve MCP (Model Context Protocol) on stdio\n\n"
             "The socket is --socket, else $SANDBOXD_SOCKET, else %s.\n",
@@ -708,7 +731,9 @@ int main(int argc, char **argv)
 
     if (strcmp(cmd, "mcp") == 0)
         return mcp_main(c.socket, argc, argv);
-    if (!strstr(" status create list show exec put get internet renew resize destroy call ", cmd) ||
+    if (!strstr(" status create list show exec put get internet renew resize destroy call metrics "
+                "events ",
+                cmd) ||
         strchr(cmd, ' ')) {
         fprintf(stderr, "sandboxctl: unknown command '%s'\n", cmd);
         usage(stderr);
@@ -721,6 +746,10 @@ int main(int argc, char **argv)
         r = run_simple(&c, "daemon.status", NULL, print_status);
     else if (strcmp(cmd, "call") == 0)
         r = cmd_call(&c, argc, argv);
+    else if (strcmp(cmd, "metrics") == 0 && argc == 1)
+        r = cmd_metrics(&c);
+    else if (strcmp(cmd, "events") == 0 && argc == 1)
+        r = ctl_events_run(c.fd, c.json);
     else if (strcmp(cmd, "create") == 0)
         r = cmd_create(&c, argc, argv);
     else if (strcmp(cmd, "list") == 0 && (argc == 1 || (argc == 2 && !strcmp(argv[1], "--all")))) {

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/audit.h"
 #include "lib/log.h"
 #include "lib/macro.h"
 #include "notify.h"
@@ -195,6 +196,8 @@ static void server_admit(struct server *s, struct conn *c)
         bool global = s->n_conns >= cfg->max_connections;
 
         s->n_rejected++;
+        audit_limit(global ? "connections" : "connections_per_uid", c->uid,
+                    global ? "max_connections reached" : "max_connections_per_uid reached");
         log_notice(COMP, "uid %u: %s connection cap reached, refusing", (unsigned)c->uid,
                    global ? "global" : "per-uid");
         if (u && u->n == 0)

@@ -55,7 +55,7 @@ void log_set_prefix(bool on)
     prefix_mode = on;
 }
 
-static bool stderr_is_journal(void)
+bool log_stderr_is_journal(void)
 {
     const char *e = getenv("JOURNAL_STREAM");
     unsigned long long dev, ino;
@@ -74,7 +74,7 @@ static void log_write(int level, const char *component, const char *fmt, va_list
     int saved = errno;
 
     if (prefix_mode < 0)
-        prefix_mode = stderr_is_journal();
+        prefix_mode = log_stderr_is_journal();
     vsnprintf(msg, sizeof msg, fmt, ap);
     /* One message, one line: newlines inside would split it in the journal. */
     for (char *p = msg; *p; p++)

@@ -17,6 +17,8 @@ const char *log_level_to_string(int level);
 /* Forces journal-style "<N>" prefixes on or off (default: detected from $JOURNAL_STREAM). */
 void log_set_prefix(bool on);
 bool log_is_enabled(int level);
+/* True when stderr is the journal's stream ($JOURNAL_STREAM names it). */
+bool log_stderr_is_journal(void);
 
 void log_emit(int level, const char *component, const char *fmt, ...) _printf_(3, 4);
 /* Logs and returns r (a negative errno); "%m" in fmt refers to -r. */

@@ -18,6 +18,7 @@
 
 #include "log.h"
 #include "marker.h"
+#include "metrics.h"
 #include "sandbox-internal.h"
 #include "sandbox-resize.h"
 
@@ -275,6 +276,7 @@ int pool_take(struct engine *e, const struct sandbox_create_opts *opts, int64_t 
     sb = find_member(e, t, opts);
     if (!sb) {
         t->misses++;
+        metrics_pool_miss(t->name);
         pool_kick(e);
         return 0;
     }
@@ -305,6 +307,7 @@ int pool_take(struct engine *e, const struct sandbox_create_opts *opts, int64_t 
         goto oom;
     }
     t->hits++;
+    metrics_pool_hit(t->name);
     log_debug(COMP, "%s: taken from the pool of template %s for uid %u", sb->id, t->name,
               (unsigned)sb->owner_uid);
     resize_op_take(sb, op);

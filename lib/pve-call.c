@@ -14,6 +14,7 @@
 #include <sys/random.h>
 
 #include "log.h"
+#include "metrics.h"
 
 #define COMP "pve"
 #define PVE_REQUEST_TIMEOUT_MS_DEFAULT 30000
@@ -534,6 +535,7 @@ static void on_http_done(int r, struct http_response *resp, void *userdata)
     struct json_object *data = NULL;
 
     call->req = NULL;
+    metrics_pve_request(call->ep->name, r, resp ? resp->status : 0);
     if (r < 0) {
         /* A timeout while time remains was one attempt's timeout, treat it as transient. */
         call_retry_or_fail(call, r);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "hostkey.h"
+#include "audit.h"
 #include "log.h"
 #include "marker.h"
 #include "pve.h"
@@ -218,6 +219,7 @@ static void on_orphan_deleted(const struct pve_result *res, void *userdata)
 static void destroy_container(struct reconcile *rc, uint32_t vmid, const char *node, const char *id,
                               uint64_t *counter, const char *why)
 {
+    const char *kind;
     struct rdestroy *d;
     uint32_t *v;
 
@@ -237,6 +239,10 @@ static void destroy_container(struct reconcile *rc, uint32_t vmid, const char *n
     d->counter = counter;
     snprintf(d->id, sizeof d->id, "%s", id);
     notice(rc, LOG_NOTICE, "destroying container %u (sandbox %s): %s", vmid, id, why);
+    kind = counter == &rc->st.orphans_destroyed ? "orphan"
+           : counter == &rc->st.rolled_back     ? "rollback"
+                                                : "lease_expired";
+    audit_reconcile("destroy", kind, id, vmid, node, why);
     if (pve_delete(engine_pve(rc->e), node, vmid, PVE_DELETE_FORCE | PVE_DELETE_PURGE,
                    RECONCILE_DESTROY_TIMEOUT_MS, on_orphan_deleted, d, NULL) < 0) {
         free(d);
@@ -274,6 +280,8 @@ static void run_end(struct reconcile *rc, const char *error)
     /* Sandboxes whose destroy failed earlier: tried again once per run. */
     for (sb = engine_first(rc->e); sb && !error; sb = next) {
         next = engine_next(rc->e, sb);
+        if (sb->state == SANDBOX_FAILED && !sandbox_busy(sb))
+            engine_destroy_reason(sb, "retry", -1);
         if (sb->state == SANDBOX_FAILED && !sandbox_busy(sb) &&
             engine_destroy(rc->e, sb, on_expired, rc_ref(rc), &derr) < 0)
             rc->refs--;
@@ -368,6 +376,8 @@ static void records_unmatched(struct reconcile *rc)
             continue;
         if (r->state != REG_READY)
             rc->st.rolled_back++;
+        audit_reconcile("forget", "no_container", r->id, r->vmid > 0 ? (uint32_t)r->vmid : 0, NULL,
+                        "recorded, but Proxmox has no container for it");
         log_debug(COMP, "%s: record without a container (state %s): removed", r->id,
                   reg_state_to_string(r->state));
         record_forget(rc, r->id);
@@ -417,6 +427,8 @@ static void adopt(struct reconcile *rc, struct cand *c, const struct reg_record 
     if (save)
         (void)engine_save(sb, NULL, NULL);
     rc->st.reattached++;
+    audit_reconcile("reattach", "restart", sb->id, sb->vmid, sb->node,
+                    "re-attached after a restart");
     notice(rc, LOG_INFO, "re-attached sandbox %s (container %u, %s, lease until %" PRId64 ")",
            sb->id, sb->vmid, sb->ip, (int64_t)sb->expires_at);
 }
@@ -897,6 +909,7 @@ static void lease_tick(uv_timer_t *t)
         if (sb->state != SANDBOX_READY || sandbox_busy(sb) || sb->expires_at > now)
             continue;
         log_debug(COMP, "%s: lease expired", sb->id);
+        engine_destroy_reason(sb, "lease_expired", -1);
         if (engine_destroy(rc->e, sb, on_expired, rc_ref(rc), &derr) < 0)
             rc->refs--;
     }
@@ -1104,6 +1117,7 @@ int reconcile_destroy_all(struct reconcile *rc, void (*cb)(void *userdata), void
     for (sb = engine_first(rc->e); sb; sb = next) {
         next = engine_next(rc->e, sb);
         d->pending++;
+        engine_destroy_reason(sb, "shutdown", -1);
         if (engine_destroy(rc->e, sb, on_dall_one, d, &derr) < 0)
             d->pending--;
     }

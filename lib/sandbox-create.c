@@ -948,5 +948,6 @@ int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engi
     sb->create_op = op;
     sandbox_link(sb);
     log_debug(COMP, "%s: create for uid %u", sb->id, (unsigned)sb->owner_uid);
+    sandbox_observe_requested(sb);
     return 0;
 }

@@ -34,11 +34,11 @@ struct sandbox {
     char idem_hash[SHA256_HEX_SIZE];   /* marker_key_hash(owner, idempotency key); "" = none */
     char params_hash[SHA256_HEX_SIZE]; /* hash of the create params; "" = none */
     char *idempotency_key;             /* the key as sent (NULL: none, or known by hash only) */
-    char host_key[64]; /* its own SSH host key pin (hostkey.h); "": the template's pins */
-    char *upid;        /* the clone task, recorded once it started (NULL: none yet) */
-    char template[ID_MAX + 1];         /* the template's name */
-    bool pool_member;                  /* a warm pool member (owned by the pool) */
-    bool disk_explicit;                /* disk_gb was asked for: smaller than the template fails */
+    char host_key[64];         /* its own SSH host key pin (hostkey.h); "": the template's pins */
+    char *upid;                /* the clone task, recorded once it started (NULL: none yet) */
+    char template[ID_MAX + 1]; /* the template's name */
+    bool pool_member;          /* a warm pool member (owned by the pool) */
+    bool disk_explicit;        /* disk_gb was asked for: smaller than the template fails */
     /* engine-private below */
     struct engine *engine;
     struct sandbox *next, *prev;
@@ -68,6 +68,11 @@ struct sandbox {
     uint64_t destroy_deadline_ms;
     struct resize_op *resize_op; /* a sandbox.resize or a pool take running */
     unsigned refs;               /* held by in-flight engine operations */
+    /* observability (sandbox-obs.c) */
+    const char *end_reason; /* why the destroy (static string), NULL until one is known */
+    bool end_by_caller;     /* end_uid asked for it */
+    uid_t end_uid;
+    uint64_t state_since_ms; /* when the current state began (uv_now scale) */
 };
 
 /* A create in progress: its callback and its first failure. */
@@ -185,6 +190,14 @@ void error_from_pve(const struct pve_result *res, bool closing, struct engine_er
 /* The SSH settings for sb's address (strings borrowed from the engine and sb). */
 void sandbox_ssh_config(const struct sandbox *sb, struct sshs_config *ret);
 void sandbox_close_ssh(struct sandbox *sb);
+
+/* ---- sandbox-obs.c: audit records, metrics and lifecycle events ---- */
+/* After every state change (sandbox_set_state). */
+void sandbox_observe(struct sandbox *sb, enum sandbox_state old);
+/* Once a create is accepted (engine_create). */
+void sandbox_observe_requested(struct sandbox *sb);
+/* The SSH pool observer of sb's pools (sandbox_ssh_config). */
+void sandbox_observe_ssh(int event, unsigned session, void *userdata);
 
 /* ---- sandbox-create.c ---- */
 /* Reports the create's outcome to its caller (op->failed: the first failure). */

@@ -154,11 +154,14 @@ void sandbox_set_state(struct sandbox *sb, enum sandbox_state s)
 int sandbox_set_state_saved(struct sandbox *sb, enum sandbox_state s, void (*cb)(int r, void *ud),
                             void *userdata)
 {
-    if (sb->state == s)
+    enum sandbox_state old = sb->state;
+
+    if (old == s)
         return -EALREADY;
     log_debug(COMP, "%s: %s -> %s (+%" PRIu64 " ms)", sb->id, sandbox_state_to_string(sb->state),
               sandbox_state_to_string(s), now_ms(sb->engine) - sb->started_ms);
     sb->state = s;
+    sandbox_observe(sb, old);
     if (s == SANDBOX_GONE || s == SANDBOX_PENDING || sb->engine->closing)
         return -ESHUTDOWN;
     return sandbox_save(sb, cb, userdata);
@@ -407,6 +410,8 @@ void sandbox_ssh_config(const struct sandbox *sb, struct sshs_config *ret)
         .key = e->key,
         .host_key_pins = sb->host_key[0] ? sb->host_key : sandbox_template(sb)->pins,
         .connect_timeout_ms = e->cfg->ssh.connect_timeout_ms,
+        .observe = sandbox_observe_ssh,
+        .observe_data = (void *)sb,
     };
 }
 

@@ -95,6 +95,21 @@ struct engine_error {
  * them through the sandbox_view_*() accessors below. */
 struct sandbox;
 
+/* One lifecycle transition of a sandbox (lib/sandbox-obs.c). Strings are borrowed for the
+ * duration of the call. */
+struct sandbox_event {
+    const char *id;
+    uid_t owner_uid;
+    const char *state;     /* public state (sandbox_state_to_public) */
+    const char *old_state; /* NULL: the create was just requested */
+    const char *step;      /* internal state (sandbox_state_to_string) */
+    const char *old_step;  /* NULL with old_state */
+    const char *reason;    /* failed: the error; destroying/destroyed: why; else NULL */
+    const char *node;
+    uint32_t vmid; /* 0 until the clone chose one */
+    time_t at;
+};
+
 struct engine_hooks {
     /* Something the operator must see (firewall disabled, Proxmox unreachable, orphans):
      * level is syslog's. May be NULL. */
@@ -102,6 +117,9 @@ struct engine_hooks {
     /* A create interrupted by a restart and resumed (engine_resume_creates()) ended: err
      * NULL and sb READY, or the failure (sb being cleaned up). May be NULL. */
     void (*resumed)(const struct engine_error *err, struct sandbox *sb, void *userdata);
+    /* Every lifecycle transition of a sandbox, in order (not while the engine closes).
+     * May be NULL. */
+    void (*event)(const struct sandbox_event *ev, void *userdata);
     void *userdata;
 };
 
@@ -186,6 +204,11 @@ typedef void (*engine_done_cb)(const struct engine_error *err, void *userdata);
  * outcome. A destroy that cannot start (SHUTDOWN, INTERNAL) fills ret_err; cb never runs. */
 int engine_destroy(struct engine *e, struct sandbox *sb, engine_done_cb cb, void *userdata,
                    struct engine_error *ret_err);
+/* Why sb is (about to be) destroyed, for the audit trail, metrics and events: one of
+ * "caller", "lease_expired", "rollback", "retry", "shutdown" (static strings); the first
+ * reason given wins. Without one, a destroy is "rollback" while a create runs, else
+ * "other". caller_uid: who asked, or -1 when the daemon acts on its own. */
+void engine_destroy_reason(struct sandbox *sb, const char *reason, int64_t caller_uid);
 /* True when id was destroyed by this engine and belonged to uid (admin: any owner). */
 bool engine_was_destroyed(const struct engine *e, const char *id, uid_t uid, bool admin);
 

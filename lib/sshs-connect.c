@@ -311,6 +311,8 @@ int sshs_conf_copy(const struct sshs_config *cfg, struct sshs_conf *ret)
         return -ENOMEM;
     }
     c.port = cfg->port ? cfg->port : 22;
+    c.observe = cfg->observe;
+    c.observe_data = cfg->observe_data;
     c.key = sshs_key_ref(cfg->key);
     c.connect_timeout_ms =
         cfg->connect_timeout_ms ? cfg->connect_timeout_ms : SSHS_CONNECT_TIMEOUT_MS_DEFAULT;

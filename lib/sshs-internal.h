@@ -27,6 +27,8 @@ struct sshs_conf {
     uint32_t connect_timeout_ms;
     uint32_t keepalive_ms;
     uint32_t channels_per_session;
+    void (*observe)(int event, unsigned session, void *userdata);
+    void *observe_data;
 };
 
 int sshs_conf_copy(const struct sshs_config *cfg, struct sshs_conf *ret);

@@ -47,6 +47,7 @@ struct sshs_session {
     unsigned nchan;
     bool retry_pending; /* DISCONNECTED, waiting before connecting again */
     unsigned failures;  /* connect attempts failed in a row (backoff), 0 once READY */
+    bool was_lost;      /* lost since it was last ready (the observer's SSHS_EVENT_RESTORED) */
     bool dirty;
     uint64_t last_rx_ms;
 };
@@ -437,6 +438,9 @@ static void session_lost(struct sshs_session *s, int error)
         set_last_error(p, "session lost", ssh_get_error(s->conn->ssh));
     log_debug(COMP, "%s:%u #%u: session lost", p->conf.host, p->conf.port, s->index);
     p->lost++;
+    s->was_lost = true;
+    if (p->conf.observe && !p->closing)
+        p->conf.observe(SSHS_EVENT_LOST, s->index, p->conf.observe_data);
     uv_timer_stop(&s->timer);
     /* Stop polling first: libssh may already have closed the fd. */
     if (s->conn)
@@ -460,6 +464,9 @@ static void session_ready(struct sshs_session *s)
     }
     session_set_state(s, SSHS_STATE_READY);
     p->connects++;
+    if (s->was_lost && p->conf.observe && !p->closing)
+        p->conf.observe(SSHS_EVENT_RESTORED, s->index, p->conf.observe_data);
+    s->was_lost = false;
     s->last_rx_ms = uv_now(p->loop);
     uv_timer_start(&s->timer, on_session_timer, p->conf.keepalive_ms, p->conf.keepalive_ms);
     session_update_poll(s);

@@ -67,7 +67,13 @@ struct sshs_config {
     uint32_t connect_timeout_ms;   /* 0 = default; one attempt: TCP + kex + host key + auth */
     uint32_t keepalive_ms;         /* 0 = default; idle sessions send SSH_MSG_IGNORE this often */
     uint32_t channels_per_session; /* 0 = default; exec channels open at once per session */
+    /* Optional observer of a pool's sessions (loop thread; never once the pool closes):
+     * SSHS_EVENT_LOST when a ready session is lost, SSHS_EVENT_RESTORED when a session that
+     * was lost is ready again. */
+    void (*observe)(int event, unsigned session, void *userdata);
+    void *observe_data;
 };
+enum { SSHS_EVENT_LOST = 1, SSHS_EVENT_RESTORED };
 
 /* A pool of N sessions to one host. Exec channels go to the least loaded ready session;
  * when none is ready the pool connects (lazily) and queues the request. A lost session fails

@@ -944,6 +944,8 @@ static const struct rpc_method_info rpc_method_table[] = {
     {"file.write", false, &params_file_write_spec},
     {"file.read", false, &params_file_read_spec},
     {"daemon.status", false, &params_none_spec},
+    {"daemon.metrics", false, &params_none_spec},
+    {"daemon.subscribe", false, &params_none_spec},
     {"rpc.discover", false, &params_none_spec},
     {"process.start", true, NULL},
     {"process.read", true, NULL},
@@ -955,7 +957,6 @@ static const struct rpc_method_info rpc_method_table[] = {
     {"file.list", true, NULL},
     {"sandbox.snapshot", true, NULL},
     {"sandbox.rollback", true, NULL},
-    {"daemon.subscribe", true, NULL},
 };
 
 const struct rpc_method_info *rpc_method_find(const char *name)

@@ -565,9 +565,10 @@ END_TEST
 
 START_TEST(test_no_params)
 {
-    static const char *const methods[] = {"daemon.status", "rpc.discover"};
+    static const char *const methods[] = {"daemon.status", "rpc.discover", "daemon.metrics",
+                                          "daemon.subscribe"};
 
-    for (size_t i = 0; i < 2; i++) {
+    for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
         good(methods[i], NULL);
         good(methods[i], "{}");
         good(methods[i], "[]");
@@ -580,13 +581,14 @@ END_TEST
 START_TEST(test_method_table)
 {
     static const char *const protocol[] = {
-        "sandbox.create",  "sandbox.get",  "sandbox.list", "sandbox.renew", "sandbox.set_internet",
-        "sandbox.destroy", "sandbox.exec", "file.write",   "file.read",     "daemon.status",
-        "rpc.discover"};
-    static const char *const planned[] = {"process.start",    "process.read",    "process.write",
-                                          "process.wait",     "process.kill",    "process.list",
-                                          "file.stat",        "file.list",       "sandbox.snapshot",
-                                          "sandbox.rollback", "daemon.subscribe"};
+        "sandbox.create",  "sandbox.get",          "sandbox.list",
+        "sandbox.renew",   "sandbox.set_internet", "sandbox.destroy",
+        "sandbox.exec",    "file.write",           "file.read",
+        "daemon.status",   "rpc.discover",         "daemon.metrics",
+        "daemon.subscribe"};
+    static const char *const planned[] = {
+        "process.start", "process.read", "process.write", "process.wait",     "process.kill",
+        "process.list",  "file.stat",    "file.list",     "sandbox.snapshot", "sandbox.rollback"};
     const struct rpc_method_info *all;
     size_t n;
 
