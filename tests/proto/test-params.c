@@ -539,11 +539,11 @@ START_TEST(test_method_table)
     static const char *const protocol[] = {
         "sandbox.create",  "sandbox.get",  "sandbox.list", "sandbox.renew", "sandbox.set_internet",
         "sandbox.destroy", "sandbox.exec", "file.write",   "file.read",     "daemon.status",
-        "rpc.discover"};
-    static const char *const planned[] = {"process.start",    "process.read",    "process.write",
-                                          "process.wait",     "process.kill",    "process.list",
-                                          "file.stat",        "file.list",       "sandbox.snapshot",
-                                          "sandbox.rollback", "daemon.subscribe"};
+        "rpc.discover",    "file.list",    "file.stat",    "file.remove",   "file.mkdir",
+        "file.rename"};
+    static const char *const planned[] = {
+        "process.start", "process.read",     "process.write",    "process.wait",    "process.kill",
+        "process.list",  "sandbox.snapshot", "sandbox.rollback", "daemon.subscribe"};
     const struct rpc_method_info *all;
     size_t n;
 
@@ -567,7 +567,7 @@ START_TEST(test_method_table)
     ck_assert_ptr_null(rpc_method_find(""));
     ck_assert_ptr_null(rpc_method_find(NULL));
     all = rpc_methods(&n);
-    ck_assert_uint_eq(n, 22);
+    ck_assert_uint_eq(n, 25);
     ck_assert_str_eq(all[0].name, "sandbox.create");
 }
 END_TEST
