@@ -9,8 +9,9 @@ import os
 import subprocess
 import sys
 
-from e2elib import Env, RpcError, b64, data_of, run
+from e2elib import BUILD, Env, RpcError, b64, data_of, run
 
+SANDBOXCTL = os.path.join(BUILD, "daemon", "sandboxctl")
 CHILD_PY = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
 
 CHILD = r"""
@@ -215,6 +216,35 @@ def main():
             assert all(v == -32001 for v in out.values()), out
             assert sh(c, sid, "cat /root/keep; test -e /root/made || echo no") == "kno\n"
 
+        def sandboxctl_commands():
+            def ctl(*args, rc=0):
+                r = subprocess.run([SANDBOXCTL, "--socket", env.socket, *args], capture_output=True,
+                                   text=True, timeout=120)
+                assert r.returncode == rc, (args, r.returncode, r.stdout, r.stderr)
+                return r
+            ctl("mkdir", "-p", "-m", "0700", sid, "/root/ctl/a/b")
+            assert sh(c, sid, "stat -c %a /root/ctl/a/b") == "700\n"
+            sh(c, sid, "printf 12345 > /root/ctl/a/f && ln -s f /root/ctl/a/l")
+            out = ctl("ls", sid, "/root/ctl/a").stdout.splitlines()
+            assert len(out) == 3 and out[0].startswith("drwx------") and out[0].endswith(" b"), out
+            assert out[1].startswith("-rw-r--r--") and " 5 " in out[1] and out[1].endswith(" f"), out
+            assert out[2].startswith("lrwxrwxrwx") and out[2].endswith(" l"), out
+            st = ctl("stat", sid, "/root/ctl/a/l").stdout
+            assert "type   symlink" in st and "target f" in st, st
+            st = ctl("stat", "-L", sid, "/root/ctl/a/l").stdout
+            assert "type   file" in st and "size   5" in st, st
+            js = json.loads(ctl("--json", "ls", sid, "/root/ctl").stdout)
+            assert [e["name"] for e in js["entries"]] == ["a"] and js["truncated"] is False, js
+            ctl("mv", sid, "/root/ctl/a/f", "/root/ctl/g")
+            r = ctl("rm", sid, "/root/ctl/a", rc=2)
+            assert "ENOTEMPTY" in r.stderr or "not empty" in r.stderr, r.stderr
+            ctl("rm", "-r", sid, "/root/ctl/a")
+            assert sh(c, sid, "ls /root/ctl") == "g\n"
+            r = ctl("ls", sid, "/root/none", rc=2)
+            assert "-32009" in r.stderr, r.stderr
+            ctl("rm", sid, rc=64)
+            ctl("mv", sid, "/a", rc=64)
+
         run([("file.list", list_folder),
              ("file.stat", stat_things),
              ("file.mkdir", mkdir_modes),
@@ -223,7 +253,8 @@ def main():
              ("permission errors", permission_errors),
              ("file.write offset and append", write_offset_append),
              ("content cap under the request line cap", content_cap),
-             ("another uid gets -32001", other_uid_refused)])
+             ("another uid gets -32001", other_uid_refused),
+             ("sandboxctl ls, stat, rm, mkdir, mv", sandboxctl_commands)])
 
 
 if __name__ == "__main__":
