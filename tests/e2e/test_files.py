@@ -78,6 +78,10 @@ def main():
             assert errno_of(c.error("file.list", {"id": sid, "path": "/root/t/f"})) == (-32009, "ENOTDIR")
             assert errno_of(c.error("file.list", {"id": sid, "path": "/root/none"})) == (-32009, "ENOENT")
             assert errno_of(c.error("file.list", {"id": sid, "path": "/root/t/f/x"})) == (-32009, "ENOTDIR")
+            # A name that is not UTF-8 comes back as name_b64.
+            sh(c, sid, "mkdir /root/u && touch \"/root/u/$(printf '\\377x')\"")
+            r = c.call("file.list", {"id": sid, "path": "/root/u"})
+            assert r["entries"][0].get("name_b64") == b64(b"\xffx") and "name" not in r["entries"][0], r
             e = c.error("file.list", {"id": sid, "path": "/root", "limit": 10001})
             assert e.code == -32602 and e.data["param"] == "limit", e
             e = c.error("file.list", {"id": sid, "path": "root"})
