@@ -27,6 +27,46 @@ const char *sshfile_type_to_string(enum sshfile_type t)
 
 /* ---- worker side: helpers ---- */
 
+/* The errno for the last failed SFTP call; a dead session is an SSH-level error. */
+static int fs_last_error(struct sshfile *f)
+{
+    int st = sftp_get_error(sshfile_sftp(f));
+
+    if (!ssh_is_connected(sshfile_ssh(f)))
+        return -ECONNRESET;
+    if (st == SSH_FX_OK)
+        return -EPROTO; /* failed without a status: a protocol or channel error */
+    return sshfile_status_to_errno(st);
+}
+
+/* stat (following links): 0 missing, SSH_FILEXFER_TYPE_* when present, < 0 other errors. */
+static int fs_path_type(struct sshfile *f, const char *path)
+{
+    sftp_attributes a = sftp_stat(sshfile_sftp(f), path);
+    int type;
+
+    if (!a) {
+        int r = fs_last_error(f);
+        return r == -ENOENT ? 0 : r;
+    }
+    type = a->type > 0 ? a->type : SSH_FILEXFER_TYPE_UNKNOWN;
+    sftp_attributes_free(a);
+    return type;
+}
+
+/* The folder part of an absolute path: "/a/b" gives "/a", "/b" gives "/". */
+static int fs_path_dir(const char *path, char **ret)
+{
+    const char *base = strrchr(path, '/') + 1;
+    size_t n = (size_t)(base - path);
+    char *d = strndup(path, n > 1 ? n - 1 : n);
+
+    if (!d)
+        return -ENOMEM;
+    *ret = d;
+    return 0;
+}
+
 static enum sshfile_type type_of(const struct sftp_attributes_struct *a)
 {
     switch (a->type) {
@@ -81,7 +121,7 @@ static bool is_dot(const char *name)
 /* The error of a failed call that created or changed path (in folder dir). */
 static int change_error(struct sshfile *f, const char *path, const char *dir)
 {
-    int r = sshfile_last_error(f);
+    int r = fs_last_error(f);
 
     if (r == -ENOENT)
         return sshfile_refine_enoent(f, path);
@@ -96,7 +136,7 @@ static int lstat_type(struct sshfile *f, const char *path, enum sshfile_type *re
     sftp_attributes a = sftp_lstat(sshfile_sftp(f), path);
 
     if (!a) {
-        int r = sshfile_last_error(f);
+        int r = fs_last_error(f);
         return r == -ENOENT ? 0 : r;
     }
     *ret_type = type_of(a);
@@ -173,7 +213,7 @@ static int list_run(struct sshfile *f, struct fs_op *o)
     sftp_dir d;
     int t, r = 0;
 
-    t = sshfile_path_type(f, o->path);
+    t = fs_path_type(f, o->path);
     if (t == 0)
         return sshfile_refine_enoent(f, o->path);
     if (t < 0)
@@ -182,7 +222,7 @@ static int list_run(struct sshfile *f, struct fs_op *o)
         return -ENOTDIR;
     d = sftp_opendir(s, o->path);
     if (!d) {
-        r = sshfile_last_error(f);
+        r = fs_last_error(f);
         return r == -ENOENT ? sshfile_refine_enoent(f, o->path) : r;
     }
     while (r == 0 && (a = sftp_readdir(s, d))) {
@@ -197,7 +237,7 @@ static int list_run(struct sshfile *f, struct fs_op *o)
             break;
     }
     if (r == 0 && !o->list.truncated && !sftp_dir_eof(d))
-        r = sshfile_last_error(f);
+        r = fs_last_error(f);
     sftp_closedir(d);
     if (r == 0 && o->list.n > 1)
         qsort(o->list.entries, o->list.n, sizeof(*o->list.entries), entry_cmp);
@@ -213,7 +253,7 @@ static int stat_run(struct sshfile *f, struct fs_op *o)
     int r;
 
     if (!a) {
-        r = sshfile_last_error(f);
+        r = fs_last_error(f);
         return r == -ENOENT ? sshfile_refine_enoent(f, o->path) : r;
     }
     r = entry_fill(a, path_base(o->path), &o->st);
@@ -259,7 +299,7 @@ static int read_names(struct sshfile *f, const char *path, size_t max, struct di
 
     d = sftp_opendir(s, path);
     if (!d)
-        return sshfile_last_error(f);
+        return fs_last_error(f);
     while (r == 0 && (a = sftp_readdir(s, d))) {
         if (a->name && !is_dot(a->name)) {
             if (n == max)
@@ -284,7 +324,7 @@ static int read_names(struct sshfile *f, const char *path, size_t max, struct di
         sftp_attributes_free(a);
     }
     if (r == 0 && !sftp_dir_eof(d))
-        r = sshfile_last_error(f);
+        r = fs_last_error(f);
     sftp_closedir(d);
     if (r < 0) {
         dirents_free(v, n);
@@ -345,7 +385,7 @@ static int rmdir_error(struct sshfile *f, const char *path, const char *dir)
 {
     struct dirent_ *v = NULL;
     size_t n = 0;
-    int r = sshfile_last_error(f);
+    int r = fs_last_error(f);
 
     if (r != -EIO)
         return r == -ENOENT ? sshfile_refine_enoent(f, path) : r;
@@ -365,7 +405,7 @@ static int remove_run(struct sshfile *f, struct fs_op *o)
 
     if (strspn(o->path, "/") == strlen(o->path))
         return -EPERM;
-    r = sshfile_path_dir(o->path, &dir);
+    r = fs_path_dir(o->path, &dir);
     if (r < 0)
         return r;
     r = lstat_type(f, o->path, &t);
@@ -381,11 +421,23 @@ static int remove_run(struct sshfile *f, struct fs_op *o)
         return 0;
     }
     if (o->flag) {
+        uint64_t counted;
+
         r = tree_walk(f, o, o->path, false);
         if (r < 0)
             return r;
+        counted = o->count;
         o->count = 0;
         o->op.mutated = true;
+        /* Within the bound: `rm -rf` in the sandbox does it in one round trip. When it fails
+         * (or is missing), the walk over SFTP removes what it can and finds the errno. */
+        r = sshfile_remove_exec(f, o->path);
+        if (r == 0 && lstat_type(f, o->path, &t) == 0) {
+            o->count = counted + 1;
+            return 0;
+        }
+        if (r < 0 && !ssh_is_connected(sshfile_ssh(f)))
+            return r;
         r = tree_walk(f, o, o->path, true);
         if (r < 0)
             return r;
@@ -406,7 +458,7 @@ static int mkdir_run(struct sshfile *f, struct fs_op *o)
     enum sshfile_type t;
     int r;
 
-    r = sshfile_path_dir(o->path, &dir);
+    r = fs_path_dir(o->path, &dir);
     if (r < 0)
         return r;
     if (o->flag) {
@@ -415,14 +467,14 @@ static int mkdir_run(struct sshfile *f, struct fs_op *o)
         if (r < 0)
             return r;
     }
-    r = sshfile_path_type(f, o->path);
+    r = fs_path_type(f, o->path);
     if (r < 0)
         return r;
     if (r > 0)
         return o->flag && r == SSH_FILEXFER_TYPE_DIRECTORY ? 0 : -EEXIST;
     o->op.mutated = true;
     if (sftp_mkdir(s, o->path, o->mode & 0777) < 0) {
-        r = sshfile_last_error(f);
+        r = fs_last_error(f);
         if (r == -ENOENT)
             return sshfile_refine_enoent(f, o->path);
         if (lstat_type(f, o->path, &t) > 0)
@@ -430,7 +482,7 @@ static int mkdir_run(struct sshfile *f, struct fs_op *o)
         return r == -EIO ? sshfile_refine_failure(f, NULL, dir) : r;
     }
     if (sftp_chmod(s, o->path, o->mode) < 0)
-        return sshfile_last_error(f);
+        return fs_last_error(f);
     o->count = 1;
     return 0;
 }
@@ -444,7 +496,7 @@ static int rename_run(struct sshfile *f, struct fs_op *o)
     enum sshfile_type tf, tt;
     int r;
 
-    r = sshfile_path_dir(o->to, &dir);
+    r = fs_path_dir(o->to, &dir);
     if (r < 0)
         return r;
     r = lstat_type(f, o->path, &tf);
@@ -467,7 +519,7 @@ static int rename_run(struct sshfile *f, struct fs_op *o)
     if (r > 0 && sftp_unlink(s, o->to) < 0)
         return change_error(f, o->to, dir);
     if (sftp_rename(s, o->path, o->to) < 0) {
-        r = sshfile_last_error(f);
+        r = fs_last_error(f);
         if (r == -ENOENT)
             return sshfile_refine_enoent(f, o->to);
         return r == -EIO ? sshfile_refine_failure(f, NULL, dir) : r;
@@ -486,7 +538,7 @@ int sshfile_write_in_place(struct sshfile *f, const char *path, const void *data
     size_t off = 0;
     int exists, r = 0;
 
-    r = sshfile_path_dir(path, &dir);
+    r = fs_path_dir(path, &dir);
     if (r < 0)
         return r;
     exists = sshfile_write_target(f, path, &real);
@@ -502,7 +554,7 @@ int sshfile_write_in_place(struct sshfile *f, const char *path, const void *data
         sftp_attributes a = sftp_fstat(file);
 
         if (!a) {
-            r = sshfile_last_error(f);
+            r = fs_last_error(f);
             sftp_close(file);
             return r;
         }
@@ -514,20 +566,20 @@ int sshfile_write_in_place(struct sshfile *f, const char *path, const void *data
         size_t n = MIN(len - off, (size_t)WRITE_CHUNK);
         ssize_t w = sftp_write(file, (const char *)data + off, n);
         if (w <= 0)
-            r = sshfile_last_error(f);
+            r = fs_last_error(f);
         else
             off += (size_t)w;
     }
     if (r == 0 && sftp_extension_supported(s, "fsync@openssh.com", "1") && sftp_fsync(file) < 0)
-        r = sshfile_last_error(f);
+        r = fs_last_error(f);
     if (r < 0) {
         sftp_close(file);
         return r == -EIO ? sshfile_refine_failure(f, NULL, dir) : r;
     }
     if (sftp_close(file) < 0)
-        return sshfile_last_error(f);
+        return fs_last_error(f);
     if (!exists && sftp_chmod(s, path, mode) < 0)
-        return sshfile_last_error(f);
+        return fs_last_error(f);
     return 0;
 }
 

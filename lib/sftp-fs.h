@@ -65,7 +65,9 @@ typedef void (*sshfile_done_cb)(int error, uint64_t count, void *userdata);
 /* Removes a file, a symbolic link (never what it points to) or an empty folder; with
  * recursive, a folder and everything in it, never following a link (a link in the tree is
  * removed, its target is left alone). The tree is counted first: one of more than
- * SSHFILE_REMOVE_MAX entries is -E2BIG and nothing is removed. "/" is -EPERM. */
+ * SSHFILE_REMOVE_MAX entries is -E2BIG and nothing is removed. It is then removed by
+ * `rm -rf` on an exec channel (one round trip), or, when that fails, entry by entry over
+ * SFTP, which finds the errno. count: the entries counted, plus the folder. "/" is -EPERM. */
 int sshfile_remove(struct sshfile *f, const char *path, bool recursive, sshfile_done_cb cb,
                    void *userdata);
 

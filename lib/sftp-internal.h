@@ -38,10 +38,6 @@ int sshfile_submit_op(struct sshfile *f, const char *path, struct sshfile_op *op
 /* For run(): the session and the helpers sftp.c uses itself. */
 sftp_session sshfile_sftp(struct sshfile *f);
 ssh_session sshfile_ssh(struct sshfile *f);
-/* The errno for the last failed SFTP call (a dead session: -ECONNRESET). */
-int sshfile_last_error(struct sshfile *f);
-/* stat (following links): 0 missing, SSH_FILEXFER_TYPE_* when present, < 0 other errors. */
-int sshfile_path_type(struct sshfile *f, const char *path);
 /* ENOENT or ENOTDIR, found by walking the parents of path. */
 int sshfile_refine_enoent(struct sshfile *f, const char *path);
 /* A generic failure creating or changing something in dir: EISDIR (path is a folder),
@@ -51,8 +47,8 @@ int sshfile_refine_failure(struct sshfile *f, const char *path, const char *dir)
 int sshfile_mkdir_parents(struct sshfile *f, const char *dir);
 /* rename(2) through `mv -f` on an exec channel: replaces an existing non-folder `to`. */
 int sshfile_rename_exec(struct sshfile *f, const char *from, const char *to);
-/* The folder part of an absolute path ("/a/b": "/a"; "/b": "/"). */
-int sshfile_path_dir(const char *path, char **ret);
+/* `rm -rf -- path` on an exec channel (never follows a link); -EIO when it fails. */
+int sshfile_remove_exec(struct sshfile *f, const char *path);
 /* What a write would replace: 0 nothing, 1 a regular file (*ret_real: what a link points
  * to), < 0 refused (-EISDIR, -EINVAL) or an error. */
 int sshfile_write_target(struct sshfile *f, const char *path, char **ret_real);

@@ -20,7 +20,7 @@
 #define SSHFILE_CHUNK (192u * 1024u)
 #define SSHFILE_READ_CHUNK (64u * 1024u)
 #define SSHFILE_READ_AHEAD 16u
-/* How long the `mv -f` fallback may take. */
+/* How long the `mv -f` fallback (or an `rm -rf`) may take. */
 #define SSHFILE_MV_TIMEOUT_MS 30000
 
 enum job_kind {
@@ -325,22 +325,22 @@ static int mkdir_parents(struct sshfile *f, const char *dir)
     return 0;
 }
 
-/* rename(2) through `mv -f` on an exec channel of the same (blocking) session: atomic
- * replace even where the SFTP v3 rename refuses an existing target. */
-static int rename_by_exec(struct sshfile *f, const char *from, const char *to)
+/* Runs `verb a [b]` (each path quoted) on an exec channel of the same (blocking) session;
+ * -EIO when it exits non-zero. */
+static int exec_quoted(struct sshfile *f, const char *verb, const char *a, const char *b)
 {
     _cleanup_free_ char *qf = NULL, *qt = NULL, *cmd = NULL;
     ssh_channel ch;
     char buf[512];
     int r, status;
 
-    r = sshexec_shell_quote(from, &qf);
+    r = sshexec_shell_quote(a, &qf);
     if (r < 0)
         return r;
-    r = sshexec_shell_quote(to, &qt);
+    r = b ? sshexec_shell_quote(b, &qt) : 0;
     if (r < 0)
         return r;
-    if (asprintf(&cmd, "exec mv -f %s %s", qf, qt) < 0)
+    if (asprintf(&cmd, "exec %s %s %s", verb, qf, qt ? qt : "") < 0)
         return -ENOMEM;
     ch = ssh_channel_new(f->ssh);
     if (!ch)
@@ -368,6 +368,13 @@ static int rename_by_exec(struct sshfile *f, const char *from, const char *to)
     ssh_channel_close(ch);
     ssh_channel_free(ch);
     return status == 0 ? 0 : -EIO;
+}
+
+/* rename(2) through `mv -f`: atomic replace even where the SFTP v3 rename refuses an existing
+ * target. */
+static int rename_by_exec(struct sshfile *f, const char *from, const char *to)
+{
+    return exec_quoted(f, "mv -f", from, to);
 }
 
 static void random_hex(char *buf, size_t n_bytes)
@@ -1144,16 +1151,6 @@ ssh_session sshfile_ssh(struct sshfile *f)
     return f->ssh;
 }
 
-int sshfile_last_error(struct sshfile *f)
-{
-    return last_error(f);
-}
-
-int sshfile_path_type(struct sshfile *f, const char *path)
-{
-    return path_type(f, path, NULL);
-}
-
 int sshfile_refine_enoent(struct sshfile *f, const char *path)
 {
     return refine_enoent(f, path);
@@ -1174,9 +1171,9 @@ int sshfile_rename_exec(struct sshfile *f, const char *from, const char *to)
     return rename_by_exec(f, from, to);
 }
 
-int sshfile_path_dir(const char *path, char **ret)
+int sshfile_remove_exec(struct sshfile *f, const char *path)
 {
-    return path_dir(path, ret);
+    return exec_quoted(f, "2>/dev/null rm -rf --", path, NULL);
 }
 
 int sshfile_write_target(struct sshfile *f, const char *path, char **ret_real)
