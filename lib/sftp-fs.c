@@ -400,11 +400,19 @@ static int remove_run(struct sshfile *f, struct fs_op *o)
 {
     sftp_session s = sshfile_sftp(f);
     _cleanup_free_ char *dir = NULL;
+    size_t n = strlen(o->path);
     enum sshfile_type t;
+    const char *base;
     int r;
 
-    if (strspn(o->path, "/") == strlen(o->path))
+    if (strspn(o->path, "/") == n)
         return -EPERM;
+    /* "dir/" and "dir/." would name what a link "dir" points to: remove names, not targets. */
+    while (n > 1 && o->path[n - 1] == '/')
+        o->path[--n] = 0;
+    base = strrchr(o->path, '/') + 1;
+    if (strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
+        return -EINVAL;
     r = fs_path_dir(o->path, &dir);
     if (r < 0)
         return r;

@@ -148,6 +148,12 @@ def main():
             assert c.call("file.remove", {"id": sid, "path": "/root/outside/k"}) == {"removed": 1}
             assert errno_of(c.error("file.remove", {"id": sid, "path": "/root/outside/k"})) == (-32009, "ENOENT")
             assert errno_of(c.error("file.remove", {"id": sid, "path": "/", "recursive": True})) == (-32009, "EPERM")
+            # A trailing slash or "." would reach through a link: the link itself is removed,
+            # "." is refused.
+            sh(c, sid, "ln -s /root/outside /root/ol2")
+            assert errno_of(c.error("file.remove", {"id": sid, "path": "/root/ol2/.", "recursive": True})) == (-32009, "EINVAL")
+            assert c.call("file.remove", {"id": sid, "path": "/root/ol2/", "recursive": True}) == {"removed": 1}
+            assert sh(c, sid, "test -d /root/outside && echo there") == "there\n"
             assert sh(c, sid, "ls /root/outside | wc -l") == "0\n"
 
         def permission_errors():
