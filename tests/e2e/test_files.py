@@ -2,10 +2,12 @@
 """The file system methods (file.list, file.stat, file.remove, file.mkdir, file.rename) and
 file.write's offset/append, against pve-sim: files, folders, symbolic links, missing paths,
 permission errors, a recursive removal that does not follow links out of the tree, the
-content cap under the request line cap, and another uid refused."""
+content cap under the request line cap, another uid refused, sandboxctl's commands, and
+-32006 at file_timeout_ms on a session that stopped answering."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -48,6 +50,63 @@ def sh(c, sid, command):
 def errno_of(e):
     assert isinstance(e, RpcError), e
     return e.code, e.data.get("errno")
+
+
+def sshd_sessions(state_dir):
+    """Pids of every per-connection process of the sshd listeners of one pve-sim (one
+    `sshd -D -e -f STATE_DIR/.../sshd_config` per container); other simulators on this host
+    are left alone."""
+    procs = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ")
+        except (OSError, IndexError, ValueError):
+            continue
+        procs[int(d)] = (ppid, cmd)
+    mark = b"sshd -D -e -f " + state_dir.encode() + b"/"
+    listeners = {p for p, (_, cmd) in procs.items() if mark in cmd}
+    out, grew = set(), True
+    while grew:
+        grew = False
+        for p, (ppid, _) in procs.items():
+            if p not in out and p not in listeners and (ppid in listeners or ppid in out):
+                out.add(p)
+                grew = True
+    return out  # (the shell that started a listener matches too: listeners are never in it)
+
+
+def deadline_test(env):
+    """A file method on a session that stopped answering gets -32006 at file_timeout_ms, and
+    the next one runs on a new session (a daemon started afresh with a short
+    file_timeout_ms, and a sandbox of its own)."""
+    assert env.stop_daemon() == 0
+    env.daemon_config = {"ssh": {"file_timeout_ms": "4000"}}
+    env.start_daemon()
+    c = env.client()
+    sid = c.call("sandbox.create", {})["id"]
+    c.call("file.stat", {"id": sid, "path": "/"})  # the SFTP session is up
+    frozen = sshd_sessions(env.sim.state_dir)
+    assert frozen, "no sshd session found"
+    for p in frozen:
+        os.kill(p, signal.SIGSTOP)
+    try:
+        e = c.error("file.list", {"id": sid, "path": "/root"})
+        assert e.code == -32006 and e.data["timeout_ms"] == 4000, e
+        assert "file operation" in e.data["reason"], e.data
+        r = c.call("file.mkdir", {"id": sid, "path": "/root/after", "parents": True})
+        assert r == {"created": True}, r
+    finally:
+        for p in frozen:
+            try:
+                os.kill(p, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+    assert c.call("file.stat", {"id": sid, "path": "/root/after"})["type"] == "dir"
 
 
 def main():
@@ -270,7 +329,8 @@ def main():
              ("file.write offset and append", write_offset_append),
              ("content cap under the request line cap", content_cap),
              ("another uid gets -32001", other_uid_refused),
-             ("sandboxctl ls, stat, rm, mkdir, mv", sandboxctl_commands)])
+             ("sandboxctl ls, stat, rm, mkdir, mv", sandboxctl_commands),
+             ("-32006 at file_timeout_ms, then a new session", lambda: deadline_test(env))])
 
 
 if __name__ == "__main__":
