@@ -7,6 +7,7 @@ content cap under the request line cap, another uid refused, sandboxctl's comman
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -85,6 +86,7 @@ def deadline_test(env):
     the next one runs on a new session (a daemon started afresh with a short
     file_timeout_ms, and a sandbox of its own)."""
     assert env.stop_daemon() == 0
+    shutil.rmtree(env.dir, ignore_errors=True)  # start_daemon makes a new one
     env.daemon_config = {"ssh": {"file_timeout_ms": "4000"}}
     env.start_daemon()
     c = env.client()
