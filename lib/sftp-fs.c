@@ -274,12 +274,12 @@ static int stat_run(struct sshfile *f, struct fs_op *o)
 
 /* ---- remove ---- */
 
-struct dirent_ {
+struct name_entry {
     char *name;
     bool dir;
 };
 
-static void dirents_free(struct dirent_ *v, size_t n)
+static void dirents_free(struct name_entry *v, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         free(v[i].name);
@@ -287,11 +287,11 @@ static void dirents_free(struct dirent_ *v, size_t n)
 }
 
 /* The entries of folder path (not following links), at most max: more is -E2BIG. */
-static int read_names(struct sshfile *f, const char *path, size_t max, struct dirent_ **ret,
+static int read_names(struct sshfile *f, const char *path, size_t max, struct name_entry **ret,
                       size_t *ret_n)
 {
     sftp_session s = sshfile_sftp(f);
-    struct dirent_ *v = NULL;
+    struct name_entry *v = NULL;
     size_t n = 0, cap = 0;
     sftp_attributes a;
     sftp_dir d;
@@ -305,7 +305,7 @@ static int read_names(struct sshfile *f, const char *path, size_t max, struct di
             if (n == max)
                 r = -E2BIG;
             else if (n == cap) {
-                struct dirent_ *nv = reallocarray(v, cap ? cap * 2 : 32, sizeof(*v));
+                struct name_entry *nv = reallocarray(v, cap ? cap * 2 : 32, sizeof(*v));
                 if (nv) {
                     v = nv;
                     cap = cap ? cap * 2 : 32;
@@ -340,7 +340,7 @@ static int read_names(struct sshfile *f, const char *path, size_t max, struct di
 static int tree_walk(struct sshfile *f, struct fs_op *o, const char *path, bool remove)
 {
     sftp_session s = sshfile_sftp(f);
-    struct dirent_ *v = NULL;
+    struct name_entry *v = NULL;
     size_t n = 0;
     int r;
 
@@ -383,7 +383,7 @@ static int tree_walk(struct sshfile *f, struct fs_op *o, const char *path, bool 
 /* rmdir failed with a generic error: not empty, or read-only, or ... */
 static int rmdir_error(struct sshfile *f, const char *path, const char *dir)
 {
-    struct dirent_ *v = NULL;
+    struct name_entry *v = NULL;
     size_t n = 0;
     int r = fs_last_error(f);
 
