@@ -1,6 +1,7 @@
 /* The sandbox methods: JSON-RPC params (proto/params.h) mapped onto the engine
  * (lib/sandbox.h), ownership by peer uid, results and errors of docs/protocol.md. */
 #include "methods-sandbox.h"
+#include "methods-file.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -36,7 +37,7 @@ struct sandbox_methods {
     struct methods_daemon *md;   /* daemon.status, which this fills in */
     struct idem_wait *idem_waits;
     struct parked *parked;
-    struct method_def rows[11];
+    struct method_def rows[16];
 };
 
 static struct engine *instance_engine(void);
@@ -1007,6 +1008,9 @@ static void method_file(struct sandbox_methods *sm, struct req *r, void *params,
             .len = f->w.content_len,
             .mode = f->w.mode,
             .make_parents = f->w.make_parents,
+            .in_place = f->w.offset >= 0 || f->w.append,
+            .append = f->w.append,
+            .offset = f->w.offset >= 0 ? (uint64_t)f->w.offset : 0,
         };
         ret = sandbox_file_write(sb, &wp, on_written, f, &err);
         if (ret >= 0)
@@ -1037,6 +1041,24 @@ static void method_file_read(struct req *r, void *params, void *userdata)
 
     if (!park_until_reconciled(userdata, r, p->id, method_file_read, params))
         method_file(userdata, r, params, false);
+}
+
+/* ---- for methods-file.c ---- */
+
+struct sandbox *methods_sandbox_lookup(struct sandbox_methods *sm, struct req *r, const char *id)
+{
+    return lookup(sm, r, id);
+}
+
+bool methods_sandbox_park(struct sandbox_methods *sm, struct req *r, const char *id,
+                          method_handler_t handler, void *params)
+{
+    return park_until_reconciled(sm, r, id, handler, params);
+}
+
+void methods_sandbox_reply_error(struct req *r, const struct engine_error *err)
+{
+    reply_engine_error(r, err);
 }
 
 /* ---- daemon.status ---- */
@@ -1126,7 +1148,8 @@ static const struct method_def sandbox_rows[] = {
     {"file.read", &params_file_read_spec, method_file_read, NULL, false},
     {},
 };
-_Static_assert(ELEMENTSOF(sandbox_rows) <= ELEMENTSOF(((struct sandbox_methods *)0)->rows),
+_Static_assert(ELEMENTSOF(sandbox_rows) - 1 + METHODS_FILE_ROWS + 1 <=
+                   ELEMENTSOF(((struct sandbox_methods *)0)->rows),
                "room for every row");
 
 /* The one instance, reached only by start and stop: handlers and callbacks get it
@@ -1175,11 +1198,12 @@ int methods_sandbox_start(uv_loop_t *loop, const struct config *cfg, struct meth
         return r;
     }
     methods_obs_set_engine(sm->engine);
-    for (size_t i = 0; i < ELEMENTSOF(sandbox_rows); i++) {
+    for (size_t i = 0; i + 1 < ELEMENTSOF(sandbox_rows); i++)
         sm->rows[i] = sandbox_rows[i];
-        if (sm->rows[i].name)
-            sm->rows[i].userdata = sm;
-    }
+    for (size_t i = 0; i < METHODS_FILE_ROWS; i++)
+        sm->rows[ELEMENTSOF(sandbox_rows) - 1 + i] = methods_file_rows[i];
+    for (size_t i = 0; sm->rows[i].name; i++)
+        sm->rows[i].userdata = sm;
     r = methods_register(sm->rows);
     if (r < 0)
         return r;

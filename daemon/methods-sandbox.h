@@ -1,6 +1,7 @@
 /* The sandbox methods of docs/protocol.md (sandbox.create/get/list/set_internet/destroy,
- * sandbox.exec, file.write, file.read) over the engine in lib/sandbox.h, and the
- * daemon.status provider. Loop thread only. */
+ * sandbox.exec, file.write, file.read; the file system methods of methods-file.c join the
+ * same table) over the engine in lib/sandbox.h, and the daemon.status provider. Loop thread
+ * only. */
 #pragma once
 
 #include <uv.h>

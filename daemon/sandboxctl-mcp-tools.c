@@ -70,7 +70,9 @@ static const struct mcp_tool tools[] = {
      "was reached.",
      TOOL_TAKES_ID | TOOL_READ_ONLY | TOOL_IDEMPOTENT, "", render_read},
     {"list_files", "file.list", "List a folder",
-     "List the entries of a folder in a sandbox: name, type, size, mode and modification time.",
+     "List the entries of a folder in a sandbox: name, type (file, dir, symlink, other), size, "
+     "mode and modification time. At most `limit` entries (truncated says when there were "
+     "more).",
      TOOL_TAKES_ID | TOOL_READ_ONLY | TOOL_IDEMPOTENT, "", render_entries},
     {"process_start", "process.start", "Start a background process",
      "Start a command in the background in a sandbox and return at once with its process id. "
@@ -764,8 +766,11 @@ static void render_entries(FILE *f, json_object *r, json_object *args)
         json_object *e = json_object_array_get_idx(l, i), *mode = NULL;
 
         json_object_object_get_ex(e, "mode", &mode);
-        fprintf(f, "%-7s %10" PRId64 " %-6s %s%s\n", strna(jstr(e, "type")), jint(e, "size", 0),
-                mode ? json_object_get_string(mode) : "-", strna(jstr(e, "name")),
+        fprintf(f, "%-7s %10" PRId64 " %-6s %s%s%s\n", strna(jstr(e, "type")), jint(e, "size", 0),
+                mode ? json_object_get_string(mode) : "-", jstr(e, "name") ? "" : "(base64) ",
+                jstr(e, "name") ? jstr(e, "name") : strna(jstr(e, "name_b64")),
                 jstr(e, "type") && strcmp(jstr(e, "type"), "dir") == 0 ? "/" : "");
     }
+    if (jhas(r, "truncated", json_type_boolean) && jbool(r, "truncated"))
+        fprintf(f, "(more entries than the limit: only these were listed)\n");
 }

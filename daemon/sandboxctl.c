@@ -21,6 +21,7 @@
 #include "config-build.h"
 #include "daemon/sandboxctl-mcp.h"
 #include "daemon/sandboxctl-obs.h"
+#include "daemon/sandboxctl.h"
 #include "lib/config.h"
 #include "lib/util.h"
 #include "proto/b64.h"
@@ -673,6 +674,11 @@ static void usage(FILE *f)
             "                                  exits with the command's status\n"
             "  put ID LOCAL REMOTE             copy a file into the sandbox\n"
             "  get ID REMOTE [LOCAL]           copy a file out (stdout without LOCAL)\n"
+            "  ls ID PATH                      list a folder\n"
+            "  stat [-L] ID PATH               describe a path (-L: follow a link)\n"
+            "  rm [-r] ID PATH                 remove (-r: a folder and all in it)\n"
+            "  mkdir [-p] [-m MODE] ID PATH    make a folder (-p: parents, no error if there)\n"
+            "  mv ID FROM TO                   rename or move\n"
             "  internet ID on|off [--wait]\n"
             "  renew ID TTL_S\n"
             "  destroy ID\n"
@@ -731,9 +737,10 @@ int main(int argc, char **argv)
 
     if (strcmp(cmd, "mcp") == 0)
         return mcp_main(c.socket, argc, argv);
-    if (!strstr(" status create list show exec put get internet renew resize destroy call metrics "
-                "events ",
-                cmd) ||
+    if ((!strstr(" status create list show exec put get internet renew resize destroy call metrics "
+                 "events ",
+                 cmd) &&
+         !ctl_fs_is_command(cmd)) ||
         strchr(cmd, ' ')) {
         fprintf(stderr, "sandboxctl: unknown command '%s'\n", cmd);
         usage(stderr);
@@ -770,6 +777,8 @@ int main(int argc, char **argv)
         r = cmd_put(&c, argc, argv);
     else if (strcmp(cmd, "get") == 0)
         r = cmd_get(&c, argc, argv);
+    else if (ctl_fs_is_command(cmd))
+        r = ctl_fs_main(&c, argc, argv);
     else if (strcmp(cmd, "internet") == 0 && (argc == 3 || argc == 4) &&
              (!strcmp(argv[2], "on") || !strcmp(argv[2], "off")) &&
              (argc == 3 || !strcmp(argv[3], "--wait"))) {
@@ -799,4 +808,10 @@ int main(int argc, char **argv)
     close(c.fd);
     free(c.buf);
     return r;
+}
+
+int ctl_run(struct ctl *c, const char *method, json_object *params,
+            void (*human)(json_object *result))
+{
+    return run_simple(c, method, params, human);
 }

@@ -284,3 +284,18 @@ int sandbox_file_read(struct sandbox *sb, const char *path, uint64_t offset, uin
         r = sshfile_read(f, path, offset, length, cb, userdata);
     return r < 0 ? file_start_error(r, false, ret_err) : 0;
 }
+
+int sandbox_file_session(struct sandbox *sb, struct sshfile **ret, struct engine_error *ret_err)
+{
+    return file_session(sb, ret, ret_err);
+}
+
+int sandbox_file_start_error(int r, struct engine_error *ret_err)
+{
+    if (r == -EFBIG) {
+        *ret_err = (struct engine_error){
+            .kind = ENGINE_E_INVALID, .error = r, .message = "too long", .param = "path"};
+        return r;
+    }
+    return file_start_error(r, false, ret_err);
+}

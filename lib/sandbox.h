@@ -231,6 +231,11 @@ int sandbox_file_write(struct sandbox *sb, const struct sshfile_write_params *p,
                        sshfile_write_cb cb, void *userdata, struct engine_error *ret_err);
 int sandbox_file_read(struct sandbox *sb, const char *path, uint64_t offset, uint64_t length,
                       sshfile_read_cb cb, void *userdata, struct engine_error *ret_err);
+/* The file system operations of sftp-fs.h (list, stat, remove, mkdir, rename) on the same
+ * session: the session of a READY sandbox (else -EAGAIN, ret_err filled). */
+int sandbox_file_session(struct sandbox *sb, struct sshfile **ret, struct engine_error *ret_err);
+/* Fills ret_err for a file request whose submission failed with r (r < 0); returns r. */
+int sandbox_file_start_error(int r, struct engine_error *ret_err);
 
 /* ---- static addresses (lib/sandbox-addr.c) ---- */
 bool engine_static_addresses(const struct engine *e);

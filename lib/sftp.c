@@ -12,6 +12,7 @@
 #include "log.h"
 #include "macro.h"
 #include "sftp.h"
+#include "sftp-internal.h"
 #include "sshexec.h"
 #include "sshs-internal.h"
 
@@ -19,12 +20,13 @@
 #define SSHFILE_CHUNK (192u * 1024u)
 #define SSHFILE_READ_CHUNK (64u * 1024u)
 #define SSHFILE_READ_AHEAD 16u
-/* How long the `mv -f` fallback may take. */
+/* How long the `mv -f` fallback (or an `rm -rf`) may take. */
 #define SSHFILE_MV_TIMEOUT_MS 30000
 
 enum job_kind {
     JOB_WRITE,
     JOB_READ,
+    JOB_OP, /* an operation of sftp-fs.c */
     JOB_CLOSE,
 };
 
@@ -41,11 +43,17 @@ struct job {
     size_t len;
     mode_t mode;
     bool make_parents;
+    bool in_place; /* offset/append: written in place, not replaced */
+    bool append;
+    bool op_mutated; /* an in-place write sent its first change */
+    uint64_t woffset;
     sshfile_write_cb wcb;
     /* read */
     uint64_t offset, length;
     sshfile_read_cb rcb;
     struct sshfile_read_result rres;
+    /* op */
+    struct sshfile_op *op;
     void *userdata;
     uint64_t deadline; /* uv_now() milliseconds */
     int error;
@@ -264,8 +272,9 @@ static int refine_failure(struct sshfile *f, const char *path, const char *dir)
             int r = -EIO;
             if (vfs->f_flag & SSH_FXE_STATVFS_ST_RDONLY)
                 r = -EROFS;
-            else if (vfs->f_bavail == 0 || vfs->f_favail == 0)
-                r = -ENOSPC;
+            else if ((vfs->f_blocks > 0 && vfs->f_bavail == 0) ||
+                     (vfs->f_files > 0 && vfs->f_favail == 0))
+                r = -ENOSPC; /* not for /proc and the like, which report no blocks */
             sftp_statvfs_free(vfs);
             return r;
         }
@@ -316,22 +325,22 @@ static int mkdir_parents(struct sshfile *f, const char *dir)
     return 0;
 }
 
-/* rename(2) through `mv -f` on an exec channel of the same (blocking) session: atomic
- * replace even where the SFTP v3 rename refuses an existing target. */
-static int rename_by_exec(struct sshfile *f, const char *from, const char *to)
+/* Runs `verb a [b]` (each path quoted) on an exec channel of the same (blocking) session;
+ * -EIO when it exits non-zero. */
+static int exec_quoted(struct sshfile *f, const char *verb, const char *a, const char *b)
 {
     _cleanup_free_ char *qf = NULL, *qt = NULL, *cmd = NULL;
     ssh_channel ch;
     char buf[512];
     int r, status;
 
-    r = sshexec_shell_quote(from, &qf);
+    r = sshexec_shell_quote(a, &qf);
     if (r < 0)
         return r;
-    r = sshexec_shell_quote(to, &qt);
+    r = b ? sshexec_shell_quote(b, &qt) : 0;
     if (r < 0)
         return r;
-    if (asprintf(&cmd, "exec mv -f %s %s", qf, qt) < 0)
+    if (asprintf(&cmd, "exec %s %s %s", verb, qf, qt ? qt : "") < 0)
         return -ENOMEM;
     ch = ssh_channel_new(f->ssh);
     if (!ch)
@@ -359,6 +368,13 @@ static int rename_by_exec(struct sshfile *f, const char *from, const char *to)
     ssh_channel_close(ch);
     ssh_channel_free(ch);
     return status == 0 ? 0 : -EIO;
+}
+
+/* rename(2) through `mv -f`: atomic replace even where the SFTP v3 rename refuses an existing
+ * target. */
+static int rename_by_exec(struct sshfile *f, const char *from, const char *to)
+{
+    return exec_quoted(f, "mv -f", from, to);
 }
 
 static void random_hex(char *buf, size_t n_bytes)
@@ -498,6 +514,9 @@ static int do_write(struct sshfile *f, struct job *j)
         if (r < 0)
             return r;
     }
+    if (j->in_place)
+        return sshfile_write_in_place(f, j->path, j->data, j->len, j->mode, j->woffset, j->append,
+                                      &j->op_mutated);
     exists = write_target(f, j->path, &real);
     if (exists < 0)
         return exists;
@@ -700,14 +719,18 @@ static void on_job_work(uv_work_t *w)
                 r = -ETIME;
             break;
         }
-        r = j->kind == JOB_WRITE ? do_write(f, j) : do_read(f, j);
+        r = j->kind == JOB_WRITE ? do_write(f, j)
+            : j->kind == JOB_OP  ? j->op->type->run(f, j->op)
+                                 : do_read(f, j);
         if (job_detach(f, j)) {
             r = -ETIME; /* the socket was shut down under the call */
             break;
         }
-        /* A kept session may have died while idle: reconnect once and retry. Both
-         * operations are idempotent (the write is a fresh temporary + rename). */
-        if (r < 0 && reused && is_transport_error(r)) {
+        /* A kept session may have died while idle: reconnect once and retry. Reads and
+         * replacing writes are idempotent (a fresh temporary + rename); an in-place write
+         * or another operation is retried only when it changed nothing yet. */
+        if (r < 0 && reused && is_transport_error(r) && !(j->kind == JOB_OP && j->op->mutated) &&
+            !(j->kind == JOB_WRITE && j->in_place && j->op_mutated)) {
             session_drop(f, true);
             continue;
         }
@@ -725,6 +748,7 @@ static void on_job_work(uv_work_t *w)
 static const char *const kind_names[] = {
     [JOB_WRITE] = "write",
     [JOB_READ] = "read",
+    [JOB_OP] = "file operation",
     [JOB_CLOSE] = "close",
 };
 
@@ -734,6 +758,8 @@ static void job_free(struct job *j)
         return;
     free(j->rres.data);
     free(j->data);
+    if (j->op)
+        j->op->type->free(j->op);
     free(j->path);
     free(j);
 }
@@ -744,6 +770,8 @@ static void job_notify(struct job *j, int error)
         j->wcb(error, error == 0 ? j->len : 0, j->userdata);
     else if (j->kind == JOB_READ)
         j->rcb(error, error == 0 ? &j->rres : NULL, j->userdata);
+    else if (j->kind == JOB_OP)
+        j->op->type->notify(error, j->op);
 }
 
 static void job_complete(struct job *j, int error)
@@ -1014,6 +1042,9 @@ int sshfile_write(struct sshfile *f, const struct sshfile_write_params *params, 
         return -EINVAL;
     if (params->len > SSHFILE_WRITE_MAX)
         return -EFBIG;
+    if (params->in_place && !params->append &&
+        (params->offset > SSHFILE_OFFSET_MAX || params->len > SSHFILE_OFFSET_MAX - params->offset))
+        return -EFBIG;
     if (params->len > 0 && !params->data)
         return -EINVAL;
     j = calloc(1, sizeof(*j));
@@ -1029,6 +1060,9 @@ int sshfile_write(struct sshfile *f, const struct sshfile_write_params *params, 
     j->len = params->len;
     j->mode = params->mode;
     j->make_parents = params->make_parents;
+    j->in_place = params->in_place;
+    j->append = params->append;
+    j->woffset = params->offset;
     j->wcb = cb;
     j->userdata = userdata;
     r = submit(f, j);
@@ -1073,4 +1107,76 @@ int sshfile_read(struct sshfile *f, const char *path, uint64_t offset, uint64_t 
     if (r < 0)
         job_free(j);
     return r;
+}
+
+/* ---- for the operations of sftp-fs.c ---- */
+
+int sshfile_submit_op(struct sshfile *f, const char *path, struct sshfile_op *op)
+{
+    struct job *j;
+    int r;
+
+    if (!f || !op || !op->type)
+        return -EINVAL;
+    if (f->closing)
+        return -ESHUTDOWN;
+    r = path_validate(path);
+    if (r < 0)
+        return r;
+    j = calloc(1, sizeof(*j));
+    if (!j)
+        return -ENOMEM;
+    j->kind = JOB_OP;
+    j->path = strdup(path);
+    if (!j->path) {
+        free(j);
+        return -ENOMEM;
+    }
+    j->op = op; /* taken on success: freed with the job */
+    r = submit(f, j);
+    if (r < 0) {
+        j->op = NULL; /* still the caller's */
+        job_free(j);
+    }
+    return r;
+}
+
+sftp_session sshfile_sftp(struct sshfile *f)
+{
+    return f->sftp;
+}
+
+ssh_session sshfile_ssh(struct sshfile *f)
+{
+    return f->ssh;
+}
+
+int sshfile_refine_enoent(struct sshfile *f, const char *path)
+{
+    return refine_enoent(f, path);
+}
+
+int sshfile_refine_failure(struct sshfile *f, const char *path, const char *dir)
+{
+    return refine_failure(f, path, dir);
+}
+
+int sshfile_mkdir_parents(struct sshfile *f, const char *dir)
+{
+    return mkdir_parents(f, dir);
+}
+
+int sshfile_rename_exec(struct sshfile *f, const char *from, const char *to)
+{
+    return rename_by_exec(f, from, to);
+}
+
+int sshfile_remove_exec(struct sshfile *f, const char *path)
+{
+    return exec_quoted(f, "2>/dev/null rm -rf --", path, NULL);
+}
+
+int sshfile_write_target(struct sshfile *f, const char *path, char **ret_real)
+{
+    return write_target(f, path, ret_real);
 }

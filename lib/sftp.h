@@ -19,13 +19,17 @@
  * writing replaces that file (the link is kept); a link to anything but a regular file, or to
  * nothing, is refused like its target (-EINVAL, -EISDIR).
  *
- * Writes are atomic replaces: the data goes to a temporary file in the target's directory
+ * Writes are atomic replaces (unless asked to write in place, at an offset or appending): the data
+ * goes to a temporary file in the target's directory
  * (".<name>.sandboxd-<random>"), is fsync'ed when the server offers fsync@openssh.com,
  * chmod'ed, then renamed over the target. OpenSSH's v3 rename refuses an existing target
  * (it links, then unlinks), so when the target exists the rename is done with `mv -f` on an
  * exec channel of the same session, which is rename(2): readers see the old or the new file,
  * never a partial one. On any failure the temporary file is removed (unless the deadline cut
  * the session first).
+ *
+ * Listing, stat, removal, folders and renames are in sftp-fs.h; they run as requests of the
+ * same queue, with the same deadline.
  *
  * Reads do not trust the size from stat (0 for /proc files): they read until end of file or
  * the requested length, whichever comes first.
@@ -57,6 +61,7 @@
 #define SSHFILE_QUEUE_MAX 64u             /* requests waiting per sshfile; past it: -EBUSY */
 #define SSHFILE_IO_TIMEOUT_S 30u          /* per blocking SFTP call (libssh SSH_OPTIONS_TIMEOUT) */
 #define SSHFILE_TIMEOUT_MS_DEFAULT 60000u /* per request, queueing included */
+#define SSHFILE_OFFSET_MAX ((UINT64_C(1) << 53) - 1) /* end of an in-place write */
 
 struct sshfile;
 
@@ -78,6 +83,13 @@ struct sshfile_write_params {
     size_t len;        /* ≤ SSHFILE_WRITE_MAX; 0 writes an empty file */
     mode_t mode;       /* permission bits, ≤ 07777, applied exactly (umask does not apply) */
     bool make_parents; /* mkdir -p the parent directories (mode 0755) */
+    /* In place (not atomic): the bytes go into the file itself, at offset or, with append,
+     * at its end (where it ends when the write starts); the file is created with mode when missing
+     * and otherwise keeps its mode; bytes past the end extend it (a gap reads as zeros). Only
+     * regular files (a link to one is followed). offset + len ≤ SSHFILE_OFFSET_MAX. */
+    bool in_place;
+    bool append;
+    uint64_t offset;
 };
 
 /* error == 0: bytes == len was written and renamed into place. */

@@ -2,6 +2,8 @@
 #include "proto/params.h"
 
 #include "proto/b64.h"
+#include "proto/params-file.h"
+#include "proto/params-internal.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -9,10 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int params_fail(struct params_error *err, const char *param, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int params_fail(struct params_error *err, const char *param, const char *fmt, ...)
+int params_fail(struct params_error *err, const char *param, const char *fmt, ...)
 {
     va_list ap;
 
@@ -26,8 +25,7 @@ static int params_fail(struct params_error *err, const char *param, const char *
 }
 
 /* Checks that params is an object (or absent) holding only allowed names. */
-static int params_check_object(json_object *params, const char *const *allowed,
-                               struct params_error *err)
+int params_check_object(json_object *params, const char *const *allowed, struct params_error *err)
 {
     if (!params)
         return 0;
@@ -92,8 +90,8 @@ static int params_string(json_object *params, const char *name, bool required, s
 }
 
 /* An integer in [min, max]; *ret untouched when absent and optional. */
-static int params_int(json_object *params, const char *name, bool required, int64_t min,
-                      int64_t max, int64_t *ret, struct params_error *err)
+int params_int(json_object *params, const char *name, bool required, int64_t min, int64_t max,
+               int64_t *ret, struct params_error *err)
 {
     bool present;
     json_object *v = params_get(params, name, &present);
@@ -115,8 +113,8 @@ static int params_int(json_object *params, const char *name, bool required, int6
     return 0;
 }
 
-static int params_bool(json_object *params, const char *name, bool required, bool *ret,
-                       struct params_error *err)
+int params_bool(json_object *params, const char *name, bool required, bool *ret,
+                struct params_error *err)
 {
     bool present;
     json_object *v = params_get(params, name, &present);
@@ -129,7 +127,7 @@ static int params_bool(json_object *params, const char *name, bool required, boo
     return 0;
 }
 
-static int params_id(json_object *params, char ret[PARAMS_ID_MAX + 1], struct params_error *err)
+int params_id(json_object *params, char ret[PARAMS_ID_MAX + 1], struct params_error *err)
 {
     const char *s;
     size_t n;
@@ -145,8 +143,8 @@ static int params_id(json_object *params, char ret[PARAMS_ID_MAX + 1], struct pa
     return 0;
 }
 
-static int params_path(json_object *params, const char *name, bool required, char **ret,
-                       struct params_error *err)
+int params_path(json_object *params, const char *name, bool required, char **ret,
+                struct params_error *err)
 {
     const char *s;
     int r;
@@ -788,7 +786,7 @@ void params_file_write_done(struct params_file_write *p)
     p->content_len = 0;
 }
 
-static int params_mode(json_object *params, unsigned *ret, struct params_error *err)
+int params_mode(json_object *params, unsigned *ret, struct params_error *err)
 {
     const char *s;
     size_t n;
@@ -816,9 +814,9 @@ static int params_mode(json_object *params, unsigned *ret, struct params_error *
 int params_file_write_parse(json_object *params, struct params_file_write *ret,
                             struct params_error *err)
 {
-    static const char *const allowed[] = {"id",   "path",         "content", "content_b64",
-                                          "mode", "make_parents", NULL};
-    struct params_file_write p = {.mode = PARAMS_MODE_DEFAULT, .make_parents = true};
+    static const char *const allowed[] = {
+        "id", "path", "content", "content_b64", "mode", "make_parents", "offset", "append", NULL};
+    struct params_file_write p = {.mode = PARAMS_MODE_DEFAULT, .make_parents = true, .offset = -1};
     bool has;
     int r;
 
@@ -834,10 +832,16 @@ int params_file_write_parse(json_object *params, struct params_file_write *ret,
     r = params_bool(params, "make_parents", false, &p.make_parents, err);
     if (r < 0)
         return r;
+    r = params_file_write_place(params, &p.offset, &p.append, err);
+    if (r < 0)
+        return r;
     r = params_path(params, "path", true, &p.path, err);
     if (r < 0)
         return r;
     r = params_data(params, "content", true, &p.content, &p.content_len, &has, err);
+    if (r == 0 && p.offset > PARAMS_WRITE_END_MAX - (int64_t)p.content_len)
+        r = params_fail(err, "offset", "offset plus the content must be at most %lld bytes",
+                        (long long)PARAMS_WRITE_END_MAX);
     if (r < 0) {
         params_file_write_done(&p);
         return r;
@@ -947,14 +951,17 @@ static const struct rpc_method_info rpc_method_table[] = {
     {"daemon.metrics", false, &params_none_spec},
     {"daemon.subscribe", false, &params_none_spec},
     {"rpc.discover", false, &params_none_spec},
+    {"file.list", false, &params_file_list_spec},
+    {"file.stat", false, &params_file_stat_spec},
+    {"file.remove", false, &params_file_remove_spec},
+    {"file.mkdir", false, &params_file_mkdir_spec},
+    {"file.rename", false, &params_file_rename_spec},
     {"process.start", true, NULL},
     {"process.read", true, NULL},
     {"process.write", true, NULL},
     {"process.wait", true, NULL},
     {"process.kill", true, NULL},
     {"process.list", true, NULL},
-    {"file.stat", true, NULL},
-    {"file.list", true, NULL},
     {"sandbox.snapshot", true, NULL},
     {"sandbox.rollback", true, NULL},
 };

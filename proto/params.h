@@ -46,6 +46,7 @@
 #define PARAMS_MAX_OUTPUT_DEFAULT (1024 * 1024)
 #define PARAMS_READ_LENGTH_MAX (8 * 1024 * 1024)
 #define PARAMS_MODE_DEFAULT 0644
+#define PARAMS_WRITE_END_MAX ((INT64_C(1) << 53) - 1) /* file.write offset + content bytes */
 _Static_assert(PARAMS_PATH_MAX <= EXEC_CWD_MAX, "a valid cwd must fit the exec line");
 
 /* What was wrong: param names the parameter ("params" for the container
@@ -135,6 +136,8 @@ struct params_file_write {
     size_t content_len;
     unsigned mode;     /* <= 07777, default 0644 */
     bool make_parents; /* default true */
+    int64_t offset;    /* 0..PARAMS_WRITE_END_MAX - content_len; -1: not given */
+    bool append;       /* default false; not with offset */
 };
 
 /* file.read */

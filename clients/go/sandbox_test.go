@@ -162,6 +162,59 @@ func TestFiles(t *testing.T) {
 	}
 }
 
+func TestFileSystem(t *testing.T) {
+	m := manager(t)
+	sb := create(t, m)
+	ctx := context.Background()
+	if made, err := sb.Mkdir(ctx, "/root/fs/a/b", true, 0); err != nil || !made {
+		t.Fatalf("mkdir -p: %v %v", made, err)
+	}
+	if made, err := sb.Mkdir(ctx, "/root/fs/a/b", true, 0); err != nil || made {
+		t.Fatalf("mkdir -p again: %v %v", made, err)
+	}
+	if _, err := sb.Mkdir(ctx, "/root/fs/m", false, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.WriteFile(ctx, "/root/fs/a/f", "abc"); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.WriteFileAt(ctx, "/root/fs/a/f", "Z", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.AppendFile(ctx, "/root/fs/a/f", "\xff"); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := sb.ReadFile(ctx, "/root/fs/a/f"); err != nil || s != "aZc\xff" {
+		t.Fatalf("%q %v", s, err)
+	}
+	run(t, sb, "ln -s f /root/fs/a/l")
+	l, err := sb.List(ctx, "/root/fs/a", 0)
+	if err != nil || l.Truncated || len(l.Entries) != 3 || l.Entries[0].Name != "b" ||
+		l.Entries[0].Type != "dir" || l.Entries[1].Size != 4 || l.Entries[2].Type != "symlink" {
+		t.Fatalf("%+v %v", l, err)
+	}
+	if l, err = sb.List(ctx, "/root/fs/a", 2); err != nil || !l.Truncated || len(l.Entries) != 2 {
+		t.Fatalf("limit: %+v %v", l, err)
+	}
+	if st, err := sb.Stat(ctx, "/root/fs/a/l", false); err != nil || st.Target != "f" {
+		t.Fatalf("%+v %v", st, err)
+	}
+	if st, err := sb.Stat(ctx, "/root/fs/m", true); err != nil || st.Mode != "0700" || st.Type != "dir" {
+		t.Fatalf("%+v %v", st, err)
+	}
+	if err := sb.Rename(ctx, "/root/fs/a/f", "/root/fs/g"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = sb.Remove(ctx, "/root/fs/a", false)
+	var e *sandbox.RPCError
+	if !errors.As(err, &e) || e.Code != sandbox.CodeFileError || e.Data["errno"] != "ENOTEMPTY" {
+		t.Fatalf("not empty: %v", err)
+	}
+	if n, err := sb.Remove(ctx, "/root/fs", true); err != nil || n != 6 {
+		t.Fatalf("remove -r: %d %v", n, err)
+	}
+}
+
 func TestSetInternet(t *testing.T) {
 	m := manager(t)
 	sb := create(t, m)

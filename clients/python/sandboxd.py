@@ -50,8 +50,8 @@ Data = Union[bytes, str]
 
 class Method:
     """Every method name this client sends, in one place (docs/protocol.md). `rpc.discover`
-    tells which of them a daemon offers; file.list, file.stat and process.* are reserved
-    names in docs/protocol.md and answer MethodNotFound until the daemon has them."""
+    tells which of them a daemon offers; process.* are reserved names in docs/protocol.md and
+    answer MethodNotFound until the daemon has them."""
 
     CREATE = "sandbox.create"
     GET = "sandbox.get"
@@ -65,6 +65,9 @@ class Method:
     FILE_READ = "file.read"
     FILE_LIST = "file.list"
     FILE_STAT = "file.stat"
+    FILE_REMOVE = "file.remove"
+    FILE_MKDIR = "file.mkdir"
+    FILE_RENAME = "file.rename"
     PROCESS_START = "process.start"
     PROCESS_READ = "process.read"
     PROCESS_WRITE = "process.write"
@@ -605,8 +608,11 @@ class Sandbox:
 
     # -- files
     def write_file(self, path: str, data: Data, *, mode: Optional[Union[int, str]] = None,
-                   make_parents: Optional[bool] = None) -> int:
-        """Replaces the file at path atomically; returns the bytes written."""
+                   make_parents: Optional[bool] = None, offset: Optional[int] = None,
+                   append: bool = False) -> int:
+        """Replaces the file at path atomically; returns the bytes written. With offset (or
+        append) the data is written into the file in place at that byte offset (or at its
+        end) instead: not atomic, and a missing file is created with mode."""
         size = len(data.encode("utf-8")) if isinstance(data, str) else len(data)
         limit = self.client.limits.get("data_max_bytes")
         if isinstance(limit, int) and size > limit:
@@ -618,6 +624,10 @@ class Sandbox:
             params["mode"] = mode if isinstance(mode, str) else format(mode, "04o")
         if make_parents is not None:
             params["make_parents"] = bool(make_parents)
+        if offset is not None:
+            params["offset"] = offset
+        if append:
+            params["append"] = True
         return self._call(Method.FILE_WRITE, **params)["bytes"]
 
     def read_file(self, path: str, offset: int = 0, length: Optional[int] = None) -> bytes:
@@ -633,11 +643,42 @@ class Sandbox:
             if r.get("eof") or not chunk or (length is not None and len(out) >= length):
                 return bytes(out)
 
-    def list_files(self, path: str, **kw: Any) -> List[Dict[str, Any]]:
-        return self._call(Method.FILE_LIST, path=path, **kw)["entries"]
+    def list_files(self, path: str, limit: Optional[int] = None) -> List[Dict[str, Any]]:
+        """The entries of a folder ({name, type, size, mode, mtime}), sorted by name. A folder
+        with more than limit (default and at most 10000) entries raises FileError; use
+        list_dir for the truncated listing instead."""
+        r = self.list_dir(path, limit)
+        if r["truncated"]:
+            raise FileError("File error", FileError.code,
+                            {"reason": f"{path} holds more than {len(r['entries'])} entries",
+                             "errno": "E2BIG"})
+        return r["entries"]
 
-    def stat(self, path: str) -> Dict[str, Any]:
-        return self._call(Method.FILE_STAT, path=path)
+    def list_dir(self, path: str, limit: Optional[int] = None) -> Dict[str, Any]:
+        """file.list as it is: {"entries": [...], "truncated": bool}."""
+        return self._call(Method.FILE_LIST, path=path,
+                          **({} if limit is None else {"limit": limit}))
+
+    def stat(self, path: str, follow: bool = False) -> Dict[str, Any]:
+        """{name, type, size, mode, mtime, target?}: a symbolic link itself unless follow."""
+        return self._call(Method.FILE_STAT, path=path, **({"follow": True} if follow else {}))
+
+    def remove(self, path: str, recursive: bool = False) -> int:
+        """Removes a file, a link, an empty folder or (recursive) a tree, never following a
+        link; returns the entries removed."""
+        return self._call(Method.FILE_REMOVE, path=path, recursive=recursive)["removed"]
+
+    def mkdir(self, path: str, parents: bool = False,
+              mode: Optional[Union[int, str]] = None) -> bool:
+        """Makes a folder (mode exactly, default 0755); False when parents and it existed."""
+        params: Dict[str, Any] = {"path": path, "parents": parents}
+        if mode is not None:
+            params["mode"] = mode if isinstance(mode, str) else format(mode, "04o")
+        return self._call(Method.FILE_MKDIR, **params)["created"]
+
+    def rename(self, src: str, dst: str) -> None:
+        """Renames src to dst; an existing regular file dst is replaced atomically."""
+        self._call(Method.FILE_RENAME, **{"from": src, "to": dst})
 
     # -- background processes
     def start_process(self, command: Union[str, Sequence[str]], **kw: Any) -> "Process":

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """clients/python/sandboxd.py against pve-sim + sandboxd: the whole surface (create, get, list,
-exec in every form, exec_stream, files, internet, renew, destroy, the context manager, the
-reserved file and process methods), one exception class per error code, concurrent calls from
-threads on one client, the idle close, an error with id null, the daemon stopped and restarted
+exec in every form, exec_stream, files and the file system methods, internet, renew, destroy,
+the context manager, the reserved process methods), one exception class per error code,
+concurrent calls from threads on one client, the idle close, an error with id null, the daemon stopped and restarted
 mid-session (a clear exception for the call in flight, then the next call works)."""
 
 import hashlib
@@ -102,6 +102,41 @@ def main():
             except sandboxd.InvalidParams as e:
                 assert e.data["param"] == "content", e.data
 
+        def filesystem():
+            sb = st["sb"]
+            assert sb.mkdir("/root/fs/a/b", parents=True) is True
+            assert sb.mkdir("/root/fs/a/b", parents=True) is False
+            assert sb.mkdir("/root/fs/m", mode=0o700) is True
+            assert sb.stat("/root/fs/m")["mode"] == "0700"
+            assert sb.write_file("/root/fs/a/f", "abc") == 3
+            assert sb.write_file("/root/fs/a/f", "Z", offset=1) == 1
+            assert sb.write_file("/root/fs/a/f", b"\x00", append=True) == 1
+            assert sb.read_file("/root/fs/a/f") == b"aZc\x00"
+            sb.exec("ln -s f /root/fs/a/l")
+            names = [(e["name"], e["type"]) for e in sb.list_files("/root/fs/a")]
+            assert names == [("b", "dir"), ("f", "file"), ("l", "symlink")], names
+            r = sb.list_dir("/root/fs/a", limit=1)
+            assert r["truncated"] and len(r["entries"]) == 1, r
+            try:
+                sb.list_files("/root/fs/a", limit=2)
+                raise AssertionError("no error")
+            except sandboxd.FileError as e:
+                assert e.data["errno"] == "E2BIG", e.data
+            assert sb.stat("/root/fs/a/l")["target"] == "f"
+            assert sb.stat("/root/fs/a/l", follow=True)["size"] == 4
+            sb.rename("/root/fs/a/f", "/root/fs/g")
+            try:
+                sb.remove("/root/fs/a")
+                raise AssertionError("no error")
+            except sandboxd.FileError as e:
+                assert e.data["errno"] == "ENOTEMPTY", e.data
+            assert sb.remove("/root/fs", recursive=True) == 6
+            try:
+                sb.stat("/root/fs")
+                raise AssertionError("no error")
+            except sandboxd.FileError as e:
+                assert e.data["errno"] == "ENOENT", e.data
+
         def internet_renew():
             sb = st["sb"]
             assert sb.set_internet(True).internet is True and sb.internet is True
@@ -150,9 +185,7 @@ def main():
 
         def reserved_methods():
             sb = st["sb"]
-            calls = {"file.list": lambda: sb.list_files("/root"),
-                     "file.stat": lambda: sb.stat("/root/blob"),
-                     "process.list": lambda: sb.processes()}
+            calls = {"process.list": lambda: sb.processes()}
             for method, fn in calls.items():
                 if client.offers(method):
                     fn()
@@ -286,9 +319,10 @@ def main():
                   exec_forms),
                  ("exec_stream", exec_stream),
                  ("write_file and read_file", files),
+                 ("list, stat, remove, mkdir, rename, offset and append", filesystem),
                  ("set_internet and renew", internet_renew),
                  ("errors: one class per code", errors),
-                 ("file and process methods (reserved today)", reserved_methods),
+                 ("process methods (reserved today)", reserved_methods),
                  ("threads on one client", threads),
                  ("with client.create() as sb", context_manager),
                  ("idle close and reconnect", idle_close),

@@ -580,15 +580,28 @@ END_TEST
 
 START_TEST(test_method_table)
 {
-    static const char *const protocol[] = {
-        "sandbox.create",  "sandbox.get",          "sandbox.list",
-        "sandbox.renew",   "sandbox.set_internet", "sandbox.destroy",
-        "sandbox.exec",    "file.write",           "file.read",
-        "daemon.status",   "rpc.discover",         "daemon.metrics",
-        "daemon.subscribe"};
-    static const char *const planned[] = {
-        "process.start", "process.read", "process.write", "process.wait",     "process.kill",
-        "process.list",  "file.stat",    "file.list",     "sandbox.snapshot", "sandbox.rollback"};
+    static const char *const protocol[] = {"sandbox.create",
+                                           "sandbox.get",
+                                           "sandbox.list",
+                                           "sandbox.renew",
+                                           "sandbox.set_internet",
+                                           "sandbox.destroy",
+                                           "sandbox.exec",
+                                           "file.write",
+                                           "file.read",
+                                           "daemon.status",
+                                           "rpc.discover",
+                                           "daemon.metrics",
+                                           "daemon.subscribe",
+                                           "file.list",
+                                           "file.stat",
+                                           "file.remove",
+                                           "file.mkdir",
+                                           "file.rename",
+                                           "sandbox.resize"};
+    static const char *const planned[] = {"process.start",    "process.read",    "process.write",
+                                          "process.wait",     "process.kill",    "process.list",
+                                          "sandbox.snapshot", "sandbox.rollback"};
     const struct rpc_method_info *all;
     size_t n;
 
@@ -612,7 +625,7 @@ START_TEST(test_method_table)
     ck_assert_ptr_null(rpc_method_find(""));
     ck_assert_ptr_null(rpc_method_find(NULL));
     all = rpc_methods(&n);
-    ck_assert_uint_eq(n, 23);
+    ck_assert_uint_eq(n, 27);
     ck_assert_str_eq(all[0].name, "sandbox.create");
 }
 END_TEST

@@ -1,0 +1,47 @@
+/* Params of the file system methods file.list, file.stat, file.remove, file.mkdir and
+ * file.rename (docs/protocol.md), and of file.write's in-place options. Pure, as params.h. */
+#pragma once
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "proto/params.h"
+
+#define PARAMS_LIST_LIMIT_MAX 10000 /* file.list entries */
+#define PARAMS_MKDIR_MODE_DEFAULT 0755
+
+/* One struct for the five methods; each fills the fields it takes. */
+struct params_file_op {
+    char id[PARAMS_ID_MAX + 1];
+    char *path;     /* file.rename: `from` */
+    char *to;       /* file.rename only */
+    int64_t limit;  /* file.list: 1..PARAMS_LIST_LIMIT_MAX, default the maximum */
+    bool follow;    /* file.stat: default false (a link is reported as a link) */
+    bool recursive; /* file.remove: default false */
+    bool parents;   /* file.mkdir: default false */
+    unsigned mode;  /* file.mkdir: <= 07777, default 0755 */
+};
+
+int params_file_list_parse(json_object *params, struct params_file_op *ret,
+                           struct params_error *err);
+int params_file_stat_parse(json_object *params, struct params_file_op *ret,
+                           struct params_error *err);
+int params_file_remove_parse(json_object *params, struct params_file_op *ret,
+                             struct params_error *err);
+int params_file_mkdir_parse(json_object *params, struct params_file_op *ret,
+                            struct params_error *err);
+int params_file_rename_parse(json_object *params, struct params_file_op *ret,
+                             struct params_error *err);
+void params_file_op_done(struct params_file_op *p);
+
+/* file.write's "offset" (0..PARAMS_WRITE_END_MAX; *ret_offset untouched when absent) and
+ * "append" (not both). */
+int params_file_write_place(json_object *params, int64_t *ret_offset, bool *ret_append,
+                            struct params_error *err);
+
+extern const struct params_spec params_file_list_spec;
+extern const struct params_spec params_file_stat_spec;
+extern const struct params_spec params_file_remove_spec;
+extern const struct params_spec params_file_mkdir_spec;
+extern const struct params_spec params_file_rename_spec;
