@@ -20,7 +20,44 @@ struct xfer {
     struct req *req;
     bool write;
     uint64_t start_ns;
+    unsigned slot; /* in running[] */
 };
+
+/* The uids of the transfers running (a slot is free when its count is 0). */
+static struct {
+    uid_t uid;
+    bool used;
+} running[TRANSFER_MAX];
+
+/* Takes a slot for r's uid, or answers -32007. */
+static bool slot_take(struct req *r, unsigned *ret)
+{
+    unsigned free_slot = TRANSFER_MAX, mine = 0;
+
+    for (unsigned i = 0; i < TRANSFER_MAX; i++) {
+        if (!running[i].used)
+            free_slot = MIN(free_slot, i);
+        else if (running[i].uid == req_uid(r))
+            mine++;
+    }
+    if (free_slot == TRANSFER_MAX || mine >= TRANSFER_MAX_PER_UID) {
+        req_error(r, RPC_BUSY,
+                  mine >= TRANSFER_MAX_PER_UID
+                      ? "too many transfers through descriptors for this uid (limit 4)"
+                      : "too many transfers through descriptors running (limit 8)");
+        return false;
+    }
+    running[free_slot].used = true;
+    running[free_slot].uid = req_uid(r);
+    *ret = free_slot;
+    return true;
+}
+
+static void xfer_free(struct xfer *x)
+{
+    running[x->slot].used = false;
+    free(x);
+}
 
 static void xfer_detach(struct req *r, void *userdata)
 {
@@ -36,6 +73,10 @@ static struct xfer *xfer_new(struct req *r, bool write)
 
     if (!x) {
         req_error(r, RPC_INTERNAL_ERROR, "out of memory");
+        return NULL;
+    }
+    if (!slot_take(r, &x->slot)) {
+        free(x);
         return NULL;
     }
     x->req = r;
@@ -99,7 +140,7 @@ static void on_stream_done(int error, uint64_t bytes, void *userdata)
             req_reply(x->req, o);
         }
     }
-    free(x);
+    xfer_free(x);
 }
 
 void transfer_file_write(struct req *r, struct sandbox *sb, const struct params_file_write *p)
@@ -123,7 +164,7 @@ void transfer_file_write(struct req *r, struct sandbox *sb, const struct params_
     };
     if (sandbox_file_write_fd(sb, &wp, on_stream_done, x, &err) < 0) {
         close(fd);
-        free(x);
+        xfer_free(x);
         methods_sandbox_reply_engine_error(r, &err);
         return;
     }
@@ -146,7 +187,7 @@ void transfer_file_read(struct req *r, struct sandbox *sb, const struct params_f
     if (sandbox_file_read_fd(sb, p->path, (uint64_t)p->offset, (uint64_t)p->length, fd,
                              on_stream_done, x, &err) < 0) {
         close(fd);
-        free(x);
+        xfer_free(x);
         methods_sandbox_reply_engine_error(r, &err);
         return;
     }
@@ -159,12 +200,12 @@ static void on_exec_done(int error, struct sshfile_exec_fd *res, void *userdata)
     json_object *o;
 
     if (!x->req) {
-        free(x);
+        xfer_free(x);
         return;
     }
     if (error < 0) {
         reply_transfer_error(x->req, error, false);
-        free(x);
+        xfer_free(x);
         return;
     }
     o = json_object_new_object();
@@ -184,7 +225,7 @@ static void on_exec_done(int error, struct sshfile_exec_fd *res, void *userdata)
     json_object_object_add(
         o, "duration_ms", json_object_new_int64((int64_t)((uv_hrtime() - x->start_ns) / 1000000u)));
     req_reply(x->req, o);
-    free(x);
+    xfer_free(x);
 }
 
 static void random_marker(char *buf)
@@ -228,7 +269,7 @@ void transfer_exec(struct req *r, struct sandbox *sb, const struct sshexec_param
     if (!x)
         goto fail_quiet;
     if (sandbox_exec_fd(sb, e, on_exec_done, x, &err) < 0) {
-        free(x);
+        xfer_free(x);
         methods_sandbox_reply_engine_error(r, &err);
         goto fail_quiet;
     }

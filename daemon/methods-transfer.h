@@ -8,6 +8,13 @@
 #include "proto/params.h"
 #include "req.h"
 
+/* Each running transfer holds one thread of libuv's pool for its whole length, so their
+ * number is capped (past it: -32007) and the pool is sized above the cap (main.c), leaving
+ * threads for the short file operations of every other sandbox. */
+#define TRANSFER_MAX 8
+#define TRANSFER_MAX_PER_UID 4
+#define TRANSFER_THREADPOOL_SIZE "16" /* UV_THREADPOOL_SIZE unless set in the environment */
+
 /* Replies shared with methods-sandbox.c. */
 void methods_sandbox_reply_engine_error(struct req *r, const struct engine_error *err);
 void methods_sandbox_reply_file_error(struct req *r, int error, bool write);

@@ -45,6 +45,9 @@ struct job {
     uint64_t moved;               /* bytes taken from fd_in / put into fd_out */
     _Atomic uint64_t progress_ns; /* uv_hrtime() of the last byte moved: the deadline is
                                    * counted from it (inactivity) */
+    bool in_fd_wait; /* under f->mu: the worker waits for a passed descriptor, not for the
+                      * session: at the deadline it is told, not cut off (it then removes
+                      * its temporary file over the intact session) */
     struct sshfile_exec_fd *exec; /* JOB_EXEC_FD: what to run, and its result */
     sshfile_exec_fd_cb xcb;
     void *userdata;

@@ -30,19 +30,34 @@ static void progress(struct job *j, size_t n)
     atomic_store(&j->progress_ns, uv_hrtime());
 }
 
-/* Waits until fd is ready for events: 0, -ETIME (the deadline passed), -EBADFD. */
+/* Waits until fd is ready for events: 0, -ETIME (the deadline passed), -EBADFD. While it
+ * waits, the deadline does not cut the session off (in_fd_wait): the caller gets -ETIME
+ * with the session intact and cleans up. */
 static int fd_wait(struct sshfile *f, struct job *j, int fd, short events)
 {
     for (;;) {
         struct pollfd p = {.fd = fd, .events = events};
-        int k = poll(&p, 1, STREAM_POLL_MS);
+        bool expired;
+        int k, e;
 
+        uv_mutex_lock(&f->mu);
+        expired = j->expired;
+        j->in_fd_wait = !expired;
+        uv_mutex_unlock(&f->mu);
+        if (expired)
+            return -ETIME;
+        k = poll(&p, 1, STREAM_POLL_MS);
+        e = errno;
+        uv_mutex_lock(&f->mu);
+        j->in_fd_wait = false;
+        expired = j->expired;
+        uv_mutex_unlock(&f->mu);
+        if (expired)
+            return -ETIME;
         if (k > 0)
             return 0;
-        if (k < 0 && errno != EINTR)
+        if (k < 0 && e != EINTR)
             return -EBADFD;
-        if (sshfile_job_expired(f, j))
-            return -ETIME;
     }
 }
 
@@ -359,8 +374,8 @@ int sshfile_do_exec_fd(struct sshfile *f, struct job *j)
     ssh_channel_free(ch);
     if (r < 0 || x->timed_out) {
         x->exit_code = -1;
-        if (r != -ETIME && r != -ECONNRESET)
-            exec_kill(f, x->marker);
+        if (r != -ECONNRESET && ssh_is_connected(f->ssh))
+            exec_kill(f, x->marker); /* fails fast on a session cut at the deadline */
     }
     if (r < 0)
         j->drop_session = true;

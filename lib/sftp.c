@@ -733,7 +733,7 @@ static void job_expire(struct sshfile *f, struct job *j)
     if (uv_cancel((uv_req_t *)&j->work) != 0) {
         uv_mutex_lock(&f->mu);
         j->expired = true;
-        if (f->sock >= 0)
+        if (f->sock >= 0 && !j->in_fd_wait)
             (void)shutdown(f->sock, SHUT_RDWR);
         uv_mutex_unlock(&f->mu);
     }

@@ -83,7 +83,9 @@ def main():
     # and would be counted as growth: keep it small so that RSS shows what is held.
     os.environ["ASAN_OPTIONS"] = os.environ.get("ASAN_OPTIONS", "detect_leaks=1") + \
         ":quarantine_size_mb=4:thread_local_quarantine_size_kb=64"
-    with Env() as env, tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
+    # A short file timeout, to see the inactivity deadline fire (1 GiB still moves: it is
+    # counted from the last byte moved, not from the start).
+    with Env(daemon_config={"ssh": {"file_timeout_ms": "10000"}}) as env, tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
         c = env.client()
         pid = env.proc.pid
         sb = c.call("sandbox.create", {})["id"]
@@ -202,6 +204,40 @@ def main():
             os.close(wr)
             assert r["timed_out"] is True and r["exit_code"] is None, r
 
+        def caps_and_stalls():
+            # A pipe nobody feeds: the inactivity deadline ends the transfer with -32006.
+            rd, wr = os.pipe()
+            e = error_fds(c, "file.write", {"id": sb, "path": "/root/stalled", "content_fd": 0}, [rd])
+            assert e.code == -32006 and "no byte moved" in e.data["reason"], e.err
+            os.close(rd)
+            os.close(wr)
+            r = c.call("sandbox.exec", {"id": sb, "command": "ls -a /root | grep -c stalled || true"})
+            assert r["stdout"] == "0\n", r  # no temporary file left
+            # 4 transfers per uid: a 5th is -32007; they finish when their pipes end.
+            sbs = [sb] + [c.call("sandbox.create", {})["id"] for _ in range(4)]
+            pipes = [os.pipe() for _ in range(5)]
+            ids = []
+            for i in range(5):
+                line = {"jsonrpc": "2.0", "id": 1000 + i, "method": "file.write",
+                        "params": {"id": sbs[i], "path": "/root/capped", "content_fd": 0}}
+                with c.lock:
+                    socket.send_fds(c.sock, [(json.dumps(line) + "\n").encode()], [pipes[i][0]])
+                ids.append(1000 + i)
+            try:
+                c.wait(ids[4], 60)
+                raise AssertionError("a 5th transfer ran")
+            except RpcError as e:
+                assert e.code == -32007 and "limit 4" in e.data["reason"], e.err
+            for i in range(4):
+                os.write(pipes[i][1], b"x")
+                os.close(pipes[i][1])
+                assert c.wait(ids[i], 60)["bytes"] == 1
+            for rd, wr in pipes:
+                os.close(rd)
+            os.close(pipes[4][1])
+            for other in sbs[1:]:
+                c.call("sandbox.destroy", {"id": other})
+
         def ctl_put_get():
             small = os.path.join(tmp, "14mb")
             with open(small, "wb") as f:
@@ -271,6 +307,7 @@ def main():
         run([("1 GiB each way through descriptors", gib_each_way),
              ("bad descriptors, and no leak", bad_descriptors),
              ("exec with descriptors", exec_descriptors),
+             ("inactivity deadline and transfer caps", caps_and_stalls),
              ("sandboxctl put/get", ctl_put_get),
              ("sandboxctl put -r/get -r", ctl_tree),
              ("sandboxctl exec", ctl_exec)])
