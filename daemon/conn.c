@@ -270,7 +270,9 @@ static void on_readable(uv_poll_t *h, int status, int events)
     if (c->state != CONN_OPEN || !c->reading)
         return;
     if (status < 0) {
-        on_data(c, status, NULL);
+        /* libuv reports POLLERR as UV_EBADF: the socket failed (the client reset it). */
+        log_debug(COMP, "#%" PRIu64 ": socket error (reset by the client?)", c->id);
+        conn_close(c);
         return;
     }
     n = recvmsg(c->rfd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
