@@ -13,14 +13,13 @@
 #include "proto/b64.h"
 #include "proto/rpc.h"
 
-/* One transfer in flight. The job on the thread pool cannot be stopped from here: when the
- * client goes away the request is answered at once and the job runs on until its
- * descriptor ends, fails, or stalls past the inactivity deadline. */
+/* One transfer in flight. */
 struct xfer {
     struct req *req;
     bool write;
     uint64_t start_ns;
-    unsigned slot; /* in running[] */
+    unsigned slot;     /* in running[] */
+    struct sshfile *f; /* the session running it, for the cancel */
 };
 
 /* The uids of the transfers running (a slot is free when its count is 0). */
@@ -59,12 +58,16 @@ static void xfer_free(struct xfer *x)
     free(x);
 }
 
+/* The client went away: answer, and stop the transfer (its descriptors may be the
+ * client's terminal or pipes nobody reads any more; an exec's command is killed). The
+ * callback then runs with -ECANCELED and frees x. */
 static void xfer_detach(struct req *r, void *userdata)
 {
     struct xfer *x = userdata;
 
     x->req = NULL;
     req_error(r, RPC_SHUTTING_DOWN, "the client went away");
+    sshfile_cancel(x->f, x);
 }
 
 static struct xfer *xfer_new(struct req *r, bool write)
@@ -162,7 +165,7 @@ void transfer_file_write(struct req *r, struct sandbox *sb, const struct params_
         .mode = p->mode,
         .make_parents = p->make_parents,
     };
-    if (sandbox_file_write_fd(sb, &wp, on_stream_done, x, &err) < 0) {
+    if (sandbox_file_write_fd(sb, &wp, on_stream_done, x, &x->f, &err) < 0) {
         close(fd);
         xfer_free(x);
         methods_sandbox_reply_engine_error(r, &err);
@@ -185,7 +188,7 @@ void transfer_file_read(struct req *r, struct sandbox *sb, const struct params_f
         return;
     }
     if (sandbox_file_read_fd(sb, p->path, (uint64_t)p->offset, (uint64_t)p->length, fd,
-                             on_stream_done, x, &err) < 0) {
+                             on_stream_done, x, &x->f, &err) < 0) {
         close(fd);
         xfer_free(x);
         methods_sandbox_reply_engine_error(r, &err);
@@ -268,7 +271,7 @@ void transfer_exec(struct req *r, struct sandbox *sb, const struct sshexec_param
     x = xfer_new(r, false);
     if (!x)
         goto fail_quiet;
-    if (sandbox_exec_fd(sb, e, on_exec_done, x, &err) < 0) {
+    if (sandbox_exec_fd(sb, e, on_exec_done, x, &x->f, &err) < 0) {
         xfer_free(x);
         methods_sandbox_reply_engine_error(r, &err);
         goto fail_quiet;

@@ -348,7 +348,14 @@ static int exec_loop(struct sshfile *f, struct job *j, ssh_channel ch)
             continue;
         if (in_open && ssh_channel_window_size(ch) > 0)
             p[1] = (struct pollfd){.fd = x->fd_in, .events = POLLIN};
+        /* Not inside libssh: a deadline or a cancel need not cut the session off. */
+        uv_mutex_lock(&f->mu);
+        j->in_fd_wait = !j->expired;
+        uv_mutex_unlock(&f->mu);
         (void)poll(p, 2, EXEC_IDLE_POLL_MS);
+        uv_mutex_lock(&f->mu);
+        j->in_fd_wait = false;
+        uv_mutex_unlock(&f->mu);
     }
 }
 

@@ -723,7 +723,7 @@ static void timer_arm(struct sshfile *f)
 }
 
 /* The running job's deadline passed: answer now and release the worker. */
-static void job_expire(struct sshfile *f, struct job *j)
+static void job_expire(struct sshfile *f, struct job *j, int error)
 {
     j->answered = true;
     f->stale = true;
@@ -737,9 +737,10 @@ static void job_expire(struct sshfile *f, struct job *j)
             (void)shutdown(f->sock, SHUT_RDWR);
         uv_mutex_unlock(&f->mu);
     }
-    log_info(COMP, "%s: %s %s: no answer within %" PRIu64 " ms, session dropped", f->conf.host,
-             kind_names[j->kind], j->path, f->timeout_ms);
-    job_notify(j, -ETIME);
+    if (error == -ETIME)
+        log_info(COMP, "%s: %s %s: no answer within %" PRIu64 " ms, session dropped", f->conf.host,
+                 kind_names[j->kind], j->path, f->timeout_ms);
+    job_notify(j, error);
 }
 
 static void on_deadline(uv_timer_t *t)
@@ -756,7 +757,7 @@ static void on_deadline(uv_timer_t *t)
             j->deadline = now + (f->timeout_ms - idle_ms);
     }
     if (j && !j->answered && j->deadline <= now)
-        job_expire(f, j);
+        job_expire(f, j, -ETIME);
     /* Callbacks may close f: the queue is then empty, and f lives until the running job is
      * over (f->busy). */
     while ((j = f->qfirst) && j->deadline <= now) {
@@ -1065,4 +1066,31 @@ bool sshfile_job_expired(struct sshfile *f, struct job *j)
     expired = j->expired;
     uv_mutex_unlock(&f->mu);
     return expired;
+}
+
+void sshfile_cancel(struct sshfile *f, void *userdata)
+{
+    struct job *j, **pp;
+
+    if (!f)
+        return;
+    j = f->cur;
+    if (j && !j->answered && j->userdata == userdata) {
+        job_expire(f, j, -ECANCELED);
+        timer_arm(f);
+        return;
+    }
+    for (pp = &f->qfirst; (j = *pp); pp = &j->next)
+        if (j->userdata == userdata) {
+            *pp = j->next;
+            if (f->qlast == j) {
+                f->qlast = NULL;
+                for (struct job *q = f->qfirst; q; q = q->next)
+                    f->qlast = q;
+            }
+            f->queued--;
+            job_complete(j, -ECANCELED);
+            timer_arm(f);
+            return;
+        }
 }

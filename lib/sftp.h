@@ -157,6 +157,10 @@ typedef void (*sshfile_exec_fd_cb)(int error, struct sshfile_exec_fd *x, void *u
 int sshfile_exec_fd(struct sshfile *f, struct sshfile_exec_fd *x, sshfile_exec_fd_cb cb,
                     void *userdata);
 void sshfile_exec_fd_free(struct sshfile_exec_fd *x);
+/* Ends the request submitted with userdata (a stream whose client went away): queued, it is
+ * dropped; running, it stops as at its deadline (an exec's command is killed, a write's
+ * temporary file removed). Its callback runs now with -ECANCELED. */
+void sshfile_cancel(struct sshfile *f, void *userdata);
 
 /* Maps an SFTP status code (SSH_FX_*) to a negative errno (exposed for tests). */
 int sshfile_status_to_errno(int status);

@@ -11,6 +11,7 @@ import socket
 import stat
 import subprocess
 import tempfile
+import time
 
 from e2elib import BUILD, Env, RpcError, run
 
@@ -203,6 +204,32 @@ def main():
             os.close(rd)
             os.close(wr)
             assert r["timed_out"] is True and r["exit_code"] is None, r
+            # A client that goes away: its command is killed and its descriptors let go.
+            c2 = env.client()
+            in_r, in_w = os.pipe()
+            out_r, out_w = os.pipe()
+            line = {"jsonrpc": "2.0", "id": 1, "method": "sandbox.exec",
+                    "params": {"id": sb, "command": "sleep 123456", "timeout_ms": 600000,
+                               "stdin_fd": 0, "stdout_fd": 1}}
+            socket.send_fds(c2.sock, [(json.dumps(line) + "\n").encode()], [in_r, out_w])
+            os.close(in_r)
+            os.close(out_w)
+            count = "grep -las '12345[6]' /proc/[0-9]*/cmdline | wc -l"
+            for _ in range(100):
+                if c.call("sandbox.exec", {"id": sb, "command": count})["stdout"] != "0\n":
+                    break
+                time.sleep(0.1)
+            c2.close()
+            for _ in range(100):
+                if c.call("sandbox.exec", {"id": sb, "command": count})["stdout"] == "0\n":
+                    break
+                time.sleep(0.1)
+            else:
+                raise AssertionError("the command outlived its client")
+            # The daemon let go of its copy of stdout: the pipe ends.
+            assert os.read(out_r, 10) == b""
+            os.close(out_r)
+            os.close(in_w)
 
         def caps_and_stalls():
             # A pipe nobody feeds: the inactivity deadline ends the transfer with -32006.
