@@ -539,9 +539,10 @@ START_TEST(test_fds_with_line)
     before = open_fds();
     fds[0] = p1[1];
     fds[1] = p2[1];
-    /* A line before, in the same write as nothing else: no descriptors for it. */
+    /* Lines before (blank ones too), without descriptors: counted, given none. */
     send_str(fd,
-             "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"test.get\",\"params\":{\"id\":\"a\"}}\n");
+             "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"test.get\",\"params\":{\"id\":\"a\"}}\n"
+             "\n\r\n");
     send_fds(fd,
              "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"test.fd\","
              "\"params\":{\"index\":1,\"write\":true}}\n",
