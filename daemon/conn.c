@@ -1,6 +1,7 @@
 #include "conn.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <poll.h>
@@ -86,7 +87,7 @@ static void conn_read_stop(struct conn *c)
 {
     if (!c->reading)
         return;
-    (void)uv_read_stop((uv_stream_t *)&c->pipe);
+    (void)uv_poll_stop(&c->rpoll);
     c->reading = false;
 }
 
@@ -123,14 +124,76 @@ static bool conn_check_hangup(struct conn *c)
     return true;
 }
 
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+/* The descriptors that came with a chunk belong to the line holding its last byte: the
+ * kernel hands them over with the first byte of the sendmsg() that carried them and stops
+ * the read right after that message's data, so the chunk ends inside it, and a client
+ * sends one request line per such sendmsg() (docs/protocol.md). Returns false when the
+ * connection was failed (the descriptors are closed then). */
+static bool conn_queue_fds(struct conn *c, const char *data, size_t n, struct req_fds *got)
 {
-    *buf = uv_buf_init(read_buffer, sizeof read_buffer);
+    uint64_t k = 0, line;
+    struct conn_fds *q;
+
+    for (const char *p = data, *end = data + n; (p = memchr(p, '\n', (size_t)(end - p))); p++)
+        k++;
+    line = data[n - 1] == '\n' ? c->lines_in + k - 1 : c->lines_in + k;
+    c->lines_in += k;
+    if (got->n == 0)
+        return true;
+    if (c->fdq_fds + got->n > CONN_FDS_WAITING_MAX) {
+        req_fds_close(got);
+        conn_fail(c, RPC_INVALID_REQUEST, "too many descriptors waiting for their request");
+        return false;
+    }
+    if (c->n_fdq > 0 && c->fdq[c->n_fdq - 1].line == line) {
+        /* A second message for the same line (a client that split it): its descriptors
+         * could not be told apart from the first ones. */
+        req_fds_close(got);
+        conn_fail(c, RPC_INVALID_REQUEST, "descriptors sent twice for one request line");
+        return false;
+    }
+    q = realloc(c->fdq, (c->n_fdq + 1) * sizeof *q);
+    if (!q) {
+        req_fds_close(got);
+        conn_fail(c, RPC_INTERNAL_ERROR, "out of memory");
+        return false;
+    }
+    c->fdq = q;
+    c->fdq[c->n_fdq++] = (struct conn_fds){.line = line, .fds = *got};
+    c->fdq_fds += got->n;
+    got->n = 0;
+    return true;
 }
 
-static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+/* Moves the descriptors of the line numbered line (if any) to the request port. */
+static void conn_take_line_fds(struct conn *c, uint64_t line)
 {
-    struct conn *c = stream->data;
+    req_fds_close(&c->port.fds);
+    while (c->n_fdq > 0 && c->fdq[0].line <= line) {
+        struct conn_fds e = c->fdq[0];
+
+        memmove(&c->fdq[0], &c->fdq[1], (c->n_fdq - 1) * sizeof c->fdq[0]);
+        c->n_fdq--;
+        c->fdq_fds -= e.fds.n;
+        if (e.line == line)
+            c->port.fds = e.fds;
+        else
+            req_fds_close(&e.fds); /* not expected: lines are taken in order */
+    }
+}
+
+static void conn_drop_fds(struct conn *c)
+{
+    for (unsigned i = 0; i < c->n_fdq; i++)
+        req_fds_close(&c->fdq[i].fds);
+    free(c->fdq);
+    c->fdq = NULL;
+    c->n_fdq = c->fdq_fds = 0;
+    req_fds_close(&c->port.fds);
+}
+
+static void on_data(struct conn *c, ssize_t nread, const char *base)
+{
     int r;
 
     if (nread == 0 || c->state != CONN_OPEN)
@@ -153,7 +216,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     c->last_activity = uv_now(c->host->loop);
-    r = frame_buf_append(&c->in, buf->base, (size_t)nread);
+    r = frame_buf_append(&c->in, base, (size_t)nread);
     if (r == -EMSGSIZE) {
         log_debug(COMP, "#%" PRIu64 ": request line over %zu bytes", c->id, c->in.max_line);
         audit_limit("request_bytes", c->uid, "a request line over max_request_bytes");
@@ -168,6 +231,77 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     conn_process(c);
+}
+
+/* Collects the SCM_RIGHTS descriptors of a received message into got. */
+static void collect_fds(struct msghdr *m, struct req_fds *got)
+{
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(m); cm; cm = CMSG_NXTHDR(m, cm)) {
+        size_t n;
+
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+            continue;
+        n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < n; i++) {
+            int fd;
+
+            memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
+            if (got->n < REQ_FDS_MAX)
+                got->fd[got->n++] = fd;
+            else
+                close(fd);
+        }
+    }
+}
+
+/* One recvmsg() per readable event, like libuv's own reads: descriptors sent with
+ * SCM_RIGHTS arrive with the bytes. */
+static void on_readable(uv_poll_t *h, int status, int events)
+{
+    struct conn *c = h->data;
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * REQ_FDS_MAX)];
+        struct cmsghdr align;
+    } cbuf;
+    struct iovec iov = {.iov_base = read_buffer, .iov_len = sizeof read_buffer};
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.buf, .msg_controllen = sizeof cbuf};
+    struct req_fds got = {};
+    ssize_t n;
+
+    if (c->state != CONN_OPEN || !c->reading)
+        return;
+    if (status < 0) {
+        /* libuv reports POLLERR as UV_EBADF: the socket failed (the client reset it). */
+        log_debug(COMP, "#%" PRIu64 ": socket error (reset by the client?)", c->id);
+        conn_close(c);
+        return;
+    }
+    n = recvmsg(c->rfd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n < 0) {
+        if (errno == EAGAIN || errno == EINTR)
+            return;
+        on_data(c, uv_translate_sys_error(errno), NULL);
+        return;
+    }
+    collect_fds(&m, &got);
+    if (m.msg_flags & MSG_CTRUNC) {
+        /* Descriptors past the buffer were closed by the kernel: the request cannot be
+         * served as sent. */
+        req_fds_close(&got);
+        log_debug(COMP, "#%" PRIu64 ": more than %d descriptors in one message", c->id,
+                  REQ_FDS_MAX);
+        conn_fail(c, RPC_INVALID_REQUEST, "more than 8 descriptors with one request line");
+        return;
+    }
+    if (n == 0) {
+        req_fds_close(&got);
+        on_data(c, UV_EOF, NULL);
+        return;
+    }
+    if (!conn_queue_fds(c, read_buffer, (size_t)n, &got))
+        return;
+    on_data(c, n, read_buffer);
 }
 
 static void on_write(uv_write_t *w, int status)
@@ -336,7 +470,7 @@ static void conn_update(struct conn *c)
     }
     want = !c->eof && c->port.list.n < max_inflight(c) && !c->out_paused;
     if (want && !c->reading) {
-        if (uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read) == 0)
+        if (uv_poll_start(&c->rpoll, UV_READABLE, on_readable) == 0)
             c->reading = true;
     } else if (!want && c->reading) {
         conn_read_stop(c);
@@ -371,7 +505,11 @@ static void conn_process(struct conn *c)
             conn_fail(c, RPC_INVALID_REQUEST, "request exceeds the size limit");
             return;
         }
+        /* Descriptors no request took (a blank line, a parse error, a batch, a
+         * connection that closed meanwhile) are closed right after. */
+        conn_take_line_fds(c, c->lines_out++);
         dispatch_line(c, line, len);
+        req_fds_close(&c->port.fds);
     }
     c->in_process = false;
     conn_flush(c);
@@ -382,7 +520,14 @@ static void on_close(uv_handle_t *h)
 {
     struct conn *c = h->data;
 
+    if (h == (uv_handle_t *)&c->rpoll) {
+        close(c->rfd);
+        c->rfd = -1;
+    }
+    if (--c->handles > 0)
+        return;
     conn_set_state(c, CONN_CLOSED);
+    conn_drop_fds(c);
     frame_buf_done(&c->in);
     free(c->wbuf);
     c->host->ops->closed(c->host->owner, c);
@@ -399,6 +544,8 @@ void conn_close(struct conn *c)
         return;
     c->wlen = 0;
     c->host->ops->uncount(c->host->owner, c);
+    conn_drop_fds(c);
+    uv_close((uv_handle_t *)&c->rpoll, on_close);
     uv_close((uv_handle_t *)&c->pipe, on_close);
     /* The callbacks may complete their requests, which are detached first: none
      * of them reaches this connection again. */
@@ -504,6 +651,7 @@ static int conn_new(const struct conn_host *h, struct conn **ret)
         return -ENOMEM;
     c->host = h;
     c->id = next_id++;
+    c->rfd = -1;
     r = uv_pipe_init(h->loop, &c->pipe, 0);
     if (r < 0) {
         free(c);
@@ -527,10 +675,20 @@ static int conn_setup(struct conn *c, struct conn **ret)
     r = uv_fileno((uv_handle_t *)&c->pipe, &fd);
     if (r == 0 && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
         r = -errno;
+    /* Reads need recvmsg() for the descriptors: poll a duplicate of the socket (libuv
+     * keeps one watcher per descriptor number, and the pipe handle owns the original). */
+    if (r == 0 && (c->rfd = fcntl(fd, F_DUPFD_CLOEXEC, 3)) < 0)
+        r = -errno;
+    if (r == 0)
+        r = uv_poll_init(h->loop, &c->rpoll, c->rfd);
     if (r < 0) {
+        if (c->rfd >= 0)
+            close(c->rfd);
         uv_close((uv_handle_t *)&c->pipe, on_close_unaccepted);
         return r;
     }
+    c->rpoll.data = c;
+    c->handles = 2;
     c->uid = cred.uid;
     c->gid = cred.gid;
     c->pid = cred.pid;

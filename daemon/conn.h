@@ -28,6 +28,10 @@ struct config;
 #define CONN_OUTPUT_HIGH (1024 * 1024)      /* stop reading above this much queued output */
 #define CONN_OUTPUT_LOW (256 * 1024)        /* resume below this */
 #define CONN_OUTPUT_HARD (64 * 1024 * 1024) /* notifications past this are refused */
+/* Descriptors (SCM_RIGHTS): at most REQ_FDS_MAX arrive with one request line (more is a
+ * protocol error: the connection is closed), and at most this many wait for their line
+ * to be dispatched (received, line not yet taken because of the in-flight cap). */
+#define CONN_FDS_WAITING_MAX 32
 
 enum conn_state {
     CONN_OPEN,
@@ -61,9 +65,18 @@ struct conn_host {
     const struct admin_set *admins;
 };
 
+/* Descriptors received with the line numbered line (counted from 0 on the connection). */
+struct conn_fds {
+    uint64_t line;
+    struct req_fds fds;
+};
+
 struct conn {
     const struct conn_host *host;
-    uv_pipe_t pipe;
+    uv_pipe_t pipe; /* writes; reads go through rpoll (recvmsg, for the descriptors) */
+    uv_poll_t rpoll;
+    int rfd;          /* a duplicate of the socket polled for reading; -1 before setup */
+    unsigned handles; /* handles not yet closed (freed when 0) */
     enum conn_state state;
     uint64_t id;
     uid_t uid;
@@ -75,6 +88,10 @@ struct conn {
     bool in_process;
 
     struct frame_buf in;
+    uint64_t lines_in;    /* '\n' received so far */
+    uint64_t lines_out;   /* lines taken out of the frame buffer */
+    struct conn_fds *fdq; /* descriptors waiting for their line, in line order */
+    unsigned n_fdq, fdq_fds;
     char *wbuf; /* responses not yet handed to the kernel/libuv */
     size_t wlen, wcap;
     size_t out_queued; /* bytes in uv_write requests not yet completed */

@@ -15,6 +15,7 @@
 #include "methods-daemon.h"
 #include "methods-obs.h"
 #include "methods-sandbox.h"
+#include "methods-transfer.h"
 #include "methods-test.h"
 #include "notify.h"
 #include "server.h"
@@ -336,6 +337,8 @@ int main(int argc, char **argv)
 
     /* Writes to a client that went away must fail with EPIPE, not kill us. */
     signal(SIGPIPE, SIG_IGN);
+    /* Before the pool's first use: transfers through descriptors hold threads. */
+    (void)setenv("UV_THREADPOOL_SIZE", TRANSFER_THREADPOOL_SIZE, 0);
     r = uv_loop_init(&d.loop);
     if (r < 0) {
         log_error(COMP, "uv_loop_init: %s", uv_strerror(r));

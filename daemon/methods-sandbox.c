@@ -18,6 +18,7 @@
 #include "lib/util.h"
 #include "methods-internet.h"
 #include "methods-obs.h"
+#include "methods-transfer.h"
 #include "methods.h"
 #include "req.h"
 #include "proto/b64.h"
@@ -878,6 +879,11 @@ static void method_exec(struct req *r, void *params, void *userdata)
     sp.has_max_output = true; /* the parser filled in the default; 0 keeps nothing */
     sp.max_output_bytes = (size_t)x->p.max_output_bytes;
     sp.on_output = x->p.stream ? on_exec_output : NULL;
+    if (x->p.stdin_fd >= 0 || x->p.stdout_fd >= 0 || x->p.stderr_fd >= 0) {
+        transfer_exec(r, sb, &sp, &x->p);
+        exec_ctx_free(x);
+        return;
+    }
     x->req = r;
     ret = sandbox_exec_start(sb, &sp, on_exec_done, x, &x->exec, &err);
     if (ret < 0) {
@@ -1030,17 +1036,43 @@ static void method_file(struct sandbox_methods *sm, struct req *r, void *params,
 static void method_file_write(struct req *r, void *params, void *userdata)
 {
     const struct params_file_write *p = params;
+    struct sandbox *sb;
 
-    if (!park_until_reconciled(userdata, r, p->id, method_file_write, params))
+    if (park_until_reconciled(userdata, r, p->id, method_file_write, params))
+        return;
+    if (p->content_fd < 0) {
         method_file(userdata, r, params, true);
+        return;
+    }
+    sb = lookup(userdata, r, p->id);
+    if (sb)
+        transfer_file_write(r, sb, p);
 }
 
 static void method_file_read(struct req *r, void *params, void *userdata)
 {
     const struct params_file_read *p = params;
+    struct sandbox *sb;
 
-    if (!park_until_reconciled(userdata, r, p->id, method_file_read, params))
+    if (park_until_reconciled(userdata, r, p->id, method_file_read, params))
+        return;
+    if (p->to_fd < 0) {
         method_file(userdata, r, params, false);
+        return;
+    }
+    sb = lookup(userdata, r, p->id);
+    if (sb)
+        transfer_file_read(r, sb, p);
+}
+
+void methods_sandbox_reply_engine_error(struct req *r, const struct engine_error *err)
+{
+    reply_engine_error(r, err);
+}
+
+void methods_sandbox_reply_file_error(struct req *r, int error, bool write)
+{
+    reply_file_error(r, error, write);
 }
 
 /* ---- for methods-file.c ---- */

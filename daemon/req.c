@@ -3,7 +3,9 @@
 #include "req.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "lib/macro.h"
 
@@ -34,6 +36,7 @@ struct req {
     req_event_cb on_drain;
     void *drain_data;
     uint64_t drain_pass; /* the connection's drain pass when on_drain was armed */
+    struct req_fds fds;  /* passed with the line; closed at completion unless taken */
     struct req *prev, *next;
 };
 
@@ -105,6 +108,10 @@ int req_new(struct req_port *port, const struct rpc_call *call, struct req_batch
     r->admin = admin_set_has(port->admins, port->uid, port->gid);
     r->loop = port->loop;
     r->config = port->config;
+    if (!b) {
+        r->fds = port->fds;
+        port->fds.n = 0;
+    }
     r->next = port->list.head;
     if (port->list.head)
         port->list.head->prev = r;
@@ -125,8 +132,49 @@ void req_set_params(struct req *r, const struct params_spec *spec, void *parsed)
     r->parsed = parsed;
 }
 
+void req_fds_close(struct req_fds *f)
+{
+    for (unsigned i = 0; i < f->n; i++)
+        if (f->fd[i] >= 0)
+            close(f->fd[i]);
+    f->n = 0;
+}
+
+unsigned req_fds(const struct req *r)
+{
+    return r->fds.n;
+}
+
+int req_take_fd(struct req *r, int64_t index, enum req_fd_access access, int *ret_fd,
+                const char **ret_reason)
+{
+    int fl, mode;
+
+    if (index < 0 || (uint64_t)index >= r->fds.n) {
+        *ret_reason = r->fds.n == 0 ? "no descriptor was passed with the request"
+                                    : "no descriptor with this index was passed";
+        return -EINVAL;
+    }
+    if (r->fds.fd[index] < 0) {
+        *ret_reason = "descriptor already used by another parameter";
+        return -EINVAL;
+    }
+    fl = fcntl(r->fds.fd[index], F_GETFL);
+    mode = fl & O_ACCMODE;
+    if (fl < 0 || (fl & O_PATH) || (access == REQ_FD_READ && mode != O_RDONLY && mode != O_RDWR) ||
+        (access == REQ_FD_WRITE && mode != O_WRONLY && mode != O_RDWR)) {
+        *ret_reason = access == REQ_FD_READ ? "descriptor is not open for reading"
+                                            : "descriptor is not open for writing";
+        return -EINVAL;
+    }
+    *ret_fd = r->fds.fd[index];
+    r->fds.fd[index] = -1;
+    return 0;
+}
+
 static void req_free(struct req *r)
 {
+    req_fds_close(&r->fds);
     if (r->parsed && r->spec && r->spec->done)
         r->spec->done(r->parsed);
     free(r->parsed);

@@ -63,6 +63,25 @@ struct req_observer {
 };
 void req_set_observer(const struct req_observer *o);
 
+/* --- Descriptors passed with the request (SCM_RIGHTS, see docs/protocol.md). ---
+ * A request line may come with up to REQ_FDS_MAX open descriptors; params name them by
+ * index in the order passed. Whatever the handler does not take is closed when the
+ * request completes, so a failed request never leaks what it was sent. */
+#define REQ_FDS_MAX 8
+/* What a descriptor must allow. */
+enum req_fd_access {
+    REQ_FD_READ,  /* the daemon reads from it (content_fd, stdin_fd) */
+    REQ_FD_WRITE, /* the daemon writes into it (to_fd, stdout_fd) */
+};
+/* Number of descriptors that came with the request. */
+unsigned req_fds(const struct req *r);
+/* Takes descriptor index (the caller closes it from now on) after checking that it was
+ * passed, not taken already, and is open for access (its file status flags; a socket or
+ * a pipe end opened the other way is refused). Returns 0, or -EINVAL with *ret_reason set
+ * (for req_invalid_params()). */
+int req_take_fd(struct req *r, int64_t index, enum req_fd_access access, int *ret_fd,
+                const char **ret_reason);
+
 /* --- Completion (exactly one per request; frees r). --- */
 /* result is taken over (NULL means JSON null). */
 void req_reply(struct req *r, json_object *result);
@@ -100,6 +119,14 @@ struct req_port_ops {
     void (*completed)(void *conn);
 };
 
+/* Descriptors that came with one request line. */
+struct req_fds {
+    int fd[REQ_FDS_MAX];
+    unsigned n;
+};
+/* Closes every descriptor still held (the slots taken are -1). */
+void req_fds_close(struct req_fds *f);
+
 /* The requests in flight on one connection. */
 struct req_list {
     struct req *head;
@@ -119,6 +146,9 @@ struct req_port {
     pid_t pid;
     size_t output_high; /* req_output_busy() above this many queued bytes */
     size_t output_hard; /* req_notify() refuses above this */
+    /* The descriptors of the line being dispatched: req_new() moves them into the request
+     * when the line holds one call (not a batch); the connection closes what is left. */
+    struct req_fds fds;
 };
 
 /* A batch is answered as one array once every entry has completed. */

@@ -164,7 +164,7 @@ int ctl_fs_main(struct ctl *c, int argc, char **argv)
     if (!strcmp(cmd, "mv")) {
         if (argc != 4) {
             fprintf(stderr, "sandboxctl: mv ID FROM TO\n");
-            return CTL_EXIT_USAGE;
+            return EXIT_USAGE;
         }
         p = path_params(argv[1], "from", argv[2]);
         json_object_object_add(p, "to", json_object_new_string(argv[3]));
@@ -182,7 +182,7 @@ int ctl_fs_main(struct ctl *c, int argc, char **argv)
                 : !strcmp(cmd, "mkdir") ? "mkdir [-p] [-m MODE] ID PATH"
                 : !strcmp(cmd, "stat")  ? "stat [-L] ID PATH"
                                         : "ls ID PATH");
-        return CTL_EXIT_USAGE;
+        return EXIT_USAGE;
     }
     p = path_params(argv[i], "path", argv[i + 1]);
     if (!strcmp(cmd, "ls"))

@@ -9,6 +9,8 @@
 #include <getopt.h>
 #include <json-c/json.h>
 #include <limits.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,21 +28,6 @@
 #include "lib/util.h"
 #include "proto/b64.h"
 #include "proto/rpc.h"
-
-#define CTL_RESPONSE_MAX (64u * 1024 * 1024) /* longest response line accepted */
-#define CTL_FILE_MAX (16u * 1024 * 1024)     /* largest file `put` sends */
-#define CTL_READ_CHUNK (8u * 1024 * 1024)    /* file.read length per call */
-#define EXIT_RPC 2                           /* the daemon answered with an error */
-#define EXIT_USAGE 64
-
-struct ctl {
-    const char *socket;
-    bool json;
-    int fd;
-    int64_t next_id;
-    char *buf; /* received bytes not yet returned */
-    size_t len, cap;
-};
 
 static int ctl_connect(struct ctl *c)
 {
@@ -103,10 +90,71 @@ static int read_line(struct ctl *c, char **ret)
     }
 }
 
-/* Calls `method` with `params` (taken over, NULL for none). On success *ret_result
- * holds the result; on an error response prints it and returns -EREMOTE. */
-static int ctl_call(struct ctl *c, const char *method, json_object *params,
-                    json_object **ret_result)
+int ctl_call(struct ctl *c, const char *method, json_object *params, json_object **ret_result)
+{
+    return ctl_call_fds(c, method, params, NULL, 0, NULL, ret_result);
+}
+
+/* Sends the line with fds[0..n_fds) in one sendmsg() (the daemon ties descriptors to the
+ * line they arrive with). */
+static int send_line(struct ctl *c, const char *line, size_t len, const int *fds, size_t n_fds)
+{
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * CTL_FDS_MAX)];
+        struct cmsghdr align;
+    } cb;
+    struct iovec iov = {.iov_base = (void *)line, .iov_len = len};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+    struct cmsghdr *cm;
+    ssize_t k;
+
+    if (n_fds == 0)
+        return write_all(c->fd, line, len);
+    if (n_fds > CTL_FDS_MAX)
+        return -E2BIG;
+    m.msg_control = cb.buf;
+    m.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds);
+    cm = CMSG_FIRSTHDR(&m);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
+    memcpy(CMSG_DATA(cm), fds, sizeof(int) * n_fds);
+    do
+        k = sendmsg(c->fd, &m, MSG_NOSIGNAL);
+    while (k < 0 && errno == EINTR);
+    if (k < 0)
+        return -errno;
+    /* The rest of a long line (no descriptors with it). */
+    return (size_t)k < len ? write_all(c->fd, line + k, len - (size_t)k) : 0;
+}
+
+/* Waits until the connection has a byte to read, calling tick every CTL_TICK_MS. */
+static int wait_readable(struct ctl *c, const struct ctl_wait *w)
+{
+    for (;;) {
+        struct pollfd p[1 + CTL_WAIT_FDS] = {{.fd = c->fd, .events = POLLIN}};
+        size_t n = MIN(w->n_fds, (size_t)CTL_WAIT_FDS);
+        int k;
+
+        if (c->len > 0 && memchr(c->buf, '\n', c->len))
+            return 0;
+        for (size_t i = 0; i < n; i++)
+            p[1 + i] = (struct pollfd){.fd = w->fds[i], .events = POLLIN};
+        k = poll(p, 1 + n, w->tick ? CTL_TICK_MS : -1);
+        if (k < 0 && errno != EINTR)
+            return -errno;
+        for (size_t i = 0; k > 0 && i < n; i++)
+            if (p[1 + i].revents && w->on_fd)
+                w->on_fd(w->userdata, i);
+        if (w && w->tick)
+            w->tick(w->userdata);
+        if (k > 0 && p[0].revents)
+            return 0;
+    }
+}
+
+int ctl_call_fds(struct ctl *c, const char *method, json_object *params, const int *fds,
+                 size_t n_fds, const struct ctl_wait *w, json_object **ret_result)
 {
     _cleanup_json_ json_object *req = json_object_new_object();
     _cleanup_free_ char *line = NULL;
@@ -122,7 +170,7 @@ static int ctl_call(struct ctl *c, const char *method, json_object *params,
     line = rpc_to_line(req, &len);
     if (!line)
         return -ENOMEM;
-    r = write_all(c->fd, line, len);
+    r = send_line(c, line, len, fds, n_fds);
     if (r < 0) {
         fprintf(stderr, "sandboxctl: sending %s: %s\n", method, strerror(-r));
         return r;
@@ -132,7 +180,9 @@ static int ctl_call(struct ctl *c, const char *method, json_object *params,
         _cleanup_json_ json_object *o = NULL;
         json_object *rid, *err, *res, *m;
 
-        r = read_line(c, &resp);
+        r = w ? wait_readable(c, w) : 0;
+        if (r == 0)
+            r = read_line(c, &resp);
         if (r < 0) {
             fprintf(stderr, "sandboxctl: reading the reply to %s: %s\n", method,
                     r == -ECONNRESET ? "connection closed by the daemon" : strerror(-r));
@@ -173,12 +223,12 @@ static int ctl_call(struct ctl *c, const char *method, json_object *params,
     }
 }
 
-static int exit_for(int r)
+int exit_for(int r)
 {
     return r == -EREMOTE ? EXIT_RPC : 1;
 }
 
-static void print_json(json_object *o)
+void print_json(json_object *o)
 {
     printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
                                                          JSON_C_TO_STRING_NOSLASHESCAPE));
@@ -288,7 +338,7 @@ static void print_destroyed(json_object *o)
     printf("%s %s\n", get_str(o, "id"), get_str(o, "state"));
 }
 
-static int parse_int(const char *s, const char *what, int64_t min, int64_t max, int64_t *ret)
+int parse_int(const char *s, const char *what, int64_t min, int64_t max, int64_t *ret)
 {
     char *end;
     long long x;
@@ -304,7 +354,7 @@ static int parse_int(const char *s, const char *what, int64_t min, int64_t max, 
     return 0;
 }
 
-static json_object *id_params(const char *id)
+json_object *id_params(const char *id)
 {
     json_object *p = json_object_new_object();
 
@@ -422,199 +472,6 @@ static int cmd_resize(struct ctl *c, int argc, char **argv)
     return run_simple(c, "sandbox.resize", TAKE_PTR(p), print_sandbox);
 }
 
-/* Writes decoded output data (`name` or `name_b64`) of o to fd. */
-static int write_data(json_object *o, const char *name, int fd)
-{
-    _cleanup_free_ char *b64name = NULL;
-    json_object *v;
-
-    if (json_object_object_get_ex(o, name, &v) && v)
-        return write_all(fd, json_object_get_string(v), (size_t)json_object_get_string_len(v));
-    if (asprintf(&b64name, "%s_b64", name) < 0)
-        return -ENOMEM;
-    if (json_object_object_get_ex(o, b64name, &v) && v) {
-        _cleanup_free_ uint8_t *d = NULL;
-        size_t n;
-        int r =
-            b64_decode(json_object_get_string(v), (size_t)json_object_get_string_len(v), &d, &n);
-
-        if (r < 0)
-            return r;
-        return write_all(fd, (const char *)d, n);
-    }
-    return 0;
-}
-
-static int cmd_exec(struct ctl *c, int argc, char **argv)
-{
-    static const struct option opts[] = {
-        {"timeout", required_argument, NULL, 't'},
-        {"env", required_argument, NULL, 'e'},
-        {"cwd", required_argument, NULL, 'C'},
-        {},
-    };
-    _cleanup_json_ json_object *p = NULL;
-    _cleanup_json_ json_object *res = NULL;
-    json_object *env = NULL, *args, *v;
-    int64_t x;
-    int opt, r;
-
-    if (argc < 2) {
-        fprintf(stderr, "sandboxctl: exec ID [--timeout MS] [--env K=V] [--cwd DIR] -- CMD...\n");
-        return EXIT_USAGE;
-    }
-    p = id_params(argv[1]);
-    optind = 2;
-    while ((opt = getopt_long(argc, argv, "+t:e:C:", opts, NULL)) >= 0) {
-        switch (opt) {
-        case 't':
-            if (parse_int(optarg, "--timeout", 1, INT32_MAX, &x) < 0)
-                return EXIT_USAGE;
-            json_object_object_add(p, "timeout_ms", json_object_new_int64(x));
-            break;
-        case 'e': {
-            char *eq = strchr(optarg, '=');
-
-            if (!eq) {
-                fprintf(stderr, "sandboxctl: --env wants K=V\n");
-                return EXIT_USAGE;
-            }
-            if (!env) {
-                env = json_object_new_object();
-                json_object_object_add(p, "env", env);
-            }
-            *eq = '\0';
-            json_object_object_add(env, optarg, json_object_new_string(eq + 1));
-            break;
-        }
-        case 'C':
-            json_object_object_add(p, "cwd", json_object_new_string(optarg));
-            break;
-        default:
-            return EXIT_USAGE;
-        }
-    }
-    if (optind >= argc) {
-        fprintf(stderr, "sandboxctl: exec: no command given\n");
-        return EXIT_USAGE;
-    }
-    args = json_object_new_array();
-    for (int i = optind; i < argc; i++)
-        json_object_array_add(args, json_object_new_string(argv[i]));
-    json_object_object_add(p, "argv", args);
-    r = ctl_call(c, "sandbox.exec", TAKE_PTR(p), &res);
-    if (r < 0)
-        return exit_for(r);
-    if (c->json) {
-        print_json(res);
-    } else {
-        fflush(stdout);
-        (void)write_data(res, "stdout", STDOUT_FILENO);
-        (void)write_data(res, "stderr", STDERR_FILENO);
-    }
-    if (json_object_object_get_ex(res, "timed_out", &v) && json_object_get_boolean(v)) {
-        fprintf(stderr, "sandboxctl: exec: timed out\n");
-        return 124;
-    }
-    if (json_object_object_get_ex(res, "signal", &v) && v) {
-        int sig = json_object_is_type(v, json_type_int) ? json_object_get_int(v) : 9;
-
-        return 128 + (sig > 0 && sig < 128 ? sig : 9);
-    }
-    if (json_object_object_get_ex(res, "exit_code", &v) && v)
-        return json_object_get_int(v) & 0xff;
-    return 0;
-}
-
-static void print_written(json_object *o)
-{
-    printf("%s bytes written\n", get_str(o, "bytes"));
-}
-
-static int cmd_put(struct ctl *c, int argc, char **argv)
-{
-    _cleanup_close_ int fd = -1;
-    _cleanup_free_ char *data = NULL;
-    _cleanup_json_ json_object *p = NULL;
-    struct stat st;
-    size_t n = 0;
-
-    if (argc != 4) {
-        fprintf(stderr, "sandboxctl: put ID LOCAL REMOTE\n");
-        return EXIT_USAGE;
-    }
-    fd = open(argv[2], O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || fstat(fd, &st) < 0) {
-        fprintf(stderr, "sandboxctl: %s: %s\n", argv[2], strerror(errno));
-        return 1;
-    }
-    if (st.st_size > (off_t)CTL_FILE_MAX) {
-        fprintf(stderr, "sandboxctl: %s: larger than %u bytes\n", argv[2], CTL_FILE_MAX);
-        return 1;
-    }
-    data = malloc((size_t)st.st_size + 1);
-    if (!data)
-        return 1;
-    while (n < (size_t)st.st_size) {
-        ssize_t k = read(fd, data + n, (size_t)st.st_size - n);
-
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            break;
-        n += (size_t)k;
-    }
-    p = id_params(argv[1]);
-    json_object_object_add(p, "path", json_object_new_string(argv[3]));
-    json_object_object_add(p, "mode",
-                           json_object_new_string((st.st_mode & 0111) ? "0755" : "0644"));
-    if (b64_object_add_data(p, "content", data, n) < 0)
-        return 1;
-    return run_simple(c, "file.write", TAKE_PTR(p), print_written);
-}
-
-static int cmd_get(struct ctl *c, int argc, char **argv)
-{
-    _cleanup_close_ int fd = -1;
-    int64_t offset = 0;
-
-    if (argc != 3 && argc != 4) {
-        fprintf(stderr, "sandboxctl: get ID REMOTE [LOCAL]\n");
-        return EXIT_USAGE;
-    }
-    if (argc == 4) {
-        fd = open(argv[3], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (fd < 0) {
-            fprintf(stderr, "sandboxctl: %s: %s\n", argv[3], strerror(errno));
-            return 1;
-        }
-    }
-    for (;;) {
-        _cleanup_json_ json_object *res = NULL;
-        json_object *p = id_params(argv[1]), *v;
-        int r;
-
-        json_object_object_add(p, "path", json_object_new_string(argv[2]));
-        json_object_object_add(p, "offset", json_object_new_int64(offset));
-        json_object_object_add(p, "length", json_object_new_int64(CTL_READ_CHUNK));
-        r = ctl_call(c, "file.read", p, &res);
-        if (r < 0)
-            return exit_for(r);
-        if (json_object_object_get_ex(res, "content", &v) && v)
-            offset += json_object_get_string_len(v);
-        else if (json_object_object_get_ex(res, "content_b64", &v) && v)
-            offset += (int64_t)b64_decoded_size(json_object_get_string(v),
-                                                (size_t)json_object_get_string_len(v));
-        r = write_data(res, "content", fd >= 0 ? fd : STDOUT_FILENO);
-        if (r < 0) {
-            fprintf(stderr, "sandboxctl: writing: %s\n", strerror(-r));
-            return 1;
-        }
-        if (!json_object_object_get_ex(res, "eof", &v) || json_object_get_boolean(v))
-            return 0;
-    }
-}
-
 /* daemon.metrics in the Prometheus text format (--json: the result as it came). */
 static int cmd_metrics(struct ctl *c)
 {
@@ -670,10 +527,11 @@ static void usage(FILE *f)
             "                                  live; disks only grow\n"
             "  list [--all]                    your sandboxes (admins: --all)\n"
             "  show ID\n"
-            "  exec ID [--timeout MS] [--env K=V] [--cwd DIR] -- CMD...\n"
-            "                                  exits with the command's status\n"
-            "  put ID LOCAL REMOTE             copy a file into the sandbox\n"
-            "  get ID REMOTE [LOCAL]           copy a file out (stdout without LOCAL)\n"
+            "  exec ID [--timeout MS] [--env K=V] [--cwd DIR] [--max-output BYTES] -- CMD...\n"
+            "                                  stdin forwarded, output streamed; exits with\n"
+            "                                  the command's status (125: output truncated)\n"
+            "  put [-r] ID LOCAL|- REMOTE      copy a file (-r: a folder tree) into the sandbox\n"
+            "  get [-r] ID REMOTE [LOCAL|-]    copy a file (-r: a tree) out (stdout: -)\n"
             "  ls ID PATH                      list a folder\n"
             "  stat [-L] ID PATH               describe a path (-L: follow a link)\n"
             "  rm [-r] ID PATH                 remove (-r: a folder and all in it)\n"
@@ -731,6 +589,8 @@ int main(int argc, char **argv)
         usage(stderr);
         return EXIT_USAGE;
     }
+    /* A reader that goes away is an error to report (EPIPE), never a silent death. */
+    signal(SIGPIPE, SIG_IGN);
     cmd = argv[optind];
     argc -= optind;
     argv += optind;

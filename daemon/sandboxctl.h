@@ -1,17 +1,60 @@
-/* Shared by sandboxctl.c and the command files beside it (sandboxctl-fs.c). */
+/* What the sandboxctl commands share: the connection to sandboxd and the call helpers
+ * (sandboxctl.c), used by the command files beside it (sandboxctl-transfer.c,
+ * sandboxctl-fs.c). */
 #pragma once
 
 #include <json-c/json.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
-#define CTL_EXIT_RPC 2 /* the daemon answered with an error */
-#define CTL_EXIT_USAGE 64
+#define CTL_RESPONSE_MAX (64u * 1024 * 1024) /* longest response line accepted */
+#define CTL_FDS_MAX 8                        /* descriptors with one request (the daemon's cap) */
+#define CTL_WAIT_FDS 2
+#define CTL_TICK_MS 200
+#define EXIT_RPC 2         /* the daemon answered with an error */
+#define EXIT_TRUNCATED 125 /* exec: output over --max-output was dropped */
+#define EXIT_USAGE 64
 
-struct ctl;
+struct ctl {
+    const char *socket;
+    bool json;
+    int fd;
+    int64_t next_id;
+    char *buf; /* received bytes not yet returned */
+    size_t len, cap;
+};
 
+/* While a call waits for its reply: tick() every CTL_TICK_MS (progress), on_fd() when
+ * one of fds[0..n_fds) is readable (output relays). */
+struct ctl_wait {
+    void (*tick)(void *userdata);
+    void (*on_fd)(void *userdata, size_t i);
+    int fds[CTL_WAIT_FDS];
+    size_t n_fds;
+    void *userdata;
+};
+
+/* Calls method with params (taken over, NULL for none). On success *ret_result holds the
+ * result; on an error response prints it and returns -EREMOTE. */
+int ctl_call(struct ctl *c, const char *method, json_object *params, json_object **ret_result);
+/* The same, passing fds[0..n_fds) (SCM_RIGHTS, with the request line) and waiting with w
+ * (may be NULL). */
+int ctl_call_fds(struct ctl *c, const char *method, json_object *params, const int *fds,
+                 size_t n_fds, const struct ctl_wait *w, json_object **ret_result);
 /* Calls method with params (taken over) and prints the result: raw JSON with --json, else
  * through human (pretty JSON when NULL). Returns the exit status. */
 int ctl_run(struct ctl *c, const char *method, json_object *params,
             void (*human)(json_object *result));
+int exit_for(int r);
+void print_json(json_object *o);
+int parse_int(const char *s, const char *what, int64_t min, int64_t max, int64_t *ret);
+json_object *id_params(const char *id);
+
+/* sandboxctl-transfer.c */
+int cmd_put(struct ctl *c, int argc, char **argv);
+int cmd_get(struct ctl *c, int argc, char **argv);
+int cmd_exec(struct ctl *c, int argc, char **argv);
 
 /* The file system commands ls, stat, rm, mkdir, mv (sandboxctl-fs.c): whether cmd is one. */
 int ctl_fs_is_command(const char *cmd);

@@ -299,3 +299,44 @@ int sandbox_file_start_error(int r, struct engine_error *ret_err)
     }
     return file_start_error(r, false, ret_err);
 }
+
+int sandbox_file_write_fd(struct sandbox *sb, const struct sshfile_write_fd_params *p,
+                          sshfile_stream_cb cb, void *userdata, struct sshfile **ret_f,
+                          struct engine_error *ret_err)
+{
+    struct sshfile *f;
+    int r = file_session(sb, &f, ret_err);
+
+    if (r == 0)
+        r = sshfile_write_fd(f, p, cb, userdata);
+    if (r == 0)
+        *ret_f = f;
+    return r < 0 ? file_start_error(r, true, ret_err) : 0;
+}
+
+int sandbox_file_read_fd(struct sandbox *sb, const char *path, uint64_t offset, uint64_t length,
+                         int fd, sshfile_stream_cb cb, void *userdata, struct sshfile **ret_f,
+                         struct engine_error *ret_err)
+{
+    struct sshfile *f;
+    int r = file_session(sb, &f, ret_err);
+
+    if (r == 0)
+        r = sshfile_read_fd(f, path, offset, length, fd, cb, userdata);
+    if (r == 0)
+        *ret_f = f;
+    return r < 0 ? file_start_error(r, false, ret_err) : 0;
+}
+
+int sandbox_exec_fd(struct sandbox *sb, struct sshfile_exec_fd *x, sshfile_exec_fd_cb cb,
+                    void *userdata, struct sshfile **ret_f, struct engine_error *ret_err)
+{
+    struct sshfile *f;
+    int r = file_session(sb, &f, ret_err);
+
+    if (r == 0)
+        r = sshfile_exec_fd(f, x, cb, userdata);
+    if (r == 0)
+        *ret_f = f;
+    return r < 0 ? file_start_error(r, false, ret_err) : 0;
+}

@@ -244,6 +244,18 @@ bool engine_static_addresses(const struct engine *e);
 void engine_addr_hold(struct engine *e, uint32_t vmid, const char *net0);
 void engine_addr_release(struct engine *e, uint32_t vmid);
 
+/* The descriptor streams of sftp.h on the same session (the descriptor is taken on
+ * success): the file timeout is an inactivity deadline for them. *ret_f is the session,
+ * for sshfile_cancel(): it lives at least until the callback ran (unlike sb). */
+int sandbox_file_write_fd(struct sandbox *sb, const struct sshfile_write_fd_params *p,
+                          sshfile_stream_cb cb, void *userdata, struct sshfile **ret_f,
+                          struct engine_error *ret_err);
+int sandbox_file_read_fd(struct sandbox *sb, const char *path, uint64_t offset, uint64_t length,
+                         int fd, sshfile_stream_cb cb, void *userdata, struct sshfile **ret_f,
+                         struct engine_error *ret_err);
+int sandbox_exec_fd(struct sandbox *sb, struct sshfile_exec_fd *x, sshfile_exec_fd_cb cb,
+                    void *userdata, struct sshfile **ret_f, struct engine_error *ret_err);
+
 /* ---- for lib/reconcile.c (registry, leases, recovery) ---- */
 struct pve_client;
 struct registry;

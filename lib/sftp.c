@@ -17,74 +17,8 @@
 #include "sshs-internal.h"
 
 #define COMP "sftp"
-#define SSHFILE_CHUNK (192u * 1024u)
-#define SSHFILE_READ_CHUNK (64u * 1024u)
-#define SSHFILE_READ_AHEAD 16u
 /* How long the `mv -f` fallback (or an `rm -rf`) may take. */
 #define SSHFILE_MV_TIMEOUT_MS 30000
-
-enum job_kind {
-    JOB_WRITE,
-    JOB_READ,
-    JOB_OP, /* an operation of sftp-fs.c */
-    JOB_CLOSE,
-};
-
-struct sshfile;
-
-struct job {
-    uv_work_t work;
-    struct sshfile *f;
-    enum job_kind kind;
-    struct job *next;
-    char *path;
-    /* write */
-    void *data; /* owned */
-    size_t len;
-    mode_t mode;
-    bool make_parents;
-    bool in_place; /* offset/append: written in place, not replaced */
-    bool append;
-    bool op_mutated; /* an in-place write sent its first change */
-    uint64_t woffset;
-    sshfile_write_cb wcb;
-    /* read */
-    uint64_t offset, length;
-    sshfile_read_cb rcb;
-    struct sshfile_read_result rres;
-    /* op */
-    struct sshfile_op *op;
-    void *userdata;
-    uint64_t deadline; /* uv_now() milliseconds */
-    int error;
-    bool drop_session;
-    bool fresh_session; /* a deadline passed since the session was last used: reconnect */
-    bool answered;      /* the callback ran already, at the deadline (loop thread only) */
-    bool expired;       /* under f->mu: the deadline passed, the worker gives up */
-};
-
-struct sshfile {
-    uv_loop_t *loop;
-    struct sshs_conf conf;
-    uint64_t timeout_ms;
-    uv_timer_t timer; /* the next deadline of the running or first queued request */
-    /* Owned by the job on the thread pool while busy; the loop thread never touches them. */
-    ssh_session ssh;
-    sftp_session sftp;
-    /* Shared with the worker: the socket of the session the running job uses (-1: none).
-     * The worker clears it under mu before it may close the socket, so the loop thread can
-     * shut it down under mu without racing with the close. */
-    uv_mutex_t mu;
-    int sock;
-    struct job *cur; /* the job handed to the thread pool */
-    bool busy;
-    bool stale; /* a deadline passed: the next job starts on a new session */
-    struct job *qfirst, *qlast;
-    unsigned queued;
-    bool closing;
-    void (*close_cb)(void *userdata);
-    void *close_ud;
-};
 
 /* ---- errors ---- */
 
@@ -454,7 +388,9 @@ static int write_temp(struct sshfile *f, const struct job *j, const char *dir, c
             return refine_enoent(f, tmp);
         return r == -EIO ? refine_failure(f, NULL, dir) : r;
     }
-    while (off < j->len && r == 0) {
+    if (j->kind == JOB_WRITE_FD)
+        r = sshfile_stream_to_file(f, (struct job *)j, file);
+    while (j->kind == JOB_WRITE && off < j->len && r == 0) {
         size_t n = MIN(j->len - off, (size_t)SSHFILE_CHUNK);
         ssize_t w = sftp_write(file, (const char *)j->data + off, n);
         if (w <= 0)
@@ -719,17 +655,21 @@ static void on_job_work(uv_work_t *w)
                 r = -ETIME;
             break;
         }
-        r = j->kind == JOB_WRITE ? do_write(f, j)
-            : j->kind == JOB_OP  ? j->op->type->run(f, j->op)
-                                 : do_read(f, j);
+        r = j->kind == JOB_WRITE || j->kind == JOB_WRITE_FD ? do_write(f, j)
+            : j->kind == JOB_READ                           ? do_read(f, j)
+            : j->kind == JOB_OP                             ? j->op->type->run(f, j->op)
+            : j->kind == JOB_READ_FD                        ? sshfile_do_read_fd(f, j)
+                                                            : sshfile_do_exec_fd(f, j);
         if (job_detach(f, j)) {
             r = -ETIME; /* the socket was shut down under the call */
             break;
         }
         /* A kept session may have died while idle: reconnect once and retry. Reads and
          * replacing writes are idempotent (a fresh temporary + rename); an in-place write
-         * or another operation is retried only when it changed nothing yet. */
-        if (r < 0 && reused && is_transport_error(r) && !(j->kind == JOB_OP && j->op->mutated) &&
+         * or another operation only when it changed nothing yet, a stream only while
+         * nothing was taken from its descriptors yet. */
+        if (r < 0 && reused && is_transport_error(r) && j->moved == 0 &&
+            !(j->kind == JOB_OP && j->op->mutated) &&
             !(j->kind == JOB_WRITE && j->in_place && j->op_mutated)) {
             session_drop(f, true);
             continue;
@@ -746,16 +686,16 @@ static void on_job_work(uv_work_t *w)
 /* ---- loop side ---- */
 
 static const char *const kind_names[] = {
-    [JOB_WRITE] = "write",
-    [JOB_READ] = "read",
-    [JOB_OP] = "file operation",
-    [JOB_CLOSE] = "close",
+    [JOB_WRITE] = "write",  [JOB_READ] = "read",      [JOB_OP] = "file operation",
+    [JOB_CLOSE] = "close",  [JOB_WRITE_FD] = "write", [JOB_READ_FD] = "read",
+    [JOB_EXEC_FD] = "exec",
 };
 
 static void job_free(struct job *j)
 {
     if (!j)
         return;
+    sshfile_stream_job_done(j);
     free(j->rres.data);
     free(j->data);
     if (j->op)
@@ -772,6 +712,10 @@ static void job_notify(struct job *j, int error)
         j->rcb(error, error == 0 ? &j->rres : NULL, j->userdata);
     else if (j->kind == JOB_OP)
         j->op->type->notify(error, j->op);
+    else if (j->kind == JOB_WRITE_FD || j->kind == JOB_READ_FD)
+        j->wcb(error, j->moved, j->userdata);
+    else if (j->kind == JOB_EXEC_FD)
+        j->xcb(error, error == 0 ? j->exec : NULL, j->userdata);
 }
 
 static void job_complete(struct job *j, int error)
@@ -799,7 +743,7 @@ static void timer_arm(struct sshfile *f)
 }
 
 /* The running job's deadline passed: answer now and release the worker. */
-static void job_expire(struct sshfile *f, struct job *j)
+static void job_expire(struct sshfile *f, struct job *j, int error)
 {
     j->answered = true;
     f->stale = true;
@@ -809,13 +753,14 @@ static void job_expire(struct sshfile *f, struct job *j)
     if (uv_cancel((uv_req_t *)&j->work) != 0) {
         uv_mutex_lock(&f->mu);
         j->expired = true;
-        if (f->sock >= 0)
+        if (f->sock >= 0 && !j->in_fd_wait)
             (void)shutdown(f->sock, SHUT_RDWR);
         uv_mutex_unlock(&f->mu);
     }
-    log_info(COMP, "%s: %s %s: no answer within %" PRIu64 " ms, session dropped", f->conf.host,
-             kind_names[j->kind], j->path, f->timeout_ms);
-    job_notify(j, -ETIME);
+    if (error == -ETIME)
+        log_info(COMP, "%s: %s %s: no answer within %" PRIu64 " ms, session dropped", f->conf.host,
+                 kind_names[j->kind], j->path, f->timeout_ms);
+    job_notify(j, error);
 }
 
 static void on_deadline(uv_timer_t *t)
@@ -824,8 +769,15 @@ static void on_deadline(uv_timer_t *t)
     uint64_t now = uv_now(f->loop);
     struct job *j = f->cur;
 
+    if (j && !j->answered && j->deadline <= now && sshfile_job_is_stream(j)) {
+        /* Streams: the deadline counts from the last byte moved. */
+        uint64_t idle_ms = (uv_hrtime() - atomic_load(&j->progress_ns)) / 1000000u;
+
+        if (idle_ms < f->timeout_ms)
+            j->deadline = now + (f->timeout_ms - idle_ms);
+    }
     if (j && !j->answered && j->deadline <= now)
-        job_expire(f, j);
+        job_expire(f, j, -ETIME);
     /* Callbacks may close f: the queue is then empty, and f lives until the running job is
      * over (f->busy). */
     while ((j = f->qfirst) && j->deadline <= now) {
@@ -942,12 +894,13 @@ static void on_job_done(uv_work_t *w, int status)
     timer_arm(f);
 }
 
-static int submit(struct sshfile *f, struct job *j)
+int sshfile_submit(struct sshfile *f, struct job *j)
 {
     if (f->queued >= SSHFILE_QUEUE_MAX)
         return -EBUSY;
     j->f = f;
     j->deadline = uv_now(f->loop) + f->timeout_ms;
+    atomic_store(&j->progress_ns, uv_hrtime());
     if (!f->busy) {
         start_job(f, j);
         return 0;
@@ -962,7 +915,7 @@ static int submit(struct sshfile *f, struct job *j)
     return 0;
 }
 
-static int path_validate(const char *path)
+int sshfile_path_validate(const char *path)
 {
     size_t n;
 
@@ -1034,7 +987,7 @@ int sshfile_write(struct sshfile *f, const struct sshfile_write_params *params, 
         return -EINVAL;
     if (f->closing)
         return -ESHUTDOWN;
-    r = path_validate(params->path);
+    r = sshfile_path_validate(params->path);
     if (r < 0)
         return r;
     n = strlen(params->path);
@@ -1065,7 +1018,7 @@ int sshfile_write(struct sshfile *f, const struct sshfile_write_params *params, 
     j->woffset = params->offset;
     j->wcb = cb;
     j->userdata = userdata;
-    r = submit(f, j);
+    r = sshfile_submit(f, j);
     if (r < 0) {
         j->data = NULL; /* still the caller's */
         job_free(j);
@@ -1083,7 +1036,7 @@ int sshfile_read(struct sshfile *f, const char *path, uint64_t offset, uint64_t 
         return -EINVAL;
     if (f->closing)
         return -ESHUTDOWN;
-    r = path_validate(path);
+    r = sshfile_path_validate(path);
     if (r < 0)
         return r;
     if (length > SSHFILE_READ_MAX)
@@ -1103,7 +1056,7 @@ int sshfile_read(struct sshfile *f, const char *path, uint64_t offset, uint64_t 
     j->length = length;
     j->rcb = cb;
     j->userdata = userdata;
-    r = submit(f, j);
+    r = sshfile_submit(f, j);
     if (r < 0)
         job_free(j);
     return r;
@@ -1120,7 +1073,7 @@ int sshfile_submit_op(struct sshfile *f, const char *path, struct sshfile_op *op
         return -EINVAL;
     if (f->closing)
         return -ESHUTDOWN;
-    r = path_validate(path);
+    r = sshfile_path_validate(path);
     if (r < 0)
         return r;
     j = calloc(1, sizeof(*j));
@@ -1133,7 +1086,7 @@ int sshfile_submit_op(struct sshfile *f, const char *path, struct sshfile_op *op
         return -ENOMEM;
     }
     j->op = op; /* taken on success: freed with the job */
-    r = submit(f, j);
+    r = sshfile_submit(f, j);
     if (r < 0) {
         j->op = NULL; /* still the caller's */
         job_free(j);
@@ -1149,6 +1102,13 @@ sftp_session sshfile_sftp(struct sshfile *f)
 ssh_session sshfile_ssh(struct sshfile *f)
 {
     return f->ssh;
+}
+
+/* ---- for sftp-stream.c ---- */
+
+int sshfile_last_error(struct sshfile *f)
+{
+    return last_error(f);
 }
 
 int sshfile_refine_enoent(struct sshfile *f, const char *path)
@@ -1179,4 +1139,46 @@ int sshfile_remove_exec(struct sshfile *f, const char *path)
 int sshfile_write_target(struct sshfile *f, const char *path, char **ret_real)
 {
     return write_target(f, path, ret_real);
+}
+
+int sshfile_read_open(struct sshfile *f, const char *path, uint64_t *ret_size, sftp_file *ret)
+{
+    return read_open(f, path, ret_size, ret);
+}
+
+bool sshfile_job_expired(struct sshfile *f, struct job *j)
+{
+    bool expired;
+
+    uv_mutex_lock(&f->mu);
+    expired = j->expired;
+    uv_mutex_unlock(&f->mu);
+    return expired;
+}
+
+void sshfile_cancel(struct sshfile *f, void *userdata)
+{
+    struct job *j, **pp;
+
+    if (!f)
+        return;
+    j = f->cur;
+    if (j && !j->answered && j->userdata == userdata) {
+        job_expire(f, j, -ECANCELED);
+        timer_arm(f);
+        return;
+    }
+    for (pp = &f->qfirst; (j = *pp); pp = &j->next)
+        if (j->userdata == userdata) {
+            *pp = j->next;
+            if (f->qlast == j) {
+                f->qlast = NULL;
+                for (struct job *q = f->qfirst; q; q = q->next)
+                    f->qlast = q;
+            }
+            f->queued--;
+            job_complete(j, -ECANCELED);
+            timer_arm(f);
+            return;
+        }
 }

@@ -118,5 +118,61 @@ typedef void (*sshfile_read_cb)(int error, struct sshfile_read_result *result, v
 int sshfile_read(struct sshfile *f, const char *path, uint64_t offset, uint64_t length,
                  sshfile_read_cb cb, void *userdata);
 
+/* ---- Descriptor streams ----
+ *
+ * The same requests with a local descriptor (a client's, passed over the daemon's socket)
+ * as the source or the sink: no size cap, nothing held in memory past a few blocks. The
+ * descriptor is taken by a successful submit (closed when the job is over) and left to the
+ * caller when the submit fails. The worker waits for the descriptor with poll(2) in short
+ * slices, so a pipe that nobody feeds or drains never pins a pool thread past the deadline.
+ *
+ * Deadline: for streams the sshfile's timeout is an inactivity deadline, counted from the
+ * submission and then from the last byte moved; a transfer that keeps moving has no time
+ * limit. A stream occupies the sshfile's session (and one pool thread) until it is over:
+ * further requests on the same sandbox wait behind it (their own deadline counting).
+ *
+ * Errors besides those above: -EBADFD, reading or writing the passed descriptor failed (for
+ * example EPIPE: the reader went away; EIO). */
+typedef void (*sshfile_stream_cb)(int error, uint64_t bytes, void *userdata);
+
+struct sshfile_write_fd_params {
+    const char *path; /* as sshfile_write_params */
+    int fd;           /* read to its end; taken on success */
+    mode_t mode;
+    bool make_parents;
+};
+/* Atomic replace as sshfile_write(), from fd: bytes is what was written. */
+int sshfile_write_fd(struct sshfile *f, const struct sshfile_write_fd_params *params,
+                     sshfile_stream_cb cb, void *userdata);
+/* Copies [offset, offset + length) of path (up to its end) into fd: bytes is what was
+ * written into fd. A directory is -EISDIR, a FIFO, socket or device -EINVAL. */
+int sshfile_read_fd(struct sshfile *f, const char *path, uint64_t offset, uint64_t length, int fd,
+                    sshfile_stream_cb cb, void *userdata);
+
+/* A command with descriptors for its stdin and/or stdout, run on the sshfile's session. */
+struct sshfile_exec_fd {
+    char *command;             /* the remote command line (sshexec_build_command()); owned */
+    char marker[33];           /* its SANDBOXD_EXEC_ID, for the kill on timeout or failure */
+    int fd_in, fd_out, fd_err; /* taken on success; -1: empty stdin / output captured */
+    uint64_t timeout_ms;       /* 0: none; on expiry the channel is closed (see sftp-stream.c) */
+    size_t max_output;         /* cap of each captured stream */
+    /* result */
+    int exit_code; /* -1 when killed by a signal, timed out, or no status */
+    bool timed_out;
+    char *out, *err; /* captured (out only without fd_out); NUL-terminated */
+    size_t out_len, err_len;
+    bool out_truncated, err_truncated;
+    uint64_t out_bytes, err_bytes; /* bytes written into fd_out, fd_err */
+};
+typedef void (*sshfile_exec_fd_cb)(int error, struct sshfile_exec_fd *x, void *userdata);
+/* x is taken on success (freed after the callback) and left to the caller on failure. */
+int sshfile_exec_fd(struct sshfile *f, struct sshfile_exec_fd *x, sshfile_exec_fd_cb cb,
+                    void *userdata);
+void sshfile_exec_fd_free(struct sshfile_exec_fd *x);
+/* Ends the request submitted with userdata (a stream whose client went away): queued, it is
+ * dropped; running, it stops as at its deadline (an exec's command is killed, a write's
+ * temporary file removed). Its callback runs now with -ECANCELED. */
+void sshfile_cancel(struct sshfile *f, void *userdata);
+
 /* Maps an SFTP status code (SSH_FX_*) to a negative errno (exposed for tests). */
 int sshfile_status_to_errno(int status);

@@ -547,6 +547,22 @@ static void on_exec_timer_closed(uv_handle_t *h)
 
 static void on_kill_done(struct sshexec *k, int error, struct sshexec_result *res, void *ud);
 
+int sshexec_kill_command(const char *marker, char **ret)
+{
+    struct sbuf b = {};
+
+    sb_puts(&b, "exec /bin/sh -c ");
+    sb_quote(&b, kill_script);
+    sb_puts(&b, " sandboxd-kill ");
+    sb_puts(&b, marker);
+    if (b.error) {
+        free(b.p);
+        return b.error;
+    }
+    *ret = b.p;
+    return 0;
+}
+
 static int start_kill(struct sshexec *e)
 {
     struct sshexec *k;

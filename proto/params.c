@@ -163,6 +163,13 @@ int params_path(json_object *params, const char *name, bool required, char **ret
 }
 
 /* Exactly one (or, when optional, at most one) of name / name_b64. */
+/* An optional descriptor index: *ret stays -1 when absent. */
+static int params_fd(json_object *params, const char *name, int64_t *ret, struct params_error *err)
+{
+    *ret = -1;
+    return params_int(params, name, false, 0, PARAMS_FD_INDEX_MAX, ret, err);
+}
+
 static int params_data(json_object *params, const char *name, bool required, uint8_t **ret,
                        size_t *ret_len, bool *ret_has, struct params_error *err)
 {
@@ -712,9 +719,11 @@ static int params_argv(json_object *params, struct params_sandbox_exec *p, struc
 int params_sandbox_exec_parse(json_object *params, struct params_sandbox_exec *ret,
                               struct params_error *err)
 {
-    static const char *const allowed[] = {
-        "id",         "command",          "argv",   "env", "cwd", "stdin", "stdin_b64",
-        "timeout_ms", "max_output_bytes", "stream", NULL};
+    static const char *const allowed[] = {"id",        "command",    "argv",
+                                          "env",       "cwd",        "stdin",
+                                          "stdin_b64", "timeout_ms", "max_output_bytes",
+                                          "stream",    "stdin_fd",   "stdout_fd",
+                                          "stderr_fd", NULL};
     struct params_sandbox_exec p = {.timeout_ms = PARAMS_TIMEOUT_MS_DEFAULT,
                                     .max_output_bytes = PARAMS_MAX_OUTPUT_DEFAULT};
     bool has_command, has_argv;
@@ -761,10 +770,32 @@ int params_sandbox_exec_parse(json_object *params, struct params_sandbox_exec *r
     r = params_bool(params, "stream", false, &p.stream, err);
     if (r < 0)
         goto fail;
+    r = params_fd(params, "stdin_fd", &p.stdin_fd, err);
+    if (r < 0)
+        goto fail;
+    r = params_fd(params, "stdout_fd", &p.stdout_fd, err);
+    if (r < 0)
+        goto fail;
+    r = params_fd(params, "stderr_fd", &p.stderr_fd, err);
+    if (r < 0)
+        goto fail;
+    if ((p.stdin_fd >= 0 || p.stdout_fd >= 0 || p.stderr_fd >= 0) && p.stream) {
+        r = params_fail(err, "stream", "descriptors and stream exclude each other");
+        goto fail;
+    }
+    if ((p.stdin_fd >= 0 && (p.stdin_fd == p.stdout_fd || p.stdin_fd == p.stderr_fd)) ||
+        (p.stdout_fd >= 0 && p.stdout_fd == p.stderr_fd)) {
+        r = params_fail(err, "stdout_fd", "each descriptor may be named once");
+        goto fail;
+    }
     /* Last: it copies the (possibly large) input. */
     r = params_data(params, "stdin", false, &p.stdin_data, &p.stdin_len, &p.has_stdin, err);
     if (r < 0)
         goto fail;
+    if (p.has_stdin && p.stdin_fd >= 0) {
+        r = params_fail(err, "stdin_fd", "give either stdin/stdin_b64 or stdin_fd, not both");
+        goto fail;
+    }
     *ret = p;
     return 0;
 
@@ -814,8 +845,9 @@ int params_mode(json_object *params, unsigned *ret, struct params_error *err)
 int params_file_write_parse(json_object *params, struct params_file_write *ret,
                             struct params_error *err)
 {
-    static const char *const allowed[] = {
-        "id", "path", "content", "content_b64", "mode", "make_parents", "offset", "append", NULL};
+    static const char *const allowed[] = {"id",         "path", "content",      "content_b64",
+                                          "content_fd", "mode", "make_parents", "offset",
+                                          "append",     NULL};
     struct params_file_write p = {.mode = PARAMS_MODE_DEFAULT, .make_parents = true, .offset = -1};
     bool has;
     int r;
@@ -835,11 +867,19 @@ int params_file_write_parse(json_object *params, struct params_file_write *ret,
     r = params_file_write_place(params, &p.offset, &p.append, err);
     if (r < 0)
         return r;
+    r = params_fd(params, "content_fd", &p.content_fd, err);
+    if (r == 0 && p.content_fd >= 0 && (p.offset >= 0 || p.append))
+        r = params_fail(err, "content_fd",
+                        "content_fd replaces the whole file: not with offset or append");
+    if (r < 0)
+        return r;
     r = params_path(params, "path", true, &p.path, err);
     if (r < 0)
         return r;
-    r = params_data(params, "content", true, &p.content, &p.content_len, &has, err);
-    if (r == 0 && p.offset > PARAMS_WRITE_END_MAX - (int64_t)p.content_len)
+    r = params_data(params, "content", p.content_fd < 0, &p.content, &p.content_len, &has, err);
+    if (r >= 0 && has && p.content_fd >= 0)
+        r = params_fail(err, "content_fd", "give either content/content_b64 or content_fd");
+    if (r >= 0 && p.offset > PARAMS_WRITE_END_MAX - (int64_t)p.content_len)
         r = params_fail(err, "offset", "offset plus the content must be at most %lld bytes",
                         (long long)PARAMS_WRITE_END_MAX);
     if (r < 0) {
@@ -861,7 +901,7 @@ void params_file_read_done(struct params_file_read *p)
 int params_file_read_parse(json_object *params, struct params_file_read *ret,
                            struct params_error *err)
 {
-    static const char *const allowed[] = {"id", "path", "offset", "length", NULL};
+    static const char *const allowed[] = {"id", "path", "offset", "length", "to_fd", NULL};
     struct params_file_read p = {.length = PARAMS_READ_LENGTH_MAX};
     int r;
 
@@ -874,7 +914,13 @@ int params_file_read_parse(json_object *params, struct params_file_read *ret,
     r = params_int(params, "offset", false, 0, INT64_MAX, &p.offset, err);
     if (r < 0)
         return r;
-    r = params_int(params, "length", false, 0, PARAMS_READ_LENGTH_MAX, &p.length, err);
+    r = params_fd(params, "to_fd", &p.to_fd, err);
+    if (r < 0)
+        return r;
+    if (p.to_fd >= 0)
+        p.length = INT64_MAX; /* streamed: no cap but the file's end */
+    r = params_int(params, "length", false, 0, p.to_fd >= 0 ? INT64_MAX : PARAMS_READ_LENGTH_MAX,
+                   &p.length, err);
     if (r < 0)
         return r;
     r = params_path(params, "path", true, &p.path, err);

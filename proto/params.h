@@ -47,6 +47,7 @@
 #define PARAMS_READ_LENGTH_MAX (8 * 1024 * 1024)
 #define PARAMS_MODE_DEFAULT 0644
 #define PARAMS_WRITE_END_MAX ((INT64_C(1) << 53) - 1) /* file.write offset + content bytes */
+#define PARAMS_FD_INDEX_MAX 7 /* descriptors passed with one request: indexes 0..7 */
 _Static_assert(PARAMS_PATH_MAX <= EXEC_CWD_MAX, "a valid cwd must fit the exec line");
 
 /* What was wrong: param names the parameter ("params" for the container
@@ -126,18 +127,20 @@ struct params_sandbox_exec {
     int64_t timeout_ms;       /* default PARAMS_TIMEOUT_MS_DEFAULT */
     int64_t max_output_bytes; /* per stream, default PARAMS_MAX_OUTPUT_DEFAULT */
     bool stream;
+    int64_t stdin_fd, stdout_fd, stderr_fd; /* indexes of passed descriptors; -1: absent */
 };
 
-/* file.write: exactly one of content / content_b64. */
+/* file.write: exactly one of content / content_b64 / content_fd. */
 struct params_file_write {
     char id[PARAMS_ID_MAX + 1];
     char *path;
-    uint8_t *content; /* NUL-terminated copy, never NULL on success */
+    uint8_t *content; /* NUL-terminated copy, never NULL on success unless content_fd */
     size_t content_len;
-    unsigned mode;     /* <= 07777, default 0644 */
-    bool make_parents; /* default true */
-    int64_t offset;    /* 0..PARAMS_WRITE_END_MAX - content_len; -1: not given */
-    bool append;       /* default false; not with offset */
+    int64_t content_fd; /* index of a passed descriptor; -1 when absent */
+    unsigned mode;      /* <= 07777, default 0644 */
+    bool make_parents;  /* default true */
+    int64_t offset;     /* 0..PARAMS_WRITE_END_MAX - content_len; -1: not given */
+    bool append;        /* default false; not with offset */
 };
 
 /* file.read */
@@ -145,7 +148,9 @@ struct params_file_read {
     char id[PARAMS_ID_MAX + 1];
     char *path;
     int64_t offset; /* >= 0, default 0 */
-    int64_t length; /* 0..PARAMS_READ_LENGTH_MAX, default PARAMS_READ_LENGTH_MAX */
+    int64_t length; /* 0..PARAMS_READ_LENGTH_MAX, default PARAMS_READ_LENGTH_MAX; with
+                     * to_fd 0..INT64_MAX, default INT64_MAX (to the end of the file) */
+    int64_t to_fd;  /* index of a passed descriptor; -1 when absent */
 };
 
 /* Parsers: 0 on success (*ret filled), -EINVAL with *err filled (err may be

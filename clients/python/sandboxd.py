@@ -32,7 +32,7 @@ import queue
 import socket as _socket
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import IO, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 __all__ = [
     "Client", "Sandbox", "Process", "ExecResult", "ExecStream", "OutputChunk", "Method",
@@ -311,8 +311,8 @@ class _Connection:
         else:
             call.finish(result=msg.get("result"))
 
-    def start(self, method: str, params: Optional[Mapping[str, Any]], stream: bool = False
-              ) -> _Call:
+    def start(self, method: str, params: Optional[Mapping[str, Any]], stream: bool = False,
+              fds: Sequence[int] = ()) -> _Call:
         call = _Call(stream)
         with self.lock:
             if self.closed:
@@ -325,7 +325,13 @@ class _Connection:
         line = json.dumps(req, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
         try:
             with self.send_lock:
-                self.sock.sendall(line)
+                if fds:
+                    # Descriptors travel with the line, alone in one sendmsg().
+                    n = _socket.send_fds(self.sock, [line], list(fds))
+                    if n < len(line):
+                        self.sock.sendall(line[n:])
+                else:
+                    self.sock.sendall(line)
         except OSError as e:
             with self.lock:
                 self.calls.pop(rid, None)
@@ -452,17 +458,21 @@ class Client:
                 self._conn = _Connection(self.socket)
             return self._conn
 
-    def _start(self, method: str, params: Optional[Mapping[str, Any]], stream: bool) -> _Call:
+    def _start(self, method: str, params: Optional[Mapping[str, Any]], stream: bool,
+               fds: Sequence[int] = ()) -> _Call:
         try:
-            return self._connection().start(method, params, stream)
+            return self._connection().start(method, params, stream, fds)
         except _NotSent:
             # The connection closed just before: nothing reached the daemon.
-            return self._connection().start(method, params, stream)
+            return self._connection().start(method, params, stream, fds)
 
     def call(self, method: str, params: Optional[Mapping[str, Any]] = None,
-             timeout: Optional[float] = None) -> Any:
-        """Calls any method; returns its result or raises its Error."""
-        call = self._start(method, params, False)
+             timeout: Optional[float] = None, fds: Sequence[int] = ()) -> Any:
+        """Calls any method; returns its result or raises its Error. fds: open descriptors
+        passed with the request (SCM_RIGHTS), named by index in params (content_fd, to_fd,
+        stdin_fd, stdout_fd, stderr_fd); the daemon closes its copies, the caller keeps
+        its own."""
+        call = self._start(method, params, False, fds)
         return _wait(call, timeout if timeout is not None else self.timeout)
 
     def _stream(self, method: str, params: Mapping[str, Any]) -> _Call:
@@ -607,12 +617,27 @@ class Sandbox:
         return ExecStream(self.client._stream(Method.EXEC, params))
 
     # -- files
-    def write_file(self, path: str, data: Data, *, mode: Optional[Union[int, str]] = None,
+    def write_file(self, path: str, data: Union[Data, IO[Any]], *,
+                   mode: Optional[Union[int, str]] = None,
                    make_parents: Optional[bool] = None, offset: Optional[int] = None,
                    append: bool = False) -> int:
         """Replaces the file at path atomically; returns the bytes written. With offset (or
         append) the data is written into the file in place at that byte offset (or at its
-        end) instead: not atomic, and a missing file is created with mode."""
+        end) instead: not atomic, and a missing file is created with mode. data may be an
+        open file object (anything with fileno(): a file, a pipe, a socket): it is passed to
+        the daemon as a descriptor and read from its current position to its end, with no
+        size limit and nothing held in memory (not with offset or append)."""
+        if hasattr(data, "fileno"):
+            params_fd: Dict[str, Any] = {"id": self.id, "path": path, "content_fd": 0}
+            if mode is not None:
+                params_fd["mode"] = mode if isinstance(mode, str) else format(mode, "04o")
+            if make_parents is not None:
+                params_fd["make_parents"] = bool(make_parents)
+            if offset is not None:
+                params_fd["offset"] = offset
+            if append:
+                params_fd["append"] = True
+            return self.client.call(Method.FILE_WRITE, params_fd, fds=[data.fileno()])["bytes"]
         size = len(data.encode("utf-8")) if isinstance(data, str) else len(data)
         limit = self.client.limits.get("data_max_bytes")
         if isinstance(limit, int) and size > limit:
@@ -642,6 +667,18 @@ class Sandbox:
             out += chunk
             if r.get("eof") or not chunk or (length is not None and len(out) >= length):
                 return bytes(out)
+
+    def read_file_into(self, path: str, f: IO[Any], offset: int = 0,
+                       length: Optional[int] = None) -> int:
+        """Writes the file's bytes from offset (all of them, or at most length) into the open
+        file object f, passed to the daemon as a descriptor: no size limit, nothing held in
+        memory. Returns the bytes written."""
+        if hasattr(f, "flush"):
+            f.flush()
+        params: Dict[str, Any] = {"id": self.id, "path": path, "to_fd": 0, "offset": offset}
+        if length is not None:
+            params["length"] = length
+        return self.client.call(Method.FILE_READ, params, fds=[f.fileno()])["bytes"]
 
     def list_files(self, path: str, limit: Optional[int] = None) -> List[Dict[str, Any]]:
         """The entries of a folder ({name, type, size, mode, mtime}), sorted by name. A folder

@@ -7,6 +7,7 @@ mid-session (a clear exception for the call in flight, then the next call works)
 
 import hashlib
 import os
+import tempfile
 import threading
 import time
 
@@ -96,6 +97,15 @@ def main():
             want = r.stdout.split()[0]
             got = sb.read_file("/root/big")
             assert len(got) == 9000000 and hashlib.sha256(got).hexdigest() == want
+            # File objects travel as descriptors (no size limit, nothing in memory).
+            with tempfile.TemporaryFile() as f:
+                assert sb.read_file_into("/root/big", f) == 9000000
+                f.seek(0)
+                assert hashlib.sha256(f.read()).hexdigest() == want
+                f.seek(0)
+                assert sb.write_file("/root/big.copy", f, mode=0o640) == 9000000
+            r = sb.exec("sha256sum < /root/big.copy; stat -c %a /root/big.copy")
+            assert r.stdout.split() == [want, "-", "640"], r.stdout
             try:
                 sb.write_file("/root/huge", b"x" * (client.limits["data_max_bytes"] + 1))
                 raise AssertionError("no error")

@@ -129,7 +129,32 @@ static void method_admin(struct req *r, void *params, void *userdata)
     req_reply(r, json_object_new_boolean(true));
 }
 
+/* test.fd {"index": N, "write": bool}: takes descriptor N for reading or writing, writes
+ * "x" into it (or reads one byte), closes it, replies the number passed. */
+static void method_fd(struct req *r, void *params, void *userdata)
+{
+    json_object *p = params, *idx = NULL, *wr = NULL;
+    const char *reason;
+    bool write_it;
+    int fd;
+    char b = 'x';
+
+    (void)userdata;
+    (void)json_object_object_get_ex(p, "index", &idx);
+    (void)json_object_object_get_ex(p, "write", &wr);
+    write_it = json_object_get_boolean(wr);
+    if (req_take_fd(r, json_object_get_int64(idx), write_it ? REQ_FD_WRITE : REQ_FD_READ, &fd,
+                    &reason) < 0) {
+        req_invalid_params(r, "index", reason);
+        return;
+    }
+    ck_assert_int_eq(write_it ? write(fd, &b, 1) : read(fd, &b, 1), 1);
+    close(fd);
+    req_reply(r, json_object_new_int64(req_fds(r)));
+}
+
 static const struct method_def hold_methods[] = {
+    {"test.fd", NULL, method_fd, NULL, false},
     {"test.hold", NULL, method_hold, NULL, false},
     {"test.stream", NULL, method_stream, NULL, false},
     {"test.get", &params_sandbox_id_spec, method_get, NULL, false},
@@ -449,6 +474,158 @@ START_TEST(test_drain_rearm)
 }
 END_TEST
 
+/* Descriptors open in this process (the server runs in it). */
+static unsigned open_fds(void)
+{
+    unsigned n = 0;
+
+    for (int fd = 0; fd < 1024; fd++)
+        n += fcntl(fd, F_GETFD) >= 0;
+    return n;
+}
+
+/* Sends s with the descriptors fds[0..n) in one sendmsg(). */
+static void send_fds(int sock, const char *s, const int *fds, unsigned n)
+{
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * 16)];
+        struct cmsghdr align;
+    } c;
+    struct iovec iov = {.iov_base = (void *)s, .iov_len = strlen(s)};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+    struct cmsghdr *cm;
+
+    ck_assert_uint_le(n, 16);
+    if (n > 0) {
+        m.msg_control = c.buf;
+        m.msg_controllen = CMSG_SPACE(sizeof(int) * n);
+        cm = CMSG_FIRSTHDR(&m);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int) * n);
+        memcpy(CMSG_DATA(cm), fds, sizeof(int) * n);
+    }
+    ck_assert_int_eq(sendmsg(sock, &m, 0), (ssize_t)strlen(s));
+}
+
+/* True once the pipe's write ends are all closed (read end at EOF, bounded). */
+static bool pipe_eof(int rfd)
+{
+    char b;
+
+    for (int i = 0; i < 200; i++) {
+        ssize_t n = read(rfd, &b, 1);
+
+        if (n == 0)
+            return true;
+        if (n < 0 && errno != EAGAIN)
+            return false;
+        spin();
+    }
+    return false;
+}
+
+/* Descriptors arrive with their line and are used by index; those no param took are
+ * closed when the request completes; a wrong direction or a missing index is -32602. */
+START_TEST(test_fds_with_line)
+{
+    char buf[4096], b;
+    int fd = client(), p1[2], p2[2], fds[2];
+    unsigned before;
+
+    ck_assert_int_eq(pipe2(p1, O_CLOEXEC | O_NONBLOCK), 0);
+    ck_assert_int_eq(pipe2(p2, O_CLOEXEC | O_NONBLOCK), 0);
+    spin();
+    before = open_fds();
+    fds[0] = p1[1];
+    fds[1] = p2[1];
+    /* Lines before (blank ones too), without descriptors: counted, given none. */
+    send_str(fd,
+             "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"test.get\",\"params\":{\"id\":\"a\"}}\n"
+             "\n\r\n");
+    send_fds(fd,
+             "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"test.fd\","
+             "\"params\":{\"index\":1,\"write\":true}}\n",
+             fds, 2);
+    close(p1[1]);
+    close(p2[1]);
+    read_lines(fd, 2, buf, sizeof buf);
+    ck_assert_msg(strstr(buf, "\"result\":2"), "%s", buf);
+    ck_assert_int_eq(read(p2[0], &b, 1), 1);
+    ck_assert_int_eq(b, 'x');
+    /* Index 0 was not taken: closed with the request. */
+    ck_assert(pipe_eof(p1[0]));
+    ck_assert(pipe_eof(p2[0]));
+
+    /* A read end passed where the daemon writes, and a missing index. */
+    close(p1[0]);
+    ck_assert_int_eq(pipe2(p1, O_CLOEXEC | O_NONBLOCK), 0);
+    send_fds(fd,
+             "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"test.fd\","
+             "\"params\":{\"index\":0,\"write\":true}}\n",
+             &p1[0], 1);
+    read_lines(fd, 1, buf, sizeof buf);
+    ck_assert_ptr_nonnull(strstr(buf, "-32602"));
+    ck_assert_ptr_nonnull(strstr(buf, "not open for writing"));
+    send_fds(fd,
+             "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"test.fd\","
+             "\"params\":{\"index\":1,\"write\":true}}\n",
+             &p1[1], 1);
+    close(p1[1]);
+    read_lines(fd, 1, buf, sizeof buf);
+    ck_assert_ptr_nonnull(strstr(buf, "-32602"));
+    ck_assert(pipe_eof(p1[0]));
+    close(p1[0]);
+
+    /* Lines that are no request: a parse error, a blank line, a batch. */
+    ck_assert_int_eq(pipe2(p1, O_CLOEXEC | O_NONBLOCK), 0);
+    send_fds(fd, "{not json\n", &p1[1], 1);
+    send_fds(fd, "\n", &p1[1], 1);
+    send_fds(fd,
+             "[{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"test.fd\",\"params\":{\"index\":0}}]\n",
+             &p1[1], 1);
+    close(p1[1]);
+    read_lines(fd, 2, buf, sizeof buf);
+    ck_assert_ptr_nonnull(strstr(buf, "-32700"));
+    ck_assert_ptr_nonnull(strstr(buf, "-32602"));
+    ck_assert(pipe_eof(p1[0]));
+    close(p1[0]);
+    spin();
+    ck_assert_uint_eq(open_fds(), before - 3);
+    close(p2[0]);
+    close(fd);
+}
+END_TEST
+
+/* More descriptors than one line may carry: the kernel truncates the control data
+ * (MSG_CTRUNC); the connection answers one error and closes, and nothing leaks. */
+START_TEST(test_fds_too_many)
+{
+    char buf[4096];
+    int fd = client(), p[2], fds[9];
+    unsigned before;
+
+    ck_assert_int_eq(pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
+    spin();
+    before = open_fds();
+    for (int i = 0; i < 9; i++)
+        fds[i] = p[1];
+    send_fds(fd, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"test.fd\",\"params\":{\"index\":0}}\n",
+             fds, 9);
+    close(p[1]);
+    read_lines(fd, 1, buf, sizeof buf);
+    ck_assert_ptr_nonnull(strstr(buf, "-32600"));
+    ck_assert_ptr_nonnull(strstr(buf, "descriptors"));
+    (void)read_to_eof(fd);
+    ck_assert(pipe_eof(p[0]));
+    spin();
+    /* p[1], and the connection's socket and its duplicate. */
+    ck_assert_uint_eq(open_fds(), before - 3);
+    close(p[0]);
+    close(fd);
+}
+END_TEST
+
 static Suite *conn_suite(void)
 {
     Suite *s = suite_create("conn");
@@ -464,6 +641,8 @@ static Suite *conn_suite(void)
     tcase_add_test(tc, test_drain_rearm);
     tcase_add_test(tc, test_dispatch_params_and_admin);
     tcase_add_test(tc, test_admin_set);
+    tcase_add_test(tc, test_fds_with_line);
+    tcase_add_test(tc, test_fds_too_many);
     suite_add_tcase(s, tc);
     return s;
 }

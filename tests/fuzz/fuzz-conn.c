@@ -7,9 +7,12 @@
  * oversized lines, half-close, full close, read or not read (small buffers, so
  * output backs up and writes fail with EAGAIN or EPIPE), run the loop once,
  * advance a fake clock for the sweep, complete held requests, shut the server
- * down. After every action the invariants of conn.h must hold; at the end every
- * connection is closed, every request completed and the loop closes cleanly. */
+ * down. Requests may carry descriptors (SCM_RIGHTS, up to more than a line may
+ * hold). After every action the invariants of conn.h must hold; at the end every
+ * connection is closed, every request completed, every descriptor the daemon
+ * received closed, and the loop closes cleanly. */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -224,8 +227,19 @@ struct fuzz {
     uint64_t gone[FUZZ_GONE];   /* connections whose client closed completely */
     size_t n_gone;
     uint64_t clock_ms; /* the fake clock's lead over uv_now() */
+    int pipe[2];       /* the descriptors sent with requests */
     const uint8_t *p, *end;
 };
+
+/* Descriptors open in this process. */
+static unsigned open_fds(void)
+{
+    unsigned n = 0;
+
+    for (int fd = 0; fd < 4096; fd++)
+        n += fcntl(fd, F_GETFD) >= 0;
+    return n;
+}
 
 static unsigned take(struct fuzz *f)
 {
@@ -293,13 +307,43 @@ static void client_write(int fd, const void *p, size_t n)
         (void)send(fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
+/* Sends p with n copies of the pipe's ends as SCM_RIGHTS (n may exceed what one line
+ * may carry). */
+static void client_write_fds(struct fuzz *f, int fd, const char *p, size_t len, unsigned n)
+{
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * 12)];
+        struct cmsghdr align;
+    } c;
+    struct iovec iov = {.iov_base = (void *)p, .iov_len = len};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf};
+    struct cmsghdr *cm;
+
+    if (fd < 0 || len == 0)
+        return;
+    n = MIN(n, 12u);
+    m.msg_controllen = CMSG_SPACE(sizeof(int) * n);
+    cm = CMSG_FIRSTHDR(&m);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int) * n);
+    for (unsigned i = 0; i < n; i++)
+        memcpy(CMSG_DATA(cm) + i * sizeof(int), &f->pipe[i % 2], sizeof(int));
+    (void)sendmsg(fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
 static void op_write_request(struct fuzz *f)
 {
     int fd = pick_client(f);
     unsigned which = take(f) % ELEMENTSOF(requests), times = 1 + take(f) % 8;
+    unsigned n_fds = times > 4 ? take(f) % 12 : 0;
 
-    for (unsigned i = 0; i < times; i++)
-        client_write(fd, requests[which], strlen(requests[which]));
+    for (unsigned i = 0; i < times; i++) {
+        if (n_fds && i == 0)
+            client_write_fds(f, fd, requests[which], strlen(requests[which]), n_fds);
+        else
+            client_write(fd, requests[which], strlen(requests[which]));
+    }
 }
 
 static void op_write_bytes(struct fuzz *f)
@@ -467,13 +511,15 @@ static void finish(struct fuzz *f)
     server_done(&f->srv);
     config_done(&f->cfg);
     CHECK(uv_loop_close(&f->loop) == 0);
+    close(f->pipe[0]);
+    close(f->pipe[1]);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static bool initialized;
     struct fuzz f = {.p = data, .end = data + size};
-    unsigned ops = 0;
+    unsigned ops = 0, fds_before;
 
     if (!initialized) {
         initialized = true;
@@ -481,10 +527,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         log_set_max_level(getenv("FUZZ_CONN_LOG") ? LOG_DEBUG : LOG_CRIT);
         CHECK(methods_test_register() == 0);
         CHECK(methods_register(fuzz_methods) == 0);
+        /* libuv opens its process-wide descriptors with the first loop. */
+        CHECK(uv_loop_init(&f.loop) == 0);
+        CHECK(uv_loop_close(&f.loop) == 0);
     }
     if (size < 3)
         return 0;
     memset(holds, 0, sizeof holds);
+    fds_before = open_fds();
+    CHECK(pipe2(f.pipe, O_CLOEXEC) == 0);
     CHECK(uv_loop_init(&f.loop) == 0);
     CHECK(config_init(&f.cfg) == 0);
     /* Byte 0: caps small enough to be reached; byte 1: the disconnect policy. */
@@ -503,5 +554,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check_invariants(&f);
     }
     finish(&f);
+    /* Every descriptor received with a request was closed. */
+    CHECK(open_fds() == fds_before);
     return 0;
 }

@@ -411,6 +411,67 @@ def case_list_all_non_admin(t):
     check_recovered(t, before)
 
 
+def send_fds(c, line, fds):
+    """line (bytes) with fds as SCM_RIGHTS in one sendmsg()."""
+    socket.send_fds(c.s, [line], fds)
+
+
+@case
+def case_descriptor_flood(t):
+    """Requests carrying descriptors (SCM_RIGHTS): lines that are no request, requests that
+    fail, more than a line may carry (MSG_CTRUNC), batches, hang-ups right after sending,
+    and pipelines past the in-flight cap. Every descriptor the daemon received is closed
+    again: its descriptor count comes back, and the write end's copies are all gone (the
+    read end sees EOF once ours is closed)."""
+    before = t.footprint()
+    r, w = os.pipe()
+    lines = [
+        b"garbage\n",
+        b"\n",
+        b'{"jsonrpc":"2.0","id":1,"method":"file.write","params":{"id":"sb-x","path":"/a",'
+        b'"content_fd":0}}\n',
+        b'{"jsonrpc":"2.0","id":2,"method":"file.read","params":{"id":"sb-x","path":"/a",'
+        b'"to_fd":7}}\n',
+        b'{"jsonrpc":"2.0","id":3,"method":"daemon.status"}\n',
+        b'[{"jsonrpc":"2.0","id":4,"method":"daemon.status"}]\n',
+        b'{"jsonrpc":"2.0","id":5,"method":"no.such"}\n',
+        b'{"jsonrpc":"2.0","id":6,"method":"test.sleep","params":{"ms":20}}\n',
+    ]
+    for rnd in range(REPEATS):
+        cs = []
+        for i in range(8):
+            c = Client(t.sock, timeout=10)
+            n = 1 + (rnd + i) % 10  # 9 and 10: more than a line may carry
+            for k, line in enumerate(lines):
+                try:
+                    send_fds(c, line, [w, r][: 1 + k % 2] * (n // (1 + k % 2) or 1))
+                except OSError:
+                    break  # closed by the daemon (too many descriptors)
+            cs.append(c)
+        for i, c in enumerate(cs):
+            if i % 2:
+                c.close()  # hang up with replies pending
+                continue
+            c.s.shutdown(socket.SHUT_WR)
+            while c.recv() is not None:
+                pass
+            c.close()
+    os.close(w)
+    deadline = time.time() + RECOVER_S
+    os.set_blocking(r, False)
+    while True:
+        try:
+            eof = os.read(r, 1) == b""
+        except BlockingIOError:
+            eof = False
+        if eof or time.time() > deadline:
+            break
+        time.sleep(0.1)
+    os.close(r)
+    check(eof, "the daemon still holds a descriptor it was sent")
+    check_recovered(t, before)
+
+
 def main():
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     want = min(max(8192, soft), hard)

@@ -1,0 +1,290 @@
+/* file.write content_fd, file.read to_fd, sandbox.exec stdin_fd/stdout_fd. See
+ * methods-transfer.h and docs/protocol.md ("Passing descriptors"). */
+#include "methods-transfer.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "lib/config.h"
+#include "lib/macro.h"
+#include "proto/b64.h"
+#include "proto/rpc.h"
+
+/* One transfer in flight. */
+struct xfer {
+    struct req *req;
+    bool write;
+    uint64_t start_ns;
+    unsigned slot;     /* in running[] */
+    struct sshfile *f; /* the session running it, for the cancel */
+};
+
+/* The uids of the transfers running (a slot is free when its count is 0). */
+static struct {
+    uid_t uid;
+    bool used;
+} running[TRANSFER_MAX];
+
+/* Takes a slot for r's uid, or answers -32007. */
+static bool slot_take(struct req *r, unsigned *ret)
+{
+    unsigned free_slot = TRANSFER_MAX, mine = 0;
+
+    for (unsigned i = 0; i < TRANSFER_MAX; i++) {
+        if (!running[i].used)
+            free_slot = MIN(free_slot, i);
+        else if (running[i].uid == req_uid(r))
+            mine++;
+    }
+    if (free_slot == TRANSFER_MAX || mine >= TRANSFER_MAX_PER_UID) {
+        req_error(r, RPC_BUSY,
+                  mine >= TRANSFER_MAX_PER_UID
+                      ? "too many transfers through descriptors for this uid (limit 4)"
+                      : "too many transfers through descriptors running (limit 8)");
+        return false;
+    }
+    running[free_slot].used = true;
+    running[free_slot].uid = req_uid(r);
+    *ret = free_slot;
+    return true;
+}
+
+static void xfer_free(struct xfer *x)
+{
+    running[x->slot].used = false;
+    free(x);
+}
+
+/* The client went away: answer, and stop the transfer (its descriptors may be the
+ * client's terminal or pipes nobody reads any more; an exec's command is killed). The
+ * callback then runs with -ECANCELED and frees x. */
+static void xfer_detach(struct req *r, void *userdata)
+{
+    struct xfer *x = userdata;
+
+    x->req = NULL;
+    req_error(r, RPC_SHUTTING_DOWN, "the client went away");
+    sshfile_cancel(x->f, x);
+}
+
+static struct xfer *xfer_new(struct req *r, bool write)
+{
+    struct xfer *x = calloc(1, sizeof *x);
+
+    if (!x) {
+        req_error(r, RPC_INTERNAL_ERROR, "out of memory");
+        return NULL;
+    }
+    if (!slot_take(r, &x->slot)) {
+        free(x);
+        return NULL;
+    }
+    x->req = r;
+    x->write = write;
+    x->start_ns = uv_hrtime();
+    return x;
+}
+
+/* Takes descriptor index for access, or answers -32602 naming param. */
+static bool take_fd(struct req *r, const char *param, int64_t index, enum req_fd_access access,
+                    int *ret_fd)
+{
+    const char *reason;
+
+    if (req_take_fd(r, index, access, ret_fd, &reason) < 0) {
+        req_invalid_params(r, param, reason);
+        return false;
+    }
+    return true;
+}
+
+/* Errors of a transfer: the descriptor's own, and the inactivity deadline. */
+static void reply_transfer_error(struct req *r, int error, bool write)
+{
+    json_object *d;
+    char reason[160];
+
+    if (error != -EBADFD && error != -ETIME) {
+        methods_sandbox_reply_file_error(r, error, write);
+        return;
+    }
+    d = json_object_new_object();
+    if (error == -EBADFD) {
+        json_object_object_add(d, "reason",
+                               json_object_new_string(write ? "reading the passed descriptor failed"
+                                                            : "writing into the passed descriptor "
+                                                              "failed (closed by its reader?)"));
+        json_object_object_add(d, "errno", json_object_new_string("EBADFD"));
+        req_error_data(r, RPC_FILE_ERROR, NULL, d);
+        return;
+    }
+    snprintf(reason, sizeof reason, "no byte moved for %u ms (the transfer's inactivity deadline)",
+             req_config(r)->ssh.file_timeout_ms);
+    json_object_object_add(d, "reason", json_object_new_string(reason));
+    json_object_object_add(d, "timeout_ms",
+                           json_object_new_int64(req_config(r)->ssh.file_timeout_ms));
+    req_error_data(r, RPC_DEADLINE_EXCEEDED, NULL, d);
+}
+
+static void on_stream_done(int error, uint64_t bytes, void *userdata)
+{
+    struct xfer *x = userdata;
+    json_object *o;
+
+    if (x->req) {
+        if (error < 0) {
+            reply_transfer_error(x->req, error, x->write);
+        } else {
+            o = json_object_new_object();
+            json_object_object_add(o, "bytes", json_object_new_int64((int64_t)bytes));
+            req_reply(x->req, o);
+        }
+    }
+    xfer_free(x);
+}
+
+void transfer_file_write(struct req *r, struct sandbox *sb, const struct params_file_write *p)
+{
+    struct engine_error err;
+    struct xfer *x;
+    int fd;
+
+    if (!take_fd(r, "content_fd", p->content_fd, REQ_FD_READ, &fd))
+        return;
+    x = xfer_new(r, true);
+    if (!x) {
+        close(fd);
+        return;
+    }
+    struct sshfile_write_fd_params wp = {
+        .path = p->path,
+        .fd = fd,
+        .mode = p->mode,
+        .make_parents = p->make_parents,
+    };
+    if (sandbox_file_write_fd(sb, &wp, on_stream_done, x, &x->f, &err) < 0) {
+        close(fd);
+        xfer_free(x);
+        methods_sandbox_reply_engine_error(r, &err);
+        return;
+    }
+    req_on_disconnect(r, xfer_detach, x);
+}
+
+void transfer_file_read(struct req *r, struct sandbox *sb, const struct params_file_read *p)
+{
+    struct engine_error err;
+    struct xfer *x;
+    int fd;
+
+    if (!take_fd(r, "to_fd", p->to_fd, REQ_FD_WRITE, &fd))
+        return;
+    x = xfer_new(r, false);
+    if (!x) {
+        close(fd);
+        return;
+    }
+    if (sandbox_file_read_fd(sb, p->path, (uint64_t)p->offset, (uint64_t)p->length, fd,
+                             on_stream_done, x, &x->f, &err) < 0) {
+        close(fd);
+        xfer_free(x);
+        methods_sandbox_reply_engine_error(r, &err);
+        return;
+    }
+    req_on_disconnect(r, xfer_detach, x);
+}
+
+static void on_exec_done(int error, struct sshfile_exec_fd *res, void *userdata)
+{
+    struct xfer *x = userdata;
+    json_object *o;
+
+    if (!x->req) {
+        xfer_free(x);
+        return;
+    }
+    if (error < 0) {
+        reply_transfer_error(x->req, error, false);
+        xfer_free(x);
+        return;
+    }
+    o = json_object_new_object();
+    json_object_object_add(o, "exit_code",
+                           res->exit_code >= 0 ? json_object_new_int(res->exit_code) : NULL);
+    json_object_object_add(o, "signal", NULL);
+    json_object_object_add(o, "timed_out", json_object_new_boolean(res->timed_out));
+    json_object_object_add(o, "started", json_object_new_boolean(true));
+    (void)b64_object_add_data(o, "stdout", res->out ? res->out : "", res->out_len);
+    (void)b64_object_add_data(o, "stderr", res->err ? res->err : "", res->err_len);
+    json_object_object_add(o, "stdout_truncated", json_object_new_boolean(res->out_truncated));
+    json_object_object_add(o, "stderr_truncated", json_object_new_boolean(res->err_truncated));
+    if (res->fd_out >= 0)
+        json_object_object_add(o, "stdout_bytes", json_object_new_int64((int64_t)res->out_bytes));
+    if (res->fd_err >= 0)
+        json_object_object_add(o, "stderr_bytes", json_object_new_int64((int64_t)res->err_bytes));
+    json_object_object_add(
+        o, "duration_ms", json_object_new_int64((int64_t)((uv_hrtime() - x->start_ns) / 1000000u)));
+    req_reply(x->req, o);
+    xfer_free(x);
+}
+
+static void random_marker(char *buf)
+{
+    uint8_t rnd[16];
+
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+        for (size_t i = 0; i < sizeof rnd; i++)
+            rnd[i] = (uint8_t)(rand() & 0xff);
+    for (size_t i = 0; i < sizeof rnd; i++)
+        snprintf(buf + 2 * i, 3, "%02x", rnd[i]);
+}
+
+void transfer_exec(struct req *r, struct sandbox *sb, const struct sshexec_params *sp,
+                   const struct params_sandbox_exec *p)
+{
+    struct sshfile_exec_fd *e;
+    struct engine_error err;
+    struct xfer *x;
+    int k;
+
+    e = calloc(1, sizeof *e);
+    if (!e) {
+        req_error(r, RPC_INTERNAL_ERROR, "out of memory");
+        return;
+    }
+    e->fd_in = e->fd_out = e->fd_err = -1;
+    if ((p->stdin_fd >= 0 && !take_fd(r, "stdin_fd", p->stdin_fd, REQ_FD_READ, &e->fd_in)) ||
+        (p->stdout_fd >= 0 && !take_fd(r, "stdout_fd", p->stdout_fd, REQ_FD_WRITE, &e->fd_out)) ||
+        (p->stderr_fd >= 0 && !take_fd(r, "stderr_fd", p->stderr_fd, REQ_FD_WRITE, &e->fd_err)))
+        goto fail_quiet;
+    random_marker(e->marker);
+    k = sshexec_build_command(sp, e->marker, &e->command);
+    if (k < 0) {
+        req_invalid_params(r, "command", k == -E2BIG ? "too long" : "cannot be run");
+        goto fail_quiet;
+    }
+    e->timeout_ms = (uint64_t)p->timeout_ms;
+    e->max_output = (size_t)p->max_output_bytes;
+    x = xfer_new(r, false);
+    if (!x)
+        goto fail_quiet;
+    if (sandbox_exec_fd(sb, e, on_exec_done, x, &x->f, &err) < 0) {
+        xfer_free(x);
+        methods_sandbox_reply_engine_error(r, &err);
+        goto fail_quiet;
+    }
+    req_on_disconnect(r, xfer_detach, x);
+    return;
+
+fail_quiet: /* r is answered */
+    if (e->fd_in >= 0)
+        close(e->fd_in);
+    if (e->fd_out >= 0)
+        close(e->fd_out);
+    if (e->fd_err >= 0)
+        close(e->fd_err);
+    sshfile_exec_fd_free(e);
+}
