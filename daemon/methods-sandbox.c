@@ -1112,6 +1112,21 @@ static void stop_now(void *userdata)
     engine_close(TAKE_PTR(sm->engine), NULL, NULL);
 }
 
+struct engine *methods_sandbox_engine(void)
+{
+    return instance.engine;
+}
+
+bool methods_sandbox_park(struct req *r, const char *id, method_handler_t handler, void *params)
+{
+    return park_until_reconciled(&instance, r, id, handler, params);
+}
+
+void methods_sandbox_reply_error(struct req *r, const struct engine_error *err)
+{
+    reply_engine_error(r, err);
+}
+
 void methods_sandbox_stop(void)
 {
     struct sandbox_methods *sm = &instance;

@@ -89,6 +89,9 @@ static const struct key_def keys[] = {
     {"sandbox", "destroy_on_stop", KEY_BOOL, F(sandbox.destroy_on_stop), 0, 0, 0},
     UINT_KEY("sandbox", "reconcile_interval_s", sandbox.reconcile_interval_s, 1, 86400),
     UINT_KEY("sandbox", "orphan_grace_s", sandbox.orphan_grace_s, 0, 86400),
+    UINT_KEY("sandbox", "max_processes", sandbox.max_processes, 1, 1024),
+    UINT_KEY("sandbox", "process_output_max_bytes", sandbox.process_output_max_bytes, 65536,
+             1073741824),
 };
 
 #define N_KEYS ELEMENTSOF(keys)
@@ -425,6 +428,8 @@ int config_init(struct config *c)
                 .create_timeout_s = CONFIG_DEFAULT_CREATE_TIMEOUT_S,
                 .reconcile_interval_s = CONFIG_DEFAULT_RECONCILE_INTERVAL_S,
                 .orphan_grace_s = CONFIG_DEFAULT_ORPHAN_GRACE_S,
+                .max_processes = CONFIG_DEFAULT_MAX_PROCESSES,
+                .process_output_max_bytes = CONFIG_DEFAULT_PROCESS_OUTPUT_MAX,
             },
     };
     c->proxmox.nodes = calloc(1, sizeof(char *));

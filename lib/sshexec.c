@@ -162,6 +162,7 @@ static void exec_set_state(struct sshexec *e, enum exec_state state)
     " && { command -v nsenter >/dev/null && unshare -p mkfifo -m 600 $f 2>/dev/null && exec "      \
     "unshare -p /bin/sh -c "
 #define LINE_END " sandboxd-exec $f \"$@\"; exec \"$@\"; }"
+#define LINE_PLAIN_END " && exec \"$@\""
 
 /* The wrapper, after `unshare -p`: $1 is the FIFO, the rest the command. Its first child is
  * the namespace's init: it opens the FIFO (meeting the wrapper's open for writing), removes
@@ -400,11 +401,15 @@ int sshexec_build_command(const struct sshexec_params *params, const char *marke
     sb_puts(&b, marker);
     sb_puts(&b, LINE_SET);
     sb_command_vector(&b, params);
-    sb_puts(&b, LINE_FIFO);
-    sb_puts(&b, marker);
-    sb_puts(&b, LINE_NS);
-    sb_quote(&b, STAGE2);
-    sb_puts(&b, LINE_END);
+    if (params->plain) {
+        sb_puts(&b, LINE_PLAIN_END);
+    } else {
+        sb_puts(&b, LINE_FIFO);
+        sb_puts(&b, marker);
+        sb_puts(&b, LINE_NS);
+        sb_quote(&b, STAGE2);
+        sb_puts(&b, LINE_END);
+    }
     if (b.error) {
         free(b.p);
         return b.error;

@@ -92,6 +92,9 @@ struct sshexec_params {
     size_t max_output_bytes;     /* per stream when has_max_output; 0 keeps no output at all */
     sshexec_output_cb on_output; /* NULL = capture into the result. Set = stream: the result
                                   * then carries no output (out/err NULL), only the flags. */
+    bool plain; /* run without a PID namespace of its own: what the command leaves running in
+                 * the background outlives it (background processes, lib/process.h); the kill
+                 * on timeout or cancel still finds the marker holders */
 };
 
 struct sshexec_result {

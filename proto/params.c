@@ -1,5 +1,6 @@
 /* Params of every method of docs/protocol.md: types, limits, defaults. See params.h. */
 #include "proto/params.h"
+#include "proto/params-process.h"
 
 #include "proto/b64.h"
 
@@ -887,12 +888,12 @@ static const struct rpc_method_info rpc_method_table[] = {
     {"file.read", false, &params_file_read_spec},
     {"daemon.status", false, &params_none_spec},
     {"rpc.discover", false, &params_none_spec},
-    {"process.start", true, NULL},
-    {"process.read", true, NULL},
-    {"process.write", true, NULL},
-    {"process.wait", true, NULL},
-    {"process.kill", true, NULL},
-    {"process.list", true, NULL},
+    {"process.start", false, &params_process_start_spec},
+    {"process.read", false, &params_process_read_spec},
+    {"process.write", false, &params_process_write_spec},
+    {"process.wait", false, &params_process_wait_spec},
+    {"process.kill", false, &params_process_kill_spec},
+    {"process.list", false, &params_process_list_spec},
     {"file.stat", true, NULL},
     {"file.list", true, NULL},
     {"sandbox.snapshot", true, NULL},

@@ -537,12 +537,11 @@ END_TEST
 START_TEST(test_method_table)
 {
     static const char *const protocol[] = {
-        "sandbox.create",  "sandbox.get",  "sandbox.list", "sandbox.renew", "sandbox.set_internet",
-        "sandbox.destroy", "sandbox.exec", "file.write",   "file.read",     "daemon.status",
-        "rpc.discover"};
-    static const char *const planned[] = {"process.start",    "process.read",    "process.write",
-                                          "process.wait",     "process.kill",    "process.list",
-                                          "file.stat",        "file.list",       "sandbox.snapshot",
+        "sandbox.create",  "sandbox.get",   "sandbox.list", "sandbox.renew", "sandbox.set_internet",
+        "sandbox.destroy", "sandbox.exec",  "file.write",   "file.read",     "daemon.status",
+        "rpc.discover",    "process.start", "process.read", "process.write", "process.wait",
+        "process.kill",    "process.list"};
+    static const char *const planned[] = {"file.stat", "file.list", "sandbox.snapshot",
                                           "sandbox.rollback", "daemon.subscribe"};
     const struct rpc_method_info *all;
     size_t n;
