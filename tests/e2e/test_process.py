@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 
+import e2elib
 from e2elib import Env, RpcError, b64, data_of, run
 from test_recovery_util import kill9, launch
 
@@ -220,6 +221,30 @@ print(json.dumps(codes))
             ps = c2.call("sandbox.exec", {"id": sid, "command": "ps -o args"})["stdout"]
             assert "sleep 4242" not in ps, ps
 
+        def sandboxctl_commands(c2):
+            ctl = os.path.join(e2elib.BUILD, "daemon", "sandboxctl")
+
+            def sc(*args, **kw):
+                return subprocess.run([ctl, "--socket", env.socket, *args], capture_output=True, timeout=120, **kw)
+            r = sc("start", sid, "--", "sh", "-c", "echo one; echo two >&2; sleep 1; echo three")
+            assert r.returncode == 0, r.stderr
+            proc = r.stdout.decode().strip()
+            assert proc.startswith("pr-"), r.stdout
+            r = sc("ps", sid)
+            assert r.returncode == 0 and proc in r.stdout.decode(), r
+            r = sc("logs", "-f", sid, proc)
+            assert r.returncode == 0 and r.stdout == b"one\nthree\n", r
+            r = sc("logs", "--stderr", sid, proc)
+            assert r.returncode == 0 and r.stdout == b"two\n", r
+            r = sc("ps", sid)
+            line = [x for x in r.stdout.decode().splitlines() if x.startswith(proc)][0]
+            assert "exited 0" in line, line
+            p = c2.call("process.start", {"id": sid, "command": "sleep 1000"})
+            r = sc("kill", sid, p["process"], "TERM")
+            assert r.returncode == 0 and "exited SIGTERM" in r.stdout.decode(), r
+            r = sc("kill", sid, "pr-0000000000000000")
+            assert r.returncode == 2 and b"no such process" in r.stderr, r
+
         state = {}
 
         def first():
@@ -232,7 +257,8 @@ print(json.dumps(codes))
                          ("50 processes and the process limit", fifty_processes_and_limits),
                          ("bad params and states", bad_params),
                          ("another uid cannot see or touch them", other_uid_cannot_touch),
-                         ("sandbox.exec returns with a background child", exec_with_background_child)]:
+                         ("sandbox.exec returns with a background child", exec_with_background_child),
+                         ("sandboxctl start, ps, logs, kill", sandboxctl_commands)]:
             tests.append((name, (lambda f: lambda: f(state["c"]))(fn)))
 
         def destroy():
