@@ -21,7 +21,9 @@
     "  else x=-; fi; }\n"
 #define ENTER(id) "cd \"$B/" id "\" 2>/dev/null || { echo '@ E nosuch' >&2; exit 0; }\n"
 
-/* The wrapper, in its own session with the process's folder as cwd:
+/* The wrapper, in its own session with the process's folder as cwd, started without the
+ * launching exec's SANDBOXD_EXEC_ID (/proc/PID/environ keeps what exec(2) got, so an `unset`
+ * would not hide it from that exec's kill script):
  * $1 segment size, $2 bytes kept per stream, $3 1 when stdin is a FIFO, the rest the command.
  * Relays copy out.p/err.p into segments (one dd per read, so bytes land as they come: head and
  * cat buffer or cannot stop at a segment's end); a trimmer removes old segments every second; the
@@ -30,7 +32,7 @@
  * else in a session of its own; then the exit status is written once the relays saw EOF
  * (everything that held the output ended). */
 static const char wrapper[] =
-    "S=$1; C=$2; I=$3; shift 3; unset SANDBOXD_EXEC_ID\n"
+    "S=$1; C=$2; I=$3; shift 3\n"
     "read -r p _ </proc/self/stat; echo \"$p\" >wpid\n"
     "B=${PWD%/*}\n"
     "tk() { read -t \"$1\" q <>\"$B/.tick\" 2>/dev/null; [ $? -gt 128 ] || sleep \"$1\"; }\n"
@@ -243,7 +245,7 @@ int process_script_start(const struct process_start_spec *p, char **ret)
             " >cmd; echo %lld >started; mkfifo out.p err.p || exit 1\n"
             "%s"
             "export SANDBOXD_PROCESS_DIR=\"$d\" SANDBOXD_PROCESS=%s\n"
-            "setsid /bin/sh -c ",
+            "env -u SANDBOXD_EXEC_ID setsid /bin/sh -c ",
             (long long)p->started_at, p->has_stdin ? "mkfifo in || exit 1\n" : "", p->id);
     script_quote(&s, wrapper);
     fprintf(s.f, " sandboxd-process %llu %llu %d",
