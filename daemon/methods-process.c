@@ -470,7 +470,8 @@ static void method_read(struct req *r, void *params, void *userdata)
     if (script_failed(r, c, k))
         return;
     run.timeout_ms = (uint64_t)p->wait_ms + PROCESS_EXEC_MARGIN_MS;
-    run.max_output = (size_t)p->length;
+    /* The cap is per stream: stderr carries the report line. */
+    run.max_output = MAX((size_t)p->length, (size_t)4096);
     run.long_poll = p->wait_ms > 0;
     call_run(r, p->id, c, &run);
 }

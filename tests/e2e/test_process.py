@@ -174,6 +174,8 @@ def main():
                                               "wait_ms": 60001}, -32602, "wait_ms")
             p = c2.call("process.start", {"id": sid, "command": "echo abc"})
             c2.call("process.wait", {"id": sid, "process": p["process"]})
+            r = c2.call("process.read", {"id": sid, "process": p["process"], "offset": 1, "length": 1})
+            assert data_of(r, "data") == b"b" and r["next_offset"] == 2 and not r["eof"], r
             expect_error(c2, "process.read", {"id": sid, "process": p["process"], "offset": 5}, -32602, "offset")
             expect_error(c2, "process.write", {"id": sid, "process": p["process"], "data": "x"}, -32002)
             expect_error(c2, "process.kill", {"id": sid, "process": p["process"], "signal": "SIGBOGUS"},
