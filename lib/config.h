@@ -108,19 +108,22 @@ struct config_ssh {
 };
 
 struct config_sandbox {
-    unsigned default_ttl_s;            /* 60..max_ttl_s */
-    unsigned max_ttl_s;                /* 60..31536000 */
-    unsigned max_per_uid;              /* 0..65536 */
-    unsigned max_total;                /* 0..65536 */
-    unsigned default_cores;            /* 1..512 */
-    unsigned default_memory_mb;        /* 16..1048576 */
-    unsigned default_disk_gb;          /* 1..65536 */
-    unsigned create_timeout_s;         /* 10..3600 */
-    bool destroy_on_stop;              /* a clean stop destroys every sandbox (default: kept) */
-    unsigned reconcile_interval_s;     /* 1..86400: Proxmox pool compared with the registry */
-    unsigned orphan_grace_s;           /* 0..86400: age before an unrecorded container is reaped */
-    unsigned max_processes;            /* 1..1024: running background processes per sandbox */
-    unsigned process_output_max_bytes; /* 64 KiB..1 GiB: output kept per process and stream */
+    unsigned default_ttl_s;     /* 60..max_ttl_s */
+    unsigned max_ttl_s;         /* 60..31536000 */
+    unsigned max_per_uid;       /* 0..65536 */
+    unsigned max_total;         /* 0..65536 */
+    unsigned default_cores;     /* 1..512 */
+    unsigned default_memory_mb; /* 16..1048576 */
+    unsigned default_disk_gb;   /* 1..65536 */
+    unsigned create_timeout_s;  /* 10..3600 */
+    bool destroy_on_stop;          /* a clean stop destroys every sandbox (default: kept) */
+    unsigned reconcile_interval_s; /* 1..86400: Proxmox pool compared with the registry */
+    unsigned orphan_grace_s;       /* 0..86400: age before an unrecorded container is reaped */
+
+    /* Background processes (process.*): running at once per sandbox (1..1024), and output
+     * kept per process and stream (64 KiB..1 GiB). */
+    unsigned max_processes;
+    unsigned process_output_max_bytes;
 };
 
 struct config {
