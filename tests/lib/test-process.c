@@ -232,6 +232,29 @@ START_TEST(test_kill_retention_list)
 }
 END_TEST
 
+/* Long-polls that wait: past the first 100 ms (where dash polls less often), until output
+ * comes; and until the deadline with none. */
+START_TEST(test_long_poll_waits)
+{
+    char id[PROCESS_ID_LEN + 1], *d;
+    struct process_status st;
+    uint64_t nums[3];
+    size_t n;
+
+    ck_assert_int_eq(process_id_new(time(NULL), id), 0);
+    start(id, "sleep 1; echo late; sleep 1000", false, 65536);
+    d = read_at(id, PROCESS_STDOUT, 0, 20000, 65536, nums, &st, &n);
+    ck_assert_uint_eq(n, 5);
+    ck_assert(memcmp(d, "late\n", 5) == 0);
+    free(d);
+    d = read_at(id, PROCESS_STDOUT, 5, 300, 65536, nums, &st, &n);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_uint_eq(nums[1], 5);
+    ck_assert_str_eq(st.state, "running");
+    free(d);
+}
+END_TEST
+
 static Suite *process_suite(void)
 {
     Suite *s = suite_create("process");
@@ -241,6 +264,7 @@ static Suite *process_suite(void)
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, test_stdin_wait_exit);
     tcase_add_test(tc, test_kill_retention_list);
+    tcase_add_test(tc, test_long_poll_waits);
     suite_add_tcase(s, tc);
     return s;
 }
