@@ -14,6 +14,7 @@
 #include "events.h"
 #include "methods-daemon.h"
 #include "methods-obs.h"
+#include "methods-process.h"
 #include "methods-sandbox.h"
 #include "methods-transfer.h"
 #include "methods-test.h"
@@ -211,6 +212,7 @@ static void on_server_closed(struct server *s, void *userdata)
 
     watchdog_stop(&d->watchdog);
     close_signals(d);
+    methods_process_stop();
     methods_sandbox_stop();
 }
 
@@ -362,6 +364,8 @@ int main(int argc, char **argv)
     uv_signal_start(&d.sig_hup, on_signal, SIGHUP);
 
     r = methods_sandbox_start(&d.loop, &d.config, &d.methods);
+    if (r >= 0)
+        r = methods_process_start();
     if (r >= 0)
         r = server_listen(&d.server, socket_path);
     if (r < 0) {

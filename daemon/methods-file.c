@@ -10,6 +10,7 @@
 #include "proto/b64.h"
 #include "proto/params-file.h"
 #include "proto/rpc.h"
+#include "methods-sandbox.h"
 #include "req.h"
 
 /* One request on its way through the sandbox's SFTP queue; outlives a client that left. */
@@ -89,7 +90,7 @@ static struct fs_req *fs_begin(struct req *r, void *params, void *userdata, meth
     struct sandbox *sb;
     struct fs_req *x;
 
-    if (methods_sandbox_park(userdata, r, p->id, self, params))
+    if (methods_sandbox_park(r, p->id, self, params))
         return NULL;
     sb = methods_sandbox_lookup(userdata, r, p->id);
     if (!sb)

@@ -15,7 +15,3 @@ extern const struct method_def methods_file_rows[METHODS_FILE_ROWS];
 struct sandbox_methods;
 /* The caller's sandbox, or NULL after replying -32001. */
 struct sandbox *methods_sandbox_lookup(struct sandbox_methods *sm, struct req *r, const char *id);
-/* True when r was parked until the first reconcile (handler runs again then). */
-bool methods_sandbox_park(struct sandbox_methods *sm, struct req *r, const char *id,
-                          method_handler_t handler, void *params);
-void methods_sandbox_reply_error(struct req *r, const struct engine_error *err);

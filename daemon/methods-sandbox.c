@@ -1065,11 +1065,6 @@ static void method_file_read(struct req *r, void *params, void *userdata)
         transfer_file_read(r, sb, p);
 }
 
-void methods_sandbox_reply_engine_error(struct req *r, const struct engine_error *err)
-{
-    reply_engine_error(r, err);
-}
-
 void methods_sandbox_reply_file_error(struct req *r, int error, bool write)
 {
     reply_file_error(r, error, write);
@@ -1080,17 +1075,6 @@ void methods_sandbox_reply_file_error(struct req *r, int error, bool write)
 struct sandbox *methods_sandbox_lookup(struct sandbox_methods *sm, struct req *r, const char *id)
 {
     return lookup(sm, r, id);
-}
-
-bool methods_sandbox_park(struct sandbox_methods *sm, struct req *r, const char *id,
-                          method_handler_t handler, void *params)
-{
-    return park_until_reconciled(sm, r, id, handler, params);
-}
-
-void methods_sandbox_reply_error(struct req *r, const struct engine_error *err)
-{
-    reply_engine_error(r, err);
 }
 
 /* ---- daemon.status ---- */
@@ -1266,6 +1250,21 @@ static void stop_now(void *userdata)
     sm->reconcile = reconcile_free(sm->reconcile);
     methods_obs_set_engine(NULL);
     engine_close(TAKE_PTR(sm->engine), NULL, NULL);
+}
+
+struct engine *methods_sandbox_engine(void)
+{
+    return instance.engine;
+}
+
+bool methods_sandbox_park(struct req *r, const char *id, method_handler_t handler, void *params)
+{
+    return park_until_reconciled(&instance, r, id, handler, params);
+}
+
+void methods_sandbox_reply_error(struct req *r, const struct engine_error *err)
+{
+    reply_engine_error(r, err);
 }
 
 void methods_sandbox_stop(void)

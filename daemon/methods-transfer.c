@@ -12,6 +12,7 @@
 #include "lib/macro.h"
 #include "proto/b64.h"
 #include "proto/rpc.h"
+#include "methods-sandbox.h"
 
 /* One transfer in flight. */
 struct xfer {
@@ -168,7 +169,7 @@ void transfer_file_write(struct req *r, struct sandbox *sb, const struct params_
     if (sandbox_file_write_fd(sb, &wp, on_stream_done, x, &x->f, &err) < 0) {
         close(fd);
         xfer_free(x);
-        methods_sandbox_reply_engine_error(r, &err);
+        methods_sandbox_reply_error(r, &err);
         return;
     }
     req_on_disconnect(r, xfer_detach, x);
@@ -191,7 +192,7 @@ void transfer_file_read(struct req *r, struct sandbox *sb, const struct params_f
                              on_stream_done, x, &x->f, &err) < 0) {
         close(fd);
         xfer_free(x);
-        methods_sandbox_reply_engine_error(r, &err);
+        methods_sandbox_reply_error(r, &err);
         return;
     }
     req_on_disconnect(r, xfer_detach, x);
@@ -273,7 +274,7 @@ void transfer_exec(struct req *r, struct sandbox *sb, const struct sshexec_param
         goto fail_quiet;
     if (sandbox_exec_fd(sb, e, on_exec_done, x, &x->f, &err) < 0) {
         xfer_free(x);
-        methods_sandbox_reply_engine_error(r, &err);
+        methods_sandbox_reply_error(r, &err);
         goto fail_quiet;
     }
     req_on_disconnect(r, xfer_detach, x);

@@ -15,8 +15,8 @@
 #define TRANSFER_MAX_PER_UID 4
 #define TRANSFER_THREADPOOL_SIZE "16" /* UV_THREADPOOL_SIZE unless set in the environment */
 
-/* Replies shared with methods-sandbox.c. */
-void methods_sandbox_reply_engine_error(struct req *r, const struct engine_error *err);
+/* Replies shared with methods-sandbox.c (and methods_sandbox_reply_error() of
+ * methods-sandbox.h). */
 void methods_sandbox_reply_file_error(struct req *r, int error, bool write);
 
 void transfer_file_write(struct req *r, struct sandbox *sb, const struct params_file_write *p);

@@ -24,6 +24,7 @@
 #include "daemon/sandboxctl-mcp.h"
 #include "daemon/sandboxctl-obs.h"
 #include "daemon/sandboxctl.h"
+#include "daemon/sandboxctl-process.h"
 #include "lib/config.h"
 #include "lib/util.h"
 #include "proto/b64.h"
@@ -540,6 +541,11 @@ static void usage(FILE *f)
             "  internet ID on|off [--wait]\n"
             "  renew ID TTL_S\n"
             "  destroy ID\n"
+            "  ps ID                           background processes\n"
+            "  start ID [--stdin] [--env K=V] [--cwd DIR] -- CMD...\n"
+            "                                  start one, print its id\n"
+            "  logs [-f] [--stderr] ID PROC    its output (-f: follow until it ends)\n"
+            "  kill ID PROC [SIGNAL]           signal it and its tree (default SIGKILL)\n"
             "  call METHOD [JSON]              raw call, prints the raw result\n"
             "  metrics                         daemon metrics, Prometheus text format (admins)\n"
             "  events                          print lifecycle events as they happen\n"
@@ -600,7 +606,7 @@ int main(int argc, char **argv)
     if ((!strstr(" status create list show exec put get internet renew resize destroy call metrics "
                  "events ",
                  cmd) &&
-         !ctl_fs_is_command(cmd)) ||
+         !ctl_fs_is_command(cmd) && !ctl_process_is_command(cmd)) ||
         strchr(cmd, ' ')) {
         fprintf(stderr, "sandboxctl: unknown command '%s'\n", cmd);
         usage(stderr);
@@ -609,7 +615,11 @@ int main(int argc, char **argv)
     if (ctl_connect(&c) < 0)
         return 1;
 
-    if (strcmp(cmd, "status") == 0 && argc == 1)
+    if (ctl_process_is_command(cmd)) {
+        const struct ctl_ops ops = {.call = ctl_call, .json = c.json};
+
+        r = ctl_process_command(&c, &ops, argc, argv);
+    } else if (strcmp(cmd, "status") == 0 && argc == 1)
         r = run_simple(&c, "daemon.status", NULL, print_status);
     else if (strcmp(cmd, "call") == 0)
         r = cmd_call(&c, argc, argv);

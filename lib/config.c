@@ -105,6 +105,9 @@ static const struct key_def keys[] = {
     {"network", "gateway", KEY_IPV4, F(network.gateway), 0, 0, 0},
     {"network", "dns", KEY_DNS, F(network.dns), 0, 0, 0},
     {"network", "probe_address", KEY_HOSTPORT, F(network.probe_ip), F(network.probe_port), 0, 0},
+    UINT_KEY("sandbox", "max_processes", sandbox.max_processes, 1, 1024),
+    UINT_KEY("sandbox", "process_output_max_bytes", sandbox.process_output_max_bytes, 65536,
+             1073741824),
 };
 
 #define N_KEYS ELEMENTSOF(keys)
@@ -523,6 +526,8 @@ int config_init(struct config *c)
                 .max_cores = CONFIG_DEFAULT_MAX_CORES,
                 .max_memory_mb = CONFIG_DEFAULT_MAX_MEMORY_MB,
                 .max_disk_gb = CONFIG_DEFAULT_MAX_DISK_GB,
+                .max_processes = CONFIG_DEFAULT_MAX_PROCESSES,
+                .process_output_max_bytes = CONFIG_DEFAULT_PROCESS_OUTPUT_MAX,
             },
         .pool = {.max_filling = CONFIG_DEFAULT_POOL_MAX_FILLING},
     };

@@ -69,6 +69,8 @@
 #define CONFIG_DEFAULT_TEMPLATE_NAME "default" /* the name of [proxmox] template */
 #define CONFIG_POOL_WARM_MAX 256               /* [pool] warm per template */
 #define CONFIG_DEFAULT_POOL_MAX_FILLING 2
+#define CONFIG_DEFAULT_MAX_PROCESSES 64
+#define CONFIG_DEFAULT_PROCESS_OUTPUT_MAX (8u * 1024u * 1024u)
 
 struct config_server {
     char *socket;       /* path bound when systemd passes none */
@@ -128,9 +130,14 @@ struct config_sandbox {
     bool destroy_on_stop;          /* a clean stop destroys every sandbox (default: kept) */
     unsigned reconcile_interval_s; /* 1..86400: Proxmox pool compared with the registry */
     unsigned orphan_grace_s;       /* 0..86400: age before an unrecorded container is reaped */
-    unsigned max_cores;            /* 1..512: largest cores a create or resize may ask for */
-    unsigned max_memory_mb;        /* 16..1048576 */
-    unsigned max_disk_gb;          /* 1..65536 */
+
+    /* Background processes (process.*): running at once per sandbox (1..1024), and output
+     * kept per process and stream (64 KiB..1 GiB). */
+    unsigned max_processes;
+    unsigned process_output_max_bytes;
+    unsigned max_cores;     /* 1..512: largest cores a create or resize may ask for */
+    unsigned max_memory_mb; /* 16..1048576 */
+    unsigned max_disk_gb;   /* 1..65536 */
 };
 
 /* A template a sandbox is cloned from: [templates] NAME = VMID, NAME.host_key = pins

@@ -93,9 +93,11 @@ struct sshexec_params {
     sshexec_output_cb on_output;  /* NULL = capture into the result. Set = stream: the result
                                    * then carries no output (out/err NULL), only the flags. */
     bool container_pid_namespace; /* run in the container's own PID namespace, without the
-                                   * per-exec one (the daemon's own scripts that signal a
-                                   * container process, e.g. sshd); the kill on timeout then
-                                   * falls back to the marker and process groups */
+                                   * per-exec one: what the command leaves running outlives it
+                                   * (background processes, lib/process.h; the daemon's own
+                                   * scripts that signal a container process, e.g. sshd); the
+                                   * kill on timeout or cancel then falls back to the marker
+                                   * and process groups */
 };
 
 struct sshexec_result {

@@ -1,5 +1,6 @@
 /* Params of every method of docs/protocol.md: types, limits, defaults. See params.h. */
 #include "proto/params.h"
+#include "proto/params-process.h"
 
 #include "proto/b64.h"
 #include "proto/params-file.h"
@@ -1002,12 +1003,12 @@ static const struct rpc_method_info rpc_method_table[] = {
     {"file.remove", false, &params_file_remove_spec},
     {"file.mkdir", false, &params_file_mkdir_spec},
     {"file.rename", false, &params_file_rename_spec},
-    {"process.start", true, NULL},
-    {"process.read", true, NULL},
-    {"process.write", true, NULL},
-    {"process.wait", true, NULL},
-    {"process.kill", true, NULL},
-    {"process.list", true, NULL},
+    {"process.start", false, &params_process_start_spec},
+    {"process.read", false, &params_process_read_spec},
+    {"process.write", false, &params_process_write_spec},
+    {"process.wait", false, &params_process_wait_spec},
+    {"process.kill", false, &params_process_kill_spec},
+    {"process.list", false, &params_process_list_spec},
     {"sandbox.snapshot", true, NULL},
     {"sandbox.rollback", true, NULL},
 };

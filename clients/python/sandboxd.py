@@ -724,12 +724,17 @@ class Sandbox:
         r = self._call(Method.PROCESS_START, **params)
         return Process(self, r["process"], r)
 
+    def process(self, process: str) -> "Process":
+        """A handle on a background process started before (by any client of this owner)."""
+        return Process(self, process, {"process": process})
+
     def processes(self) -> List[Dict[str, Any]]:
         return self._call(Method.PROCESS_LIST)["processes"]
 
 
 class Process:
-    """A background process started with Sandbox.start_process."""
+    """A background process started with Sandbox.start_process (process.*). It runs on in
+    the sandbox when this client goes away; Sandbox.process(id) reaches it again."""
 
     def __init__(self, sandbox: Sandbox, process: str, info: Mapping[str, Any]) -> None:
         self.sandbox = sandbox
@@ -745,6 +750,21 @@ class Process:
         r = dict(self._call(Method.PROCESS_READ, stream=stream, offset=offset, **kw))
         r["bytes"] = _get_data(r, "data") or b""
         return r
+
+    def output(self, stream: str = "stdout", offset: int = 0, follow: bool = False,
+               wait_ms: int = 10000) -> Iterator[bytes]:
+        """Yields the stream's bytes from offset in order, read by offset (nothing lost or
+        doubled): up to what was written so far, or with follow until the process ended and
+        everything was read. Bytes dropped by the daemon's output retention are skipped (the
+        data starts at the result's `offset`)."""
+        while True:
+            r = self.read(stream, offset, **({"wait_ms": wait_ms} if follow else {}))
+            if r["bytes"]:
+                yield r["bytes"]
+            offset = r["next_offset"]
+            self.info["state"] = r["state"]
+            if r["eof"] or (not follow and not r["bytes"]):
+                return
 
     def write(self, data: Data, close: bool = False) -> Any:
         params: Dict[str, Any] = {"close": close}

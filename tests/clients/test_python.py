@@ -213,6 +213,23 @@ def main():
                     assert time.time() < deadline
                 p.kill()
                 p.wait(timeout_ms=5000)
+                # stdin fed in two writes and closed; the output read by offset from a new
+                # handle on a new connection, followed until the end.
+                p = sb.start_process("while read -r l; do echo \"<$l>\"; done; exit 4", stdin=True)
+                p.write("one\n")
+                p.write(b"two\n", close=True)
+                with sandboxd.Client(client.socket) as c2:
+                    again = sandboxd.Sandbox(c2, {"id": sb.id}).process(p.process)
+                    assert b"".join(again.output(follow=True)) == b"<one>\n<two>\n"
+                    w = again.wait(timeout_ms=5000)
+                    assert w["state"] == "exited" and w["exit_code"] == 4, w
+                    assert b"".join(again.output(offset=6)) == b"<two>\n"
+                assert p.process in [x["process"] for x in sb.processes()]
+                try:
+                    p.write("late")
+                    raise AssertionError("write after exit succeeded")
+                except sandboxd.BadState:
+                    pass
             else:
                 try:
                     sb.start_process("true")
@@ -332,7 +349,7 @@ def main():
                  ("list, stat, remove, mkdir, rename, offset and append", filesystem),
                  ("set_internet and renew", internet_renew),
                  ("errors: one class per code", errors),
-                 ("process methods (reserved today)", reserved_methods),
+                 ("file and process methods (when offered)", reserved_methods),
                  ("threads on one client", threads),
                  ("with client.create() as sb", context_manager),
                  ("idle close and reconnect", idle_close),

@@ -1,0 +1,513 @@
+/* Background process scripts. See process.h. */
+#include "process.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "macro.h"
+#include "sshexec.h"
+
+/* The folder of every process, the status helper and the sleep without a fork: `read -t`
+ * (ash, bash) on a FIFO nobody writes; where read has no -t (dash), sleep(1). */
+#define PRELUDE                                                                                    \
+    "B=\"$HOME/.sandboxd-proc\"\n"                                                                 \
+    "tk() { read -t \"$1\" q <>\"$B/.tick\" 2>/dev/null; [ $? -gt 128 ] || sleep \"$1\"; }\n"      \
+    "st() { if [ -e \"$1/exit\" ]; then read -r x <\"$1/exit\";\n"                                 \
+    "  elif read -r v 2>/dev/null <\"$1/wpid\" && ! kill -0 \"$v\" 2>/dev/null; then\n"            \
+    "    if [ -e \"$1/exit\" ]; then read -r x <\"$1/exit\"; else x=lost; fi\n"                    \
+    "  else x=-; fi; }\n"
+#define ENTER(id) "cd \"$B/" id "\" 2>/dev/null || { echo '@ E nosuch' >&2; exit 0; }\n"
+
+/* The wrapper, in its own session with the process's folder as cwd, started without the
+ * launching exec's SANDBOXD_EXEC_ID (/proc/PID/environ keeps what exec(2) got, so an `unset`
+ * would not hide it from that exec's kill script):
+ * $1 segment size, $2 bytes kept per stream, $3 1 when stdin is a FIFO, the rest the command.
+ * Relays copy out.p/err.p into segments (one dd per read, so bytes land as they come: head and
+ * cat buffer or cannot stop at a segment's end); a trimmer removes old segments every second; the
+ * stdin holder keeps `in` open for writing until process.write closes it; the command runs
+ * in a PID namespace of its own when the container allows (as sshexec.h's wrapper does),
+ * else in a session of its own; then the exit status is written once the relays saw EOF
+ * (everything that held the output ended). */
+static const char wrapper[] =
+    "S=$1; C=$2; I=$3; shift 3\n"
+    "read -r p _ </proc/self/stat; echo \"$p\" >wpid\n"
+    "B=${PWD%/*}\n"
+    "tk() { read -t \"$1\" q <>\"$B/.tick\" 2>/dev/null; [ $? -gt 128 ] || sleep \"$1\"; }\n"
+    "rl() { s=$1; k=0; n=0; : >\"$s.0\"; while :; do\n"
+    "  m=$(dd bs=$((S - n)) count=1 2>&1 >>\"$s.$k\") || break\n"
+    "  case $m in *'0+0 records in'*) break;; esac\n"
+    "  n=$(wc -c <\"$s.$k\"); if [ \"$n\" -ge \"$S\" ]; then k=$((k+1)); n=0; : >\"$s.$k\"; fi\n"
+    "  done; }\n"
+    "tr() { f=; l=; for y in \"$1\".[0-9]*; do [ -e \"$y\" ] || continue; i=${y##*.}\n"
+    "  if [ -z \"$f\" ] || [ \"$i\" -lt \"$f\" ]; then f=$i; fi\n"
+    "  if [ -z \"$l\" ] || [ \"$i\" -gt \"$l\" ]; then l=$i; fi; done\n"
+    "  [ -n \"$f\" ] || return 0\n"
+    "  while [ $(( (l - f - 1) * S )) -ge \"$C\" ]; do rm -f \"$1.$f\"; f=$((f+1)); done; }\n"
+    "rl out <out.p & o=$!\n"
+    "rl err <err.p & e=$!\n"
+    "( while [ ! -e exit ]; do tk 1; tr out; tr err; done ) & t=$!\n"
+    "h=; i=/dev/null\n"
+    "if [ \"$I\" = 1 ]; then sleep 2147483647 >in 2>/dev/null & h=$!; echo \"$h\" >hpid; i=in; "
+    "fi\n"
+    "if command -v nsenter >/dev/null && unshare -p mkfifo -m 600 nsf 2>/dev/null; then\n"
+    "  unshare -p /bin/sh -c '"
+    "f=$1; shift; { exec 4<\"$f\"; rm -f \"$f\"; (read x <&4); :; } </dev/null >/dev/null 2>&1 & "
+    "echo $! >ipid; exec 3>\"$f\"; "
+    "exec nsenter --pid=/proc/self/ns/pid_for_children -- setsid \"$@\"' "
+    "sandboxd-process \"$PWD/nsf\" \"$@\" <\"$i\" >out.p 2>err.p\n"
+    "else\n"
+    "  setsid \"$@\" <\"$i\" >out.p 2>err.p\n"
+    "fi\n"
+    "s=$?\n"
+    "[ -n \"$h\" ] && kill \"$h\" 2>/dev/null\n"
+    "wait \"$o\" \"$e\"\n"
+    "echo \"$s\" >exit.t && mv exit.t exit\n"
+    "kill \"$t\" 2>/dev/null; tr out; tr err\n";
+
+/* What the command's shell does first: closes the namespace FIFO, records its pid (as the
+ * container numbers it: /proc is the container's), forgets the folder, enters cwd. */
+#define CMD_PREFIX                                                                                 \
+    "exec 3>&-; read -r p _ </proc/self/stat; echo \"$p\" >\"$SANDBOXD_PROCESS_DIR/cpid\"; "       \
+    "unset SANDBOXD_PROCESS_DIR; "
+
+static const char *const signals[] = {"KILL", "TERM", "INT",  "HUP",  "QUIT",
+                                      "USR1", "USR2", "STOP", "CONT", NULL};
+
+bool process_signal_valid(const char *name)
+{
+    for (size_t i = 0; name && signals[i]; i++)
+        if (strcmp(name, signals[i]) == 0)
+            return true;
+    return false;
+}
+
+int process_id_new(time_t now, char buf[static PROCESS_ID_LEN + 1])
+{
+    uint32_t rnd;
+
+    if (getrandom(&rnd, sizeof rnd, 0) != sizeof rnd)
+        return errno ? -errno : -EIO;
+    snprintf(buf, PROCESS_ID_LEN + 1, "pr-%08x%08x", (uint32_t)now, rnd);
+    return 0;
+}
+
+bool process_id_valid(const char *s)
+{
+    if (!s || strlen(s) != PROCESS_ID_LEN || strncmp(s, "pr-", 3) != 0)
+        return false;
+    return strspn(s + 3, "0123456789abcdef") == PROCESS_ID_LEN - 3;
+}
+
+uint64_t process_segment_size(uint64_t output_max)
+{
+    return MAX(output_max / 8, (uint64_t)PROCESS_SEGMENT_MIN);
+}
+
+char *process_display(const char *command, const char *const *argv)
+{
+    char *d = malloc(PROCESS_DISPLAY_MAX + 1);
+    size_t n = 0;
+
+    if (!d)
+        return NULL;
+    for (size_t a = 0; command ? a < 1 : argv && argv[a]; a++) {
+        const char *s = command ? command : argv[a];
+
+        if (a > 0 && n < PROCESS_DISPLAY_MAX)
+            d[n++] = ' ';
+        for (; *s && n < PROCESS_DISPLAY_MAX; s++)
+            d[n++] = (unsigned char)*s < 0x20 || *s == 0x7f ? ' ' : *s;
+    }
+    d[n] = 0;
+    return d;
+}
+
+/* A script under construction: errors stick, the first one is returned by finish. */
+struct script {
+    FILE *f;
+    char *buf;
+    size_t len;
+    int error;
+};
+
+static int script_open(struct script *s)
+{
+    *s = (struct script){};
+    s->f = open_memstream(&s->buf, &s->len);
+    return s->f ? 0 : -ENOMEM;
+}
+
+static void script_quote(struct script *s, const char *word)
+{
+    char *q = NULL;
+    int r;
+
+    if (s->error)
+        return;
+    r = sshexec_shell_quote(word, &q);
+    if (r < 0) {
+        s->error = r;
+        return;
+    }
+    fputs(q, s->f);
+    free(q);
+}
+
+static int script_finish(struct script *s, char **ret)
+{
+    if (fclose(s->f) != 0 && !s->error)
+        s->error = -ENOMEM;
+    if (!s->error && s->len > EXEC_COMMAND_MAX)
+        s->error = -E2BIG;
+    if (s->error) {
+        free(s->buf);
+        return s->error;
+    }
+    *ret = s->buf;
+    return 0;
+}
+
+/* The command vector after the wrapper's arguments: [env K=V...] /bin/sh -c PREFIX... */
+static void script_vector(struct script *s, const struct process_start_spec *p)
+{
+    char *pre = NULL, *cd = NULL;
+
+    if (p->env && p->env[0]) {
+        fputs(" env", s->f);
+        for (size_t i = 0; p->env[i]; i++) {
+            fputc(' ', s->f);
+            script_quote(s, p->env[i]);
+        }
+    }
+    if (p->cwd && sshexec_shell_quote(p->cwd, &cd) < 0)
+        s->error = s->error ?: -ENOMEM;
+    if (asprintf(&pre, "%s%s%s%s%s", CMD_PREFIX, cd ? "cd " : "", cd ? cd : "",
+                 cd ? " || exit 126; " : "", p->command ? p->command : "exec \"$@\"") < 0) {
+        free(cd);
+        s->error = s->error ?: -ENOMEM;
+        return;
+    }
+    free(cd);
+    fputs(" /bin/sh -c ", s->f);
+    script_quote(s, pre);
+    free(pre);
+    if (!p->command) {
+        fputs(" sh", s->f);
+        for (size_t i = 0; p->argv[i]; i++) {
+            fputc(' ', s->f);
+            script_quote(s, p->argv[i]);
+        }
+    }
+}
+
+int process_script_start(const struct process_start_spec *p, char **ret)
+{
+    struct script s;
+    char *display;
+    int r;
+
+    if (!p || !process_id_valid(p->id) || !p->command == !p->argv || p->max_processes == 0)
+        return -EINVAL;
+    display = process_display(p->command, p->argv);
+    if (!display)
+        return -ENOMEM;
+    r = script_open(&s);
+    if (r < 0) {
+        free(display);
+        return r;
+    }
+    fputs(PRELUDE "umask 077; mkdir -p \"$B\" || exit 1\n"
+                  "[ -p \"$B/.tick\" ] || mkfifo \"$B/.tick\" 2>/dev/null\n"
+                  "i=0; until mkdir \"$B/.lock\" 2>/dev/null; do i=$((i+1))\n"
+                  "  if [ $i -ge 500 ]; then rmdir \"$B/.lock\"; i=0; fi; sleep 0.01; done\n"
+                  "n=0; t=0; for d in \"$B\"/pr-*; do [ -d \"$d\" ] || continue; t=$((t+1))\n"
+                  "  st \"$d\"; [ \"$x\" = - ] && n=$((n+1)); done\n",
+          s.f);
+    fprintf(s.f,
+            "if [ $n -ge %u ]; then rmdir \"$B/.lock\"; echo \"@ E limit $n\" >&2; exit 0; fi\n"
+            "for d in \"$B\"/pr-*; do [ $t -ge %u ] || break\n"
+            "  st \"$d\"; [ \"$x\" != - ] && { rm -rf \"$d\"; t=$((t-1)); }; done\n",
+            p->max_processes, 2 * p->max_processes);
+    fputs("c=", s.f);
+    script_quote(&s, p->cwd ? p->cwd : "");
+    fprintf(s.f,
+            "\nif [ -n \"$c\" ] && ! [ -d \"$c\" ]; then rmdir \"$B/.lock\"; "
+            "echo '@ E cwd' >&2; exit 0; fi\n"
+            "d=\"$B/%s\"; mkdir \"$d\" && cd \"$d\" || { rmdir \"$B/.lock\"; exit 1; }\n"
+            "rmdir \"$B/.lock\"\n"
+            "printf '%%s\\n' ",
+            p->id);
+    script_quote(&s, display);
+    fprintf(s.f,
+            " >cmd; echo %lld >started; mkfifo out.p err.p || exit 1\n"
+            "%s"
+            "export SANDBOXD_PROCESS_DIR=\"$d\" SANDBOXD_PROCESS=%s\n"
+            "env -u SANDBOXD_EXEC_ID setsid /bin/sh -c ",
+            (long long)p->started_at, p->has_stdin ? "mkfifo in || exit 1\n" : "", p->id);
+    script_quote(&s, wrapper);
+    fprintf(s.f, " sandboxd-process %llu %llu %d",
+            (unsigned long long)process_segment_size(p->output_max),
+            (unsigned long long)p->output_max, p->has_stdin ? 1 : 0);
+    script_vector(&s, p);
+    fputs(" </dev/null >/dev/null 2>&1 &\necho '@ OK' >&2\n", s.f);
+    free(display);
+    return script_finish(&s, ret);
+}
+
+int process_script_read(const char *id, enum process_stream stream, uint64_t offset,
+                        uint64_t length, unsigned wait_ms, uint64_t output_max, char **ret)
+{
+    struct script s;
+    int r;
+
+    if (!process_id_valid(id))
+        return -EINVAL;
+    r = script_open(&s);
+    if (r < 0)
+        return r;
+    fputs(PRELUDE, s.f);
+    fprintf(s.f, ENTER("%s") "S=%llu; s=%s; a=%llu; L=%llu; w=%u\n", id,
+            (unsigned long long)process_segment_size(output_max),
+            stream == PROCESS_STDOUT ? "out" : "err", (unsigned long long)offset,
+            (unsigned long long)length, (wait_ms + PROCESS_POLL_MS - 1) / PROCESS_POLL_MS);
+    /* sz: f = first segment kept, z = bytes written so far. Waiting: fd 3 at the offset, a
+     * one-byte read without a fork each 5 ms tick (ash, bash); else (dash) the segment's size,
+     * which costs forks: every 5 ms for the first 100 ms, then every 50 ms. */
+    fputs("sz() { f=; l=; for y in \"$s\".[0-9]*; do [ -e \"$y\" ] || continue; i=${y##*.}\n"
+          "  if [ -z \"$f\" ] || [ \"$i\" -lt \"$f\" ]; then f=$i; fi\n"
+          "  if [ -z \"$l\" ] || [ \"$i\" -gt \"$l\" ]; then l=$i; fi; done\n"
+          "  if [ -z \"$l\" ]; then f=0; z=0; else z=$((l * S + $(wc -c <\"$s.$l\"))); fi; }\n"
+          "sz\n"
+          "if [ \"$a\" -gt \"$z\" ]; then echo \"@ E range 0 0 $z\" >&2; exit 0; fi\n"
+          "if [ \"$a\" = \"$z\" ] && [ \"$w\" -gt 0 ] && [ ! -e exit ]; then\n"
+          "  k=$((a / S)); p=$((a % S)); o=; F=; j=0\n"
+          "  (read -t 1 -n 1 q </dev/null) 2>/dev/null; [ $? = 1 ] && F=1\n"
+          "  while :; do\n"
+          "    if [ -e \"$s.$k\" ]; then\n"
+          "      if [ -n \"$F\" ]; then\n"
+          "        if [ -z \"$o\" ]; then exec 3<\"$s.$k\"; o=1\n"
+          "          [ \"$p\" = 0 ] || dd bs=1 skip=\"$p\" count=0 <&3 2>/dev/null; fi\n"
+          "        read -r -n 1 q <&3 && break\n"
+          "      elif [ \"$(wc -c <\"$s.$k\")\" -gt \"$p\" ]; then break; fi\n"
+          "    fi\n"
+          "    [ -e exit ] && break; [ \"$w\" -gt 0 ] || break\n"
+          "    if [ -n \"$F\" ] || [ $((j += 1)) -le 20 ]; then w=$((w-1)); tk 0.005\n"
+          "    else w=$((w-10)); tk 0.05; fi\n"
+          "  done\n"
+          "  exec 3<&-\n"
+          "fi\n"
+          "st .; sz\n"
+          "[ \"$a\" -lt $((f * S)) ] && a=$((f * S))\n"
+          "k=$((a / S)); p=$((a % S)); n=$((z - a))\n"
+          "[ \"$n\" -gt $((S - p)) ] && n=$((S - p)); [ \"$n\" -gt \"$L\" ] && n=$L\n"
+          "[ \"$n\" -gt 0 ] && tail -c +$((p + 1)) \"$s.$k\" 2>/dev/null | head -c \"$n\"\n"
+          "echo \"@ OK $((f * S)) $a $z $x\" >&2\n",
+          s.f);
+    return script_finish(&s, ret);
+}
+
+int process_script_write(const char *id, bool close, char **ret)
+{
+    struct script s;
+    int r;
+
+    if (!process_id_valid(id))
+        return -EINVAL;
+    r = script_open(&s);
+    if (r < 0)
+        return r;
+    fputs(PRELUDE, s.f);
+    fprintf(s.f,
+            ENTER("%s") "st .; [ \"$x\" = - ] || { echo '@ E exited' >&2; exit 0; }\n"
+                        "[ -p in ] || { echo '@ E nostdin' >&2; exit 0; }\n"
+                        "[ -e in.closed ] && { echo '@ E closed' >&2; exit 0; }\n"
+                        "exec 4<>in; cat >&4; exec 4>&-\n"
+                        "%s"
+                        "echo '@ OK 0 0 0 -' >&2\n",
+            id,
+            close ? ": >in.closed; read -r h 2>/dev/null <hpid && kill \"$h\" 2>/dev/null\n" : "");
+    return script_finish(&s, ret);
+}
+
+int process_script_wait(const char *id, unsigned timeout_ms, char **ret)
+{
+    struct script s;
+    int r;
+
+    if (!process_id_valid(id))
+        return -EINVAL;
+    r = script_open(&s);
+    if (r < 0)
+        return r;
+    fputs(PRELUDE, s.f);
+    fprintf(
+        s.f,
+        ENTER("%s") "w=%u; st .\n"
+                    "while [ \"$x\" = - ] && [ \"$w\" -gt 0 ]; do tk 0.05; w=$((w-1)); st .; done\n"
+                    "echo \"@ OK 0 0 0 $x\" >&2\n",
+        id, (timeout_ms + 49) / 50);
+    return script_finish(&s, ret);
+}
+
+int process_script_kill(const char *id, const char *sig, char **ret)
+{
+    struct script s;
+    int r;
+
+    if (!process_id_valid(id) || !process_signal_valid(sig))
+        return -EINVAL;
+    r = script_open(&s);
+    if (r < 0)
+        return r;
+    fputs(PRELUDE, s.f);
+    /* The command's process group (a just-started command may not have recorded its pid
+     * yet); for KILL the namespace's init too, which ends everything in the namespace. Then
+     * up to 2 s for the status. */
+    fprintf(s.f,
+            ENTER("%s") "st .; [ \"$x\" = - ] || { echo \"@ OK 0 0 0 $x\" >&2; exit 0; }\n"
+                        "i=0; c=; until read -r c 2>/dev/null <cpid; do i=$((i+1))\n"
+                        "  [ $i -gt 200 ] && break; tk 0.01; done\n"
+                        "if [ -n \"$c\" ]; then kill -s %s -$c 2>/dev/null || "
+                        "kill -s %s -- -$c 2>/dev/null || kill -s %s $c 2>/dev/null; fi\n"
+                        "[ %s = KILL ] && read -r n 2>/dev/null <ipid && kill -s KILL \"$n\" "
+                        "2>/dev/null\n"
+                        "w=40; st .; while [ \"$x\" = - ] && [ $w -gt 0 ]; do tk 0.05; w=$((w-1)); "
+                        "st .; done\n"
+                        "echo \"@ OK 0 0 0 $x\" >&2\n",
+            id, sig, sig, sig, sig);
+    return script_finish(&s, ret);
+}
+
+int process_script_list(char **ret)
+{
+    struct script s;
+    int r;
+
+    r = script_open(&s);
+    if (r < 0)
+        return r;
+    fputs(PRELUDE "for d in \"$B\"/pr-*; do [ -d \"$d\" ] && cd \"$d\" || continue; st .\n"
+                  "  s=0; read -r s <started; c=; read -r c <cmd\n"
+                  "  printf '%s %s %s %s\\n' \"${d##*/}\" \"$s\" \"$x\" \"$c\"; done\n"
+                  "echo '@ OK' >&2\n",
+          s.f);
+    return script_finish(&s, ret);
+}
+
+void process_status_from(const char *t, struct process_status *ret)
+{
+    char *end;
+    long v;
+
+    *ret = (struct process_status){.state = "running", .exit_code = -1};
+    if (!t || strcmp(t, "-") == 0)
+        return;
+    if (strcmp(t, "lost") == 0) {
+        ret->state = "lost";
+        return;
+    }
+    ret->state = "exited";
+    errno = 0;
+    v = strtol(t, &end, 10);
+    if (errno || *end || end == t || v < 0 || v > 255)
+        return;
+    if (v > 128 && v - 128 <= 64)
+        ret->signal = (int)(v - 128);
+    else
+        ret->exit_code = (int)v;
+}
+
+enum process_report process_parse_report(const char *err, size_t len, uint64_t nums[3],
+                                         struct process_status *status)
+{
+    static const struct {
+        const char *word;
+        enum process_report r;
+    } errs[] = {
+        {"nosuch", PROCESS_R_NO_SUCH}, {"limit", PROCESS_R_LIMIT},
+        {"cwd", PROCESS_R_CWD},        {"range", PROCESS_R_RANGE},
+        {"exited", PROCESS_R_EXITED},  {"nostdin", PROCESS_R_NO_STDIN},
+        {"closed", PROCESS_R_CLOSED},
+    };
+    const char *line = NULL;
+    char buf[256], word[16] = "", x[16] = "-";
+    unsigned long long a = 0, b = 0, c = 0;
+    int n;
+
+    for (size_t i = 0; err && i + 1 < len; i++)
+        if ((i == 0 || err[i - 1] == '\n') && err[i] == '@' && err[i + 1] == ' ')
+            line = err + i;
+    if (!line)
+        return PROCESS_R_MALFORMED;
+    n = (int)MIN((size_t)(err + len - line), sizeof buf - 1);
+    memcpy(buf, line, (size_t)n);
+    buf[n] = 0;
+    buf[strcspn(buf, "\n")] = 0;
+    if (strncmp(buf, "@ OK", 4) == 0) {
+        n = sscanf(buf + 4, "%llu %llu %llu %15s", &a, &b, &c, x);
+        if (n != EOF && n != 0 && n != 4)
+            return PROCESS_R_MALFORMED;
+        if (nums) {
+            nums[0] = a;
+            nums[1] = b;
+            nums[2] = c;
+        }
+        if (status)
+            process_status_from(x, status);
+        return PROCESS_R_OK;
+    }
+    if (sscanf(buf, "@ E %15s %llu %llu %llu", word, &a, &b, &c) < 1)
+        return PROCESS_R_MALFORMED;
+    if (nums) {
+        nums[0] = a;
+        nums[1] = b;
+        nums[2] = c;
+    }
+    for (size_t i = 0; i < ELEMENTSOF(errs); i++)
+        if (strcmp(word, errs[i].word) == 0)
+            return errs[i].r;
+    return PROCESS_R_MALFORMED;
+}
+
+int process_parse_list(const char *out, size_t len, struct process_row **ret, size_t *ret_n)
+{
+    struct process_row *v = NULL;
+    size_t n = 0;
+    const char *p = out, *end = out + len;
+
+    while (p && p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t l = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        char line[PROCESS_ID_LEN + 64 + PROCESS_DISPLAY_MAX], id[32], ex[16];
+        long long started;
+        int off = 0;
+
+        if (l < sizeof line) {
+            memcpy(line, p, l);
+            line[l] = 0;
+            if (sscanf(line, "%31s %lld %15s %n", id, &started, ex, &off) == 3 &&
+                process_id_valid(id)) {
+                struct process_row *nv = realloc(v, (n + 1) * sizeof *v);
+
+                if (!nv) {
+                    free(v);
+                    return -ENOMEM;
+                }
+                v = nv;
+                memset(&v[n], 0, sizeof v[n]);
+                memcpy(v[n].id, id, PROCESS_ID_LEN + 1);
+                v[n].started_at = (time_t)started;
+                process_status_from(ex, &v[n].status);
+                snprintf(v[n].command, sizeof v[n].command, "%s", off > 0 ? line + off : "");
+                n++;
+            }
+        }
+        p = nl ? nl + 1 : NULL;
+    }
+    *ret = v;
+    *ret_n = n;
+    return 0;
+}

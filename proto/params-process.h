@@ -1,0 +1,79 @@
+/* Params of the process.* methods of docs/protocol.md (background processes), with the
+ * contract of proto/params.h: 0 and *ret filled, -EINVAL with *err filled, -ENOMEM. */
+#pragma once
+
+#include "proto/params.h"
+
+/* process.start takes exec's command/argv/env/cwd with tighter sizes: the command runs from
+ * a wrapper script that must fit one exec line. */
+#define PARAMS_PROCESS_COMMAND_MAX 8192    /* bytes of `command` */
+#define PARAMS_PROCESS_ARGV_BYTES_MAX 8192 /* sum of argv entry lengths + 1 each */
+#define PARAMS_PROCESS_ENV_BYTES_MAX 4096  /* sum of env names and values */
+#define PARAMS_PROCESS_READ_DEFAULT (64 * 1024)
+#define PARAMS_PROCESS_READ_MAX (1024 * 1024)      /* process.read length */
+#define PARAMS_PROCESS_WAIT_MS_MAX 60000           /* process.read wait_ms */
+#define PARAMS_PROCESS_WRITE_MAX (1024 * 1024)     /* process.write data, decoded */
+#define PARAMS_PROCESS_TIMEOUT_MS_MAX (600 * 1000) /* process.wait timeout_ms */
+#define PARAMS_PROCESS_TIMEOUT_MS_DEFAULT 30000
+#define PARAMS_PROCESS_ID_LEN 19 /* "pr-" + 16 lowercase hex */
+
+/* process.start: exactly one of command / argv. */
+struct params_process_start {
+    char id[PARAMS_ID_MAX + 1];
+    char *command;
+    char **argv; /* NULL-terminated */
+    size_t argc;
+    struct params_kv_list env;
+    char *cwd;
+    bool has_stdin; /* stdin: true gives the process a stdin process.write feeds */
+};
+
+/* process.read */
+struct params_process_read {
+    char id[PARAMS_ID_MAX + 1];
+    char process[PARAMS_PROCESS_ID_LEN + 1];
+    bool stderr_stream; /* stream: "stdout" (default) or "stderr" */
+    int64_t offset;     /* >= 0, default 0 */
+    int64_t length;     /* 1..PARAMS_PROCESS_READ_MAX, default PARAMS_PROCESS_READ_DEFAULT */
+    int64_t wait_ms;    /* 0..PARAMS_PROCESS_WAIT_MS_MAX, default 0 */
+};
+
+/* process.write: at most one of data / data_b64. */
+struct params_process_write {
+    char id[PARAMS_ID_MAX + 1];
+    char process[PARAMS_PROCESS_ID_LEN + 1];
+    uint8_t *data; /* NULL when none */
+    size_t data_len;
+    bool close;
+};
+
+/* process.wait, process.kill, process.list (process empty for list) */
+struct params_process_ref {
+    char id[PARAMS_ID_MAX + 1];
+    char process[PARAMS_PROCESS_ID_LEN + 1];
+    int64_t timeout_ms; /* wait: 0..PARAMS_PROCESS_TIMEOUT_MS_MAX, default 30000 */
+    char signal[8];     /* kill: without "SIG": KILL (default), TERM, INT, HUP, QUIT, USR1,
+                         * USR2, STOP, CONT */
+};
+
+int params_process_start_parse(json_object *params, struct params_process_start *ret,
+                               struct params_error *err);
+int params_process_read_parse(json_object *params, struct params_process_read *ret,
+                              struct params_error *err);
+int params_process_write_parse(json_object *params, struct params_process_write *ret,
+                               struct params_error *err);
+int params_process_wait_parse(json_object *params, struct params_process_ref *ret,
+                              struct params_error *err);
+int params_process_kill_parse(json_object *params, struct params_process_ref *ret,
+                              struct params_error *err);
+int params_process_list_parse(json_object *params, struct params_process_ref *ret,
+                              struct params_error *err);
+void params_process_start_done(struct params_process_start *p);
+void params_process_write_done(struct params_process_write *p);
+
+extern const struct params_spec params_process_start_spec;
+extern const struct params_spec params_process_read_spec;
+extern const struct params_spec params_process_write_spec;
+extern const struct params_spec params_process_wait_spec;
+extern const struct params_spec params_process_kill_spec;
+extern const struct params_spec params_process_list_spec;
