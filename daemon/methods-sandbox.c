@@ -243,6 +243,18 @@ static void idem_serve(struct sandbox_methods *sm, const char *id, const struct 
     }
 }
 
+/* A call on one sandbox that answers with the sandbox (sandbox.renew, sandbox.resize). */
+static void on_sandbox_done(const struct engine_error *err, struct sandbox *sb, void *userdata)
+{
+    struct pending *p = userdata;
+
+    if (p->req && err)
+        reply_engine_error(p->req, err);
+    else if (p->req)
+        req_reply(p->req, sandbox_json(sb));
+    free(p);
+}
+
 static void on_created(const struct engine_error *err, struct sandbox *sb, void *userdata)
 {
     struct pending *p = userdata;
@@ -570,8 +582,8 @@ static void method_resize(struct req *r, void *params, void *userdata)
     pd = pending_new(sm, r);
     if (!pd)
         return;
-    if (engine_resize(sm->engine, sb, p->cores, p->memory_mb, p->disk_gb, on_internet, pd, &err) <
-        0) {
+    if (engine_resize(sm->engine, sb, p->cores, p->memory_mb, p->disk_gb, on_sandbox_done, pd,
+                      &err) < 0) {
         free(pd);
         reply_engine_error(r, &err);
     }
@@ -602,7 +614,7 @@ static void method_renew(struct req *r, void *params, void *userdata)
     pd = pending_new(sm, r);
     if (!pd)
         return;
-    if (reconcile_renew(sm->reconcile, sb, p->ttl_s, on_created, pd, &err) < 0) {
+    if (reconcile_renew(sm->reconcile, sb, p->ttl_s, on_sandbox_done, pd, &err) < 0) {
         free(pd);
         reply_engine_error(r, &err);
     }

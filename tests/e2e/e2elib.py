@@ -230,14 +230,17 @@ class Env:
 
     def close(self):
         rc = 0
+        log = ""
         try:
             rc = self.stop_daemon()
+            if rc != 0:
+                log = self.daemon_log()  # before the folder goes
         finally:
             self.sim.destroy()
             if self.dir:
                 shutil.rmtree(self.dir, ignore_errors=True)
         if rc != 0:
-            print(self.daemon_log()[-20000:], file=sys.stderr)
+            print(log[-20000:], file=sys.stderr)
             raise AssertionError(f"sandboxd exited with status {rc}")
 
     def client(self, timeout=300):
