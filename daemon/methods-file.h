@@ -15,3 +15,7 @@ extern const struct method_def methods_file_rows[METHODS_FILE_ROWS];
 struct sandbox_methods;
 /* The caller's sandbox, or NULL after replying -32001. */
 struct sandbox *methods_sandbox_lookup(struct sandbox_methods *sm, struct req *r, const char *id);
+/* -32002 with the sandbox's state. */
+void methods_sandbox_reply_state(struct req *r, const struct sandbox *sb);
+/* An errno a callback reported, classified by the engine (file: a file operation's). */
+void methods_sandbox_reply_io_error(struct req *r, int error, bool file);
