@@ -555,6 +555,75 @@ static void usage(FILE *f)
             CONFIG_DEFAULT_SOCKET);
 }
 
+/* Runs the command cmd (argv[0]) on the connected c; returns the exit status. */
+static int run_command(struct ctl *c, const char *cmd, int argc, char **argv)
+{
+    int64_t x;
+    int r;
+
+    if (ctl_process_is_command(cmd)) {
+        const struct ctl_ops ops = {.call = ctl_call, .json = c->json};
+
+        r = ctl_process_command(c, &ops, argc, argv);
+    } else if (strcmp(cmd, "status") == 0 && argc == 1)
+        r = run_simple(c, "daemon.status", NULL, print_status);
+    else if (strcmp(cmd, "call") == 0)
+        r = cmd_call(c, argc, argv);
+    else if (strcmp(cmd, "metrics") == 0 && argc == 1)
+        r = cmd_metrics(c);
+    else if (strcmp(cmd, "events") == 0 && argc == 1)
+        r = ctl_events_run(c->fd, c->json);
+    else if (strcmp(cmd, "create") == 0)
+        r = cmd_create(c, argc, argv);
+    else if (strcmp(cmd, "list") == 0 && (argc == 1 || (argc == 2 && !strcmp(argv[1], "--all")))) {
+        json_object *p = NULL;
+
+        if (argc == 2) {
+            p = json_object_new_object();
+            json_object_object_add(p, "all", json_object_new_boolean(true));
+        }
+        r = run_simple(c, "sandbox.list", p, print_list);
+    } else if (strcmp(cmd, "show") == 0 && argc == 2)
+        r = run_simple(c, "sandbox.get", id_params(argv[1]), print_sandbox);
+    else if (strcmp(cmd, "exec") == 0)
+        r = cmd_exec(c, argc, argv);
+    else if (strcmp(cmd, "resize") == 0)
+        r = cmd_resize(c, argc, argv);
+    else if (strcmp(cmd, "put") == 0)
+        r = cmd_put(c, argc, argv);
+    else if (strcmp(cmd, "get") == 0)
+        r = cmd_get(c, argc, argv);
+    else if (ctl_fs_is_command(cmd))
+        r = ctl_fs_main(c, argc, argv);
+    else if (strcmp(cmd, "internet") == 0 && (argc == 3 || argc == 4) &&
+             (!strcmp(argv[2], "on") || !strcmp(argv[2], "off")) &&
+             (argc == 3 || !strcmp(argv[3], "--wait"))) {
+        json_object *p = id_params(argv[1]);
+
+        json_object_object_add(p, "enabled", json_object_new_boolean(!strcmp(argv[2], "on")));
+        if (argc == 4)
+            json_object_object_add(p, "wait", json_object_new_boolean(true));
+        r = run_simple(c, "sandbox.set_internet", p, print_sandbox);
+    } else if (strcmp(cmd, "renew") == 0 && argc == 3) {
+        json_object *p;
+
+        if (parse_int(argv[2], "TTL", 1, INT32_MAX, &x) < 0)
+            r = EXIT_USAGE;
+        else {
+            p = id_params(argv[1]);
+            json_object_object_add(p, "ttl_s", json_object_new_int64(x));
+            r = run_simple(c, "sandbox.renew", p, print_sandbox);
+        }
+    } else if (strcmp(cmd, "destroy") == 0 && argc == 2)
+        r = run_simple(c, "sandbox.destroy", id_params(argv[1]), print_destroyed);
+    else {
+        fprintf(stderr, "sandboxctl: wrong arguments for '%s'\n", cmd);
+        usage(stderr);
+        r = EXIT_USAGE;
+    }
+    return r;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option options[] = {
@@ -567,7 +636,6 @@ int main(int argc, char **argv)
     struct ctl c = {.fd = -1};
     const char *cmd;
     int opt, r;
-    int64_t x;
 
     c.socket = getenv("SANDBOXD_SOCKET");
     if (!c.socket || !c.socket[0])
@@ -615,66 +683,7 @@ int main(int argc, char **argv)
     if (ctl_connect(&c) < 0)
         return 1;
 
-    if (ctl_process_is_command(cmd)) {
-        const struct ctl_ops ops = {.call = ctl_call, .json = c.json};
-
-        r = ctl_process_command(&c, &ops, argc, argv);
-    } else if (strcmp(cmd, "status") == 0 && argc == 1)
-        r = run_simple(&c, "daemon.status", NULL, print_status);
-    else if (strcmp(cmd, "call") == 0)
-        r = cmd_call(&c, argc, argv);
-    else if (strcmp(cmd, "metrics") == 0 && argc == 1)
-        r = cmd_metrics(&c);
-    else if (strcmp(cmd, "events") == 0 && argc == 1)
-        r = ctl_events_run(c.fd, c.json);
-    else if (strcmp(cmd, "create") == 0)
-        r = cmd_create(&c, argc, argv);
-    else if (strcmp(cmd, "list") == 0 && (argc == 1 || (argc == 2 && !strcmp(argv[1], "--all")))) {
-        json_object *p = NULL;
-
-        if (argc == 2) {
-            p = json_object_new_object();
-            json_object_object_add(p, "all", json_object_new_boolean(true));
-        }
-        r = run_simple(&c, "sandbox.list", p, print_list);
-    } else if (strcmp(cmd, "show") == 0 && argc == 2)
-        r = run_simple(&c, "sandbox.get", id_params(argv[1]), print_sandbox);
-    else if (strcmp(cmd, "exec") == 0)
-        r = cmd_exec(&c, argc, argv);
-    else if (strcmp(cmd, "resize") == 0)
-        r = cmd_resize(&c, argc, argv);
-    else if (strcmp(cmd, "put") == 0)
-        r = cmd_put(&c, argc, argv);
-    else if (strcmp(cmd, "get") == 0)
-        r = cmd_get(&c, argc, argv);
-    else if (ctl_fs_is_command(cmd))
-        r = ctl_fs_main(&c, argc, argv);
-    else if (strcmp(cmd, "internet") == 0 && (argc == 3 || argc == 4) &&
-             (!strcmp(argv[2], "on") || !strcmp(argv[2], "off")) &&
-             (argc == 3 || !strcmp(argv[3], "--wait"))) {
-        json_object *p = id_params(argv[1]);
-
-        json_object_object_add(p, "enabled", json_object_new_boolean(!strcmp(argv[2], "on")));
-        if (argc == 4)
-            json_object_object_add(p, "wait", json_object_new_boolean(true));
-        r = run_simple(&c, "sandbox.set_internet", p, print_sandbox);
-    } else if (strcmp(cmd, "renew") == 0 && argc == 3) {
-        json_object *p;
-
-        if (parse_int(argv[2], "TTL", 1, INT32_MAX, &x) < 0)
-            r = EXIT_USAGE;
-        else {
-            p = id_params(argv[1]);
-            json_object_object_add(p, "ttl_s", json_object_new_int64(x));
-            r = run_simple(&c, "sandbox.renew", p, print_sandbox);
-        }
-    } else if (strcmp(cmd, "destroy") == 0 && argc == 2)
-        r = run_simple(&c, "sandbox.destroy", id_params(argv[1]), print_destroyed);
-    else {
-        fprintf(stderr, "sandboxctl: wrong arguments for '%s'\n", cmd);
-        usage(stderr);
-        r = EXIT_USAGE;
-    }
+    r = run_command(&c, cmd, argc, argv);
     close(c.fd);
     free(c.buf);
     return r;
