@@ -140,6 +140,17 @@ static int script_open(struct script *s)
     return s->f ? 0 : -ENOMEM;
 }
 
+/* A script on the process id (validated), its prelude written. */
+static int script_begin(const char *id, struct script *s)
+{
+    if (!process_id_valid(id))
+        return -EINVAL;
+    if (script_open(s) < 0)
+        return -ENOMEM;
+    fputs(PRELUDE, s->f);
+    return 0;
+}
+
 static void script_quote(struct script *s, const char *word)
 {
     char *q = NULL;
@@ -261,14 +272,10 @@ int process_script_read(const char *id, enum process_stream stream, uint64_t off
                         uint64_t length, unsigned wait_ms, uint64_t output_max, char **ret)
 {
     struct script s;
-    int r;
+    int r = script_begin(id, &s);
 
-    if (!process_id_valid(id))
-        return -EINVAL;
-    r = script_open(&s);
     if (r < 0)
         return r;
-    fputs(PRELUDE, s.f);
     fprintf(s.f, ENTER("%s") "S=%llu; s=%s; a=%llu; L=%llu; w=%u\n", id,
             (unsigned long long)process_segment_size(output_max),
             stream == PROCESS_STDOUT ? "out" : "err", (unsigned long long)offset,
@@ -312,14 +319,10 @@ int process_script_read(const char *id, enum process_stream stream, uint64_t off
 int process_script_write(const char *id, bool close, char **ret)
 {
     struct script s;
-    int r;
+    int r = script_begin(id, &s);
 
-    if (!process_id_valid(id))
-        return -EINVAL;
-    r = script_open(&s);
     if (r < 0)
         return r;
-    fputs(PRELUDE, s.f);
     fprintf(s.f,
             ENTER("%s") "st .; [ \"$x\" = - ] || { echo '@ E exited' >&2; exit 0; }\n"
                         "[ -p in ] || { echo '@ E nostdin' >&2; exit 0; }\n"
@@ -335,14 +338,10 @@ int process_script_write(const char *id, bool close, char **ret)
 int process_script_wait(const char *id, unsigned timeout_ms, char **ret)
 {
     struct script s;
-    int r;
+    int r = script_begin(id, &s);
 
-    if (!process_id_valid(id))
-        return -EINVAL;
-    r = script_open(&s);
     if (r < 0)
         return r;
-    fputs(PRELUDE, s.f);
     fprintf(
         s.f,
         ENTER("%s") "w=%u; st .\n"
@@ -355,14 +354,10 @@ int process_script_wait(const char *id, unsigned timeout_ms, char **ret)
 int process_script_kill(const char *id, const char *sig, char **ret)
 {
     struct script s;
-    int r;
+    int r = process_signal_valid(sig) ? script_begin(id, &s) : -EINVAL;
 
-    if (!process_id_valid(id) || !process_signal_valid(sig))
-        return -EINVAL;
-    r = script_open(&s);
     if (r < 0)
         return r;
-    fputs(PRELUDE, s.f);
     /* The command's process group (a just-started command may not have recorded its pid
      * yet); for KILL the namespace's init too, which ends everything in the namespace. Then
      * up to 2 s for the status. */

@@ -386,7 +386,8 @@ static int start_vmid_pick(struct sandbox *sb, uint64_t timeout_ms, const char *
                          &sb->call);
 }
 
-static void on_vmid_saved(int r, void *userdata)
+/* A step's registry save completed (the vmid before the clone, the record at READY). */
+static void on_step_saved(int r, void *userdata)
 {
     struct sandbox *sb = userdata;
     struct engine_error err = {
@@ -405,7 +406,7 @@ static int start_vmid_save(struct sandbox *sb, uint64_t timeout_ms, const char *
     int r;
 
     sb->refs++;
-    r = sandbox_save(sb, on_vmid_saved, sb);
+    r = sandbox_save(sb, on_step_saved, sb);
     if (r < 0)
         sb->refs--;
     return r;
@@ -772,24 +773,10 @@ static int start_reconnect(struct sandbox *sb, uint64_t timeout_ms, const char *
     return start_connect(sb, timeout_ms, ret_fail);
 }
 
-static void on_ready_saved(int r, void *userdata)
-{
-    struct sandbox *sb = userdata;
-    struct engine_error err = {
-        .kind = ENGINE_E_INTERNAL, .error = r, .message = "cannot write the registry record"};
-
-    sb->refs--;
-    if (sb->state == SANDBOX_GONE || !sb->create_op) { /* dropped by engine_close() */
-        sandbox_maybe_free(sb);
-        return;
-    }
-    on_step_done(sb, r < 0 ? &err : NULL);
-}
-
 static int start_ready_save(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
 {
     sb->refs++;
-    if (sandbox_save(sb, on_ready_saved, sb) < 0) {
+    if (sandbox_save(sb, on_step_saved, sb) < 0) {
         /* The daemon stops: the registry record is resolved at the next start. */
         sb->refs--;
         create_finish(sb);
