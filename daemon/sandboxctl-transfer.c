@@ -179,25 +179,21 @@ static int tree_exec(struct ctl *c, const char *id, const char *script, const ch
     return 0;
 }
 
-static int put_tree(struct ctl *c, const char *id, const char *local, const char *remote)
+/* Runs the local tar argv and the remote script on the other end of its pipe (up: the
+ * local tar feeds the remote one). Returns the exit status. */
+static int tree_move(struct ctl *c, const char *id, char **argv, const char *script,
+                     const char *remote, bool up, struct progress *pr)
 {
-    char *argv[] = {"tar", "-C", (char *)local, "-cf", "-", ".", NULL};
-    struct progress pr = {.what = "put"};
-    struct stat st;
     int fd, r, t;
 
-    if (stat(local, &st) < 0 || !S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "sandboxctl: %s: not a folder\n", local);
-        return 1;
-    }
-    r = spawn_tar(argv, true, &pr.tar, &fd);
+    r = spawn_tar(argv, up, &pr->tar, &fd);
     if (r < 0) {
         fprintf(stderr, "sandboxctl: tar: %s\n", strerror(-r));
         return 1;
     }
-    r = tree_exec(c, id, "mkdir -p \"$1\" && exec tar -C \"$1\" -xpf -", remote, fd, true, &pr);
+    r = tree_exec(c, id, script, remote, fd, up, pr);
     close(fd);
-    t = wait_tar(pr.tar);
+    t = wait_tar(pr->tar);
     if (r == 0 && t != 0) {
         fprintf(stderr, "sandboxctl: local tar failed (%d)\n", t);
         return 1;
@@ -205,29 +201,30 @@ static int put_tree(struct ctl *c, const char *id, const char *local, const char
     return r;
 }
 
+static int put_tree(struct ctl *c, const char *id, const char *local, const char *remote)
+{
+    char *argv[] = {"tar", "-C", (char *)local, "-cf", "-", ".", NULL};
+    struct progress pr = {.what = "put"};
+    struct stat st;
+
+    if (stat(local, &st) < 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "sandboxctl: %s: not a folder\n", local);
+        return 1;
+    }
+    return tree_move(c, id, argv, "mkdir -p \"$1\" && exec tar -C \"$1\" -xpf -", remote, true,
+                     &pr);
+}
+
 static int get_tree(struct ctl *c, const char *id, const char *remote, const char *local)
 {
     char *argv[] = {"tar", "-C", (char *)local, "-xpf", "-", NULL};
     struct progress pr = {.what = "get"};
-    int fd, r, t;
 
     if (mkdir(local, 0755) < 0 && errno != EEXIST) {
         fprintf(stderr, "sandboxctl: %s: %s\n", local, strerror(errno));
         return 1;
     }
-    r = spawn_tar(argv, false, &pr.tar, &fd);
-    if (r < 0) {
-        fprintf(stderr, "sandboxctl: tar: %s\n", strerror(-r));
-        return 1;
-    }
-    r = tree_exec(c, id, "exec tar -C \"$1\" -cf - .", remote, fd, false, &pr);
-    close(fd);
-    t = wait_tar(pr.tar);
-    if (r == 0 && t != 0) {
-        fprintf(stderr, "sandboxctl: local tar failed (%d)\n", t);
-        return 1;
-    }
-    return r;
+    return tree_move(c, id, argv, "exec tar -C \"$1\" -cf - .", remote, false, &pr);
 }
 
 /* put [-r] and get [-r]: argv[1] may be -r. */

@@ -14,36 +14,6 @@
 #include "lib/metrics.h"
 #include "tests/check-util.h"
 
-static int saved_stderr = -1;
-static FILE *capture_file;
-static char captured[8192];
-
-static void capture_begin(void)
-{
-    fflush(stderr);
-    capture_file = tmpfile();
-    ck_assert_ptr_nonnull(capture_file);
-    saved_stderr = dup(STDERR_FILENO);
-    ck_assert_int_ge(saved_stderr, 0);
-    ck_assert_int_eq(dup2(fileno(capture_file), STDERR_FILENO), STDERR_FILENO);
-}
-
-static const char *capture_end(void)
-{
-    size_t n;
-
-    fflush(stderr);
-    ck_assert_int_eq(dup2(saved_stderr, STDERR_FILENO), STDERR_FILENO);
-    close(saved_stderr);
-    saved_stderr = -1;
-    rewind(capture_file);
-    n = fread(captured, 1, sizeof captured - 1, capture_file);
-    captured[n] = '\0';
-    fclose(capture_file);
-    capture_file = NULL;
-    return captured;
-}
-
 static void setup(void)
 {
     metrics_free();

@@ -242,65 +242,6 @@ START_TEST(test_close_cancels)
 }
 END_TEST
 
-/* Stops (or resumes) every per-connection process of the fixture's sshd: the sessions it
- * serves stop answering while their sockets stay open. Returns how many were signalled. */
-static int freeze_sessions(pid_t *pids, int max, int sig)
-{
-    char path[600], line[64];
-    FILE *pf;
-    pid_t listener;
-    int n = 0;
-    bool grew = true;
-
-    if (sig == SIGCONT) {
-        for (int i = 0; i < max; i++)
-            (void)kill(pids[i], SIGCONT);
-        return max;
-    }
-    snprintf(path, sizeof(path), "%s/sshd.pid", fx.dir);
-    pf = fopen(path, "r");
-    ck_assert_ptr_nonnull(pf);
-    ck_assert_ptr_nonnull(fgets(line, sizeof(line), pf));
-    fclose(pf);
-    listener = (pid_t)atoi(line);
-    /* Descendants of the listener, found through each process's parent. */
-    while (grew) {
-        DIR *d = opendir("/proc");
-        struct dirent *de;
-
-        grew = false;
-        ck_assert_ptr_nonnull(d);
-        while ((de = readdir(d)) && n < max) {
-            pid_t pid = (pid_t)atoi(de->d_name), ppid = 0;
-            bool known = false, parent_known = false;
-            char stat[512], *p;
-
-            if (pid <= 0)
-                continue;
-            snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-            pf = fopen(path, "r");
-            if (!pf)
-                continue;
-            p = fgets(stat, sizeof(stat), pf) ? strrchr(stat, ')') : NULL;
-            fclose(pf);
-            if (!p || sscanf(p + 2, "%*c %d", &ppid) != 1)
-                continue;
-            for (int i = 0; i < n; i++) {
-                known |= pids[i] == pid;
-                parent_known |= pids[i] == ppid;
-            }
-            if (!known && (ppid == listener || parent_known)) {
-                pids[n++] = pid;
-                grew = true;
-            }
-        }
-        closedir(d);
-    }
-    for (int i = 0; i < n; i++)
-        ck_assert_int_eq(kill(pids[i], sig), 0);
-    return n;
-}
-
 /* A file system request stuck on a session that stopped answering is answered -ETIME at the
  * deadline, and the next one runs on a new session. */
 START_TEST(test_deadline)
@@ -317,7 +258,7 @@ START_TEST(test_deadline)
     wait_done(&d);
     ck_assert_int_eq(d.error, 0);
     ck_assert_int_eq(d.type, SSHFILE_DIR);
-    n_frozen = freeze_sessions(frozen, ELEMENTSOF(frozen), SIGSTOP);
+    n_frozen = fixture_freeze_sessions(&fx, frozen, ELEMENTSOF(frozen), SIGSTOP);
     ck_assert_int_ge(n_frozen, 1);
     d = (struct done){};
     ck_assert_int_eq(sshfile_list(f, work, 10, on_list, &d), 0);
@@ -328,7 +269,7 @@ START_TEST(test_deadline)
     wait_done(&d);
     ck_assert_int_eq(d.error, 0);
     ck_assert_uint_eq(d.count, 0); /* existed */
-    freeze_sessions(frozen, n_frozen, SIGCONT);
+    fixture_freeze_sessions(&fx, frozen, n_frozen, SIGCONT);
     sshfile_close(f, on_flag, &closed);
     fixture_run_until(&loop, &closed, 30000);
 }

@@ -673,65 +673,6 @@ START_TEST(test_read_to_eof)
 }
 END_TEST
 
-/* Stops (or resumes) every per-connection process of the fixture's sshd: the sessions it
- * serves stop answering while their sockets stay open. Returns how many were signalled. */
-static int freeze_sessions(pid_t *pids, int max, int sig)
-{
-    char path[600], line[64];
-    FILE *pf;
-    pid_t listener;
-    int n = 0;
-    bool grew = true;
-
-    if (sig == SIGCONT) {
-        for (int i = 0; i < max; i++)
-            (void)kill(pids[i], SIGCONT);
-        return max;
-    }
-    snprintf(path, sizeof(path), "%s/sshd.pid", fx.dir);
-    pf = fopen(path, "r");
-    ck_assert_ptr_nonnull(pf);
-    ck_assert_ptr_nonnull(fgets(line, sizeof(line), pf));
-    fclose(pf);
-    listener = (pid_t)atoi(line);
-    /* Descendants of the listener, found through each process's parent. */
-    while (grew) {
-        DIR *d = opendir("/proc");
-        struct dirent *de;
-
-        grew = false;
-        ck_assert_ptr_nonnull(d);
-        while ((de = readdir(d)) && n < max) {
-            pid_t pid = (pid_t)atoi(de->d_name), ppid = 0;
-            bool known = false, parent_known = false;
-            char stat[512], *p;
-
-            if (pid <= 0)
-                continue;
-            snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-            pf = fopen(path, "r");
-            if (!pf)
-                continue;
-            p = fgets(stat, sizeof(stat), pf) ? strrchr(stat, ')') : NULL;
-            fclose(pf);
-            if (!p || sscanf(p + 2, "%*c %d", &ppid) != 1)
-                continue;
-            for (int i = 0; i < n; i++) {
-                known |= pids[i] == pid;
-                parent_known |= pids[i] == ppid;
-            }
-            if (!known && (ppid == listener || parent_known)) {
-                pids[n++] = pid;
-                grew = true;
-            }
-        }
-        closedir(d);
-    }
-    for (int i = 0; i < n; i++)
-        ck_assert_int_eq(kill(pids[i], sig), 0);
-    return n;
-}
-
 static void on_file_closed(void *ud)
 {
     (*(int *)ud)++;
@@ -758,7 +699,7 @@ START_TEST(test_deadline)
         ck_assert_int_eq(read_on(fs[i], path, 0, SSHFILE_READ_MAX, &r[0]), 0);
         free(r[0].data);
     }
-    n_frozen = freeze_sessions(frozen, ELEMENTSOF(frozen), SIGSTOP);
+    n_frozen = fixture_freeze_sessions(&fx, frozen, ELEMENTSOF(frozen), SIGSTOP);
     ck_assert_int_ge(n_frozen, N);
 
     t0 = uv_hrtime();
@@ -783,7 +724,7 @@ START_TEST(test_deadline)
         ck_assert_uint_eq(r[0].len, 4);
         free(r[0].data);
     }
-    freeze_sessions(frozen, n_frozen, SIGCONT);
+    fixture_freeze_sessions(&fx, frozen, n_frozen, SIGCONT);
     for (int i = 0; i < N; i++)
         sshfile_close(fs[i], on_file_closed, &closed);
     for (int i = 0; i < 400 && closed < N; i++)

@@ -5,7 +5,10 @@
 
 #include <arpa/inet.h>
 #include <check.h>
+#include <dirent.h>
 #include <netinet/in.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,4 +114,64 @@ static inline void fixture_run_until(uv_loop_t *loop, const bool *flag, uint64_t
     }
     uv_close((uv_handle_t *)&tick, NULL);
     uv_run(loop, UV_RUN_NOWAIT);
+}
+
+/* Stops (or resumes) every per-connection process of the fixture's sshd: the sessions it
+ * serves stop answering while their sockets stay open. Returns how many were signalled. */
+static inline int fixture_freeze_sessions(const struct sshd_fixture *f, pid_t *pids, int max,
+                                          int sig)
+{
+    char path[600], line[64];
+    FILE *pf;
+    pid_t listener;
+    int n = 0;
+    bool grew = true;
+
+    if (sig == SIGCONT) {
+        for (int i = 0; i < max; i++)
+            (void)kill(pids[i], SIGCONT);
+        return max;
+    }
+    snprintf(path, sizeof(path), "%s/sshd.pid", f->dir);
+    pf = fopen(path, "r");
+    ck_assert_ptr_nonnull(pf);
+    ck_assert_ptr_nonnull(fgets(line, sizeof(line), pf));
+    fclose(pf);
+    listener = (pid_t)atoi(line);
+    /* Descendants of the listener, found through each process's parent. */
+    while (grew) {
+        DIR *d = opendir("/proc");
+        struct dirent *de;
+
+        grew = false;
+        ck_assert_ptr_nonnull(d);
+        while ((de = readdir(d)) && n < max) {
+            pid_t pid = (pid_t)atoi(de->d_name), ppid = 0;
+            bool known = false, parent_known = false;
+            char stat[512], *p;
+
+            if (pid <= 0)
+                continue;
+            snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+            pf = fopen(path, "r");
+            if (!pf)
+                continue;
+            p = fgets(stat, sizeof(stat), pf) ? strrchr(stat, ')') : NULL;
+            fclose(pf);
+            if (!p || sscanf(p + 2, "%*c %d", &ppid) != 1)
+                continue;
+            for (int i = 0; i < n; i++) {
+                known |= pids[i] == pid;
+                parent_known |= pids[i] == ppid;
+            }
+            if (!known && (ppid == listener || parent_known)) {
+                pids[n++] = pid;
+                grew = true;
+            }
+        }
+        closedir(d);
+    }
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(kill(pids[i], sig), 0);
+    return n;
 }
