@@ -4,6 +4,9 @@ terminal of the requested size, process.write reaches a program reading the term
 exit status and signals come through, stderr stays empty; bad sizes are refused; a sandbox
 that cannot make a terminal refuses pty with a documented error and starts nothing."""
 
+import os
+import subprocess
+
 import e2elib
 from e2elib import Env, RpcError, data_of, run
 
@@ -110,6 +113,21 @@ def main():
             p = c.call("process.start", {"id": sid, "command": "echo plain"})
             assert read_all(c, sid, p["process"]) == b"plain\n"
 
+        def sandboxctl_start_pty():
+            # Without a terminal of its own (pipes here), sandboxctl asks for 80x24.
+            ctl = os.path.join(e2elib.BUILD, "daemon", "sandboxctl")
+
+            def sc(*args):
+                return subprocess.run([ctl, "--socket", env.socket, *args], capture_output=True,
+                                      stdin=subprocess.DEVNULL, timeout=120)
+            r = sc("start", sid, "--pty", "--", "sh", "-c", "tty; stty size")
+            assert r.returncode == 0, r
+            proc = r.stdout.decode().strip()
+            r = sc("logs", "-f", sid, proc)
+            assert r.returncode == 0, r
+            lines = r.stdout.decode().split("\r\n")
+            assert lines[0].startswith("/dev/pts/") and lines[1] == "24 80", r.stdout
+
         def destroy():
             c.call("sandbox.destroy", {"id": sid})
             c.close()
@@ -118,6 +136,7 @@ def main():
              ("argv, env and close on a terminal", argv_env_and_close),
              ("process.kill on a terminal", kill_on_terminal),
              ("bad pty sizes", bad_sizes),
+             ("sandboxctl start --pty", sandboxctl_start_pty),
              ("a sandbox without a terminal refuses pty", no_terminal_in_sandbox),
              ("destroy", destroy)])
 
