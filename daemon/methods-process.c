@@ -45,6 +45,7 @@ struct call {
     char *display;
     time_t started_at;
     bool has_stdin, closed;
+    unsigned pty_cols, pty_rows; /* start: 0 without a terminal */
     uint64_t offset;
     size_t written;
     char signal[8];
@@ -197,6 +198,13 @@ static json_object *result_of(struct call *c, const struct sshexec_result *res,
         json_object_object_add(o, "command", json_object_new_string(c->display));
         add_time(o, "started_at", c->started_at);
         json_object_object_add(o, "stdin", json_object_new_boolean(c->has_stdin));
+        if (c->pty_cols) {
+            json_object *t = json_object_new_object();
+
+            json_object_object_add(t, "cols", json_object_new_int((int)c->pty_cols));
+            json_object_object_add(t, "rows", json_object_new_int((int)c->pty_rows));
+            json_object_object_add(o, "pty", t);
+        }
         return o;
     }
     if (c->kind == CALL_WRITE) {
@@ -233,6 +241,12 @@ static void reply_report(struct req *r, struct call *c, enum process_report rep,
         return;
     case PROCESS_R_CWD:
         reply_error(r, RPC_INVALID_PARAMS, "not a directory in the sandbox", "cwd", NULL);
+        return;
+    case PROCESS_R_NO_PTY:
+        reply_error(r, RPC_INVALID_PARAMS,
+                    "the sandbox cannot make a terminal (it needs util-linux script and a "
+                    "mounted /dev/pts)",
+                    "pty", NULL);
         return;
     case PROCESS_R_RANGE:
         snprintf(reason, sizeof reason, "past the end of the output (%llu bytes so far)",
@@ -439,11 +453,15 @@ static void method_start(struct req *r, void *params, void *userdata)
     s.env = (const char *const *)env;
     s.cwd = p->cwd;
     s.has_stdin = p->has_stdin;
+    s.pty_cols = p->pty ? p->pty_cols : 0;
+    s.pty_rows = p->pty ? p->pty_rows : 0;
     s.max_processes = cfg->sandbox.max_processes;
     s.output_max = cfg->sandbox.process_output_max_bytes;
     c->display = process_display(p->command, (const char *const *)p->argv);
     c->started_at = s.started_at;
     c->has_stdin = p->has_stdin;
+    c->pty_cols = s.pty_cols;
+    c->pty_rows = s.pty_rows;
     k = c->display ? process_script_start(&s, &run.script) : -ENOMEM;
     env_free(env);
     if (script_failed(r, c, k))

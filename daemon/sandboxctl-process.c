@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "lib/json-util.h"
@@ -94,10 +95,31 @@ static int cmd_ps(struct ctl *c, const struct ctl_ops *ops, int argc, char **arg
     return 0;
 }
 
+/* --pty: the size of sandboxctl's own terminal (the first of stdin, stdout, stderr that is
+ * one), else 80x24; at most the protocol's 1000. */
+static json_object *pty_params(void)
+{
+    struct winsize w = {.ws_col = 80, .ws_row = 24};
+    json_object *o = json_object_new_object();
+
+    for (int fd = 0; fd < 3; fd++) {
+        struct winsize t = {};
+
+        if (ioctl(fd, TIOCGWINSZ, &t) == 0 && t.ws_col > 0 && t.ws_row > 0) {
+            w = t;
+            break;
+        }
+    }
+    json_object_object_add(o, "cols", json_object_new_int(MIN((int)w.ws_col, 1000)));
+    json_object_object_add(o, "rows", json_object_new_int(MIN((int)w.ws_row, 1000)));
+    return o;
+}
+
 static int cmd_start(struct ctl *c, const struct ctl_ops *ops, int argc, char **argv)
 {
     static const struct option opts[] = {
         {"stdin", no_argument, NULL, 'i'},
+        {"pty", no_argument, NULL, 't'},
         {"env", required_argument, NULL, 'e'},
         {"cwd", required_argument, NULL, 'C'},
         {},
@@ -107,15 +129,19 @@ static int cmd_start(struct ctl *c, const struct ctl_ops *ops, int argc, char **
     int opt, r;
 
     if (argc < 2) {
-        fprintf(stderr, "sandboxctl: start ID [--stdin] [--env K=V] [--cwd DIR] -- CMD...\n");
+        fprintf(stderr,
+                "sandboxctl: start ID [--stdin] [--pty] [--env K=V] [--cwd DIR] -- CMD...\n");
         return EXIT_USAGE;
     }
     p = ref_params(argv[1], NULL);
     optind = 2;
-    while ((opt = getopt_long(argc, argv, "+ie:C:", opts, NULL)) >= 0) {
+    while ((opt = getopt_long(argc, argv, "+ite:C:", opts, NULL)) >= 0) {
         switch (opt) {
         case 'i':
             json_object_object_add(p, "stdin", json_object_new_boolean(true));
+            break;
+        case 't':
+            json_object_object_add(p, "pty", pty_params());
             break;
         case 'e': {
             char *eq = strchr(optarg, '=');

@@ -214,13 +214,65 @@ static void script_vector(struct script *s, const struct process_start_spec *p)
     }
 }
 
+/* On a terminal: util-linux script(1) makes the pty (its stdin is the terminal's input, the
+ * terminal's output its stdout) and runs, by /bin/sh, a line that restores SHELL, sets the
+ * size and sources the file `pty` of the process's folder (its cwd), which execs the vector
+ * above. The file is written by a quoted here-document, so the vector is quoted once, as
+ * without a terminal, and every request within the limits still fits one exec line. TERM
+ * defaults to xterm (env may override it). */
+static void script_pty_file(struct script *s, const struct process_start_spec *p)
+{
+    struct script b;
+    char *body = NULL;
+    int r;
+
+    if (s->error)
+        return;
+    r = script_open(&b);
+    if (r < 0) {
+        s->error = r;
+        return;
+    }
+    fputs("exec", b.f);
+    script_vector(&b, p);
+    r = script_finish(&b, &body);
+    if (r < 0) {
+        s->error = r;
+        return;
+    }
+    /* The delimiter holds the process id, random: quoted user text cannot hold it by chance;
+     * if it does anyway, the request is refused. */
+    if (strstr(body, p->id))
+        s->error = -E2BIG;
+    else
+        fprintf(s->f, "cat >pty <<'SANDBOXD_PTY_%s'\n%s\nSANDBOXD_PTY_%s\n", p->id, body, p->id);
+    free(body);
+}
+
+static void script_pty_vector(struct script *s, const struct process_start_spec *p)
+{
+    fprintf(s->f,
+            " env SANDBOXD_SHELL=\"$SHELL\" SHELL=/bin/sh TERM=xterm script -q -e -f -c "
+            "'if [ -n \"$SANDBOXD_SHELL\" ]; then SHELL=$SANDBOXD_SHELL; else unset SHELL; fi; "
+            "unset SANDBOXD_SHELL; stty cols %u rows %u 2>/dev/null; . ./pty' /dev/null",
+            p->pty_cols, p->pty_rows);
+}
+
+/* The start script fails early, with "@ E nopty", where no terminal can be made: no script
+ * of util-linux (busybox's has no -e), or no pty (devpts). */
+#define PTY_CHECK                                                                                  \
+    "if ! command -v script >/dev/null 2>&1 || "                                                   \
+    "! script -q -e -c : /dev/null </dev/null >/dev/null 2>&1; then\n"                             \
+    "  echo '@ E nopty' >&2; exit 0; fi\n"
+
 int process_script_start(const struct process_start_spec *p, char **ret)
 {
     struct script s;
     char *display;
     int r;
 
-    if (!p || !process_id_valid(p->id) || !p->command == !p->argv || p->max_processes == 0)
+    if (!p || !process_id_valid(p->id) || !p->command == !p->argv || p->max_processes == 0 ||
+        !p->pty_cols != !p->pty_rows || (p->pty_cols && !p->has_stdin))
         return -EINVAL;
     display = process_display(p->command, p->argv);
     if (!display)
@@ -230,12 +282,15 @@ int process_script_start(const struct process_start_spec *p, char **ret)
         free(display);
         return r;
     }
-    fputs(PRELUDE "umask 077; mkdir -p \"$B\" || exit 1\n"
-                  "[ -p \"$B/.tick\" ] || mkfifo \"$B/.tick\" 2>/dev/null\n"
-                  "i=0; until mkdir \"$B/.lock\" 2>/dev/null; do i=$((i+1))\n"
-                  "  if [ $i -ge 500 ]; then rmdir \"$B/.lock\"; i=0; fi; sleep 0.01; done\n"
-                  "n=0; t=0; for d in \"$B\"/pr-*; do [ -d \"$d\" ] || continue; t=$((t+1))\n"
-                  "  st \"$d\"; [ \"$x\" = - ] && n=$((n+1)); done\n",
+    fputs(PRELUDE, s.f);
+    if (p->pty_cols)
+        fputs(PTY_CHECK, s.f);
+    fputs("umask 077; mkdir -p \"$B\" || exit 1\n"
+          "[ -p \"$B/.tick\" ] || mkfifo \"$B/.tick\" 2>/dev/null\n"
+          "i=0; until mkdir \"$B/.lock\" 2>/dev/null; do i=$((i+1))\n"
+          "  if [ $i -ge 500 ]; then rmdir \"$B/.lock\"; i=0; fi; sleep 0.01; done\n"
+          "n=0; t=0; for d in \"$B\"/pr-*; do [ -d \"$d\" ] || continue; t=$((t+1))\n"
+          "  st \"$d\"; [ \"$x\" = - ] && n=$((n+1)); done\n",
           s.f);
     fprintf(s.f,
             "if [ $n -ge %u ]; then rmdir \"$B/.lock\"; echo \"@ E limit $n\" >&2; exit 0; fi\n"
@@ -254,15 +309,22 @@ int process_script_start(const struct process_start_spec *p, char **ret)
     script_quote(&s, display);
     fprintf(s.f,
             " >cmd; echo %lld >started; mkfifo out.p err.p || exit 1\n"
-            "%s"
+            "%s",
+            (long long)p->started_at, p->has_stdin ? "mkfifo in || exit 1\n" : "");
+    if (p->pty_cols)
+        script_pty_file(&s, p);
+    fprintf(s.f,
             "export SANDBOXD_PROCESS_DIR=\"$d\" SANDBOXD_PROCESS=%s\n"
             "env -u SANDBOXD_EXEC_ID setsid /bin/sh -c ",
-            (long long)p->started_at, p->has_stdin ? "mkfifo in || exit 1\n" : "", p->id);
+            p->id);
     script_quote(&s, wrapper);
     fprintf(s.f, " sandboxd-process %llu %llu %d",
             (unsigned long long)process_segment_size(p->output_max),
             (unsigned long long)p->output_max, p->has_stdin ? 1 : 0);
-    script_vector(&s, p);
+    if (p->pty_cols)
+        script_pty_vector(&s, p);
+    else
+        script_vector(&s, p);
     fputs(" </dev/null >/dev/null 2>&1 &\necho '@ OK' >&2\n", s.f);
     free(display);
     return script_finish(&s, ret);
@@ -425,7 +487,7 @@ enum process_report process_parse_report(const char *err, size_t len, uint64_t n
         {"nosuch", PROCESS_R_NO_SUCH}, {"limit", PROCESS_R_LIMIT},
         {"cwd", PROCESS_R_CWD},        {"range", PROCESS_R_RANGE},
         {"exited", PROCESS_R_EXITED},  {"nostdin", PROCESS_R_NO_STDIN},
-        {"closed", PROCESS_R_CLOSED},
+        {"closed", PROCESS_R_CLOSED},  {"nopty", PROCESS_R_NO_PTY},
     };
     const char *line = NULL;
     char buf[256], word[16] = "", x[16] = "-";

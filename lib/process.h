@@ -56,6 +56,7 @@ struct process_start_spec {
     const char *const *env;  /* NULL or NULL-terminated "NAME=value" (validated by the caller) */
     const char *cwd;         /* NULL: the home directory */
     bool has_stdin;
+    unsigned pty_cols, pty_rows; /* both 0, or a terminal of that size (has_stdin then true) */
     time_t started_at;
     unsigned max_processes; /* running processes allowed in the sandbox */
     uint64_t output_max;    /* bytes kept per stream */
@@ -98,6 +99,7 @@ enum process_report {
     PROCESS_R_EXITED,    /* the process ended (write) */
     PROCESS_R_NO_STDIN,  /* started without stdin (write) */
     PROCESS_R_CLOSED,    /* stdin already closed (write) */
+    PROCESS_R_NO_PTY,    /* no terminal can be made in the sandbox (start with a pty) */
     PROCESS_R_MALFORMED, /* no report line, or one that does not parse */
 };
 

@@ -156,6 +156,36 @@ static int start_sizes(const struct params_process_start *p, struct params_error
     return 0;
 }
 
+/* pty: {"cols": C, "rows": R}, both required, 1..PARAMS_PROCESS_PTY_MAX; implies stdin. */
+static int parse_pty(json_object *params, struct params_process_start *p, struct params_error *err)
+{
+    static const char *const names[] = {"cols", "rows"};
+    json_object *o = NULL;
+    int64_t v[2];
+
+    if (!present(params, "pty"))
+        return 0;
+    json_object_object_get_ex(params, "pty", &o);
+    if (!o || !json_object_is_type(o, json_type_object) || json_object_object_length(o) != 2)
+        return fail(err, "pty", "must be an object {\"cols\": C, \"rows\": R}");
+    for (size_t i = 0; i < ELEMENTSOF(names); i++) {
+        json_object *x = NULL;
+
+        if (!json_object_object_get_ex(o, names[i], &x) || !x ||
+            !json_object_is_type(x, json_type_int))
+            return fail(err, "pty", "cols and rows must be integers in 1..1000");
+        errno = 0;
+        v[i] = json_object_get_int64(x);
+        if (errno || v[i] < 1 || v[i] > PARAMS_PROCESS_PTY_MAX)
+            return fail(err, "pty", "cols and rows must be integers in 1..1000");
+    }
+    p->pty = true;
+    p->pty_cols = (unsigned)v[0];
+    p->pty_rows = (unsigned)v[1];
+    p->has_stdin = true;
+    return 0;
+}
+
 int params_process_start_parse(json_object *params, struct params_process_start *ret,
                                struct params_error *err)
 {
@@ -170,9 +200,10 @@ int params_process_start_parse(json_object *params, struct params_process_start 
     r = check_object(params, allowed, err);
     if (r < 0)
         return r;
-    if (present(params, "pty"))
-        return fail(err, "pty", "terminals are not supported: leave pty out");
     r = get_bool(params, "stdin", &p.has_stdin, err);
+    if (r < 0)
+        return r;
+    r = parse_pty(params, &p, err);
     if (r < 0)
         return r;
     o = subset(params, shared);

@@ -15,7 +15,8 @@
 #define PARAMS_PROCESS_WRITE_MAX (1024 * 1024)     /* process.write data, decoded */
 #define PARAMS_PROCESS_TIMEOUT_MS_MAX (600 * 1000) /* process.wait timeout_ms */
 #define PARAMS_PROCESS_TIMEOUT_MS_DEFAULT 30000
-#define PARAMS_PROCESS_ID_LEN 19 /* "pr-" + 16 lowercase hex */
+#define PARAMS_PROCESS_ID_LEN 19    /* "pr-" + 16 lowercase hex */
+#define PARAMS_PROCESS_PTY_MAX 1000 /* pty cols and rows: 1..1000 */
 
 /* process.start: exactly one of command / argv. */
 struct params_process_start {
@@ -26,6 +27,8 @@ struct params_process_start {
     struct params_kv_list env;
     char *cwd;
     bool has_stdin; /* stdin: true gives the process a stdin process.write feeds */
+    bool pty;       /* pty: {cols, rows} runs it on a terminal (has_stdin then true) */
+    unsigned pty_cols, pty_rows;
 };
 
 /* process.read */

@@ -163,7 +163,7 @@ def main():
             c2.call("process.start", {"id": sid, "command": "true"})  # room again
 
         def bad_params(c2):
-            expect_error(c2, "process.start", {"id": sid, "command": "x", "pty": {"cols": 80, "rows": 24}},
+            expect_error(c2, "process.start", {"id": sid, "command": "x", "pty": {"cols": 0, "rows": 24}},
                          -32602, "pty")
             expect_error(c2, "process.start", {"id": sid, "command": "x" * 9000}, -32602, "command")
             expect_error(c2, "process.start", {"id": sid, "command": "true", "cwd": "/nonexistent"},

@@ -71,10 +71,43 @@ START_TEST(test_start)
     ck_assert_int_eq(run(&params_process_start_spec,
                          "{\"id\":\"sb-1\",\"command\":\"x\",\"argv\":[\"x\"]}", NULL),
                      -EINVAL);
-    ck_assert_int_eq(run(&params_process_start_spec,
-                         "{\"id\":\"sb-1\",\"command\":\"x\",\"pty\":{\"cols\":80,\"rows\":24}}",
-                         "pty"),
-                     -EINVAL);
+    /* pty: both sizes in 1..1000, nothing else; it implies stdin. */
+    o = J("{\"id\":\"sb-1\",\"command\":\"x\",\"pty\":{\"cols\":132,\"rows\":41}}");
+    ck_assert_int_eq(params_process_start_parse(o, &p, &e), 0);
+    ck_assert(p.pty && p.has_stdin);
+    ck_assert_uint_eq(p.pty_cols, 132);
+    ck_assert_uint_eq(p.pty_rows, 41);
+    params_process_start_done(&p);
+    json_object_put(o);
+    o = J("{\"id\":\"sb-1\",\"command\":\"x\",\"stdin\":false,"
+          "\"pty\":{\"cols\":1,\"rows\":1000}}");
+    ck_assert_int_eq(params_process_start_parse(o, &p, &e), 0);
+    ck_assert(p.pty && p.has_stdin);
+    ck_assert_uint_eq(p.pty_cols, 1);
+    ck_assert_uint_eq(p.pty_rows, 1000);
+    params_process_start_done(&p);
+    json_object_put(o);
+    {
+        static const char *const bad[] = {
+            "{\"cols\":0,\"rows\":24}",
+            "{\"cols\":80,\"rows\":1001}",
+            "{\"cols\":80}",
+            "{\"cols\":80,\"rows\":24,\"x\":1}",
+            "{\"cols\":\"80\",\"rows\":24}",
+            "{\"cols\":80,\"rows\":-1}",
+            "true",
+            "null",
+            "[80,24]",
+        };
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            char *t = NULL;
+
+            ck_assert_int_ge(asprintf(&t, "{\"id\":\"sb-1\",\"command\":\"x\",\"pty\":%s}", bad[i]),
+                             0);
+            ck_assert_int_eq(run(&params_process_start_spec, t, "pty"), -EINVAL);
+            free(t);
+        }
+    }
     ck_assert_int_eq(run(&params_process_start_spec,
                          "{\"id\":\"sb-1\",\"command\":\"x\",\"stdin\":\"yes\"}", "stdin"),
                      -EINVAL);
@@ -269,6 +302,7 @@ START_TEST(test_reports)
     ck_assert_int_eq(process_parse_report("@ E limit 64\n", 13, nums, NULL), PROCESS_R_LIMIT);
     ck_assert_uint_eq(nums[0], 64);
     ck_assert_int_eq(process_parse_report("@ E nosuch\n", 11, NULL, NULL), PROCESS_R_NO_SUCH);
+    ck_assert_int_eq(process_parse_report("@ E nopty\n", 10, NULL, NULL), PROCESS_R_NO_PTY);
     ck_assert_int_eq(process_parse_report("@ E what\n", 9, NULL, NULL), PROCESS_R_MALFORMED);
     ck_assert_int_eq(process_parse_report("", 0, NULL, NULL), PROCESS_R_MALFORMED);
     ck_assert_int_eq(process_parse_report("@ OK 1 2\n", 9, NULL, NULL), PROCESS_R_MALFORMED);
@@ -328,7 +362,24 @@ START_TEST(test_start_script_fits)
     s.id = id;
     ck_assert_int_eq(process_script_start(&s, &script), 0);
     ck_assert_uint_le(strlen(script), EXEC_COMMAND_MAX);
+    ck_assert_ptr_null(strstr(script, "script -q"));
     free(script);
+
+    /* On a terminal too: the vector is quoted once (a here-document), not twice. */
+    s.has_stdin = true;
+    s.pty_cols = 1000;
+    s.pty_rows = 1000;
+    ck_assert_int_eq(process_script_start(&s, &script), 0);
+    ck_assert_uint_le(strlen(script), EXEC_COMMAND_MAX);
+    ck_assert_ptr_nonnull(strstr(script, "stty cols 1000 rows 1000"));
+    ck_assert_ptr_nonnull(strstr(script, "@ E nopty"));
+    free(script);
+    /* A terminal needs stdin (its input), and both sizes. */
+    s.has_stdin = false;
+    ck_assert_int_eq(process_script_start(&s, &script), -EINVAL);
+    s.has_stdin = true;
+    s.pty_rows = 0;
+    ck_assert_int_eq(process_script_start(&s, &script), -EINVAL);
 }
 END_TEST
 

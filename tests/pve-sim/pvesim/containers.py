@@ -118,6 +118,10 @@ class ContainersMixin:
         # starts with it), and ssh-keygen is there to regenerate it.
         os.makedirs(os.path.join(root, "etc", "ssh"), mode=0o755, exist_ok=True)
         copy_binary(root, shutil.which("ssh-keygen") or "/usr/bin/ssh-keygen")
+        # util-linux script(1), as Debian and Ubuntu templates have it (busybox has none): the
+        # terminal of background processes started with a pty.
+        if shutil.which("script"):
+            copy_binary(root, shutil.which("script"))
         run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@pve-sim-template-{vmid}",
              "-f", host_key_path(d)])
 

@@ -298,7 +298,10 @@ LogLevel INFO
             pass
         if not re.fullmatch(DNS_RE, hn):
             hn = "ct%d" % vmid
-        script = (f"mount -t proc proc {rootdir}/proc && hostname {hn.split('.')[0]} && "
+        # A devpts instance of its own on /dev/pts, as LXC mounts one in every container.
+        script = (f"mount -t proc proc {rootdir}/proc && "
+                  f"{{ mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts {rootdir}/dev/pts "
+                  f"2>/dev/null || true; }} && hostname {hn.split('.')[0]} && "
                   f"exec /usr/sbin/sshd -D -e -f {conf}")
         conf = self.sim.cts.get(vmid, {}).get("conf", {})
         groups = cgroups.setup(ns, conf.get("cores", 1), conf.get("memory", 512))
