@@ -121,7 +121,7 @@ int engine_set_internet(struct engine *e, struct sandbox *sb, bool enabled, engi
                                       sb->destroy_requested ? SANDBOX_DESTROYING : sb->state)};
         return -EAGAIN;
     }
-    if (sb->fw_busy && sb->n_fw_waiting >= ENGINE_FW_QUEUE_MAX) {
+    if (sb->n_fw_waiting >= ENGINE_FW_QUEUE_MAX) {
         *ret_err = (struct engine_error){.kind = ENGINE_E_BUSY,
                                          .error = -EBUSY,
                                          .message = "too many internet changes are waiting"};
@@ -137,7 +137,10 @@ int engine_set_internet(struct engine *e, struct sandbox *sb, bool enabled, engi
     op->enabled = enabled;
     op->cb = cb;
     op->userdata = userdata;
-    if (sb->fw_busy) {
+    /* Behind the running change and behind every waiting one: a change asked for from a
+     * completion callback (its reply let the client's next request in) runs while the
+     * finished change's successors still wait, and must not overtake them. */
+    if (sb->fw_busy || sb->fw_waiting) {
         struct fw_op **tail = &sb->fw_waiting;
 
         while (*tail)
