@@ -403,6 +403,26 @@ START_TEST(test_build_command_limits)
 }
 END_TEST
 
+/* The exec marker of the local runs: the exec's FIFO is /tmp/.sandboxd-exec-<marker>, so a
+ * marker of this process's own keeps runs side by side (or a stale FIFO) apart. */
+static const char *local_marker(void)
+{
+    static char m[16];
+
+    if (!m[0])
+        snprintf(m, sizeof m, "%08x", (unsigned)getpid());
+    return m;
+}
+
+/* What the test commands print after "$$": " <marker>\n". */
+static const char *local_marker_line(void)
+{
+    static char l[24];
+
+    snprintf(l, sizeof l, " %s\n", local_marker());
+    return l;
+}
+
 /* Without nsenter or unshare the line falls back to running the command directly. */
 START_TEST(test_build_command_fallback_local)
 {
@@ -410,11 +430,11 @@ START_TEST(test_build_command_fallback_local)
     char *line = NULL, out[256];
     int status;
 
-    ck_assert_int_eq(sshexec_build_command(&p, "00ff", &line), 0);
+    ck_assert_int_eq(sshexec_build_command(&p, local_marker(), &line), 0);
     /* No PATH: command -v finds nothing; the fallback's words are absolute. */
     status = run_line_local(line, "PATH=/nonexistent", out, sizeof(out));
     ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 3);
-    ck_assert_str_eq(out + strcspn(out, " "), " 00ff\n");
+    ck_assert_str_eq(out + strcspn(out, " "), local_marker_line());
     ck_assert_int_gt(atoi(out), 4); /* the container's numbering: no namespace of its own */
     /* unshare present but not permitted (an unprivileged user): the probe fails, the command
      * runs all the same. */
@@ -431,13 +451,13 @@ START_TEST(test_build_command_fallback_local)
 
         status = spawn_capture(argv, envp, out, sizeof(out));
         ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 3);
-        ck_assert_str_eq(out + strcspn(out, " "), " 00ff\n");
+        ck_assert_str_eq(out + strcspn(out, " "), local_marker_line());
         ck_assert_int_gt(atoi(out), 4);
     }
     if (pidns_supported()) {
         status = run_line_local(line, "PATH=/usr/sbin:/usr/bin:/sbin:/bin", out, sizeof(out));
         ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 3);
-        ck_assert_str_eq(out + strcspn(out, " "), " 00ff\n");
+        ck_assert_str_eq(out + strcspn(out, " "), local_marker_line());
         ck_assert_int_le(atoi(out), 4); /* after init and its two helpers */
     }
     free(line);
@@ -453,11 +473,11 @@ START_TEST(test_build_command_container_pidns_local)
     char *line = NULL, out[256];
     int status;
 
-    ck_assert_int_eq(sshexec_build_command(&p, "00ff", &line), 0);
+    ck_assert_int_eq(sshexec_build_command(&p, local_marker(), &line), 0);
     ck_assert_ptr_null(strstr(line, "unshare"));
     status = run_line_local(line, "PATH=/usr/sbin:/usr/bin:/sbin:/bin", out, sizeof(out));
     ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 3);
-    ck_assert_str_eq(out + strcspn(out, " "), " 00ff\n");
+    ck_assert_str_eq(out + strcspn(out, " "), local_marker_line());
     ck_assert_int_gt(atoi(out), 4); /* the caller's numbering: no namespace of its own */
     free(line);
 }
