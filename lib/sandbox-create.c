@@ -134,6 +134,17 @@ static const struct create_step create_steps[] = {
 
 /* ---- outcome ---- */
 
+struct sb_op *create_op_new(void)
+{
+    struct sb_op *op = calloc(1, sizeof *op);
+
+    if (op) {
+        op->destroyed = create_finish;
+        op->check_abort = create_check_abort;
+    }
+    return op;
+}
+
 void create_finish(struct sandbox *sb)
 {
     struct sb_op *op = TAKE_PTR(sb->create_op);
@@ -897,7 +908,7 @@ int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engi
         return create_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT, "too many sandboxes (max_total)",
                              NULL);
 
-    op = calloc(1, sizeof *op);
+    op = create_op_new();
     if (!op)
         return create_refuse(ret_err, ENGINE_E_INTERNAL, -ENOMEM, "out of memory", NULL);
     r = sandbox_new(e, opts, ttl, &sb);

@@ -69,7 +69,7 @@ static void destroy_finish(struct sandbox *sb, const struct engine_error *err)
         w = next;
     }
     if (sb->create_op)
-        create_finish(sb);
+        sb->create_op->destroyed(sb);
     sandbox_unref(sb);
 }
 
@@ -258,7 +258,7 @@ int engine_destroy(struct engine *e, struct sandbox *sb, engine_done_cb cb, void
         }
         if (!sb->call && uv_is_active((uv_handle_t *)&sb->timer)) {
             uv_timer_stop(&sb->timer); /* waiting between polls or retries: now */
-            (void)create_check_abort(sb);
+            (void)sb->create_op->check_abort(sb);
         }
         return 0;
     }

@@ -79,6 +79,12 @@ struct sandbox {
 struct sb_op {
     engine_sandbox_cb cb;
     void *userdata;
+    /* What the destroy code tells the create it runs beside (set by create_op_new(), so
+     * sandbox-destroy.c never calls into sandbox-create.c): the rollback destroy ended
+     * (report the create's outcome), or a destroy was asked for while a step waits
+     * between polls (check now). */
+    void (*destroyed)(struct sandbox *sb);
+    bool (*check_abort)(struct sandbox *sb);
     bool failed;
     struct engine_error err; /* first failure; strings below */
     char *msg;
@@ -200,6 +206,8 @@ void sandbox_observe_requested(struct sandbox *sb);
 void sandbox_observe_ssh(int event, unsigned session, void *userdata);
 
 /* ---- sandbox-create.c ---- */
+/* A zeroed create operation with its hooks set; NULL when out of memory. */
+struct sb_op *create_op_new(void);
 /* Reports the create's outcome to its caller (op->failed: the first failure). */
 void create_finish(struct sandbox *sb);
 /* Checks a running create for the daemon closing or a destroy request; when either holds,

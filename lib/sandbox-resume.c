@@ -48,7 +48,7 @@ static int resume_one(struct engine *e, const struct reg_record *r)
         if (strcmp(sb->id, r->id) == 0)
             return -EEXIST;
     sb = calloc(1, sizeof *sb);
-    op = calloc(1, sizeof *op);
+    op = create_op_new();
     if (!sb || !op) {
         free(sb);
         free(op);
