@@ -389,11 +389,16 @@ int process_script_write(const char *id, bool close, char **ret)
             ENTER("%s") "st .; [ \"$x\" = - ] || { echo '@ E exited' >&2; exit 0; }\n"
                         "[ -p in ] || { echo '@ E nostdin' >&2; exit 0; }\n"
                         "[ -e in.closed ] && { echo '@ E closed' >&2; exit 0; }\n"
-                        "exec 4<>in; cat >&4; exec 4>&-\n"
+                        "h=; i=0; until read -r h 2>/dev/null <hpid || [ $i -ge 500 ]; do\n"
+                        "  i=$((i+1)); tk 0.01; done\n"
+                        "exec 4<>in; cat >&4\n"
+                        "i=0; while [ -n \"$h\" ] && [ $i -lt 500 ]; do\n"
+                        "  case $(readlink /proc/$h/fd/1 2>/dev/null) in */in) break;; esac\n"
+                        "  i=$((i+1)); tk 0.01; done\n"
+                        "exec 4>&-\n"
                         "%s"
                         "echo '@ OK 0 0 0 -' >&2\n",
-            id,
-            close ? ": >in.closed; read -r h 2>/dev/null <hpid && kill \"$h\" 2>/dev/null\n" : "");
+            id, close ? ": >in.closed; [ -n \"$h\" ] && kill \"$h\" 2>/dev/null\n" : "");
     return script_finish(&s, ret);
 }
 
