@@ -245,6 +245,19 @@ void params_process_start_done(struct params_process_start *p)
     *p = (struct params_process_start){};
 }
 
+/* The object's keys, then the "id" and "process" every call on one process carries. */
+static int parse_ref(json_object *params, const char *const *allowed, char *id, char *process,
+                     struct params_error *err)
+{
+    int r = check_object(params, allowed, err);
+
+    if (r == 0)
+        r = parse_id(params, id, err);
+    if (r == 0)
+        r = parse_process(params, process, err);
+    return r;
+}
+
 /* ---- process.read ---- */
 
 int params_process_read_parse(json_object *params, struct params_process_read *ret,
@@ -256,11 +269,7 @@ int params_process_read_parse(json_object *params, struct params_process_read *r
     json_object *v;
     int r;
 
-    r = check_object(params, allowed, err);
-    if (r == 0)
-        r = parse_id(params, p.id, err);
-    if (r == 0)
-        r = parse_process(params, p.process, err);
+    r = parse_ref(params, allowed, p.id, p.process, err);
     if (r < 0)
         return r;
     if (params && json_object_object_get_ex(params, "stream", &v)) {
@@ -293,11 +302,7 @@ int params_process_write_parse(json_object *params, struct params_process_write 
     json_object *o, *v;
     int r;
 
-    r = check_object(params, allowed, err);
-    if (r == 0)
-        r = parse_id(params, p.id, err);
-    if (r == 0)
-        r = parse_process(params, p.process, err);
+    r = parse_ref(params, allowed, p.id, p.process, err);
     if (r == 0)
         r = get_bool(params, "close", &p.close, err);
     if (r < 0)
@@ -354,11 +359,7 @@ int params_process_wait_parse(json_object *params, struct params_process_ref *re
     struct params_process_ref p = {};
     int r;
 
-    r = check_object(params, allowed, err);
-    if (r == 0)
-        r = parse_id(params, p.id, err);
-    if (r == 0)
-        r = parse_process(params, p.process, err);
+    r = parse_ref(params, allowed, p.id, p.process, err);
     if (r == 0)
         r = get_int(params, "timeout_ms", 0, PARAMS_PROCESS_TIMEOUT_MS_MAX,
                     PARAMS_PROCESS_TIMEOUT_MS_DEFAULT, &p.timeout_ms, err);
@@ -378,11 +379,7 @@ int params_process_kill_parse(json_object *params, struct params_process_ref *re
     json_object *v;
     int r;
 
-    r = check_object(params, allowed, err);
-    if (r == 0)
-        r = parse_id(params, p.id, err);
-    if (r == 0)
-        r = parse_process(params, p.process, err);
+    r = parse_ref(params, allowed, p.id, p.process, err);
     if (r < 0)
         return r;
     if (params && json_object_object_get_ex(params, "signal", &v)) {
