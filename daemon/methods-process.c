@@ -13,6 +13,7 @@
 #include "lib/process.h"
 #include "lib/sandbox.h"
 #include "lib/util.h"
+#include "methods-process-fd.h"
 #include "methods-sandbox.h"
 #include "methods.h"
 #include "proto/b64.h"
@@ -48,6 +49,8 @@ struct call {
     unsigned pty_cols, pty_rows; /* start: 0 without a terminal */
     uint64_t offset;
     size_t written;
+    struct process_pump *pump; /* start with descriptors: started once the process runs */
+    uint64_t output_max;
     char signal[8];
 };
 
@@ -95,6 +98,7 @@ static void waiter_put(struct waiters *w)
 static void call_free(struct call *c)
 {
     waiter_put(c->slot);
+    process_pump_abort(c->pump);
     free(c->display);
     free(c);
 }
@@ -277,6 +281,9 @@ static void on_call_done(struct sshexec *e, int error, struct sshexec_result *re
     enum process_report rep;
 
     c->exec = NULL;
+    if (c->pump && error == 0 && !res->timed_out &&
+        process_parse_report(res->err, res->err_len, NULL, NULL) == PROCESS_R_OK)
+        process_pump_start(TAKE_PTR(c->pump), c->process, c->output_max);
     if (!r) {
         call_free(c);
         return;
@@ -432,16 +439,27 @@ static void method_start(struct req *r, void *params, void *userdata)
     struct run run = {.timeout_ms = PROCESS_EXEC_MARGIN_MS, .max_output = 4096};
     char id[PROCESS_ID_LEN + 1];
     char **env = NULL;
+    struct process_pump *pump;
+    bool wants_pump;
     struct call *c;
     int k;
 
     if (methods_sandbox_park(r, p->id, method_start, params))
         return;
+    /* Descriptors and a transfer slot first: a refused request launches nothing. */
+    wants_pump = p->stdin_fd >= 0 || p->stdout_fd >= 0 || p->stderr_fd >= 0;
+    pump = process_pump_prepare(r, p); /* on a refusal r is answered and p freed */
+    if (!pump && wants_pump)
+        return;
     s.started_at = now_realtime();
     k = process_id_new(s.started_at, id);
     c = call_new(r, CALL_START, id);
-    if (!c)
+    if (!c) {
+        process_pump_abort(pump);
         return;
+    }
+    c->pump = pump;
+    c->output_max = cfg->sandbox.process_output_max_bytes;
     if (k < 0 || (p->env.n > 0 && !(env = env_strings(&p->env)))) {
         call_free(c);
         req_error(r, RPC_INTERNAL_ERROR, "out of memory");
@@ -590,5 +608,6 @@ int methods_process_start(void)
 
 void methods_process_stop(void)
 {
+    process_pumps_stop();
     methods_unregister(process_rows);
 }

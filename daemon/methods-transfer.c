@@ -289,3 +289,20 @@ fail_quiet: /* r is answered */
         close(e->fd_err);
     sshfile_exec_fd_free(e);
 }
+
+bool transfer_slot_take(struct req *r, unsigned *ret)
+{
+    return slot_take(r, ret);
+}
+
+void transfer_slot_put(unsigned slot)
+{
+    if (slot < TRANSFER_MAX)
+        running[slot].used = false;
+}
+
+bool transfer_take_fd(struct req *r, const char *param, int64_t index, enum req_fd_access access,
+                      int *ret_fd)
+{
+    return take_fd(r, param, index, access, ret_fd);
+}

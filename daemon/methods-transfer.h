@@ -24,3 +24,11 @@ void transfer_file_read(struct req *r, struct sandbox *sb, const struct params_f
 /* sp: the command as sandbox.exec built it (copied here). */
 void transfer_exec(struct req *r, struct sandbox *sb, const struct sshexec_params *sp,
                    const struct params_sandbox_exec *p);
+
+/* For the other users of passed descriptors (process.start's pumps): a transfer slot for r's
+ * uid (false: r answered -32007), given back with transfer_slot_put(); and descriptor index
+ * taken for access (false: r answered -32602 naming param). */
+bool transfer_slot_take(struct req *r, unsigned *ret);
+void transfer_slot_put(unsigned slot);
+bool transfer_take_fd(struct req *r, const char *param, int64_t index, enum req_fd_access access,
+                      int *ret_fd);

@@ -44,8 +44,12 @@ static const char wrapper[] =
     "tr() { f=; l=; for y in \"$1\".[0-9]*; do [ -e \"$y\" ] || continue; i=${y##*.}\n"
     "  if [ -z \"$f\" ] || [ \"$i\" -lt \"$f\" ]; then f=$i; fi\n"
     "  if [ -z \"$l\" ] || [ \"$i\" -gt \"$l\" ]; then l=$i; fi; done\n"
-    "  [ -n \"$f\" ] || return 0\n"
-    "  while [ $(( (l - f - 1) * S )) -ge \"$C\" ]; do rm -f \"$1.$f\"; f=$((f+1)); done; }\n"
+    "  [ -n \"$f\" ] || return 0; m=$l\n"
+    "  if read -r y i 2>/dev/null <\"$1.pin\" && [ -n \"$i\" ] && kill -0 \"$y\" 2>/dev/null; "
+    "then\n"
+    "    [ \"$i\" -lt \"$m\" ] && m=$i; fi\n"
+    "  while [ $(( (l - f - 1) * S )) -ge \"$C\" ] && [ \"$f\" -lt \"$m\" ]; do rm -f \"$1.$f\"; "
+    "f=$((f+1)); done; }\n"
     "rl out <out.p & o=$!\n"
     "rl err <err.p & e=$!\n"
     "( while [ ! -e exit ]; do tk 1; tr out; tr err; done ) & t=$!\n"
@@ -440,6 +444,70 @@ int process_script_kill(const char *id, const char *sig, char **ret)
                         "st .; done\n"
                         "echo \"@ OK 0 0 0 $x\" >&2\n",
             id, sig, sig, sig, sig);
+    return script_finish(&s, ret);
+}
+
+/* The attach script (process_script_attach()). Its stdin goes into the process's stdin: cat
+ * into the FIFO held open by fd 4 (as process.write does), and at the end of the input the
+ * process's stdin is closed once the holder holds it. Followers copy each stream from offset
+ * 0 into the script's stdout and stderr, one segment at a time as it grows, until the exit
+ * status exists and everything is copied; a follower pins the segment it is at ("pid index"
+ * in out.pin, err.pin), so the wrapper's trimmer keeps what it has not copied yet, and skips
+ * to the first segment kept if it came too late. The script ends when the followers are done
+ * (without followers: at the end of the input or of the process); a cat still reading then is
+ * killed. */
+#define ATTACH_FOLLOW                                                                              \
+    "fw() { s=$1; k=0; p=0; echo \"$$ 0\" >\"$s.pin\"; while :; do\n"                              \
+    "  if [ -e exit ]; then d=1; else d=; fi\n"                                                    \
+    "  if [ -e \"$s.$k\" ]; then n=$(wc -c <\"$s.$k\")\n"                                          \
+    "    if [ \"$n\" -gt \"$p\" ]; then\n"                                                         \
+    "      tail -c +$((p + 1)) \"$s.$k\" | head -c $((n - p)) || return 1; p=$n; continue; fi\n"   \
+    "    if [ \"$p\" -ge \"$S\" ] && [ -e \"$s.$((k + 1))\" ]; then k=$((k + 1)); p=0\n"           \
+    "      echo \"$$ $k\" >\"$s.pin.t\" && mv -f \"$s.pin.t\" \"$s.pin\"; continue; fi\n"          \
+    "  else j=; for y in \"$s\".[0-9]*; do [ -e \"$y\" ] || continue; i=${y##*.}\n"                \
+    "      [ \"$i\" -gt \"$k\" ] && { [ -z \"$j\" ] || [ \"$i\" -lt \"$j\" ]; } && j=$i; done\n"   \
+    "    if [ -n \"$j\" ]; then k=$j; p=0; continue; fi; fi\n"                                     \
+    "  [ -n \"$d\" ] && return 0; tk 0.05; done; }\n"
+
+int process_script_attach(const char *id, uint64_t output_max, bool in, bool out, bool err,
+                          char **ret)
+{
+    struct script s;
+    int r = script_begin(id, &s);
+
+    if (r < 0)
+        return r;
+    if (!in && !out && !err) {
+        fclose(s.f);
+        free(s.buf);
+        return -EINVAL;
+    }
+    fprintf(s.f, "cd \"$B/%s\" 2>/dev/null || exit 1\nS=%llu; O=; E=; c=\n" ATTACH_FOLLOW, id,
+            (unsigned long long)process_segment_size(output_max));
+    fputs("exec 3<&0 </dev/null\n", s.f);
+    if (out)
+        fputs("fw out & O=$!\n", s.f);
+    if (err)
+        fputs("fw err >&2 & E=$!\n", s.f);
+    if (in)
+        fputs("h=; i=0; until read -r h 2>/dev/null <hpid || [ $i -ge 500 ]; do\n"
+              "  i=$((i+1)); tk 0.01; done\n"
+              "exec 4<>in; cat <&3 >&4 2>/dev/null & c=$!; exec 3<&-\n"
+              "while :; do read -r _ _ z _ 2>/dev/null </proc/$c/stat || z=Z\n"
+              "  [ \"$z\" = Z ] && break; [ -e exit ] && break; tk 0.05; done\n"
+              "if [ \"$z\" = Z ]; then wait \"$c\"; c=\n"
+              "  i=0; while [ -n \"$h\" ] && [ $i -lt 500 ] && [ ! -e exit ]; do\n"
+              "    case $(readlink /proc/$h/fd/1 2>/dev/null) in */in) break;; esac\n"
+              "    i=$((i+1)); tk 0.01; done\n"
+              "  exec 4>&-; : >in.closed; [ -n \"$h\" ] && kill \"$h\" 2>/dev/null\n"
+              "fi\n",
+              s.f);
+    fputs("[ -n \"$O\" ] && wait \"$O\"\n"
+          "[ -n \"$E\" ] && wait \"$E\"\n"
+          "[ -n \"$c\" ] && kill \"$c\" 2>/dev/null\n"
+          "rm -f out.pin err.pin\n"
+          "exit 0\n",
+          s.f);
     return script_finish(&s, ret);
 }
 

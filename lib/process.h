@@ -18,6 +18,8 @@
  *   in, hpid, in.closed   stdin (when asked for): a FIFO held open by a holder process until
  *                         process.write closes it
  *   tick                  a FIFO nobody writes: `read -t` on it sleeps without a fork
+ *   out.pin, err.pin      "pid index" of an attach script (process_script_attach()): while
+ *                         that pid lives, segments from index on are not removed
  *   exit                  the exit status as the shell reports it (128+N for signal N),
  *                         written by the wrapper once the command and everything left in its
  *                         PID namespace ended and the output was copied
@@ -79,6 +81,13 @@ int process_script_wait(const char *id, unsigned timeout_ms, char **ret);
 /* signame: "KILL", "TERM", ... (process_signal_valid()). */
 int process_script_kill(const char *id, const char *signame, char **ret);
 int process_script_list(char **ret);
+/* Attaches the caller's streams, run on an exec channel of its own: the channel's stdin goes
+ * into the process's stdin (which is closed at its end) when in, and its stdout and stderr
+ * get the process's stdout and stderr from offset 0 (when out, err) until the process has
+ * exited and all of it was copied. Segments not copied yet are kept while it runs. At least
+ * one of in/out/err. -EINVAL, -ENOMEM. */
+int process_script_attach(const char *id, uint64_t output_max, bool in, bool out, bool err,
+                          char **ret);
 /* True for the signal names process.kill takes, without "SIG" ("KILL", "TERM", ...). */
 bool process_signal_valid(const char *name);
 

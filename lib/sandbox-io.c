@@ -343,3 +343,21 @@ int sandbox_exec_fd(struct sandbox *sb, struct sshfile_exec_fd *x, sshfile_exec_
         *ret_f = f;
     return r < 0 ? file_start_error(r, false, ret_err) : 0;
 }
+
+int sandbox_sshfile_own(struct sandbox *sb, struct sshfile **ret, struct engine_error *ret_err)
+{
+    struct sshs_config sc;
+    struct sshfile *f;
+    int r;
+
+    if (sb->state != SANDBOX_READY || sb->engine->closing)
+        return not_ready(sb, ret_err);
+    sandbox_ssh_config(sb, &sc);
+    r = sshfile_new(sb->engine->loop, &sc, sb->engine->cfg->ssh.file_timeout_ms, &f);
+    if (r < 0) {
+        engine_error_from_io(r, false, ret_err);
+        return r;
+    }
+    *ret = f;
+    return 0;
+}

@@ -255,6 +255,10 @@ int sandbox_file_read_fd(struct sandbox *sb, const char *path, uint64_t offset, 
                          struct engine_error *ret_err);
 int sandbox_exec_fd(struct sandbox *sb, struct sshfile_exec_fd *x, sshfile_exec_fd_cb cb,
                     void *userdata, struct sshfile **ret_f, struct engine_error *ret_err);
+/* A session of the sftp.h kind of its own (not the sandbox's shared one), for a stream that
+ * may last long (a background process's pumps): the caller owns it and sshfile_close()s it.
+ * -EAGAIN (ret_err filled) unless READY. */
+int sandbox_sshfile_own(struct sandbox *sb, struct sshfile **ret, struct engine_error *ret_err);
 
 /* ---- for lib/reconcile.c (registry, leases, recovery) ---- */
 struct pve_client;

@@ -189,9 +189,11 @@ static int parse_pty(json_object *params, struct params_process_start *p, struct
 int params_process_start_parse(json_object *params, struct params_process_start *ret,
                                struct params_error *err)
 {
-    static const char *const allowed[] = {"id",  "command", "argv", "env",
-                                          "cwd", "stdin",   "pty",  NULL};
-    static const char *const shared[] = {"id", "command", "argv", "env", "cwd", NULL};
+    static const char *const allowed[] = {"id",        "command",   "argv", "env",
+                                          "cwd",       "stdin",     "pty",  "stdin_fd",
+                                          "stdout_fd", "stderr_fd", NULL};
+    static const char *const shared[] = {"id",       "command",   "argv",      "env", "cwd",
+                                         "stdin_fd", "stdout_fd", "stderr_fd", NULL};
     struct params_sandbox_exec x;
     struct params_process_start p = {};
     json_object *o;
@@ -220,7 +222,17 @@ int params_process_start_parse(json_object *params, struct params_process_start 
     p.env = x.env;
     x.env = (struct params_kv_list){};
     p.cwd = TAKE_PTR(x.cwd);
+    p.stdin_fd = x.stdin_fd;
+    p.stdout_fd = x.stdout_fd;
+    p.stderr_fd = x.stderr_fd;
     params_sandbox_exec_done(&x);
+    if (p.stdin_fd >= 0) {
+        if (present(params, "stdin") && !p.has_stdin) {
+            params_process_start_done(&p);
+            return fail(err, "stdin_fd", "stdin_fd needs stdin (stdin: false was given)");
+        }
+        p.has_stdin = true;
+    }
     r = start_sizes(&p, err);
     if (r < 0) {
         params_process_start_done(&p);

@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""process.start with descriptors (stdin_fd, stdout_fd, stderr_fd): 64 MiB through stdin_fd
+and back through stdout_fd with the SHA-256 compared (past the output retention, so the pump's
+pin is what keeps the bytes) and the daemon's memory bounded, stderr apart, a quiet process
+still delivered, the client going away while the pump runs, the pump ending with the sandbox,
+bad indexes and directions refused with nothing launched and the descriptors closed, and
+`sandboxctl start --attach`."""
+
+import hashlib
+import os
+import select
+import subprocess
+import threading
+
+from e2elib import BUILD, Env, RpcError, data_of, run
+from test_transfer import call_fds, error_fds, reset_hwm, vm_hwm
+
+SANDBOXCTL = os.path.join(BUILD, "daemon", "sandboxctl")
+MIB = 1 << 20
+RSS_GROWTH_MAX = 32 << 20  # what the daemon may grow by while 64 MiB moves
+
+
+def read_to_eof(fd, timeout=300):
+    """Everything from fd until EOF (bounded: fails after timeout seconds without a byte)."""
+    out = bytearray()
+    while True:
+        r, _, _ = select.select([fd], [], [], timeout)
+        assert r, f"no byte and no EOF within {timeout} s (got {len(out)} bytes)"
+        b = os.read(fd, 1 << 16)
+        if not b:
+            return bytes(out)
+        out += b
+
+
+def feeder(fd, blocks, h):
+    """Writes the blocks into fd (hashing them), then closes it; runs in a thread."""
+    try:
+        for b in blocks:
+            v = memoryview(b)
+            while v:
+                v = v[os.write(fd, v):]
+            h.update(b)
+    finally:
+        os.close(fd)
+
+
+def main():
+    # The sanitizers' quarantine would count freed blocks as growth (see test_transfer.py).
+    os.environ["ASAN_OPTIONS"] = os.environ.get("ASAN_OPTIONS", "detect_leaks=1") + \
+        ":quarantine_size_mb=4:thread_local_quarantine_size_kb=64"
+    # Retention of 1 MiB per stream: 64 MiB through `cat` only arrives whole because the pump
+    # keeps what it has not copied yet.
+    conf = {"sandbox": {"process_output_max_bytes": str(1 << 20)}}
+    with Env(daemon_config=conf) as env:
+        c = env.client()
+        pid = env.proc.pid
+        sid = c.call("sandbox.create", {"ttl_s": 900})["id"]
+
+        def procs():
+            return sorted(p["process"] for p in c.call("process.list", {"id": sid})["processes"])
+
+        def wait_exit(proc):
+            r = c.call("process.wait", {"id": sid, "process": proc, "timeout_ms": 60000})
+            assert r["state"] == "exited", r
+            return r
+
+        def cat_64mib():
+            in_r, in_w = os.pipe()
+            out_r, out_w = os.pipe()
+            err_r, err_w = os.pipe()
+            block = os.urandom(MIB)
+            blocks = [i.to_bytes(8, "little") + block[8:] for i in range(64)]
+            sent = hashlib.sha256()
+            reset_hwm(pid)
+            base = vm_hwm(pid)
+            p = call_fds(c, "process.start",
+                         {"id": sid, "command": "cat; echo cat-done >&2",
+                          "stdin_fd": 0, "stdout_fd": 1, "stderr_fd": 2},
+                         [in_r, out_w, err_w])
+            for fd in (in_r, out_w, err_w):
+                os.close(fd)  # the daemon holds its own copies
+            assert p["state"] == "running" and p["stdin"] is True, p
+            t = threading.Thread(target=feeder, args=(in_w, blocks, sent))
+            t.start()
+            got = hashlib.sha256()
+            n = 0
+            while True:
+                r, _, _ = select.select([out_r], [], [], 300)
+                assert r, f"stalled after {n} bytes"
+                b = os.read(out_r, 1 << 16)
+                if not b:
+                    break
+                got.update(b)
+                n += len(b)
+            t.join()
+            err = read_to_eof(err_r)
+            os.close(out_r)
+            os.close(err_r)
+            grew = vm_hwm(pid) - base
+            print(f"  64 MiB through stdin_fd and stdout_fd; daemon peak RSS growth {grew >> 20} MiB")
+            assert n == 64 * MIB, n
+            assert got.hexdigest() == sent.hexdigest()
+            assert err == b"cat-done\n", err
+            assert wait_exit(p["process"])["exit_code"] == 0
+            assert grew < RSS_GROWTH_MAX, grew
+            # process.read still works (the retained tail of the output).
+            r = c.call("process.read", {"id": sid, "process": p["process"], "stream": "stderr"})
+            assert data_of(r, "data") == b"cat-done\n", r
+
+        def quiet_process():
+            out_r, out_w = os.pipe()
+            p = call_fds(c, "process.start",
+                         {"id": sid, "command": "sleep 3; echo late; sleep 1; echo later",
+                          "stdout_fd": 0}, [out_w])
+            os.close(out_w)
+            assert p["stdin"] is False, p
+            assert read_to_eof(out_r) == b"late\nlater\n"
+            os.close(out_r)
+            assert wait_exit(p["process"])["exit_code"] == 0
+
+        def client_goes_away():
+            c2 = env.client()
+            out_r, out_w = os.pipe()
+            script = "i=0; while [ $i -lt 30 ]; do echo n-$i; i=$((i+1)); sleep 0.1; done"
+            p = call_fds(c2, "process.start", {"id": sid, "command": script, "stdout_fd": 0},
+                         [out_w])
+            os.close(out_w)
+            c2.close()
+            # The pump goes on without its client, and the process too.
+            got = read_to_eof(out_r)
+            os.close(out_r)
+            want = "".join(f"n-{i}\n" for i in range(30)).encode()
+            assert got == want, got
+            assert wait_exit(p["process"])["exit_code"] == 0
+            r = c.call("process.read", {"id": sid, "process": p["process"], "offset": 0})
+            assert data_of(r, "data") == want, r
+
+        def refused_launch_nothing():
+            before = procs()
+            rd, wr = os.pipe()
+            cases = [
+                ({"stdout_fd": 3}, [wr], "stdout_fd"),        # missing index
+                ({"stdout_fd": 0}, [rd], "stdout_fd"),        # not open for writing
+                ({"stdin_fd": 0}, [wr], "stdin_fd"),          # not open for reading
+                ({"stdin_fd": 1, "stdout_fd": 0}, [wr], "stdin_fd"),
+                ({"stdin_fd": 0, "stdin": False}, [rd], "stdin_fd"),
+                ({"stdout_fd": 0, "stderr_fd": 0}, [wr], "stdout_fd"),
+            ]
+            for extra, fds, param in cases:
+                e = error_fds(c, "process.start", {"id": sid, "command": "echo no", **extra}, fds)
+                assert e.code == -32602 and e.err["data"]["param"] == param, (extra, e.err)
+            # A missing sandbox: the descriptors it named are closed too.
+            e = error_fds(c, "process.start", {"id": "sb-doesnotexist00", "command": "echo",
+                                               "stdout_fd": 0}, [wr])
+            assert e.code != -32602, e.err
+            os.close(wr)
+            # The daemon kept no copy of the write end: the reader sees EOF at once.
+            assert read_to_eof(rd, timeout=30) == b""
+            os.close(rd)
+            assert procs() == before, (before, procs())
+
+        def pump_ends_with_sandbox():
+            sb2 = c.call("sandbox.create", {"ttl_s": 900})["id"]
+            out_r, out_w = os.pipe()
+            call_fds(c, "process.start", {"id": sb2, "command": "echo up; sleep 1000",
+                                          "stdout_fd": 0}, [out_w])
+            os.close(out_w)
+            assert os.read(out_r, 100) == b"up\n"
+            c.call("sandbox.destroy", {"id": sb2})
+            assert read_to_eof(out_r, timeout=120) == b""
+            os.close(out_r)
+
+        def sandboxctl_attach():
+            ctl_env = dict(os.environ, SANDBOXD_SOCKET=env.socket)
+            p = subprocess.run([SANDBOXCTL, "start", "--attach", sid, "--",
+                                "sh", "-c", "tr a-z A-Z; echo oops >&2; exit 7"],
+                               env=ctl_env, input=b"hello attach\n", capture_output=True,
+                               timeout=300)
+            assert p.returncode == 7, (p.returncode, p.stderr)
+            assert p.stdout == b"HELLO ATTACH\n", p.stdout
+            assert p.stderr == b"oops\n", p.stderr
+
+        run([
+            ("refused_launch_nothing", refused_launch_nothing),
+            ("quiet_process", quiet_process),
+            ("cat_64mib", cat_64mib),
+            ("client_goes_away", client_goes_away),
+            ("pump_ends_with_sandbox", pump_ends_with_sandbox),
+            # SANDBOXCTL_ATTACH
+        ])
+
+
+if __name__ == "__main__":
+    main()
