@@ -2,7 +2,9 @@
 #include "sandboxctl-process.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +20,8 @@
 #define EXIT_RPC 2
 #define EXIT_USAGE 64
 #define LOGS_FOLLOW_WAIT_MS 30000
+#define ATTACH_WAIT_MS 600000
+#define ATTACH_BLOCK 65536
 
 static int exit_for(int r)
 {
@@ -115,27 +119,96 @@ static json_object *pty_params(void)
     return o;
 }
 
+/* --attach: copies the two pipes the daemon writes the process's output into onto our stdout
+ * and stderr until both ended (the daemon closes them once the process exited and all of its
+ * output was copied). A stream we can no longer write is dropped (its pipe closed). */
+static void attach_relay(int out_fd, int err_fd)
+{
+    int from[2] = {out_fd, err_fd};
+    _cleanup_free_ char *buf = malloc(ATTACH_BLOCK);
+
+    while (buf && (from[0] >= 0 || from[1] >= 0)) {
+        struct pollfd p[2] = {{.fd = from[0], .events = POLLIN}, {.fd = from[1], .events = POLLIN}};
+
+        if (poll(p, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        for (int i = 0; i < 2; i++) {
+            ssize_t n;
+
+            if (from[i] < 0 || !p[i].revents)
+                continue;
+            n = read(from[i], buf, ATTACH_BLOCK);
+            if (n < 0 && (errno == EINTR || errno == EAGAIN))
+                continue;
+            if (n <= 0 || write_all(i == 0 ? STDOUT_FILENO : STDERR_FILENO, buf, (size_t)n) < 0) {
+                close(from[i]);
+                from[i] = -1;
+            }
+        }
+    }
+    for (int i = 0; i < 2; i++)
+        if (from[i] >= 0)
+            close(from[i]);
+}
+
+/* --attach, once the output ended: the process's exit status as ours (128 + N for signal N,
+ * 1 when it was lost). */
+static int attach_status(struct ctl *c, const struct ctl_ops *ops, const char *id,
+                         const char *process)
+{
+    for (;;) {
+        _cleanup_json_ json_object *res = NULL;
+        json_object *p = ref_params(id, process), *v;
+        const char *st;
+        int r;
+
+        json_object_object_add(p, "timeout_ms", json_object_new_int(ATTACH_WAIT_MS));
+        r = ops->call(c, "process.wait", p, &res);
+        if (r < 0)
+            return exit_for(r);
+        st = str_of(res, "state");
+        if (!strcmp(st, "running"))
+            continue;
+        if (!strcmp(st, "lost"))
+            return 1;
+        if (json_object_object_get_ex(res, "exit_code", &v) && v)
+            return json_object_get_int(v);
+        if (json_object_object_get_ex(res, "signal", &v) && v) {
+            const char *name = json_object_get_string(v);
+
+            for (int sig = 1; sig < 65; sig++)
+                if (sigabbrev_np(sig) && !strcmp(name + 3, sigabbrev_np(sig)))
+                    return 128 + sig;
+        }
+        return 1;
+    }
+}
+
 static int cmd_start(struct ctl *c, const struct ctl_ops *ops, int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"stdin", no_argument, NULL, 'i'},
-        {"pty", no_argument, NULL, 't'},
-        {"env", required_argument, NULL, 'e'},
-        {"cwd", required_argument, NULL, 'C'},
-        {},
+        {"stdin", no_argument, NULL, 'i'},     {"pty", no_argument, NULL, 't'},
+        {"env", required_argument, NULL, 'e'}, {"cwd", required_argument, NULL, 'C'},
+        {"attach", no_argument, NULL, 'a'},    {},
     };
+    int out[2] = {-1, -1}, err[2] = {-1, -1}, fds[3];
+    bool attach = false;
     _cleanup_json_ json_object *p = NULL, *res = NULL;
     json_object *env = NULL, *args;
     int opt, r;
 
     if (argc < 2) {
         fprintf(stderr,
-                "sandboxctl: start ID [--stdin] [--pty] [--env K=V] [--cwd DIR] -- CMD...\n");
+                "sandboxctl: start ID [--stdin] [--pty] [--attach] [--env K=V] [--cwd DIR] -- "
+                "CMD...\n");
         return EXIT_USAGE;
     }
     p = ref_params(argv[1], NULL);
     optind = 2;
-    while ((opt = getopt_long(argc, argv, "+ite:C:", opts, NULL)) >= 0) {
+    while ((opt = getopt_long(argc, argv, "+ite:C:a", opts, NULL)) >= 0) {
         switch (opt) {
         case 'i':
             json_object_object_add(p, "stdin", json_object_new_boolean(true));
@@ -161,6 +234,9 @@ static int cmd_start(struct ctl *c, const struct ctl_ops *ops, int argc, char **
         case 'C':
             json_object_object_add(p, "cwd", json_object_new_string(optarg));
             break;
+        case 'a':
+            attach = true;
+            break;
         default:
             return EXIT_USAGE;
         }
@@ -173,14 +249,39 @@ static int cmd_start(struct ctl *c, const struct ctl_ops *ops, int argc, char **
     for (int i = optind; i < argc; i++)
         json_object_array_add(args, json_object_new_string(argv[i]));
     json_object_object_add(p, "argv", args);
-    r = ops->call(c, "process.start", TAKE_PTR(p), &res);
-    if (r < 0)
+    if (!attach) {
+        r = ops->call(c, "process.start", TAKE_PTR(p), &res);
+        if (r < 0)
+            return exit_for(r);
+        if (ops->json)
+            print_raw(res);
+        else
+            printf("%s\n", str_of(res, "process"));
+        return 0;
+    }
+    /* Our stdin as the process's; its output through pipes we relay (so that we end only
+     * once all of it was written), then its exit status as ours. */
+    if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
+        fprintf(stderr, "sandboxctl: pipe: %s\n", strerror(errno));
+        return 1;
+    }
+    fds[0] = STDIN_FILENO;
+    fds[1] = out[1];
+    fds[2] = err[1];
+    json_object_object_add(p, "stdin_fd", json_object_new_int(0));
+    json_object_object_add(p, "stdout_fd", json_object_new_int(1));
+    json_object_object_add(p, "stderr_fd", json_object_new_int(2));
+    r = ops->call_fds(c, "process.start", TAKE_PTR(p), fds, 3, &res);
+    close(out[1]);
+    close(err[1]);
+    if (r < 0) {
+        close(out[0]);
+        close(err[0]);
         return exit_for(r);
-    if (ops->json)
-        print_raw(res);
-    else
-        printf("%s\n", str_of(res, "process"));
-    return 0;
+    }
+    fflush(stdout);
+    attach_relay(out[0], err[0]);
+    return attach_status(c, ops, argv[1], str_of(res, "process"));
 }
 
 /* Writes the data of a process.read result to fd. */

@@ -4,6 +4,7 @@
 
 #include <json-c/json.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 struct ctl;
 
@@ -11,6 +12,9 @@ struct ctl_ops {
     /* Calls method with params (taken over); on an error response prints it and returns
      * -EREMOTE. */
     int (*call)(struct ctl *c, const char *method, json_object *params, json_object **ret);
+    /* The same, passing fds[0..n_fds) with the request (SCM_RIGHTS). */
+    int (*call_fds)(struct ctl *c, const char *method, json_object *params, const int *fds,
+                    size_t n_fds, json_object **ret);
     bool json; /* --json: print raw results */
 };
 

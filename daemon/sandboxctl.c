@@ -555,6 +555,12 @@ static void usage(FILE *f)
             CONFIG_DEFAULT_SOCKET);
 }
 
+static int ctl_call_fds_plain(struct ctl *c, const char *method, json_object *params,
+                              const int *fds, size_t n_fds, json_object **ret)
+{
+    return ctl_call_fds(c, method, params, fds, n_fds, NULL, ret);
+}
+
 /* Runs the command cmd (argv[0]) on the connected c; returns the exit status. */
 static int run_command(struct ctl *c, const char *cmd, int argc, char **argv)
 {
@@ -562,7 +568,8 @@ static int run_command(struct ctl *c, const char *cmd, int argc, char **argv)
     int r;
 
     if (ctl_process_is_command(cmd)) {
-        const struct ctl_ops ops = {.call = ctl_call, .json = c->json};
+        const struct ctl_ops ops = {
+            .call = ctl_call, .call_fds = ctl_call_fds_plain, .json = c->json};
 
         r = ctl_process_command(c, &ops, argc, argv);
     } else if (strcmp(cmd, "status") == 0 && argc == 1)
