@@ -111,6 +111,39 @@ START_TEST(test_start)
     ck_assert_int_eq(run(&params_process_start_spec,
                          "{\"id\":\"sb-1\",\"command\":\"x\",\"stdin\":\"yes\"}", "stdin"),
                      -EINVAL);
+    /* Descriptors: indexes 0..7, each named once; stdin_fd implies stdin, which may not be
+     * false then; without descriptors they are -1. */
+    o = J("{\"id\":\"sb-1\",\"command\":\"x\",\"stdin_fd\":0,\"stdout_fd\":2,"
+          "\"stderr_fd\":1}");
+    ck_assert_int_eq(params_process_start_parse(o, &p, &e), 0);
+    ck_assert(p.has_stdin);
+    ck_assert_int_eq(p.stdin_fd, 0);
+    ck_assert_int_eq(p.stdout_fd, 2);
+    ck_assert_int_eq(p.stderr_fd, 1);
+    params_process_start_done(&p);
+    json_object_put(o);
+    o = J("{\"id\":\"sb-1\",\"command\":\"x\",\"stdout_fd\":0}");
+    ck_assert_int_eq(params_process_start_parse(o, &p, &e), 0);
+    ck_assert(!p.has_stdin);
+    ck_assert_int_eq(p.stdin_fd, -1);
+    ck_assert_int_eq(p.stdout_fd, 0);
+    ck_assert_int_eq(p.stderr_fd, -1);
+    params_process_start_done(&p);
+    json_object_put(o);
+    ck_assert_int_eq(run(&params_process_start_spec,
+                         "{\"id\":\"sb-1\",\"command\":\"x\",\"stdin\":false,\"stdin_fd\":0}",
+                         "stdin_fd"),
+                     -EINVAL);
+    ck_assert_int_eq(run(&params_process_start_spec,
+                         "{\"id\":\"sb-1\",\"command\":\"x\",\"stdin_fd\":1,\"stdout_fd\":1}",
+                         "stdout_fd"),
+                     -EINVAL);
+    ck_assert_int_eq(run(&params_process_start_spec,
+                         "{\"id\":\"sb-1\",\"command\":\"x\",\"stdout_fd\":8}", "stdout_fd"),
+                     -EINVAL);
+    ck_assert_int_eq(run(&params_process_start_spec,
+                         "{\"id\":\"sb-1\",\"command\":\"x\",\"stderr_fd\":-1}", "stderr_fd"),
+                     -EINVAL);
     ck_assert_int_eq(run(&params_process_start_spec,
                          "{\"id\":\"sb-1\",\"command\":\"x\",\"timeout_ms\":5}", "timeout_ms"),
                      -EINVAL);
