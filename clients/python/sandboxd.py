@@ -718,10 +718,29 @@ class Sandbox:
         self._call(Method.FILE_RENAME, **{"from": src, "to": dst})
 
     # -- background processes
-    def start_process(self, command: Union[str, Sequence[str]], **kw: Any) -> "Process":
+    def start_process(self, command: Union[str, Sequence[str]], *,
+                      stdin_fd: Optional[Union[int, IO[Any]]] = None,
+                      stdout_fd: Optional[Union[int, IO[Any]]] = None,
+                      stderr_fd: Optional[Union[int, IO[Any]]] = None,
+                      **kw: Any) -> "Process":
+        """process.start; keyword arguments are its params (env, cwd, stdin, pty). stdin_fd,
+        stdout_fd, stderr_fd: open descriptors (an int, or anything with fileno()) passed to
+        the daemon, which feeds stdin_fd into the process's stdin until its end (then closes
+        it) and copies the process's output into stdout_fd/stderr_fd as it comes, until the
+        process ended; the daemon then closes its copies (the caller keeps and closes its
+        own). The call returns once the process runs."""
         params = self._exec_params(command, None, kw)
-        del params["id"]
-        r = self._call(Method.PROCESS_START, **params)
+        fds: List[int] = []
+        for name, f in (("stdin_fd", stdin_fd), ("stdout_fd", stdout_fd),
+                        ("stderr_fd", stderr_fd)):
+            if f is not None:
+                params[name] = len(fds)
+                fds.append(f if isinstance(f, int) else f.fileno())
+        if fds:
+            r = self.client.call(Method.PROCESS_START, params, fds=fds)
+        else:
+            del params["id"]
+            r = self._call(Method.PROCESS_START, **params)
         return Process(self, r["process"], r)
 
     def process(self, process: str) -> "Process":

@@ -230,6 +230,18 @@ def main():
                     raise AssertionError("write after exit succeeded")
                 except sandboxd.BadState:
                     pass
+                # Descriptors: a pipe into stdin, the output into another pipe until the end.
+                in_r, in_w = os.pipe()
+                out_r, out_w = os.pipe()
+                p = sb.start_process(["tr", "a-z", "A-Z"], stdin_fd=in_r, stdout_fd=out_w)
+                os.close(in_r)
+                os.close(out_w)
+                assert p.info["stdin"] is True, p.info
+                os.write(in_w, b"through descriptors\n")
+                os.close(in_w)
+                with os.fdopen(out_r, "rb") as f:
+                    assert f.read() == b"THROUGH DESCRIPTORS\n"
+                assert p.wait(timeout_ms=10000)["exit_code"] == 0
             else:
                 try:
                     sb.start_process("true")
