@@ -449,13 +449,17 @@ int process_script_kill(const char *id, const char *sig, char **ret)
 
 /* The attach script (process_script_attach()). Its stdin goes into the process's stdin: cat
  * into the FIFO held open by fd 4 (as process.write does), and at the end of the input the
- * process's stdin is closed once the holder holds it. Followers copy each stream from offset
- * 0 into the script's stdout and stderr, one segment at a time as it grows, until the exit
- * status exists and everything is copied; a follower pins the segment it is at ("pid index"
- * in out.pin, err.pin), so the wrapper's trimmer keeps what it has not copied yet, and skips
- * to the first segment kept if it came too late. The script ends when the followers are done
- * (without followers: at the end of the input or of the process); a cat still reading then is
- * killed. */
+ * process's stdin is closed once the holder holds it. Only at the end of the input: when the
+ * SSH connection drops (the daemon was killed), sshd exits and its pipes close, which cat
+ * also sees as an end; so lv checks that the script's parent is still the sshd session that
+ * started it (P0), for a quarter of a second after cat ended, and a script whose session is
+ * gone leaves stdin open (process.write goes on) and ends. Followers end with the session too.
+ * Followers copy each stream from offset 0 into the script's stdout and stderr, one segment at a
+ * time as it grows, until the exit status exists and everything is copied; a follower pins the
+ * segment it is at ("pid index" in out.pin, err.pin), so the wrapper's trimmer keeps what it has
+ * not copied yet, and skips to the first segment kept if it came too late. The script ends when the
+ * followers are done (without followers: at the end of the input or of the process); a cat still
+ * reading then is killed. */
 #define ATTACH_FOLLOW                                                                              \
     "fw() { s=$1; k=0; p=0; echo \"$$ 0\" >\"$s.pin\"; while :; do\n"                              \
     "  if [ -e exit ]; then d=1; else d=; fi\n"                                                    \
@@ -467,7 +471,8 @@ int process_script_kill(const char *id, const char *sig, char **ret)
     "  else j=; for y in \"$s\".[0-9]*; do [ -e \"$y\" ] || continue; i=${y##*.}\n"                \
     "      [ \"$i\" -gt \"$k\" ] && { [ -z \"$j\" ] || [ \"$i\" -lt \"$j\" ]; } && j=$i; done\n"   \
     "    if [ -n \"$j\" ]; then k=$j; p=0; continue; fi; fi\n"                                     \
-    "  [ -n \"$d\" ] && return 0; tk 0.05; done; }\n"
+    "  [ -n \"$d\" ] && return 0; lv || return 1; tk 0.05; done; }\n"                              \
+    "lv() { read -r _ _ _ q _ 2>/dev/null </proc/$$/stat && [ \"$q\" = \"$P0\" ]; }\n"
 
 int process_script_attach(const char *id, uint64_t output_max, bool in, bool out, bool err,
                           char **ret)
@@ -482,8 +487,8 @@ int process_script_attach(const char *id, uint64_t output_max, bool in, bool out
         free(s.buf);
         return -EINVAL;
     }
-    fprintf(s.f, "cd \"$B/%s\" 2>/dev/null || exit 1\nS=%llu; O=; E=; c=\n" ATTACH_FOLLOW, id,
-            (unsigned long long)process_segment_size(output_max));
+    fprintf(s.f, "cd \"$B/%s\" 2>/dev/null || exit 1\nS=%llu; O=; E=; c=; P0=$PPID\n" ATTACH_FOLLOW,
+            id, (unsigned long long)process_segment_size(output_max));
     fputs("exec 3<&0 </dev/null\n", s.f);
     if (out)
         fputs("fw out & O=$!\n", s.f);
@@ -496,6 +501,8 @@ int process_script_attach(const char *id, uint64_t output_max, bool in, bool out
               "while :; do read -r _ _ z _ 2>/dev/null </proc/$c/stat || z=Z\n"
               "  [ \"$z\" = Z ] && break; [ -e exit ] && break; tk 0.05; done\n"
               "if [ \"$z\" = Z ]; then wait \"$c\"; c=\n"
+              "  i=0; while lv && [ $i -lt 5 ]; do i=$((i+1)); tk 0.05; done\n"
+              "  if ! lv; then exec 4>&-; kill $O $E 2>/dev/null; exit 0; fi\n"
               "  i=0; while [ -n \"$h\" ] && [ $i -lt 500 ] && [ ! -e exit ]; do\n"
               "    case $(readlink /proc/$h/fd/1 2>/dev/null) in */in) break;; esac\n"
               "    i=$((i+1)); tk 0.01; done\n"

@@ -13,6 +13,7 @@ import subprocess
 import threading
 
 from e2elib import BUILD, Env, RpcError, data_of, run
+from test_recovery_util import kill9, launch
 from test_transfer import call_fds, error_fds, reset_hwm, vm_hwm
 
 SANDBOXCTL = os.path.join(BUILD, "daemon", "sandboxctl")
@@ -204,6 +205,48 @@ def main():
                                timeout=300)
             assert p.returncode == 128 + 15, (p.returncode, p.stderr)
 
+        def daemon_stop_ends_pump():
+            # The pump ends with the daemon, by SIGTERM (a clean exit, its descriptors closed)
+            # or kill -9; either way the process keeps running with its stdin still open (the
+            # pump's end is not the input's end), and the next daemon reaches it by offset.
+            nonlocal c
+            script = 'while read -r l; do echo "got $l"; done; echo stdin-ended; sleep 1000'
+            for how in ("SIGTERM", "kill -9"):
+                in_r, in_w = os.pipe()
+                out_r, out_w = os.pipe()
+                p = call_fds(c, "process.start", {"id": sid, "command": script, "stdin_fd": 0,
+                                                  "stdout_fd": 1}, [in_r, out_w])
+                os.close(in_r)
+                os.close(out_w)
+                os.write(in_w, b"a\n")
+                assert os.read(out_r, 100) == b"got a\n"
+                c.close()
+                if how == "SIGTERM":
+                    rc = env.stop_daemon()
+                    assert rc == 0, (rc, env.daemon_log()[-3000:])
+                    assert read_to_eof(out_r, timeout=60) == b""
+                else:
+                    kill9(env)
+                    assert read_to_eof(out_r, timeout=60) == b""  # the daemon's copy is gone
+                os.close(out_r)
+                os.close(in_w)
+                launch(env)
+                c = env.client()
+                proc = p["process"]
+                r = c.call("process.wait", {"id": sid, "process": proc, "timeout_ms": 0})
+                assert r["state"] == "running", (how, r)
+                w = c.call("process.write", {"id": sid, "process": proc, "data": "b\n",
+                                             "close": True})
+                assert w["closed"] is True, w
+                out = b""
+                while not out.endswith(b"stdin-ended\n"):
+                    r = c.call("process.read", {"id": sid, "process": proc, "offset": len(out),
+                                                "wait_ms": 5000})
+                    assert r["next_offset"] > len(out), (how, out, r)
+                    out += data_of(r, "data")
+                assert out == b"got a\ngot b\nstdin-ended\n", (how, out)
+                c.call("process.kill", {"id": sid, "process": proc})
+
         run([
             ("refused_launch_nothing", refused_launch_nothing),
             ("quiet_process", quiet_process),
@@ -212,6 +255,7 @@ def main():
             ("client_goes_away", client_goes_away),
             ("pump_ends_with_sandbox", pump_ends_with_sandbox),
             ("sandboxctl_attach", sandboxctl_attach),
+            ("daemon_stop_ends_pump", daemon_stop_ends_pump),  # last: restarts the daemon
         ])
 
 
