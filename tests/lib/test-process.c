@@ -255,6 +255,49 @@ START_TEST(test_long_poll_waits)
 }
 END_TEST
 
+/* The attach script: its stdin into the process's stdin (closed at its end), the process's
+ * stdout and stderr from offset 0 into its own, across segments and past the retention,
+ * until the process exited; then the stdin counts as closed for process.write. */
+START_TEST(test_attach)
+{
+    char a[PROCESS_ID_LEN + 1], *script, *out, *want;
+    struct out o = {};
+    const char *env[] = {home_env, NULL};
+    struct sshexec_params p = {.env = env, .container_pid_namespace = true, .timeout_ms = 60000};
+    size_t n = 0;
+
+    ck_assert_int_eq(process_id_new(time(NULL), a), 0);
+    start(a, "cat; head -c 300000 /dev/zero | tr '\\000' x; echo to-err >&2", true, 65536);
+    ck_assert_int_eq(process_script_attach(a, 65536, false, false, false, &script), -EINVAL);
+    ck_assert_int_eq(process_script_attach(a, 65536, true, true, true, &script), 0);
+    p.command = script;
+    p.stdin_data = "fed\n";
+    p.stdin_len = 4;
+    p.has_max_output = true;
+    p.max_output_bytes = 1u << 20;
+    ck_assert_int_eq(sshexec_start(pool, &p, on_done, &o, NULL), 0);
+    free(script);
+    fixture_run_until(&loop, &o.done, 70000);
+    ck_assert_int_eq(o.error, 0);
+    want = malloc(4 + 300000);
+    ck_assert_ptr_nonnull(want);
+    memcpy(want, "fed\n", 4);
+    memset(want + 4, 'x', 300000);
+    ck_assert_uint_eq(o.out_len, 4 + 300000);
+    ck_assert(memcmp(o.out, want, o.out_len) == 0);
+    ck_assert_uint_eq(o.err_len, 7);
+    ck_assert(memcmp(o.err, "to-err\n", 7) == 0);
+    free(want);
+    free(o.out);
+    free(o.err);
+    /* The process ended (its stdin was closed); its output is still read by offset. */
+    out = read_at(a, PROCESS_STDOUT, 0, 0, 65536, (uint64_t[3]){}, &(struct process_status){}, &n);
+    free(out);
+    ck_assert_int_eq(process_script_write(a, false, &script), 0);
+    ck_assert_int_eq(run(script, "late", NULL, NULL, NULL, NULL), PROCESS_R_EXITED);
+}
+END_TEST
+
 static Suite *process_suite(void)
 {
     Suite *s = suite_create("process");
@@ -265,6 +308,7 @@ static Suite *process_suite(void)
     tcase_add_test(tc, test_stdin_wait_exit);
     tcase_add_test(tc, test_kill_retention_list);
     tcase_add_test(tc, test_long_poll_waits);
+    tcase_add_test(tc, test_attach);
     suite_add_tcase(s, tc);
     return s;
 }
