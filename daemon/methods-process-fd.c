@@ -36,6 +36,7 @@ struct process_pump {
 static struct process_pump *pumps; /* running */
 static uv_timer_t check_timer;
 static bool check_timer_ready;
+static bool stopped; /* the daemon stops: no new pump */
 
 static void fds_close(struct process_pump *pm)
 {
@@ -116,7 +117,7 @@ static void on_pump_done(int error, struct sshfile_exec_fd *x, void *userdata)
     process_pump_abort(pm);
 }
 
-/* Cancels the pumps whose sandbox is gone or no longer ready (all of them when all). */
+/* Cancels the pumps whose sandbox is gone, being destroyed or failed (all of them when all). */
 static void pumps_check(bool all)
 {
     struct engine *e = methods_sandbox_engine();
@@ -126,7 +127,9 @@ static void pumps_check(bool all)
         struct sandbox *sb = e && !all ? engine_lookup(e, pm->id, pm->uid, pm->admin) : NULL;
 
         next = pm->next;
-        if (pm->stopping || (sb && sandbox_view_state(sb) == SANDBOX_READY))
+        if (pm->stopping ||
+            (sb && sandbox_view_state(sb) != SANDBOX_DESTROYING &&
+             sandbox_view_state(sb) != SANDBOX_GONE && sandbox_view_state(sb) != SANDBOX_FAILED))
             continue;
         pm->stopping = true;
         log_debug(COMP, "%s %s: stopping the descriptor pump (%s)", pm->id, pm->process,
@@ -197,7 +200,7 @@ void process_pump_start(struct process_pump *pm, const char *process, uint64_t o
     int k = -ENODEV;
 
     snprintf(pm->process, sizeof pm->process, "%s", process);
-    if (sb && sandbox_sshfile_own(sb, &pm->f, &err) == 0) {
+    if (sb && !stopped && sandbox_sshfile_own(sb, &pm->f, &err) == 0) {
         x = pump_exec(pm, output_max);
         k = x ? sshfile_exec_fd(pm->f, x, on_pump_done, pm) : -ENOMEM;
     }
@@ -215,8 +218,14 @@ void process_pump_start(struct process_pump *pm, const char *process, uint64_t o
     check_arm(engine_loop(e));
 }
 
+void process_pumps_init(void)
+{
+    stopped = false;
+}
+
 void process_pumps_stop(void)
 {
+    stopped = true;
     pumps_check(true);
     if (check_timer_ready) {
         check_timer_ready = false;

@@ -29,5 +29,7 @@ struct process_pump *process_pump_prepare(struct req *r, const struct params_pro
 void process_pump_start(struct process_pump *pm, const char *process, uint64_t output_max);
 /* The launch failed: closes the descriptors, gives the slot back (takes pm; NULL is fine). */
 void process_pump_abort(struct process_pump *pm);
-/* The daemon stops: ends every pump. */
+/* The method table is registered (pumps may start) / the daemon stops: ends every pump, and
+ * no new one starts. */
+void process_pumps_init(void);
 void process_pumps_stop(void);

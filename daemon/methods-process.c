@@ -603,6 +603,7 @@ static const struct method_def process_rows[] = {
 
 int methods_process_start(void)
 {
+    process_pumps_init();
     return methods_register(process_rows);
 }
 
