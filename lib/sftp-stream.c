@@ -8,9 +8,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -87,15 +89,23 @@ static ssize_t fd_fill(struct sshfile *f, struct job *j, int fd, char *buf, size
     return (ssize_t)got;
 }
 
+/* Writes buf into fd, never blocking in write(2) where poll(2) can tell: the descriptor is
+ * the client's (setting O_NONBLOCK would change its file for the client too), so into
+ * anything but a regular file each write after POLLOUT is at most PIPE_BUF bytes, which a
+ * pipe with a free buffer takes whole (a larger one could block in the kernel, where neither
+ * the deadline nor a cancel reaches the worker, and the daemon could not stop). */
 static int fd_write_all(struct sshfile *f, struct job *j, int fd, const char *buf, size_t n)
 {
+    struct stat st;
+    size_t most = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? SIZE_MAX : (size_t)PIPE_BUF;
+
     while (n > 0) {
         ssize_t k;
         int r = fd_wait(f, j, fd, POLLOUT);
 
         if (r < 0)
             return r;
-        k = write(fd, buf, n);
+        k = write(fd, buf, MIN(n, most));
         if (k < 0) {
             if (errno == EAGAIN || errno == EINTR)
                 continue;

@@ -6,11 +6,15 @@ still delivered, the client going away while the pump runs, the pump ending with
 bad indexes and directions refused with nothing launched and the descriptors closed, and
 `sandboxctl start --attach`."""
 
+import fcntl
 import hashlib
 import os
 import select
+import struct
 import subprocess
+import termios
 import threading
+import time
 
 from e2elib import BUILD, Env, RpcError, data_of, run
 from test_recovery_util import kill9, launch
@@ -31,6 +35,11 @@ def read_to_eof(fd, timeout=300):
         if not b:
             return bytes(out)
         out += b
+
+
+def pipe_bytes(fd):
+    """Bytes waiting in a pipe (FIONREAD)."""
+    return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
 
 
 def feeder(fd, blocks, h):
@@ -220,11 +229,28 @@ def main():
                 os.close(out_w)
                 os.write(in_w, b"a\n")
                 assert os.read(out_r, 100) == b"got a\n"
+                if how == "SIGTERM":
+                    # A second pump stuck on a pipe nobody reads (full) must not hold the stop.
+                    full_r, full_w = os.pipe()
+                    # Bursts larger than the room left, so that a plain write into the full
+                    # pipe would block in the kernel, out of reach of the stop.
+                    full_cmd = ("i=0; while [ $i -lt 60 ]; do head -c 40001 /dev/zero; "
+                                "sleep 0.2; i=$((i+1)); done; sleep 1000")
+                    call_fds(c, "process.start", {"id": sid, "command": full_cmd,
+                                                  "stdout_fd": 0}, [full_w])
+                    os.close(full_w)
+                    for _ in range(1200):  # until the pipe is nearly full (bounded: 60 s)
+                        if pipe_bytes(full_r) >= 60000:
+                            break
+                        time.sleep(0.05)
+                    time.sleep(1)  # the pump meets the full pipe
+                    assert pipe_bytes(full_r) >= 60000, pipe_bytes(full_r)
                 c.close()
                 if how == "SIGTERM":
                     rc = env.stop_daemon()
                     assert rc == 0, (rc, env.daemon_log()[-3000:])
                     assert read_to_eof(out_r, timeout=60) == b""
+                    os.close(full_r)
                 else:
                     kill9(env)
                     assert read_to_eof(out_r, timeout=60) == b""  # the daemon's copy is gone
