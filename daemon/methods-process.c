@@ -475,6 +475,8 @@ static void method_start(struct req *r, void *params, void *userdata)
     s.pty_rows = p->pty ? p->pty_rows : 0;
     s.max_processes = cfg->sandbox.max_processes;
     s.output_max = cfg->sandbox.process_output_max_bytes;
+    s.pin_out = p->stdout_fd >= 0;
+    s.pin_err = p->stderr_fd >= 0;
     c->display = process_display(p->command, (const char *const *)p->argv);
     c->started_at = s.started_at;
     c->has_stdin = p->has_stdin;

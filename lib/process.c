@@ -315,6 +315,12 @@ int process_script_start(const struct process_start_spec *p, char **ret)
             " >cmd; echo %lld >started; mkfifo out.p err.p || exit 1\n"
             "%s",
             (long long)p->started_at, p->has_stdin ? "mkfifo in || exit 1\n" : "");
+    if (p->pin_out || p->pin_err)
+        fprintf(s.f,
+                "env -u SANDBOXD_EXEC_ID setsid sleep %u </dev/null >/dev/null 2>&1 &\n"
+                "%s%s",
+                PROCESS_PIN_WAIT_S, p->pin_out ? "echo \"$! 0\" >out.pin\n" : "",
+                p->pin_err ? "echo \"$! 0\" >err.pin\n" : "");
     if (p->pty_cols)
         script_pty_file(&s, p);
     fprintf(s.f,
@@ -461,7 +467,7 @@ int process_script_kill(const char *id, const char *sig, char **ret)
  * followers are done (without followers: at the end of the input or of the process); a cat still
  * reading then is killed. */
 #define ATTACH_FOLLOW                                                                              \
-    "fw() { s=$1; k=0; p=0; echo \"$$ 0\" >\"$s.pin\"; while :; do\n"                              \
+    "fw() { s=$1; k=0; p=0; while :; do\n"                                                         \
     "  if [ -e exit ]; then d=1; else d=; fi\n"                                                    \
     "  if [ -e \"$s.$k\" ]; then n=$(wc -c <\"$s.$k\")\n"                                          \
     "    if [ \"$n\" -gt \"$p\" ]; then\n"                                                         \
@@ -489,7 +495,12 @@ int process_script_attach(const char *id, uint64_t output_max, bool in, bool out
     }
     fprintf(s.f, "cd \"$B/%s\" 2>/dev/null || exit 1\nS=%llu; O=; E=; c=; P0=$PPID\n" ATTACH_FOLLOW,
             id, (unsigned long long)process_segment_size(output_max));
-    fputs("exec 3<&0 </dev/null\n", s.f);
+    /* The pins the start left (held by a sleep) become this script's, then that sleep ends. */
+    fprintf(s.f,
+            "y=; read -r y _ 2>/dev/null <out.pin || read -r y _ 2>/dev/null <err.pin\n"
+            "%s%s[ -n \"$y\" ] && [ \"$y\" != $$ ] && kill \"$y\" 2>/dev/null\n"
+            "exec 3<&0 </dev/null\n",
+            out ? "echo \"$$ 0\" >out.pin\n" : "", err ? "echo \"$$ 0\" >err.pin\n" : "");
     if (out)
         fputs("fw out & O=$!\n", s.f);
     if (err)

@@ -45,6 +45,8 @@
 #define PROCESS_DISPLAY_MAX 256
 /* A long-poll sleeps this long between looks (ms). */
 #define PROCESS_POLL_MS 5u
+/* How long a start keeps the output for an attach script that has not come yet (s). */
+#define PROCESS_PIN_WAIT_S 60u
 
 enum process_stream {
     PROCESS_STDOUT,
@@ -62,6 +64,9 @@ struct process_start_spec {
     time_t started_at;
     unsigned max_processes; /* running processes allowed in the sandbox */
     uint64_t output_max;    /* bytes kept per stream */
+    /* An attach script will follow stdout / stderr (process_script_attach()): the output is
+     * kept from offset 0 until it comes, for at most PROCESS_PIN_WAIT_S. */
+    bool pin_out, pin_err;
 };
 
 /* A new id "pr-XXXXXXXXYYYYYYYY" (time-ordered); buf has PROCESS_ID_LEN + 1 bytes. */

@@ -83,6 +83,7 @@ def main():
             sent = hashlib.sha256()
             reset_hwm(pid)
             base = vm_hwm(pid)
+            t0 = time.monotonic()
             p = call_fds(c, "process.start",
                          {"id": sid, "command": "cat; echo cat-done >&2",
                           "stdin_fd": 0, "stdout_fd": 1, "stderr_fd": 2},
@@ -103,11 +104,13 @@ def main():
                 got.update(b)
                 n += len(b)
             t.join()
+            took = time.monotonic() - t0
             err = read_to_eof(err_r)
             os.close(out_r)
             os.close(err_r)
             grew = vm_hwm(pid) - base
-            print(f"  64 MiB through stdin_fd and stdout_fd; daemon peak RSS growth {grew >> 20} MiB")
+            print(f"  64 MiB through stdin_fd, cat and stdout_fd in {took:.1f} s "
+                  f"({64 / took:.1f} MiB/s each way); daemon peak RSS growth {grew >> 20} MiB")
             assert n == 64 * MIB, n
             assert got.hexdigest() == sent.hexdigest()
             assert err == b"cat-done\n", err

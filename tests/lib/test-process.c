@@ -255,6 +255,25 @@ START_TEST(test_long_poll_waits)
 }
 END_TEST
 
+/* Runs an attach script (taken; it prints no report) with stdin_data; *o gets its output. */
+static void attach_run(char *script, const char *stdin_data, struct out *o)
+{
+    const char *env[] = {home_env, NULL};
+    struct sshexec_params p = {.command = script,
+                               .env = env,
+                               .container_pid_namespace = true,
+                               .timeout_ms = 60000,
+                               .stdin_data = stdin_data,
+                               .stdin_len = stdin_data ? strlen(stdin_data) : 0,
+                               .has_max_output = true,
+                               .max_output_bytes = 1u << 20};
+
+    ck_assert_int_eq(sshexec_start(pool, &p, on_done, o, NULL), 0);
+    free(script);
+    fixture_run_until(&loop, &o->done, 70000);
+    ck_assert_int_eq(o->error, 0);
+}
+
 /* The attach script: its stdin into the process's stdin (closed at its end), the process's
  * stdout and stderr from offset 0 into its own, across segments and past the retention,
  * until the process exited; then the stdin counts as closed for process.write. */
@@ -262,23 +281,13 @@ START_TEST(test_attach)
 {
     char a[PROCESS_ID_LEN + 1], *script, *out, *want;
     struct out o = {};
-    const char *env[] = {home_env, NULL};
-    struct sshexec_params p = {.env = env, .container_pid_namespace = true, .timeout_ms = 60000};
     size_t n = 0;
 
     ck_assert_int_eq(process_id_new(time(NULL), a), 0);
     start(a, "cat; head -c 300000 /dev/zero | tr '\\000' x; echo to-err >&2", true, 65536);
     ck_assert_int_eq(process_script_attach(a, 65536, false, false, false, &script), -EINVAL);
     ck_assert_int_eq(process_script_attach(a, 65536, true, true, true, &script), 0);
-    p.command = script;
-    p.stdin_data = "fed\n";
-    p.stdin_len = 4;
-    p.has_max_output = true;
-    p.max_output_bytes = 1u << 20;
-    ck_assert_int_eq(sshexec_start(pool, &p, on_done, &o, NULL), 0);
-    free(script);
-    fixture_run_until(&loop, &o.done, 70000);
-    ck_assert_int_eq(o.error, 0);
+    attach_run(script, "fed\n", &o);
     want = malloc(4 + 300000);
     ck_assert_ptr_nonnull(want);
     memcpy(want, "fed\n", 4);
@@ -298,6 +307,42 @@ START_TEST(test_attach)
 }
 END_TEST
 
+/* An attach script that comes late (here: after the process ended) still gets the output
+ * from offset 0: the start pinned it for it (held by a sleep that the attach script ends). */
+START_TEST(test_attach_late)
+{
+    struct process_start_spec sp = {.command = "head -c 300000 /dev/zero | tr '\\000' y",
+                                    .started_at = time(NULL),
+                                    .max_processes = 4,
+                                    .output_max = 65536,
+                                    .pin_out = true};
+    char a[PROCESS_ID_LEN + 1], *script, *out;
+    struct process_status st;
+    struct out o = {};
+    uint64_t nums[3];
+    size_t n, i;
+
+    ck_assert_int_eq(process_id_new(time(NULL), a), 0);
+    sp.id = a;
+    memcpy(started[n_started++], a, PROCESS_ID_LEN + 1);
+    ck_assert_int_eq(process_script_start(&sp, &script), 0);
+    ck_assert_int_eq(run(script, NULL, NULL, NULL, NULL, NULL), PROCESS_R_OK);
+    ck_assert_int_eq(process_script_wait(a, 20000, &script), 0);
+    ck_assert_int_eq(run(script, NULL, NULL, &st, NULL, NULL), PROCESS_R_OK);
+    ck_assert_int_eq(st.exit_code, 0);
+    out = read_at(a, PROCESS_STDOUT, 0, 0, 65536, nums, &st, &n);
+    free(out);
+    ck_assert_uint_eq(nums[0], 0); /* nothing dropped: pinned */
+    ck_assert_int_eq(process_script_attach(a, 65536, false, true, false, &script), 0);
+    attach_run(script, NULL, &o);
+    ck_assert_uint_eq(o.out_len, 300000);
+    for (i = 0; i < o.out_len; i++)
+        ck_assert_int_eq(o.out[i], 'y');
+    free(o.out);
+    free(o.err);
+}
+END_TEST
+
 static Suite *process_suite(void)
 {
     Suite *s = suite_create("process");
@@ -309,6 +354,7 @@ static Suite *process_suite(void)
     tcase_add_test(tc, test_kill_retention_list);
     tcase_add_test(tc, test_long_poll_waits);
     tcase_add_test(tc, test_attach);
+    tcase_add_test(tc, test_attach_late);
     suite_add_tcase(s, tc);
     return s;
 }
