@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """process.start with descriptors (stdin_fd, stdout_fd, stderr_fd): 64 MiB through stdin_fd
-and back through stdout_fd with the SHA-256 compared (past the output retention, so the pump's
-pin is what keeps the bytes) and the daemon's memory bounded, stderr apart, a quiet process
+and back through stdout_fd with the SHA-256 compared and the daemon's memory bounded, a reader
+slower than the process losing nothing past the output retention, stderr apart, a quiet process
 still delivered, the client going away while the pump runs, the pump ending with the sandbox,
-bad indexes and directions refused with nothing launched and the descriptors closed, and
-`sandboxctl start --attach`."""
+bad indexes and directions and a fifth pump of one uid refused with nothing launched and
+the descriptors closed, the daemon's stop and kill -9 ending the pumps (one stuck on a full
+pipe included) while the processes go on, and `sandboxctl start --attach`."""
 
 import fcntl
 import hashlib
@@ -192,6 +193,37 @@ def main():
             os.close(rd)
             assert procs() == before, (before, procs())
 
+        def slot_limit():
+            # Each pump holds a transfer slot (4 per uid): a fifth start is -32007, launches
+            # nothing and closes its descriptor; the slots come back as the pumps end.
+            before = procs()
+            pipes, started = [], []
+            for _ in range(4):
+                rd, wr = os.pipe()
+                p = call_fds(c, "process.start", {"id": sid, "command": "sleep 60",
+                                                  "stdout_fd": 0}, [wr])
+                os.close(wr)
+                pipes.append(rd)
+                started.append(p["process"])
+            rd, wr = os.pipe()
+            e = error_fds(c, "process.start", {"id": sid, "command": "echo no", "stdout_fd": 0},
+                          [wr])
+            assert e.code == -32007, e.err
+            os.close(wr)
+            assert read_to_eof(rd, timeout=30) == b""
+            os.close(rd)
+            assert procs() == sorted(before + started), (before, started, procs())
+            for proc in started:
+                c.call("process.kill", {"id": sid, "process": proc})
+            for rd in pipes:
+                assert read_to_eof(rd, timeout=60) == b""
+                os.close(rd)
+            rd, wr = os.pipe()
+            call_fds(c, "process.start", {"id": sid, "command": "echo back", "stdout_fd": 0}, [wr])
+            os.close(wr)
+            assert read_to_eof(rd) == b"back\n"
+            os.close(rd)
+
         def pump_ends_with_sandbox():
             sb2 = c.call("sandbox.create", {"ttl_s": 900})["id"]
             out_r, out_w = os.pipe()
@@ -282,6 +314,7 @@ def main():
             ("slow_reader_loses_nothing", slow_reader_loses_nothing),
             ("cat_64mib", cat_64mib),
             ("client_goes_away", client_goes_away),
+            ("slot_limit", slot_limit),
             ("pump_ends_with_sandbox", pump_ends_with_sandbox),
             ("sandboxctl_attach", sandboxctl_attach),
             ("daemon_stop_ends_pump", daemon_stop_ends_pump),  # last: restarts the daemon
