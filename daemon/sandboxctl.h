@@ -1,6 +1,6 @@
 /* What the sandboxctl commands share: the connection to sandboxd and the call helpers
- * (sandboxctl.c), used by the command files beside it (sandboxctl-transfer.c,
- * sandboxctl-fs.c). */
+ * (sandboxctl-call.c), used by sandboxctl.c and the command files beside it
+ * (sandboxctl-transfer.c, sandboxctl-fs.c, sandboxctl-process.c). */
 #pragma once
 
 #include <json-c/json.h>
