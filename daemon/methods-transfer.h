@@ -11,8 +11,7 @@
 /* Each running transfer holds one thread of libuv's pool for its whole length, so their
  * number is capped (past it: -32007) and the pool is sized above the cap (main.c), leaving
  * threads for the short file operations of every other sandbox. */
-#define TRANSFER_MAX 8
-#define TRANSFER_MAX_PER_UID 4
+/* TRANSFER_MAX, TRANSFER_MAX_PER_UID: proto/api-limits.h (via params.h) */
 #define TRANSFER_THREADPOOL_SIZE "16" /* UV_THREADPOOL_SIZE unless set in the environment */
 
 void transfer_file_write(struct req *r, struct sandbox *sb, const struct params_file_write *p);

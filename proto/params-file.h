@@ -8,7 +8,7 @@
 
 #include "proto/params.h"
 
-#define PARAMS_LIST_LIMIT_MAX 10000 /* file.list entries */
+/* PARAMS_LIST_LIMIT_MAX (file.list entries): proto/api-limits.h */
 #define PARAMS_MKDIR_MODE_DEFAULT 0755
 
 /* One struct for the five methods; each fills the fields it takes. */
