@@ -124,18 +124,12 @@ static int wait_readable(struct ctl *c, const struct ctl_wait *w)
 int ctl_call_fds(struct ctl *c, const char *method, json_object *params, const int *fds,
                  size_t n_fds, const struct ctl_wait *w, json_object **ret_result)
 {
-    _cleanup_json_ json_object *req = json_object_new_object();
     _cleanup_free_ char *line = NULL;
     int64_t id = ++c->next_id;
     size_t len;
     int r;
 
-    json_object_object_add(req, "jsonrpc", json_object_new_string("2.0"));
-    json_object_object_add(req, "id", json_object_new_int64(id));
-    json_object_object_add(req, "method", json_object_new_string(method));
-    if (params)
-        json_object_object_add(req, "params", params);
-    line = rpc_to_line(req, &len);
+    line = rpc_request_line(id, method, params, &len);
     if (!line)
         return -ENOMEM;
     r = send_line(c, line, len, fds, n_fds);
@@ -249,4 +243,21 @@ json_object *id_params(const char *id)
 
     json_object_object_add(p, "id", json_object_new_string(id));
     return p;
+}
+
+int ctl_env_add(json_object *p, json_object **env, char *arg)
+{
+    char *eq = strchr(arg, '=');
+
+    if (!eq) {
+        fprintf(stderr, "sandboxctl: --env wants K=V\n");
+        return -EINVAL;
+    }
+    if (!*env) {
+        *env = json_object_new_object();
+        json_object_object_add(p, "env", *env);
+    }
+    *eq = '\0';
+    json_object_object_add(*env, arg, json_object_new_string(eq + 1));
+    return 0;
 }

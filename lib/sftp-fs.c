@@ -8,6 +8,7 @@
 #include "macro.h"
 #include "sftp-fs.h"
 #include "sftp-internal.h"
+#include "util.h"
 
 #define WRITE_CHUNK (192u * 1024u)
 
@@ -52,19 +53,6 @@ static int fs_path_type(struct sshfile *f, const char *path)
     type = a->type > 0 ? a->type : SSH_FILEXFER_TYPE_UNKNOWN;
     sftp_attributes_free(a);
     return type;
-}
-
-/* The folder part of an absolute path: "/a/b" gives "/a", "/b" gives "/". */
-static int fs_path_dir(const char *path, char **ret)
-{
-    const char *base = strrchr(path, '/') + 1;
-    size_t n = (size_t)(base - path);
-    char *d = strndup(path, n > 1 ? n - 1 : n);
-
-    if (!d)
-        return -ENOMEM;
-    *ret = d;
-    return 0;
 }
 
 static enum sshfile_type type_of(const struct sftp_attributes_struct *a)
@@ -413,7 +401,7 @@ static int remove_run(struct sshfile *f, struct fs_op *o)
     base = strrchr(o->path, '/') + 1;
     if (strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
         return -EINVAL;
-    r = fs_path_dir(o->path, &dir);
+    r = path_dir(o->path, &dir);
     if (r < 0)
         return r;
     r = lstat_type(f, o->path, &t);
@@ -466,7 +454,7 @@ static int mkdir_run(struct sshfile *f, struct fs_op *o)
     enum sshfile_type t;
     int r;
 
-    r = fs_path_dir(o->path, &dir);
+    r = path_dir(o->path, &dir);
     if (r < 0)
         return r;
     if (o->flag) {
@@ -504,7 +492,7 @@ static int rename_run(struct sshfile *f, struct fs_op *o)
     enum sshfile_type tf, tt;
     int r;
 
-    r = fs_path_dir(o->to, &dir);
+    r = path_dir(o->to, &dir);
     if (r < 0)
         return r;
     r = lstat_type(f, o->path, &tf);
@@ -546,7 +534,7 @@ int sshfile_write_in_place(struct sshfile *f, const char *path, const void *data
     size_t off = 0;
     int exists, r = 0;
 
-    r = fs_path_dir(path, &dir);
+    r = path_dir(path, &dir);
     if (r < 0)
         return r;
     exists = sshfile_write_target(f, path, &real);

@@ -83,3 +83,6 @@ json_object *rpc_exec_output_new(json_object *request_id, const char *stream, co
 
 /* Serialises o as one line: compact JSON plus '\n'. Caller frees. */
 char *rpc_to_line(json_object *o, size_t *ret_len);
+/* A client's request {"jsonrpc", "id", "method", "params" (left out when NULL; taken over)}
+ * as one line, as rpc_to_line(). NULL without memory. */
+char *rpc_request_line(int64_t id, const char *method, json_object *params, size_t *ret_len);
