@@ -1,4 +1,5 @@
-/* File system operations over SFTP, run as requests of sftp.c's queue. See sftp-fs.h. */
+/* File system operations over SFTP, run as requests of sftp.c's queue (see sftp-fs.h), and
+ * sshfile_write() of sftp.h, whose in-place writes are done here. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -577,6 +578,58 @@ int sshfile_write_in_place(struct sshfile *f, const char *path, const void *data
     if (!exists && sftp_chmod(s, path, mode) < 0)
         return fs_last_error(f);
     return 0;
+}
+
+/* The job's in-place write (struct job's write_in_place). */
+static int write_in_place(struct sshfile *f, struct job *j)
+{
+    return sshfile_write_in_place(f, j->path, j->data, j->len, j->mode, j->woffset, j->append,
+                                  &j->op_mutated);
+}
+
+/* ---- writes: submitted here, run by sftp.c's write job ---- */
+
+int sshfile_write(struct sshfile *f, const struct sshfile_write_params *params, sshfile_write_cb cb,
+                  void *userdata)
+{
+    struct job *j;
+    size_t n;
+    int r;
+
+    if (!f || !params || !cb)
+        return -EINVAL;
+    r = sshfile_submit_check(f, params->path);
+    if (r < 0)
+        return r;
+    n = strlen(params->path);
+    if (params->path[n - 1] == '/' || (params->mode & ~(mode_t)07777))
+        return -EINVAL;
+    if (params->len > SSHFILE_WRITE_MAX)
+        return -EFBIG;
+    if (params->in_place && !params->append &&
+        (params->offset > SSHFILE_OFFSET_MAX || params->len > SSHFILE_OFFSET_MAX - params->offset))
+        return -EFBIG;
+    if (params->len > 0 && !params->data)
+        return -EINVAL;
+    j = sshfile_job_new(JOB_WRITE, params->path, userdata);
+    if (!j)
+        return -ENOMEM;
+    j->data = params->data; /* taken on success */
+    j->len = params->len;
+    j->mode = params->mode;
+    j->make_parents = params->make_parents;
+    j->in_place = params->in_place;
+    j->append = params->append;
+    j->woffset = params->offset;
+    j->wcb = cb;
+    if (j->in_place)
+        j->write_in_place = write_in_place;
+    r = sshfile_submit(f, j);
+    if (r < 0) {
+        free(j->path); /* the data is still the caller's */
+        free(j);
+    }
+    return r;
 }
 
 /* ---- loop side ---- */

@@ -61,6 +61,12 @@ struct job {
     sshfile_exec_fd_cb xcb;
     /* op */
     struct sshfile_op *op;
+    /* Set by the file that makes the job, so that sftp.c runs it without naming a function
+     * of sftp-fs.c or sftp-stream.c: */
+    int (*write_in_place)(struct sshfile *f, struct job *j);       /* JOB_WRITE, in_place */
+    int (*fill)(struct sshfile *f, struct job *j, sftp_file file); /* JOB_WRITE_FD: the data */
+    int (*run)(struct sshfile *f, struct job *j);                  /* JOB_READ_FD, JOB_EXEC_FD */
+    void (*release)(struct job *j); /* loop side, when the job is freed: what it owns */
     void *userdata;
     uint64_t deadline; /* uv_now() milliseconds */
     int error;
@@ -133,14 +139,6 @@ bool sshfile_job_expired(struct sshfile *f, struct job *j);
 
 int sshfile_submit(struct sshfile *f, struct job *j);
 int sshfile_path_validate(const char *path);
-
-/* sftp-stream.c (worker side). */
-/* Fills the open temporary file from j->fd_in to its end. */
-int sshfile_stream_to_file(struct sshfile *f, struct job *j, sftp_file file);
-int sshfile_do_read_fd(struct sshfile *f, struct job *j);
-int sshfile_do_exec_fd(struct sshfile *f, struct job *j);
-/* Loop side: frees what a stream job owns. */
-void sshfile_stream_job_done(struct job *j);
 
 /* ---- sftp-fs.c ---- */
 

@@ -109,7 +109,7 @@ static int fd_write_all(struct sshfile *f, struct job *j, int fd, const char *bu
     return 0;
 }
 
-int sshfile_stream_to_file(struct sshfile *f, struct job *j, sftp_file file)
+static int stream_to_file(struct sshfile *f, struct job *j, sftp_file file)
 {
     _cleanup_free_ char *buf = malloc(SSHFILE_CHUNK);
 
@@ -161,7 +161,7 @@ static int read_fd_pipelined(struct sshfile *f, struct job *j, sftp_file file, c
     return sshfile_read_ahead(f, file, j->offset, j->length, &sink);
 }
 
-int sshfile_do_read_fd(struct sshfile *f, struct job *j)
+static int do_read_fd(struct sshfile *f, struct job *j)
 {
     _cleanup_free_ char *buf = malloc(SSHFILE_READ_CHUNK);
     uint64_t size;
@@ -345,7 +345,7 @@ static int exec_loop(struct sshfile *f, struct job *j, ssh_channel ch)
     }
 }
 
-int sshfile_do_exec_fd(struct sshfile *f, struct job *j)
+static int do_exec_fd(struct sshfile *f, struct job *j)
 {
     struct sshfile_exec_fd *x = j->exec;
     ssh_channel ch = ssh_channel_new(f->ssh);
@@ -377,7 +377,7 @@ int sshfile_do_exec_fd(struct sshfile *f, struct job *j)
 
 /* ---- loop side ---- */
 
-void sshfile_stream_job_done(struct job *j)
+static void stream_job_done(struct job *j)
 {
     if (!sshfile_job_is_stream(j))
         return;
@@ -402,10 +402,16 @@ void sshfile_exec_fd_free(struct sshfile_exec_fd *x)
     free(x);
 }
 
-/* Submits j; on failure gives the descriptors back (the caller keeps them) and frees j. */
+/* Gives j what sftp.c runs it with, and submits it; on failure gives the descriptors back
+ * (the caller keeps them) and frees j. */
 static int stream_submit(struct sshfile *f, struct job *j)
 {
-    int r = sshfile_submit(f, j);
+    int r;
+
+    j->fill = j->kind == JOB_WRITE_FD ? stream_to_file : NULL;
+    j->run = j->kind == JOB_READ_FD ? do_read_fd : j->kind == JOB_EXEC_FD ? do_exec_fd : NULL;
+    j->release = stream_job_done;
+    r = sshfile_submit(f, j);
 
     if (r < 0) {
         j->fd_in = j->fd_out = j->fd_err = -1;

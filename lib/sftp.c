@@ -377,7 +377,7 @@ static int write_temp(struct sshfile *f, const struct job *j, const char *dir, c
         return r == -EIO ? refine_failure(f, NULL, dir) : r;
     }
     if (j->kind == JOB_WRITE_FD)
-        r = sshfile_stream_to_file(f, (struct job *)j, file);
+        r = j->fill(f, (struct job *)j, file);
     while (j->kind == JOB_WRITE && off < j->len && r == 0) {
         size_t n = MIN(j->len - off, (size_t)SSHFILE_CHUNK);
         ssize_t w = sftp_write(file, (const char *)j->data + off, n);
@@ -439,8 +439,7 @@ static int do_write(struct sshfile *f, struct job *j)
             return r;
     }
     if (j->in_place)
-        return sshfile_write_in_place(f, j->path, j->data, j->len, j->mode, j->woffset, j->append,
-                                      &j->op_mutated);
+        return j->write_in_place(f, j);
     exists = write_target(f, j->path, &real);
     if (exists < 0)
         return exists;
@@ -668,8 +667,7 @@ static void on_job_work(uv_work_t *w)
         r = j->kind == JOB_WRITE || j->kind == JOB_WRITE_FD ? do_write(f, j)
             : j->kind == JOB_READ                           ? do_read(f, j)
             : j->kind == JOB_OP                             ? j->op->type->run(f, j->op)
-            : j->kind == JOB_READ_FD                        ? sshfile_do_read_fd(f, j)
-                                                            : sshfile_do_exec_fd(f, j);
+                                                            : j->run(f, j);
         if (job_detach(f, j)) {
             r = -ETIME; /* the socket was shut down under the call */
             break;
@@ -705,7 +703,8 @@ static void job_free(struct job *j)
 {
     if (!j)
         return;
-    sshfile_stream_job_done(j);
+    if (j->release)
+        j->release(j);
     free(j->rres.data);
     free(j->data);
     if (j->op)
@@ -1008,47 +1007,6 @@ void sshfile_close(struct sshfile *f, void (*cb)(void *userdata), void *userdata
     f->qlast = NULL;
     if (!f->busy)
         start_close(f);
-}
-
-int sshfile_write(struct sshfile *f, const struct sshfile_write_params *params, sshfile_write_cb cb,
-                  void *userdata)
-{
-    struct job *j;
-    size_t n;
-    int r;
-
-    if (!f || !params || !cb)
-        return -EINVAL;
-    r = sshfile_submit_check(f, params->path);
-    if (r < 0)
-        return r;
-    n = strlen(params->path);
-    if (params->path[n - 1] == '/' || (params->mode & ~(mode_t)07777))
-        return -EINVAL;
-    if (params->len > SSHFILE_WRITE_MAX)
-        return -EFBIG;
-    if (params->in_place && !params->append &&
-        (params->offset > SSHFILE_OFFSET_MAX || params->len > SSHFILE_OFFSET_MAX - params->offset))
-        return -EFBIG;
-    if (params->len > 0 && !params->data)
-        return -EINVAL;
-    j = sshfile_job_new(JOB_WRITE, params->path, userdata);
-    if (!j)
-        return -ENOMEM;
-    j->data = params->data; /* taken on success */
-    j->len = params->len;
-    j->mode = params->mode;
-    j->make_parents = params->make_parents;
-    j->in_place = params->in_place;
-    j->append = params->append;
-    j->woffset = params->offset;
-    j->wcb = cb;
-    r = sshfile_submit(f, j);
-    if (r < 0) {
-        j->data = NULL; /* still the caller's */
-        job_free(j);
-    }
-    return r;
 }
 
 int sshfile_read(struct sshfile *f, const char *path, uint64_t offset, uint64_t length,
