@@ -31,7 +31,7 @@ struct config;
 /* Descriptors (SCM_RIGHTS): at most REQ_FDS_MAX arrive with one request line (more is a
  * protocol error: the connection is closed), and at most this many wait for their line
  * to be dispatched (received, line not yet taken because of the in-flight cap). */
-#define CONN_FDS_WAITING_MAX 32
+/* CONN_FDS_WAITING_MAX: proto/api-limits.h */
 
 enum conn_state {
     CONN_OPEN,

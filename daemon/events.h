@@ -15,7 +15,7 @@
 #include "lib/sandbox.h"
 #include "req.h"
 
-#define EVENTS_QUEUE_MAX 1024u
+/* EVENTS_QUEUE_MAX: proto/api-limits.h */
 
 /* The engine's event hook (struct engine_hooks.event); userdata unused. */
 void events_publish(const struct sandbox_event *ev, void *userdata);

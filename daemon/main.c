@@ -16,6 +16,7 @@
 #include "methods-obs.h"
 #include "methods-process.h"
 #include "methods-sandbox.h"
+#include "methods-table.h"
 #include "methods-transfer.h"
 #include "methods-test.h"
 #include "notify.h"
@@ -213,6 +214,7 @@ static void on_server_closed(struct server *s, void *userdata)
     watchdog_stop(&d->watchdog);
     close_signals(d);
     methods_process_stop();
+    methods_table_unregister();
     methods_sandbox_stop();
 }
 
@@ -364,6 +366,8 @@ int main(int argc, char **argv)
     uv_signal_start(&d.sig_hup, on_signal, SIGHUP);
 
     r = methods_sandbox_start(&d.loop, &d.config, &d.methods);
+    if (r >= 0)
+        r = methods_table_register();
     if (r >= 0)
         r = methods_process_start();
     if (r >= 0)

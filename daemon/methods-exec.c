@@ -13,8 +13,7 @@
 #include "lib/sandbox.h"
 #include "lib/sshexec.h"
 #include "lib/util.h"
-#include "methods-file.h"
-#include "methods-sandbox.h"
+#include "methods-common.h"
 #include "methods-transfer.h"
 #include "proto/b64.h"
 #include "proto/params.h"
@@ -242,3 +241,7 @@ void methods_sandbox_exec(struct req *r, void *params, void *userdata)
     }
     req_on_disconnect(r, on_exec_disconnect, x);
 }
+
+const struct method_def methods_exec_rows[METHODS_EXEC_ROWS] = {
+    {"sandbox.exec", &params_sandbox_exec_spec, methods_sandbox_exec, NULL, false},
+};

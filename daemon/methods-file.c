@@ -10,7 +10,7 @@
 #include "proto/b64.h"
 #include "proto/params-file.h"
 #include "proto/rpc.h"
-#include "methods-sandbox.h"
+#include "methods-common.h"
 #include "req.h"
 
 /* One request on its way through the sandbox's SFTP queue; outlives a client that left. */

@@ -1,8 +1,6 @@
 /* The sandbox methods: JSON-RPC params (proto/params.h) mapped onto the engine
  * (lib/sandbox.h), ownership by peer uid, results and errors of docs/protocol.md. */
 #include "methods-sandbox.h"
-#include "methods-exec.h"
-#include "methods-file.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -18,31 +16,17 @@
 #include "lib/sandbox.h"
 #include "lib/util.h"
 #include "methods-internet.h"
+#include "methods-common.h"
 #include "methods-obs.h"
+#include "methods-pool.h"
 #include "methods-transfer.h"
 #include "methods.h"
 #include "req.h"
 #include "proto/b64.h"
-#include "methods-pool.h"
 #include "proto/params.h"
 #include "proto/rpc.h"
 
 #define COMP "sandbox"
-
-struct idem_wait;
-struct parked;
-
-/* The state of the sandbox methods: the userdata of every row of their table. */
-struct sandbox_methods {
-    struct engine *engine;
-    struct reconcile *reconcile; /* NULL without [proxmox] */
-    struct methods_daemon *md;   /* daemon.status, which this fills in */
-    struct idem_wait *idem_waits;
-    struct parked *parked;
-    struct method_def rows[16];
-};
-
-static struct engine *instance_engine(void);
 
 /* ---- results and errors ---- */
 
@@ -79,95 +63,38 @@ static json_object *sandbox_json(const struct sandbox *sb)
     return o;
 }
 
-static int code_of(enum engine_err_kind k)
-{
-    switch (k) {
-    case ENGINE_E_NOT_FOUND:
-        return RPC_NO_SUCH_SANDBOX;
-    case ENGINE_E_STATE:
-        return RPC_BAD_STATE;
-    case ENGINE_E_QUOTA:
-        return RPC_QUOTA_EXCEEDED;
-    case ENGINE_E_PROXMOX:
-        return RPC_PROXMOX_ERROR;
-    case ENGINE_E_SSH:
-        return RPC_SSH_ERROR;
-    case ENGINE_E_DEADLINE:
-        return RPC_DEADLINE_EXCEEDED;
-    case ENGINE_E_BUSY:
-    case ENGINE_E_NOT_CONFIGURED:
-        return RPC_BUSY;
-    case ENGINE_E_FILE:
-        return RPC_FILE_ERROR;
-    case ENGINE_E_INVALID:
-        return RPC_INVALID_PARAMS;
-    case ENGINE_E_SHUTDOWN:
-        return RPC_SHUTTING_DOWN;
-    default:
-        return RPC_INTERNAL_ERROR;
-    }
-}
+/* Short names for the shared helpers (methods-common.h). */
 
 static void reply_engine_error(struct req *r, const struct engine_error *err)
 {
-    json_object *d;
-
-    if (err->kind == ENGINE_E_INVALID) {
-        req_error_data(r, RPC_INVALID_PARAMS, NULL, pool_invalid_data(instance_engine(), err));
-        return;
-    }
-    d = json_object_new_object();
-    json_object_object_add(d, "reason", json_object_new_string(err->message ? err->message : ""));
-    if (err->kind == ENGINE_E_PROXMOX) {
-        json_object_object_add(d, "http_status", json_object_new_int(err->http_status));
-        json_object_object_add(d, "message",
-                               json_object_new_string(err->message ? err->message : ""));
-        if (err->upid)
-            json_object_object_add(d, "upid", json_object_new_string(err->upid));
-    }
-    if (err->state)
-        json_object_object_add(d, "state", json_object_new_string(err->state));
-    if (err->error < 0 && strerrorname_np(-err->error))
-        json_object_object_add(d, "errno", json_object_new_string(strerrorname_np(-err->error)));
-    req_error_data(r, code_of(err->kind), NULL, d);
+    methods_sandbox_reply_error(r, err);
 }
 
 static void reply_not_found(struct req *r, const char *id)
 {
-    json_object *d = json_object_new_object();
-
-    json_object_object_add(d, "reason", json_object_new_string("no such sandbox"));
-    json_object_object_add(d, "id", json_object_new_string(id));
-    req_error_data(r, RPC_NO_SUCH_SANDBOX, NULL, d);
+    methods_sandbox_reply_not_found(r, id);
 }
 
 static void reply_state(struct req *r, const struct sandbox *sb)
 {
-    json_object *d = json_object_new_object();
-
-    json_object_object_add(d, "reason", json_object_new_string("the sandbox is not ready"));
-    json_object_object_add(d, "state",
-                           json_object_new_string(sandbox_state_to_public(sandbox_view_state(sb))));
-    req_error_data(r, RPC_BAD_STATE, NULL, d);
+    methods_sandbox_reply_state(r, sb);
 }
 
-/* An error a callback reported as a negative errno, classified by the engine. */
-static void reply_io_error(struct req *r, int error, bool file)
+static void reply_file_error(struct req *r, int error, bool write)
 {
-    struct engine_error err;
-
-    engine_error_from_io(error, file, &err);
-    reply_engine_error(r, &err);
+    methods_sandbox_reply_file_error(r, error, write);
 }
 
-/* Looks the sandbox up for the caller; replies -32001 and returns NULL when not visible. */
 static struct sandbox *lookup(struct sandbox_methods *sm, struct req *r, const char *id)
 {
-    struct sandbox *sb = engine_lookup(sm->engine, id, req_uid(r), req_is_admin(r));
+    return methods_sandbox_lookup(sm, r, id);
+}
 
-    if (!sb)
-        reply_not_found(r, id);
-    return sb;
+/* Parks r until the first reconcile ended (sm is the one instance). */
+static bool park_until_reconciled(struct sandbox_methods *sm, struct req *r, const char *id,
+                                  method_handler_t handler, void *params)
+{
+    return methods_sandbox_park(r, id, handler, params);
 }
 
 /* ---- a request waiting for the engine, detachable when the client leaves ---- */
@@ -207,18 +134,6 @@ struct idem_wait {
     struct pending p;
     char id[ID_MAX + 1];
     struct idem_wait *next;
-};
-
-/* Requests held until the first reconcile ended: it rebuilds the table of sandboxes that
- * quotas, idempotency keys and lookups are checked against. Creates and lists always wait;
- * a request naming a sandbox waits only while that sandbox is not (yet) in the table, so a
- * live sandbox is never reported missing just after a restart. */
-struct parked {
-    struct req *req;
-    method_handler_t handler;
-    void *params; /* owned by req */
-    struct sandbox_methods *sm;
-    struct parked *next;
 };
 
 static void idem_serve(struct sandbox_methods *sm, const char *id, const struct engine_error *err,
@@ -274,68 +189,12 @@ static void on_created(const struct engine_error *err, struct sandbox *sb, void 
         idem_serve(sm, sandbox_view_id(sb), err, sb);
 }
 
-static void parked_disconnect(struct req *r, void *userdata)
-{
-    struct parked *x = userdata, **pp;
-
-    for (pp = &x->sm->parked; *pp; pp = &(*pp)->next)
-        if (*pp == x) {
-            *pp = x->next;
-            break;
-        }
-    free(x);
-    req_error(r, RPC_SHUTTING_DOWN, "the client went away");
-}
-
-/* Parks r (to run handler again once the first reconcile ended) and returns true while that
- * reconcile runs and id (NULL: any) is not in the table. */
-static bool park_until_reconciled(struct sandbox_methods *sm, struct req *r, const char *id,
-                                  method_handler_t handler, void *params)
-{
-    struct parked *x;
-
-    if (!sm->reconcile || reconcile_initial_done(sm->reconcile))
-        return false;
-    if (id && engine_lookup(sm->engine, id, req_uid(r), req_is_admin(r)))
-        return false;
-    x = calloc(1, sizeof *x);
-    if (!x) {
-        req_error(r, RPC_INTERNAL_ERROR, "out of memory");
-        return true;
-    }
-    x->req = r;
-    x->handler = handler;
-    x->params = params;
-    x->sm = sm;
-    x->next = sm->parked;
-    sm->parked = x;
-    req_on_disconnect(r, parked_disconnect, x);
-    return true;
-}
-
 static void on_reconciled(void *userdata)
 {
     struct sandbox_methods *sm = userdata;
-    struct parked *l = TAKE_PTR(sm->parked), *rev = NULL;
 
     engine_pool_apply(sm->engine); /* pool members of a previous run are known now */
-    while (l) {                    /* in arrival order */
-        struct parked *n = l->next;
-        l->next = rev;
-        rev = l;
-        l = n;
-    }
-    while (rev) {
-        struct parked *n = rev->next;
-        struct req *r = rev->req;
-        method_handler_t handler = rev->handler;
-        void *params = rev->params;
-
-        free(rev);
-        req_on_disconnect(r, NULL, NULL);
-        handler(r, params, sm);
-        rev = n;
-    }
+    methods_sandbox_unpark(sm);
 }
 
 /* Handles an idempotency key: true when the request was answered (or joined a create in
@@ -704,36 +563,6 @@ static void file_ctx_free(struct file_ctx *f)
     free(f);
 }
 
-/* File errors with a reason of their own: the deadline and files that are not regular. */
-static void reply_file_error(struct req *r, int error, bool write)
-{
-    json_object *d;
-
-    if (error != -ETIME && error != -EINVAL) {
-        reply_io_error(r, error, true);
-        return;
-    }
-    d = json_object_new_object();
-    if (error == -ETIME) {
-        unsigned ms = req_config(r)->ssh.file_timeout_ms;
-        char reason[128];
-
-        snprintf(reason, sizeof(reason), "the file %s did not finish within %u ms",
-                 write ? "write" : "read", ms);
-        json_object_object_add(d, "reason", json_object_new_string(reason));
-        json_object_object_add(d, "timeout_ms", json_object_new_int64(ms));
-        req_error_data(r, RPC_DEADLINE_EXCEEDED, NULL, d);
-        return;
-    }
-    json_object_object_add(
-        d, "reason",
-        json_object_new_string(write ? "not a regular file (a FIFO, socket or device, or a "
-                                       "symbolic link to one or to nothing): not replaced"
-                                     : "not a regular file (a FIFO, socket or device): not read"));
-    json_object_object_add(d, "errno", json_object_new_string("EINVAL"));
-    req_error_data(r, RPC_FILE_ERROR, NULL, d);
-}
-
 static void on_written(int error, uint64_t bytes, void *userdata)
 {
     struct file_ctx *f = userdata;
@@ -856,28 +685,6 @@ static void method_file_read(struct req *r, void *params, void *userdata)
         transfer_file_read(r, sb, p);
 }
 
-void methods_sandbox_reply_file_error(struct req *r, int error, bool write)
-{
-    reply_file_error(r, error, write);
-}
-
-/* ---- for methods-file.c and methods-exec.c ---- */
-
-void methods_sandbox_reply_state(struct req *r, const struct sandbox *sb)
-{
-    reply_state(r, sb);
-}
-
-void methods_sandbox_reply_io_error(struct req *r, int error, bool file)
-{
-    reply_io_error(r, error, file);
-}
-
-struct sandbox *methods_sandbox_lookup(struct sandbox_methods *sm, struct req *r, const char *id)
-{
-    return lookup(sm, r, id);
-}
-
 /* ---- daemon.status ---- */
 
 static void status_provider(json_object *status, void *userdata)
@@ -952,7 +759,7 @@ static void status_provider(json_object *status, void *userdata)
 
 /* ---- table ---- */
 
-static const struct method_def sandbox_rows[] = {
+const struct method_def methods_sandbox_rows[METHODS_SANDBOX_ROWS] = {
     {"sandbox.create", &params_sandbox_create_spec, method_create, NULL, false},
     {"sandbox.get", &params_sandbox_id_spec, method_get, NULL, false},
     {"sandbox.list", &params_sandbox_list_spec, method_list, NULL, false},
@@ -960,28 +767,16 @@ static const struct method_def sandbox_rows[] = {
     {"sandbox.renew", &params_sandbox_renew_spec, method_renew, NULL, false},
     {"sandbox.resize", &params_sandbox_resize_spec, method_resize, NULL, false},
     {"sandbox.destroy", &params_sandbox_id_spec, method_destroy, NULL, false},
-    {"sandbox.exec", &params_sandbox_exec_spec, methods_sandbox_exec, NULL, false},
     {"file.write", &params_file_write_spec, method_file_write, NULL, false},
     {"file.read", &params_file_read_spec, method_file_read, NULL, false},
-    {},
 };
-_Static_assert(ELEMENTSOF(sandbox_rows) - 1 + METHODS_FILE_ROWS + 1 <=
-                   ELEMENTSOF(((struct sandbox_methods *)0)->rows),
-               "room for every row");
-
-/* The one instance, reached only by start and stop: handlers and callbacks get it
- * as their userdata. */
-static struct sandbox_methods instance;
-
-static struct engine *instance_engine(void)
-{
-    return instance.engine;
-}
 
 void methods_sandbox_reload(void)
 {
-    if (instance.engine && instance.reconcile)
-        engine_pool_apply(instance.engine);
+    struct sandbox_methods *sm = methods_sandbox_state();
+
+    if (sm->engine && sm->reconcile)
+        engine_pool_apply(sm->engine);
 }
 
 static void engine_notice(int level, const char *msg, void *userdata)
@@ -1001,11 +796,11 @@ static void engine_resumed(const struct engine_error *err, struct sandbox *sb, v
 
 int methods_sandbox_start(uv_loop_t *loop, const struct config *cfg, struct methods_daemon *md)
 {
-    static const struct engine_hooks hooks = {.notice = engine_notice,
-                                              .resumed = engine_resumed,
-                                              .event = events_publish,
-                                              .userdata = &instance};
-    struct sandbox_methods *sm = &instance;
+    struct sandbox_methods *sm = methods_sandbox_state();
+    const struct engine_hooks hooks = {.notice = engine_notice,
+                                       .resumed = engine_resumed,
+                                       .event = events_publish,
+                                       .userdata = sm};
     _cleanup_free_ char *err = NULL;
     int r;
 
@@ -1015,15 +810,6 @@ int methods_sandbox_start(uv_loop_t *loop, const struct config *cfg, struct meth
         return r;
     }
     methods_obs_set_engine(sm->engine);
-    for (size_t i = 0; i + 1 < ELEMENTSOF(sandbox_rows); i++)
-        sm->rows[i] = sandbox_rows[i];
-    for (size_t i = 0; i < METHODS_FILE_ROWS; i++)
-        sm->rows[ELEMENTSOF(sandbox_rows) - 1 + i] = methods_file_rows[i];
-    for (size_t i = 0; sm->rows[i].name; i++)
-        sm->rows[i].userdata = sm;
-    r = methods_register(sm->rows);
-    if (r < 0)
-        return r;
     sm->md = md;
     methods_daemon_set_status_provider(md, status_provider, sm);
     if (engine_configured(sm->engine)) {
@@ -1039,43 +825,20 @@ int methods_sandbox_start(uv_loop_t *loop, const struct config *cfg, struct meth
 static void stop_now(void *userdata)
 {
     struct sandbox_methods *sm = userdata;
-    struct parked *x = TAKE_PTR(sm->parked);
 
-    while (x) {
-        struct parked *n = x->next;
-        req_on_disconnect(x->req, NULL, NULL);
-        req_error(x->req, RPC_SHUTTING_DOWN, "the daemon is shutting down");
-        free(x);
-        x = n;
-    }
+    methods_sandbox_unpark_refuse(sm);
     sm->reconcile = reconcile_free(sm->reconcile);
     methods_obs_set_engine(NULL);
     engine_close(TAKE_PTR(sm->engine), NULL, NULL);
 }
 
-struct engine *methods_sandbox_engine(void)
-{
-    return instance.engine;
-}
-
-bool methods_sandbox_park(struct req *r, const char *id, method_handler_t handler, void *params)
-{
-    return park_until_reconciled(&instance, r, id, handler, params);
-}
-
-void methods_sandbox_reply_error(struct req *r, const struct engine_error *err)
-{
-    reply_engine_error(r, err);
-}
-
 void methods_sandbox_stop(void)
 {
-    struct sandbox_methods *sm = &instance;
+    struct sandbox_methods *sm = methods_sandbox_state();
     const struct config *cfg = sm->engine ? engine_config(sm->engine) : NULL;
 
     if (sm->md)
         methods_daemon_set_status_provider(TAKE_PTR(sm->md), NULL, NULL);
-    methods_unregister(sm->rows);
     engine_pool_pause(sm->engine); /* no refill while stopping */
     /* Sandboxes outlive the daemon unless [sandbox] destroy_on_stop says otherwise. */
     if (sm->reconcile && cfg && cfg->sandbox.destroy_on_stop) {

@@ -12,7 +12,7 @@
 #include "lib/macro.h"
 #include "proto/b64.h"
 #include "proto/rpc.h"
-#include "methods-sandbox.h"
+#include "methods-common.h"
 
 /* One transfer in flight. */
 struct xfer {

@@ -1,7 +1,7 @@
 /* Transfers through descriptors passed with the request (SCM_RIGHTS): file.write with
  * content_fd, file.read with to_fd, sandbox.exec with stdin_fd/stdout_fd. The sandbox
- * methods (methods-sandbox.c) hand such requests over once the sandbox is found; these
- * functions complete them. Loop thread only. */
+ * methods (methods-sandbox.c, methods-exec.c) hand such requests over once the sandbox is found;
+ * these functions complete them. Loop thread only. */
 #pragma once
 
 #include "lib/sandbox.h"
@@ -11,13 +11,8 @@
 /* Each running transfer holds one thread of libuv's pool for its whole length, so their
  * number is capped (past it: -32007) and the pool is sized above the cap (main.c), leaving
  * threads for the short file operations of every other sandbox. */
-#define TRANSFER_MAX 8
-#define TRANSFER_MAX_PER_UID 4
+/* TRANSFER_MAX, TRANSFER_MAX_PER_UID: proto/api-limits.h (via params.h) */
 #define TRANSFER_THREADPOOL_SIZE "16" /* UV_THREADPOOL_SIZE unless set in the environment */
-
-/* Replies shared with methods-sandbox.c (and methods_sandbox_reply_error() of
- * methods-sandbox.h). */
-void methods_sandbox_reply_file_error(struct req *r, int error, bool write);
 
 void transfer_file_write(struct req *r, struct sandbox *sb, const struct params_file_write *p);
 void transfer_file_read(struct req *r, struct sandbox *sb, const struct params_file_read *p);

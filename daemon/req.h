@@ -21,6 +21,7 @@
 #include <uv.h>
 
 #include "admin.h"
+#include "proto/api-limits.h" /* REQ_FDS_MAX */
 #include "proto/params.h"
 #include "proto/rpc.h"
 
@@ -67,7 +68,7 @@ void req_set_observer(const struct req_observer *o);
  * A request line may come with up to REQ_FDS_MAX open descriptors; params name them by
  * index in the order passed. Whatever the handler does not take is closed when the
  * request completes, so a failed request never leaks what it was sent. */
-#define REQ_FDS_MAX 8
+/* REQ_FDS_MAX: proto/api-limits.h */
 /* What a descriptor must allow. */
 enum req_fd_access {
     REQ_FD_READ,  /* the daemon reads from it (content_fd, stdin_fd) */

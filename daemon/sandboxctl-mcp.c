@@ -268,21 +268,15 @@ static void dconn_flush(struct mcp *m)
 /* Queues a request for p (linked in on success; params taken over). */
 static int dconn_send(struct mcp *m, const char *method, json_object *params, struct pending *p)
 {
-    _cleanup_json_ json_object *req = json_object_new_object();
     _cleanup_free_ char *line = NULL;
     size_t len;
 
-    if (!req || m->fd < 0) {
+    if (m->fd < 0) {
         json_object_put(params);
-        return req ? -ENOTCONN : -ENOMEM;
+        return -ENOTCONN;
     }
     p->rid = ++m->next_rid;
-    json_object_object_add(req, "jsonrpc", json_object_new_string("2.0"));
-    json_object_object_add(req, "id", json_object_new_int64(p->rid));
-    json_object_object_add(req, "method", json_object_new_string(method));
-    if (params)
-        json_object_object_add(req, "params", params);
-    line = rpc_to_line(req, &len);
+    line = rpc_request_line(p->rid, method, params, &len);
     if (!line)
         return -ENOMEM;
     if (m->wcap - m->wlen < len) {

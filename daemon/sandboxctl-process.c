@@ -12,21 +12,15 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "daemon/sandboxctl.h"
 #include "lib/json-util.h"
 #include "lib/macro.h"
 #include "lib/util.h"
 #include "proto/b64.h"
 
-#define EXIT_RPC 2
-#define EXIT_USAGE 64
 #define LOGS_FOLLOW_WAIT_MS 30000
 #define ATTACH_WAIT_MS 600000
 #define ATTACH_BLOCK 65536
-
-static int exit_for(int r)
-{
-    return r == -EREMOTE ? EXIT_RPC : 1;
-}
 
 static const char *str_of(json_object *o, const char *key)
 {
@@ -216,21 +210,10 @@ static int cmd_start(struct ctl *c, const struct ctl_ops *ops, int argc, char **
         case 't':
             json_object_object_add(p, "pty", pty_params());
             break;
-        case 'e': {
-            char *eq = strchr(optarg, '=');
-
-            if (!eq) {
-                fprintf(stderr, "sandboxctl: --env wants K=V\n");
+        case 'e':
+            if (ctl_env_add(p, &env, optarg) < 0)
                 return EXIT_USAGE;
-            }
-            if (!env) {
-                env = json_object_new_object();
-                json_object_object_add(p, "env", env);
-            }
-            *eq = '\0';
-            json_object_object_add(env, optarg, json_object_new_string(eq + 1));
             break;
-        }
         case 'C':
             json_object_object_add(p, "cwd", json_object_new_string(optarg));
             break;

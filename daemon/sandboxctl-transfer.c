@@ -442,21 +442,10 @@ static int exec_options(int argc, char **argv, json_object *p, int64_t *ret_max)
             if (parse_int(optarg, "--max-output", 0, INT64_MAX, ret_max) < 0)
                 return -EINVAL;
             break;
-        case 'e': {
-            char *eq = strchr(optarg, '=');
-
-            if (!eq) {
-                fprintf(stderr, "sandboxctl: --env wants K=V\n");
+        case 'e':
+            if (ctl_env_add(p, &env, optarg) < 0)
                 return -EINVAL;
-            }
-            if (!env) {
-                env = json_object_new_object();
-                json_object_object_add(p, "env", env);
-            }
-            *eq = '\0';
-            json_object_object_add(env, optarg, json_object_new_string(eq + 1));
             break;
-        }
         case 'C':
             json_object_object_add(p, "cwd", json_object_new_string(optarg));
             break;

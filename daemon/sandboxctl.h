@@ -1,6 +1,6 @@
 /* What the sandboxctl commands share: the connection to sandboxd and the call helpers
- * (sandboxctl.c), used by the command files beside it (sandboxctl-transfer.c,
- * sandboxctl-fs.c). */
+ * (sandboxctl-call.c), used by sandboxctl.c and the command files beside it
+ * (sandboxctl-transfer.c, sandboxctl-fs.c, sandboxctl-process.c). */
 #pragma once
 
 #include <json-c/json.h>
@@ -50,6 +50,9 @@ int exit_for(int r);
 void print_json(json_object *o);
 int parse_int(const char *s, const char *what, int64_t min, int64_t max, int64_t *ret);
 json_object *id_params(const char *id);
+/* --env K=V: adds K to the "env" object of params p (*env, made on first use). -EINVAL after
+ * saying why when arg has no '='. */
+int ctl_env_add(json_object *p, json_object **env, char *arg);
 
 /* sandboxctl-transfer.c */
 int cmd_put(struct ctl *c, int argc, char **argv);

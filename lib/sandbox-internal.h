@@ -186,6 +186,13 @@ void save_logged(int r, void *userdata);
 void sandbox_link(struct sandbox *sb);
 void sandbox_unlink(struct sandbox *sb);
 void sandbox_maybe_free(struct sandbox *sb);
+/* sandbox-probe.c: a new sandbox, not yet in the table, in state, with what record r holds
+ * (id, owner, vmid, node, hostname, internet, sizes, lease, labels, idempotency key and its
+ * hash, params hash) and its timer. -EEXIST when r's id is in the table, -ENOMEM. */
+int sandbox_from_record(struct engine *e, const struct reg_record *r, enum sandbox_state state,
+                        struct sandbox **ret);
+/* Drops a sandbox sandbox_from_record() made that is not in the table yet (GONE, freed). */
+void sandbox_discard(struct sandbox *sb);
 void sandbox_unref(struct sandbox *sb);
 void tomb_add(struct engine *e, const struct sandbox *sb);
 int labels_copy(json_object *in, json_object **ret);

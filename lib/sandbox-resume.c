@@ -44,46 +44,24 @@ static int resume_one(struct engine *e, const struct reg_record *r)
     struct sb_op *op;
     int k;
 
-    for (sb = e->sandboxes; sb; sb = sb->next)
-        if (strcmp(sb->id, r->id) == 0)
-            return -EEXIST;
-    sb = calloc(1, sizeof *sb);
-    op = create_op_new();
-    if (!sb || !op) {
-        free(sb);
-        free(op);
-        return -ENOMEM;
-    }
-    snprintf(sb->id, sizeof sb->id, "%s", r->id);
-    sb->engine = e;
-    sb->owner_uid = r->owner_uid;
-    sb->vmid = (uint32_t)r->vmid;
-    sb->node = strdup(r->node);
-    sb->hostname = strdup(r->hostname ? r->hostname : r->id);
-    sb->upid = strdup(r->upid);
-    sb->internet = r->internet;
-    sb->cores = r->cores ? r->cores : cs->default_cores;
-    sb->memory_mb = r->memory_mb ? (unsigned)r->memory_mb : cs->default_memory_mb;
-    sb->disk_gb = r->disk_gb ? (unsigned)r->disk_gb : cs->default_disk_gb;
-    sb->created_at = r->created_at;
-    sb->expires_at = r->expires_at;
+    k = sandbox_from_record(e, r, SANDBOX_PENDING, &sb);
+    if (k < 0)
+        return k;
+    if (!r->cores)
+        sb->cores = cs->default_cores;
+    if (!r->memory_mb)
+        sb->memory_mb = cs->default_memory_mb;
+    if (!r->disk_gb)
+        sb->disk_gb = cs->default_disk_gb;
     sb->resumed = sb->clone_issued = true;
-    sb->started_ms = sb->step_started_ms = now_ms(e);
+    sb->step_started_ms = sb->started_ms;
     sb->deadline_ms = sb->started_ms + (uint64_t)cs->create_timeout_s * 1000;
-    k = labels_copy(r->labels, &sb->labels);
-    sb->idempotency_key = strdup(r->idempotency_key);
-    if (!sb->idempotency_key ||
-        marker_key_hash(r->owner_uid, r->idempotency_key, sb->idem_hash) < 0)
-        k = -ENOMEM;
-    if (r->params_hash && hex_is_valid(r->params_hash, SHA256_HEX_SIZE - 1))
-        memcpy(sb->params_hash, r->params_hash, SHA256_HEX_SIZE);
-    uv_timer_init(e->loop, &sb->timer);
-    sb->timer.data = sb;
-    if (k < 0 || !sb->node || !sb->hostname || !sb->upid) {
+    sb->upid = strdup(r->upid);
+    op = create_op_new();
+    if (!sb->upid || !op) {
         free(op);
-        sandbox_set_state(sb, SANDBOX_GONE);
-        sandbox_maybe_free(sb);
-        return k < 0 ? k : -ENOMEM;
+        sandbox_discard(sb);
+        return -ENOMEM;
     }
     op->cb = on_resumed;
     op->userdata = e;

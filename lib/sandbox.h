@@ -32,7 +32,8 @@
 #define ENGINE_CLEANUP_TIMEOUT_MS 120000u /* a destroy, on its own deadline */
 #define ENGINE_STEP_CLONE_MS 180000u      /* per-step caps (also capped by create_timeout_s) */
 #define ENGINE_STEP_CONFIG_MS 60000u
-#define ENGINE_FW_QUEUE_MAX 64u /* internet changes waiting per sandbox; past it: ENGINE_E_BUSY */
+/* ENGINE_FW_QUEUE_MAX (internet changes waiting per sandbox; past it: ENGINE_E_BUSY):
+ * proto/api-limits.h */
 #define ENGINE_STEP_START_MS 120000u
 #define ENGINE_STEP_IP_MS 120000u
 #define ENGINE_IP_POLL_MIN_MS 20u

@@ -1,4 +1,5 @@
-/* File system operations over SFTP, run as requests of sftp.c's queue. See sftp-fs.h. */
+/* File system operations over SFTP, run as requests of sftp.c's queue (see sftp-fs.h), and
+ * sshfile_write() of sftp.h, whose in-place writes are done here. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 #include "macro.h"
 #include "sftp-fs.h"
 #include "sftp-internal.h"
+#include "util.h"
 
 #define WRITE_CHUNK (192u * 1024u)
 
@@ -52,19 +54,6 @@ static int fs_path_type(struct sshfile *f, const char *path)
     type = a->type > 0 ? a->type : SSH_FILEXFER_TYPE_UNKNOWN;
     sftp_attributes_free(a);
     return type;
-}
-
-/* The folder part of an absolute path: "/a/b" gives "/a", "/b" gives "/". */
-static int fs_path_dir(const char *path, char **ret)
-{
-    const char *base = strrchr(path, '/') + 1;
-    size_t n = (size_t)(base - path);
-    char *d = strndup(path, n > 1 ? n - 1 : n);
-
-    if (!d)
-        return -ENOMEM;
-    *ret = d;
-    return 0;
 }
 
 static enum sshfile_type type_of(const struct sftp_attributes_struct *a)
@@ -413,7 +402,7 @@ static int remove_run(struct sshfile *f, struct fs_op *o)
     base = strrchr(o->path, '/') + 1;
     if (strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
         return -EINVAL;
-    r = fs_path_dir(o->path, &dir);
+    r = path_dir(o->path, &dir);
     if (r < 0)
         return r;
     r = lstat_type(f, o->path, &t);
@@ -466,7 +455,7 @@ static int mkdir_run(struct sshfile *f, struct fs_op *o)
     enum sshfile_type t;
     int r;
 
-    r = fs_path_dir(o->path, &dir);
+    r = path_dir(o->path, &dir);
     if (r < 0)
         return r;
     if (o->flag) {
@@ -504,7 +493,7 @@ static int rename_run(struct sshfile *f, struct fs_op *o)
     enum sshfile_type tf, tt;
     int r;
 
-    r = fs_path_dir(o->to, &dir);
+    r = path_dir(o->to, &dir);
     if (r < 0)
         return r;
     r = lstat_type(f, o->path, &tf);
@@ -546,7 +535,7 @@ int sshfile_write_in_place(struct sshfile *f, const char *path, const void *data
     size_t off = 0;
     int exists, r = 0;
 
-    r = fs_path_dir(path, &dir);
+    r = path_dir(path, &dir);
     if (r < 0)
         return r;
     exists = sshfile_write_target(f, path, &real);
@@ -589,6 +578,58 @@ int sshfile_write_in_place(struct sshfile *f, const char *path, const void *data
     if (!exists && sftp_chmod(s, path, mode) < 0)
         return fs_last_error(f);
     return 0;
+}
+
+/* The job's in-place write (struct job's write_in_place). */
+static int write_in_place(struct sshfile *f, struct job *j)
+{
+    return sshfile_write_in_place(f, j->path, j->data, j->len, j->mode, j->woffset, j->append,
+                                  &j->op_mutated);
+}
+
+/* ---- writes: submitted here, run by sftp.c's write job ---- */
+
+int sshfile_write(struct sshfile *f, const struct sshfile_write_params *params, sshfile_write_cb cb,
+                  void *userdata)
+{
+    struct job *j;
+    size_t n;
+    int r;
+
+    if (!f || !params || !cb)
+        return -EINVAL;
+    r = sshfile_submit_check(f, params->path);
+    if (r < 0)
+        return r;
+    n = strlen(params->path);
+    if (params->path[n - 1] == '/' || (params->mode & ~(mode_t)07777))
+        return -EINVAL;
+    if (params->len > SSHFILE_WRITE_MAX)
+        return -EFBIG;
+    if (params->in_place && !params->append &&
+        (params->offset > SSHFILE_OFFSET_MAX || params->len > SSHFILE_OFFSET_MAX - params->offset))
+        return -EFBIG;
+    if (params->len > 0 && !params->data)
+        return -EINVAL;
+    j = sshfile_job_new(JOB_WRITE, params->path, userdata);
+    if (!j)
+        return -ENOMEM;
+    j->data = params->data; /* taken on success */
+    j->len = params->len;
+    j->mode = params->mode;
+    j->make_parents = params->make_parents;
+    j->in_place = params->in_place;
+    j->append = params->append;
+    j->woffset = params->offset;
+    j->wcb = cb;
+    if (j->in_place)
+        j->write_in_place = write_in_place;
+    r = sshfile_submit(f, j);
+    if (r < 0) {
+        free(j->path); /* the data is still the caller's */
+        free(j);
+    }
+    return r;
 }
 
 /* ---- loop side ---- */

@@ -18,9 +18,8 @@
 
 #include "sftp.h"
 
-#define SSHFILE_LIST_MAX 10000u    /* entries one list returns */
-#define SSHFILE_REMOVE_MAX 100000u /* entries one recursive removal removes */
-#define SSHFILE_LINK_MAX 4096u     /* bytes of a symbolic link's target reported */
+/* SSHFILE_LIST_MAX and SSHFILE_REMOVE_MAX: proto/api-limits.h (via sftp.h). */
+#define SSHFILE_LINK_MAX 4096u /* bytes of a symbolic link's target reported */
 
 enum sshfile_type {
     SSHFILE_FILE,

@@ -61,6 +61,12 @@ struct job {
     sshfile_exec_fd_cb xcb;
     /* op */
     struct sshfile_op *op;
+    /* Set by the file that makes the job, so that sftp.c runs it without naming a function
+     * of sftp-fs.c or sftp-stream.c: */
+    int (*write_in_place)(struct sshfile *f, struct job *j);       /* JOB_WRITE, in_place */
+    int (*fill)(struct sshfile *f, struct job *j, sftp_file file); /* JOB_WRITE_FD: the data */
+    int (*run)(struct sshfile *f, struct job *j);                  /* JOB_READ_FD, JOB_EXEC_FD */
+    void (*release)(struct job *j); /* loop side, when the job is freed: what it owns */
     void *userdata;
     uint64_t deadline; /* uv_now() milliseconds */
     int error;
@@ -100,6 +106,28 @@ static inline bool sshfile_job_is_stream(const struct job *j)
 
 /* sftp.c, for the stream workers. */
 int sshfile_last_error(struct sshfile *f);
+/* The checks every submission makes: -ESHUTDOWN while closing, then path (NULL: none) as
+ * sshfile_path_validate() wants it. */
+int sshfile_submit_check(struct sshfile *f, const char *path);
+/* A new job of kind for path ("(exec)" when NULL; copied), without descriptors (-1); NULL
+ * without memory. */
+struct job *sshfile_job_new(enum job_kind kind, const char *path, void *userdata);
+/* Where sshfile_read_ahead() puts each reply: buf() gives the buffer the next reply (at most
+ * SSHFILE_READ_CHUNK bytes) is read into, took() is told the bytes of each reply before the
+ * first short one (a negative errno from it ends the read). */
+struct sshfile_read_sink {
+    char *(*buf)(void *userdata);
+    int (*took)(void *userdata, size_t n);
+    void *userdata;
+};
+/* Reads [offset, offset + win) of file with up to SSHFILE_READ_AHEAD requests in flight (one
+ * round trip each otherwise). Returns 1 when a reply came back short (end of file, a file
+ * that shrank, a server that sends less): the replies still outstanding are read and
+ * dropped, and the caller goes on one request at a time from there; 0 when the window was
+ * read, or a negative errno. After an error replies may stay queued in the session: the
+ * caller drops it. */
+int sshfile_read_ahead(struct sshfile *f, sftp_file file, uint64_t offset, uint64_t win,
+                       const struct sshfile_read_sink *sink);
 /* ENOENT or ENOTDIR, found by walking the parents of path. */
 int sshfile_refine_enoent(struct sshfile *f, const char *path);
 /* A generic failure creating or changing something in dir: EISDIR (path is a folder),
@@ -111,14 +139,6 @@ bool sshfile_job_expired(struct sshfile *f, struct job *j);
 
 int sshfile_submit(struct sshfile *f, struct job *j);
 int sshfile_path_validate(const char *path);
-
-/* sftp-stream.c (worker side). */
-/* Fills the open temporary file from j->fd_in to its end. */
-int sshfile_stream_to_file(struct sshfile *f, struct job *j, sftp_file file);
-int sshfile_do_read_fd(struct sshfile *f, struct job *j);
-int sshfile_do_exec_fd(struct sshfile *f, struct job *j);
-/* Loop side: frees what a stream job owns. */
-void sshfile_stream_job_done(struct job *j);
 
 /* ---- sftp-fs.c ---- */
 

@@ -119,7 +119,7 @@ static int fd_write_all(struct sshfile *f, struct job *j, int fd, const char *bu
     return 0;
 }
 
-int sshfile_stream_to_file(struct sshfile *f, struct job *j, sftp_file file)
+static int stream_to_file(struct sshfile *f, struct job *j, sftp_file file)
 {
     _cleanup_free_ char *buf = malloc(SSHFILE_CHUNK);
 
@@ -141,51 +141,37 @@ int sshfile_stream_to_file(struct sshfile *f, struct job *j, sftp_file file)
     }
 }
 
-/* Up to SSHFILE_READ_AHEAD reads in flight, each written into fd in order. Returns 1 when a
- * reply came back short (the end of the file, or a server that sends less): the replies
- * still outstanding are read and dropped and the caller goes on one read at a time. */
-static int read_fd_pipelined(struct sshfile *f, struct job *j, sftp_file file, char *buf)
+/* The read-ahead into the descriptor: every reply lands in one buffer and is written into
+ * fd_out in order. */
+struct fd_sink {
+    struct sshfile *f;
+    struct job *j;
+    char *buf;
+};
+
+static char *fd_sink_buf(void *userdata)
 {
-    int ids[SSHFILE_READ_AHEAD];
-    uint32_t lens[SSHFILE_READ_AHEAD];
-    unsigned head = 0, n = 0;
-    uint64_t issued = 0;
-    bool short_read = false;
+    struct fd_sink *s = userdata;
 
-    while (n > 0 || (!short_read && issued < j->length)) {
-        int k, r;
-
-        while (!short_read && n < SSHFILE_READ_AHEAD && issued < j->length) {
-            uint32_t len = (uint32_t)MIN(j->length - issued, (uint64_t)SSHFILE_READ_CHUNK);
-            unsigned slot = (head + n) % SSHFILE_READ_AHEAD;
-            int id;
-
-            (void)sftp_seek64(file, j->offset + issued);
-            id = sftp_async_read_begin(file, len);
-            if (id < 0)
-                return sshfile_last_error(f);
-            ids[slot] = id;
-            lens[slot] = len;
-            n++;
-            issued += len;
-        }
-        (void)sftp_seek64(file, j->offset); /* clears the end-of-file mark */
-        k = sftp_async_read(file, buf, lens[head], (uint32_t)ids[head]);
-        if (k < 0)
-            return sshfile_last_error(f);
-        if (!short_read) {
-            r = fd_write_all(f, j, j->fd_out, buf, (size_t)k);
-            if (r < 0)
-                return r;
-            short_read = (uint32_t)k < lens[head];
-        }
-        head = (head + 1) % SSHFILE_READ_AHEAD;
-        n--;
-    }
-    return short_read ? 1 : 0;
+    return s->buf;
 }
 
-int sshfile_do_read_fd(struct sshfile *f, struct job *j)
+static int fd_sink_took(void *userdata, size_t n)
+{
+    struct fd_sink *s = userdata;
+
+    return fd_write_all(s->f, s->j, s->j->fd_out, s->buf, n);
+}
+
+static int read_fd_pipelined(struct sshfile *f, struct job *j, sftp_file file, char *buf)
+{
+    struct fd_sink s = {f, j, buf};
+    const struct sshfile_read_sink sink = {fd_sink_buf, fd_sink_took, &s};
+
+    return sshfile_read_ahead(f, file, j->offset, j->length, &sink);
+}
+
+static int do_read_fd(struct sshfile *f, struct job *j)
 {
     _cleanup_free_ char *buf = malloc(SSHFILE_READ_CHUNK);
     uint64_t size;
@@ -369,7 +355,7 @@ static int exec_loop(struct sshfile *f, struct job *j, ssh_channel ch)
     }
 }
 
-int sshfile_do_exec_fd(struct sshfile *f, struct job *j)
+static int do_exec_fd(struct sshfile *f, struct job *j)
 {
     struct sshfile_exec_fd *x = j->exec;
     ssh_channel ch = ssh_channel_new(f->ssh);
@@ -401,7 +387,7 @@ int sshfile_do_exec_fd(struct sshfile *f, struct job *j)
 
 /* ---- loop side ---- */
 
-void sshfile_stream_job_done(struct job *j)
+static void stream_job_done(struct job *j)
 {
     if (!sshfile_job_is_stream(j))
         return;
@@ -426,27 +412,16 @@ void sshfile_exec_fd_free(struct sshfile_exec_fd *x)
     free(x);
 }
 
-static struct job *stream_job(enum job_kind kind, const char *path, void *userdata)
-{
-    struct job *j = calloc(1, sizeof(*j));
-
-    if (!j)
-        return NULL;
-    j->kind = kind;
-    j->fd_in = j->fd_out = j->fd_err = -1;
-    j->userdata = userdata;
-    j->path = strdup(path ? path : "(exec)");
-    if (!j->path) {
-        free(j);
-        return NULL;
-    }
-    return j;
-}
-
-/* Submits j; on failure gives the descriptors back (the caller keeps them) and frees j. */
+/* Gives j what sftp.c runs it with, and submits it; on failure gives the descriptors back
+ * (the caller keeps them) and frees j. */
 static int stream_submit(struct sshfile *f, struct job *j)
 {
-    int r = sshfile_submit(f, j);
+    int r;
+
+    j->fill = j->kind == JOB_WRITE_FD ? stream_to_file : NULL;
+    j->run = j->kind == JOB_READ_FD ? do_read_fd : j->kind == JOB_EXEC_FD ? do_exec_fd : NULL;
+    j->release = stream_job_done;
+    r = sshfile_submit(f, j);
 
     if (r < 0) {
         j->fd_in = j->fd_out = j->fd_err = -1;
@@ -465,14 +440,12 @@ int sshfile_write_fd(struct sshfile *f, const struct sshfile_write_fd_params *pa
 
     if (!f || !params || !cb || params->fd < 0)
         return -EINVAL;
-    if (f->closing)
-        return -ESHUTDOWN;
-    r = sshfile_path_validate(params->path);
+    r = sshfile_submit_check(f, params->path);
     if (r < 0)
         return r;
     if (params->path[strlen(params->path) - 1] == '/' || (params->mode & ~(mode_t)07777))
         return -EINVAL;
-    j = stream_job(JOB_WRITE_FD, params->path, userdata);
+    j = sshfile_job_new(JOB_WRITE_FD, params->path, userdata);
     if (!j)
         return -ENOMEM;
     j->fd_in = params->fd;
@@ -490,14 +463,12 @@ int sshfile_read_fd(struct sshfile *f, const char *path, uint64_t offset, uint64
 
     if (!f || !cb || fd < 0)
         return -EINVAL;
-    if (f->closing)
-        return -ESHUTDOWN;
-    r = sshfile_path_validate(path);
+    r = sshfile_submit_check(f, path);
     if (r < 0)
         return r;
     if (offset > (uint64_t)INT64_MAX)
         return -EINVAL;
-    j = stream_job(JOB_READ_FD, path, userdata);
+    j = sshfile_job_new(JOB_READ_FD, path, userdata);
     if (!j)
         return -ENOMEM;
     j->fd_out = fd;
@@ -514,9 +485,9 @@ int sshfile_exec_fd(struct sshfile *f, struct sshfile_exec_fd *x, sshfile_exec_f
 
     if (!f || !x || !cb || !x->command)
         return -EINVAL;
-    if (f->closing)
+    if (sshfile_submit_check(f, NULL) < 0)
         return -ESHUTDOWN;
-    j = stream_job(JOB_EXEC_FD, NULL, userdata);
+    j = sshfile_job_new(JOB_EXEC_FD, NULL, userdata);
     if (!j)
         return -ENOMEM;
     x->exit_code = -1;

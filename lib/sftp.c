@@ -15,6 +15,7 @@
 #include "sftp-internal.h"
 #include "sshexec.h"
 #include "sshs-internal.h"
+#include "util.h"
 
 #define COMP "sftp"
 /* How long the `mv -f` fallback (or an `rm -rf`) may take. */
@@ -323,19 +324,6 @@ static void random_hex(char *buf, size_t n_bytes)
         snprintf(buf + 2 * i, 3, "%02x", rnd[i]);
 }
 
-/* The folder part of an absolute path: "/a/b" gives "/a", "/b" gives "/". */
-static int path_dir(const char *path, char **ret)
-{
-    const char *base = strrchr(path, '/') + 1;
-    size_t n = (size_t)(base - path);
-    char *d = strndup(path, n > 1 ? n - 1 : n);
-
-    if (!d)
-        return -ENOMEM;
-    *ret = d;
-    return 0;
-}
-
 /* What a write would replace. 0: nothing yet; 1: a regular file, with *ret_real set to the
  * file a symbolic link points to (left alone when path is not a link); < 0: refused
  * (-EISDIR, -EINVAL: not a regular file, or a link to nothing) or an error. */
@@ -389,7 +377,7 @@ static int write_temp(struct sshfile *f, const struct job *j, const char *dir, c
         return r == -EIO ? refine_failure(f, NULL, dir) : r;
     }
     if (j->kind == JOB_WRITE_FD)
-        r = sshfile_stream_to_file(f, (struct job *)j, file);
+        r = j->fill(f, (struct job *)j, file);
     while (j->kind == JOB_WRITE && off < j->len && r == 0) {
         size_t n = MIN(j->len - off, (size_t)SSHFILE_CHUNK);
         ssize_t w = sftp_write(file, (const char *)j->data + off, n);
@@ -451,8 +439,7 @@ static int do_write(struct sshfile *f, struct job *j)
             return r;
     }
     if (j->in_place)
-        return sshfile_write_in_place(f, j->path, j->data, j->len, j->mode, j->woffset, j->append,
-                                      &j->op_mutated);
+        return j->write_in_place(f, j);
     exists = write_target(f, j->path, &real);
     if (exists < 0)
         return exists;
@@ -522,13 +509,8 @@ static int read_open(struct sshfile *f, const char *path, uint64_t *ret_size, sf
     return 0;
 }
 
-/* Reads [offset, offset + win) into b with up to SSHFILE_READ_AHEAD requests in flight (one
- * round trip each otherwise); b has room for it. Returns 1 when a reply came back short (end
- * of file, a file that shrank, a server that sends less): the replies still outstanding are
- * read and dropped, and the caller goes on one request at a time from there. After an error
- * replies may stay queued in the session: the caller drops it. */
-static int read_pipelined(struct sshfile *f, sftp_file file, uint64_t offset, uint64_t win,
-                          struct rdbuf *b)
+int sshfile_read_ahead(struct sshfile *f, sftp_file file, uint64_t offset, uint64_t win,
+                       const struct sshfile_read_sink *sink)
 {
     int ids[SSHFILE_READ_AHEAD];
     uint32_t lens[SSHFILE_READ_AHEAD];
@@ -537,7 +519,7 @@ static int read_pipelined(struct sshfile *f, sftp_file file, uint64_t offset, ui
     bool short_read = false;
 
     while (n > 0 || (!short_read && issued < win)) {
-        int k;
+        int k, r;
 
         while (!short_read && n < SSHFILE_READ_AHEAD && issued < win) {
             uint32_t len = (uint32_t)MIN(win - issued, (uint64_t)SSHFILE_READ_CHUNK);
@@ -554,19 +536,46 @@ static int read_pipelined(struct sshfile *f, sftp_file file, uint64_t offset, ui
             issued += len;
         }
         /* Seeking clears the end-of-file mark, so that every reply is consumed. Replies
-         * after a short one land past b->got (inside the window) and are dropped. */
+         * after a short one are read into the sink's buffer and dropped. */
         (void)sftp_seek64(file, offset);
-        k = sftp_async_read(file, b->buf + b->got, lens[head], (uint32_t)ids[head]);
+        k = sftp_async_read(file, sink->buf(sink->userdata), lens[head], (uint32_t)ids[head]);
         if (k < 0)
             return last_error(f);
         if (!short_read) {
-            b->got += (size_t)k;
+            r = sink->took(sink->userdata, (size_t)k);
+            if (r < 0)
+                return r;
             short_read = (uint32_t)k < lens[head];
         }
         head = (head + 1) % SSHFILE_READ_AHEAD;
         n--;
     }
     return short_read ? 1 : 0;
+}
+
+/* The read-ahead into b: each reply lands at b->got (b has room for the window), replies
+ * after a short one inside the window, past b->got, where they are dropped. */
+static char *rdbuf_at(void *userdata)
+{
+    struct rdbuf *b = userdata;
+
+    return b->buf + b->got;
+}
+
+static int rdbuf_took(void *userdata, size_t k)
+{
+    struct rdbuf *b = userdata;
+
+    b->got += k;
+    return 0;
+}
+
+static int read_pipelined(struct sshfile *f, sftp_file file, uint64_t offset, uint64_t win,
+                          struct rdbuf *b)
+{
+    const struct sshfile_read_sink sink = {rdbuf_at, rdbuf_took, b};
+
+    return sshfile_read_ahead(f, file, offset, win, &sink);
 }
 
 /* One request at a time from offset + b->got until the end of the file (*ret_eof) or want. */
@@ -658,8 +667,7 @@ static void on_job_work(uv_work_t *w)
         r = j->kind == JOB_WRITE || j->kind == JOB_WRITE_FD ? do_write(f, j)
             : j->kind == JOB_READ                           ? do_read(f, j)
             : j->kind == JOB_OP                             ? j->op->type->run(f, j->op)
-            : j->kind == JOB_READ_FD                        ? sshfile_do_read_fd(f, j)
-                                                            : sshfile_do_exec_fd(f, j);
+                                                            : j->run(f, j);
         if (job_detach(f, j)) {
             r = -ETIME; /* the socket was shut down under the call */
             break;
@@ -695,7 +703,8 @@ static void job_free(struct job *j)
 {
     if (!j)
         return;
-    sshfile_stream_job_done(j);
+    if (j->release)
+        j->release(j);
     free(j->rres.data);
     free(j->data);
     if (j->op)
@@ -927,6 +936,30 @@ int sshfile_path_validate(const char *path)
     return 0;
 }
 
+int sshfile_submit_check(struct sshfile *f, const char *path)
+{
+    if (f->closing)
+        return -ESHUTDOWN;
+    return path ? sshfile_path_validate(path) : 0;
+}
+
+struct job *sshfile_job_new(enum job_kind kind, const char *path, void *userdata)
+{
+    struct job *j = calloc(1, sizeof(*j));
+
+    if (!j)
+        return NULL;
+    j->kind = kind;
+    j->fd_in = j->fd_out = j->fd_err = -1;
+    j->userdata = userdata;
+    j->path = strdup(path ? path : "(exec)");
+    if (!j->path) {
+        free(j);
+        return NULL;
+    }
+    return j;
+}
+
 int sshfile_new(uv_loop_t *loop, const struct sshs_config *cfg, uint64_t timeout_ms,
                 struct sshfile **ret)
 {
@@ -976,56 +1009,6 @@ void sshfile_close(struct sshfile *f, void (*cb)(void *userdata), void *userdata
         start_close(f);
 }
 
-int sshfile_write(struct sshfile *f, const struct sshfile_write_params *params, sshfile_write_cb cb,
-                  void *userdata)
-{
-    struct job *j;
-    size_t n;
-    int r;
-
-    if (!f || !params || !cb)
-        return -EINVAL;
-    if (f->closing)
-        return -ESHUTDOWN;
-    r = sshfile_path_validate(params->path);
-    if (r < 0)
-        return r;
-    n = strlen(params->path);
-    if (params->path[n - 1] == '/' || (params->mode & ~(mode_t)07777))
-        return -EINVAL;
-    if (params->len > SSHFILE_WRITE_MAX)
-        return -EFBIG;
-    if (params->in_place && !params->append &&
-        (params->offset > SSHFILE_OFFSET_MAX || params->len > SSHFILE_OFFSET_MAX - params->offset))
-        return -EFBIG;
-    if (params->len > 0 && !params->data)
-        return -EINVAL;
-    j = calloc(1, sizeof(*j));
-    if (!j)
-        return -ENOMEM;
-    j->kind = JOB_WRITE;
-    j->path = strdup(params->path);
-    if (!j->path) {
-        free(j);
-        return -ENOMEM;
-    }
-    j->data = params->data; /* taken on success */
-    j->len = params->len;
-    j->mode = params->mode;
-    j->make_parents = params->make_parents;
-    j->in_place = params->in_place;
-    j->append = params->append;
-    j->woffset = params->offset;
-    j->wcb = cb;
-    j->userdata = userdata;
-    r = sshfile_submit(f, j);
-    if (r < 0) {
-        j->data = NULL; /* still the caller's */
-        job_free(j);
-    }
-    return r;
-}
-
 int sshfile_read(struct sshfile *f, const char *path, uint64_t offset, uint64_t length,
                  sshfile_read_cb cb, void *userdata)
 {
@@ -1034,28 +1017,19 @@ int sshfile_read(struct sshfile *f, const char *path, uint64_t offset, uint64_t 
 
     if (!f || !cb)
         return -EINVAL;
-    if (f->closing)
-        return -ESHUTDOWN;
-    r = sshfile_path_validate(path);
+    r = sshfile_submit_check(f, path);
     if (r < 0)
         return r;
     if (length > SSHFILE_READ_MAX)
         return -EFBIG;
     if (offset > (uint64_t)INT64_MAX)
         return -EINVAL;
-    j = calloc(1, sizeof(*j));
+    j = sshfile_job_new(JOB_READ, path, userdata);
     if (!j)
         return -ENOMEM;
-    j->kind = JOB_READ;
-    j->path = strdup(path);
-    if (!j->path) {
-        free(j);
-        return -ENOMEM;
-    }
     j->offset = offset;
     j->length = length;
     j->rcb = cb;
-    j->userdata = userdata;
     r = sshfile_submit(f, j);
     if (r < 0)
         job_free(j);
@@ -1071,20 +1045,12 @@ int sshfile_submit_op(struct sshfile *f, const char *path, struct sshfile_op *op
 
     if (!f || !op || !op->type)
         return -EINVAL;
-    if (f->closing)
-        return -ESHUTDOWN;
-    r = sshfile_path_validate(path);
+    r = sshfile_submit_check(f, path);
     if (r < 0)
         return r;
-    j = calloc(1, sizeof(*j));
+    j = sshfile_job_new(JOB_OP, path, NULL);
     if (!j)
         return -ENOMEM;
-    j->kind = JOB_OP;
-    j->path = strdup(path);
-    if (!j->path) {
-        free(j);
-        return -ENOMEM;
-    }
     j->op = op; /* taken on success: freed with the job */
     r = sshfile_submit(f, j);
     if (r < 0) {

@@ -53,15 +53,12 @@
 #include <sys/types.h>
 #include <uv.h>
 
+#include "proto/api-limits.h" /* SSHFILE_WRITE_MAX, SSHFILE_READ_MAX, SSHFILE_PATH_MAX, ... */
 #include "sshs.h"
 
-#define SSHFILE_WRITE_MAX (64u * 1024u * 1024u)
-#define SSHFILE_READ_MAX (8u * 1024u * 1024u)
-#define SSHFILE_PATH_MAX 4096u
 #define SSHFILE_QUEUE_MAX 64u             /* requests waiting per sshfile; past it: -EBUSY */
 #define SSHFILE_IO_TIMEOUT_S 30u          /* per blocking SFTP call (libssh SSH_OPTIONS_TIMEOUT) */
 #define SSHFILE_TIMEOUT_MS_DEFAULT 60000u /* per request, queueing included */
-#define SSHFILE_OFFSET_MAX ((UINT64_C(1) << 53) - 1) /* end of an in-place write */
 
 struct sshfile;
 

@@ -183,7 +183,7 @@ static void exec_set_state(struct sshexec *e, enum exec_state state)
 #define MARKER_LEN 32
 #define SLEN(s) (sizeof(s) - 1)
 
-/* Worst cases, from proto/exec-limits.h: each quoted item i of n_i bytes costs at most
+/* Worst cases, from proto/api-limits.h: each quoted item i of n_i bytes costs at most
  * n_i + 3 n_i / 4 + 2, plus a separating space. env: n_i = name + 1 + value, so the items sum
  * to at most EXEC_ENV_BYTES_MAX + EXEC_ENV_MAX; argv: the lengths sum to at most
  * EXEC_ARGV_BYTES_MAX - (number of entries). More items only cost more: take the maxima. */
@@ -302,7 +302,7 @@ static bool env_name_valid(const char *kv)
     return true;
 }
 
-/* The limits of proto/exec-limits.h, as the params validation applies them. */
+/* The limits of proto/api-limits.h, as the params validation applies them. */
 static int params_validate(const struct sshexec_params *p)
 {
     size_t n, bytes = 0;

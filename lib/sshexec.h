@@ -50,14 +50,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "proto/exec-limits.h"
+#include "proto/api-limits.h"
 #include "sshs.h"
 
 #define SSHEXEC_OUTPUT_MAX_DEFAULT (1024u * 1024u) /* per stream */
-#define SSHEXEC_OUTPUT_MAX (64u * 1024u * 1024u)   /* largest max_output_bytes accepted */
-#define SSHEXEC_STDIN_MAX (16u * 1024u * 1024u)
-/* Sizes of command, argv, env and cwd: proto/exec-limits.h (EXEC_*); the remote line is at
- * most EXEC_LINE_MAX bytes. */
+/* SSHEXEC_OUTPUT_MAX, SSHEXEC_STDIN_MAX, and the sizes of command, argv, env and cwd
+ * (EXEC_*): proto/api-limits.h; the remote line is at most EXEC_LINE_MAX bytes. */
 #define SSHEXEC_TIMEOUT_MAX_MS (24u * 3600u * 1000u)
 /* After the kill script ran, how long the command's channel gets to close by itself. */
 #define SSHEXEC_KILL_GRACE_MS 2000u

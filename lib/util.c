@@ -538,3 +538,15 @@ int strdup_replace(char **ret, const char *s)
     *ret = c;
     return 0;
 }
+
+int path_dir(const char *path, char **ret)
+{
+    const char *base = strrchr(path, '/') + 1;
+    size_t n = (size_t)(base - path);
+    char *d = strndup(path, n > 1 ? n - 1 : n);
+
+    if (!d)
+        return -ENOMEM;
+    *ret = d;
+    return 0;
+}

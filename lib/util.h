@@ -79,6 +79,9 @@ char *shell_quote(const char *s);
 const char *startswith(const char *s, const char *prefix);
 /* True when s ends with suffix. */
 bool endswith(const char *s, const char *suffix);
+/* The folder part of an absolute path, allocated: "/a/b" gives "/a", "/b" gives "/".
+ * 0 or -ENOMEM. */
+int path_dir(const char *path, char **ret);
 static inline bool streq_ptr(const char *a, const char *b)
 {
     if (!a || !b)

@@ -107,26 +107,6 @@ int params_file_rename_parse(json_object *params, struct params_file_op *ret,
     return file_op_finish(r, &p, ret);
 }
 
-int params_file_write_place(json_object *params, int64_t *ret_offset, bool *ret_append,
-                            struct params_error *err)
-{
-    int64_t offset = -1;
-    bool append = false;
-    int r;
-
-    r = params_int(params, "offset", false, 0, PARAMS_WRITE_END_MAX, &offset, err);
-    if (r < 0)
-        return r;
-    r = params_bool(params, "append", false, &append, err);
-    if (r < 0)
-        return r;
-    if (offset >= 0 && append)
-        return params_fail(err, "append", "not with offset");
-    *ret_offset = offset;
-    *ret_append = append;
-    return 0;
-}
-
 #define FILE_OP_SPEC(method)                                                                       \
     static int params_file_##method##_any(json_object *params, void *ret,                          \
                                           struct params_error *err)                                \

@@ -8,7 +8,7 @@
 
 #include "proto/params.h"
 
-#define PARAMS_LIST_LIMIT_MAX 10000 /* file.list entries */
+/* PARAMS_LIST_LIMIT_MAX (file.list entries): proto/api-limits.h */
 #define PARAMS_MKDIR_MODE_DEFAULT 0755
 
 /* One struct for the five methods; each fills the fields it takes. */
@@ -34,11 +34,6 @@ int params_file_mkdir_parse(json_object *params, struct params_file_op *ret,
 int params_file_rename_parse(json_object *params, struct params_file_op *ret,
                              struct params_error *err);
 void params_file_op_done(struct params_file_op *p);
-
-/* file.write's "offset" (0..PARAMS_WRITE_END_MAX; *ret_offset untouched when absent) and
- * "append" (not both). */
-int params_file_write_place(json_object *params, int64_t *ret_offset, bool *ret_append,
-                            struct params_error *err);
 
 extern const struct params_spec params_file_list_spec;
 extern const struct params_spec params_file_stat_spec;

@@ -5,6 +5,7 @@
 
 #include <json-c/json.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "proto/params.h"
@@ -24,3 +25,42 @@ int params_path(json_object *params, const char *name, bool required, char **ret
                 struct params_error *err);
 /* "mode": an octal string of 3 to 5 digits, at most 07777. */
 int params_mode(json_object *params, unsigned *ret, struct params_error *err);
+
+/* One parameter of a params struct that params_read() reads with the reader of its kind. */
+enum params_field_kind {
+    PARAMS_F_ID,    /* params_id() into char[PARAMS_ID_MAX + 1] */
+    PARAMS_F_BOOL,  /* params_bool() into bool */
+    PARAMS_F_INT64, /* params_int(min, max) into int64_t */
+    PARAMS_F_INT,   /* params_int(min, max) into int: -1 when absent */
+    PARAMS_F_FD,    /* a descriptor index 0..PARAMS_FD_INDEX_MAX into int64_t: -1 when absent */
+    PARAMS_F_PATH,  /* params_path() into char * (strdup()ed; the caller's done() frees it) */
+    PARAMS_F_MODE,  /* params_mode() into unsigned */
+};
+
+struct params_field {
+    const char *name;
+    enum params_field_kind kind;
+    bool required;
+    int64_t min, max; /* PARAMS_F_INT64, PARAMS_F_INT */
+    size_t offset;    /* of the member in the params struct */
+};
+
+/* A field whose JSON name is the struct member's name. */
+#define PARAMS_FIELD(type, member, kind, required, min, max)                                       \
+    {                                                                                              \
+#member, kind, required, min, max, offsetof(type, member)                                  \
+    }
+#define PARAMS_F_ID_OF(type) PARAMS_FIELD(type, id, PARAMS_F_ID, true, 0, 0)
+#define PARAMS_F_BOOL_OF(type, member, required)                                                   \
+    PARAMS_FIELD(type, member, PARAMS_F_BOOL, required, 0, 0)
+#define PARAMS_F_INT64_OF(type, member, required, min, max)                                        \
+    PARAMS_FIELD(type, member, PARAMS_F_INT64, required, min, max)
+#define PARAMS_F_INT_OF(type, member, max) PARAMS_FIELD(type, member, PARAMS_F_INT, false, 1, max)
+#define PARAMS_F_FD_OF(type, member) PARAMS_FIELD(type, member, PARAMS_F_FD, false, 0, 0)
+#define PARAMS_F_PATH_OF(type, member, required)                                                   \
+    PARAMS_FIELD(type, member, PARAMS_F_PATH, required, 0, 0)
+
+/* Checks that params holds only allowed names (allowed NULL: no check), then reads
+ * fields[0..n) into the struct at p, in order, stopping at the first error. */
+int params_read(json_object *params, const char *const *allowed, const struct params_field *fields,
+                size_t n, void *p, struct params_error *err);

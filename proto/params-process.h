@@ -4,19 +4,8 @@
 
 #include "proto/params.h"
 
-/* process.start takes exec's command/argv/env/cwd with tighter sizes: the command runs from
- * a wrapper script that must fit one exec line. */
-#define PARAMS_PROCESS_COMMAND_MAX 8192    /* bytes of `command` */
-#define PARAMS_PROCESS_ARGV_BYTES_MAX 8192 /* sum of argv entry lengths + 1 each */
-#define PARAMS_PROCESS_ENV_BYTES_MAX 4096  /* sum of env names and values */
-#define PARAMS_PROCESS_READ_DEFAULT (64 * 1024)
-#define PARAMS_PROCESS_READ_MAX (1024 * 1024)      /* process.read length */
-#define PARAMS_PROCESS_WAIT_MS_MAX 60000           /* process.read wait_ms */
-#define PARAMS_PROCESS_WRITE_MAX (1024 * 1024)     /* process.write data, decoded */
-#define PARAMS_PROCESS_TIMEOUT_MS_MAX (600 * 1000) /* process.wait timeout_ms */
-#define PARAMS_PROCESS_TIMEOUT_MS_DEFAULT 30000
-#define PARAMS_PROCESS_ID_LEN 19    /* "pr-" + 16 lowercase hex */
-#define PARAMS_PROCESS_PTY_MAX 1000 /* pty cols and rows: 1..1000 */
+/* The sizes and bounds of process.*: proto/api-limits.h (via params.h). */
+#define PARAMS_PROCESS_ID_LEN 19 /* "pr-" + 16 lowercase hex */
 
 /* process.start: exactly one of command / argv. */
 struct params_process_start {

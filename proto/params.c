@@ -4,6 +4,7 @@
 
 #include "proto/b64.h"
 #include "proto/params-file.h"
+#include "lib/macro.h"
 #include "proto/params-internal.h"
 
 #include <errno.h>
@@ -169,6 +170,45 @@ static int params_fd(json_object *params, const char *name, int64_t *ret, struct
 {
     *ret = -1;
     return params_int(params, name, false, 0, PARAMS_FD_INDEX_MAX, ret, err);
+}
+
+int params_read(json_object *params, const char *const *allowed, const struct params_field *fields,
+                size_t n, void *p, struct params_error *err)
+{
+    int r = allowed ? params_check_object(params, allowed, err) : 0;
+
+    for (size_t i = 0; r >= 0 && i < n; i++) {
+        const struct params_field *f = &fields[i];
+        void *at = (char *)p + f->offset;
+        int64_t x = -1;
+
+        switch (f->kind) {
+        case PARAMS_F_ID:
+            r = params_id(params, at, err);
+            break;
+        case PARAMS_F_BOOL:
+            r = params_bool(params, f->name, f->required, at, err);
+            break;
+        case PARAMS_F_INT64:
+            r = params_int(params, f->name, f->required, f->min, f->max, at, err);
+            break;
+        case PARAMS_F_INT:
+            r = params_int(params, f->name, f->required, f->min, f->max, &x, err);
+            if (r >= 0)
+                *(int *)at = (int)x;
+            break;
+        case PARAMS_F_FD:
+            r = params_fd(params, f->name, at, err);
+            break;
+        case PARAMS_F_PATH:
+            r = params_path(params, f->name, f->required, at, err);
+            break;
+        case PARAMS_F_MODE:
+            r = params_mode(params, at, err);
+            break;
+        }
+    }
+    return r < 0 ? r : 0;
 }
 
 static int params_data(json_object *params, const char *name, bool required, uint8_t **ret,
@@ -427,10 +467,16 @@ int params_sandbox_create_parse(json_object *params, struct params_sandbox_creat
     static const char *const allowed[] = {"hostname", "cores", "memory_mb", "disk_gb",
                                           "internet", "ttl_s", "labels",    "idempotency_key",
                                           "template", NULL};
+    static const struct params_field create_fields[] = {
+        PARAMS_F_INT_OF(struct params_sandbox_create, cores, PARAMS_CORES_MAX),
+        PARAMS_F_INT_OF(struct params_sandbox_create, memory_mb, PARAMS_MEMORY_MB_MAX),
+        PARAMS_F_INT_OF(struct params_sandbox_create, disk_gb, PARAMS_DISK_GB_MAX),
+        PARAMS_F_BOOL_OF(struct params_sandbox_create, internet, false),
+        PARAMS_F_INT64_OF(struct params_sandbox_create, ttl_s, false, 1, PARAMS_TTL_S_MAX),
+    };
     struct params_sandbox_create p = {.cores = -1, .memory_mb = -1, .disk_gb = -1, .ttl_s = -1};
     const char *s;
     size_t n;
-    int64_t x;
     int r;
 
     r = params_check_object(params, allowed, err);
@@ -446,25 +492,7 @@ int params_sandbox_create_parse(json_object *params, struct params_sandbox_creat
                            "ending with '-'",
                            PARAMS_HOSTNAME_MAX);
 
-    x = -1;
-    r = params_int(params, "cores", false, 1, PARAMS_CORES_MAX, &x, err);
-    if (r < 0)
-        return r;
-    p.cores = (int)x;
-    x = -1;
-    r = params_int(params, "memory_mb", false, 1, PARAMS_MEMORY_MB_MAX, &x, err);
-    if (r < 0)
-        return r;
-    p.memory_mb = (int)x;
-    x = -1;
-    r = params_int(params, "disk_gb", false, 1, PARAMS_DISK_GB_MAX, &x, err);
-    if (r < 0)
-        return r;
-    p.disk_gb = (int)x;
-    r = params_bool(params, "internet", false, &p.internet, err);
-    if (r < 0)
-        return r;
-    r = params_int(params, "ttl_s", false, 1, PARAMS_TTL_S_MAX, &p.ttl_s, err);
+    r = params_read(params, NULL, create_fields, ELEMENTSOF(create_fields), &p, err);
     if (r < 0)
         return r;
 
@@ -532,13 +560,10 @@ int params_sandbox_id_parse(json_object *params, struct params_sandbox_id *ret,
                             struct params_error *err)
 {
     static const char *const allowed[] = {"id", NULL};
+    static const struct params_field fields[] = {PARAMS_F_ID_OF(struct params_sandbox_id)};
     struct params_sandbox_id p = {};
-    int r;
+    int r = params_read(params, allowed, fields, ELEMENTSOF(fields), &p, err);
 
-    r = params_check_object(params, allowed, err);
-    if (r < 0)
-        return r;
-    r = params_id(params, p.id, err);
     if (r < 0)
         return r;
     *ret = p;
@@ -555,13 +580,12 @@ int params_sandbox_list_parse(json_object *params, struct params_sandbox_list *r
                               struct params_error *err)
 {
     static const char *const allowed[] = {"all", "labels", NULL};
+    static const struct params_field fields[] = {
+        PARAMS_F_BOOL_OF(struct params_sandbox_list, all, false)};
     struct params_sandbox_list p = {};
     int r;
 
-    r = params_check_object(params, allowed, err);
-    if (r < 0)
-        return r;
-    r = params_bool(params, "all", false, &p.all, err);
+    r = params_read(params, allowed, fields, ELEMENTSOF(fields), &p, err);
     if (r < 0)
         return r;
     r = params_labels(params, "labels", &p.labels, err);
@@ -575,16 +599,13 @@ int params_sandbox_renew_parse(json_object *params, struct params_sandbox_renew 
                                struct params_error *err)
 {
     static const char *const allowed[] = {"id", "ttl_s", NULL};
+    static const struct params_field fields[] = {
+        PARAMS_F_ID_OF(struct params_sandbox_renew),
+        PARAMS_F_INT64_OF(struct params_sandbox_renew, ttl_s, true, 1, PARAMS_TTL_S_MAX),
+    };
     struct params_sandbox_renew p = {};
-    int r;
+    int r = params_read(params, allowed, fields, ELEMENTSOF(fields), &p, err);
 
-    r = params_check_object(params, allowed, err);
-    if (r < 0)
-        return r;
-    r = params_id(params, p.id, err);
-    if (r < 0)
-        return r;
-    r = params_int(params, "ttl_s", true, 1, PARAMS_TTL_S_MAX, &p.ttl_s, err);
     if (r < 0)
         return r;
     *ret = p;
@@ -595,31 +616,17 @@ int params_sandbox_resize_parse(json_object *params, struct params_sandbox_resiz
                                 struct params_error *err)
 {
     static const char *const allowed[] = {"id", "cores", "memory_mb", "disk_gb", NULL};
+    static const struct params_field fields[] = {
+        PARAMS_F_ID_OF(struct params_sandbox_resize),
+        PARAMS_F_INT_OF(struct params_sandbox_resize, cores, PARAMS_CORES_MAX),
+        PARAMS_F_INT_OF(struct params_sandbox_resize, memory_mb, PARAMS_MEMORY_MB_MAX),
+        PARAMS_F_INT_OF(struct params_sandbox_resize, disk_gb, PARAMS_DISK_GB_MAX),
+    };
     struct params_sandbox_resize p = {.cores = -1, .memory_mb = -1, .disk_gb = -1};
-    int64_t x;
-    int r;
+    int r = params_read(params, allowed, fields, ELEMENTSOF(fields), &p, err);
 
-    r = params_check_object(params, allowed, err);
     if (r < 0)
         return r;
-    r = params_id(params, p.id, err);
-    if (r < 0)
-        return r;
-    x = -1;
-    r = params_int(params, "cores", false, 1, PARAMS_CORES_MAX, &x, err);
-    if (r < 0)
-        return r;
-    p.cores = (int)x;
-    x = -1;
-    r = params_int(params, "memory_mb", false, 1, PARAMS_MEMORY_MB_MAX, &x, err);
-    if (r < 0)
-        return r;
-    p.memory_mb = (int)x;
-    x = -1;
-    r = params_int(params, "disk_gb", false, 1, PARAMS_DISK_GB_MAX, &x, err);
-    if (r < 0)
-        return r;
-    p.disk_gb = (int)x;
     if (p.cores < 0 && p.memory_mb < 0 && p.disk_gb < 0)
         return params_fail(err, "params", "give at least one of cores, memory_mb, disk_gb");
     *ret = p;
@@ -630,23 +637,16 @@ int params_sandbox_set_internet_parse(json_object *params, struct params_sandbox
                                       struct params_error *err)
 {
     static const char *const allowed[] = {"id", "enabled", "wait", "wait_timeout_s", NULL};
+    static const struct params_field fields[] = {
+        PARAMS_F_ID_OF(struct params_sandbox_set_internet),
+        PARAMS_F_BOOL_OF(struct params_sandbox_set_internet, enabled, true),
+        PARAMS_F_BOOL_OF(struct params_sandbox_set_internet, wait, false),
+        PARAMS_F_INT64_OF(struct params_sandbox_set_internet, wait_timeout_s, false, 1,
+                          PARAMS_INTERNET_WAIT_S_MAX),
+    };
     struct params_sandbox_set_internet p = {};
-    int r;
+    int r = params_read(params, allowed, fields, ELEMENTSOF(fields), &p, err);
 
-    r = params_check_object(params, allowed, err);
-    if (r < 0)
-        return r;
-    r = params_id(params, p.id, err);
-    if (r < 0)
-        return r;
-    r = params_bool(params, "enabled", true, &p.enabled, err);
-    if (r < 0)
-        return r;
-    r = params_bool(params, "wait", false, &p.wait, err);
-    if (r < 0)
-        return r;
-    r = params_int(params, "wait_timeout_s", false, 1, PARAMS_INTERNET_WAIT_S_MAX,
-                   &p.wait_timeout_s, err);
     if (r < 0)
         return r;
     *ret = p;
@@ -727,14 +727,22 @@ int params_sandbox_exec_parse(json_object *params, struct params_sandbox_exec *r
                                           "stderr_fd", NULL};
     struct params_sandbox_exec p = {.timeout_ms = PARAMS_TIMEOUT_MS_DEFAULT,
                                     .max_output_bytes = PARAMS_MAX_OUTPUT_DEFAULT};
+    static const struct params_field head[] = {PARAMS_F_ID_OF(struct params_sandbox_exec)};
+    static const struct params_field tail[] = {
+        PARAMS_F_PATH_OF(struct params_sandbox_exec, cwd, false),
+        PARAMS_F_INT64_OF(struct params_sandbox_exec, timeout_ms, false, 1, PARAMS_TIMEOUT_MS_MAX),
+        PARAMS_F_INT64_OF(struct params_sandbox_exec, max_output_bytes, false, 0,
+                          PARAMS_MAX_OUTPUT_MAX),
+        PARAMS_F_BOOL_OF(struct params_sandbox_exec, stream, false),
+        PARAMS_F_FD_OF(struct params_sandbox_exec, stdin_fd),
+        PARAMS_F_FD_OF(struct params_sandbox_exec, stdout_fd),
+        PARAMS_F_FD_OF(struct params_sandbox_exec, stderr_fd),
+    };
     bool has_command, has_argv;
     const char *cmd;
     int r;
 
-    r = params_check_object(params, allowed, err);
-    if (r < 0)
-        return r;
-    r = params_id(params, p.id, err);
+    r = params_read(params, allowed, head, ELEMENTSOF(head), &p, err);
     if (r < 0)
         return r;
 
@@ -758,26 +766,7 @@ int params_sandbox_exec_parse(json_object *params, struct params_sandbox_exec *r
     r = params_env(params, &p.env, err);
     if (r < 0)
         goto fail;
-    r = params_path(params, "cwd", false, &p.cwd, err);
-    if (r < 0)
-        goto fail;
-    r = params_int(params, "timeout_ms", false, 1, PARAMS_TIMEOUT_MS_MAX, &p.timeout_ms, err);
-    if (r < 0)
-        goto fail;
-    r = params_int(params, "max_output_bytes", false, 0, PARAMS_MAX_OUTPUT_MAX, &p.max_output_bytes,
-                   err);
-    if (r < 0)
-        goto fail;
-    r = params_bool(params, "stream", false, &p.stream, err);
-    if (r < 0)
-        goto fail;
-    r = params_fd(params, "stdin_fd", &p.stdin_fd, err);
-    if (r < 0)
-        goto fail;
-    r = params_fd(params, "stdout_fd", &p.stdout_fd, err);
-    if (r < 0)
-        goto fail;
-    r = params_fd(params, "stderr_fd", &p.stderr_fd, err);
+    r = params_read(params, NULL, tail, ELEMENTSOF(tail), &p, err);
     if (r < 0)
         goto fail;
     if ((p.stdin_fd >= 0 || p.stdout_fd >= 0 || p.stderr_fd >= 0) && p.stream) {
@@ -843,6 +832,28 @@ int params_mode(json_object *params, unsigned *ret, struct params_error *err)
     return 0;
 }
 
+/* file.write's "offset" (0..PARAMS_WRITE_END_MAX; *ret_offset untouched when absent) and
+ * "append" (not both). */
+static int params_file_write_place(json_object *params, int64_t *ret_offset, bool *ret_append,
+                                   struct params_error *err)
+{
+    int64_t offset = -1;
+    bool append = false;
+    int r;
+
+    r = params_int(params, "offset", false, 0, PARAMS_WRITE_END_MAX, &offset, err);
+    if (r < 0)
+        return r;
+    r = params_bool(params, "append", false, &append, err);
+    if (r < 0)
+        return r;
+    if (offset >= 0 && append)
+        return params_fail(err, "append", "not with offset");
+    *ret_offset = offset;
+    *ret_append = append;
+    return 0;
+}
+
 int params_file_write_parse(json_object *params, struct params_file_write *ret,
                             struct params_error *err)
 {
@@ -850,19 +861,15 @@ int params_file_write_parse(json_object *params, struct params_file_write *ret,
                                           "content_fd", "mode", "make_parents", "offset",
                                           "append",     NULL};
     struct params_file_write p = {.mode = PARAMS_MODE_DEFAULT, .make_parents = true, .offset = -1};
+    static const struct params_field fields[] = {
+        PARAMS_F_ID_OF(struct params_file_write),
+        PARAMS_FIELD(struct params_file_write, mode, PARAMS_F_MODE, false, 0, 0),
+        PARAMS_F_BOOL_OF(struct params_file_write, make_parents, false),
+    };
     bool has;
     int r;
 
-    r = params_check_object(params, allowed, err);
-    if (r < 0)
-        return r;
-    r = params_id(params, p.id, err);
-    if (r < 0)
-        return r;
-    r = params_mode(params, &p.mode, err);
-    if (r < 0)
-        return r;
-    r = params_bool(params, "make_parents", false, &p.make_parents, err);
+    r = params_read(params, allowed, fields, ELEMENTSOF(fields), &p, err);
     if (r < 0)
         return r;
     r = params_file_write_place(params, &p.offset, &p.append, err);
@@ -903,19 +910,15 @@ int params_file_read_parse(json_object *params, struct params_file_read *ret,
                            struct params_error *err)
 {
     static const char *const allowed[] = {"id", "path", "offset", "length", "to_fd", NULL};
+    static const struct params_field fields[] = {
+        PARAMS_F_ID_OF(struct params_file_read),
+        PARAMS_F_INT64_OF(struct params_file_read, offset, false, 0, INT64_MAX),
+        PARAMS_F_FD_OF(struct params_file_read, to_fd),
+    };
     struct params_file_read p = {.length = PARAMS_READ_LENGTH_MAX};
     int r;
 
-    r = params_check_object(params, allowed, err);
-    if (r < 0)
-        return r;
-    r = params_id(params, p.id, err);
-    if (r < 0)
-        return r;
-    r = params_int(params, "offset", false, 0, INT64_MAX, &p.offset, err);
-    if (r < 0)
-        return r;
-    r = params_fd(params, "to_fd", &p.to_fd, err);
+    r = params_read(params, allowed, fields, ELEMENTSOF(fields), &p, err);
     if (r < 0)
         return r;
     if (p.to_fd >= 0)

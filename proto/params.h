@@ -16,39 +16,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "proto/exec-limits.h"
+#include "proto/api-limits.h"
 
-/* ---- limits (named here, published in sandboxd.openrpc.json) ------------- */
-#define PARAMS_ID_MAX 64                       /* sandbox id: [a-z0-9-]{1,64} */
-#define PARAMS_HOSTNAME_MAX 63                 /* one DNS label (RFC 1123) */
-#define PARAMS_LABELS_MAX 16                   /* label pairs per sandbox/filter */
-#define PARAMS_LABEL_KEY_MAX 63                /* [A-Za-z0-9._-], first alnum */
-#define PARAMS_LABEL_VALUE_MAX 255             /* bytes, no control characters */
-#define PARAMS_IDEMPOTENCY_KEY_MAX 64          /* printable ASCII, no space */
-#define PARAMS_TEMPLATE_MAX 32                 /* a template's name */
-#define PARAMS_CORES_MAX 1024                  /* sanity only; config caps too */
-#define PARAMS_MEMORY_MB_MAX (4 * 1024 * 1024) /* sanity only */
-#define PARAMS_DISK_GB_MAX (64 * 1024)         /* sanity only */
-#define PARAMS_TTL_S_MAX (366 * 24 * 3600)     /* sanity only; max_ttl_s caps */
-#define PARAMS_INTERNET_WAIT_S_MAX 600         /* sandbox.set_internet wait_timeout_s */
-/* sandbox.exec sizes come from proto/exec-limits.h, shared with the SSH layer. */
-#define PARAMS_COMMAND_MAX EXEC_COMMAND_MAX       /* bytes of `command` */
-#define PARAMS_ARGV_MAX EXEC_ARGV_MAX             /* entries of `argv` */
-#define PARAMS_ARGV_BYTES_MAX EXEC_ARGV_BYTES_MAX /* sum of argv entry lengths + 1 each */
-#define PARAMS_ENV_MAX EXEC_ENV_MAX               /* variables in `env` */
-#define PARAMS_ENV_NAME_MAX EXEC_ENV_NAME_MAX     /* [A-Za-z_][A-Za-z0-9_]* */
-#define PARAMS_ENV_BYTES_MAX EXEC_ENV_BYTES_MAX   /* sum of names and values */
-#define PARAMS_PATH_MAX 4095                      /* absolute path / cwd, bytes */
-#define PARAMS_DATA_MAX (16 * 1024 * 1024)        /* decoded stdin / content */
-#define PARAMS_TIMEOUT_MS_MAX (24 * 3600 * 1000)
-#define PARAMS_TIMEOUT_MS_DEFAULT 60000
-#define PARAMS_MAX_OUTPUT_MAX (16 * 1024 * 1024) /* per stream */
-#define PARAMS_MAX_OUTPUT_DEFAULT (1024 * 1024)
-#define PARAMS_READ_LENGTH_MAX (8 * 1024 * 1024)
+/* ---- limits: proto/api-limits.h (published in sandboxd.openrpc.json) ---------- */
 #define PARAMS_MODE_DEFAULT 0644
-#define PARAMS_WRITE_END_MAX ((INT64_C(1) << 53) - 1) /* file.write offset + content bytes */
-#define PARAMS_FD_INDEX_MAX 7 /* descriptors passed with one request: indexes 0..7 */
-_Static_assert(PARAMS_PATH_MAX <= EXEC_CWD_MAX, "a valid cwd must fit the exec line");
 
 /* What was wrong: param names the parameter ("params" for the container
  * itself), reason says why in a sentence fragment. */

@@ -207,6 +207,21 @@ char *rpc_to_line(json_object *o, size_t *ret_len)
     return line;
 }
 
+char *rpc_request_line(int64_t id, const char *method, json_object *params, size_t *ret_len)
+{
+    _cleanup_json_ json_object *o = rpc_envelope_new();
+
+    if (!o) {
+        json_object_put(params);
+        return NULL;
+    }
+    json_object_object_add(o, "id", json_object_new_int64(id));
+    json_object_object_add(o, "method", json_object_new_string(method));
+    if (params)
+        json_object_object_add(o, "params", params);
+    return rpc_to_line(o, ret_len);
+}
+
 /* ---- parsing ------------------------------------------------------------- */
 
 /* What the lexical pre-pass learnt about a line beyond its validity. */

@@ -8,10 +8,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "lib/json-util.h" /* _cleanup_json_ */
-
-#define RPC_MAX_DEPTH 32
-#define RPC_MAX_BATCH 64
+#include "lib/json-util.h"    /* _cleanup_json_ */
+#include "proto/api-limits.h" /* RPC_MAX_DEPTH, RPC_MAX_BATCH */
 
 enum rpc_code {
     RPC_PARSE_ERROR = -32700,
@@ -85,3 +83,6 @@ json_object *rpc_exec_output_new(json_object *request_id, const char *stream, co
 
 /* Serialises o as one line: compact JSON plus '\n'. Caller frees. */
 char *rpc_to_line(json_object *o, size_t *ret_len);
+/* A client's request {"jsonrpc", "id", "method", "params" (left out when NULL; taken over)}
+ * as one line, as rpc_to_line(). NULL without memory. */
+char *rpc_request_line(int64_t id, const char *method, json_object *params, size_t *ret_len);

@@ -1,0 +1,238 @@
+/* The helpers every sandbox-area method shares. See methods-common.h. */
+#include "methods-common.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/config.h"
+#include "lib/macro.h"
+#include "lib/reconcile.h"
+#include "methods-pool.h"
+#include "proto/rpc.h"
+
+/* The one instance: the userdata of every row of the sandbox methods' table. */
+static struct sandbox_methods instance;
+
+struct sandbox_methods *methods_sandbox_state(void)
+{
+    return &instance;
+}
+
+struct engine *methods_sandbox_engine(void)
+{
+    return instance.engine;
+}
+
+/* ---- replies ---- */
+
+static int code_of(enum engine_err_kind k)
+{
+    switch (k) {
+    case ENGINE_E_NOT_FOUND:
+        return RPC_NO_SUCH_SANDBOX;
+    case ENGINE_E_STATE:
+        return RPC_BAD_STATE;
+    case ENGINE_E_QUOTA:
+        return RPC_QUOTA_EXCEEDED;
+    case ENGINE_E_PROXMOX:
+        return RPC_PROXMOX_ERROR;
+    case ENGINE_E_SSH:
+        return RPC_SSH_ERROR;
+    case ENGINE_E_DEADLINE:
+        return RPC_DEADLINE_EXCEEDED;
+    case ENGINE_E_BUSY:
+    case ENGINE_E_NOT_CONFIGURED:
+        return RPC_BUSY;
+    case ENGINE_E_FILE:
+        return RPC_FILE_ERROR;
+    case ENGINE_E_INVALID:
+        return RPC_INVALID_PARAMS;
+    case ENGINE_E_SHUTDOWN:
+        return RPC_SHUTTING_DOWN;
+    default:
+        return RPC_INTERNAL_ERROR;
+    }
+}
+
+void methods_sandbox_reply_error(struct req *r, const struct engine_error *err)
+{
+    json_object *d;
+
+    if (err->kind == ENGINE_E_INVALID) {
+        req_error_data(r, RPC_INVALID_PARAMS, NULL, pool_invalid_data(instance.engine, err));
+        return;
+    }
+    d = json_object_new_object();
+    json_object_object_add(d, "reason", json_object_new_string(err->message ? err->message : ""));
+    if (err->kind == ENGINE_E_PROXMOX) {
+        json_object_object_add(d, "http_status", json_object_new_int(err->http_status));
+        json_object_object_add(d, "message",
+                               json_object_new_string(err->message ? err->message : ""));
+        if (err->upid)
+            json_object_object_add(d, "upid", json_object_new_string(err->upid));
+    }
+    if (err->state)
+        json_object_object_add(d, "state", json_object_new_string(err->state));
+    if (err->error < 0 && strerrorname_np(-err->error))
+        json_object_object_add(d, "errno", json_object_new_string(strerrorname_np(-err->error)));
+    req_error_data(r, code_of(err->kind), NULL, d);
+}
+
+void methods_sandbox_reply_not_found(struct req *r, const char *id)
+{
+    json_object *d = json_object_new_object();
+
+    json_object_object_add(d, "reason", json_object_new_string("no such sandbox"));
+    json_object_object_add(d, "id", json_object_new_string(id));
+    req_error_data(r, RPC_NO_SUCH_SANDBOX, NULL, d);
+}
+
+void methods_sandbox_reply_state(struct req *r, const struct sandbox *sb)
+{
+    json_object *d = json_object_new_object();
+
+    json_object_object_add(d, "reason", json_object_new_string("the sandbox is not ready"));
+    json_object_object_add(d, "state",
+                           json_object_new_string(sandbox_state_to_public(sandbox_view_state(sb))));
+    req_error_data(r, RPC_BAD_STATE, NULL, d);
+}
+
+/* An error a callback reported as a negative errno, classified by the engine. */
+void methods_sandbox_reply_io_error(struct req *r, int error, bool file)
+{
+    struct engine_error err;
+
+    engine_error_from_io(error, file, &err);
+    methods_sandbox_reply_error(r, &err);
+}
+
+/* File errors with a reason of their own: the deadline and files that are not regular. */
+void methods_sandbox_reply_file_error(struct req *r, int error, bool write)
+{
+    json_object *d;
+
+    if (error != -ETIME && error != -EINVAL) {
+        methods_sandbox_reply_io_error(r, error, true);
+        return;
+    }
+    d = json_object_new_object();
+    if (error == -ETIME) {
+        unsigned ms = req_config(r)->ssh.file_timeout_ms;
+        char reason[128];
+
+        snprintf(reason, sizeof(reason), "the file %s did not finish within %u ms",
+                 write ? "write" : "read", ms);
+        json_object_object_add(d, "reason", json_object_new_string(reason));
+        json_object_object_add(d, "timeout_ms", json_object_new_int64(ms));
+        req_error_data(r, RPC_DEADLINE_EXCEEDED, NULL, d);
+        return;
+    }
+    json_object_object_add(
+        d, "reason",
+        json_object_new_string(write ? "not a regular file (a FIFO, socket or device, or a "
+                                       "symbolic link to one or to nothing): not replaced"
+                                     : "not a regular file (a FIFO, socket or device): not read"));
+    json_object_object_add(d, "errno", json_object_new_string("EINVAL"));
+    req_error_data(r, RPC_FILE_ERROR, NULL, d);
+}
+
+/* ---- lookup, and parking until the first reconcile ---- */
+
+/* Looks the sandbox up for the caller; replies -32001 and returns NULL when not visible. */
+struct sandbox *methods_sandbox_lookup(struct sandbox_methods *sm, struct req *r, const char *id)
+{
+    struct sandbox *sb = engine_lookup(sm->engine, id, req_uid(r), req_is_admin(r));
+
+    if (!sb)
+        methods_sandbox_reply_not_found(r, id);
+    return sb;
+}
+
+/* Requests held until the first reconcile ended: it rebuilds the table of sandboxes that
+ * quotas, idempotency keys and lookups are checked against. Creates and lists always wait;
+ * a request naming a sandbox waits only while that sandbox is not (yet) in the table, so a
+ * live sandbox is never reported missing just after a restart. */
+struct parked {
+    struct req *req;
+    method_handler_t handler;
+    void *params; /* owned by req */
+    struct sandbox_methods *sm;
+    struct parked *next;
+};
+
+static void parked_disconnect(struct req *r, void *userdata)
+{
+    struct parked *x = userdata, **pp;
+
+    for (pp = &x->sm->parked; *pp; pp = &(*pp)->next)
+        if (*pp == x) {
+            *pp = x->next;
+            break;
+        }
+    free(x);
+    req_error(r, RPC_SHUTTING_DOWN, "the client went away");
+}
+
+/* Parks r (to run handler again once the first reconcile ended) and returns true while that
+ * reconcile runs and id (NULL: any) is not in the table. */
+bool methods_sandbox_park(struct req *r, const char *id, method_handler_t handler, void *params)
+{
+    struct sandbox_methods *sm = &instance;
+    struct parked *x;
+
+    if (!sm->reconcile || reconcile_initial_done(sm->reconcile))
+        return false;
+    if (id && engine_lookup(sm->engine, id, req_uid(r), req_is_admin(r)))
+        return false;
+    x = calloc(1, sizeof *x);
+    if (!x) {
+        req_error(r, RPC_INTERNAL_ERROR, "out of memory");
+        return true;
+    }
+    x->req = r;
+    x->handler = handler;
+    x->params = params;
+    x->sm = sm;
+    x->next = sm->parked;
+    sm->parked = x;
+    req_on_disconnect(r, parked_disconnect, x);
+    return true;
+}
+
+void methods_sandbox_unpark(struct sandbox_methods *sm)
+{
+    struct parked *l = TAKE_PTR(sm->parked), *rev = NULL;
+
+    while (l) { /* in arrival order */
+        struct parked *n = l->next;
+        l->next = rev;
+        rev = l;
+        l = n;
+    }
+    while (rev) {
+        struct parked *n = rev->next;
+        struct req *r = rev->req;
+        method_handler_t handler = rev->handler;
+        void *params = rev->params;
+
+        free(rev);
+        req_on_disconnect(r, NULL, NULL);
+        handler(r, params, sm);
+        rev = n;
+    }
+}
+
+void methods_sandbox_unpark_refuse(struct sandbox_methods *sm)
+{
+    struct parked *x = TAKE_PTR(sm->parked);
+
+    while (x) {
+        struct parked *n = x->next;
+        req_on_disconnect(x->req, NULL, NULL);
+        req_error(x->req, RPC_SHUTTING_DOWN, "the daemon is shutting down");
+        free(x);
+        x = n;
+    }
+}

@@ -1,0 +1,54 @@
+/* What every sandbox-area method shares (methods-sandbox.c, methods-exec.c, methods-file.c,
+ * methods-transfer.c, methods-process.c): the one state of the sandbox methods, the lookup
+ * of the caller's sandbox, parking a request until the first reconcile after a start, and
+ * the replies of docs/protocol.md for engine errors. Calls nothing in those files. Loop
+ * thread only. */
+#pragma once
+
+#include <stdbool.h>
+
+#include "lib/sandbox.h"
+#include "methods.h"
+
+struct idem_wait;
+struct parked;
+struct reconcile;
+struct methods_daemon;
+
+/* The state of the sandbox methods: the userdata of every row of their table. */
+struct sandbox_methods {
+    struct engine *engine;
+    struct reconcile *reconcile; /* NULL without [proxmox] */
+    struct methods_daemon *md;   /* daemon.status, which methods-sandbox.c fills in */
+    struct idem_wait *idem_waits;
+    struct parked *parked;
+};
+
+/* The one instance (methods_sandbox_start() fills it in). */
+struct sandbox_methods *methods_sandbox_state(void);
+/* The engine, NULL when not started. */
+struct engine *methods_sandbox_engine(void);
+
+/* The caller's sandbox, or NULL after replying -32001. */
+struct sandbox *methods_sandbox_lookup(struct sandbox_methods *sm, struct req *r, const char *id);
+/* Parks r to run handler(r, params, <the state>) again once the first reconcile after a start
+ * ended; true when parked (or answered for lack of memory). A request naming a sandbox (id)
+ * waits only while that sandbox is not in the table yet; id NULL (creates, lists) always
+ * waits while that reconcile runs. */
+bool methods_sandbox_park(struct req *r, const char *id, method_handler_t handler, void *params);
+/* The first reconcile ended: runs the parked requests in arrival order. */
+void methods_sandbox_unpark(struct sandbox_methods *sm);
+/* Stopping: answers the parked requests -32011. */
+void methods_sandbox_unpark_refuse(struct sandbox_methods *sm);
+
+/* Completes r with the error of docs/protocol.md for err. */
+void methods_sandbox_reply_error(struct req *r, const struct engine_error *err);
+/* -32001 for id. */
+void methods_sandbox_reply_not_found(struct req *r, const char *id);
+/* -32002 with the sandbox's state. */
+void methods_sandbox_reply_state(struct req *r, const struct sandbox *sb);
+/* An errno a callback reported, classified by the engine (file: a file operation's). */
+void methods_sandbox_reply_io_error(struct req *r, int error, bool file);
+/* A file.write/file.read error, with reasons of its own for the deadline and for files that
+ * are not regular. */
+void methods_sandbox_reply_file_error(struct req *r, int error, bool write);
