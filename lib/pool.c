@@ -224,7 +224,8 @@ static struct sandbox *find_member(struct engine *e, const struct engine_templat
 {
     for (struct sandbox *sb = e->sandboxes; sb; sb = sb->next)
         if (is_ready_member(sb, t) &&
-            (opts->disk_gb <= 0 || (unsigned)opts->disk_gb >= sb->disk_gb))
+            (opts->disk_gb <= 0 || (unsigned)opts->disk_gb >= sb->disk_gb) &&
+            (!opts->node || strcmp(sb->node, opts->node) == 0) && !cluster_node_down(e, sb->node))
             return sb;
     return NULL;
 }

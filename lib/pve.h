@@ -211,6 +211,8 @@ int pve_wait_task(struct pve_client *c, const char *node, const char *upid, PVE_
 int pve_pool_members(struct pve_client *c, const char *poolid, PVE_CALL_ARGS);
 /* GET /cluster/resources?type=vm: res->vms. */
 int pve_cluster_resources(struct pve_client *c, PVE_CALL_ARGS);
+/* GET /cluster/resources?type=node: res->data (placement_report_parse()). */
+int pve_cluster_nodes(struct pve_client *c, PVE_CALL_ARGS);
 /* GET /nodes/{node}/lxc: res->vms. */
 int pve_lxc_list(struct pve_client *c, const char *node, PVE_CALL_ARGS);
 

@@ -126,9 +126,18 @@ struct fw_op {
 };
 
 /* A template sandboxes are cloned from (lib/sandbox-template.c), and its warm pool. */
+struct engine_template_copy {
+    uint32_t vmid;
+    char node[CONFIG_NODE_NAME_MAX + 1];
+};
 struct engine_template {
     char name[ID_MAX + 1];
     uint32_t vmid;
+    /* A copy per node (VMID@node,...); none: the one vmid lives on home (lib/cluster.c
+     * learns it from /cluster/resources; "" until known, then the first node is used). */
+    struct engine_template_copy *copies;
+    size_t n_copies;
+    char home[CONFIG_NODE_NAME_MAX + 1];
     char *pins;       /* host key pins ("SHA256:..,..") */
     uint64_t disk_gb; /* the template's disk, learnt from the first clone (0: unknown) */
     uint64_t hits, misses;
@@ -145,7 +154,8 @@ struct engine {
     bool configured;
     struct engine_template *templates; /* the default one first */
     size_t n_templates;
-    struct pool *pool; /* lib/pool.c */
+    struct pool *pool;       /* lib/pool.c */
+    struct cluster *cluster; /* lib/cluster.c: nodes, placement, node health */
 
     struct sandbox *sandboxes;
     unsigned n_sandboxes;
@@ -200,6 +210,9 @@ void sandbox_close_ssh(struct sandbox *sb);
 /* ---- sandbox-obs.c: audit records, metrics and lifecycle events ---- */
 /* After every state change (sandbox_set_state). */
 void sandbox_observe(struct sandbox *sb, enum sandbox_state old);
+/* The sandbox's node went out of placement (reachable false: reported "unreachable") or
+ * came back ("ready" again): an event and an audit record. */
+void sandbox_observe_reachability(struct sandbox *sb, bool reachable);
 /* Once a create is accepted (engine_create). */
 void sandbox_observe_requested(struct sandbox *sb);
 /* The SSH pool observer of sb's pools (sandbox_ssh_config). */
@@ -253,6 +266,25 @@ int pool_take(struct engine *e, const struct sandbox_create_opts *opts, int64_t 
 /* Something changed (a member ready, failed, destroyed, taken): refill in the background. */
 void pool_kick(struct engine *e);
 void pool_close(struct engine *e);
+
+/* ---- cluster.c: nodes, placement and node health ---- */
+/* Starts the node table and its refresh (engine_new). */
+int cluster_init(struct engine *e);
+/* Stops the refresh; its handle's close is one of engine_close()'s pending handles. */
+void cluster_close(struct engine *e);
+/* The node a new sandbox of t goes to: want (NULL: placement; an unknown node or one
+ * without t is ENGINE_E_INVALID on "node"), or the refusal in *ret_err (borrowed strings). */
+int cluster_place(struct engine *e, const struct engine_template *t, const char *want,
+                  unsigned memory_mb, const char **ret_node, struct engine_error *ret_err);
+/* The vmid to clone for a sandbox of t on node (its copy there, or the one vmid). */
+uint32_t engine_template_vmid(const struct engine_template *t, const char *node);
+/* True while node is taken out (offline in the report, or failed calls in backoff). */
+bool cluster_node_down(struct engine *e, const char *node);
+/* A call on node failed with res: 595/596 and timeouts take the node out (with backoff)
+ * until a probe answers. Returns true when the failure is the node's. */
+bool cluster_call_failed(struct engine *e, const char *node, const struct pve_result *res);
+/* For engine_close(): a handle of the engine closed. */
+void engine_handle_closed(struct engine *e);
 
 /* ---- sandbox-probe.c ---- */
 /* Runs the /version probe in ms (0: now). */

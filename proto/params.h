@@ -26,6 +26,7 @@
 #define PARAMS_LABEL_VALUE_MAX 255             /* bytes, no control characters */
 #define PARAMS_IDEMPOTENCY_KEY_MAX 64          /* printable ASCII, no space */
 #define PARAMS_TEMPLATE_MAX 32                 /* a template's name */
+#define PARAMS_NODE_MAX 63                     /* a Proxmox node's name */
 #define PARAMS_CORES_MAX 1024                  /* sanity only; config caps too */
 #define PARAMS_MEMORY_MB_MAX (4 * 1024 * 1024) /* sanity only */
 #define PARAMS_DISK_GB_MAX (64 * 1024)         /* sanity only */
@@ -78,6 +79,7 @@ struct params_sandbox_create {
     struct params_kv_list labels;
     char *idempotency_key; /* NULL: none */
     char *template;        /* NULL: the default template; [a-z0-9-], <= PARAMS_TEMPLATE_MAX */
+    char *node;            /* NULL: placement; [A-Za-z0-9._-], <= PARAMS_NODE_MAX */
 };
 
 /* sandbox.resize: -1 leaves a size as it is; at least one is given. */
