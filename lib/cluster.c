@@ -17,6 +17,7 @@
 #include "metrics.h"
 #include "placement.h"
 #include "pve.h"
+#include "registry.h"
 #include "sandbox-internal.h"
 
 #define COMP "cluster"
@@ -52,7 +53,8 @@ struct cluster {
     bool timer_open;
     struct pve_call *read;
     struct pve_call *vm_read;
-    uint64_t read_at_ms; /* when the last node read was sent */
+    uint64_t read_at_ms;  /* when the last node read was sent */
+    bool replace_pending; /* a node went down: move the creates on it */
     bool read_once;
 };
 
@@ -91,6 +93,15 @@ static void own_usage(struct engine *e, const char *node, bool only_running, uns
 }
 
 /* ---- node health ---- */
+
+/* A node went down: the timer moves the creates on it (from the loop, outside any call). */
+static void on_timer(uv_timer_t *t);
+static void cluster_kick(struct cluster *c)
+{
+    c->replace_pending = true;
+    if (c->timer_open && !c->e->closing)
+        uv_timer_start(&c->timer, on_timer, 0, 0);
+}
 
 bool cluster_node_down(struct engine *e, const char *node)
 {
@@ -142,27 +153,35 @@ static void node_set_failed(struct cluster *c, struct cluster_node *nd, bool fai
     if (was_down != (nd->failed || !nd->online)) {
         audit_node(nd, !was_down, why);
         cluster_reachability_changed(c, nd);
+        if (!was_down)
+            cluster_kick(c);
     }
 }
 
-static bool node_error(const struct pve_result *res)
+bool cluster_alternatives(struct engine *e)
 {
-    if (res->error == -ETIMEDOUT || res->error == -EHOSTUNREACH || res->error == -ECONNREFUSED)
-        return false; /* the API itself (all nodes): the /version probe reports it */
-    return res->error == -EREMOTEIO && res->perr &&
-           (res->perr->http_status == 595 || res->perr->http_status == 596);
+    return e->cluster && e->cluster->n > 1;
 }
 
-bool cluster_call_failed(struct engine *e, const char *node, const struct pve_result *res)
+/* Every HTTP attempt under /nodes/NODE/ (pve_client_set_node_observer()): 595/596 and
+ * timeouts take the node out; any other answer while it is out brings it back. Runs inside
+ * a call's processing, so what cancels calls waits for the timer. */
+static void on_node_attempt(const char *node, int error, long status, void *userdata)
 {
-    struct cluster_node *nd = node_find(e->cluster, node);
-    char why[128];
+    struct cluster *c = userdata;
+    struct cluster_node *nd = node_find(c, node);
+    char why[64];
 
-    if (!nd || !node_error(res))
-        return false;
-    snprintf(why, sizeof why, "HTTP %d: %s", res->perr->http_status, res->perr->message);
-    node_set_failed(e->cluster, nd, true, why);
-    return true;
+    if (!nd || c->n < 2 || c->e->closing)
+        return;
+    if ((error == 0 && (status == 595 || status == 596)) || error == -ETIMEDOUT) {
+        if (error)
+            snprintf(why, sizeof why, "a request timed out");
+        else
+            snprintf(why, sizeof why, "HTTP %ld", status);
+        node_set_failed(c, nd, true, why);
+    } else if (error == 0 && status > 0 && nd->failed)
+        node_set_failed(c, nd, false, NULL);
 }
 
 static void on_probe(const struct pve_result *res, void *userdata)
@@ -213,6 +232,8 @@ static void apply_report(struct cluster *c, const struct placement_report *rep, 
         if (was_down != (nd->failed || !nd->online)) {
             audit_node(nd, !was_down, was_down ? NULL : "offline in /cluster/resources");
             cluster_reachability_changed(c, nd);
+            if (!was_down)
+                cluster_kick(c);
         }
     }
 }
@@ -270,6 +291,10 @@ static void on_timer(uv_timer_t *t)
 
     if (e->closing)
         return;
+    if (c->replace_pending) {
+        c->replace_pending = false;
+        creates_replace(e);
+    }
     /* one node: nothing to choose between, so no reads (its failures still count) */
     if (c->n > 1 && !c->read && (!c->read_once || now - c->read_at_ms >= CLUSTER_REFRESH_MS)) {
         c->read_once = true;
@@ -319,13 +344,37 @@ static int refuse(struct engine_error *ret_err, enum engine_err_kind kind, int r
     return r;
 }
 
+size_t cluster_nodes_of(struct engine *e, const struct engine_template *t, const char **ret,
+                        size_t max)
+{
+    struct cluster *c = e->cluster;
+    size_t n = 0;
+
+    for (size_t i = 0; c && t && i < c->n && n < max; i++)
+        if (holds(e, t, c->nodes[i].name) && !c->nodes[i].failed && c->nodes[i].online)
+            ret[n++] = c->nodes[i].name;
+    return n;
+}
+
+static int place(struct engine *e, const struct engine_template *t, unsigned memory_mb,
+                 const char **ret_node, struct engine_error *ret_err);
+
+const char *cluster_best_node(struct engine *e, const struct engine_template *t, int memory_mb)
+{
+    struct engine_error err;
+    const char *node;
+
+    if (!e->cluster || !t ||
+        place(e, t, memory_mb > 0 ? (unsigned)memory_mb : e->cfg->sandbox.default_memory_mb, &node,
+              &err) < 0)
+        return NULL;
+    return node;
+}
+
 int cluster_place(struct engine *e, const struct engine_template *t, const char *want,
                   unsigned memory_mb, const char **ret_node, struct engine_error *ret_err)
 {
     struct cluster *c = e->cluster;
-    struct placement_node pn[CONFIG_NODES_MAX];
-    enum placement_refusal why;
-    size_t n = MIN(c->n, ELEMENTSOF(pn)), idx;
     int r;
 
     if (want) {
@@ -344,6 +393,21 @@ int cluster_place(struct engine *e, const struct engine_template *t, const char 
         metrics_add(M_PLACEMENTS, nd->name, NULL, 1);
         return 0;
     }
+    r = place(e, t, memory_mb, ret_node, ret_err);
+    if (r >= 0)
+        metrics_add(M_PLACEMENTS, *ret_node, NULL, 1);
+    return r;
+}
+
+static int place(struct engine *e, const struct engine_template *t, unsigned memory_mb,
+                 const char **ret_node, struct engine_error *ret_err)
+{
+    struct cluster *c = e->cluster;
+    struct placement_node pn[CONFIG_NODES_MAX];
+    enum placement_refusal why;
+    size_t n = MIN(c->n, ELEMENTSOF(pn)), idx;
+    int r;
+
     for (size_t i = 0; i < n; i++) {
         struct cluster_node *nd = &c->nodes[i];
 
@@ -371,7 +435,6 @@ int cluster_place(struct engine *e, const struct engine_template *t, const char 
                       "no node in [proxmox] nodes holds the template", "template");
     }
     *ret_node = c->nodes[idx].name;
-    metrics_add(M_PLACEMENTS, c->nodes[idx].name, NULL, 1);
     return 0;
 }
 
@@ -401,6 +464,7 @@ int cluster_init(struct engine *e)
     c->timer.data = c;
     c->timer_open = true;
     uv_timer_start(&c->timer, on_timer, 0, 0);
+    pve_client_set_node_observer(e->pve, on_node_attempt, c);
     e->cluster = c;
     return 0;
 }
@@ -422,10 +486,49 @@ void cluster_close(struct engine *e)
     if (!c || !c->timer_open)
         return;
     /* the calls ended with the client (pve_client_close) */
+    if (e->pve)
+        pve_client_set_node_observer(e->pve, NULL, NULL);
     c->read = c->vm_read = NULL;
     for (size_t i = 0; i < c->n; i++)
         c->nodes[i].probe = NULL;
     c->timer_open = false;
     e->close_pending++;
     uv_close((uv_handle_t *)&c->timer, timer_closed);
+}
+
+/* ---- for reconcile ---- */
+
+bool cluster_vm_unreachable(struct engine *e, const char *node, const char *status)
+{
+    return (status && strcmp(status, "unknown") == 0 && cluster_alternatives(e)) ||
+           cluster_node_down(e, node);
+}
+
+bool engine_id_elsewhere(struct engine *e, struct reg_record *const *recs, size_t n_recs,
+                         const char *id, uint32_t vmid)
+{
+    for (struct sandbox *sb = e->sandboxes; sb; sb = sb->next)
+        if (strcmp(sb->id, id) == 0)
+            return sb->vmid != vmid;
+    for (size_t i = 0; i < n_recs; i++)
+        if (recs[i] && strcmp(recs[i]->id, id) == 0)
+            return recs[i]->vmid > 0 && (uint32_t)recs[i]->vmid != vmid;
+    return false;
+}
+
+bool engine_adopt_unreachable(struct engine *e, const struct reg_record *r,
+                              const struct pve_vm_list *members)
+{
+    const struct pve_vm *vm =
+        members && r->vmid > 0 ? pve_vm_list_find(members, (uint32_t)r->vmid) : NULL;
+    struct sandbox *sb;
+
+    if (!vm || !cluster_vm_unreachable(e, vm->node ? vm->node : r->node, vm->status))
+        return false;
+    if (r->state != REG_READY || r->expires_at <= now_realtime() || !r->ip ||
+        engine_adopt(e, r, &sb) < 0)
+        return true; /* resolved once its node answers */
+    audit_reconcile("reattach", "restart", sb->id, sb->vmid, sb->node,
+                    "re-attached after a restart; its node does not answer");
+    return true;
 }

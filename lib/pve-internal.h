@@ -275,6 +275,8 @@ struct pve_client {
     void (*close_cb)(void *);
     void *close_userdata;
     bool http_closing;
+    pve_node_observer_fn node_observer; /* pve_client_set_node_observer() */
+    void *node_observer_userdata;
 };
 
 /* A new call (state PVE_CALL_REQUEST, no request yet). task: the default deadline is the

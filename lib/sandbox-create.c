@@ -165,6 +165,8 @@ static void create_fail(struct sandbox *sb, const struct engine_error *err)
 {
     struct engine *e = sb->engine;
 
+    if (create_replace(sb)) /* its node went down: another node takes it */
+        return;
     log_debug(COMP, "%s: create failed in %s: %s", sb->id, sandbox_state_to_string(sb->state),
               strna(err->message));
     op_set_error(sb->create_op, err);
@@ -180,6 +182,11 @@ static void create_fail(struct sandbox *sb, const struct engine_error *err)
     }
     sandbox_set_state(sb, SANDBOX_FAILED);
     destroy_start(sb);
+}
+
+void create_fail_now(struct sandbox *sb, const struct engine_error *err)
+{
+    create_fail(sb, err);
 }
 
 bool create_check_abort(struct sandbox *sb)
@@ -485,6 +492,14 @@ static int start_clone_wait(struct sandbox *sb, uint64_t timeout_ms, const char 
 {
     return pve_wait_task(sb->engine->pve, sb->node, sb->upid, timeout_ms, on_step_pve, sb,
                          &sb->call);
+}
+
+void create_restart(struct sandbox *sb)
+{
+    for (sb->step = 0; sb->step < ELEMENTSOF(create_steps); sb->step++)
+        if (create_steps[sb->step].start == start_vmid_pick)
+            break;
+    step_next(sb);
 }
 
 void create_resume(struct sandbox *sb)

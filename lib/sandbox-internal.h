@@ -14,6 +14,8 @@
 #include "sandbox.h"
 
 struct pve_result;
+struct pve_vm_list;
+struct reg_record;
 
 struct sandbox {
     char id[ID_MAX + 1];
@@ -73,6 +75,9 @@ struct sandbox {
     bool end_by_caller;     /* end_uid asked for it */
     uid_t end_uid;
     uint64_t state_since_ms; /* when the current state began (uv_now scale) */
+    /* placement (sandbox-replace.c) */
+    unsigned replacements; /* times the create moved to another node */
+    bool no_replace;       /* moving failed: the create fails as usual */
 };
 
 /* A create in progress: its callback and its first failure. */
@@ -236,6 +241,17 @@ uint64_t create_step_left(struct sandbox *sb);
 
 /* Runs a resumed create (sandbox-resume.c) from the wait for its recorded clone task. */
 void create_resume(struct sandbox *sb);
+/* Runs the create again from the choice of a container id (sandbox-replace.c). */
+void create_restart(struct sandbox *sb);
+/* Fails the create (and cleans up), without placing it again. */
+void create_fail_now(struct sandbox *sb, const struct engine_error *err);
+
+/* ---- sandbox-replace.c ---- */
+/* The create's node is down: true when it will be placed again on another node (soon, from
+ * the loop; the caller then stops), false when it fails as usual. */
+bool create_replace(struct sandbox *sb);
+/* A node went down: creates on it waiting for Proxmox move to other nodes now. */
+void creates_replace(struct engine *e);
 
 /* ---- sandbox-rekey.c: the per-sandbox host key steps ---- */
 int rekey_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
@@ -280,9 +296,26 @@ int cluster_place(struct engine *e, const struct engine_template *t, const char 
 uint32_t engine_template_vmid(const struct engine_template *t, const char *node);
 /* True while node is taken out (offline in the report, or failed calls in backoff). */
 bool cluster_node_down(struct engine *e, const char *node);
-/* A call on node failed with res: 595/596 and timeouts take the node out (with backoff)
- * until a probe answers. Returns true when the failure is the node's. */
-bool cluster_call_failed(struct engine *e, const char *node, const struct pve_result *res);
+/* The nodes that hold t and are up, in [proxmox] nodes order (the warm pool's). */
+size_t cluster_nodes_of(struct engine *e, const struct engine_template *t, const char **ret,
+                        size_t max);
+/* The node placement would choose for a sandbox of t now (memory_mb <= 0: the default), or
+ * NULL when none qualifies. Nothing is counted. */
+const char *cluster_best_node(struct engine *e, const struct engine_template *t, int memory_mb);
+/* True when there is more than one node (node health and moving creates apply). */
+bool cluster_alternatives(struct engine *e);
+/* For reconcile: the container on node (status as listed) cannot be read now (its node is
+ * down, or Proxmox lists it "unknown"): it is neither gone nor an orphan. */
+bool cluster_vm_unreachable(struct engine *e, const char *node, const char *status);
+/* For reconcile: a marked container of sandbox id that is not vmid lives on (in the table,
+ * or recorded in recs): vmid is a leftover and the record stays. */
+bool engine_id_elsewhere(struct engine *e, struct reg_record *const *recs, size_t n_recs,
+                         const char *id, uint32_t vmid);
+/* For reconcile's first run: record r had no readable container. When Proxmox still lists
+ * it (members) the record stays (true); a ready, leased one is re-attached, reported
+ * unreachable until its node answers. */
+bool engine_adopt_unreachable(struct engine *e, const struct reg_record *r,
+                              const struct pve_vm_list *members);
 /* For engine_close(): a handle of the engine closed. */
 void engine_handle_closed(struct engine *e);
 

@@ -5,8 +5,10 @@ of each other), each clone made from the copy on its own node; sandbox.create {n
 admin, refused for an unknown node or a node without the template."""
 
 import threading
+import time
 
 from e2elib import Env, RpcError, run
+from test_recovery_util import kill9, launch, wait_reconciled
 
 NODES = ["pve1", "pve2", "pve3"]
 COPIES = {"pve1": 9000, "pve2": 9001, "pve3": 9002}
@@ -59,10 +61,35 @@ def create_many(c_factory, n, parallel=6):
     return out
 
 
-def clone_source(env, node, vmid):
-    """The template a container was cloned from, as the simulator recorded it."""
-    conf = env.sim.ok("GET", f"/nodes/{node}/lxc/{vmid}/config")
-    return conf
+def wait_until(fn, timeout, what):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = fn()
+        if v:
+            return v
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def states(c, ids):
+    got = {s["id"]: s for s in c.call("sandbox.list", {})["sandboxes"]}
+    return {i: got[i]["state"] for i in ids}
+
+
+class NodeFailure:
+    """Every API request under /nodes/NAME/ answers 595 (what Proxmox's proxy answers for a
+    node it cannot reach), until ended."""
+
+    def __init__(self, env, node):
+        self.env, self.node = env, node
+
+    def __enter__(self):
+        self.fault = self.env.sim.admin("POST", "/faults", {"path": f"/nodes/{self.node}/*",
+                                                            "status": 595})
+        return self
+
+    def __exit__(self, *a):
+        self.env.sim.admin("DELETE", f"/faults/{self.fault['id']}")
 
 
 def main():
@@ -104,7 +131,66 @@ def main():
             c.call("sandbox.destroy", {"id": sb["id"]})
             env.wait_no_containers(30)
 
-        run_all = [("spread over 3 nodes", spread), ("sandbox.create {node}", node_param)]
+        def node_fails():
+            before = create_many(env.client, 6)
+            on_pve2 = [sb["id"] for sb in before if sb["node"] == "pve2"]
+            assert len(on_pve2) == 2, before
+            sub = env.client()
+            sub.send("daemon.subscribe", {})
+            made = []
+            with NodeFailure(env, "pve2"):
+                # creates while the node fails: none fails because of it
+                made = create_many(env.client, 9, parallel=3)
+                assert all(sb["node"] != "pve2" for sb in made), made
+                wait_until(lambda: set(states(c, on_pve2).values()) == {"unreachable"}, 30,
+                           "sandboxes on pve2 unreachable")
+                got = c.call("sandbox.get", {"id": on_pve2[0]})
+                assert got["state"] == "unreachable" and got["node"] == "pve2", got
+            wait_until(lambda: set(states(c, on_pve2).values()) == {"ready"}, 30,
+                       "sandboxes on pve2 ready again")
+            for sid in on_pve2:
+                out = c.call("sandbox.exec", {"id": sid, "command": "true"})
+                assert out["exit_code"] == 0, out
+            # the events: unreachable, then ready again, for each sandbox on pve2
+            seen = {}
+            with sub.cv:
+                for msg in sub.notes:
+                    p = msg.get("params") or {}
+                    if msg.get("method") == "sandbox.event" and p.get("id") in on_pve2:
+                        seen.setdefault(p["id"], []).append((p["old_state"], p["state"]))
+            for i in on_pve2:
+                assert seen[i][:2] == [("ready", "unreachable"), ("unreachable", "ready")], seen
+            sub.close()
+            log = env.daemon_log()
+            assert "event=node.down node=pve2" in log and "event=node.up node=pve2" in log, log[-3000:]
+            assert "event=sandbox.replaced" in log, log[-3000:]  # a create moved off pve2
+            for sb in before + made:
+                c.call("sandbox.destroy", {"id": sb["id"]})
+            env.wait_no_containers(60)
+
+        def kill_restart():
+            nonlocal c
+            sbs = create_many(env.client, 6, parallel=3)
+            assert {sb["node"] for sb in sbs} == set(NODES), sbs
+            c.close()
+            kill9(env)
+            launch(env)
+            wait_reconciled(env)
+            c = env.client()
+            listed = {s["id"]: s for s in c.call("sandbox.list", {})["sandboxes"]}
+            assert set(listed) == {sb["id"] for sb in sbs}, (listed, sbs)
+            for sb in sbs:
+                got = listed[sb["id"]]
+                assert (got["state"], got["node"], got["vmid"]) == ("ready", sb["node"], sb["vmid"]), got
+                out = c.call("sandbox.exec", {"id": sb["id"], "command": "true"})
+                assert out["exit_code"] == 0, out
+            for sb in sbs:
+                c.call("sandbox.destroy", {"id": sb["id"]})
+            env.wait_no_containers(30)
+
+        run_all = [("spread over 3 nodes", spread), ("sandbox.create {node}", node_param),
+                   ("a node fails and returns", node_fails),
+                   ("kill -9 with sandboxes on every node, restart", kill_restart)]
         run(run_all)
 
 
