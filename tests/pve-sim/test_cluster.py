@@ -80,6 +80,12 @@ class TCluster(unittest.TestCase):
             conf = S.ok("GET", f"/nodes/{node}/lxc/{vmid}/config", token=simlib.DAEMON)
             self.assertTrue(conf["rootfs"].startswith(f"local-lvm:base-{vmid}-disk-0,"), conf)
             self.assertEqual(conf["hostname"], "sandbox-template")
+        # a node answers its own probes: status with its capacity and load, version, index
+        ns = S.ok("GET", "/nodes/pve3/status", token=simlib.DAEMON)
+        self.assertEqual((ns["memory"]["total"], ns["memory"]["used"], ns["cpuinfo"]["cpus"]),
+                         (4 * GIB, BASE_MEM, 4))
+        self.assertEqual(S.ok("GET", "/nodes/pve2/version"), S.ok("GET", "/version"))
+        self.assertIn({"name": "lxc"}, S.ok("GET", "/nodes/pve1"))
         st = S.admin("GET", "/state")["nodes"]
         self.assertEqual(st["pve2"]["online"], True)
         self.assertEqual(st["pve2"]["containers"], [9001])
@@ -148,10 +154,11 @@ class TCluster(unittest.TestCase):
         upid = S.ok("POST", "/nodes/pve2/lxc/9001/clone", {"newid": 103})
         settings(clone_time=0.3)
 
-        self.assertEqual(S.admin("POST", "/node/pve2/down"), {"node": "pve2", "online": False})
+        self.assertEqual(S.node_down("pve2"), {"node": "pve2", "online": False})
         for method, path in (("GET", "/nodes/pve2/lxc"), ("GET", "/nodes/pve2/lxc/102/status/current"),
                              ("GET", f"/nodes/pve2/tasks/{upid}/status"), ("POST", "/nodes/pve2/lxc/102/status/stop"),
-                             ("GET", "/nodes/pve2")):
+                             ("GET", "/nodes/pve2"), ("GET", "/nodes/pve2/status"),
+                             ("GET", "/nodes/pve2/version")):
             r = S.api(method, path)
             self.assertEqual((r.status, r.reason, r.body), (595, "No route to host", b""), path)
         self.assertEqual(S.api("GET", "/nodes/pve1/lxc").status, 200)    # the other nodes answer
@@ -177,8 +184,9 @@ class TCluster(unittest.TestCase):
         # its running task carries on while it is down
         wait_for(lambda: S.admin("GET", "/state")["containers"]["103"]["lock"] is None, "the clone on pve2")
 
-        self.assertEqual(S.admin("POST", "/node/pve2/up"), {"node": "pve2", "online": True})
+        self.assertEqual(S.node_up("pve2"), {"node": "pve2", "online": True})
         self.assertEqual(S.wait_task(upid)["exitstatus"], "OK")
+        self.assertEqual(S.ok("GET", "/nodes/pve2/status")["memory"]["used"], BASE_MEM + (512 << 20))
         self.assertEqual(S.ok("GET", "/nodes/pve2/lxc/102/status/current")["status"], "running")
         r = S.ssh(ip, f"cat /root/kept; kill -0 {sleeper} && echo alive")
         self.assertEqual((r.returncode, r.stdout), (0, "kept\nalive\n"), r.stderr)

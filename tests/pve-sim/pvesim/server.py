@@ -14,7 +14,7 @@ import struct
 import traceback
 import urllib.parse
 
-from . import api, api_cluster, api_lxc, api_tasks, api_firewall
+from . import api, api_cluster, api_lxc, api_nodes, api_tasks, api_firewall
 from .admin import admin
 from .auth import authenticate
 from .faults import ResetConn, apply_request_faults
@@ -23,7 +23,7 @@ from .schema import ApiError
 from .util import log, run
 
 # importing the endpoint modules registers their routes (api.ROUTES)
-ENDPOINTS = (api_cluster, api_lxc, api_tasks, api_firewall)
+ENDPOINTS = (api_cluster, api_lxc, api_nodes, api_tasks, api_firewall)
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
