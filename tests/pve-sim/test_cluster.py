@@ -16,7 +16,7 @@ import simlib  # noqa: E402
 S = None
 GIB = 1 << 30
 BASE_MEM = 512 << 20
-OFFLINE_ABSENT = ("mem", "cpu", "maxmem", "uptime")
+OFFLINE_ABSENT = ("mem", "cpu", "maxmem", "uptime", "disk")
 
 
 def setUpModule():

@@ -42,13 +42,14 @@ class NodesMixin:
 
     def node_stats(self, node):
         """The node entry of /cluster/resources and /nodes (stats lag like the guests' with
-        resources_lag); an offline node has no stats, as extract_node_stats gives it."""
+        resources_lag); an offline node has no mem, cpu, disk, uptime (nor maxmem)."""
         d = {"id": f"node/{node}", "type": "node", "node": node, "level": "",
              "ssl_fingerprint": self.fingerprint}
-        if not self.node_online(node):
-            d["status"] = "offline"
-            return d
         cap = self.node_capacity(node)
+        if not self.node_online(node):
+            # extract_node_stats keeps the maxima of the last RRD sample (maxmem left out here too)
+            d.update({"status": "offline", "maxcpu": cap["maxcpu"], "maxdisk": 100 << 30})
+            return d
         load = self.rrd_nodes.get(node) if float(self.settings["resources_lag"]) > 0 else None
         load = load or self.node_load(node)
         d.update({"status": "online", "cpu": load["cpu"], "maxcpu": cap["maxcpu"], "mem": load["mem"],
