@@ -2,7 +2,10 @@
 """Placement across the nodes of a 3-node simulated cluster, each node with its own copy of
 the template: 30 creates spread over all nodes (none over max_per_node, the counts within one
 of each other), each clone made from the copy on its own node; sandbox.create {node} for an
-admin, refused for an unknown node or a node without the template."""
+admin, refused for an unknown node; a node answering 595; a node taken down in the middle of
+creates (POST /admin/node/NAME/down): no create fails, its sandboxes read unreachable, and
+after /up they work again and nothing is left behind; kill -9 with sandboxes on every node
+and a restart re-attaches all of them."""
 
 import threading
 import time
@@ -15,14 +18,9 @@ COPIES = {"pve1": 9000, "pve2": 9001, "pve3": 9002}
 
 
 def sim_config():
-    templates = [{"vmid": v, "node": n, "storage": "local-lvm", "hostname": "sandbox-template",
-                  "memory": 512, "cores": 1, "disk": "8G"} for n, v in COPIES.items()]
-    acl = {"/pool/sandboxd": ["PVEVMAdmin", "Pool.Audit"], "/": ["Sys.Audit"]}
-    for v in COPIES.values():
-        acl[f"/vms/{v}"] = "PVETemplateUser"
-    return {"nodes": NODES, "templates": templates,
-            "tokens": [{"id": "root@pam!admin", "secret": None, "acl": {"/": "Administrator"}},
-                       {"id": "sandboxd@pve!sandboxd", "secret": None, "acl": acl}]}
+    # three nodes of equal capacity, each with its own copy of the template (9000, 9001, 9002)
+    return {"node_count": 3,
+            "node_capacity": {n: {"maxmem": 8 << 30, "maxcpu": 2} for n in NODES}}
 
 
 def daemon_config(info):
@@ -31,7 +29,9 @@ def daemon_config(info):
                         "template": ",".join(f"{v}@{n}" for n, v in COPIES.items()),
                         "max_per_node": "11"},
             "ssh": {"template_host_key": ",".join(keys)},
-            "sandbox": {"max_per_uid": "40", "max_total": "64"}}
+            # reconcile every 2 s: a create's leftover on a node that came back goes quickly
+            "sandbox": {"max_per_uid": "40", "max_total": "64", "reconcile_interval_s": "2",
+                        "orphan_grace_s": "2"}}
 
 
 def create_many(c_factory, n, parallel=6):
@@ -121,7 +121,7 @@ def main():
             sb = c.call("sandbox.create", {"node": "pve3", "ttl_s": 600})  # root: an admin
             assert sb["node"] == "pve3", sb
             assert env.containers()[sb["vmid"]]["node"] == "pve3"
-            for bad in ("pve9", "-x"):
+            for bad in ("pve9", "-x", "a" * 64):
                 try:
                     c.call("sandbox.create", {"node": bad})
                     raise AssertionError(f"node {bad} accepted")
@@ -184,12 +184,74 @@ def main():
                 assert (got["state"], got["node"], got["vmid"]) == ("ready", sb["node"], sb["vmid"]), got
                 out = c.call("sandbox.exec", {"id": sb["id"], "command": "true"})
                 assert out["exit_code"] == 0, out
+            # again with a node down: its sandboxes come back unreachable, not gone
+            on_pve2 = [sb["id"] for sb in sbs if sb["node"] == "pve2"]
+            env.sim.admin("POST", "/node/pve2/down")
+            c.close()
+            kill9(env)
+            launch(env)
+            wait_reconciled(env)
+            c = env.client()
+            wait_until(lambda: set(states(c, on_pve2).values()) == {"unreachable"}, 30,
+                       "sandboxes on pve2 unreachable after the restart")
+            assert len(c.call("sandbox.list", {})["sandboxes"]) == len(sbs)
+            env.sim.admin("POST", "/node/pve2/up")
+            wait_until(lambda: set(states(c, on_pve2).values()) == {"ready"}, 30,
+                       "sandboxes on pve2 ready again")
+            for sid in on_pve2:
+                out = c.call("sandbox.exec", {"id": sid, "command": "true"}, timeout=120)
+                assert out["exit_code"] == 0, out
+            assert set(env.containers()) == {sb["vmid"] for sb in sbs}
             for sb in sbs:
                 c.call("sandbox.destroy", {"id": sb["id"]})
             env.wait_no_containers(30)
 
+        def node_down_up():
+            before = create_many(env.client, 6)
+            on_pve3 = [sb["id"] for sb in before if sb["node"] == "pve3"]
+            assert len(on_pve3) == 2, before
+            result = {}
+
+            def creates():
+                result["made"] = create_many(env.client, 12, parallel=4)
+
+            # clones on pve3 take 3 s: the node goes down while creates wait for them
+            slow = env.sim.admin("POST", "/faults", {"method": "POST", "latency": 3,
+                                                     "path": "/nodes/pve3/lxc/*/clone"})
+            replaced = env.daemon_log().count("event=sandbox.replaced")
+            t = threading.Thread(target=creates)
+            t.start()
+            time.sleep(1.5)
+            env.sim.admin("POST", "/node/pve3/down")
+            t.join()
+            env.sim.admin("DELETE", f"/faults/{slow['id']}")
+            assert env.daemon_log().count("event=sandbox.replaced") > replaced, "no create moved"
+            made = result["made"]  # create_many asserts that none failed
+            assert len(made) == 12 and all(sb["state"] == "ready" for sb in made), made
+            wait_until(lambda: set(states(c, on_pve3).values()) == {"unreachable"}, 30,
+                       "sandboxes on pve3 unreachable")
+            # the creates after the node went down went elsewhere
+            late = c.call("sandbox.create", {"ttl_s": 600})
+            assert late["node"] != "pve3", late
+            made.append(late)
+            e = c.error("sandbox.create", {"node": "pve3"})
+            assert e.code == -32007, e.err
+            env.sim.admin("POST", "/node/pve3/up")
+            wait_until(lambda: set(states(c, on_pve3).values()) == {"ready"}, 30,
+                       "sandboxes on pve3 ready again")
+            for sid in on_pve3:
+                out = c.call("sandbox.exec", {"id": sid, "command": "true"}, timeout=120)
+                assert out["exit_code"] == 0, out
+            # every container is a live sandbox's: the leftovers of creates that moved went
+            live = {sb["vmid"] for sb in before + made}
+            wait_until(lambda: set(env.containers()) == live, 60, "only live containers")
+            for sb in before + made:
+                c.call("sandbox.destroy", {"id": sb["id"]})
+            env.wait_no_containers(60)
+
         run_all = [("spread over 3 nodes", spread), ("sandbox.create {node}", node_param),
-                   ("a node fails and returns", node_fails),
+                   ("a node answers 595, then again", node_fails),
+                   ("a node taken down mid-run, then up", node_down_up),
                    ("kill -9 with sandboxes on every node, restart", kill_restart)]
         run(run_all)
 
