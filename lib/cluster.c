@@ -222,6 +222,8 @@ static void apply_report(struct cluster *c, const struct placement_report *rep, 
         if (!nd)
             continue; /* a node of the cluster the daemon does not use */
         was_down = nd->failed || !nd->online;
+        if (rep[i].online && !nd->online && nd->failed)
+            nd->probe_at_ms = now_ms(c->e); /* back online in the report: probe it now */
         nd->online = rep[i].online;
         if (rep[i].online && rep[i].sized) {
             nd->known = true;

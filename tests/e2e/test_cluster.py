@@ -7,6 +7,10 @@ creates (POST /admin/node/NAME/down): no create fails, its sandboxes read unreac
 after /up they work again and nothing is left behind; kill -9 with sandboxes on every node
 and a restart re-attaches all of them."""
 
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -59,6 +63,32 @@ def create_many(c_factory, n, parallel=6):
         t.join()
     assert not errors, errors
     return out
+
+
+# A caller that is not an admin (uid 65534) asks for a node: [proxmox] node_param = admin.
+CHILD = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from e2elib import Client, RpcError
+c = Client(sys.argv[2], timeout=120)
+try:
+    c.call("sandbox.create", {"node": "pve1"})
+    print(json.dumps({"code": "succeeded"}))
+except RpcError as e:
+    print(json.dumps({"code": e.code, "reason": (e.data or {}).get("reason", "")}))
+"""
+
+
+def as_nobody(env):
+    def drop():
+        os.setgroups([])
+        os.setgid(65534)
+        os.setuid(65534)
+    py = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+    r = subprocess.run([py, "-c", CHILD, os.path.dirname(os.path.abspath(__file__)), env.socket],
+                       capture_output=True, text=True, timeout=120, preexec_fn=drop)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def wait_until(fn, timeout, what):
@@ -130,6 +160,9 @@ def main():
                     assert e.data.get("param") == "node", e.err
             c.call("sandbox.destroy", {"id": sb["id"]})
             env.wait_no_containers(30)
+            out = as_nobody(env)
+            assert out["code"] == -32008 and "node_param" in out["reason"], out
+            assert not env.containers()
 
         def node_fails():
             before = create_many(env.client, 6)
