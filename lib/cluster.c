@@ -73,8 +73,8 @@ static bool live(const struct sandbox *sb)
 
 static bool running(const struct sandbox *sb)
 {
-    return sb->state == SANDBOX_WAITING_IP || sb->state == SANDBOX_CONNECTING ||
-           sb->state == SANDBOX_READY;
+    return sb->state == SANDBOX_STARTING || sb->state == SANDBOX_WAITING_IP ||
+           sb->state == SANDBOX_CONNECTING || sb->state == SANDBOX_READY;
 }
 
 static void own_usage(struct engine *e, const char *node, bool only_running, unsigned *ret_n,

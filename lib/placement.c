@@ -18,16 +18,22 @@ static double score(const struct placement_node *nd, uint64_t need_mem)
     return MEM_WEIGHT * mem_free + CPU_WEIGHT * cpu_free;
 }
 
-/* True when a beats b (b the best so far). */
+/* True when a beats b (b the best so far). Scores closer than one sandbox of need_mem on the
+ * smaller node are a tie: the report lags and may miss a sandbox that just started (or show
+ * one the daemon counts already), so such differences are noise, and the node with fewer of
+ * the daemon's sandboxes wins. */
 static bool better(const struct placement_node *a, const struct placement_node *b, bool by_score,
                    uint64_t need_mem)
 {
     if (by_score) {
         double sa = score(a, need_mem), sb = score(b, need_mem);
+        uint64_t small = a->maxmem < b->maxmem ? a->maxmem : b->maxmem;
+        double tie = small ? MEM_WEIGHT * (double)need_mem / (double)small : 0.0;
 
-        if (sa > sb + SCORE_EPSILON)
+        tie += SCORE_EPSILON;
+        if (sa > sb + tie)
             return true;
-        if (sb > sa + SCORE_EPSILON)
+        if (sb > sa + tie)
             return false;
     }
     return a->live < b->live;

@@ -7,9 +7,11 @@
  * max_per_node of the daemon's sandboxes (0: no cap). Among the candidates the one with the
  * most free capacity wins: free memory (what Proxmox reports used by others, plus the
  * memory of every sandbox the daemon placed there, which the lagging report may not show
- * yet) and idle CPU, as fractions of the node's size, weighted 4:1. Equal scores go to the
- * node with fewer of the daemon's sandboxes, then to the first in [proxmox] nodes, so equal
- * capacities give a spread within one. Until every candidate has been reported, the
+ * yet) and idle CPU, as fractions of the node's size, weighted 4:1. Scores closer than one
+ * sandbox's memory (on the smaller node) count as equal, since the lagging report can be off
+ * by a sandbox that just started; equal scores go to the node with fewer of the daemon's
+ * sandboxes, then to the first in [proxmox] nodes, so equal capacities give a spread within
+ * one. Until every candidate has been reported, the
  * daemon's own sandbox count alone decides. */
 #pragma once
 

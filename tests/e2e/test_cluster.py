@@ -32,6 +32,8 @@ def daemon_config(info):
     return {"proxmox": {"nodes": ",".join(NODES),
                         "template": ",".join(f"{v}@{n}" for n, v in COPIES.items()),
                         "max_per_node": "11"},
+            # one vmid alone: its sandboxes go to the node Proxmox lists it on
+            "templates": {"solo": "9002"},
             "ssh": {"template_host_key": ",".join(keys)},
             # reconcile every 2 s: a create's leftover on a node that came back goes quickly
             "sandbox": {"max_per_uid": "40", "max_total": "64", "reconcile_interval_s": "2",
@@ -159,6 +161,11 @@ def main():
                     assert e.code == -32602, e.err
                     assert e.data.get("param") == "node", e.err
             c.call("sandbox.destroy", {"id": sb["id"]})
+            solo = c.call("sandbox.create", {"template": "solo", "ttl_s": 600})
+            assert solo["node"] == "pve3" and solo["template"] == "solo", solo
+            e = c.error("sandbox.create", {"template": "solo", "node": "pve1"})
+            assert e.code == -32602 and e.data.get("param") == "node", e.err
+            c.call("sandbox.destroy", {"id": solo["id"]})
             env.wait_no_containers(30)
             out = as_nobody(env)
             assert out["code"] == -32008 and "node_param" in out["reason"], out
@@ -243,6 +250,9 @@ def main():
             before = create_many(env.client, 6)
             on_pve3 = [sb["id"] for sb in before if sb["node"] == "pve3"]
             assert len(on_pve3) == 2, before
+            # its lease ends while the node is down: destroyed once the node answers
+            short = c.call("sandbox.create", {"node": "pve3", "ttl_s": 8})
+            short_expiry = time.time() + 8
             result = {}
 
             def creates():
@@ -269,7 +279,13 @@ def main():
             made.append(late)
             e = c.error("sandbox.create", {"node": "pve3"})
             assert e.code == -32007, e.err
+            wait_until(lambda: time.time() > short_expiry + 2, 30, "the short lease to end")
+            got = c.call("sandbox.get", {"id": short["id"]})  # kept while its node is down
+            assert got["state"] == "unreachable", got
+            assert short["vmid"] in env.containers()
             env.sim.admin("POST", "/node/pve3/up")
+            wait_until(lambda: short["vmid"] not in env.containers(), 30,
+                       "the expired sandbox destroyed once its node answers")
             wait_until(lambda: set(states(c, on_pve3).values()) == {"ready"}, 30,
                        "sandboxes on pve3 ready again")
             for sid in on_pve3:
@@ -282,11 +298,32 @@ def main():
                 c.call("sandbox.destroy", {"id": sb["id"]})
             env.wait_no_containers(60)
 
+        def cleanup():
+            """After each test, pass or fail: nothing of it is left for the next one."""
+            cc = env.client()
+            try:
+                for sb in cc.call("sandbox.list", {})["sandboxes"]:
+                    try:
+                        cc.call("sandbox.destroy", {"id": sb["id"]})
+                    except RpcError:
+                        pass
+            finally:
+                cc.close()
+            env.wait_no_containers(60)
+
+        def guarded(fn):
+            def g():
+                try:
+                    fn()
+                finally:
+                    cleanup()
+            return g
+
         run_all = [("spread over 3 nodes", spread), ("sandbox.create {node}", node_param),
                    ("a node answers 595, then again", node_fails),
                    ("a node taken down mid-run, then up", node_down_up),
                    ("kill -9 with sandboxes on every node, restart", kill_restart)]
-        run(run_all)
+        run([(name, guarded(fn)) for name, fn in run_all])
 
 
 if __name__ == "__main__":

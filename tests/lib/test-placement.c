@@ -80,6 +80,13 @@ START_TEST(test_capacity_and_load)
     m[1].cpu = 0.9;
     ck_assert_uint_eq(pick(m, 2, 0), 0);
 
+    /* a report off by less than one sandbox (one that just started) does not decide */
+    struct placement_node l[2] = {node("lagging"), node("other")};
+    l[0].mem_other += 400 * MIB;
+    l[1].live = 1;
+    l[1].own_mem = 512 * MIB;
+    ck_assert_uint_eq(pick(l, 2, 0), 0);
+
     /* until every node is reported, the daemon's own count decides */
     struct placement_node u[2] = {node("x"), node("y")};
     u[0].known = false;
