@@ -4,11 +4,13 @@ the template: 30 creates spread over all nodes (none over max_per_node, the coun
 of each other), each clone made from the copy on its own node; sandbox.create {node} for an
 admin, refused for an unknown node; a node answering 595; a node taken down in the middle of
 creates (POST /admin/node/NAME/down): no create fails, its sandboxes read unreachable, and
-after /up they work again and nothing is left behind; kill -9 with sandboxes on every node
-and a restart re-attaches all of them."""
+after /up they work again and nothing is left behind (a lease that ended meanwhile is acted
+on then); kill -9 with sandboxes on every node and a restart re-attaches all of them (with a
+node down: as unreachable); the warm pool kept per node."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -298,6 +300,38 @@ def main():
                 c.call("sandbox.destroy", {"id": sb["id"]})
             env.wait_no_containers(60)
 
+        def pool_per_node():
+            def set_warm(n):
+                with open(env.config) as f:
+                    text = f.read().split("[pool]")[0]
+                with open(env.config, "w") as f:
+                    f.write(text + f"[pool]\nwarm = {n}\n")
+                env.proc.send_signal(signal.SIGHUP)
+
+            def pool():
+                return c.call("daemon.status")["pool"]["default"]
+
+            set_warm(1)
+            wait_until(lambda: pool()["ready"] == 3 and pool()["filling"] == 0, 60,
+                       "one member ready on each node")
+            assert sorted(ct["node"] for ct in env.containers().values()) == NODES
+            hits = pool()["hits"]
+            sb = c.call("sandbox.create", {"node": "pve2", "ttl_s": 600})
+            assert sb["node"] == "pve2" and pool()["hits"] == hits + 1, (sb, pool())
+            wait_until(lambda: pool()["ready"] == 3, 60, "pve2's member replaced")
+            env.sim.admin("POST", "/node/pve3/down")
+            try:
+                # pve3's member is neither counted nor handed out while pve3 is down
+                wait_until(lambda: pool()["ready"] == 2, 30, "pve3's member not counted")
+                took = c.call("sandbox.create", {"ttl_s": 600})
+                assert took["node"] != "pve3", took
+            finally:
+                env.sim.admin("POST", "/node/pve3/up")
+            wait_until(lambda: pool()["ready"] == 3 and pool()["filling"] == 0, 60,
+                       "every node's member ready again")
+            set_warm(0)
+            wait_until(lambda: pool()["ready"] == 0, 60, "the pool emptied")
+
         def cleanup():
             """After each test, pass or fail: nothing of it is left for the next one."""
             cc = env.client()
@@ -322,7 +356,8 @@ def main():
         run_all = [("spread over 3 nodes", spread), ("sandbox.create {node}", node_param),
                    ("a node answers 595, then again", node_fails),
                    ("a node taken down mid-run, then up", node_down_up),
-                   ("kill -9 with sandboxes on every node, restart", kill_restart)]
+                   ("kill -9 with sandboxes on every node, restart", kill_restart),
+                   ("the warm pool per node", pool_per_node)]
         run([(name, guarded(fn)) for name, fn in run_all])
 
 
