@@ -172,6 +172,12 @@ def main():
             out = as_nobody(env)
             assert out["code"] == -32008 and "node_param" in out["reason"], out
             assert not env.containers()
+            # node_param = any, applied by SIGHUP: now anyone may choose
+            with open(env.config, "a") as f:
+                f.write("[proxmox]\nnode_param = any\n")
+            env.proc.send_signal(signal.SIGHUP)
+            wait_until(lambda: as_nobody(env)["code"] == "succeeded", 30, "node_param = any")
+            assert [ct["node"] for ct in env.containers().values()] == ["pve1"]
 
         def node_fails():
             before = create_many(env.client, 6)
@@ -336,7 +342,7 @@ def main():
             """After each test, pass or fail: nothing of it is left for the next one."""
             cc = env.client()
             try:
-                for sb in cc.call("sandbox.list", {})["sandboxes"]:
+                for sb in cc.call("sandbox.list", {"all": True})["sandboxes"]:
                     try:
                         cc.call("sandbox.destroy", {"id": sb["id"]})
                     except RpcError:
