@@ -366,11 +366,18 @@ json_object *id_params(const char *id)
 static int cmd_create(struct ctl *c, int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"internet", no_argument, NULL, 'i'},    {"ttl", required_argument, NULL, 't'},
-        {"cores", required_argument, NULL, 'c'}, {"memory", required_argument, NULL, 'm'},
-        {"disk", required_argument, NULL, 'd'},  {"hostname", required_argument, NULL, 'H'},
-        {"label", required_argument, NULL, 'l'}, {"template", required_argument, NULL, 'T'},
-        {"node", required_argument, NULL, 'N'},  {},
+        /* clang-format off */
+        {"internet", no_argument, NULL, 'i'},
+        {"ttl", required_argument, NULL, 't'},
+        {"cores", required_argument, NULL, 'c'},
+        {"memory", required_argument, NULL, 'm'},
+        {"disk", required_argument, NULL, 'd'},
+        {"hostname", required_argument, NULL, 'H'},
+        {"label", required_argument, NULL, 'l'},
+        {"template", required_argument, NULL, 'T'},
+        {"node", required_argument, NULL, 'N'},
+        {},
+        /* clang-format on */
     };
     _cleanup_json_ json_object *p = json_object_new_object();
     json_object *labels = NULL;

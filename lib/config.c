@@ -15,23 +15,23 @@
 #include "macro.h"
 
 enum key_type {
-    KEY_STRING,    /* "" means unset (NULL) */
-    KEY_PATH,      /* absolute path; "" means unset */
-    KEY_UINT,      /* decimal, range min..max */
-    KEY_SIZE,      /* decimal bytes, range min..max */
-    KEY_MODE,      /* octal, 0..07777 */
-    KEY_BOOL,      /* true/false/yes/no/1/0/on/off */
-    KEY_VMID,      /* 100..999999999 */
-    KEY_RANGE,     /* "A-B" vmids */
-    KEY_LIST,      /* comma (or space) separated words */
-    KEY_LOGLEVEL,  /* debug|info|notice|warning|err */
-    KEY_NETMODE,   /* static|dhcp */
-    KEY_IPV4,      /* a.b.c.d (uint32_t, host order) */
-    KEY_IPRANGE,   /* a.b.c.d-e.f.g.h (two uint32_t) */
-    KEY_HOSTPORT,  /* a.b.c.d:port (uint32_t, unsigned) */
-    KEY_DNS,       /* nameserver list, normalised (char *) */
-    KEY_TEMPLATE,  /* VMID or VMID@node,... ([proxmox] template) */
-    KEY_NODEPARAM, /* admin|any|off */
+    KEY_STRING,   /* "" means unset (NULL) */
+    KEY_PATH,     /* absolute path; "" means unset */
+    KEY_UINT,     /* decimal, range min..max */
+    KEY_SIZE,     /* decimal bytes, range min..max */
+    KEY_MODE,     /* octal, 0..07777 */
+    KEY_BOOL,     /* true/false/yes/no/1/0/on/off */
+    KEY_VMID,     /* 100..999999999 */
+    KEY_RANGE,    /* "A-B" vmids */
+    KEY_LIST,     /* comma (or space) separated words */
+    KEY_LOGLEVEL, /* debug|info|notice|warning|err */
+    KEY_NETMODE,  /* static|dhcp */
+    KEY_IPV4,     /* a.b.c.d (uint32_t, host order) */
+    KEY_IPRANGE,  /* a.b.c.d-e.f.g.h (two uint32_t) */
+    KEY_HOSTPORT, /* a.b.c.d:port (uint32_t, unsigned) */
+    KEY_DNS,      /* nameserver list, normalised (char *) */
+    KEY_TEMPLATE, /* VMID or VMID@node,... ([proxmox] template) */
+    KEY_NODEMODE, /* admin|any|off */
 };
 
 struct key_def {
@@ -102,7 +102,7 @@ static const struct key_def keys[] = {
 
     UINT_KEY("proxmox", "firewall_period_s", proxmox.firewall_period_s, 1, 3600),
     UINT_KEY("proxmox", "max_per_node", proxmox.max_per_node, 0, 65536),
-    {"proxmox", "node_param", KEY_NODEPARAM, F(proxmox.node_param), 0, 0, 0},
+    {"proxmox", "node_param", KEY_NODEMODE, F(proxmox.node_param), 0, 0, 0},
     {"network", "mode", KEY_NETMODE, F(network.static_mode), 0, 0, 0},
     {"network", "addresses", KEY_IPRANGE, F(network.first), F(network.last), 0, 0},
     UINT_KEY("network", "prefix", network.prefix, 1, 32),
@@ -414,7 +414,7 @@ static int set_key(struct parse_state *st, const struct key_def *k, const char *
     case KEY_DNS:
         return set_network_key(st, k, v, base);
     case KEY_TEMPLATE:
-    case KEY_NODEPARAM:
+    case KEY_NODEMODE:
         return set_cluster_key(st, k, v, base);
     default:
         return -EINVAL;
@@ -440,7 +440,7 @@ static int set_cluster_key(struct parse_state *st, const struct key_def *k, cons
     uint32_t vmid;
     int r;
 
-    if (k->type == KEY_NODEPARAM) {
+    if (k->type == KEY_NODEMODE) {
         for (size_t i = 0; i < ELEMENTSOF(modes); i++)
             if (strcmp(v, modes[i]) == 0) {
                 *(enum config_node_param *)(base + k->offset) = (enum config_node_param)i;
