@@ -162,6 +162,8 @@ static void reload(struct daemon *d)
     c->server.max_inflight_per_connection = n.server.max_inflight_per_connection;
     c->server.log_level = n.server.log_level;
     c->sandbox = n.sandbox;
+    c->proxmox.max_per_node = n.proxmox.max_per_node; /* placement reads them per create */
+    c->proxmox.node_param = n.proxmox.node_param;
     config_pool_move(c, &n);
     methods_sandbox_reload();
     if (!d->log_level_forced)

@@ -83,7 +83,8 @@ static const struct req_observer observer = {req_started, req_completed};
 
 static void sandboxes_gauge(void)
 {
-    static const char *const states[] = {"creating", "ready", "destroying", "failed"};
+    static const char *const states[] = {"creating", "ready", "unreachable", "destroying",
+                                         "failed"};
     const struct config *cfg;
 
     metrics_clear(M_SANDBOXES);
@@ -94,7 +95,7 @@ static void sandboxes_gauge(void)
         for (size_t i = 0; i < sizeof states / sizeof states[0]; i++)
             metrics_set(M_SANDBOXES, states[i], cfg->proxmox.nodes[n], 0);
     for (struct sandbox *sb = engine_first(engine); sb; sb = engine_next(engine, sb))
-        metrics_add(M_SANDBOXES, sandbox_state_to_public(sandbox_view_state(sb)),
+        metrics_add(M_SANDBOXES, sandbox_view_public_state(sb),
                     sandbox_view_node(sb) ? sandbox_view_node(sb) : "", 1);
 }
 

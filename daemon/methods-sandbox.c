@@ -23,6 +23,8 @@
 #include "methods.h"
 #include "req.h"
 #include "proto/b64.h"
+#include "methods-pool.h"
+#include "methods-cluster.h"
 #include "proto/params.h"
 #include "proto/rpc.h"
 
@@ -45,8 +47,7 @@ static json_object *sandbox_json(const struct sandbox *sb)
         sandbox_view_hostname(sb) ? json_object_new_string(sandbox_view_hostname(sb)) : NULL);
     json_object_object_add(
         o, "ip", sandbox_view_ip(sb) ? json_object_new_string(sandbox_view_ip(sb)) : NULL);
-    json_object_object_add(o, "state",
-                           json_object_new_string(sandbox_state_to_public(sandbox_view_state(sb))));
+    json_object_object_add(o, "state", json_object_new_string(sandbox_view_public_state(sb)));
     json_object_object_add(o, "internet", json_object_new_boolean(sandbox_view_internet(sb)));
     json_object_object_add(o, "cores", json_object_new_int64(sandbox_view_cores(sb)));
     json_object_object_add(o, "memory_mb", json_object_new_int64(sandbox_view_memory_mb(sb)));
@@ -273,6 +274,8 @@ static void method_create(struct req *r, void *params, void *userdata)
         return;
     if (c->idempotency_key && idem_lookup(sm, r, c->idempotency_key, phash))
         return;
+    if (c->node && !node_param_allowed(r, engine_config(sm->engine)))
+        return;
     labels = json_object_new_object();
     for (size_t i = 0; i < c->labels.n; i++)
         json_object_object_add(labels, c->labels.items[i].key,
@@ -289,6 +292,7 @@ static void method_create(struct req *r, void *params, void *userdata)
         .idempotency_key = c->idempotency_key,
         .params_hash = phash[0] ? phash : NULL,
         .template = c->template,
+        .node = c->node,
     };
     p = pending_new(sm, r);
     if (!p) {

@@ -136,6 +136,7 @@ static void print_destroyed(json_object *o)
 static int cmd_create(struct ctl *c, int argc, char **argv)
 {
     static const struct option opts[] = {
+        /* clang-format off */
         {"internet", no_argument, NULL, 'i'},
         {"ttl", required_argument, NULL, 't'},
         {"cores", required_argument, NULL, 'c'},
@@ -144,7 +145,9 @@ static int cmd_create(struct ctl *c, int argc, char **argv)
         {"hostname", required_argument, NULL, 'H'},
         {"label", required_argument, NULL, 'l'},
         {"template", required_argument, NULL, 'T'},
+        {"node", required_argument, NULL, 'N'},
         {},
+        /* clang-format on */
     };
     _cleanup_json_ json_object *p = json_object_new_object();
     json_object *labels = NULL;
@@ -152,7 +155,7 @@ static int cmd_create(struct ctl *c, int argc, char **argv)
     int opt;
 
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "+it:c:m:d:H:l:T:", opts, NULL)) >= 0) {
+    while ((opt = getopt_long(argc, argv, "+it:c:m:d:H:l:T:N:", opts, NULL)) >= 0) {
         const char *key = NULL;
 
         switch (opt) {
@@ -176,6 +179,9 @@ static int cmd_create(struct ctl *c, int argc, char **argv)
             continue;
         case 'T':
             json_object_object_add(p, "template", json_object_new_string(optarg));
+            continue;
+        case 'N':
+            json_object_object_add(p, "node", json_object_new_string(optarg));
             continue;
         case 'l': {
             char *eq = strchr(optarg, '=');
@@ -293,7 +299,7 @@ static void usage(FILE *f)
             "Usage: sandboxctl [--socket PATH] [--json] COMMAND ...\n\n"
             "  status                          daemon version, uptime, counts\n"
             "  create [--internet] [--ttl S] [--cores N] [--memory MB] [--disk GB]\n"
-            "         [--hostname H] [--label k=v]... [--template NAME]\n"
+            "         [--hostname H] [--label k=v]... [--template NAME] [--node NODE]\n"
             "  resize ID [--cores N] [--memory MB] [--disk GB]\n"
             "                                  live; disks only grow\n"
             "  list [--all]                    your sandboxes (admins: --all)\n"

@@ -51,7 +51,97 @@ static int get_entry(struct config *c, const char *name, size_t n, struct config
     return 0;
 }
 
-int config_template_add(struct config *c, const char *name, uint32_t vmid, char **ret_error)
+void config_template_copies_free(struct config_template_copy *copies, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(copies[i].node);
+    free(copies);
+}
+
+static bool node_name_ok(const char *s, size_t n)
+{
+    if (n == 0 || n > CONFIG_NODE_NAME_MAX || s[0] == '-' || s[0] == '.')
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+              (s[i] >= '0' && s[i] <= '9') || s[i] == '-' || s[i] == '.' || s[i] == '_'))
+            return false;
+    return true;
+}
+
+/* One "VMID@node" of a list; the node is malloc'ed into *ret. */
+static int copy_parse(const char *w, struct config_template_copy *ret, char **ret_error)
+{
+    const char *at = strchr(w, '@');
+    _cleanup_free_ char *num = NULL;
+    unsigned long long x;
+
+    if (!at)
+        return config_fail(ret_error, "'%s': expected VMID@node in a list of copies", w);
+    num = strndup(w, (size_t)(at - w));
+    if (!num)
+        return -ENOMEM;
+    if (config_parse_uint(num, &x) < 0 || x < 100 || x > 999999999)
+        return config_fail(ret_error, "'%s' is not a vmid in 100..999999999", num);
+    if (!node_name_ok(at + 1, strlen(at + 1)))
+        return config_fail(ret_error, "'%s' is not a node name", at + 1);
+    ret->node = strdup(at + 1);
+    if (!ret->node)
+        return -ENOMEM;
+    ret->vmid = (uint32_t)x;
+    return 0;
+}
+
+int config_template_spec_parse(const char *v, uint32_t *ret_vmid,
+                               struct config_template_copy **ret_copies, size_t *ret_n,
+                               char **ret_error)
+{
+    struct config_template_copy *copies = NULL;
+    unsigned long long x;
+    char **words = NULL;
+    size_t n = 0;
+    int r;
+
+    if (!strchr(v, '@')) {
+        if (config_parse_uint(v, &x) < 0 || x < 100 || x > 999999999)
+            return config_fail(
+                ret_error, "'%s' is not a vmid in 100..999999999 (or VMID@node,VMID@node,...)", v);
+        *ret_vmid = (uint32_t)x;
+        *ret_copies = NULL;
+        *ret_n = 0;
+        return 0;
+    }
+    r = config_split_list(v, CONFIG_NODES_MAX, &words, &n);
+    if (r == -ENOMEM)
+        return r;
+    if (r < 0 || n == 0)
+        return config_fail(ret_error, "expected 1 to %d comma-separated VMID@node copies",
+                           CONFIG_NODES_MAX);
+    copies = calloc(n, sizeof *copies);
+    r = copies ? 0 : -ENOMEM;
+    for (size_t i = 0; r >= 0 && i < n; i++) {
+        r = copy_parse(words[i], &copies[i], ret_error);
+        for (size_t j = 0; r >= 0 && j < i; j++)
+            if (strcmp(copies[j].node, copies[i].node) == 0)
+                r = config_fail(ret_error, "node '%s' has two copies", copies[i].node);
+            else if (copies[j].vmid == copies[i].vmid)
+                r = config_fail(ret_error, "vmid %u given for two nodes", copies[i].vmid);
+    }
+    for (size_t i = 0; i < n; i++)
+        free(words[i]);
+    free(words);
+    if (r < 0) {
+        config_template_copies_free(copies, n);
+        return r;
+    }
+    *ret_vmid = copies[0].vmid;
+    *ret_copies = copies;
+    *ret_n = n;
+    return 0;
+}
+
+int config_template_add(struct config *c, const char *name, uint32_t vmid,
+                        struct config_template_copy *copies, size_t n_copies, char **ret_error)
 {
     struct config_template *t;
     int r;
@@ -64,6 +154,8 @@ int config_template_add(struct config *c, const char *name, uint32_t vmid, char 
     if (t->vmid)
         return config_fail(ret_error, "template '%s' given twice", name);
     t->vmid = vmid;
+    t->copies = copies;
+    t->n_copies = n_copies;
     return 0;
 }
 
@@ -72,7 +164,7 @@ static int set_template_key(struct config *c, const char *name, const char *valu
     const char *dot = strchr(name, '.');
     size_t n = dot ? (size_t)(dot - name) : strlen(name);
     struct config_template *t;
-    unsigned long long x;
+    uint32_t vmid;
     int r;
 
     if (!dot && strcmp(name, "default") == 0) {
@@ -108,12 +200,12 @@ static int set_template_key(struct config *c, const char *name, const char *valu
                                CONFIG_HOST_KEYS_MAX);
         return 0;
     }
-    if (config_parse_uint(value, &x) < 0 || x < 100 || x > 999999999)
-        return config_fail(ret_error, "'%s' is not a vmid in 100..999999999", value);
     if (t->vmid)
         return config_fail(ret_error, "key given twice");
-    t->vmid = (uint32_t)x;
-    return 0;
+    r = config_template_spec_parse(value, &vmid, &t->copies, &t->n_copies, ret_error);
+    if (r >= 0)
+        t->vmid = vmid;
+    return r;
 }
 
 static int set_pool_key(struct config *c, const char *name, const char *value, char **ret_error)
@@ -180,6 +272,7 @@ void config_templates_done(struct config *c)
         for (size_t j = 0; j < c->templates[i].n_host_keys; j++)
             free(c->templates[i].host_keys[j]);
         free(c->templates[i].host_keys);
+        config_template_copies_free(c->templates[i].copies, c->templates[i].n_copies);
     }
     free(c->templates);
     c->templates = NULL;
@@ -201,8 +294,13 @@ bool config_templates_equal(const struct config *a, const struct config *b)
     for (size_t i = 0; i < a->n_templates; i++) {
         const struct config_template *x = &a->templates[i], *y = &b->templates[i];
 
-        if (strcmp(x->name, y->name) != 0 || x->vmid != y->vmid || x->n_host_keys != y->n_host_keys)
+        if (strcmp(x->name, y->name) != 0 || x->vmid != y->vmid ||
+            x->n_host_keys != y->n_host_keys || x->n_copies != y->n_copies)
             return false;
+        for (size_t j = 0; j < x->n_copies; j++)
+            if (x->copies[j].vmid != y->copies[j].vmid ||
+                strcmp(x->copies[j].node, y->copies[j].node) != 0)
+                return false;
         for (size_t j = 0; j < x->n_host_keys; j++)
             if (strcmp(x->host_keys[j], y->host_keys[j]) != 0)
                 return false;
@@ -257,6 +355,20 @@ int config_templates_validate(const struct config *c, char **ret_error)
         if (t->vmid >= c->proxmox.vmid_min && t->vmid <= c->proxmox.vmid_max)
             return config_fail(ret_error, "%s: [templates] %s: vmid %u lies inside vmid_range",
                                file, t->name, t->vmid);
+        for (size_t j = 0; j < t->n_copies; j++) {
+            const struct config_template_copy *cp = &t->copies[j];
+            bool listed = false;
+
+            for (size_t k = 0; k < c->proxmox.n_nodes; k++)
+                listed = listed || strcmp(c->proxmox.nodes[k], cp->node) == 0;
+            if (!listed)
+                return config_fail(ret_error,
+                                   "%s: [templates] %s: node '%s' is not in [proxmox] nodes", file,
+                                   t->name, cp->node);
+            if (cp->vmid >= c->proxmox.vmid_min && cp->vmid <= c->proxmox.vmid_max)
+                return config_fail(ret_error, "%s: [templates] %s: vmid %u lies inside vmid_range",
+                                   file, t->name, cp->vmid);
+        }
     }
     if (c->default_template && !config_template_find(c, c->default_template))
         return config_fail(ret_error, "%s: [templates] default: no template named '%s'", file,

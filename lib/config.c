@@ -30,6 +30,8 @@ enum key_type {
     KEY_IPRANGE,  /* a.b.c.d-e.f.g.h (two uint32_t) */
     KEY_HOSTPORT, /* a.b.c.d:port (uint32_t, unsigned) */
     KEY_DNS,      /* nameserver list, normalised (char *) */
+    KEY_TEMPLATE, /* VMID or VMID@node,... ([proxmox] template) */
+    KEY_NODEMODE, /* admin|any|off */
 };
 
 struct key_def {
@@ -64,7 +66,7 @@ static const struct key_def keys[] = {
     {"proxmox", "token_id", KEY_STRING, F(proxmox.token_id), 0, 0, 0},
     {"proxmox", "token_secret_file", KEY_PATH, F(proxmox.token_secret_file), 0, 0, 0},
     {"proxmox", "nodes", KEY_LIST, F(proxmox.nodes), F(proxmox.n_nodes), 1, CONFIG_NODES_MAX},
-    {"proxmox", "template", KEY_VMID, F(proxmox.template_vmid), 0, 100, 999999999},
+    {"proxmox", "template", KEY_TEMPLATE, F(proxmox.template_vmid), 0, 100, 999999999},
     {"proxmox", "pool", KEY_STRING, F(proxmox.pool), 0, 0, 0},
     {"proxmox", "storage", KEY_STRING, F(proxmox.storage), 0, 0, 0},
     {"proxmox", "full_clone", KEY_BOOL, F(proxmox.full_clone), 0, 0, 0},
@@ -99,6 +101,8 @@ static const struct key_def keys[] = {
     UINT_KEY("sandbox", "max_disk_gb", sandbox.max_disk_gb, 1, 65536),
 
     UINT_KEY("proxmox", "firewall_period_s", proxmox.firewall_period_s, 1, 3600),
+    UINT_KEY("proxmox", "max_per_node", proxmox.max_per_node, 0, 65536),
+    {"proxmox", "node_param", KEY_NODEMODE, F(proxmox.node_param), 0, 0, 0},
     {"network", "mode", KEY_NETMODE, F(network.static_mode), 0, 0, 0},
     {"network", "addresses", KEY_IPRANGE, F(network.first), F(network.last), 0, 0},
     UINT_KEY("network", "prefix", network.prefix, 1, 32),
@@ -303,6 +307,9 @@ static int set_list_key(struct parse_state *st, const struct key_def *k, const c
     return 0;
 }
 
+static int set_cluster_key(struct parse_state *st, const struct key_def *k, const char *v,
+                           char *base);
+
 static int set_network_key(struct parse_state *st, const struct key_def *k, const char *v,
                            char *base)
 {
@@ -406,6 +413,9 @@ static int set_key(struct parse_state *st, const struct key_def *k, const char *
     case KEY_HOSTPORT:
     case KEY_DNS:
         return set_network_key(st, k, v, base);
+    case KEY_TEMPLATE:
+    case KEY_NODEMODE:
+        return set_cluster_key(st, k, v, base);
     default:
         return -EINVAL;
     }
@@ -413,6 +423,43 @@ static int set_key(struct parse_state *st, const struct key_def *k, const char *
         set_error(&st->error, "'%s' is not %s", v, bad);
         return -EINVAL;
     }
+    return 0;
+}
+
+/* [proxmox] template and node_param. */
+static int set_cluster_key(struct parse_state *st, const struct key_def *k, const char *v,
+                           char *base)
+{
+    struct config_proxmox *px = &st->config->proxmox;
+    static const char *const modes[] = {[CONFIG_NODE_PARAM_ADMIN] = "admin",
+                                        [CONFIG_NODE_PARAM_ANY] = "any",
+                                        [CONFIG_NODE_PARAM_OFF] = "off"};
+    struct config_template_copy *copies = NULL;
+    char *msg = NULL;
+    size_t n = 0;
+    uint32_t vmid;
+    int r;
+
+    if (k->type == KEY_NODEMODE) {
+        for (size_t i = 0; i < ELEMENTSOF(modes); i++)
+            if (strcmp(v, modes[i]) == 0) {
+                *(enum config_node_param *)(base + k->offset) = (enum config_node_param)i;
+                return 0;
+            }
+        set_error(&st->error, "'%s' is not admin, any or off", v);
+        return -EINVAL;
+    }
+    r = config_template_spec_parse(v, &vmid, &copies, &n, &msg);
+    if (r < 0) {
+        if (r == -EINVAL)
+            set_error(&st->error, "%s", msg ? msg : "bad template");
+        free(msg);
+        return r;
+    }
+    config_template_copies_free(px->template_copies, px->n_template_copies);
+    px->template_vmid = vmid;
+    px->template_copies = copies;
+    px->n_template_copies = n;
     return 0;
 }
 
@@ -568,6 +615,7 @@ void config_done(struct config *c)
     free(c->proxmox.token_secret_file);
     free_secret(&c->proxmox.token_secret);
     free_list(c->proxmox.nodes, c->proxmox.n_nodes);
+    config_template_copies_free(c->proxmox.template_copies, c->proxmox.n_template_copies);
     free(c->proxmox.pool);
     free(c->proxmox.storage);
     free(c->proxmox.ca_file);
@@ -621,7 +669,12 @@ int config_load(const char *path, struct config *ret, char **ret_error)
         /* [proxmox] template is the template named "default", listed first. */
         _cleanup_free_ char *e = NULL;
 
-        r = config_template_add(&c, CONFIG_DEFAULT_TEMPLATE_NAME, c.proxmox.template_vmid, &e);
+        r = config_template_add(&c, CONFIG_DEFAULT_TEMPLATE_NAME, c.proxmox.template_vmid,
+                                c.proxmox.template_copies, c.proxmox.n_template_copies, &e);
+        if (r >= 0) { /* moved into the template */
+            c.proxmox.template_copies = NULL;
+            c.proxmox.n_template_copies = 0;
+        }
         if (r < 0) {
             if (ret_error &&
                 asprintf(ret_error, "%s: [proxmox] template: %s", path, e ? e : strerror(-r)) < 0)

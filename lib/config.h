@@ -29,6 +29,7 @@
 
 /* Limits on values given in the file. */
 #define CONFIG_NODES_MAX 32
+#define CONFIG_NODE_NAME_MAX 63 /* a Proxmox node name */
 #define CONFIG_HOST_KEYS_MAX 8
 #define CONFIG_SECRET_MAX (64 * 1024) /* bytes of a secret file */
 
@@ -85,6 +86,19 @@ struct config_server {
     int log_level;                        /* syslog level; --log-level overrides */
 };
 
+/* [proxmox] node_param: who may pass sandbox.create {node}. */
+enum config_node_param {
+    CONFIG_NODE_PARAM_ADMIN, /* admins only (default) */
+    CONFIG_NODE_PARAM_ANY,
+    CONFIG_NODE_PARAM_OFF,
+};
+
+/* One copy of a template on one node ([templates] NAME = VMID@node,VMID@node). */
+struct config_template_copy {
+    uint32_t vmid;
+    char *node;
+};
+
 struct config_proxmox {
     bool present;            /* the file has a [proxmox] section (with at least one key) */
     char *url;               /* required: https://host:port */
@@ -93,9 +107,13 @@ struct config_proxmox {
     char *token_secret;      /* loaded by config_load_secrets(); never logged */
     char **nodes;            /* n_nodes >= 1 names */
     size_t n_nodes;
-    uint32_t template_vmid; /* required */
-    char *pool;             /* required */
-    char *storage;          /* NULL: same storage as the template */
+    uint32_t template_vmid;                       /* required (with copies: the first copy's) */
+    struct config_template_copy *template_copies; /* VMID@node,...; moved to templates[0] */
+    size_t n_template_copies;
+    unsigned max_per_node; /* 0..65536: live sandboxes per node, 0 = no cap */
+    enum config_node_param node_param;
+    char *pool;    /* required */
+    char *storage; /* NULL: same storage as the template */
     bool full_clone;
     uint32_t vmid_min; /* vmid_range = min-max, inclusive */
     uint32_t vmid_max;
@@ -143,8 +161,12 @@ struct config_sandbox {
 /* A template a sandbox is cloned from: [templates] NAME = VMID, NAME.host_key = pins
  * ([proxmox] template is the one named CONFIG_DEFAULT_TEMPLATE_NAME). */
 struct config_template {
-    char *name; /* [a-z0-9-], <= CONFIG_TEMPLATE_NAME_MAX */
-    uint32_t vmid;
+    char *name;    /* [a-z0-9-], <= CONFIG_TEMPLATE_NAME_MAX */
+    uint32_t vmid; /* with copies: the first copy's */
+    /* VMID@node,...: a copy per node (a node without one is not eligible); NULL: one vmid,
+     * on the node Proxmox lists it on (or on shared storage) */
+    struct config_template_copy *copies;
+    size_t n_copies;
     char **host_keys; /* NULL: [ssh] template_host_key */
     size_t n_host_keys;
 };

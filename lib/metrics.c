@@ -86,6 +86,14 @@ static const struct family_def defs[_M_MAX] = {
     [M_SUBSCRIBERS] = {"sandboxd_subscribers", MT_GAUGE, "Connections subscribed to events."},
     [M_SUBSCRIBERS_DROPPED] = {"sandboxd_subscribers_dropped_total", MT_COUNTER,
                                "Subscriptions ended because the subscriber did not keep up."},
+    [M_PLACEMENTS] = {"sandboxd_placements_total",
+                      MT_COUNTER,
+                      "Creates placed on each node.",
+                      {"node"}},
+    [M_NODE_UP] = {"sandboxd_node_up",
+                   MT_GAUGE,
+                   "1 while a node is in placement, 0 while it is taken out.",
+                   {"node"}},
 };
 
 struct series {

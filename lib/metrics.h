@@ -34,6 +34,8 @@ enum metric_id {
     M_SANDBOXES,           /* gauge {state, node}: filled when scraped */
     M_SUBSCRIBERS,         /* gauge: daemon.subscribe callers */
     M_SUBSCRIBERS_DROPPED, /* counter: subscriptions ended for being too slow */
+    M_PLACEMENTS,          /* counter {node}: creates placed on each node */
+    M_NODE_UP,             /* gauge {node}: 1 in placement, 0 taken out */
     _M_MAX,
 };
 

@@ -38,7 +38,22 @@ struct pool {
 static bool is_ready_member(const struct sandbox *sb, const struct engine_template *t)
 {
     return sb->pool_member && sb->state == SANDBOX_READY && !sb->resize_op &&
-           !sb->destroy_requested && !sandbox_busy(sb) && sandbox_template(sb) == t;
+           !sb->destroy_requested && !sandbox_busy(sb) && sandbox_template(sb) == t &&
+           !cluster_node_down(sb->engine, sb->node);
+}
+
+/* Ready (or, with !ready, still being created) members of t on node. */
+static unsigned count_on(struct engine *e, const struct engine_template *t, const char *node,
+                         bool ready)
+{
+    unsigned n = 0;
+
+    for (struct sandbox *sb = e->sandboxes; sb; sb = sb->next)
+        if (sb->node && strcmp(sb->node, node) == 0 &&
+            (ready ? is_ready_member(sb, t)
+                   : sb->pool_member && sb->state < SANDBOX_READY && sandbox_template(sb) == t))
+            n++;
+    return n;
 }
 
 static unsigned count_ready(struct engine *e, const struct engine_template *t)
@@ -84,7 +99,7 @@ static void on_filled(const struct engine_error *err, struct sandbox *sb, void *
     pool_kick(e);
 }
 
-static int fill_one(struct engine *e, struct engine_template *t)
+static int fill_one(struct engine *e, struct engine_template *t, const char *node)
 {
     struct sandbox_create_opts o = {
         .owner_uid = 0, /* a placeholder: pool members are nobody's */
@@ -93,6 +108,7 @@ static int fill_one(struct engine *e, struct engine_template *t)
         .disk_gb = -1,
         .ttl_s = e->cfg->sandbox.max_ttl_s,
         .template = t->name,
+        .node = node,
         .pool = true,
     };
     struct engine_error err;
@@ -113,23 +129,24 @@ static void destroyed_logged(const struct engine_error *err, void *userdata)
         log_debug(COMP, "surplus member not destroyed: %s", strna(err->message));
 }
 
-/* One template: fill up to its target, destroy what exceeds it. */
-static void run_template(struct pool *p, struct engine_template *t)
+/* One template on one node: fill up to its target, destroy what exceeds it. */
+static void run_node(struct pool *p, struct engine_template *t, const char *node)
 {
     struct engine *e = p->e;
     unsigned target = config_pool_target(e->cfg, t->name);
-    unsigned ready = count_ready(e, t);
+    unsigned ready = count_on(e, t, node, true), filling = count_on(e, t, node, false);
 
-    while (ready + t->filling < target && filling_total(e) < e->cfg->pool.max_filling &&
+    while (ready + filling < target && filling_total(e) < e->cfg->pool.max_filling &&
            e->n_sandboxes < e->cfg->sandbox.max_total && now_ms(e) >= p->retry_at_ms) {
-        if (fill_one(e, t) < 0)
+        if (fill_one(e, t, node) < 0)
             break;
+        filling++;
     }
     for (struct sandbox *sb = e->sandboxes, *next; sb && ready > target; sb = next) {
         struct engine_error err;
 
         next = sb->next;
-        if (!is_ready_member(sb, t))
+        if (!is_ready_member(sb, t) || strcmp(sb->node, node) != 0)
             continue;
         log_debug(COMP, "template %s: destroying surplus member %s", t->name, sb->id);
         if (engine_destroy(e, sb, destroyed_logged, NULL, &err) == 0)
@@ -143,8 +160,14 @@ static void on_timer(uv_timer_t *h)
 
     if (!p->e || p->e->closing || !p->active)
         return;
-    for (size_t i = 0; i < p->e->n_templates; i++)
-        run_template(p, &p->e->templates[i]);
+    for (size_t i = 0; i < p->e->n_templates; i++) {
+        /* the target holds per node that has the template and is up */
+        const char *nodes[CONFIG_NODES_MAX];
+        size_t n = cluster_nodes_of(p->e, &p->e->templates[i], nodes, ELEMENTSOF(nodes));
+
+        for (size_t j = 0; j < n && p->e; j++)
+            run_node(p, &p->e->templates[i], nodes[j]);
+    }
     uv_timer_start(&p->timer, on_timer, POOL_CHECK_MS, 0);
 }
 
@@ -222,9 +245,17 @@ bool engine_pool_stats(const struct engine *e, size_t i, struct engine_pool_stat
 static struct sandbox *find_member(struct engine *e, const struct engine_template *t,
                                    const struct sandbox_create_opts *opts)
 {
+    const char *best = opts->node ? NULL : cluster_best_node(e, t, opts->memory_mb);
+
+    /* first on the node placement would choose, then anywhere */
+    for (struct sandbox *sb = e->sandboxes; best && sb; sb = sb->next)
+        if (is_ready_member(sb, t) && strcmp(sb->node, best) == 0 &&
+            (opts->disk_gb <= 0 || (unsigned)opts->disk_gb >= sb->disk_gb))
+            return sb;
     for (struct sandbox *sb = e->sandboxes; sb; sb = sb->next)
         if (is_ready_member(sb, t) &&
-            (opts->disk_gb <= 0 || (unsigned)opts->disk_gb >= sb->disk_gb))
+            (opts->disk_gb <= 0 || (unsigned)opts->disk_gb >= sb->disk_gb) &&
+            (!opts->node || strcmp(sb->node, opts->node) == 0) && !cluster_node_down(e, sb->node))
             return sb;
     return NULL;
 }

@@ -529,6 +529,30 @@ static void call_on_data(struct pve_call *call, struct json_object *data)
     pve_call_finish(call, 0);
 }
 
+void pve_client_set_node_observer(struct pve_client *c, pve_node_observer_fn fn, void *userdata)
+{
+    c->node_observer = fn;
+    c->node_observer_userdata = userdata;
+}
+
+/* Tells the node observer about an attempt on /nodes/NODE/... */
+static void observe_node(struct pve_call *call, int r, long status)
+{
+    struct pve_client *c = call->client;
+    char node[64];
+    const char *p, *end;
+
+    if (!c->node_observer || !call->path || strncmp(call->path, "/nodes/", 7) != 0)
+        return;
+    p = call->path + 7;
+    end = strchr(p, '/');
+    if (!end || end == p || (size_t)(end - p) >= sizeof node)
+        return;
+    memcpy(node, p, (size_t)(end - p));
+    node[end - p] = '\0';
+    c->node_observer(node, r, status, c->node_observer_userdata);
+}
+
 static void on_http_done(int r, struct http_response *resp, void *userdata)
 {
     struct pve_call *call = userdata;
@@ -536,6 +560,7 @@ static void on_http_done(int r, struct http_response *resp, void *userdata)
 
     call->req = NULL;
     metrics_pve_request(call->ep->name, r, resp ? resp->status : 0);
+    observe_node(call, r, resp ? resp->status : 0);
     if (r < 0) {
         /* A timeout while time remains was one attempt's timeout, treat it as transient. */
         call_retry_or_fail(call, r);

@@ -28,6 +28,8 @@ const struct pve_endpoint pve_endpoints[_PVE_EP_MAX] = {
     [PVE_EP_NEXTID] = {"nextid", "GET", "/cluster/nextid", PVE_INTO_VMID, PVE_RETRY_ALWAYS},
     [PVE_EP_CLUSTER_RESOURCES] = {"cluster resources", "GET", "/cluster/resources?type=vm",
                                   PVE_INTO_VMS, PVE_RETRY_ALWAYS},
+    [PVE_EP_CLUSTER_NODES] = {"cluster nodes", "GET", "/cluster/resources?type=node", PVE_INTO_DATA,
+                              PVE_RETRY_ALWAYS},
     [PVE_EP_POOL] = {"pool", "GET", "/pools/{name}", PVE_INTO_VMS, PVE_RETRY_ALWAYS},
     [PVE_EP_LXC_LIST] = {"lxc list", "GET", "/nodes/{node}/lxc", PVE_INTO_VMS, PVE_RETRY_ALWAYS},
 

@@ -52,6 +52,7 @@ enum pve_ep {
     PVE_EP_VERSION,
     PVE_EP_NEXTID,
     PVE_EP_CLUSTER_RESOURCES,
+    PVE_EP_CLUSTER_NODES,
     PVE_EP_POOL,
     PVE_EP_LXC_LIST,
     PVE_EP_CLONE,
@@ -274,6 +275,8 @@ struct pve_client {
     void (*close_cb)(void *);
     void *close_userdata;
     bool http_closing;
+    pve_node_observer_fn node_observer; /* pve_client_set_node_observer() */
+    void *node_observer_userdata;
 };
 
 /* A new call (state PVE_CALL_REQUEST, no request yet). task: the default deadline is the

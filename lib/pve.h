@@ -95,6 +95,11 @@ struct pve_result {
     unsigned attempts;                  /* HTTP attempts made for the (last) request */
 };
 
+/* Every HTTP attempt of a request under /nodes/NODE/: error 0 with the HTTP status, or the
+ * transport error (-ETIMEDOUT, ...). Called from inside the call's processing: the observer
+ * must not cancel calls or close the client there (defer such work). */
+typedef void (*pve_node_observer_fn)(const char *node, int error, long status, void *userdata);
+
 /* Everything in *res is borrowed and valid only during the callback. The callback may start
  * new calls, cancel other calls and call pve_client_close(). */
 typedef void (*pve_done_fn)(const struct pve_result *res, void *userdata);
@@ -110,6 +115,8 @@ void pve_client_close(struct pve_client *c, void (*close_cb)(void *userdata), vo
  * called. The Proxmox-side effect of a request already sent is not undone (a cancelled clone
  * may still create its container: the caller cleans up by vmid). NULL accepted. */
 void pve_call_cancel(struct pve_call *call);
+/* Sets (fn NULL: clears) the observer of per-node attempts (lib/cluster.c: node health). */
+void pve_client_set_node_observer(struct pve_client *c, pve_node_observer_fn fn, void *userdata);
 
 /* Common trailing arguments of every call:
  *   timeout_ms: the call's deadline incl. retries, queueing and task waiting; 0: the
@@ -211,6 +218,8 @@ int pve_wait_task(struct pve_client *c, const char *node, const char *upid, PVE_
 int pve_pool_members(struct pve_client *c, const char *poolid, PVE_CALL_ARGS);
 /* GET /cluster/resources?type=vm: res->vms. */
 int pve_cluster_resources(struct pve_client *c, PVE_CALL_ARGS);
+/* GET /cluster/resources?type=node: res->data (placement_report_parse()). */
+int pve_cluster_nodes(struct pve_client *c, PVE_CALL_ARGS);
 /* GET /nodes/{node}/lxc: res->vms. */
 int pve_lxc_list(struct pve_client *c, const char *node, PVE_CALL_ARGS);
 

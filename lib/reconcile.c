@@ -204,7 +204,8 @@ static void on_orphan_deleted(const struct pve_result *res, void *userdata)
         if (res->error == 0 ||
             (res->error == -EREMOTEIO && res->perr && res->perr->kind == PVE_ERR_NOT_FOUND)) {
             (*d->counter)++;
-            record_forget(rc, d->id);
+            if (!engine_id_elsewhere(rc->e, rc->recs, rc->n_recs, d->id, d->vmid))
+                record_forget(rc, d->id); /* not a leftover of a create placed again */
             engine_addr_release(rc->e, d->vmid);
             log_debug(COMP, "%s: container %u destroyed", d->id, d->vmid);
         } else
@@ -372,7 +373,7 @@ static void records_unmatched(struct reconcile *rc)
         for (size_t j = 0; j < rc->n_cands; j++)
             if (strcmp(rc->cands[j].m.sandbox, r->id) == 0)
                 present = true;
-        if (present)
+        if (present || engine_adopt_unreachable(rc->e, r, rc->members))
             continue;
         if (r->state != REG_READY)
             rc->st.rolled_back++;
@@ -635,6 +636,12 @@ static bool decide_one(struct reconcile *rc, struct cand *c)
      * re-attached; anything else waits for the lock to go (stuck when it stays). */
     if (rc->first && !sb) {
         r = find_record(rc, c->m.sandbox);
+        if (r && r->vmid > 0 && (uint32_t)r->vmid != c->vmid) { /* left by a create placed */
+            if (!c->lock)                                       /* again on another node */
+                destroy_container(rc, c->vmid, c->node, c->m.sandbox, &rc->st.orphans_destroyed,
+                                  "left behind by a create placed again on another node");
+            return false;
+        }
         if (r) {
             time_t exp = MAX(r->expires_at, (time_t)c->m.expires);
 
@@ -751,7 +758,8 @@ static void scan_next(struct reconcile *rc)
         const char *node = vm->node ? vm->node : rc->cfg->proxmox.nodes[0];
         bool known = false;
 
-        if (vm->template || (vm->type && strcmp(vm->type, "lxc") != 0)) {
+        if (vm->template || (vm->type && strcmp(vm->type, "lxc") != 0) ||
+            cluster_vm_unreachable(rc->e, node, vm->status)) {
             rc->i_member++;
             continue;
         }
@@ -906,7 +914,8 @@ static void lease_tick(uv_timer_t *t)
         return;
     for (sb = engine_first(rc->e); sb; sb = next) {
         next = engine_next(rc->e, sb);
-        if (sb->state != SANDBOX_READY || sandbox_busy(sb) || sb->expires_at > now)
+        if (sb->state != SANDBOX_READY || sandbox_busy(sb) || sb->expires_at > now ||
+            cluster_node_down(rc->e, sb->node)) /* destroyed once its node answers */
             continue;
         log_debug(COMP, "%s: lease expired", sb->id);
         engine_destroy_reason(sb, "lease_expired", -1);

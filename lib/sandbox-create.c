@@ -165,6 +165,8 @@ static void create_fail(struct sandbox *sb, const struct engine_error *err)
 {
     struct engine *e = sb->engine;
 
+    if (create_replace(sb)) /* its node went down: another node takes it */
+        return;
     log_debug(COMP, "%s: create failed in %s: %s", sb->id, sandbox_state_to_string(sb->state),
               strna(err->message));
     op_set_error(sb->create_op, err);
@@ -180,6 +182,11 @@ static void create_fail(struct sandbox *sb, const struct engine_error *err)
     }
     sandbox_set_state(sb, SANDBOX_FAILED);
     destroy_start(sb);
+}
+
+void create_fail_now(struct sandbox *sb, const struct engine_error *err)
+{
+    create_fail(sb, err);
 }
 
 bool create_check_abort(struct sandbox *sb)
@@ -487,6 +494,14 @@ static int start_clone_wait(struct sandbox *sb, uint64_t timeout_ms, const char 
                          &sb->call);
 }
 
+void create_restart(struct sandbox *sb)
+{
+    for (sb->step = 0; sb->step < ELEMENTSOF(create_steps); sb->step++)
+        if (create_steps[sb->step].start == start_vmid_pick)
+            break;
+    step_next(sb);
+}
+
 void create_resume(struct sandbox *sb)
 {
     for (sb->step = 0; sb->step < ELEMENTSOF(create_steps); sb->step++)
@@ -508,7 +523,7 @@ static int start_clone(struct sandbox *sb, uint64_t timeout_ms, const char **ret
     }
     struct pve_clone_params cp = {
         .node = sb->node,
-        .template_vmid = sandbox_template(sb)->vmid,
+        .template_vmid = engine_template_vmid(sandbox_template(sb), sb->node),
         .hostname = sb->hostname,
         .description = desc,
         .pool = e->cfg->proxmox.pool,
@@ -799,7 +814,7 @@ static int start_ready_save(struct sandbox *sb, uint64_t timeout_ms, const char 
 
 /* Fills a new sandbox from opts; the caller checked quota and ttl. */
 static int sandbox_new(struct engine *e, const struct sandbox_create_opts *opts, int64_t ttl,
-                       struct sandbox **ret)
+                       const char *node, struct sandbox **ret)
 {
     const struct config_sandbox *cs = &e->cfg->sandbox;
     struct sandbox *sb;
@@ -817,7 +832,7 @@ static int sandbox_new(struct engine *e, const struct sandbox_create_opts *opts,
     }
     sb->engine = e;
     sb->owner_uid = opts->owner_uid;
-    sb->node = strdup(e->cfg->proxmox.nodes[0]);
+    sb->node = strdup(node);
     sb->hostname = strdup(opts->hostname ? opts->hostname : sb->id);
     sb->cores = opts->cores > 0 ? (unsigned)opts->cores : cs->default_cores;
     sb->memory_mb = opts->memory_mb > 0 ? (unsigned)opts->memory_mb : cs->default_memory_mb;
@@ -864,6 +879,7 @@ int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engi
 {
     const struct config_sandbox *cs = &e->cfg->sandbox;
     unsigned n_uid = 0, n_all = 0;
+    const char *node = NULL;
     struct sandbox *sb;
     struct sb_op *op;
     int64_t ttl;
@@ -907,11 +923,16 @@ int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engi
     if (n_all >= cs->max_total)
         return create_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT, "too many sandboxes (max_total)",
                              NULL);
+    r = cluster_place(e, engine_template_find(e, opts->template), opts->node,
+                      opts->memory_mb > 0 ? (unsigned)opts->memory_mb : cs->default_memory_mb,
+                      &node, ret_err);
+    if (r < 0)
+        return r;
 
     op = create_op_new();
     if (!op)
         return create_refuse(ret_err, ENGINE_E_INTERNAL, -ENOMEM, "out of memory", NULL);
-    r = sandbox_new(e, opts, ttl, &sb);
+    r = sandbox_new(e, opts, ttl, node, &sb);
     if (r < 0) {
         free(op);
         if (r == -EINVAL)

@@ -14,6 +14,8 @@
 #include "sandbox.h"
 
 struct pve_result;
+struct pve_vm_list;
+struct reg_record;
 
 struct sandbox {
     char id[ID_MAX + 1];
@@ -73,6 +75,9 @@ struct sandbox {
     bool end_by_caller;     /* end_uid asked for it */
     uid_t end_uid;
     uint64_t state_since_ms; /* when the current state began (uv_now scale) */
+    /* placement (sandbox-replace.c) */
+    unsigned replacements; /* times the create moved to another node */
+    bool no_replace;       /* moving failed: the create fails as usual */
 };
 
 /* A create in progress: its callback and its first failure. */
@@ -126,9 +131,18 @@ struct fw_op {
 };
 
 /* A template sandboxes are cloned from (lib/sandbox-template.c), and its warm pool. */
+struct engine_template_copy {
+    uint32_t vmid;
+    char node[CONFIG_NODE_NAME_MAX + 1];
+};
 struct engine_template {
     char name[ID_MAX + 1];
     uint32_t vmid;
+    /* A copy per node (VMID@node,...); none: the one vmid lives on home (lib/cluster.c
+     * learns it from /cluster/resources; "" until known, then the first node is used). */
+    struct engine_template_copy *copies;
+    size_t n_copies;
+    char home[CONFIG_NODE_NAME_MAX + 1];
     char *pins;       /* host key pins ("SHA256:..,..") */
     uint64_t disk_gb; /* the template's disk, learnt from the first clone (0: unknown) */
     uint64_t hits, misses;
@@ -145,7 +159,8 @@ struct engine {
     bool configured;
     struct engine_template *templates; /* the default one first */
     size_t n_templates;
-    struct pool *pool; /* lib/pool.c */
+    struct pool *pool;       /* lib/pool.c */
+    struct cluster *cluster; /* lib/cluster.c: nodes, placement, node health */
 
     struct sandbox *sandboxes;
     unsigned n_sandboxes;
@@ -207,6 +222,9 @@ void sandbox_close_ssh(struct sandbox *sb);
 /* ---- sandbox-obs.c: audit records, metrics and lifecycle events ---- */
 /* After every state change (sandbox_set_state). */
 void sandbox_observe(struct sandbox *sb, enum sandbox_state old);
+/* The sandbox's node went out of placement (reachable false: reported "unreachable") or
+ * came back ("ready" again): an event and an audit record. */
+void sandbox_observe_reachability(struct sandbox *sb, bool reachable);
 /* Once a create is accepted (engine_create). */
 void sandbox_observe_requested(struct sandbox *sb);
 /* The SSH pool observer of sb's pools (sandbox_ssh_config). */
@@ -230,6 +248,17 @@ uint64_t create_step_left(struct sandbox *sb);
 
 /* Runs a resumed create (sandbox-resume.c) from the wait for its recorded clone task. */
 void create_resume(struct sandbox *sb);
+/* Runs the create again from the choice of a container id (sandbox-replace.c). */
+void create_restart(struct sandbox *sb);
+/* Fails the create (and cleans up), without placing it again. */
+void create_fail_now(struct sandbox *sb, const struct engine_error *err);
+
+/* ---- sandbox-replace.c ---- */
+/* The create's node is down: true when it will be placed again on another node (soon, from
+ * the loop; the caller then stops), false when it fails as usual. */
+bool create_replace(struct sandbox *sb);
+/* A node went down: creates on it waiting for Proxmox move to other nodes now. */
+void creates_replace(struct engine *e);
 
 /* ---- sandbox-rekey.c: the per-sandbox host key steps ---- */
 int rekey_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
@@ -260,6 +289,42 @@ int pool_take(struct engine *e, const struct sandbox_create_opts *opts, int64_t 
 /* Something changed (a member ready, failed, destroyed, taken): refill in the background. */
 void pool_kick(struct engine *e);
 void pool_close(struct engine *e);
+
+/* ---- cluster.c: nodes, placement and node health ---- */
+/* Starts the node table and its refresh (engine_new). */
+int cluster_init(struct engine *e);
+/* Stops the refresh; its handle's close is one of engine_close()'s pending handles. */
+void cluster_close(struct engine *e);
+/* The node a new sandbox of t goes to: want (NULL: placement; an unknown node or one
+ * without t is ENGINE_E_INVALID on "node"), or the refusal in *ret_err (borrowed strings). */
+int cluster_place(struct engine *e, const struct engine_template *t, const char *want,
+                  unsigned memory_mb, const char **ret_node, struct engine_error *ret_err);
+/* The vmid to clone for a sandbox of t on node (its copy there, or the one vmid). */
+uint32_t engine_template_vmid(const struct engine_template *t, const char *node);
+/* True while node is taken out (offline in the report, or failed calls in backoff). */
+bool cluster_node_down(struct engine *e, const char *node);
+/* The nodes that hold t and are up, in [proxmox] nodes order (the warm pool's). */
+size_t cluster_nodes_of(struct engine *e, const struct engine_template *t, const char **ret,
+                        size_t max);
+/* The node placement would choose for a sandbox of t now (memory_mb <= 0: the default), or
+ * NULL when none qualifies. Nothing is counted. */
+const char *cluster_best_node(struct engine *e, const struct engine_template *t, int memory_mb);
+/* True when there is more than one node (node health and moving creates apply). */
+bool cluster_alternatives(struct engine *e);
+/* For reconcile: the container on node (status as listed) cannot be read now (its node is
+ * down, or Proxmox lists it "unknown"): it is neither gone nor an orphan. */
+bool cluster_vm_unreachable(struct engine *e, const char *node, const char *status);
+/* For reconcile: a marked container of sandbox id that is not vmid lives on (in the table,
+ * or recorded in recs): vmid is a leftover and the record stays. */
+bool engine_id_elsewhere(struct engine *e, struct reg_record *const *recs, size_t n_recs,
+                         const char *id, uint32_t vmid);
+/* For reconcile's first run: record r had no readable container. When Proxmox still lists
+ * it (members) the record stays (true); a ready, leased one is re-attached, reported
+ * unreachable until its node answers. */
+bool engine_adopt_unreachable(struct engine *e, const struct reg_record *r,
+                              const struct pve_vm_list *members);
+/* For engine_close(): a handle of the engine closed. */
+void engine_handle_closed(struct engine *e);
 
 /* ---- sandbox-probe.c ---- */
 /* Runs the /version probe in ms (0: now). */

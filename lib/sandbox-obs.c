@@ -169,3 +169,28 @@ void sandbox_observe_ssh(int event, unsigned session, void *userdata)
                    strna(sb->ip));
     }
 }
+
+void sandbox_observe_reachability(struct sandbox *sb, bool reachable)
+{
+    struct engine *e = sb->engine;
+    struct audit_record rec =
+        record(sb, reachable ? "sandbox.reachable" : "sandbox.unreachable",
+               reachable ? LOG_NOTICE : LOG_WARNING, reachable ? NULL : "node down");
+    struct sandbox_event ev = {
+        .id = sb->id,
+        .owner_uid = sb->owner_uid,
+        .state = reachable ? sandbox_state_to_public(sb->state) : "unreachable",
+        .old_state = reachable ? "unreachable" : sandbox_state_to_public(sb->state),
+        .step = reachable ? sandbox_state_to_string(sb->state) : "unreachable",
+        .old_step = reachable ? "unreachable" : sandbox_state_to_string(sb->state),
+        .reason = reachable ? "node back" : "node down",
+        .node = sb->node,
+        .vmid = sb->vmid,
+        .at = now_realtime(),
+    };
+
+    audit_emit(&rec, "sandbox %s (container %" PRIu32 " on %s) is %s", sb->id, sb->vmid,
+               strna(sb->node), reachable ? "reachable again" : "unreachable: its node is down");
+    if (e->hooks.event && !e->closing)
+        e->hooks.event(&ev, e->hooks.userdata);
+}

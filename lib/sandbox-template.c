@@ -30,19 +30,31 @@ static char *join_pins(char **keys, size_t n)
     return s;
 }
 
-static int add_template(struct engine *e, const char *name, uint32_t vmid, char **keys, size_t n,
-                        char **ret_error)
+static int add_template(struct engine *e, const char *name, uint32_t vmid,
+                        const struct config_template *ct, char **keys, size_t n, char **ret_error)
 {
     struct engine_template *t = &e->templates[e->n_templates];
     int r;
 
     *t = (struct engine_template){.vmid = vmid};
     snprintf(t->name, sizeof t->name, "%s", name);
+    if (ct && ct->n_copies > 0) {
+        t->copies = calloc(ct->n_copies, sizeof *t->copies);
+        if (!t->copies)
+            return -ENOMEM;
+        for (size_t i = 0; i < ct->n_copies; i++) {
+            t->copies[i].vmid = ct->copies[i].vmid;
+            snprintf(t->copies[i].node, sizeof t->copies[i].node, "%s", ct->copies[i].node);
+        }
+        t->n_copies = ct->n_copies;
+    } else if (e->cfg->proxmox.n_nodes == 1)
+        snprintf(t->home, sizeof t->home, "%s", e->cfg->proxmox.nodes[0]);
     if (!keys || n == 0) {
         keys = e->cfg->ssh.template_host_keys;
         n = e->cfg->ssh.n_template_host_keys;
     }
     if (n == 0) {
+        free(t->copies);
         if (ret_error && asprintf(ret_error,
                                   "template '%s': no pinned host key ([templates] %s.host_key or "
                                   "[ssh] template_host_key)",
@@ -51,8 +63,10 @@ static int add_template(struct engine *e, const char *name, uint32_t vmid, char 
         return -EINVAL;
     }
     t->pins = join_pins(keys, n);
-    if (!t->pins)
+    if (!t->pins) {
+        free(t->copies);
         return -ENOMEM;
+    }
     e->n_templates++;
     r = sshs_pins_validate(t->pins);
     if (r < 0 && ret_error &&
@@ -71,20 +85,22 @@ int engine_templates_init(struct engine *e, char **ret_error)
     if (!e->templates)
         return -ENOMEM;
     if (c->n_templates == 0) /* a configuration built by hand: [proxmox] template only */
-        return add_template(e, CONFIG_DEFAULT_TEMPLATE_NAME, c->proxmox.template_vmid, NULL, 0,
-                            ret_error);
-    r = add_template(e, def->name, def->vmid, def->host_keys, def->n_host_keys, ret_error);
+        return add_template(e, CONFIG_DEFAULT_TEMPLATE_NAME, c->proxmox.template_vmid, NULL, NULL,
+                            0, ret_error);
+    r = add_template(e, def->name, def->vmid, def, def->host_keys, def->n_host_keys, ret_error);
     for (size_t i = 0; r >= 0 && i < c->n_templates; i++)
         if (&c->templates[i] != def)
-            r = add_template(e, c->templates[i].name, c->templates[i].vmid,
+            r = add_template(e, c->templates[i].name, c->templates[i].vmid, &c->templates[i],
                              c->templates[i].host_keys, c->templates[i].n_host_keys, ret_error);
     return r;
 }
 
 void engine_templates_free(struct engine *e)
 {
-    for (size_t i = 0; i < e->n_templates; i++)
+    for (size_t i = 0; i < e->n_templates; i++) {
         free(e->templates[i].pins);
+        free(e->templates[i].copies);
+    }
     free(e->templates);
     e->templates = NULL;
     e->n_templates = 0;

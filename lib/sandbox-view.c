@@ -21,6 +21,14 @@ uint32_t sandbox_view_vmid(const struct sandbox *sb)
     return sb->vmid;
 }
 
+const char *sandbox_view_public_state(const struct sandbox *sb)
+{
+    if (sb->state == SANDBOX_READY && sb->node && sb->engine->cluster &&
+        cluster_node_down(sb->engine, sb->node))
+        return "unreachable";
+    return sandbox_state_to_public(sb->state);
+}
+
 const char *sandbox_view_node(const struct sandbox *sb)
 {
     return sb->node;

@@ -191,6 +191,11 @@ static void engine_release(struct engine *e)
     }
 }
 
+void engine_handle_closed(struct engine *e)
+{
+    engine_release(e);
+}
+
 static void sandbox_free_cb(uv_handle_t *h)
 {
     struct sandbox *sb = h->data;
@@ -497,6 +502,14 @@ int engine_new(uv_loop_t *loop, const struct config *cfg, const struct engine_ho
             engine_free_now(e);
             return set_error(ret_error, r, "[proxmox] client: %s", strerror(-r));
         }
+        r = cluster_init(e);
+        if (r < 0) {
+            pve_client_close(e->pve, NULL, NULL);
+            reg_free(e->reg);
+            sshs_key_free(e->key);
+            engine_free_now(e);
+            return set_error(ret_error, r, "out of memory");
+        }
         e->configured = true;
         uv_timer_init(loop, &e->probe);
         e->probe.data = e;
@@ -569,6 +582,7 @@ void engine_close(struct engine *e, void (*cb)(void *userdata), void *userdata)
         e->close_pending++;
         uv_close((uv_handle_t *)&e->probe, probe_closed);
     }
+    cluster_close(e);
     engine_release(e);
 }
 

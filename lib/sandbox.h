@@ -163,8 +163,9 @@ struct sandbox_create_opts {
     const char *idempotency_key; /* NULL: none (<= REG_KEY_MAX) */
     const char *params_hash;     /* NULL: none; 64 hex (reg_params_hash) */
     const char *template;        /* NULL: the default template; unknown: ENGINE_E_INVALID */
-    bool pool;                   /* internal: a warm pool member (lib/pool.c) */
-    bool no_pool;                /* internal: never served from the warm pool */
+    const char *node; /* NULL: placement; else that node (ENGINE_E_INVALID "node" when unknown) */
+    bool pool;        /* internal: a warm pool member (lib/pool.c) */
+    bool no_pool;     /* internal: never served from the warm pool */
 };
 /* sb is valid only during the callback (state READY on success). */
 typedef void (*engine_sandbox_cb)(const struct engine_error *err, struct sandbox *sb,
@@ -293,6 +294,8 @@ enum sandbox_state sandbox_view_state(const struct sandbox *sb);
 uid_t sandbox_view_owner(const struct sandbox *sb);
 uint32_t sandbox_view_vmid(const struct sandbox *sb); /* 0 until the clone chose one */
 const char *sandbox_view_node(const struct sandbox *sb);
+/* The public state, or "unreachable" for a ready sandbox whose node is down. */
+const char *sandbox_view_public_state(const struct sandbox *sb);
 const char *sandbox_view_hostname(const struct sandbox *sb);
 const char *sandbox_view_ip(const struct sandbox *sb);
 bool sandbox_view_internet(const struct sandbox *sb);

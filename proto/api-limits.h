@@ -41,6 +41,8 @@
 #define PARAMS_IDEMPOTENCY_KEY_MAX 64
 /* A template's name. doc: "`template`" */
 #define PARAMS_TEMPLATE_MAX 32
+/* A Proxmox node's name. doc: "`node`" */
+#define PARAMS_NODE_MAX 63
 /* Sanity bounds; the operator's caps (max_cores, ...) apply too.
  * doc: "`cores`, `memory_mb`, `disk_gb`, `ttl_s`" */
 #define PARAMS_CORES_MAX 1024

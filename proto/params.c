@@ -450,6 +450,27 @@ static bool params_hostname_ok(const char *s, size_t n)
 
 /* ---- sandbox.create --------------------------------------------------------- */
 
+/* "node": a Proxmox node name ([A-Za-z0-9._-], not starting with '-' or '.'). */
+static int params_node(json_object *params, const char **ret, struct params_error *err)
+{
+    size_t n;
+    int r;
+
+    r = params_string(params, "node", false, 1, PARAMS_NODE_MAX, ret, &n, err);
+    if (r < 0)
+        return r;
+    for (size_t i = 0; *ret && i < n; i++) {
+        char c = (*ret)[i];
+
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '.' || c == '_') ||
+            (i == 0 && (c == '-' || c == '.')))
+            return params_fail(err, "node", "must be a node name: [A-Za-z0-9._-], 1-%d",
+                               PARAMS_NODE_MAX);
+    }
+    return 0;
+}
+
 void params_sandbox_create_done(struct params_sandbox_create *p)
 {
     if (!p)
@@ -457,8 +478,9 @@ void params_sandbox_create_done(struct params_sandbox_create *p)
     free(p->hostname);
     free(p->idempotency_key);
     free(p->template);
+    free(p->node);
     params_kv_list_done(&p->labels);
-    p->hostname = p->idempotency_key = p->template = NULL;
+    p->hostname = p->idempotency_key = p->template = p->node = NULL;
 }
 
 int params_sandbox_create_parse(json_object *params, struct params_sandbox_create *ret,
@@ -466,7 +488,7 @@ int params_sandbox_create_parse(json_object *params, struct params_sandbox_creat
 {
     static const char *const allowed[] = {"hostname", "cores", "memory_mb", "disk_gb",
                                           "internet", "ttl_s", "labels",    "idempotency_key",
-                                          "template", NULL};
+                                          "template", "node",  NULL};
     static const struct params_field create_fields[] = {
         PARAMS_F_INT_OF(struct params_sandbox_create, cores, PARAMS_CORES_MAX),
         PARAMS_F_INT_OF(struct params_sandbox_create, memory_mb, PARAMS_MEMORY_MB_MAX),
@@ -516,6 +538,11 @@ int params_sandbox_create_parse(json_object *params, struct params_sandbox_creat
               tmpl[i] == '-'))
             return params_fail(err, "template", "may only contain a-z, 0-9 and '-'");
 
+    const char *node;
+    r = params_node(params, &node, err);
+    if (r < 0)
+        return r;
+
     r = params_labels(params, "labels", &p.labels, err);
     if (r < 0)
         return r;
@@ -523,6 +550,8 @@ int params_sandbox_create_parse(json_object *params, struct params_sandbox_creat
     if (s && !(p.hostname = strdup(s)))
         goto oom;
     if (tmpl && !(p.template = strdup(tmpl)))
+        goto oom;
+    if (node && !(p.node = strdup(node)))
         goto oom;
     if (key && !(p.idempotency_key = strdup(key)))
         goto oom;
@@ -545,7 +574,7 @@ bool params_sandbox_create_equal(const struct params_sandbox_create *a,
     if (!params_streq(a->hostname, b->hostname) || a->cores != b->cores ||
         a->memory_mb != b->memory_mb || a->disk_gb != b->disk_gb || a->internet != b->internet ||
         a->ttl_s != b->ttl_s || a->labels.n != b->labels.n ||
-        !params_streq(a->template, b->template))
+        !params_streq(a->template, b->template) || !params_streq(a->node, b->node))
         return false;
     for (size_t i = 0; i < a->labels.n; i++)
         if (strcmp(a->labels.items[i].key, b->labels.items[i].key) != 0 ||

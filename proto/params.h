@@ -49,6 +49,7 @@ struct params_sandbox_create {
     struct params_kv_list labels;
     char *idempotency_key; /* NULL: none */
     char *template;        /* NULL: the default template; [a-z0-9-], <= PARAMS_TEMPLATE_MAX */
+    char *node;            /* NULL: placement; [A-Za-z0-9._-], <= PARAMS_NODE_MAX */
 };
 
 /* sandbox.resize: -1 leaves a size as it is; at least one is given. */

@@ -112,6 +112,10 @@ type Option func(params map[string]any)
 // WithTemplate picks one of the daemon's templates by name (default: its default template).
 func WithTemplate(name string) Option { return func(p map[string]any) { p["template"] = name } }
 
+// WithNode creates the sandbox on that Proxmox node instead of the one the daemon would
+// choose (admins only, unless the daemon's [proxmox] node_param says otherwise).
+func WithNode(name string) Option { return func(p map[string]any) { p["node"] = name } }
+
 // WithHostname names the sandbox (one DNS label; default: its id).
 func WithHostname(h string) Option { return func(p map[string]any) { p["hostname"] = h } }
 

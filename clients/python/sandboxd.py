@@ -511,7 +511,7 @@ class Client:
     # -- sandboxes
     def create(self, **params: Any) -> "Sandbox":
         """sandbox.create: template, hostname, cores, memory_mb, disk_gb, internet, ttl_s,
-        labels, idempotency_key. Returns once the sandbox is ready (from the daemon's warm
+        labels, idempotency_key, node (admins, per the daemon's node_param). Returns once the sandbox is ready (from the daemon's warm
         pool when it keeps one for the template)."""
         return Sandbox(self, self.call(Method.CREATE, params))
 

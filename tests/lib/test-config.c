@@ -238,6 +238,14 @@ static const struct {
     {"[templates]\n-py = 9001\n", 2, "-py"},
     {"[templates]\nabcdefghijabcdefghijabcdefghijabc = 9001\n", 2, "template name"},
     {"[pool]\nwarm = 257\n", 2, "warm"},
+    {"[proxmox]\ntemplate = 9000@\n", 2, "node name"},
+    {"[proxmox]\ntemplate = 9000@pve1,9001\n", 2, "VMID@node"},
+    {"[proxmox]\ntemplate = 9000@pve1,9001@pve1\n", 2, "two copies"},
+    {"[proxmox]\ntemplate = 9000@pve1,9000@pve2\n", 2, "two nodes"},
+    {"[proxmox]\ntemplate = 99@pve1\n", 2, "vmid"},
+    {"[templates]\npy = 9001@pve1,x@pve2\n", 2, "vmid"},
+    {"[proxmox]\nmax_per_node = -1\n", 2, "max_per_node"},
+    {"[proxmox]\nnode_param = everyone\n", 2, "admin, any or off"},
     {"[pool]\nwarm = -1\n", 2, "warm"},
     {"[pool]\nwarm = 1\nwarm = 2\n", 3, "given twice"},
     {"[pool]\nwarm.Py = 1\n", 2, "warm.Py"},
@@ -384,6 +392,63 @@ START_TEST(test_templates_and_pool)
 }
 END_TEST
 
+START_TEST(test_cluster_keys)
+{
+    _cleanup_free_ char *path = NULL, *err = NULL;
+    const struct config_template *t;
+    struct config c;
+
+    path = write_file("cl.conf", "[proxmox]\nurl = https://h\ntoken_id = a@pve!b\npool = p\n"
+                                 "nodes = pve1, pve2, pve3\n"
+                                 "template = 9000@pve1, 9001@pve2,9002@pve3\n"
+                                 "max_per_node = 12\nnode_param = any\n"
+                                 "[templates]\npy = 9100@pve2\ngo = 9200\n");
+    ck_assert_int_eq(config_load(path, &c, &err), 0);
+    ck_assert_int_eq(config_validate(&c, &err), 0);
+    t = config_template_find(&c, NULL);
+    ck_assert_str_eq(t->name, "default");
+    ck_assert_uint_eq(t->vmid, 9000);
+    ck_assert_uint_eq(t->n_copies, 3);
+    ck_assert_uint_eq(t->copies[1].vmid, 9001);
+    ck_assert_str_eq(t->copies[1].node, "pve2");
+    ck_assert_str_eq(t->copies[2].node, "pve3");
+    t = config_template_find(&c, "py");
+    ck_assert_uint_eq(t->n_copies, 1);
+    ck_assert_str_eq(t->copies[0].node, "pve2");
+    ck_assert_uint_eq(config_template_find(&c, "go")->n_copies, 0); /* one vmid */
+    ck_assert_uint_eq(c.proxmox.max_per_node, 12);
+    ck_assert_int_eq(c.proxmox.node_param, CONFIG_NODE_PARAM_ANY);
+    ck_assert(config_templates_equal(&c, &c));
+    config_done(&c);
+
+    /* defaults: no cap, admins only */
+    ck_assert_int_eq(config_init(&c), 0);
+    ck_assert_uint_eq(c.proxmox.max_per_node, 0);
+    ck_assert_int_eq(c.proxmox.node_param, CONFIG_NODE_PARAM_ADMIN);
+    config_done(&c);
+
+    /* a copy on a node that is not in [proxmox] nodes, or inside vmid_range */
+    free(path);
+    path = write_file("cl2.conf", "[proxmox]\nurl = https://h\ntoken_id = a@pve!b\npool = p\n"
+                                  "nodes = pve1\ntemplate = 9000@pve1,9001@pve7\n");
+    ck_assert_int_eq(config_load(path, &c, &err), 0);
+    free(err);
+    err = NULL;
+    ck_assert_int_eq(config_validate(&c, &err), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "node 'pve7' is not in [proxmox] nodes"));
+    config_done(&c);
+    free(path);
+    free(err);
+    err = NULL;
+    path = write_file("cl3.conf", "[proxmox]\nurl = https://h\ntoken_id = a@pve!b\npool = p\n"
+                                  "nodes = pve1,pve2\ntemplate = 9000@pve1,150000@pve2\n");
+    ck_assert_int_eq(config_load(path, &c, &err), 0);
+    ck_assert_int_eq(config_validate(&c, &err), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "vmid 150000 lies inside vmid_range"));
+    config_done(&c);
+}
+END_TEST
+
 START_TEST(test_no_proxmox_is_valid)
 {
     _cleanup_free_ char *path = NULL;
@@ -520,6 +585,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_validate);
     tcase_add_test(tc, test_templates_and_pool);
     tcase_add_test(tc, test_no_proxmox_is_valid);
+    tcase_add_test(tc, test_cluster_keys);
     tcase_add_test(tc, test_credentials_directory);
     tcase_add_test(tc, test_secret_errors);
     tcase_add_test(tc, test_known_keys);

@@ -159,6 +159,13 @@ class Sim:
         assert r.status == 200, r
         return r.json
 
+    def node_down(self, node):
+        """Take a node of the simulated cluster down (POST /admin/node/NAME/down)."""
+        return self.admin("POST", f"/node/{node}/down")
+
+    def node_up(self, node):
+        return self.admin("POST", f"/node/{node}/up")
+
     def wait_task(self, upid, node=None, timeout=30):
         node = node or upid.split(":")[1]
         deadline = time.time() + timeout

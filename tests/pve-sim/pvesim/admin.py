@@ -29,7 +29,8 @@ def admin(h, sim, method, url, body):
                              "lock": ct["conf"].get("lock"), "pool": ct.get("pool"),
                              "template": ct["conf"].get("template") == "1", "netns": sim.net.ct_ns(vmid)}
             fw = sim.firewall_status()
-            return h.send_json({"containers": cts, "leases": dict(sim.leases), "firewall": fw,
+            return h.send_json({"containers": cts, "nodes": sim.nodes_status(), "leases": dict(sim.leases),
+                                "firewall": fw,
                                 "settings": sim.settings, "faults": sim.faults,
                                 "no_ip": sorted(sim.no_ip), "tasks": len(sim.tasks)})
     if path == "/admin/faults":
@@ -67,6 +68,14 @@ def admin(h, sim, method, url, body):
         return h.send_json({"ok": True})
     if m:
         return admin_ct(h, sim, method, path, int(m.group(1)), m.group(2), req)
+    mn = re.fullmatch(r"/admin/node/([^/]+)/(down|up)", path)
+    if mn and method == "POST":
+        node = urllib.parse.unquote(mn.group(1))
+        if node not in sim.cfg["nodes"]:
+            return h.send_json({"error": f"no node '{node}'"}, 404, "Not Found")
+        sim.set_node_online(node, mn.group(2) == "up")
+        with sim.lock:
+            return h.send_json({"node": node, "online": sim.node_online(node)})
     return h.send_json({"error": f"no admin endpoint {method} {path}"}, 404, "Not Found")
 
 

@@ -35,27 +35,13 @@ def h_resources(c):
     out = []
     typ = a.get("type")
     with s.lock:
+        refresh_rrd(s)
         if typ in (None, "vm"):
-            lag = float(s.settings["resources_lag"])
-            if lag > 0 and time.time() - s.rrd_time >= lag:
-                s.rrd = {v: {k: e[k] for k in ("status", "name", "uptime", "mem", "disk", "cpu")}
-                         for v, e in ((v, s.resource(ct)) for v, ct in s.cts.items())}
-                s.rrd_time = time.time()
-            for vmid in sorted(s.cts):
-                if c.can_vm(vmid, "VM.Audit"):
-                    e = s.resource(s.cts[vmid])
-                    if lag > 0:
-                        old = s.rrd.get(vmid)
-                        if old is None:
-                            e = {k: e[k] for k in ("id", "type", "vmid", "node", "template") if k in e}
-                            e["status"] = "unknown"
-                        else:
-                            e.update(old)
-                    out.append(e)
+            out += [guest_entry(s, s.cts[vmid]) for vmid in sorted(s.cts) if c.can_vm(vmid, "VM.Audit")]
         if typ in (None, "node"):
             for n in s.cfg["nodes"]:
                 if c.token.has(f"/nodes/{n}", "Sys.Audit"):
-                    out.append(node_entry(s, n))
+                    out.append(s.node_stats(n))
         if typ in (None, "storage"):
             for n in s.cfg["nodes"]:
                 for st, sd in s.cfg["storages"].items():
@@ -67,17 +53,41 @@ def h_resources(c):
     return out
 
 
-def node_entry(s, n):
-    return {"id": f"node/{n}", "type": "node", "node": n, "status": "online", "cpu": 0.01, "maxcpu": 2,
-            "mem": 1 << 30, "maxmem": 8 << 30, "disk": 1 << 30, "maxdisk": 100 << 30,
-            "uptime": int(time.monotonic() - s.boot_mono) + 1000, "level": "",
-            "ssl_fingerprint": s.fingerprint}
+def refresh_rrd(s):
+    """With resources_lag > 0, the guests' status/name/stats and the nodes' load come from a
+    snapshot refreshed every resources_lag seconds (pvestatd's RRD updates)."""
+    lag = float(s.settings["resources_lag"])
+    if lag > 0 and time.time() - s.rrd_time >= lag:
+        s.rrd = {v: {k: e[k] for k in ("status", "name", "uptime", "mem", "disk", "cpu")}
+                 for v, e in ((v, s.resource(ct)) for v, ct in s.cts.items())}
+        s.rrd_nodes = {n: s.node_load(n) for n in s.cfg["nodes"]}
+        s.rrd_time = time.time()
+
+
+def guest_entry(s, ct, with_pool=True, lagged=True):
+    """A guest in /cluster/resources (lagged with resources_lag: a guest created since the
+    last snapshot shows status unknown without name) or a pool's members (not lagged);
+    status unknown on a node that is offline."""
+    e = s.resource(ct, with_pool)
+    if not s.node_online(ct["node"]):
+        return s.offline_guest(ct, e)
+    if lagged and float(s.settings["resources_lag"]) > 0:
+        old = s.rrd.get(ct["vmid"])
+        if old is None:
+            e = {k: e[k] for k in ("id", "type", "vmid", "node", "template") if k in e}
+            e["status"] = "unknown"
+        else:
+            e.update(old)
+    return e
 
 
 @route("GET", "/nodes")
 def h_nodes(c):
     c.args({})
-    return [node_entry(c.sim, n) for n in c.sim.cfg["nodes"]]
+    s = c.sim
+    with s.lock:
+        refresh_rrd(s)
+        return [s.node_stats(n) for n in s.cfg["nodes"]]
 
 
 def pool_members(c, pid, typ=None):
@@ -86,7 +96,7 @@ def pool_members(c, pid, typ=None):
     for vmid in sorted(s.cts):
         ct = s.cts[vmid]
         if ct.get("pool") == pid and typ in (None, "lxc"):
-            out.append(s.resource(ct, with_pool=False))
+            out.append(guest_entry(s, ct, with_pool=False, lagged=False))
     return out
 
 

@@ -2,6 +2,9 @@
 
 import argparse
 import json
+import re
+
+from .schema import NODE_RE
 
 
 def default_config():
@@ -24,6 +27,9 @@ def default_config():
                      "/": ["Sys.Audit"]}},
         ],
         "nodes": ["pve"],
+        "node_count": None,              # N: nodes pve1..pveN, each with its own copy of the template
+        "node_capacity": {},             # {"NODE": {"maxmem": bytes, "maxcpu": n}}; default 8 GiB / 2
+        "node_down_delay": 0.5,          # seconds before a request to a node that is down gets its 595
         "storages": {
             "local-lvm": {"type": "lvmthin", "shared": 0},
             "local": {"type": "dir", "shared": 0},
@@ -82,6 +88,8 @@ def parse_args(argv=None):
     ap.add_argument("--authorized-key", dest="authorized_key", help="public key file baked into templates")
     ap.add_argument("--on-restart", dest="on_restart", choices=["restore", "stopped"])
     ap.add_argument("--node", action="append")
+    ap.add_argument("--node-count", dest="node_count", type=int,
+                    help="nodes pve1..pveN, template 9000+i on node pve(i+1)")
     ap.add_argument("--template", action="append", type=int)
     ap.add_argument("--pool", action="append")
     ap.add_argument("--storage", action="append", help="NAME=TYPE[,shared] (lvmthin zfspool rbd btrfs dir nfs)")
@@ -112,8 +120,56 @@ def parse_tokens(specs):
     return toks
 
 
+MAX_NODES = 32
+DEFAULT_CAPACITY = {"maxmem": 8 << 30, "maxcpu": 2}
+
+
+def expand_node_count(cfg, templates_given, tokens_given):
+    """node_count N: nodes pve1..pveN; unless templates are configured, template vmid 9000+i
+    on node pve(i+1), each a copy of the first (same hostname, same host key) on its node's
+    local, not shared, storage; unless tokens are configured, the sandboxd token may use
+    every copy (PVETemplateUser on each)."""
+    n = cfg["node_count"]
+    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_NODES:
+        raise SystemExit(f"pve-sim: node_count must be 1..{MAX_NODES}")
+    cfg["nodes"] = [f"pve{i}" for i in range(1, n + 1)]
+    if not templates_given:
+        base = dict(cfg["templates"][0])
+        base0 = int(base["vmid"])
+        cfg["templates"] = [dict(base, vmid=base0 + i, node=cfg["nodes"][i], storage="local-lvm",
+                                 copy_of=base0 if i else None) for i in range(n)]
+    if not tokens_given:
+        for t in cfg["tokens"]:
+            if t["id"] == "sandboxd@pve!sandboxd":
+                for td in cfg["templates"]:
+                    t["acl"].setdefault(f"/vms/{td['vmid']}", "PVETemplateUser")
+
+
+def check_nodes(cfg):
+    """Node names and node_capacity: every capacity names a node; maxmem/maxcpu positive."""
+    if not cfg["nodes"] or len(cfg["nodes"]) > MAX_NODES or len(set(cfg["nodes"])) != len(cfg["nodes"]):
+        raise SystemExit(f"pve-sim: nodes must be 1..{MAX_NODES} distinct names")
+    for n in cfg["nodes"]:
+        if not re.fullmatch(NODE_RE, n):
+            raise SystemExit(f"pve-sim: '{n}' is not a valid node name")
+    cap = cfg.get("node_capacity") or {}
+    if not isinstance(cap, dict):
+        raise SystemExit("pve-sim: node_capacity must be an object {NODE: {maxmem, maxcpu}}")
+    for n, c in cap.items():
+        if n not in cfg["nodes"]:
+            raise SystemExit(f"pve-sim: node_capacity names '{n}', which is not a node")
+        if not isinstance(c, dict) or set(c) - {"maxmem", "maxcpu"}:
+            raise SystemExit(f"pve-sim: node_capacity of '{n}' takes maxmem and maxcpu only")
+        for k, v in c.items():
+            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+                raise SystemExit(f"pve-sim: node_capacity {n}.{k} must be a positive integer")
+    if not 0 <= float(cfg["node_down_delay"]) <= 60:
+        raise SystemExit("pve-sim: node_down_delay must be 0..60 s")
+
+
 def load_config(args):
     cfg = default_config()
+    user = {}
     if args.config:
         with open(args.config) as f:
             user = json.load(f)
@@ -129,6 +185,14 @@ def load_config(args):
             cfg[k] = v
     if args.node:
         cfg["nodes"] = args.node
+    if args.node_count is not None:
+        cfg["node_count"] = args.node_count
+    if cfg["node_count"] is not None:
+        if args.node or "nodes" in user:
+            raise SystemExit("pve-sim: give either nodes or node_count, not both")
+        expand_node_count(cfg, templates_given="templates" in user,
+                          tokens_given="tokens" in user or bool(args.token))
+    check_nodes(cfg)
     if args.template:
         node = cfg["nodes"][0]
         cfg["templates"] = [{"vmid": t, "node": node, "storage": "local-lvm", "hostname": "sandbox-template"}

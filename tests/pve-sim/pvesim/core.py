@@ -6,6 +6,7 @@ leases, tasks, faults, settings) behind one lock; its methods come from one mixi
   DhcpMixin        network.py     leases and the delayed address
   FirewallMixin    firewall.py    firewall snapshots, the pve-firewall cycle, nftables ruleset
   FaultsMixin      faults.py      the fault list
+  NodesMixin       nodes.py       per-node capacity and load, nodes taken down and brought up
 
 sim.net (network.Net) is attached at startup."""
 
@@ -19,11 +20,12 @@ from .containers import ContainersMixin
 from .faults import FaultsMixin
 from .firewall import FirewallMixin
 from .network import DhcpMixin, cleanup_instance
+from .nodes import NodesMixin
 from .state import StateMixin
 from .util import instance_id
 
 
-class Sim(StateMixin, ContainersMixin, DhcpMixin, FirewallMixin, FaultsMixin):
+class Sim(StateMixin, ContainersMixin, DhcpMixin, FirewallMixin, FaultsMixin, NodesMixin):
     def __init__(self, cfg):
         self.cfg = cfg
         self.lock = threading.RLock()
@@ -44,9 +46,11 @@ class Sim(StateMixin, ContainersMixin, DhcpMixin, FirewallMixin, FaultsMixin):
         self.settings = {k: cfg[k] for k in ("dhcp_delay", "firewall_period", "firewall_phase", "dhcp_pool_size", "auth_failure_delay", "error_format",
                                             "auth_error_style", "clone_time", "start_time", "stop_time",
                                             "destroy_time", "flock_timeout", "ip_never", "resources_lag",
-                                            "legacy_vmid_strings", "interfaces_endpoint")}
+                                            "legacy_vmid_strings", "interfaces_endpoint", "node_down_delay")}
         self.rrd = {}
+        self.rrd_nodes = {}
         self.rrd_time = 0.0
+        self.nodes_down = set()  # nodes taken down (POST /admin/node/NAME/down); not kept over a restart
         self.applied_fw = None
         self.fw_cycle_gen = 0
         self.fw_next_tick = None

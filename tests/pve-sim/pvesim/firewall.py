@@ -25,6 +25,7 @@ import re
 import threading
 import time
 
+from .nodes import node_down_text
 from .schema import ParamErr, parse_net
 from .util import PREFIX, log
 
@@ -358,7 +359,7 @@ class FirewallMixin:
             chains += ct_chains(vmid, c, snap["groups"])
             fwd.append(f"ip saddr {ip} jump ct{vmid}_out")
             fwd.append(f"ip daddr {ip} jump ct{vmid}_in")
-        return ruleset_text(fwd, chains, br_in) + stats_text(counted)
+        return ruleset_text(fwd, chains, br_in) + stats_text(counted) + node_down_text(self.node_down_ports())
 
     def apply_firewall(self):
         with self.lock:

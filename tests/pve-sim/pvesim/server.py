@@ -14,15 +14,16 @@ import struct
 import traceback
 import urllib.parse
 
-from . import api, api_cluster, api_lxc, api_tasks, api_firewall
+from . import api, api_cluster, api_lxc, api_nodes, api_tasks, api_firewall
 from .admin import admin
 from .auth import authenticate
 from .faults import ResetConn, apply_request_faults
+from .nodes import node_down_check
 from .schema import ApiError
 from .util import log, run
 
 # importing the endpoint modules registers their routes (api.ROUTES)
-ENDPOINTS = (api_cluster, api_lxc, api_tasks, api_firewall)
+ENDPOINTS = (api_cluster, api_lxc, api_nodes, api_tasks, api_firewall)
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -139,6 +140,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             rel = re.sub(r"/+$", "", rel) or "/"
             token = authenticate(sim, self.headers.get("Authorization"))
             faults = apply_request_faults(sim, method, rel)
+            node_down_check(sim, rel)
             params = request_params(method, url.query, self.headers.get("Content-Type"), body)
             self.send_json(api.call(sim, token, faults, method, rel, params))
         except ResetConn:

@@ -112,5 +112,10 @@ class StateMixin:
             self.fw[vmid] = {"options": dict(td.get("firewall_options") or {}), "rules": td.get("firewall_rules") or [
                 {"type": "in", "action": "ACCEPT", "proto": "tcp", "dport": "22", "source": daemon_ip,
                  "enable": 1, "comment": "sandboxd ssh"}]}
-            self.make_template_root(vmid)
+            src = td.get("copy_of")
+            if src is not None and int(src) in self.cts and os.path.isdir(self.ct_dir(int(src))):
+                # a copy of another template on its own node: the same root, host key included
+                self.clone_root(int(src), vmid)
+            else:
+                self.make_template_root(vmid)
         self.save()
