@@ -1,4 +1,4 @@
-/* What config.c and config-templates.c share. Pure parsing. */
+/* What config.c, config-templates.c and config-util.c share. Pure parsing. */
 #pragma once
 
 #include "config.h"
@@ -6,7 +6,9 @@
 /* A malloc'ed message into *ret_error (when NULL: none); returns -EINVAL. */
 int config_fail(char **ret_error, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int config_parse_uint(const char *v, unsigned long long *ret);
+/* Comma- or space-separated words, at most max (-E2BIG past it). */
 int config_split_list(const char *v, size_t max, char ***ret, size_t *ret_n);
+void config_free_list(char **l, size_t n);
 
 /* A key of [templates] or [pool]: 0 when set, 1 when the section is not one of them,
  * negative errno (message in *ret_error for -EINVAL). */

@@ -140,43 +140,6 @@ static void set_error(char **err, const char *fmt, ...)
     va_end(ap);
 }
 
-static void free_list(char **l, size_t n)
-{
-    if (!l)
-        return;
-    for (size_t i = 0; i < n; i++)
-        free(l[i]);
-    free(l);
-}
-
-int config_fail(char **ret_error, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (ret_error && !*ret_error) {
-        va_start(ap, fmt);
-        if (vasprintf(ret_error, fmt, ap) < 0)
-            *ret_error = NULL;
-        va_end(ap);
-    }
-    return -EINVAL;
-}
-
-int config_parse_uint(const char *v, unsigned long long *ret)
-{
-    char *end;
-    unsigned long long x;
-
-    if (!isdigit((unsigned char)v[0]))
-        return -EINVAL;
-    errno = 0;
-    x = strtoull(v, &end, 10);
-    if (errno != 0 || *end != '\0')
-        return -EINVAL;
-    *ret = x;
-    return 0;
-}
-
 static int parse_bool(const char *v)
 {
     static const char *yes[] = {"true", "yes", "on", "1"};
@@ -189,40 +152,6 @@ static int parse_bool(const char *v)
             return 0;
     }
     return -EINVAL;
-}
-
-int config_split_list(const char *v, size_t max, char ***ret, size_t *ret_n)
-{
-    _cleanup_free_ char *copy = strdup(v);
-    char **l = NULL;
-    size_t n = 0;
-    char *save = NULL;
-
-    if (!copy)
-        return -ENOMEM;
-    for (char *w = strtok_r(copy, ", \t", &save); w; w = strtok_r(NULL, ", \t", &save)) {
-        char **nl;
-
-        if (n >= max) {
-            free_list(l, n);
-            return -E2BIG;
-        }
-        nl = realloc(l, (n + 1) * sizeof *l);
-        if (!nl) {
-            free_list(l, n);
-            return -ENOMEM;
-        }
-        l = nl;
-        l[n] = strdup(w);
-        if (!l[n]) {
-            free_list(l, n);
-            return -ENOMEM;
-        }
-        n++;
-    }
-    *ret = l;
-    *ret_n = n;
-    return 0;
 }
 
 static bool printable(const char *v)
@@ -301,7 +230,7 @@ static int set_list_key(struct parse_state *st, const struct key_def *k, const c
         set_error(&st->error, "expected %llu to %llu comma-separated entries", k->min, k->max);
         return -EINVAL;
     }
-    free_list(*field, *count);
+    config_free_list(*field, *count);
     *field = l;
     *count = n;
     return 0;
@@ -614,7 +543,7 @@ void config_done(struct config *c)
     free(c->proxmox.token_id);
     free(c->proxmox.token_secret_file);
     free_secret(&c->proxmox.token_secret);
-    free_list(c->proxmox.nodes, c->proxmox.n_nodes);
+    config_free_list(c->proxmox.nodes, c->proxmox.n_nodes);
     config_template_copies_free(c->proxmox.template_copies, c->proxmox.n_template_copies);
     free(c->proxmox.pool);
     free(c->proxmox.storage);
@@ -625,7 +554,7 @@ void config_done(struct config *c)
     free(c->ssh.user);
     free(c->ssh.key_file);
     free_secret(&c->ssh.key);
-    free_list(c->ssh.template_host_keys, c->ssh.n_template_host_keys);
+    config_free_list(c->ssh.template_host_keys, c->ssh.n_template_host_keys);
     config_templates_done(c);
     *c = (struct config){};
 }
