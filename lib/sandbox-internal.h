@@ -171,9 +171,13 @@ struct engine {
     void *close_userdata;
 };
 
-/* ---- sandbox.c: table, state, registry, errors ---- */
+/* ---- sandbox-base.c: what every engine file may call (it calls nothing of the engine) ---- */
 void engine_noticef(struct engine *e, int level, const char *fmt, ...) _printf_(3, 4);
 uint64_t now_ms(struct engine *e);
+/* An engine_error from a Proxmox result (strings borrowed from res). */
+void error_from_pve(const struct pve_result *res, bool closing, struct engine_error *ret);
+
+/* ---- sandbox.c: table, state, registry, errors ---- */
 /* The one place a sandbox's state changes: logged, and saved to the registry (except
  * PENDING, GONE, and while the engine closes). */
 void sandbox_set_state(struct sandbox *sb, enum sandbox_state s);
@@ -186,7 +190,7 @@ void save_logged(int r, void *userdata);
 void sandbox_link(struct sandbox *sb);
 void sandbox_unlink(struct sandbox *sb);
 void sandbox_maybe_free(struct sandbox *sb);
-/* sandbox-probe.c: a new sandbox, not yet in the table, in state, with what record r holds
+/* sandbox-adopt.c: a new sandbox, not yet in the table, in state, with what record r holds
  * (id, owner, vmid, node, hostname, internet, sizes, lease, labels, idempotency key and its
  * hash, params hash) and its timer. -EEXIST when r's id is in the table, -ENOMEM. */
 int sandbox_from_record(struct engine *e, const struct reg_record *r, enum sandbox_state state,
@@ -198,8 +202,6 @@ void tomb_add(struct engine *e, const struct sandbox *sb);
 int labels_copy(json_object *in, json_object **ret);
 void op_set_error(struct sb_op *op, const struct engine_error *err);
 void op_free(struct sb_op *op);
-/* An engine_error from a Proxmox result (strings borrowed from res). */
-void error_from_pve(const struct pve_result *res, bool closing, struct engine_error *ret);
 /* The SSH settings for sb's address (strings borrowed from the engine and sb). */
 void sandbox_ssh_config(const struct sandbox *sb, struct sshs_config *ret);
 void sandbox_close_ssh(struct sandbox *sb);
