@@ -1,7 +1,10 @@
 /* The sandbox engine: the engine object and its close, the table of sandboxes, the one
  * state setter, registry records, lookups and the errors every step reports. The create
- * and destroy pipelines, the probe and re-attach, and exec/files/internet are in
- * sandbox-create.c, sandbox-destroy.c, sandbox-probe.c and sandbox-io.c. See sandbox.h. */
+ * and destroy pipelines, the probe, re-attach, and exec/files/internet are in
+ * sandbox-create.c, sandbox-destroy.c, sandbox-probe.c, sandbox-adopt.c and sandbox-io.c.
+ * The create, destroy, re-attach and exec/files call this file, never the reverse: it calls only
+ * sandbox-base.c, sandbox-obs.c, sandbox-template.c and the probe, and reaches the create and the
+ * pool through the hooks they install (struct sb_op, struct engine). See sandbox.h. */
 #include "macro.h"
 
 #include "sandbox.h"
@@ -447,7 +450,8 @@ void engine_close(struct engine *e, void (*cb)(void *userdata), void *userdata)
     e->close_cb = cb;
     e->close_userdata = userdata;
     e->close_pending = 1; /* released at the end of this function */
-    pool_close(e);
+    if (e->pool_close)
+        e->pool_close(e);
     for (sb = e->sandboxes; sb; sb = sb->next) {
         uv_timer_stop(&sb->timer);
         sandbox_close_ssh(sb); /* fails execs and a running connect */
@@ -469,7 +473,7 @@ void engine_close(struct engine *e, void (*cb)(void *userdata), void *userdata)
         sb->refs++;
         if (sb->create_op) {
             op_set_error(sb->create_op, &err);
-            create_finish(sb);
+            sb->create_op->finish(sb);
         }
         while (w) {
             struct sb_waiter *wn = w->next;
