@@ -147,11 +147,6 @@ struct engine {
     struct engine_template *templates; /* the default one first */
     size_t n_templates;
     struct pool *pool; /* lib/pool.c */
-    /* Installed by lib/pool.c with the pool (engine_pool_apply), so the create and the close
-     * below it reach the pool without calling into pool.c; NULL while there is none. */
-    int (*pool_take)(struct engine *e, const struct sandbox_create_opts *opts, int64_t ttl,
-                     engine_sandbox_cb cb, void *userdata, struct engine_error *ret_err);
-    void (*pool_close)(struct engine *e);
 
     struct sandbox *sandboxes;
     unsigned n_sandboxes;
@@ -175,6 +170,12 @@ struct engine {
     unsigned close_pending;
     void (*close_cb)(void *userdata);
     void *close_userdata;
+
+    /* Installed by lib/pool.c with the pool (engine_pool_apply), so the create and the close
+     * below it reach the pool without calling into pool.c; NULL while there is none. */
+    int (*pool_take)(struct engine *e, const struct sandbox_create_opts *opts, int64_t ttl,
+                     engine_sandbox_cb cb, void *userdata, struct engine_error *ret_err);
+    void (*pool_close)(struct engine *e);
 };
 
 /* ---- sandbox-base.c: what every engine file may call (it calls nothing of the engine) ---- */
