@@ -193,6 +193,8 @@ void engine_pool_apply(struct engine *e)
         uv_timer_init(e->loop, &p->timer);
         p->timer.data = p;
         e->pool = p;
+        e->pool_take = pool_take;
+        e->pool_close = pool_close;
     }
     e->pool->active = true;
     e->pool->retry_at_ms = 0;

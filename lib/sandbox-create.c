@@ -74,6 +74,8 @@ static int start_fw_ipfilter(struct sandbox *sb, uint64_t timeout_ms, const char
 static int start_connect(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
 static int start_reconnect(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
 static int start_ready_save(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
+static int start_rekey(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
+static int start_rekey_marker(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
 
 static const struct create_step create_steps[] = {
     {SANDBOX_PENDING, 0, "recording the intent", NULL, NULL, /* by engine_create() */
@@ -120,10 +122,10 @@ static const struct create_step create_steps[] = {
      "cannot start the SSH connect", .ssh = true, .crash_sent = "create-connecting"},
     /* The sandbox's own host key (hostkey.h): regenerated over the session authenticated
      * with the template's key, recorded in the marker, then the only key accepted. */
-    {SANDBOX_CONNECTING, ENGINE_STEP_CONFIG_MS, "regenerating the SSH host key", rekey_start,
+    {SANDBOX_CONNECTING, ENGINE_STEP_CONFIG_MS, "regenerating the SSH host key", start_rekey,
      "cannot regenerate the SSH host key", .ssh = true, .skip = skip_rekey,
      .crash_done = "create-rekeyed"},
-    {SANDBOX_CONNECTING, ENGINE_STEP_CONFIG_MS, "recording the SSH host key", rekey_marker_start,
+    {SANDBOX_CONNECTING, ENGINE_STEP_CONFIG_MS, "recording the SSH host key", start_rekey_marker,
      "cannot record the SSH host key", .skip = skip_rekey},
     {SANDBOX_CONNECTING, UINT64_MAX, "connecting over SSH with the new host key", start_reconnect,
      "cannot start the SSH connect", .ssh = true, .skip = skip_rekey},
@@ -139,7 +141,7 @@ struct sb_op *create_op_new(void)
     struct sb_op *op = calloc(1, sizeof *op);
 
     if (op) {
-        op->destroyed = create_finish;
+        op->finish = create_finish;
         op->check_abort = create_check_abort;
     }
     return op;
@@ -303,18 +305,8 @@ static void on_step_done(struct sandbox *sb, const struct engine_error *err)
     step_next(sb);
 }
 
-void create_step_done(struct sandbox *sb, const struct engine_error *err)
-{
-    on_step_done(sb, err);
-}
-
 /* The running step's Proxmox call completed. */
 static void step_pve_done(struct sandbox *sb, const struct pve_result *res)
-{
-    create_step_pve_done(sb, res);
-}
-
-void create_step_pve_done(struct sandbox *sb, const struct pve_result *res)
 {
     struct engine *e = sb->engine;
     struct engine_error err;
@@ -481,6 +473,17 @@ static void on_cloned(const struct pve_result *res, void *userdata)
 static bool skip_rekey(const struct sandbox *sb)
 {
     return !sb->engine->cfg->ssh.rekey;
+}
+
+/* The host key steps (sandbox-rekey.c) complete through the driver's callbacks. */
+static int start_rekey(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    return rekey_start(sb, timeout_ms, on_step_done, ret_fail);
+}
+
+static int start_rekey_marker(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    return rekey_marker_start(sb, timeout_ms, on_step_pve, ret_fail);
 }
 
 static bool skip_clone_wait(const struct sandbox *sb)
@@ -916,7 +919,7 @@ int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engi
         return create_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT,
                              "too many sandboxes for this uid (max_per_uid)", NULL);
     if (!opts->pool && !opts->no_pool) {
-        r = pool_take(e, opts, ttl, cb, userdata, ret_err);
+        r = e->pool_take ? e->pool_take(e, opts, ttl, cb, userdata, ret_err) : 0;
         if (r != 0)
             return r < 0 ? r : 0;
     }

@@ -69,7 +69,7 @@ static void destroy_finish(struct sandbox *sb, const struct engine_error *err)
         w = next;
     }
     if (sb->create_op)
-        sb->create_op->destroyed(sb);
+        sb->create_op->finish(sb);
     sandbox_unref(sb);
 }
 

@@ -84,11 +84,12 @@ struct sandbox {
 struct sb_op {
     engine_sandbox_cb cb;
     void *userdata;
-    /* What the destroy code tells the create it runs beside (set by create_op_new(), so
-     * sandbox-destroy.c never calls into sandbox-create.c): the rollback destroy ended
-     * (report the create's outcome), or a destroy was asked for while a step waits
-     * between polls (check now). */
-    void (*destroyed)(struct sandbox *sb);
+    /* What the code below the create tells the create it runs beside (set by
+     * create_op_new(), so sandbox-destroy.c and sandbox.c never call into
+     * sandbox-create.c): report the create's outcome (the rollback destroy ended, or the
+     * engine closes), or a destroy was asked for while a step waits between polls (check
+     * now). */
+    void (*finish)(struct sandbox *sb);
     bool (*check_abort)(struct sandbox *sb);
     bool failed;
     struct engine_error err; /* first failure; strings below */
@@ -184,11 +185,21 @@ struct engine {
     unsigned close_pending;
     void (*close_cb)(void *userdata);
     void *close_userdata;
+
+    /* Installed by lib/pool.c with the pool (engine_pool_apply), so the create and the close
+     * below it reach the pool without calling into pool.c; NULL while there is none. */
+    int (*pool_take)(struct engine *e, const struct sandbox_create_opts *opts, int64_t ttl,
+                     engine_sandbox_cb cb, void *userdata, struct engine_error *ret_err);
+    void (*pool_close)(struct engine *e);
 };
 
-/* ---- sandbox.c: table, state, registry, errors ---- */
+/* ---- sandbox-base.c: what every engine file may call (it calls nothing of the engine) ---- */
 void engine_noticef(struct engine *e, int level, const char *fmt, ...) _printf_(3, 4);
 uint64_t now_ms(struct engine *e);
+/* An engine_error from a Proxmox result (strings borrowed from res). */
+void error_from_pve(const struct pve_result *res, bool closing, struct engine_error *ret);
+
+/* ---- sandbox.c: table, state, registry, errors ---- */
 /* The one place a sandbox's state changes: logged, and saved to the registry (except
  * PENDING, GONE, and while the engine closes). */
 void sandbox_set_state(struct sandbox *sb, enum sandbox_state s);
@@ -201,7 +212,7 @@ void save_logged(int r, void *userdata);
 void sandbox_link(struct sandbox *sb);
 void sandbox_unlink(struct sandbox *sb);
 void sandbox_maybe_free(struct sandbox *sb);
-/* sandbox-probe.c: a new sandbox, not yet in the table, in state, with what record r holds
+/* sandbox-adopt.c: a new sandbox, not yet in the table, in state, with what record r holds
  * (id, owner, vmid, node, hostname, internet, sizes, lease, labels, idempotency key and its
  * hash, params hash) and its timer. -EEXIST when r's id is in the table, -ENOMEM. */
 int sandbox_from_record(struct engine *e, const struct reg_record *r, enum sandbox_state state,
@@ -213,8 +224,6 @@ void tomb_add(struct engine *e, const struct sandbox *sb);
 int labels_copy(json_object *in, json_object **ret);
 void op_set_error(struct sb_op *op, const struct engine_error *err);
 void op_free(struct sb_op *op);
-/* An engine_error from a Proxmox result (strings borrowed from res). */
-void error_from_pve(const struct pve_result *res, bool closing, struct engine_error *ret);
 /* The SSH settings for sb's address (strings borrowed from the engine and sb). */
 void sandbox_ssh_config(const struct sandbox *sb, struct sshs_config *ret);
 void sandbox_close_ssh(struct sandbox *sb);
@@ -239,10 +248,6 @@ void create_finish(struct sandbox *sb);
  * the create fails (and cleans up). Returns true then. */
 bool create_check_abort(struct sandbox *sb);
 
-/* The running create step ended (err NULL: it succeeded); its Proxmox call ended. For steps
- * that live outside sandbox-create.c. */
-void create_step_done(struct sandbox *sb, const struct engine_error *err);
-void create_step_pve_done(struct sandbox *sb, const struct pve_result *res);
 /* Time left for the running create step; 0 once its deadline passed. */
 uint64_t create_step_left(struct sandbox *sb);
 
@@ -261,8 +266,16 @@ bool create_replace(struct sandbox *sb);
 void creates_replace(struct engine *e);
 
 /* ---- sandbox-rekey.c: the per-sandbox host key steps ---- */
-int rekey_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
-int rekey_marker_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
+/* Regenerates the host key (the pin into sb->host_key); done runs once with the outcome
+ * (err NULL: it succeeded) unless this fails. */
+int rekey_start(struct sandbox *sb, uint64_t timeout_ms,
+                void (*done)(struct sandbox *sb, const struct engine_error *err),
+                const char **ret_fail);
+/* Writes the marker with the new pin: done is the Proxmox call's callback (userdata sb,
+ * the call in sb->call). */
+int rekey_marker_start(struct sandbox *sb, uint64_t timeout_ms,
+                       void (*done)(const struct pve_result *res, void *userdata),
+                       const char **ret_fail);
 /* The container's description for sb: its marker (with the pinned host key once known) and
  * its labels. */
 int sandbox_description(const struct sandbox *sb, char **ret);
@@ -282,7 +295,8 @@ struct engine_template *sandbox_template(const struct sandbox *sb);
 int engine_check_caps(struct engine *e, const struct engine_template *t, int cores, int memory_mb,
                       int disk_gb, struct engine_error *ret_err);
 
-/* ---- pool.c ---- */
+/* ---- pool.c (sandbox-create.c and sandbox.c, below it, reach pool_take and pool_close
+ * through the hooks it installs on struct engine) ---- */
 /* A create that fits a ready pool member takes it: 1 (cb runs later), 0 when none fits. */
 int pool_take(struct engine *e, const struct sandbox_create_opts *opts, int64_t ttl,
               engine_sandbox_cb cb, void *userdata, struct engine_error *ret_err);

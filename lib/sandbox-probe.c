@@ -1,19 +1,15 @@
 /* What the engine learns from Proxmox by itself: the periodic /version probe behind
- * daemon.status, the datacenter firewall check, and sandboxes re-attached from the
- * registry (engine_adopt). See sandbox.h. */
+ * daemon.status and the datacenter firewall check. Below sandbox.c (engine_new() starts
+ * the probe): it calls nothing of the engine but sandbox-base.c. See sandbox.h. */
 #include "macro.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
 
-#include "hostkey.h"
 #include "log.h"
-#include "marker.h"
 #include "pve.h"
-#include "registry.h"
 #include "sandbox-internal.h"
 
 #define COMP "sandbox"
@@ -84,87 +80,4 @@ void probe_schedule(struct engine *e, uint64_t ms)
 {
     if (e->probe_open && !e->closing)
         uv_timer_start(&e->probe, on_probe_timer, ms, 0);
-}
-
-/* ---- re-attach ---- */
-
-int sandbox_from_record(struct engine *e, const struct reg_record *r, enum sandbox_state state,
-                        struct sandbox **ret)
-{
-    struct sandbox *sb;
-    int k;
-
-    for (sb = e->sandboxes; sb; sb = sb->next)
-        if (strcmp(sb->id, r->id) == 0)
-            return -EEXIST;
-    sb = calloc(1, sizeof *sb);
-    if (!sb)
-        return -ENOMEM;
-    snprintf(sb->id, sizeof sb->id, "%s", r->id);
-    sb->engine = e;
-    sb->owner_uid = r->owner_uid;
-    sb->vmid = (uint32_t)r->vmid;
-    sb->node = strdup(r->node);
-    sb->hostname = strdup(r->hostname ? r->hostname : r->id);
-    sb->internet = r->internet;
-    sb->cores = r->cores;
-    sb->memory_mb = (unsigned)r->memory_mb;
-    sb->disk_gb = (unsigned)r->disk_gb;
-    sb->created_at = r->created_at;
-    sb->expires_at = r->expires_at;
-    sb->state = state;
-    sb->started_ms = now_ms(e);
-    k = labels_copy(r->labels, &sb->labels);
-    if (r->idempotency_key) {
-        sb->idempotency_key = strdup(r->idempotency_key);
-        if (!sb->idempotency_key ||
-            marker_key_hash(r->owner_uid, r->idempotency_key, sb->idem_hash) < 0)
-            k = -ENOMEM;
-    }
-    if (r->params_hash && hex_is_valid(r->params_hash, SHA256_HEX_SIZE - 1))
-        memcpy(sb->params_hash, r->params_hash, SHA256_HEX_SIZE);
-    uv_timer_init(e->loop, &sb->timer);
-    sb->timer.data = sb;
-    if (k < 0 || !sb->node || !sb->hostname) {
-        sandbox_discard(sb);
-        return k < 0 ? k : -ENOMEM;
-    }
-    *ret = sb;
-    return 0;
-}
-
-void sandbox_discard(struct sandbox *sb)
-{
-    sandbox_set_state(sb, SANDBOX_GONE);
-    sandbox_maybe_free(sb);
-}
-
-int engine_adopt(struct engine *e, const struct reg_record *r, struct sandbox **ret)
-{
-    struct sandbox *sb;
-    int k;
-
-    if (e->closing || !e->configured)
-        return -ESHUTDOWN;
-    if (!r->id || !id_is_valid(r->id) || r->vmid <= 0 || !r->node || !r->ip)
-        return -EINVAL;
-    /* born READY: no transition, nothing to save */
-    k = sandbox_from_record(e, r, SANDBOX_READY, &sb);
-    if (k < 0)
-        return k;
-    sb->pool_member = r->pool;
-    snprintf(sb->template, sizeof sb->template, "%s",
-             r->template ? r->template : engine_template_find(e, NULL)->name);
-    if (r->host_key && hostkey_pin_is_valid(r->host_key))
-        snprintf(sb->host_key, sizeof sb->host_key, "%s", r->host_key);
-    sb->ip = strdup(r->ip);
-    if (!sb->ip) {
-        sandbox_discard(sb);
-        return -ENOMEM;
-    }
-    sandbox_link(sb);
-    log_debug(COMP, "%s: re-attached (vmid %u, %s)", sb->id, sb->vmid, sb->ip);
-    if (ret)
-        *ret = sb;
-    return 0;
 }

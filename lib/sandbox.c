@@ -1,7 +1,10 @@
 /* The sandbox engine: the engine object and its close, the table of sandboxes, the one
  * state setter, registry records, lookups and the errors every step reports. The create
- * and destroy pipelines, the probe and re-attach, and exec/files/internet are in
- * sandbox-create.c, sandbox-destroy.c, sandbox-probe.c and sandbox-io.c. See sandbox.h. */
+ * and destroy pipelines, the probe, re-attach, and exec/files/internet are in
+ * sandbox-create.c, sandbox-destroy.c, sandbox-probe.c, sandbox-adopt.c and sandbox-io.c.
+ * The create, destroy, re-attach and exec/files call this file, never the reverse: it calls only
+ * sandbox-base.c, sandbox-obs.c, sandbox-template.c and the probe, and reaches the create and the
+ * pool through the hooks they install (struct sb_op, struct engine). See sandbox.h. */
 #include "macro.h"
 
 #include "sandbox.h"
@@ -19,53 +22,6 @@
 #include "sandbox-internal.h"
 
 #define COMP "sandbox"
-
-static const char *const state_names[_SANDBOX_STATE_MAX] = {
-    [SANDBOX_PENDING] = "pending",
-    [SANDBOX_CLONING] = "cloning",
-    [SANDBOX_CONFIGURING] = "configuring",
-    [SANDBOX_STARTING] = "starting",
-    [SANDBOX_WAITING_IP] = "waiting_ip",
-    [SANDBOX_CONNECTING] = "connecting",
-    [SANDBOX_READY] = "ready",
-    [SANDBOX_DESTROYING] = "destroying",
-    [SANDBOX_GONE] = "gone",
-    [SANDBOX_FAILED] = "failed",
-};
-
-const char *sandbox_state_to_string(enum sandbox_state s)
-{
-    return (unsigned)s < _SANDBOX_STATE_MAX ? state_names[s] : NULL;
-}
-
-const char *sandbox_state_to_public(enum sandbox_state s)
-{
-    switch (s) {
-    case SANDBOX_READY:
-        return "ready";
-    case SANDBOX_DESTROYING:
-        return "destroying";
-    case SANDBOX_GONE:
-        return "destroyed";
-    case SANDBOX_FAILED:
-        return "failed";
-    default:
-        return "creating";
-    }
-}
-
-void engine_noticef(struct engine *e, int level, const char *fmt, ...)
-{
-    char buf[1024];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    log_debug(COMP, "%s", buf);
-    if (e->hooks.notice)
-        e->hooks.notice(level, buf, e->hooks.userdata);
-}
 
 /* ---- registry ---- */
 
@@ -138,12 +94,6 @@ void save_logged(int r, void *userdata)
 {
     if (r < 0)
         log_debug_errno(r, COMP, "registry save failed: %m");
-}
-
-uint64_t now_ms(struct engine *e)
-{
-    uv_update_time(e->loop);
-    return uv_now(e->loop);
 }
 
 void sandbox_set_state(struct sandbox *sb, enum sandbox_state s)
@@ -355,28 +305,6 @@ void op_free(struct sb_op *op)
     free(op);
 }
 
-void error_from_pve(const struct pve_result *res, bool closing, struct engine_error *ret)
-{
-    *ret = (struct engine_error){.error = res->error};
-    if (res->error == -EREMOTEIO && res->perr) {
-        ret->kind = ENGINE_E_PROXMOX;
-        ret->http_status = res->perr->http_status;
-        ret->message = res->perr->message;
-        ret->upid = res->perr->upid ? res->perr->upid : res->upid;
-    } else if (res->error == -ECANCELED || closing) {
-        ret->kind = ENGINE_E_SHUTDOWN;
-        ret->message = "the daemon is shutting down";
-    } else if (res->error == -ETIMEDOUT) {
-        ret->kind = ENGINE_E_DEADLINE;
-        ret->message = "Proxmox did not answer within the deadline";
-        ret->upid = res->upid;
-    } else {
-        ret->kind = ENGINE_E_PROXMOX;
-        ret->message = strerror(-res->error);
-        ret->upid = res->upid;
-    }
-}
-
 int labels_copy(json_object *in, json_object **ret)
 {
     json_object *o = json_object_new_object();
@@ -535,7 +463,8 @@ void engine_close(struct engine *e, void (*cb)(void *userdata), void *userdata)
     e->close_cb = cb;
     e->close_userdata = userdata;
     e->close_pending = 1; /* released at the end of this function */
-    pool_close(e);
+    if (e->pool_close)
+        e->pool_close(e);
     for (sb = e->sandboxes; sb; sb = sb->next) {
         uv_timer_stop(&sb->timer);
         sandbox_close_ssh(sb); /* fails execs and a running connect */
@@ -557,7 +486,7 @@ void engine_close(struct engine *e, void (*cb)(void *userdata), void *userdata)
         sb->refs++;
         if (sb->create_op) {
             op_set_error(sb->create_op, &err);
-            create_finish(sb);
+            sb->create_op->finish(sb);
         }
         while (w) {
             struct sb_waiter *wn = w->next;

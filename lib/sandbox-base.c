@@ -1,0 +1,93 @@
+/* The helpers every file of the engine may call and that call nothing else of the engine:
+ * state names, the loop's clock, notices to the engine's hook and errors from Proxmox
+ * results. Keeping them here lets the files sandbox.c itself calls (sandbox-obs.c,
+ * sandbox-probe.c) use them without calling back into sandbox.c. */
+#include "macro.h"
+
+#include "sandbox.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "log.h"
+#include "pve.h"
+#include "sandbox-internal.h"
+
+#define COMP "sandbox"
+
+static const char *const state_names[_SANDBOX_STATE_MAX] = {
+    [SANDBOX_PENDING] = "pending",
+    [SANDBOX_CLONING] = "cloning",
+    [SANDBOX_CONFIGURING] = "configuring",
+    [SANDBOX_STARTING] = "starting",
+    [SANDBOX_WAITING_IP] = "waiting_ip",
+    [SANDBOX_CONNECTING] = "connecting",
+    [SANDBOX_READY] = "ready",
+    [SANDBOX_DESTROYING] = "destroying",
+    [SANDBOX_GONE] = "gone",
+    [SANDBOX_FAILED] = "failed",
+};
+
+const char *sandbox_state_to_string(enum sandbox_state s)
+{
+    return (unsigned)s < _SANDBOX_STATE_MAX ? state_names[s] : NULL;
+}
+
+const char *sandbox_state_to_public(enum sandbox_state s)
+{
+    switch (s) {
+    case SANDBOX_READY:
+        return "ready";
+    case SANDBOX_DESTROYING:
+        return "destroying";
+    case SANDBOX_GONE:
+        return "destroyed";
+    case SANDBOX_FAILED:
+        return "failed";
+    default:
+        return "creating";
+    }
+}
+
+void engine_noticef(struct engine *e, int level, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    log_debug(COMP, "%s", buf);
+    if (e->hooks.notice)
+        e->hooks.notice(level, buf, e->hooks.userdata);
+}
+
+uint64_t now_ms(struct engine *e)
+{
+    uv_update_time(e->loop);
+    return uv_now(e->loop);
+}
+
+void error_from_pve(const struct pve_result *res, bool closing, struct engine_error *ret)
+{
+    *ret = (struct engine_error){.error = res->error};
+    if (res->error == -EREMOTEIO && res->perr) {
+        ret->kind = ENGINE_E_PROXMOX;
+        ret->http_status = res->perr->http_status;
+        ret->message = res->perr->message;
+        ret->upid = res->perr->upid ? res->perr->upid : res->upid;
+    } else if (res->error == -ECANCELED || closing) {
+        ret->kind = ENGINE_E_SHUTDOWN;
+        ret->message = "the daemon is shutting down";
+    } else if (res->error == -ETIMEDOUT) {
+        ret->kind = ENGINE_E_DEADLINE;
+        ret->message = "Proxmox did not answer within the deadline";
+        ret->upid = res->upid;
+    } else {
+        ret->kind = ENGINE_E_PROXMOX;
+        ret->message = strerror(-res->error);
+        ret->upid = res->upid;
+    }
+}
