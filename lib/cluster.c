@@ -53,8 +53,9 @@ struct cluster {
     bool timer_open;
     struct pve_call *read;
     struct pve_call *vm_read;
-    uint64_t read_at_ms;  /* when the last node read was sent */
-    bool replace_pending; /* a node went down: move the creates on it */
+    uint64_t read_at_ms;              /* when the last node read was sent */
+    bool replace_pending;             /* a node went down: move the creates on it */
+    void (*closed)(struct engine *e); /* cluster_close's: once the timer is closed */
     bool read_once;
 };
 
@@ -295,7 +296,8 @@ static void on_timer(uv_timer_t *t)
         return;
     if (c->replace_pending) {
         c->replace_pending = false;
-        creates_replace(e);
+        if (e->creates_replace)
+            e->creates_replace(e);
     }
     /* one node: nothing to choose between, so no reads (its failures still count) */
     if (c->n > 1 && !c->read && (!c->read_once || now - c->read_at_ms >= CLUSTER_REFRESH_MS)) {
@@ -476,12 +478,15 @@ static void timer_closed(uv_handle_t *h)
     struct cluster *c = h->data;
     struct engine *e = c->e;
 
+    void (*closed)(struct engine * e) = c->closed;
+
     free(c->nodes);
     free(c);
-    engine_handle_closed(e);
+    if (closed)
+        closed(e);
 }
 
-void cluster_close(struct engine *e)
+void cluster_close(struct engine *e, void (*closed)(struct engine *e))
 {
     struct cluster *c = e->cluster;
 
@@ -494,6 +499,7 @@ void cluster_close(struct engine *e)
     for (size_t i = 0; i < c->n; i++)
         c->nodes[i].probe = NULL;
     c->timer_open = false;
+    c->closed = closed;
     e->close_pending++;
     uv_close((uv_handle_t *)&c->timer, timer_closed);
 }
@@ -504,33 +510,4 @@ bool cluster_vm_unreachable(struct engine *e, const char *node, const char *stat
 {
     return (status && strcmp(status, "unknown") == 0 && cluster_alternatives(e)) ||
            cluster_node_down(e, node);
-}
-
-bool engine_id_elsewhere(struct engine *e, struct reg_record *const *recs, size_t n_recs,
-                         const char *id, uint32_t vmid)
-{
-    for (struct sandbox *sb = e->sandboxes; sb; sb = sb->next)
-        if (strcmp(sb->id, id) == 0)
-            return sb->vmid != vmid;
-    for (size_t i = 0; i < n_recs; i++)
-        if (recs[i] && strcmp(recs[i]->id, id) == 0)
-            return recs[i]->vmid > 0 && (uint32_t)recs[i]->vmid != vmid;
-    return false;
-}
-
-bool engine_adopt_unreachable(struct engine *e, const struct reg_record *r,
-                              const struct pve_vm_list *members)
-{
-    const struct pve_vm *vm =
-        members && r->vmid > 0 ? pve_vm_list_find(members, (uint32_t)r->vmid) : NULL;
-    struct sandbox *sb;
-
-    if (!vm || !cluster_vm_unreachable(e, vm->node ? vm->node : r->node, vm->status))
-        return false;
-    if (r->state != REG_READY || r->expires_at <= now_realtime() || !r->ip ||
-        engine_adopt(e, r, &sb) < 0)
-        return true; /* resolved once its node answers */
-    audit_reconcile("reattach", "restart", sb->id, sb->vmid, sb->node,
-                    "re-attached after a restart; its node does not answer");
-    return true;
 }

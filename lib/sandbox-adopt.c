@@ -7,11 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit.h"
 #include "hostkey.h"
 #include "log.h"
 #include "marker.h"
+#include "pve-parse.h"
 #include "registry.h"
 #include "sandbox-internal.h"
+#include "util.h"
 
 #define COMP "sandbox"
 
@@ -94,4 +97,35 @@ int engine_adopt(struct engine *e, const struct reg_record *r, struct sandbox **
     if (ret)
         *ret = sb;
     return 0;
+}
+
+/* ---- for reconcile ---- */
+
+bool engine_id_elsewhere(struct engine *e, struct reg_record *const *recs, size_t n_recs,
+                         const char *id, uint32_t vmid)
+{
+    for (struct sandbox *sb = e->sandboxes; sb; sb = sb->next)
+        if (strcmp(sb->id, id) == 0)
+            return sb->vmid != vmid;
+    for (size_t i = 0; i < n_recs; i++)
+        if (recs[i] && strcmp(recs[i]->id, id) == 0)
+            return recs[i]->vmid > 0 && (uint32_t)recs[i]->vmid != vmid;
+    return false;
+}
+
+bool engine_adopt_unreachable(struct engine *e, const struct reg_record *r,
+                              const struct pve_vm_list *members)
+{
+    const struct pve_vm *vm =
+        members && r->vmid > 0 ? pve_vm_list_find(members, (uint32_t)r->vmid) : NULL;
+    struct sandbox *sb;
+
+    if (!vm || !cluster_vm_unreachable(e, vm->node ? vm->node : r->node, vm->status))
+        return false;
+    if (r->state != REG_READY || r->expires_at <= now_realtime() || !r->ip ||
+        engine_adopt(e, r, &sb) < 0)
+        return true; /* resolved once its node answers */
+    audit_reconcile("reattach", "restart", sb->id, sb->vmid, sb->node,
+                    "re-attached after a restart; its node does not answer");
+    return true;
 }

@@ -75,7 +75,7 @@ struct sandbox {
     bool end_by_caller;     /* end_uid asked for it */
     uid_t end_uid;
     uint64_t state_since_ms; /* when the current state began (uv_now scale) */
-    /* placement (sandbox-replace.c) */
+    /* placement again on another node (sandbox-create.c) */
     unsigned replacements; /* times the create moved to another node */
     bool no_replace;       /* moving failed: the create fails as usual */
 };
@@ -191,6 +191,9 @@ struct engine {
     int (*pool_take)(struct engine *e, const struct sandbox_create_opts *opts, int64_t ttl,
                      engine_sandbox_cb cb, void *userdata, struct engine_error *ret_err);
     void (*pool_close)(struct engine *e);
+    /* Installed by sandbox-create.c with the first create, so lib/cluster.c, below it, moves
+     * the creates of a node that went down (creates_replace) without calling into it. */
+    void (*creates_replace)(struct engine *e);
 };
 
 /* ---- sandbox-base.c: what every engine file may call (it calls nothing of the engine) ---- */
@@ -253,12 +256,12 @@ uint64_t create_step_left(struct sandbox *sb);
 
 /* Runs a resumed create (sandbox-resume.c) from the wait for its recorded clone task. */
 void create_resume(struct sandbox *sb);
-/* Runs the create again from the choice of a container id (sandbox-replace.c). */
+/* Runs the create again from the choice of a container id. */
 void create_restart(struct sandbox *sb);
 /* Fails the create (and cleans up), without placing it again. */
 void create_fail_now(struct sandbox *sb, const struct engine_error *err);
 
-/* ---- sandbox-replace.c ---- */
+/* ---- sandbox-create.c: placing a create again when its node goes down ---- */
 /* The create's node is down: true when it will be placed again on another node (soon, from
  * the loop; the caller then stops), false when it fails as usual. */
 bool create_replace(struct sandbox *sb);
@@ -308,7 +311,7 @@ void pool_close(struct engine *e);
 /* Starts the node table and its refresh (engine_new). */
 int cluster_init(struct engine *e);
 /* Stops the refresh; its handle's close is one of engine_close()'s pending handles. */
-void cluster_close(struct engine *e);
+void cluster_close(struct engine *e, void (*closed)(struct engine *e));
 /* The node a new sandbox of t goes to: want (NULL: placement; an unknown node or one
  * without t is ENGINE_E_INVALID on "node"), or the refusal in *ret_err (borrowed strings). */
 int cluster_place(struct engine *e, const struct engine_template *t, const char *want,

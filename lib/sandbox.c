@@ -511,7 +511,7 @@ void engine_close(struct engine *e, void (*cb)(void *userdata), void *userdata)
         e->close_pending++;
         uv_close((uv_handle_t *)&e->probe, probe_closed);
     }
-    cluster_close(e);
+    cluster_close(e, engine_handle_closed);
     engine_release(e);
 }
 
