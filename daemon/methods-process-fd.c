@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "lib/log.h"
@@ -14,6 +13,7 @@
 #include "lib/sandbox.h"
 #include "lib/sftp.h"
 #include "lib/sshexec.h"
+#include "lib/util.h"
 #include "methods-sandbox.h"
 #include "methods-transfer.h"
 
@@ -154,17 +154,6 @@ static void check_arm(uv_loop_t *loop)
         (void)uv_timer_start(&check_timer, on_check, PUMP_CHECK_MS, PUMP_CHECK_MS);
 }
 
-static void random_marker(char *buf)
-{
-    uint8_t rnd[16];
-
-    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
-        for (size_t i = 0; i < sizeof rnd; i++)
-            rnd[i] = (uint8_t)(rand() & 0xff);
-    for (size_t i = 0; i < sizeof rnd; i++)
-        snprintf(buf + 2 * i, 3, "%02x", rnd[i]);
-}
-
 /* The attach script as an exec with descriptors; NULL on failure. */
 static struct sshfile_exec_fd *pump_exec(struct process_pump *pm, uint64_t output_max)
 {
@@ -177,7 +166,7 @@ static struct sshfile_exec_fd *pump_exec(struct process_pump *pm, uint64_t outpu
     x->fd_in = pm->fd_in;
     x->fd_out = pm->fd_out;
     x->fd_err = pm->fd_err;
-    random_marker(x->marker);
+    util_random_hex(x->marker, 16);
     if (process_script_attach(pm->process, output_max, pm->fd_in >= 0, pm->fd_out >= 0,
                               pm->fd_err >= 0, &script) < 0) {
         free(x);

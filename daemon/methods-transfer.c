@@ -5,11 +5,11 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "lib/config.h"
 #include "lib/macro.h"
+#include "lib/util.h"
 #include "proto/b64.h"
 #include "proto/rpc.h"
 #include "methods-common.h"
@@ -232,17 +232,6 @@ static void on_exec_done(int error, struct sshfile_exec_fd *res, void *userdata)
     xfer_free(x);
 }
 
-static void random_marker(char *buf)
-{
-    uint8_t rnd[16];
-
-    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
-        for (size_t i = 0; i < sizeof rnd; i++)
-            rnd[i] = (uint8_t)(rand() & 0xff);
-    for (size_t i = 0; i < sizeof rnd; i++)
-        snprintf(buf + 2 * i, 3, "%02x", rnd[i]);
-}
-
 void transfer_exec(struct req *r, struct sandbox *sb, const struct sshexec_params *sp,
                    const struct params_sandbox_exec *p)
 {
@@ -261,7 +250,7 @@ void transfer_exec(struct req *r, struct sandbox *sb, const struct sshexec_param
         (p->stdout_fd >= 0 && !take_fd(r, "stdout_fd", p->stdout_fd, REQ_FD_WRITE, &e->fd_out)) ||
         (p->stderr_fd >= 0 && !take_fd(r, "stderr_fd", p->stderr_fd, REQ_FD_WRITE, &e->fd_err)))
         goto fail_quiet;
-    random_marker(e->marker);
+    util_random_hex(e->marker, 16);
     k = sshexec_build_command(sp, e->marker, &e->command);
     if (k < 0) {
         req_invalid_params(r, "command", k == -E2BIG ? "too long" : "cannot be run");

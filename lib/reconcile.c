@@ -120,18 +120,8 @@ static void rc_unref(struct reconcile *rc)
     free(rc);
 }
 
-static void notice(struct reconcile *rc, int level, const char *fmt, ...) _printf_(3, 4);
-static void notice(struct reconcile *rc, int level, const char *fmt, ...)
-{
-    char buf[1024];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    log_debug(COMP, "%s", buf);
-    engine_emit_notice(rc->e, level, buf);
-}
+/* A notice to the engine's user (logged, and sent to the notice hook). */
+#define notice(rc, level, ...) engine_noticef((rc)->e, level, __VA_ARGS__)
 
 static struct sandbox *find_sandbox(struct reconcile *rc, const char *id)
 {

@@ -537,11 +537,6 @@ bool engine_closing(const struct engine *e)
     return e->closing;
 }
 
-void engine_emit_notice(struct engine *e, int level, const char *msg)
-{
-    engine_noticef(e, level, "%s", msg);
-}
-
 bool sandbox_busy(const struct sandbox *sb)
 {
     return sb->create_op || sb->call || sb->fw_busy || sb->resize_op ||

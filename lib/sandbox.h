@@ -270,8 +270,6 @@ uv_loop_t *engine_loop(const struct engine *e);
 struct pve_client *engine_pve(const struct engine *e);
 struct registry *engine_registry(const struct engine *e);
 bool engine_closing(const struct engine *e);
-/* Passes msg to the notice hook (what the operator must see). */
-void engine_emit_notice(struct engine *e, int level, const char *msg);
 /* Puts a READY sandbox rebuilt from a record into the table (re-attach after a restart);
  * its SSH pool connects on first use. -EEXIST when the id is already there. */
 int engine_adopt(struct engine *e, const struct reg_record *r, struct sandbox **ret);

@@ -312,18 +312,6 @@ static int rename_by_exec(struct sshfile *f, const char *from, const char *to)
     return exec_quoted(f, "mv -f", from, to);
 }
 
-static void random_hex(char *buf, size_t n_bytes)
-{
-    uint8_t rnd[16];
-
-    if (n_bytes > sizeof(rnd))
-        n_bytes = sizeof(rnd);
-    if (getrandom(rnd, n_bytes, 0) != (ssize_t)n_bytes)
-        memset(rnd, 0x5a, n_bytes);
-    for (size_t i = 0; i < n_bytes; i++)
-        snprintf(buf + 2 * i, 3, "%02x", rnd[i]);
-}
-
 /* What a write would replace. 0: nothing yet; 1: a regular file, with *ret_real set to the
  * file a symbolic link points to (left alone when path is not a link); < 0: refused
  * (-EISDIR, -EINVAL: not a regular file, or a link to nothing) or an error. */
@@ -447,7 +435,7 @@ static int do_write(struct sshfile *f, struct job *j)
     r = path_dir(target, &dir);
     if (r < 0)
         return r;
-    random_hex(rnd, 8);
+    util_random_hex(rnd, 8);
     if (asprintf(&tmp, "%s%s.%s.sandboxd-%s", dir, strcmp(dir, "/") == 0 ? "" : "/",
                  strrchr(target, '/') + 1, rnd) < 0)
         return -ENOMEM;

@@ -550,3 +550,16 @@ int path_dir(const char *path, char **ret)
     *ret = d;
     return 0;
 }
+
+void util_random_hex(char *buf, size_t n_bytes)
+{
+    uint8_t rnd[16];
+
+    if (n_bytes > sizeof(rnd))
+        n_bytes = sizeof(rnd);
+    if (getrandom(rnd, n_bytes, 0) != (ssize_t)n_bytes)
+        for (size_t i = 0; i < n_bytes; i++)
+            rnd[i] = (uint8_t)(rand() & 0xff);
+    for (size_t i = 0; i < n_bytes; i++)
+        snprintf(buf + 2 * i, 3, "%02x", rnd[i]);
+}

@@ -93,3 +93,7 @@ static inline bool streq_ptr(const char *a, const char *b)
 /* Sets *ret to a copy of s (NULL passes through), freeing the old value.
  * -ENOMEM leaves *ret unchanged. */
 int strdup_replace(char **ret, const char *s);
+
+/* n_bytes (at most 16) random bytes as 2 * n_bytes lowercase hex digits and a NUL into buf
+ * (getrandom(2); rand(3) should it fail). */
+void util_random_hex(char *buf, size_t n_bytes);
