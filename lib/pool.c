@@ -35,6 +35,11 @@ struct pool {
     uint64_t retry_at_ms;
 };
 
+/* Installed as the engine's hooks (struct engine: pool_take, pool_close). */
+static int pool_take(struct engine *e, const struct sandbox_create_opts *opts, int64_t ttl,
+                     engine_sandbox_cb cb, void *userdata, struct engine_error *ret_err);
+static void pool_close(struct engine *e);
+
 static bool is_ready_member(const struct sandbox *sb, const struct engine_template *t)
 {
     return sb->pool_member && sb->state == SANDBOX_READY && !sb->resize_op &&
@@ -214,7 +219,7 @@ static void pool_closed(uv_handle_t *h)
     free(h->data);
 }
 
-void pool_close(struct engine *e)
+static void pool_close(struct engine *e)
 {
     struct pool *p = TAKE_PTR(e->pool);
 
@@ -294,8 +299,8 @@ static int hand_over(struct sandbox *sb, const struct sandbox_create_opts *opts,
     return 0;
 }
 
-int pool_take(struct engine *e, const struct sandbox_create_opts *opts, int64_t ttl,
-              engine_sandbox_cb cb, void *userdata, struct engine_error *ret_err)
+static int pool_take(struct engine *e, const struct sandbox_create_opts *opts, int64_t ttl,
+                     engine_sandbox_cb cb, void *userdata, struct engine_error *ret_err)
 {
     struct engine_template *t = engine_template_find(e, opts->template);
     const struct config_sandbox *cs = &e->cfg->sandbox;

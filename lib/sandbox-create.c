@@ -230,11 +230,6 @@ static void create_deadline(struct sandbox *sb)
 /* Time left for the running step; 0 once its deadline passed. */
 static uint64_t step_left(struct sandbox *sb)
 {
-    return create_step_left(sb);
-}
-
-uint64_t create_step_left(struct sandbox *sb)
-{
     uint64_t now = now_ms(sb->engine);
 
     return now >= sb->step_deadline_ms ? 0 : sb->step_deadline_ms - now;

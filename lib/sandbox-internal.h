@@ -188,6 +188,7 @@ struct engine {
 
     /* Installed by lib/pool.c with the pool (engine_pool_apply), so the create and the close
      * below it reach the pool without calling into pool.c; NULL while there is none. */
+    /* A create that fits a ready pool member takes it: 1 (cb runs later), 0 when none fits. */
     int (*pool_take)(struct engine *e, const struct sandbox_create_opts *opts, int64_t ttl,
                      engine_sandbox_cb cb, void *userdata, struct engine_error *ret_err);
     void (*pool_close)(struct engine *e);
@@ -251,9 +252,6 @@ void create_finish(struct sandbox *sb);
  * the create fails (and cleans up). Returns true then. */
 bool create_check_abort(struct sandbox *sb);
 
-/* Time left for the running create step; 0 once its deadline passed. */
-uint64_t create_step_left(struct sandbox *sb);
-
 /* Runs a resumed create (sandbox-resume.c) from the wait for its recorded clone task. */
 void create_resume(struct sandbox *sb);
 /* Runs the create again from the choice of a container id. */
@@ -298,14 +296,10 @@ struct engine_template *sandbox_template(const struct sandbox *sb);
 int engine_check_caps(struct engine *e, const struct engine_template *t, int cores, int memory_mb,
                       int disk_gb, struct engine_error *ret_err);
 
-/* ---- pool.c (sandbox-create.c and sandbox.c, below it, reach pool_take and pool_close
- * through the hooks it installs on struct engine) ---- */
-/* A create that fits a ready pool member takes it: 1 (cb runs later), 0 when none fits. */
-int pool_take(struct engine *e, const struct sandbox_create_opts *opts, int64_t ttl,
-              engine_sandbox_cb cb, void *userdata, struct engine_error *ret_err);
+/* ---- pool.c (sandbox-create.c and sandbox.c, below it, reach its take and close through
+ * the hooks it installs on struct engine: pool_take, pool_close) ---- */
 /* Something changed (a member ready, failed, destroyed, taken): refill in the background. */
 void pool_kick(struct engine *e);
-void pool_close(struct engine *e);
 
 /* ---- cluster.c: nodes, placement and node health ---- */
 /* Starts the node table and its refresh (engine_new). */
