@@ -115,8 +115,11 @@ def records(env):
     out = {}
     for n in os.listdir(d) if os.path.isdir(d) else []:
         if n.endswith(".json"):
-            with open(os.path.join(d, n)) as f:
-                out[n[:-5]] = json.load(f)
+            try:
+                with open(os.path.join(d, n)) as f:
+                    out[n[:-5]] = json.load(f)
+            except FileNotFoundError:
+                pass  # removed by the daemon between the listing and the read: gone
     return out
 
 
