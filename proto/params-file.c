@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "lib/macro.h"
 #include "proto/params-internal.h"
 
 void params_file_op_done(struct params_file_op *p)
@@ -15,114 +16,55 @@ void params_file_op_done(struct params_file_op *p)
     p->path = p->to = NULL;
 }
 
-/* The fields every method takes: id and the path under name. */
-static int file_op_common(json_object *params, const char *const *allowed, const char *name,
-                          struct params_file_op *p, struct params_error *err)
-{
-    int r;
+#define OP_ID PARAMS_F_ID_OF(struct params_file_op)
+#define OP_PATH(member, name)                                                                      \
+    PARAMS_FIELD_NAMED(struct params_file_op, member, name, PARAMS_F_PATH, true, 0, 0)
+#define OP_BOOL(member) PARAMS_F_BOOL_OF(struct params_file_op, member, false)
 
-    r = params_check_object(params, allowed, err);
-    if (r < 0)
-        return r;
-    r = params_id(params, p->id, err);
-    if (r < 0)
-        return r;
-    return params_path(params, name, true, &p->path, err);
+/* The fields of each method, in the order they are read; it takes no other names. */
+static const struct params_field list_fields[] = {
+    PARAMS_F_INT64_OF(struct params_file_op, limit, false, 1, PARAMS_LIST_LIMIT_MAX), OP_ID,
+    OP_PATH(path, "path")};
+static const struct params_field stat_fields[] = {OP_ID, OP_PATH(path, "path"), OP_BOOL(follow)};
+static const struct params_field remove_fields[] = {OP_ID, OP_PATH(path, "path"),
+                                                    OP_BOOL(recursive)};
+static const struct params_field mkdir_fields[] = {
+    OP_ID, OP_PATH(path, "path"), OP_BOOL(parents),
+    PARAMS_FIELD(struct params_file_op, mode, PARAMS_F_MODE, false, 0, 0)};
+static const struct params_field rename_fields[] = {OP_ID, OP_PATH(path, "from"),
+                                                    OP_PATH(to, "to")};
+
+#define FILE_OP_FIELDS_MAX 4
+
+/* Checks that params holds only the names of fields[0..n), then reads them over defaults. */
+static int file_op_read(json_object *params, const struct params_field *fields, size_t n,
+                        const struct params_file_op *defaults, void *at, struct params_error *err)
+{
+    const char *allowed[FILE_OP_FIELDS_MAX + 1] = {};
+
+    for (size_t i = 0; i < n && i < FILE_OP_FIELDS_MAX; i++)
+        allowed[i] = fields[i].name;
+    *(struct params_file_op *)at = *defaults;
+    return params_read(params, allowed, fields, n, at, err);
 }
 
-static int file_op_finish(int r, struct params_file_op *p, struct params_file_op *ret)
-{
-    if (r < 0) {
-        params_file_op_done(p);
-        return r;
-    }
-    *ret = *p;
-    return 0;
-}
+PARAMS_DONE_ANY(params_file_op)
 
-int params_file_list_parse(json_object *params, struct params_file_op *ret,
-                           struct params_error *err)
-{
-    static const char *const allowed[] = {"id", "path", "limit", NULL};
-    struct params_file_op p = {.limit = PARAMS_LIST_LIMIT_MAX};
-    int r;
-
-    r = params_int(params, "limit", false, 1, PARAMS_LIST_LIMIT_MAX, &p.limit, err);
-    if (r == 0)
-        r = file_op_common(params, allowed, "path", &p, err);
-    return file_op_finish(r, &p, ret);
-}
-
-int params_file_stat_parse(json_object *params, struct params_file_op *ret,
-                           struct params_error *err)
-{
-    static const char *const allowed[] = {"id", "path", "follow", NULL};
-    struct params_file_op p = {};
-    int r;
-
-    r = file_op_common(params, allowed, "path", &p, err);
-    if (r == 0)
-        r = params_bool(params, "follow", false, &p.follow, err);
-    return file_op_finish(r, &p, ret);
-}
-
-int params_file_remove_parse(json_object *params, struct params_file_op *ret,
-                             struct params_error *err)
-{
-    static const char *const allowed[] = {"id", "path", "recursive", NULL};
-    struct params_file_op p = {};
-    int r;
-
-    r = file_op_common(params, allowed, "path", &p, err);
-    if (r == 0)
-        r = params_bool(params, "recursive", false, &p.recursive, err);
-    return file_op_finish(r, &p, ret);
-}
-
-int params_file_mkdir_parse(json_object *params, struct params_file_op *ret,
-                            struct params_error *err)
-{
-    static const char *const allowed[] = {"id", "path", "parents", "mode", NULL};
-    struct params_file_op p = {.mode = PARAMS_MKDIR_MODE_DEFAULT};
-    int r;
-
-    r = file_op_common(params, allowed, "path", &p, err);
-    if (r == 0)
-        r = params_bool(params, "parents", false, &p.parents, err);
-    if (r == 0)
-        r = params_mode(params, &p.mode, err);
-    return file_op_finish(r, &p, ret);
-}
-
-int params_file_rename_parse(json_object *params, struct params_file_op *ret,
-                             struct params_error *err)
-{
-    static const char *const allowed[] = {"id", "from", "to", NULL};
-    struct params_file_op p = {};
-    int r;
-
-    r = file_op_common(params, allowed, "from", &p, err);
-    if (r == 0)
-        r = params_path(params, "to", true, &p.to, err);
-    return file_op_finish(r, &p, ret);
-}
-
-#define FILE_OP_SPEC(method)                                                                       \
-    static int params_file_##method##_any(json_object *params, void *ret,                          \
-                                          struct params_error *err)                                \
+/* The spec of file.<method>: its fields read over the defaults given (designators). */
+#define FILE_OP_SPEC(method, ...)                                                                  \
+    static int file_##method##_fill(json_object *params, void *p, struct params_error *err)        \
     {                                                                                              \
-        return params_file_##method##_parse(params, ret, err);                                     \
+        static const struct params_file_op defaults = {__VA_ARGS__};                               \
+                                                                                                   \
+        _Static_assert(ELEMENTSOF(method##_fields) <= FILE_OP_FIELDS_MAX, "too many fields");      \
+        return file_op_read(params, method##_fields, ELEMENTSOF(method##_fields), &defaults, p,    \
+                            err);                                                                  \
     }                                                                                              \
-    const struct params_spec params_file_##method##_spec = {                                       \
-        sizeof(struct params_file_op), params_file_##method##_any, file_op_done_any}
+    PARAMS_SPEC(params_file_##method, struct params_file_op, file_##method##_fill,                 \
+                params_file_op_done_any)
 
-static void file_op_done_any(void *p)
-{
-    params_file_op_done(p);
-}
-
-FILE_OP_SPEC(list);
+FILE_OP_SPEC(list, .limit = PARAMS_LIST_LIMIT_MAX);
 FILE_OP_SPEC(stat);
 FILE_OP_SPEC(remove);
-FILE_OP_SPEC(mkdir);
+FILE_OP_SPEC(mkdir, .mode = PARAMS_MKDIR_MODE_DEFAULT);
 FILE_OP_SPEC(rename);

@@ -23,16 +23,6 @@ struct params_file_op {
     unsigned mode;  /* file.mkdir: <= 07777, default 0755 */
 };
 
-int params_file_list_parse(json_object *params, struct params_file_op *ret,
-                           struct params_error *err);
-int params_file_stat_parse(json_object *params, struct params_file_op *ret,
-                           struct params_error *err);
-int params_file_remove_parse(json_object *params, struct params_file_op *ret,
-                             struct params_error *err);
-int params_file_mkdir_parse(json_object *params, struct params_file_op *ret,
-                            struct params_error *err);
-int params_file_rename_parse(json_object *params, struct params_file_op *ret,
-                             struct params_error *err);
 void params_file_op_done(struct params_file_op *p);
 
 extern const struct params_spec params_file_list_spec;

@@ -45,11 +45,13 @@ struct params_field {
     size_t offset;    /* of the member in the params struct */
 };
 
-/* A field whose JSON name is the struct member's name. */
-#define PARAMS_FIELD(type, member, kind, required, min, max)                                       \
+/* A field read under the JSON name `name`, or (PARAMS_FIELD) under the member's own name. */
+#define PARAMS_FIELD_NAMED(type, member, name, kind, required, min, max)                           \
     {                                                                                              \
-#member, kind, required, min, max, offsetof(type, member)                                  \
+        name, kind, required, min, max, offsetof(type, member)                                     \
     }
+#define PARAMS_FIELD(type, member, kind, required, min, max)                                       \
+    PARAMS_FIELD_NAMED(type, member, #member, kind, required, min, max)
 #define PARAMS_F_ID_OF(type) PARAMS_FIELD(type, id, PARAMS_F_ID, true, 0, 0)
 #define PARAMS_F_BOOL_OF(type, member, required)                                                   \
     PARAMS_FIELD(type, member, PARAMS_F_BOOL, required, 0, 0)
@@ -64,3 +66,28 @@ struct params_field {
  * fields[0..n) into the struct at p, in order, stopping at the first error. */
 int params_read(json_object *params, const char *const *allowed, const struct params_field *fields,
                 size_t n, void *p, struct params_error *err);
+
+/* Reads params into the struct at p, which holds zeroes; it sets its defaults itself. On an
+ * error it may leave p partly filled: params_spec_parse() releases that. */
+typedef int params_fill_fn(json_object *params, void *p, struct params_error *err);
+
+/* The parse() of every params kind: zeroes the spec->size bytes at ret and fills them with
+ * fill; on an error releases what fill took (spec->done) and leaves them zeroed. */
+int params_spec_parse(const struct params_spec *spec, params_fill_fn *fill, json_object *params,
+                      void *ret, struct params_error *err);
+
+/* Defines name##_spec (declared in the public header) for the struct `type`, read by fill
+ * and released by done_any (a void * function, or NULL when the struct owns nothing). */
+#define PARAMS_SPEC(name, type, fill, done_any)                                                    \
+    static int name##_parse(json_object *params, void *ret, struct params_error *err)              \
+    {                                                                                              \
+        return params_spec_parse(&name##_spec, fill, params, ret, err);                            \
+    }                                                                                              \
+    const struct params_spec name##_spec = {sizeof(type), name##_parse, done_any}
+
+/* name##_done_any(void *p), the done() of a spec, calling the typed name##_done(). */
+#define PARAMS_DONE_ANY(name)                                                                      \
+    static void name##_done_any(void *p)                                                           \
+    {                                                                                              \
+        name##_done(p);                                                                            \
+    }

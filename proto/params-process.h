@@ -51,18 +51,6 @@ struct params_process_ref {
                          * USR2, STOP, CONT */
 };
 
-int params_process_start_parse(json_object *params, struct params_process_start *ret,
-                               struct params_error *err);
-int params_process_read_parse(json_object *params, struct params_process_read *ret,
-                              struct params_error *err);
-int params_process_write_parse(json_object *params, struct params_process_write *ret,
-                               struct params_error *err);
-int params_process_wait_parse(json_object *params, struct params_process_ref *ret,
-                              struct params_error *err);
-int params_process_kill_parse(json_object *params, struct params_process_ref *ret,
-                              struct params_error *err);
-int params_process_list_parse(json_object *params, struct params_process_ref *ret,
-                              struct params_error *err);
 void params_process_start_done(struct params_process_start *p);
 void params_process_write_done(struct params_process_write *p);
 

@@ -483,8 +483,7 @@ void params_sandbox_create_done(struct params_sandbox_create *p)
     p->hostname = p->idempotency_key = p->template = p->node = NULL;
 }
 
-int params_sandbox_create_parse(json_object *params, struct params_sandbox_create *ret,
-                                struct params_error *err)
+static int sandbox_create_fill(json_object *params, void *at, struct params_error *err)
 {
     static const char *const allowed[] = {"hostname", "cores", "memory_mb", "disk_gb",
                                           "internet", "ttl_s", "labels",    "idempotency_key",
@@ -496,11 +495,12 @@ int params_sandbox_create_parse(json_object *params, struct params_sandbox_creat
         PARAMS_F_BOOL_OF(struct params_sandbox_create, internet, false),
         PARAMS_F_INT64_OF(struct params_sandbox_create, ttl_s, false, 1, PARAMS_TTL_S_MAX),
     };
-    struct params_sandbox_create p = {.cores = -1, .memory_mb = -1, .disk_gb = -1, .ttl_s = -1};
+    struct params_sandbox_create *p = at;
     const char *s;
     size_t n;
     int r;
 
+    *p = (struct params_sandbox_create){.cores = -1, .memory_mb = -1, .disk_gb = -1, .ttl_s = -1};
     r = params_check_object(params, allowed, err);
     if (r < 0)
         return r;
@@ -514,7 +514,7 @@ int params_sandbox_create_parse(json_object *params, struct params_sandbox_creat
                            "ending with '-'",
                            PARAMS_HOSTNAME_MAX);
 
-    r = params_read(params, NULL, create_fields, ELEMENTSOF(create_fields), &p, err);
+    r = params_read(params, NULL, create_fields, ELEMENTSOF(create_fields), p, err);
     if (r < 0)
         return r;
 
@@ -543,24 +543,17 @@ int params_sandbox_create_parse(json_object *params, struct params_sandbox_creat
     if (r < 0)
         return r;
 
-    r = params_labels(params, "labels", &p.labels, err);
+    r = params_labels(params, "labels", &p->labels, err);
     if (r < 0)
         return r;
 
-    if (s && !(p.hostname = strdup(s)))
-        goto oom;
-    if (tmpl && !(p.template = strdup(tmpl)))
-        goto oom;
-    if (node && !(p.node = strdup(node)))
-        goto oom;
-    if (key && !(p.idempotency_key = strdup(key)))
-        goto oom;
-    *ret = p;
+    /* The strings, kept once all is valid. */
+    const char *const src[] = {s, tmpl, node, key};
+    char **const dst[] = {&p->hostname, &p->template, &p->node, &p->idempotency_key};
+    for (size_t i = 0; i < ELEMENTSOF(src); i++)
+        if (src[i] && !(*dst[i] = strdup(src[i])))
+            return -ENOMEM;
     return 0;
-
-oom:
-    params_sandbox_create_done(&p);
-    return -ENOMEM;
 }
 
 static bool params_streq(const char *a, const char *b)
@@ -585,18 +578,12 @@ bool params_sandbox_create_equal(const struct params_sandbox_create *a,
 
 /* ---- sandbox.get / destroy / list / renew / set_internet --------------------- */
 
-int params_sandbox_id_parse(json_object *params, struct params_sandbox_id *ret,
-                            struct params_error *err)
+static int sandbox_id_fill(json_object *params, void *p, struct params_error *err)
 {
     static const char *const allowed[] = {"id", NULL};
     static const struct params_field fields[] = {PARAMS_F_ID_OF(struct params_sandbox_id)};
-    struct params_sandbox_id p = {};
-    int r = params_read(params, allowed, fields, ELEMENTSOF(fields), &p, err);
 
-    if (r < 0)
-        return r;
-    *ret = p;
-    return 0;
+    return params_read(params, allowed, fields, ELEMENTSOF(fields), p, err);
 }
 
 void params_sandbox_list_done(struct params_sandbox_list *p)
@@ -605,44 +592,29 @@ void params_sandbox_list_done(struct params_sandbox_list *p)
         params_kv_list_done(&p->labels);
 }
 
-int params_sandbox_list_parse(json_object *params, struct params_sandbox_list *ret,
-                              struct params_error *err)
+static int sandbox_list_fill(json_object *params, void *at, struct params_error *err)
 {
     static const char *const allowed[] = {"all", "labels", NULL};
     static const struct params_field fields[] = {
         PARAMS_F_BOOL_OF(struct params_sandbox_list, all, false)};
-    struct params_sandbox_list p = {};
-    int r;
+    struct params_sandbox_list *p = at;
+    int r = params_read(params, allowed, fields, ELEMENTSOF(fields), p, err);
 
-    r = params_read(params, allowed, fields, ELEMENTSOF(fields), &p, err);
-    if (r < 0)
-        return r;
-    r = params_labels(params, "labels", &p.labels, err);
-    if (r < 0)
-        return r;
-    *ret = p;
-    return 0;
+    return r < 0 ? r : params_labels(params, "labels", &p->labels, err);
 }
 
-int params_sandbox_renew_parse(json_object *params, struct params_sandbox_renew *ret,
-                               struct params_error *err)
+static int sandbox_renew_fill(json_object *params, void *p, struct params_error *err)
 {
     static const char *const allowed[] = {"id", "ttl_s", NULL};
     static const struct params_field fields[] = {
         PARAMS_F_ID_OF(struct params_sandbox_renew),
         PARAMS_F_INT64_OF(struct params_sandbox_renew, ttl_s, true, 1, PARAMS_TTL_S_MAX),
     };
-    struct params_sandbox_renew p = {};
-    int r = params_read(params, allowed, fields, ELEMENTSOF(fields), &p, err);
 
-    if (r < 0)
-        return r;
-    *ret = p;
-    return 0;
+    return params_read(params, allowed, fields, ELEMENTSOF(fields), p, err);
 }
 
-int params_sandbox_resize_parse(json_object *params, struct params_sandbox_resize *ret,
-                                struct params_error *err)
+static int sandbox_resize_fill(json_object *params, void *at, struct params_error *err)
 {
     static const char *const allowed[] = {"id", "cores", "memory_mb", "disk_gb", NULL};
     static const struct params_field fields[] = {
@@ -651,19 +623,17 @@ int params_sandbox_resize_parse(json_object *params, struct params_sandbox_resiz
         PARAMS_F_INT_OF(struct params_sandbox_resize, memory_mb, PARAMS_MEMORY_MB_MAX),
         PARAMS_F_INT_OF(struct params_sandbox_resize, disk_gb, PARAMS_DISK_GB_MAX),
     };
-    struct params_sandbox_resize p = {.cores = -1, .memory_mb = -1, .disk_gb = -1};
-    int r = params_read(params, allowed, fields, ELEMENTSOF(fields), &p, err);
+    struct params_sandbox_resize *p = at;
+    int r;
 
-    if (r < 0)
-        return r;
-    if (p.cores < 0 && p.memory_mb < 0 && p.disk_gb < 0)
-        return params_fail(err, "params", "give at least one of cores, memory_mb, disk_gb");
-    *ret = p;
-    return 0;
+    p->cores = p->memory_mb = p->disk_gb = -1;
+    r = params_read(params, allowed, fields, ELEMENTSOF(fields), p, err);
+    if (r == 0 && p->cores < 0 && p->memory_mb < 0 && p->disk_gb < 0)
+        r = params_fail(err, "params", "give at least one of cores, memory_mb, disk_gb");
+    return r;
 }
 
-int params_sandbox_set_internet_parse(json_object *params, struct params_sandbox_set_internet *ret,
-                                      struct params_error *err)
+static int sandbox_set_internet_fill(json_object *params, void *p, struct params_error *err)
 {
     static const char *const allowed[] = {"id", "enabled", "wait", "wait_timeout_s", NULL};
     static const struct params_field fields[] = {
@@ -673,13 +643,8 @@ int params_sandbox_set_internet_parse(json_object *params, struct params_sandbox
         PARAMS_F_INT64_OF(struct params_sandbox_set_internet, wait_timeout_s, false, 1,
                           PARAMS_INTERNET_WAIT_S_MAX),
     };
-    struct params_sandbox_set_internet p = {};
-    int r = params_read(params, allowed, fields, ELEMENTSOF(fields), &p, err);
 
-    if (r < 0)
-        return r;
-    *ret = p;
-    return 0;
+    return params_read(params, allowed, fields, ELEMENTSOF(fields), p, err);
 }
 
 /* ---- sandbox.exec -------------------------------------------------------------- */
@@ -746,16 +711,13 @@ static int params_argv(json_object *params, struct params_sandbox_exec *p, struc
     return 0;
 }
 
-int params_sandbox_exec_parse(json_object *params, struct params_sandbox_exec *ret,
-                              struct params_error *err)
+static int sandbox_exec_fill(json_object *params, void *at, struct params_error *err)
 {
     static const char *const allowed[] = {"id",        "command",    "argv",
                                           "env",       "cwd",        "stdin",
                                           "stdin_b64", "timeout_ms", "max_output_bytes",
                                           "stream",    "stdin_fd",   "stdout_fd",
                                           "stderr_fd", NULL};
-    struct params_sandbox_exec p = {.timeout_ms = PARAMS_TIMEOUT_MS_DEFAULT,
-                                    .max_output_bytes = PARAMS_MAX_OUTPUT_DEFAULT};
     static const struct params_field head[] = {PARAMS_F_ID_OF(struct params_sandbox_exec)};
     static const struct params_field tail[] = {
         PARAMS_F_PATH_OF(struct params_sandbox_exec, cwd, false),
@@ -767,11 +729,14 @@ int params_sandbox_exec_parse(json_object *params, struct params_sandbox_exec *r
         PARAMS_F_FD_OF(struct params_sandbox_exec, stdout_fd),
         PARAMS_F_FD_OF(struct params_sandbox_exec, stderr_fd),
     };
+    struct params_sandbox_exec *p = at;
     bool has_command, has_argv;
     const char *cmd;
     int r;
 
-    r = params_read(params, allowed, head, ELEMENTSOF(head), &p, err);
+    p->timeout_ms = PARAMS_TIMEOUT_MS_DEFAULT;
+    p->max_output_bytes = PARAMS_MAX_OUTPUT_DEFAULT;
+    r = params_read(params, allowed, head, ELEMENTSOF(head), p, err);
     if (r < 0)
         return r;
 
@@ -784,42 +749,25 @@ int params_sandbox_exec_parse(json_object *params, struct params_sandbox_exec *r
 
     r = params_string(params, "command", false, 1, PARAMS_COMMAND_MAX, &cmd, NULL, err);
     if (r < 0)
-        goto fail;
-    if (cmd && !(p.command = strdup(cmd))) {
-        r = -ENOMEM;
-        goto fail;
-    }
-    r = params_argv(params, &p, err);
+        return r;
+    if (cmd && !(p->command = strdup(cmd)))
+        return -ENOMEM;
+    r = params_argv(params, p, err);
+    if (r == 0)
+        r = params_env(params, &p->env, err);
+    if (r == 0)
+        r = params_read(params, NULL, tail, ELEMENTSOF(tail), p, err);
     if (r < 0)
-        goto fail;
-    r = params_env(params, &p.env, err);
-    if (r < 0)
-        goto fail;
-    r = params_read(params, NULL, tail, ELEMENTSOF(tail), &p, err);
-    if (r < 0)
-        goto fail;
-    if ((p.stdin_fd >= 0 || p.stdout_fd >= 0 || p.stderr_fd >= 0) && p.stream) {
-        r = params_fail(err, "stream", "descriptors and stream exclude each other");
-        goto fail;
-    }
-    if ((p.stdin_fd >= 0 && (p.stdin_fd == p.stdout_fd || p.stdin_fd == p.stderr_fd)) ||
-        (p.stdout_fd >= 0 && p.stdout_fd == p.stderr_fd)) {
-        r = params_fail(err, "stdout_fd", "each descriptor may be named once");
-        goto fail;
-    }
+        return r;
+    if ((p->stdin_fd >= 0 || p->stdout_fd >= 0 || p->stderr_fd >= 0) && p->stream)
+        return params_fail(err, "stream", "descriptors and stream exclude each other");
+    if ((p->stdin_fd >= 0 && (p->stdin_fd == p->stdout_fd || p->stdin_fd == p->stderr_fd)) ||
+        (p->stdout_fd >= 0 && p->stdout_fd == p->stderr_fd))
+        return params_fail(err, "stdout_fd", "each descriptor may be named once");
     /* Last: it copies the (possibly large) input. */
-    r = params_data(params, "stdin", false, &p.stdin_data, &p.stdin_len, &p.has_stdin, err);
-    if (r < 0)
-        goto fail;
-    if (p.has_stdin && p.stdin_fd >= 0) {
+    r = params_data(params, "stdin", false, &p->stdin_data, &p->stdin_len, &p->has_stdin, err);
+    if (r == 0 && p->has_stdin && p->stdin_fd >= 0)
         r = params_fail(err, "stdin_fd", "give either stdin/stdin_b64 or stdin_fd, not both");
-        goto fail;
-    }
-    *ret = p;
-    return 0;
-
-fail:
-    params_sandbox_exec_done(&p);
     return r;
 }
 
@@ -883,48 +831,41 @@ static int params_file_write_place(json_object *params, int64_t *ret_offset, boo
     return 0;
 }
 
-int params_file_write_parse(json_object *params, struct params_file_write *ret,
-                            struct params_error *err)
+static int file_write_fill(json_object *params, void *at, struct params_error *err)
 {
     static const char *const allowed[] = {"id",         "path", "content",      "content_b64",
                                           "content_fd", "mode", "make_parents", "offset",
                                           "append",     NULL};
-    struct params_file_write p = {.mode = PARAMS_MODE_DEFAULT, .make_parents = true, .offset = -1};
     static const struct params_field fields[] = {
         PARAMS_F_ID_OF(struct params_file_write),
         PARAMS_FIELD(struct params_file_write, mode, PARAMS_F_MODE, false, 0, 0),
         PARAMS_F_BOOL_OF(struct params_file_write, make_parents, false),
     };
+    struct params_file_write *p = at;
     bool has;
     int r;
 
-    r = params_read(params, allowed, fields, ELEMENTSOF(fields), &p, err);
-    if (r < 0)
-        return r;
-    r = params_file_write_place(params, &p.offset, &p.append, err);
-    if (r < 0)
-        return r;
-    r = params_fd(params, "content_fd", &p.content_fd, err);
-    if (r == 0 && p.content_fd >= 0 && (p.offset >= 0 || p.append))
+    *p =
+        (struct params_file_write){.mode = PARAMS_MODE_DEFAULT, .make_parents = true, .offset = -1};
+    r = params_read(params, allowed, fields, ELEMENTSOF(fields), p, err);
+    if (r == 0)
+        r = params_file_write_place(params, &p->offset, &p->append, err);
+    if (r == 0)
+        r = params_fd(params, "content_fd", &p->content_fd, err);
+    if (r == 0 && p->content_fd >= 0 && (p->offset >= 0 || p->append))
         r = params_fail(err, "content_fd",
                         "content_fd replaces the whole file: not with offset or append");
+    if (r == 0)
+        r = params_path(params, "path", true, &p->path, err);
     if (r < 0)
         return r;
-    r = params_path(params, "path", true, &p.path, err);
-    if (r < 0)
-        return r;
-    r = params_data(params, "content", p.content_fd < 0, &p.content, &p.content_len, &has, err);
-    if (r >= 0 && has && p.content_fd >= 0)
+    r = params_data(params, "content", p->content_fd < 0, &p->content, &p->content_len, &has, err);
+    if (r == 0 && has && p->content_fd >= 0)
         r = params_fail(err, "content_fd", "give either content/content_b64 or content_fd");
-    if (r >= 0 && p.offset > PARAMS_WRITE_END_MAX - (int64_t)p.content_len)
+    if (r == 0 && p->offset > PARAMS_WRITE_END_MAX - (int64_t)p->content_len)
         r = params_fail(err, "offset", "offset plus the content must be at most %lld bytes",
                         (long long)PARAMS_WRITE_END_MAX);
-    if (r < 0) {
-        params_file_write_done(&p);
-        return r;
-    }
-    *ret = p;
-    return 0;
+    return r;
 }
 
 void params_file_read_done(struct params_file_read *p)
@@ -935,8 +876,7 @@ void params_file_read_done(struct params_file_read *p)
     p->path = NULL;
 }
 
-int params_file_read_parse(json_object *params, struct params_file_read *ret,
-                           struct params_error *err)
+static int file_read_fill(json_object *params, void *at, struct params_error *err)
 {
     static const char *const allowed[] = {"id", "path", "offset", "length", "to_fd", NULL};
     static const struct params_field fields[] = {
@@ -944,31 +884,29 @@ int params_file_read_parse(json_object *params, struct params_file_read *ret,
         PARAMS_F_INT64_OF(struct params_file_read, offset, false, 0, INT64_MAX),
         PARAMS_F_FD_OF(struct params_file_read, to_fd),
     };
-    struct params_file_read p = {.length = PARAMS_READ_LENGTH_MAX};
+    struct params_file_read *p = at;
     int r;
 
-    r = params_read(params, allowed, fields, ELEMENTSOF(fields), &p, err);
+    p->length = PARAMS_READ_LENGTH_MAX;
+    r = params_read(params, allowed, fields, ELEMENTSOF(fields), p, err);
     if (r < 0)
         return r;
-    if (p.to_fd >= 0)
-        p.length = INT64_MAX; /* streamed: no cap but the file's end */
-    r = params_int(params, "length", false, 0, p.to_fd >= 0 ? INT64_MAX : PARAMS_READ_LENGTH_MAX,
-                   &p.length, err);
-    if (r < 0)
-        return r;
-    r = params_path(params, "path", true, &p.path, err);
-    if (r < 0)
-        return r;
-    *ret = p;
-    return 0;
+    if (p->to_fd >= 0)
+        p->length = INT64_MAX; /* streamed: no cap but the file's end */
+    r = params_int(params, "length", false, 0, p->to_fd >= 0 ? INT64_MAX : PARAMS_READ_LENGTH_MAX,
+                   &p->length, err);
+    if (r == 0)
+        r = params_path(params, "path", true, &p->path, err);
+    return r;
 }
 
 /* ---- no params ----------------------------------------------------------------- */
 
-int params_none_parse(json_object *params, struct params_error *err)
+static int params_none_parse(json_object *params, void *ret, struct params_error *err)
 {
     static const char *const allowed[] = {NULL};
 
+    (void)ret;
     if (json_object_is_type(params, json_type_array)) {
         if (json_object_array_length(params) != 0)
             return params_fail(err, "params", "this method takes no parameters");
@@ -979,41 +917,42 @@ int params_none_parse(json_object *params, struct params_error *err)
 
 /* ---- params kinds and the protocol's method names ------------------------------- */
 
-#define PARAMS_SPEC(name, type, done_fn)                                                           \
-    static int name##_any(json_object *params, void *ret, struct params_error *err)                \
-    {                                                                                              \
-        return name##_parse(params, (type *)ret, err);                                             \
-    }                                                                                              \
-    const struct params_spec name##_spec = {sizeof(type), name##_any, done_fn}
-
-#define PARAMS_DONE_ANY(name, type)                                                                \
-    static void name##_done_any(void *p)                                                           \
-    {                                                                                              \
-        name##_done((type *)p);                                                                    \
-    }
-
-PARAMS_DONE_ANY(params_sandbox_create, struct params_sandbox_create)
-PARAMS_DONE_ANY(params_sandbox_list, struct params_sandbox_list)
-PARAMS_DONE_ANY(params_sandbox_exec, struct params_sandbox_exec)
-PARAMS_DONE_ANY(params_file_write, struct params_file_write)
-PARAMS_DONE_ANY(params_file_read, struct params_file_read)
-
-PARAMS_SPEC(params_sandbox_create, struct params_sandbox_create, params_sandbox_create_done_any);
-PARAMS_SPEC(params_sandbox_id, struct params_sandbox_id, NULL);
-PARAMS_SPEC(params_sandbox_list, struct params_sandbox_list, params_sandbox_list_done_any);
-PARAMS_SPEC(params_sandbox_renew, struct params_sandbox_renew, NULL);
-PARAMS_SPEC(params_sandbox_resize, struct params_sandbox_resize, NULL);
-PARAMS_SPEC(params_sandbox_set_internet, struct params_sandbox_set_internet, NULL);
-PARAMS_SPEC(params_sandbox_exec, struct params_sandbox_exec, params_sandbox_exec_done_any);
-PARAMS_SPEC(params_file_write, struct params_file_write, params_file_write_done_any);
-PARAMS_SPEC(params_file_read, struct params_file_read, params_file_read_done_any);
-
-static int params_none_any(json_object *params, void *ret, struct params_error *err)
+int params_spec_parse(const struct params_spec *spec, params_fill_fn *fill, json_object *params,
+                      void *ret, struct params_error *err)
 {
-    (void)ret;
-    return params_none_parse(params, err);
+    int r;
+
+    memset(ret, 0, spec->size);
+    r = fill(params, ret, err);
+    if (r >= 0)
+        return 0;
+    if (spec->done)
+        spec->done(ret);
+    memset(ret, 0, spec->size);
+    return r;
 }
-const struct params_spec params_none_spec = {0, params_none_any, NULL};
+
+PARAMS_DONE_ANY(params_sandbox_create)
+PARAMS_DONE_ANY(params_sandbox_list)
+PARAMS_DONE_ANY(params_sandbox_exec)
+PARAMS_DONE_ANY(params_file_write)
+PARAMS_DONE_ANY(params_file_read)
+
+PARAMS_SPEC(params_sandbox_create, struct params_sandbox_create, sandbox_create_fill,
+            params_sandbox_create_done_any);
+PARAMS_SPEC(params_sandbox_id, struct params_sandbox_id, sandbox_id_fill, NULL);
+PARAMS_SPEC(params_sandbox_list, struct params_sandbox_list, sandbox_list_fill,
+            params_sandbox_list_done_any);
+PARAMS_SPEC(params_sandbox_renew, struct params_sandbox_renew, sandbox_renew_fill, NULL);
+PARAMS_SPEC(params_sandbox_resize, struct params_sandbox_resize, sandbox_resize_fill, NULL);
+PARAMS_SPEC(params_sandbox_set_internet, struct params_sandbox_set_internet,
+            sandbox_set_internet_fill, NULL);
+PARAMS_SPEC(params_sandbox_exec, struct params_sandbox_exec, sandbox_exec_fill,
+            params_sandbox_exec_done_any);
+PARAMS_SPEC(params_file_write, struct params_file_write, file_write_fill,
+            params_file_write_done_any);
+PARAMS_SPEC(params_file_read, struct params_file_read, file_read_fill, params_file_read_done_any);
+const struct params_spec params_none_spec = {0, params_none_parse, NULL};
 
 static const struct rpc_method_info rpc_method_table[] = {
     {"sandbox.create", false, &params_sandbox_create_spec},

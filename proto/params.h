@@ -1,6 +1,7 @@
 /* Typed parsing and validation of the params of every method of docs/protocol.md.
- * Pure: no loop, no I/O. Each parser takes the request's "params" (NULL when
- * absent; borrowed), fills a caller-owned struct on success and otherwise
+ * Pure: no loop, no I/O. The parse() of each params kind (struct params_spec below)
+ * takes the request's "params" (NULL when absent; borrowed), fills a caller-owned
+ * struct on success and otherwise
  * describes the offending parameter in a params_error, from which the daemon
  * builds the -32602 response with rpc_invalid_params_new(id, e.param, e.reason).
  *
@@ -125,29 +126,7 @@ struct params_file_read {
     int64_t to_fd;  /* index of a passed descriptor; -1 when absent */
 };
 
-/* Parsers: 0 on success (*ret filled), -EINVAL with *err filled (err may be
- * NULL), -ENOMEM. *ret is written only on success; free it with *_done(). */
-int params_sandbox_create_parse(json_object *params, struct params_sandbox_create *ret,
-                                struct params_error *err);
-int params_sandbox_id_parse(json_object *params, struct params_sandbox_id *ret,
-                            struct params_error *err);
-int params_sandbox_list_parse(json_object *params, struct params_sandbox_list *ret,
-                              struct params_error *err);
-int params_sandbox_resize_parse(json_object *params, struct params_sandbox_resize *ret,
-                                struct params_error *err);
-int params_sandbox_renew_parse(json_object *params, struct params_sandbox_renew *ret,
-                               struct params_error *err);
-int params_sandbox_set_internet_parse(json_object *params, struct params_sandbox_set_internet *ret,
-                                      struct params_error *err);
-int params_sandbox_exec_parse(json_object *params, struct params_sandbox_exec *ret,
-                              struct params_error *err);
-int params_file_write_parse(json_object *params, struct params_file_write *ret,
-                            struct params_error *err);
-int params_file_read_parse(json_object *params, struct params_file_read *ret,
-                           struct params_error *err);
-/* daemon.status, rpc.discover: absent, {} or []. */
-int params_none_parse(json_object *params, struct params_error *err);
-
+/* Each struct is filled by the parse() of its params kind below; free it with its *_done(). */
 void params_kv_list_done(struct params_kv_list *l);
 void params_sandbox_create_done(struct params_sandbox_create *p);
 void params_sandbox_list_done(struct params_sandbox_list *p);
@@ -162,9 +141,10 @@ bool params_sandbox_create_equal(const struct params_sandbox_create *a,
 
 /* ---- params kinds ---------------------------------------------------------- */
 
-/* One kind of params, type-erased for a method table: parse() writes a struct
- * of `size` bytes (nothing when size is 0) with the contract of the parsers
- * above; done() (NULL: nothing to free) releases it. */
+/* One kind of params, type-erased for a method table: parse() fills the struct of
+ * `size` bytes at ret (nothing when size is 0) and returns 0, -EINVAL with *err
+ * filled (err may be NULL) or -ENOMEM; on an error the struct is left zeroed, owning
+ * nothing. After a success done() (NULL: nothing to free) releases it. */
 struct params_spec {
     size_t size;
     int (*parse)(json_object *params, void *ret, struct params_error *err);

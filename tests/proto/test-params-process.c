@@ -50,7 +50,7 @@ START_TEST(test_start)
 
     o = J("{\"id\":\"sb-1\",\"command\":\"npm run dev\",\"stdin\":true,\"cwd\":\"/srv\","
           "\"env\":{\"A\":\"b\"}}");
-    ck_assert_int_eq(params_process_start_parse(o, &p, &e), 0);
+    ck_assert_int_eq(params_process_start_spec.parse(o, &p, &e), 0);
     ck_assert_str_eq(p.id, "sb-1");
     ck_assert_str_eq(p.command, "npm run dev");
     ck_assert(p.has_stdin);
@@ -60,7 +60,7 @@ START_TEST(test_start)
     json_object_put(o);
 
     o = J("{\"id\":\"sb-1\",\"argv\":[\"sleep\",\"5\"]}");
-    ck_assert_int_eq(params_process_start_parse(o, &p, &e), 0);
+    ck_assert_int_eq(params_process_start_spec.parse(o, &p, &e), 0);
     ck_assert_ptr_null(p.command);
     ck_assert_uint_eq(p.argc, 2);
     ck_assert(!p.has_stdin);
@@ -73,7 +73,7 @@ START_TEST(test_start)
                      -EINVAL);
     /* pty: both sizes in 1..1000, nothing else; it implies stdin. */
     o = J("{\"id\":\"sb-1\",\"command\":\"x\",\"pty\":{\"cols\":132,\"rows\":41}}");
-    ck_assert_int_eq(params_process_start_parse(o, &p, &e), 0);
+    ck_assert_int_eq(params_process_start_spec.parse(o, &p, &e), 0);
     ck_assert(p.pty && p.has_stdin);
     ck_assert_uint_eq(p.pty_cols, 132);
     ck_assert_uint_eq(p.pty_rows, 41);
@@ -81,7 +81,7 @@ START_TEST(test_start)
     json_object_put(o);
     o = J("{\"id\":\"sb-1\",\"command\":\"x\",\"stdin\":false,"
           "\"pty\":{\"cols\":1,\"rows\":1000}}");
-    ck_assert_int_eq(params_process_start_parse(o, &p, &e), 0);
+    ck_assert_int_eq(params_process_start_spec.parse(o, &p, &e), 0);
     ck_assert(p.pty && p.has_stdin);
     ck_assert_uint_eq(p.pty_cols, 1);
     ck_assert_uint_eq(p.pty_rows, 1000);
@@ -115,7 +115,7 @@ START_TEST(test_start)
      * false then; without descriptors they are -1. */
     o = J("{\"id\":\"sb-1\",\"command\":\"x\",\"stdin_fd\":0,\"stdout_fd\":2,"
           "\"stderr_fd\":1}");
-    ck_assert_int_eq(params_process_start_parse(o, &p, &e), 0);
+    ck_assert_int_eq(params_process_start_spec.parse(o, &p, &e), 0);
     ck_assert(p.has_stdin);
     ck_assert_int_eq(p.stdin_fd, 0);
     ck_assert_int_eq(p.stdout_fd, 2);
@@ -123,7 +123,7 @@ START_TEST(test_start)
     params_process_start_done(&p);
     json_object_put(o);
     o = J("{\"id\":\"sb-1\",\"command\":\"x\",\"stdout_fd\":0}");
-    ck_assert_int_eq(params_process_start_parse(o, &p, &e), 0);
+    ck_assert_int_eq(params_process_start_spec.parse(o, &p, &e), 0);
     ck_assert(!p.has_stdin);
     ck_assert_int_eq(p.stdin_fd, -1);
     ck_assert_int_eq(p.stdout_fd, 0);
@@ -184,7 +184,7 @@ START_TEST(test_read)
     struct params_error e;
     json_object *o = J("{\"id\":\"sb-1\",\"process\":" PR "}");
 
-    ck_assert_int_eq(params_process_read_parse(o, &p, &e), 0);
+    ck_assert_int_eq(params_process_read_spec.parse(o, &p, &e), 0);
     ck_assert_str_eq(p.process, "pr-0123456789abcdef");
     ck_assert(!p.stderr_stream);
     ck_assert_int_eq(p.offset, 0);
@@ -193,7 +193,7 @@ START_TEST(test_read)
     json_object_put(o);
     o = J("{\"id\":\"sb-1\",\"process\":" PR ",\"stream\":\"stderr\",\"offset\":7,"
           "\"length\":1048576,\"wait_ms\":60000}");
-    ck_assert_int_eq(params_process_read_parse(o, &p, &e), 0);
+    ck_assert_int_eq(params_process_read_spec.parse(o, &p, &e), 0);
     ck_assert(p.stderr_stream);
     ck_assert_int_eq(p.offset, 7);
     ck_assert_int_eq(p.wait_ms, 60000);
@@ -233,14 +233,14 @@ START_TEST(test_write)
     struct params_error e;
     json_object *o = J("{\"id\":\"sb-1\",\"process\":" PR ",\"data_b64\":\"AAEC\",\"close\":true}");
 
-    ck_assert_int_eq(params_process_write_parse(o, &p, &e), 0);
+    ck_assert_int_eq(params_process_write_spec.parse(o, &p, &e), 0);
     ck_assert_uint_eq(p.data_len, 3);
     ck_assert(p.data[0] == 0 && p.data[1] == 1 && p.data[2] == 2);
     ck_assert(p.close);
     params_process_write_done(&p);
     json_object_put(o);
     o = J("{\"id\":\"sb-1\",\"process\":" PR ",\"close\":true}");
-    ck_assert_int_eq(params_process_write_parse(o, &p, &e), 0);
+    ck_assert_int_eq(params_process_write_spec.parse(o, &p, &e), 0);
     ck_assert_ptr_null(p.data);
     params_process_write_done(&p);
     json_object_put(o);
@@ -280,17 +280,17 @@ START_TEST(test_wait_kill_list)
     struct params_error e;
     json_object *o = J("{\"id\":\"sb-1\",\"process\":" PR "}");
 
-    ck_assert_int_eq(params_process_wait_parse(o, &p, &e), 0);
+    ck_assert_int_eq(params_process_wait_spec.parse(o, &p, &e), 0);
     ck_assert_int_eq(p.timeout_ms, PARAMS_PROCESS_TIMEOUT_MS_DEFAULT);
-    ck_assert_int_eq(params_process_kill_parse(o, &p, &e), 0);
+    ck_assert_int_eq(params_process_kill_spec.parse(o, &p, &e), 0);
     ck_assert_str_eq(p.signal, "KILL");
     json_object_put(o);
     o = J("{\"id\":\"sb-1\",\"process\":" PR ",\"signal\":\"SIGTERM\"}");
-    ck_assert_int_eq(params_process_kill_parse(o, &p, &e), 0);
+    ck_assert_int_eq(params_process_kill_spec.parse(o, &p, &e), 0);
     ck_assert_str_eq(p.signal, "TERM");
     json_object_put(o);
     o = J("{\"id\":\"sb-1\",\"process\":" PR ",\"signal\":\"HUP\"}");
-    ck_assert_int_eq(params_process_kill_parse(o, &p, &e), 0);
+    ck_assert_int_eq(params_process_kill_spec.parse(o, &p, &e), 0);
     ck_assert_str_eq(p.signal, "HUP");
     json_object_put(o);
 

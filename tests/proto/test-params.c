@@ -84,7 +84,7 @@ START_TEST(test_create)
     json_object *p;
 
     /* Everything absent: config defaults stay unset, internet false. */
-    ck_assert_int_eq(params_sandbox_create_parse(NULL, &c, &e), 0);
+    ck_assert_int_eq(params_sandbox_create_spec.parse(NULL, &c, &e), 0);
     ck_assert_ptr_null(c.hostname);
     ck_assert_int_eq(c.cores, -1);
     ck_assert_int_eq(c.memory_mb, -1);
@@ -98,7 +98,7 @@ START_TEST(test_create)
     p = J("{\"hostname\":\"web-1\",\"cores\":2,\"memory_mb\":1024,\"disk_gb\":16,"
           "\"internet\":true,\"ttl_s\":600,\"labels\":{\"task\":\"t-91\",\"a.b_c-d\":\"\"},"
           "\"idempotency_key\":\"k-1\"}");
-    ck_assert_int_eq(params_sandbox_create_parse(p, &c, &e), 0);
+    ck_assert_int_eq(params_sandbox_create_spec.parse(p, &c, &e), 0);
     ck_assert_str_eq(c.hostname, "web-1");
     ck_assert_int_eq(c.cores, 2);
     ck_assert_int_eq(c.memory_mb, 1024);
@@ -110,7 +110,7 @@ START_TEST(test_create)
     ck_assert_str_eq(c.labels.items[1].key, "task");
     ck_assert_str_eq(c.labels.items[1].value, "t-91");
     ck_assert_str_eq(c.idempotency_key, "k-1");
-    ck_assert_int_eq(params_sandbox_create_parse(p, &c2, &e), 0);
+    ck_assert_int_eq(params_sandbox_create_spec.parse(p, &c2, &e), 0);
     ck_assert(params_sandbox_create_equal(&c, &c2));
     c2.cores = 3;
     ck_assert(!params_sandbox_create_equal(&c, &c2));
@@ -121,8 +121,8 @@ START_TEST(test_create)
     /* Label order does not matter for idempotency. */
     json_object *p1 = J("{\"labels\":{\"x\":\"1\",\"y\":\"2\"}}"),
                 *p2 = J("{\"labels\":{\"y\":\"2\",\"x\":\"1\"}}");
-    ck_assert_int_eq(params_sandbox_create_parse(p1, &c, &e), 0);
-    ck_assert_int_eq(params_sandbox_create_parse(p2, &c2, &e), 0);
+    ck_assert_int_eq(params_sandbox_create_spec.parse(p1, &c, &e), 0);
+    ck_assert_int_eq(params_sandbox_create_spec.parse(p2, &c2, &e), 0);
     ck_assert(params_sandbox_create_equal(&c, &c2));
     params_sandbox_create_done(&c);
     params_sandbox_create_done(&c2);
@@ -215,7 +215,7 @@ START_TEST(test_id_methods)
     json_object *p;
 
     p = J("{\"id\":\"sb-7k2m9x4q\"}");
-    ck_assert_int_eq(params_sandbox_id_parse(p, &g, &e), 0);
+    ck_assert_int_eq(params_sandbox_id_spec.parse(p, &g, &e), 0);
     ck_assert_str_eq(g.id, "sb-7k2m9x4q");
     json_object_put(p);
 
@@ -248,12 +248,12 @@ START_TEST(test_list_renew_internet)
     struct params_error e;
     json_object *p;
 
-    ck_assert_int_eq(params_sandbox_list_parse(NULL, &l, &e), 0);
+    ck_assert_int_eq(params_sandbox_list_spec.parse(NULL, &l, &e), 0);
     ck_assert(!l.all);
     ck_assert_uint_eq(l.labels.n, 0);
     params_sandbox_list_done(&l);
     p = J("{\"all\":true,\"labels\":{\"task\":\"t-1\"}}");
-    ck_assert_int_eq(params_sandbox_list_parse(p, &l, &e), 0);
+    ck_assert_int_eq(params_sandbox_list_spec.parse(p, &l, &e), 0);
     ck_assert(l.all);
     ck_assert_uint_eq(l.labels.n, 1);
     ck_assert_str_eq(l.labels.items[0].value, "t-1");
@@ -264,7 +264,7 @@ START_TEST(test_list_renew_internet)
     bad("sandbox.list", "{\"owner\":1}", "owner", "unknown");
 
     p = J("{\"id\":\"sb-1\",\"ttl_s\":3600}");
-    ck_assert_int_eq(params_sandbox_renew_parse(p, &rn, &e), 0);
+    ck_assert_int_eq(params_sandbox_renew_spec.parse(p, &rn, &e), 0);
     ck_assert_str_eq(rn.id, "sb-1");
     ck_assert_int_eq(rn.ttl_s, 3600);
     json_object_put(p);
@@ -274,7 +274,7 @@ START_TEST(test_list_renew_internet)
     bad("sandbox.renew", "{\"id\":\"sb-1\",\"ttl_s\":1e3}", "ttl_s", "integer");
 
     p = J("{\"id\":\"sb-1\",\"enabled\":true}");
-    ck_assert_int_eq(params_sandbox_set_internet_parse(p, &si, &e), 0);
+    ck_assert_int_eq(params_sandbox_set_internet_spec.parse(p, &si, &e), 0);
     ck_assert(si.enabled);
     json_object_put(p);
     bad("sandbox.set_internet", "{\"id\":\"sb-1\"}", "enabled", "missing");
@@ -290,10 +290,10 @@ START_TEST(test_templates_and_resize)
     json_object *p, *q;
 
     p = J("{\"template\":\"py-3\"}");
-    ck_assert_int_eq(params_sandbox_create_parse(p, &a, &e), 0);
+    ck_assert_int_eq(params_sandbox_create_spec.parse(p, &a, &e), 0);
     ck_assert_str_eq(a.template, "py-3");
     q = J("{}");
-    ck_assert_int_eq(params_sandbox_create_parse(q, &b, &e), 0);
+    ck_assert_int_eq(params_sandbox_create_spec.parse(q, &b, &e), 0);
     ck_assert_ptr_null(b.template);
     ck_assert(!params_sandbox_create_equal(&a, &b)); /* the template is part of the params */
     params_sandbox_create_done(&a);
@@ -308,7 +308,7 @@ START_TEST(test_templates_and_resize)
     bad("sandbox.create", "{\"template\":9000}", "template", "string");
 
     p = J("{\"id\":\"sb-1\",\"cores\":2,\"disk_gb\":20}");
-    ck_assert_int_eq(params_sandbox_resize_parse(p, &rs, &e), 0);
+    ck_assert_int_eq(params_sandbox_resize_spec.parse(p, &rs, &e), 0);
     ck_assert_str_eq(rs.id, "sb-1");
     ck_assert_int_eq(rs.cores, 2);
     ck_assert_int_eq(rs.memory_mb, -1);
@@ -332,7 +332,7 @@ START_TEST(test_exec)
     json_object *p;
 
     p = J("{\"id\":\"sb-1\",\"command\":\"echo hi | wc -c\"}");
-    ck_assert_int_eq(params_sandbox_exec_parse(p, &x, &e), 0);
+    ck_assert_int_eq(params_sandbox_exec_spec.parse(p, &x, &e), 0);
     ck_assert_str_eq(x.command, "echo hi | wc -c");
     ck_assert_ptr_null(x.argv);
     ck_assert_ptr_null(x.cwd);
@@ -346,7 +346,7 @@ START_TEST(test_exec)
     p = J("{\"id\":\"sb-1\",\"argv\":[\"printf\",\"%s\",\"a b\",\"\"],\"env\":{\"A_1\":\"x=y\","
           "\"_\":\"\"},\"cwd\":\"/tmp\",\"stdin_b64\":\"AP8=\",\"timeout_ms\":5,"
           "\"max_output_bytes\":0,\"stream\":true}");
-    ck_assert_int_eq(params_sandbox_exec_parse(p, &x, &e), 0);
+    ck_assert_int_eq(params_sandbox_exec_spec.parse(p, &x, &e), 0);
     ck_assert_ptr_null(x.command);
     ck_assert_uint_eq(x.argc, 4);
     ck_assert_str_eq(x.argv[2], "a b");
@@ -367,7 +367,7 @@ START_TEST(test_exec)
     json_object_put(p);
 
     p = J("{\"id\":\"sb-1\",\"command\":\"cat\",\"stdin\":\"h\\u00e9\\u0000\"}");
-    ck_assert_int_eq(params_sandbox_exec_parse(p, &x, &e), 0);
+    ck_assert_int_eq(params_sandbox_exec_spec.parse(p, &x, &e), 0);
     ck_assert_uint_eq(x.stdin_len, 4);
     ck_assert_mem_eq(x.stdin_data, "h\xc3\xa9\0", 4);
     params_sandbox_exec_done(&x);
@@ -455,7 +455,7 @@ START_TEST(test_file)
     json_object *p;
 
     p = J("{\"id\":\"sb-1\",\"path\":\"/etc/motd\",\"content\":\"hello\\n\"}");
-    ck_assert_int_eq(params_file_write_parse(p, &w, &e), 0);
+    ck_assert_int_eq(params_file_write_spec.parse(p, &w, &e), 0);
     ck_assert_str_eq(w.path, "/etc/motd");
     ck_assert_uint_eq(w.content_len, 6);
     ck_assert_str_eq((char *)w.content, "hello\n");
@@ -466,7 +466,7 @@ START_TEST(test_file)
 
     p = J("{\"id\":\"sb-1\",\"path\":\"/x\",\"content_b64\":\"\",\"mode\":\"4755\","
           "\"make_parents\":false}");
-    ck_assert_int_eq(params_file_write_parse(p, &w, &e), 0);
+    ck_assert_int_eq(params_file_write_spec.parse(p, &w, &e), 0);
     ck_assert_uint_eq(w.content_len, 0);
     ck_assert_ptr_nonnull(w.content);
     ck_assert_uint_eq(w.mode, 04755);
@@ -509,13 +509,13 @@ START_TEST(test_file)
     free(buf);
 
     p = J("{\"id\":\"sb-1\",\"path\":\"/var/log/x\"}");
-    ck_assert_int_eq(params_file_read_parse(p, &rd, &e), 0);
+    ck_assert_int_eq(params_file_read_spec.parse(p, &rd, &e), 0);
     ck_assert_int_eq(rd.offset, 0);
     ck_assert_int_eq(rd.length, 8 * 1024 * 1024);
     params_file_read_done(&rd);
     json_object_put(p);
     p = J("{\"id\":\"sb-1\",\"path\":\"/x\",\"offset\":9000000000,\"length\":0}");
-    ck_assert_int_eq(params_file_read_parse(p, &rd, &e), 0);
+    ck_assert_int_eq(params_file_read_spec.parse(p, &rd, &e), 0);
     ck_assert_int_eq(rd.offset, 9000000000LL);
     ck_assert_int_eq(rd.length, 0);
     params_file_read_done(&rd);
@@ -574,6 +574,54 @@ START_TEST(test_no_params)
         good(methods[i], "[]");
         bad(methods[i], "{\"verbose\":true}", "verbose", "unknown");
         bad(methods[i], "[1]", "params", "no parameters");
+    }
+}
+END_TEST
+
+/* Every params kind's parse() leaves its struct zeroed on an error, having released what it
+ * took before the error (the leak checker sees the rest): refusals that come after strings,
+ * lists and data were copied. */
+START_TEST(test_refusal_leaves_zeroes)
+{
+    static const struct {
+        const char *method, *params, *param;
+    } cases[] = {
+        {"sandbox.create",
+         "{\"hostname\":\"h\",\"template\":\"t\",\"node\":\"n\",\"idempotency_key\":\"k\","
+         "\"labels\":{\"a\":\"1\"},\"cores\":0}",
+         "cores"},
+        {"sandbox.list", "{\"labels\":{\"a\":\"1\",\"b\":\"\\u0001\"}}", "labels"},
+        {"sandbox.exec",
+         "{\"id\":\"sb-1\",\"argv\":[\"a\",\"b\"],\"env\":{\"A\":\"1\"},\"cwd\":\"/\","
+         "\"stdin\":\"x\",\"stdin_fd\":0}",
+         "stdin_fd"},
+        {"sandbox.exec", "{\"id\":\"sb-1\",\"command\":\"x\",\"env\":{\"A\":1}}", "env"},
+        {"file.write", "{\"id\":\"sb-1\",\"path\":\"/f\",\"content\":\"x\",\"content_fd\":0}",
+         "content_fd"},
+        {"file.read", "{\"id\":\"sb-1\",\"path\":\"f\"}", "path"},
+        {"file.rename", "{\"id\":\"sb-1\",\"from\":\"/a\",\"to\":\"b\"}", "to"},
+        {"process.start", "{\"id\":\"sb-1\",\"argv\":[\"a\"],\"stdin\":false,\"stdin_fd\":0}",
+         "stdin_fd"},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const struct rpc_method_info *mi = rpc_method_find(cases[i].method);
+        json_object *p = J(cases[i].params);
+        struct params_error e = {};
+        unsigned char *buf;
+        int r;
+
+        ck_assert_ptr_nonnull(mi);
+        buf = malloc(mi->params->size);
+        ck_assert_ptr_nonnull(buf);
+        memset(buf, 0xa5, mi->params->size);
+        r = mi->params->parse(p, buf, &e);
+        ck_assert_msg(r == -EINVAL, "%s %s: %d", cases[i].method, cases[i].params, r);
+        ck_assert_str_eq(e.param, cases[i].param);
+        for (size_t k = 0; k < mi->params->size; k++)
+            ck_assert_msg(buf[k] == 0, "%s: byte %zu left %#x", cases[i].method, k, buf[k]);
+        free(buf);
+        json_object_put(p);
     }
 }
 END_TEST
@@ -738,6 +786,7 @@ static Suite *params_suite(void)
     tcase_add_test(tc, test_file);
     tcase_add_test(tc, test_nul_in_strings);
     tcase_add_test(tc, test_no_params);
+    tcase_add_test(tc, test_refusal_leaves_zeroes);
     tcase_add_test(tc, test_method_table);
     tcase_add_test(tc, test_openrpc_document);
     suite_add_tcase(s, tc);
