@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lib/macro.h"
 #include "proto/params.h"
 
 int params_fail(struct params_error *err, const char *param, const char *fmt, ...)
@@ -67,6 +68,12 @@ struct params_field {
 int params_read(json_object *params, const char *const *allowed, const struct params_field *fields,
                 size_t n, void *p, struct params_error *err);
 
+/* params_read() of a kind that takes no names but those of its n fields (at most
+ * PARAMS_TABLE_FIELDS_MAX). */
+#define PARAMS_TABLE_FIELDS_MAX 8
+int params_read_fields(json_object *params, const struct params_field *fields, size_t n, void *p,
+                       struct params_error *err);
+
 /* Reads params into the struct at p, which holds zeroes; it sets its defaults itself. On an
  * error it may leave p partly filled: params_spec_parse() releases that. */
 typedef int params_fill_fn(json_object *params, void *p, struct params_error *err);
@@ -76,12 +83,13 @@ typedef int params_fill_fn(json_object *params, void *p, struct params_error *er
 int params_spec_parse(const struct params_spec *spec, params_fill_fn *fill, json_object *params,
                       void *ret, struct params_error *err);
 
-/* Defines name##_spec (declared in the public header) for the struct `type`, read by fill
- * and released by done_any (a void * function, or NULL when the struct owns nothing). */
-#define PARAMS_SPEC(name, type, fill, done_any)                                                    \
+/* Defines name##_spec (declared in the public header) for the struct `type`, read by the
+ * params_fill_fn name##_fill and released by done_any (a void * function, or NULL when the
+ * struct owns nothing). */
+#define PARAMS_SPEC(name, type, done_any)                                                          \
     static int name##_parse(json_object *params, void *ret, struct params_error *err)              \
     {                                                                                              \
-        return params_spec_parse(&name##_spec, fill, params, ret, err);                            \
+        return params_spec_parse(&name##_spec, name##_fill, params, ret, err);                     \
     }                                                                                              \
     const struct params_spec name##_spec = {sizeof(type), name##_parse, done_any}
 
@@ -91,3 +99,19 @@ int params_spec_parse(const struct params_spec *spec, params_fill_fn *fill, json
     {                                                                                              \
         name##_done(p);                                                                            \
     }
+
+/* PARAMS_SPEC for a struct that owns memory, released by the typed name##_done(). */
+#define PARAMS_SPEC_DONE(name, type)                                                               \
+    PARAMS_DONE_ANY(name)                                                                          \
+    PARAMS_SPEC(name, type, name##_done_any)
+
+/* PARAMS_SPEC of a kind read by params_read_fields() from its table name##_fields alone, over
+ * the defaults the variable arguments give (designators: .member = value). */
+#define PARAMS_TABLE_SPEC(name, type, done_any, ...)                                               \
+    _Static_assert(ELEMENTSOF(name##_fields) <= PARAMS_TABLE_FIELDS_MAX, "too many fields");       \
+    static int name##_fill(json_object *params, void *p, struct params_error *err)                 \
+    {                                                                                              \
+        *(type *)p = (type){__VA_ARGS__};                                                          \
+        return params_read_fields(params, name##_fields, ELEMENTSOF(name##_fields), p, err);       \
+    }                                                                                              \
+    PARAMS_SPEC(name, type, done_any)

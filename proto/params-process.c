@@ -123,7 +123,7 @@ static int parse_pty(json_object *params, struct params_process_start *p, struct
     return 0;
 }
 
-static int process_start_fill(json_object *params, void *at, struct params_error *err)
+static int params_process_start_fill(json_object *params, void *at, struct params_error *err)
 {
     static const char *const allowed[] = {"id",        "command",   "argv", "env",
                                           "cwd",       "stdin",     "pty",  "stdin_fd",
@@ -167,6 +167,8 @@ static int process_start_fill(json_object *params, void *at, struct params_error
     }
     return start_sizes(p, err);
 }
+
+PARAMS_SPEC_DONE(params_process_start, struct params_process_start);
 
 void params_process_start_done(struct params_process_start *p)
 {
@@ -220,7 +222,7 @@ static int parse_name(json_object *params, const char *name, const char *prefix,
 
 /* ---- process.read ---- */
 
-static int process_read_fill(json_object *params, void *at, struct params_error *err)
+static int params_process_read_fill(json_object *params, void *at, struct params_error *err)
 {
     static const char *const allowed[] = {"id",     "process", "stream", "offset",
                                           "length", "wait_ms", NULL};
@@ -244,9 +246,11 @@ static int process_read_fill(json_object *params, void *at, struct params_error 
     return r;
 }
 
+PARAMS_SPEC(params_process_read, struct params_process_read, NULL);
+
 /* ---- process.write ---- */
 
-static int process_write_fill(json_object *params, void *at, struct params_error *err)
+static int params_process_write_fill(json_object *params, void *at, struct params_error *err)
 {
     static const char *const allowed[] = {"id", "process", "data", "data_b64", "close", NULL};
     struct params_process_write *p = at;
@@ -287,6 +291,8 @@ static int process_write_fill(json_object *params, void *at, struct params_error
     return 0;
 }
 
+PARAMS_SPEC_DONE(params_process_write, struct params_process_write);
+
 void params_process_write_done(struct params_process_write *p)
 {
     if (!p)
@@ -297,7 +303,7 @@ void params_process_write_done(struct params_process_write *p)
 
 /* ---- process.wait / process.kill / process.list ---- */
 
-static int process_wait_fill(json_object *params, void *at, struct params_error *err)
+static int params_process_wait_fill(json_object *params, void *at, struct params_error *err)
 {
     static const char *const allowed[] = {"id", "process", "timeout_ms", NULL};
     struct params_process_ref *p = at;
@@ -310,7 +316,9 @@ static int process_wait_fill(json_object *params, void *at, struct params_error 
     return r;
 }
 
-static int process_kill_fill(json_object *params, void *at, struct params_error *err)
+PARAMS_SPEC(params_process_wait, struct params_process_ref, NULL);
+
+static int params_process_kill_fill(json_object *params, void *at, struct params_error *err)
 {
     static const char *const allowed[] = {"id", "process", "signal", NULL};
     static const char *const names[] = {"KILL", "TERM", "INT",  "HUP",  "QUIT",
@@ -329,7 +337,9 @@ static int process_kill_fill(json_object *params, void *at, struct params_error 
     return r;
 }
 
-static int process_list_fill(json_object *params, void *at, struct params_error *err)
+PARAMS_SPEC(params_process_kill, struct params_process_ref, NULL);
+
+static int params_process_list_fill(json_object *params, void *at, struct params_error *err)
 {
     static const char *const allowed[] = {"id", NULL};
     struct params_process_ref *p = at;
@@ -341,16 +351,4 @@ static int process_list_fill(json_object *params, void *at, struct params_error 
     return r;
 }
 
-/* ---- params kinds ---- */
-
-PARAMS_DONE_ANY(params_process_start)
-PARAMS_DONE_ANY(params_process_write)
-
-PARAMS_SPEC(params_process_start, struct params_process_start, process_start_fill,
-            params_process_start_done_any);
-PARAMS_SPEC(params_process_read, struct params_process_read, process_read_fill, NULL);
-PARAMS_SPEC(params_process_write, struct params_process_write, process_write_fill,
-            params_process_write_done_any);
-PARAMS_SPEC(params_process_wait, struct params_process_ref, process_wait_fill, NULL);
-PARAMS_SPEC(params_process_kill, struct params_process_ref, process_kill_fill, NULL);
-PARAMS_SPEC(params_process_list, struct params_process_ref, process_list_fill, NULL);
+PARAMS_SPEC(params_process_list, struct params_process_ref, NULL);

@@ -211,6 +211,18 @@ int params_read(json_object *params, const char *const *allowed, const struct pa
     return r < 0 ? r : 0;
 }
 
+int params_read_fields(json_object *params, const struct params_field *fields, size_t n, void *p,
+                       struct params_error *err)
+{
+    const char *allowed[PARAMS_TABLE_FIELDS_MAX + 1] = {};
+
+    if (n > PARAMS_TABLE_FIELDS_MAX)
+        return -E2BIG;
+    for (size_t i = 0; i < n; i++)
+        allowed[i] = fields[i].name;
+    return params_read(params, allowed, fields, n, p, err);
+}
+
 static int params_data(json_object *params, const char *name, bool required, uint8_t **ret,
                        size_t *ret_len, bool *ret_has, struct params_error *err)
 {
@@ -312,23 +324,30 @@ static bool params_env_name_ok(const char *k, size_t n)
     return true;
 }
 
-/* labels: an object of at most PARAMS_LABELS_MAX string pairs. */
-static int params_labels(json_object *params, const char *name, struct params_kv_list *ret,
-                         struct params_error *err)
+/* Checks one member of an object of string pairs under name (val not yet known to be a
+ * string); *total counts the bytes of the pairs so far for kinds that limit them. */
+typedef int params_pair_check(const char *name, const char *key, json_object *val, size_t *total,
+                              struct params_error *err);
+
+/* An optional object of at most max string pairs (more: "more than <max> <noun>"), each
+ * passed by check, into *ret in the object's order; *ret untouched when absent. */
+static int params_pairs(json_object *params, const char *name, int max, const char *noun,
+                        params_pair_check *check, struct params_kv_list *ret,
+                        struct params_error *err)
 {
-    struct params_kv_list l = {};
+    _cleanup_(params_kv_list_done) struct params_kv_list l = {};
     bool present;
     json_object *v = params_get(params, name, &present);
-    size_t n;
+    size_t n, total = 0;
+    int r;
 
-    *ret = l;
     if (!present)
         return 0;
     if (!json_object_is_type(v, json_type_object))
         return params_fail(err, name, "must be an object of strings");
     n = (size_t)json_object_object_length(v);
-    if (n > PARAMS_LABELS_MAX)
-        return params_fail(err, name, "more than %d labels", PARAMS_LABELS_MAX);
+    if (n > (size_t)max)
+        return params_fail(err, name, "more than %d %s", max, noun);
     if (n == 0)
         return 0;
     l.items = calloc(n, sizeof(*l.items));
@@ -336,102 +355,80 @@ static int params_labels(json_object *params, const char *name, struct params_kv
         return -ENOMEM;
     json_object_object_foreach(v, key, val)
     {
-        const char *s;
-        size_t vn;
-
-        if (!params_label_key_ok(key, strlen(key))) {
-            params_kv_list_done(&l);
-            return params_fail(err, name,
-                               "label key must be 1-%d of A-Z a-z 0-9 . _ - starting alphanumeric",
-                               PARAMS_LABEL_KEY_MAX);
-        }
-        if (!json_object_is_type(val, json_type_string)) {
-            params_kv_list_done(&l);
-            return params_fail(err, name, "label '%s' must be a string", key);
-        }
-        s = json_object_get_string(val);
-        vn = (size_t)json_object_get_string_len(val);
-        if (vn > PARAMS_LABEL_VALUE_MAX) {
-            params_kv_list_done(&l);
-            return params_fail(err, name, "label '%s' longer than %d bytes", key,
-                               PARAMS_LABEL_VALUE_MAX);
-        }
-        for (size_t i = 0; i < vn; i++)
-            if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) {
-                params_kv_list_done(&l);
-                return params_fail(err, name, "label '%s' contains a control character", key);
-            }
+        r = check(name, key, val, &total, err);
+        if (r < 0)
+            return r;
         l.items[l.n].key = strdup(key);
-        l.items[l.n].value = strdup(s);
+        l.items[l.n].value = strdup(json_object_get_string(val));
         l.n++;
-        if (!l.items[l.n - 1].key || !l.items[l.n - 1].value) {
-            params_kv_list_done(&l);
+        if (!l.items[l.n - 1].key || !l.items[l.n - 1].value)
             return -ENOMEM;
-        }
     }
-    qsort(l.items, l.n, sizeof(*l.items), params_kv_cmp);
     *ret = l;
+    l = (struct params_kv_list){};
     return 0;
 }
 
+static int params_label_check(const char *name, const char *key, json_object *val, size_t *total,
+                              struct params_error *err)
+{
+    const char *s;
+    size_t vn;
+
+    if (!params_label_key_ok(key, strlen(key)))
+        return params_fail(err, name,
+                           "label key must be 1-%d of A-Z a-z 0-9 . _ - starting alphanumeric",
+                           PARAMS_LABEL_KEY_MAX);
+    if (!json_object_is_type(val, json_type_string))
+        return params_fail(err, name, "label '%s' must be a string", key);
+    s = json_object_get_string(val);
+    vn = (size_t)json_object_get_string_len(val);
+    if (vn > PARAMS_LABEL_VALUE_MAX)
+        return params_fail(err, name, "label '%s' longer than %d bytes", key,
+                           PARAMS_LABEL_VALUE_MAX);
+    for (size_t i = 0; i < vn; i++)
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+            return params_fail(err, name, "label '%s' contains a control character", key);
+    return 0;
+}
+
+/* labels: an object of at most PARAMS_LABELS_MAX string pairs, sorted by key. */
+static int params_labels(json_object *params, const char *name, struct params_kv_list *ret,
+                         struct params_error *err)
+{
+    int r = params_pairs(params, name, PARAMS_LABELS_MAX, "labels", params_label_check, ret, err);
+
+    if (r == 0 && ret->items)
+        qsort(ret->items, ret->n, sizeof(*ret->items), params_kv_cmp);
+    return r;
+}
+
+static int params_env_check(const char *name, const char *key, json_object *val, size_t *total,
+                            struct params_error *err)
+{
+    size_t kn = strlen(key), vn;
+
+    if (!params_env_name_ok(key, kn))
+        return params_fail(err, name,
+                           "variable names must match [A-Za-z_][A-Za-z0-9_]*, "
+                           "at most %d bytes",
+                           PARAMS_ENV_NAME_MAX);
+    if (!json_object_is_type(val, json_type_string))
+        return params_fail(err, name, "value of %s must be a string", key);
+    vn = (size_t)json_object_get_string_len(val);
+    if (memchr(json_object_get_string(val), '\0', vn))
+        return params_fail(err, name, "value of %s contains NUL", key);
+    *total += kn + vn;
+    if (*total > PARAMS_ENV_BYTES_MAX)
+        return params_fail(err, name, "names and values exceed %d bytes in total",
+                           PARAMS_ENV_BYTES_MAX);
+    return 0;
+}
+
+/* env: an object of at most PARAMS_ENV_MAX variables, in the order given. */
 static int params_env(json_object *params, struct params_kv_list *ret, struct params_error *err)
 {
-    struct params_kv_list l = {};
-    bool present;
-    json_object *v = params_get(params, "env", &present);
-    size_t n, total = 0;
-
-    *ret = l;
-    if (!present)
-        return 0;
-    if (!json_object_is_type(v, json_type_object))
-        return params_fail(err, "env", "must be an object of strings");
-    n = (size_t)json_object_object_length(v);
-    if (n > PARAMS_ENV_MAX)
-        return params_fail(err, "env", "more than %d variables", PARAMS_ENV_MAX);
-    if (n == 0)
-        return 0;
-    l.items = calloc(n, sizeof(*l.items));
-    if (!l.items)
-        return -ENOMEM;
-    json_object_object_foreach(v, key, val)
-    {
-        const char *s;
-        size_t kn = strlen(key), vn;
-
-        if (!params_env_name_ok(key, kn)) {
-            params_kv_list_done(&l);
-            return params_fail(err, "env",
-                               "variable names must match [A-Za-z_][A-Za-z0-9_]*, "
-                               "at most %d bytes",
-                               PARAMS_ENV_NAME_MAX);
-        }
-        if (!json_object_is_type(val, json_type_string)) {
-            params_kv_list_done(&l);
-            return params_fail(err, "env", "value of %s must be a string", key);
-        }
-        s = json_object_get_string(val);
-        vn = (size_t)json_object_get_string_len(val);
-        if (memchr(s, '\0', vn)) {
-            params_kv_list_done(&l);
-            return params_fail(err, "env", "value of %s contains NUL", key);
-        }
-        total += kn + vn;
-        if (total > PARAMS_ENV_BYTES_MAX) {
-            params_kv_list_done(&l);
-            return params_fail(err, "env", "names and values exceed %d bytes in total",
-                               PARAMS_ENV_BYTES_MAX);
-        }
-        l.items[l.n].key = strdup(key);
-        l.items[l.n].value = strdup(s);
-        l.n++;
-        if (!l.items[l.n - 1].key || !l.items[l.n - 1].value) {
-            params_kv_list_done(&l);
-            return -ENOMEM;
-        }
-    }
-    *ret = l;
-    return 0;
+    return params_pairs(params, "env", PARAMS_ENV_MAX, "variables", params_env_check, ret, err);
 }
 
 static bool params_hostname_ok(const char *s, size_t n)
@@ -483,7 +480,7 @@ void params_sandbox_create_done(struct params_sandbox_create *p)
     p->hostname = p->idempotency_key = p->template = p->node = NULL;
 }
 
-static int sandbox_create_fill(json_object *params, void *at, struct params_error *err)
+static int params_sandbox_create_fill(json_object *params, void *at, struct params_error *err)
 {
     static const char *const allowed[] = {"hostname", "cores", "memory_mb", "disk_gb",
                                           "internet", "ttl_s", "labels",    "idempotency_key",
@@ -556,6 +553,8 @@ static int sandbox_create_fill(json_object *params, void *at, struct params_erro
     return 0;
 }
 
+PARAMS_SPEC_DONE(params_sandbox_create, struct params_sandbox_create);
+
 static bool params_streq(const char *a, const char *b)
 {
     return (!a && !b) || (a && b && strcmp(a, b) == 0);
@@ -578,13 +577,9 @@ bool params_sandbox_create_equal(const struct params_sandbox_create *a,
 
 /* ---- sandbox.get / destroy / list / renew / set_internet --------------------- */
 
-static int sandbox_id_fill(json_object *params, void *p, struct params_error *err)
-{
-    static const char *const allowed[] = {"id", NULL};
-    static const struct params_field fields[] = {PARAMS_F_ID_OF(struct params_sandbox_id)};
-
-    return params_read(params, allowed, fields, ELEMENTSOF(fields), p, err);
-}
+static const struct params_field params_sandbox_id_fields[] = {
+    PARAMS_F_ID_OF(struct params_sandbox_id)};
+PARAMS_TABLE_SPEC(params_sandbox_id, struct params_sandbox_id, NULL);
 
 void params_sandbox_list_done(struct params_sandbox_list *p)
 {
@@ -592,7 +587,7 @@ void params_sandbox_list_done(struct params_sandbox_list *p)
         params_kv_list_done(&p->labels);
 }
 
-static int sandbox_list_fill(json_object *params, void *at, struct params_error *err)
+static int params_sandbox_list_fill(json_object *params, void *at, struct params_error *err)
 {
     static const char *const allowed[] = {"all", "labels", NULL};
     static const struct params_field fields[] = {
@@ -603,20 +598,16 @@ static int sandbox_list_fill(json_object *params, void *at, struct params_error 
     return r < 0 ? r : params_labels(params, "labels", &p->labels, err);
 }
 
-static int sandbox_renew_fill(json_object *params, void *p, struct params_error *err)
-{
-    static const char *const allowed[] = {"id", "ttl_s", NULL};
-    static const struct params_field fields[] = {
-        PARAMS_F_ID_OF(struct params_sandbox_renew),
-        PARAMS_F_INT64_OF(struct params_sandbox_renew, ttl_s, true, 1, PARAMS_TTL_S_MAX),
-    };
+PARAMS_SPEC_DONE(params_sandbox_list, struct params_sandbox_list);
 
-    return params_read(params, allowed, fields, ELEMENTSOF(fields), p, err);
-}
+static const struct params_field params_sandbox_renew_fields[] = {
+    PARAMS_F_ID_OF(struct params_sandbox_renew),
+    PARAMS_F_INT64_OF(struct params_sandbox_renew, ttl_s, true, 1, PARAMS_TTL_S_MAX),
+};
+PARAMS_TABLE_SPEC(params_sandbox_renew, struct params_sandbox_renew, NULL);
 
-static int sandbox_resize_fill(json_object *params, void *at, struct params_error *err)
+static int params_sandbox_resize_fill(json_object *params, void *at, struct params_error *err)
 {
-    static const char *const allowed[] = {"id", "cores", "memory_mb", "disk_gb", NULL};
     static const struct params_field fields[] = {
         PARAMS_F_ID_OF(struct params_sandbox_resize),
         PARAMS_F_INT_OF(struct params_sandbox_resize, cores, PARAMS_CORES_MAX),
@@ -627,25 +618,22 @@ static int sandbox_resize_fill(json_object *params, void *at, struct params_erro
     int r;
 
     p->cores = p->memory_mb = p->disk_gb = -1;
-    r = params_read(params, allowed, fields, ELEMENTSOF(fields), p, err);
+    r = params_read_fields(params, fields, ELEMENTSOF(fields), p, err);
     if (r == 0 && p->cores < 0 && p->memory_mb < 0 && p->disk_gb < 0)
         r = params_fail(err, "params", "give at least one of cores, memory_mb, disk_gb");
     return r;
 }
 
-static int sandbox_set_internet_fill(json_object *params, void *p, struct params_error *err)
-{
-    static const char *const allowed[] = {"id", "enabled", "wait", "wait_timeout_s", NULL};
-    static const struct params_field fields[] = {
-        PARAMS_F_ID_OF(struct params_sandbox_set_internet),
-        PARAMS_F_BOOL_OF(struct params_sandbox_set_internet, enabled, true),
-        PARAMS_F_BOOL_OF(struct params_sandbox_set_internet, wait, false),
-        PARAMS_F_INT64_OF(struct params_sandbox_set_internet, wait_timeout_s, false, 1,
-                          PARAMS_INTERNET_WAIT_S_MAX),
-    };
+PARAMS_SPEC(params_sandbox_resize, struct params_sandbox_resize, NULL);
 
-    return params_read(params, allowed, fields, ELEMENTSOF(fields), p, err);
-}
+static const struct params_field params_sandbox_set_internet_fields[] = {
+    PARAMS_F_ID_OF(struct params_sandbox_set_internet),
+    PARAMS_F_BOOL_OF(struct params_sandbox_set_internet, enabled, true),
+    PARAMS_F_BOOL_OF(struct params_sandbox_set_internet, wait, false),
+    PARAMS_F_INT64_OF(struct params_sandbox_set_internet, wait_timeout_s, false, 1,
+                      PARAMS_INTERNET_WAIT_S_MAX),
+};
+PARAMS_TABLE_SPEC(params_sandbox_set_internet, struct params_sandbox_set_internet, NULL);
 
 /* ---- sandbox.exec -------------------------------------------------------------- */
 
@@ -711,7 +699,7 @@ static int params_argv(json_object *params, struct params_sandbox_exec *p, struc
     return 0;
 }
 
-static int sandbox_exec_fill(json_object *params, void *at, struct params_error *err)
+static int params_sandbox_exec_fill(json_object *params, void *at, struct params_error *err)
 {
     static const char *const allowed[] = {"id",        "command",    "argv",
                                           "env",       "cwd",        "stdin",
@@ -770,6 +758,8 @@ static int sandbox_exec_fill(json_object *params, void *at, struct params_error 
         r = params_fail(err, "stdin_fd", "give either stdin/stdin_b64 or stdin_fd, not both");
     return r;
 }
+
+PARAMS_SPEC_DONE(params_sandbox_exec, struct params_sandbox_exec);
 
 /* ---- file.write / file.read -------------------------------------------------- */
 
@@ -831,7 +821,7 @@ static int params_file_write_place(json_object *params, int64_t *ret_offset, boo
     return 0;
 }
 
-static int file_write_fill(json_object *params, void *at, struct params_error *err)
+static int params_file_write_fill(json_object *params, void *at, struct params_error *err)
 {
     static const char *const allowed[] = {"id",         "path", "content",      "content_b64",
                                           "content_fd", "mode", "make_parents", "offset",
@@ -868,6 +858,8 @@ static int file_write_fill(json_object *params, void *at, struct params_error *e
     return r;
 }
 
+PARAMS_SPEC_DONE(params_file_write, struct params_file_write);
+
 void params_file_read_done(struct params_file_read *p)
 {
     if (!p)
@@ -876,7 +868,7 @@ void params_file_read_done(struct params_file_read *p)
     p->path = NULL;
 }
 
-static int file_read_fill(json_object *params, void *at, struct params_error *err)
+static int params_file_read_fill(json_object *params, void *at, struct params_error *err)
 {
     static const char *const allowed[] = {"id", "path", "offset", "length", "to_fd", NULL};
     static const struct params_field fields[] = {
@@ -899,6 +891,8 @@ static int file_read_fill(json_object *params, void *at, struct params_error *er
         r = params_path(params, "path", true, &p->path, err);
     return r;
 }
+
+PARAMS_SPEC_DONE(params_file_read, struct params_file_read);
 
 /* ---- no params ----------------------------------------------------------------- */
 
@@ -932,26 +926,6 @@ int params_spec_parse(const struct params_spec *spec, params_fill_fn *fill, json
     return r;
 }
 
-PARAMS_DONE_ANY(params_sandbox_create)
-PARAMS_DONE_ANY(params_sandbox_list)
-PARAMS_DONE_ANY(params_sandbox_exec)
-PARAMS_DONE_ANY(params_file_write)
-PARAMS_DONE_ANY(params_file_read)
-
-PARAMS_SPEC(params_sandbox_create, struct params_sandbox_create, sandbox_create_fill,
-            params_sandbox_create_done_any);
-PARAMS_SPEC(params_sandbox_id, struct params_sandbox_id, sandbox_id_fill, NULL);
-PARAMS_SPEC(params_sandbox_list, struct params_sandbox_list, sandbox_list_fill,
-            params_sandbox_list_done_any);
-PARAMS_SPEC(params_sandbox_renew, struct params_sandbox_renew, sandbox_renew_fill, NULL);
-PARAMS_SPEC(params_sandbox_resize, struct params_sandbox_resize, sandbox_resize_fill, NULL);
-PARAMS_SPEC(params_sandbox_set_internet, struct params_sandbox_set_internet,
-            sandbox_set_internet_fill, NULL);
-PARAMS_SPEC(params_sandbox_exec, struct params_sandbox_exec, sandbox_exec_fill,
-            params_sandbox_exec_done_any);
-PARAMS_SPEC(params_file_write, struct params_file_write, file_write_fill,
-            params_file_write_done_any);
-PARAMS_SPEC(params_file_read, struct params_file_read, file_read_fill, params_file_read_done_any);
 const struct params_spec params_none_spec = {0, params_none_parse, NULL};
 
 static const struct rpc_method_info rpc_method_table[] = {
