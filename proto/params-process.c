@@ -168,8 +168,6 @@ static int params_process_start_fill(json_object *params, void *at, struct param
     return start_sizes(p, err);
 }
 
-PARAMS_SPEC_DONE(params_process_start, struct params_process_start);
-
 void params_process_start_done(struct params_process_start *p)
 {
     struct params_sandbox_exec x = {};
@@ -184,6 +182,8 @@ void params_process_start_done(struct params_process_start *p)
     params_sandbox_exec_done(&x);
     *p = (struct params_process_start){};
 }
+
+PARAMS_SPEC_DONE(params_process_start, struct params_process_start);
 
 /* The object's keys, then the "id" and "process" every call on one process carries. */
 static int parse_ref(json_object *params, const char *const *allowed, char *id, char *process,
@@ -291,8 +291,6 @@ static int params_process_write_fill(json_object *params, void *at, struct param
     return 0;
 }
 
-PARAMS_SPEC_DONE(params_process_write, struct params_process_write);
-
 void params_process_write_done(struct params_process_write *p)
 {
     if (!p)
@@ -300,6 +298,8 @@ void params_process_write_done(struct params_process_write *p)
     free(p->data);
     *p = (struct params_process_write){};
 }
+
+PARAMS_SPEC_DONE(params_process_write, struct params_process_write);
 
 /* ---- process.wait / process.kill / process.list ---- */
 

@@ -468,17 +468,11 @@ static int params_node(json_object *params, const char **ret, struct params_erro
     return 0;
 }
 
-void params_sandbox_create_done(struct params_sandbox_create *p)
-{
-    if (!p)
-        return;
-    free(p->hostname);
-    free(p->idempotency_key);
-    free(p->template);
-    free(p->node);
-    params_kv_list_done(&p->labels);
-    p->hostname = p->idempotency_key = p->template = p->node = NULL;
-}
+/* The strings a sandbox.create request owns, in the order its reader takes them. */
+#define CREATE_STRINGS(p)                                                                          \
+    {                                                                                              \
+        &(p)->hostname, &(p)->template, &(p)->node, &(p)->idempotency_key                          \
+    }
 
 static int params_sandbox_create_fill(json_object *params, void *at, struct params_error *err)
 {
@@ -546,11 +540,21 @@ static int params_sandbox_create_fill(json_object *params, void *at, struct para
 
     /* The strings, kept once all is valid. */
     const char *const src[] = {s, tmpl, node, key};
-    char **const dst[] = {&p->hostname, &p->template, &p->node, &p->idempotency_key};
+    char **const dst[] = CREATE_STRINGS(p);
     for (size_t i = 0; i < ELEMENTSOF(src); i++)
         if (src[i] && !(*dst[i] = strdup(src[i])))
             return -ENOMEM;
     return 0;
+}
+
+void params_sandbox_create_done(struct params_sandbox_create *p)
+{
+    if (!p)
+        return;
+    char **const strings[] = CREATE_STRINGS(p);
+    for (size_t i = 0; i < ELEMENTSOF(strings); i++)
+        free(TAKE_PTR(*strings[i]));
+    params_kv_list_done(&p->labels);
 }
 
 PARAMS_SPEC_DONE(params_sandbox_create, struct params_sandbox_create);
@@ -581,12 +585,6 @@ static const struct params_field params_sandbox_id_fields[] = {
     PARAMS_F_ID_OF(struct params_sandbox_id)};
 PARAMS_TABLE_SPEC(params_sandbox_id, struct params_sandbox_id, NULL);
 
-void params_sandbox_list_done(struct params_sandbox_list *p)
-{
-    if (p)
-        params_kv_list_done(&p->labels);
-}
-
 static int params_sandbox_list_fill(json_object *params, void *at, struct params_error *err)
 {
     static const char *const allowed[] = {"all", "labels", NULL};
@@ -596,6 +594,12 @@ static int params_sandbox_list_fill(json_object *params, void *at, struct params
     int r = params_read(params, allowed, fields, ELEMENTSOF(fields), p, err);
 
     return r < 0 ? r : params_labels(params, "labels", &p->labels, err);
+}
+
+void params_sandbox_list_done(struct params_sandbox_list *p)
+{
+    if (p)
+        params_kv_list_done(&p->labels);
 }
 
 PARAMS_SPEC_DONE(params_sandbox_list, struct params_sandbox_list);
@@ -636,25 +640,6 @@ static const struct params_field params_sandbox_set_internet_fields[] = {
 PARAMS_TABLE_SPEC(params_sandbox_set_internet, struct params_sandbox_set_internet, NULL);
 
 /* ---- sandbox.exec -------------------------------------------------------------- */
-
-void params_sandbox_exec_done(struct params_sandbox_exec *p)
-{
-    if (!p)
-        return;
-    free(p->command);
-    if (p->argv)
-        for (size_t i = 0; i < p->argc; i++)
-            free(p->argv[i]);
-    free(p->argv);
-    params_kv_list_done(&p->env);
-    free(p->cwd);
-    free(p->stdin_data);
-    p->command = p->cwd = NULL;
-    p->argv = NULL;
-    p->stdin_data = NULL;
-    p->argc = p->stdin_len = 0;
-    p->has_stdin = false;
-}
 
 static int params_argv(json_object *params, struct params_sandbox_exec *p, struct params_error *err)
 {
@@ -759,20 +744,28 @@ static int params_sandbox_exec_fill(json_object *params, void *at, struct params
     return r;
 }
 
-PARAMS_SPEC_DONE(params_sandbox_exec, struct params_sandbox_exec);
-
-/* ---- file.write / file.read -------------------------------------------------- */
-
-void params_file_write_done(struct params_file_write *p)
+void params_sandbox_exec_done(struct params_sandbox_exec *p)
 {
     if (!p)
         return;
-    free(p->path);
-    free(p->content);
-    p->path = NULL;
-    p->content = NULL;
-    p->content_len = 0;
+    free(p->command);
+    if (p->argv)
+        for (size_t i = 0; i < p->argc; i++)
+            free(p->argv[i]);
+    free(p->argv);
+    params_kv_list_done(&p->env);
+    free(p->cwd);
+    free(p->stdin_data);
+    p->command = p->cwd = NULL;
+    p->argv = NULL;
+    p->stdin_data = NULL;
+    p->argc = p->stdin_len = 0;
+    p->has_stdin = false;
 }
+
+PARAMS_SPEC_DONE(params_sandbox_exec, struct params_sandbox_exec);
+
+/* ---- file.write / file.read -------------------------------------------------- */
 
 int params_mode(json_object *params, unsigned *ret, struct params_error *err)
 {
@@ -858,15 +851,18 @@ static int params_file_write_fill(json_object *params, void *at, struct params_e
     return r;
 }
 
-PARAMS_SPEC_DONE(params_file_write, struct params_file_write);
-
-void params_file_read_done(struct params_file_read *p)
+void params_file_write_done(struct params_file_write *p)
 {
     if (!p)
         return;
     free(p->path);
+    free(p->content);
     p->path = NULL;
+    p->content = NULL;
+    p->content_len = 0;
 }
+
+PARAMS_SPEC_DONE(params_file_write, struct params_file_write);
 
 static int params_file_read_fill(json_object *params, void *at, struct params_error *err)
 {
@@ -890,6 +886,14 @@ static int params_file_read_fill(json_object *params, void *at, struct params_er
     if (r == 0)
         r = params_path(params, "path", true, &p->path, err);
     return r;
+}
+
+void params_file_read_done(struct params_file_read *p)
+{
+    if (!p)
+        return;
+    free(p->path);
+    p->path = NULL;
 }
 
 PARAMS_SPEC_DONE(params_file_read, struct params_file_read);
