@@ -92,10 +92,11 @@ void methods_sandbox_reply_not_found(struct req *r, const char *id)
 void methods_sandbox_reply_state(struct req *r, const struct sandbox *sb)
 {
     json_object *d = json_object_new_object();
+    struct sandbox_info v;
 
+    sandbox_view(sb, &v);
     json_object_object_add(d, "reason", json_object_new_string("the sandbox is not ready"));
-    json_object_object_add(d, "state",
-                           json_object_new_string(sandbox_state_to_public(sandbox_view_state(sb))));
+    json_object_object_add(d, "state", json_object_new_string(sandbox_state_to_public(v.state)));
     req_error_data(r, RPC_BAD_STATE, NULL, d);
 }
 

@@ -177,6 +177,7 @@ void methods_sandbox_exec(struct req *r, void *params, void *userdata)
     struct params_sandbox_exec *p = params;
     struct sshexec_params sp = {};
     struct exec_ctx *x;
+    struct sandbox_info v;
     struct sandbox *sb;
     struct engine_error err;
     int ret;
@@ -196,7 +197,8 @@ void methods_sandbox_exec(struct req *r, void *params, void *userdata)
         exec_ctx_free(x);
         return;
     }
-    if (sandbox_view_state(sb) != SANDBOX_READY) {
+    sandbox_view(sb, &v);
+    if (v.state != SANDBOX_READY) {
         exec_ctx_free(x);
         methods_sandbox_reply_state(r, sb);
         return;

@@ -340,21 +340,15 @@ static void call_run(struct req *r, const char *id, struct call *c, struct run *
     struct sshexec_params sp = {};
     struct engine_error err;
     struct sandbox *sb = e ? engine_lookup(e, id, req_uid(r), req_is_admin(r)) : NULL;
-    json_object *d;
+    struct sandbox_info v;
 
     if (!sb) {
-        d = json_object_new_object();
-        json_object_object_add(d, "reason", json_object_new_string("no such sandbox"));
-        json_object_object_add(d, "id", json_object_new_string(id));
-        req_error_data(r, RPC_NO_SUCH_SANDBOX, NULL, d);
+        methods_sandbox_reply_not_found(r, id);
         goto fail;
     }
-    if (sandbox_view_state(sb) != SANDBOX_READY) {
-        d = json_object_new_object();
-        json_object_object_add(d, "reason", json_object_new_string("the sandbox is not ready"));
-        json_object_object_add(
-            d, "state", json_object_new_string(sandbox_state_to_public(sandbox_view_state(sb))));
-        req_error_data(r, RPC_BAD_STATE, NULL, d);
+    sandbox_view(sb, &v);
+    if (v.state != SANDBOX_READY) {
+        methods_sandbox_reply_state(r, sb);
         goto fail;
     }
     if (run->long_poll && !(c->slot = waiter_take(id))) {

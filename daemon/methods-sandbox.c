@@ -35,32 +35,29 @@
 static json_object *sandbox_json(const struct sandbox *sb)
 {
     json_object *o = json_object_new_object();
+    struct sandbox_info v;
     char t[RFC3339_MAX];
 
-    json_object_object_add(o, "id", json_object_new_string(sandbox_view_id(sb)));
-    json_object_object_add(
-        o, "vmid", sandbox_view_vmid(sb) ? json_object_new_int64(sandbox_view_vmid(sb)) : NULL);
-    json_object_object_add(
-        o, "node", sandbox_view_node(sb) ? json_object_new_string(sandbox_view_node(sb)) : NULL);
-    json_object_object_add(
-        o, "hostname",
-        sandbox_view_hostname(sb) ? json_object_new_string(sandbox_view_hostname(sb)) : NULL);
-    json_object_object_add(
-        o, "ip", sandbox_view_ip(sb) ? json_object_new_string(sandbox_view_ip(sb)) : NULL);
-    json_object_object_add(o, "state", json_object_new_string(sandbox_view_public_state(sb)));
-    json_object_object_add(o, "internet", json_object_new_boolean(sandbox_view_internet(sb)));
-    json_object_object_add(o, "cores", json_object_new_int64(sandbox_view_cores(sb)));
-    json_object_object_add(o, "memory_mb", json_object_new_int64(sandbox_view_memory_mb(sb)));
-    json_object_object_add(o, "disk_gb", json_object_new_int64(sandbox_view_disk_gb(sb)));
-    json_object_object_add(o, "owner_uid", json_object_new_int64(sandbox_view_owner(sb)));
-    json_object_object_add(o, "labels", json_object_get(sandbox_view_labels(sb)));
-    json_object_object_add(o, "template", json_object_new_string(sandbox_view_template(sb)));
-    if (time_format_rfc3339(sandbox_view_created_at(sb), t, sizeof t) == 0)
+    sandbox_view(sb, &v);
+    json_object_object_add(o, "id", json_object_new_string(v.id));
+    json_object_object_add(o, "vmid", v.vmid ? json_object_new_int64(v.vmid) : NULL);
+    json_object_object_add(o, "node", v.node ? json_object_new_string(v.node) : NULL);
+    json_object_object_add(o, "hostname", v.hostname ? json_object_new_string(v.hostname) : NULL);
+    json_object_object_add(o, "ip", v.ip ? json_object_new_string(v.ip) : NULL);
+    json_object_object_add(o, "state", json_object_new_string(v.public_state));
+    json_object_object_add(o, "internet", json_object_new_boolean(v.internet));
+    json_object_object_add(o, "cores", json_object_new_int64(v.cores));
+    json_object_object_add(o, "memory_mb", json_object_new_int64(v.memory_mb));
+    json_object_object_add(o, "disk_gb", json_object_new_int64(v.disk_gb));
+    json_object_object_add(o, "owner_uid", json_object_new_int64(v.owner));
+    json_object_object_add(o, "labels", json_object_get(v.labels));
+    json_object_object_add(o, "template", json_object_new_string(v.template));
+    if (time_format_rfc3339(v.created_at, t, sizeof t) == 0)
         json_object_object_add(o, "created_at", json_object_new_string(t));
-    if (time_format_rfc3339(sandbox_view_expires_at(sb), t, sizeof t) == 0)
+    if (time_format_rfc3339(v.expires_at, t, sizeof t) == 0)
         json_object_object_add(o, "expires_at", json_object_new_string(t));
-    if (sandbox_view_error(sb) && sandbox_view_state(sb) == SANDBOX_FAILED)
-        json_object_object_add(o, "error", json_object_new_string(sandbox_view_error(sb)));
+    if (v.error && v.state == SANDBOX_FAILED)
+        json_object_object_add(o, "error", json_object_new_string(v.error));
     return o;
 }
 
@@ -137,15 +134,17 @@ struct idem_wait {
     struct idem_wait *next;
 };
 
-static void idem_serve(struct sandbox_methods *sm, const char *id, const struct engine_error *err,
-                       struct sandbox *sb)
+static void idem_serve(struct sandbox_methods *sm, struct sandbox *sb,
+                       const struct engine_error *err)
 {
     struct idem_wait **pp = &sm->idem_waits;
+    struct sandbox_info v;
 
+    sandbox_view(sb, &v);
     while (*pp) {
         struct idem_wait *w = *pp;
 
-        if (strcmp(w->id, id) != 0) {
+        if (strcmp(w->id, v.id) != 0) {
             pp = &w->next;
             continue;
         }
@@ -187,7 +186,7 @@ static void on_created(const struct engine_error *err, struct sandbox *sb, void 
     }
     free(p);
     if (sb)
-        idem_serve(sm, sandbox_view_id(sb), err, sb);
+        idem_serve(sm, sb, err);
 }
 
 static void on_reconciled(void *userdata)
@@ -223,23 +222,25 @@ static bool idem_lookup(struct sandbox_methods *sm, struct req *r, const char *k
         return true;
     }
     for (struct sandbox *sb = engine_first(sm->engine); sb; sb = engine_next(sm->engine, sb)) {
-        if (sandbox_view_owner(sb) != req_uid(r) || strcmp(sandbox_view_idem_hash(sb), khash) != 0)
+        struct sandbox_info v;
+
+        sandbox_view(sb, &v);
+        if (v.owner != req_uid(r) || strcmp(v.idem_hash, khash) != 0)
             continue;
-        if (sandbox_view_params_hash(sb)[0] &&
-            strcmp(sandbox_view_params_hash(sb), ret_hash) != 0) {
+        if (v.params_hash[0] && strcmp(v.params_hash, ret_hash) != 0) {
             json_object *d = json_object_new_object();
             json_object_object_add(
                 d, "reason",
                 json_object_new_string("idempotency_key reused with different parameters"));
-            json_object_object_add(d, "id", json_object_new_string(sandbox_view_id(sb)));
+            json_object_object_add(d, "id", json_object_new_string(v.id));
             req_error_data(r, RPC_IDEMPOTENCY_MISMATCH, NULL, d);
             return true;
         }
-        if (sandbox_view_state(sb) == SANDBOX_READY) {
+        if (v.state == SANDBOX_READY) {
             req_reply(r, sandbox_json(sb));
             return true;
         }
-        if (sandbox_view_state(sb) >= SANDBOX_DESTROYING) {
+        if (v.state >= SANDBOX_DESTROYING) {
             reply_state(r, sb);
             return true;
         }
@@ -248,7 +249,7 @@ static bool idem_lookup(struct sandbox_methods *sm, struct req *r, const char *k
             req_error(r, RPC_INTERNAL_ERROR, "out of memory");
             return true;
         }
-        snprintf(w->id, sizeof w->id, "%s", sandbox_view_id(sb));
+        snprintf(w->id, sizeof w->id, "%s", v.id);
         w->p.req = r;
         req_on_disconnect(r, pending_detach, &w->p);
         w->next = sm->idem_waits;
@@ -322,12 +323,12 @@ static void method_get(struct req *r, void *params, void *userdata)
         req_reply(r, sandbox_json(sb));
 }
 
-static bool labels_match(const struct sandbox *sb, const struct params_kv_list *l)
+static bool labels_match(json_object *labels, const struct params_kv_list *l)
 {
     for (size_t i = 0; i < l->n; i++) {
         json_object *v;
 
-        if (!json_object_object_get_ex(sandbox_view_labels(sb), l->items[i].key, &v) ||
+        if (!json_object_object_get_ex(labels, l->items[i].key, &v) ||
             strcmp(json_object_get_string(v), l->items[i].value) != 0)
             return false;
     }
@@ -348,9 +349,12 @@ static void method_list(struct req *r, void *params, void *userdata)
     }
     a = json_object_new_array();
     for (struct sandbox *sb = engine_first(sm->engine); sb; sb = engine_next(sm->engine, sb)) {
-        if ((!p->all && sandbox_view_owner(sb) != req_uid(r)) || sandbox_view_pool(sb))
+        struct sandbox_info v;
+
+        sandbox_view(sb, &v);
+        if ((!p->all && v.owner != req_uid(r)) || v.pool)
             continue;
-        if (!labels_match(sb, &p->labels))
+        if (!labels_match(v.labels, &p->labels))
             continue;
         json_object_array_add(a, sandbox_json(sb));
     }
@@ -372,6 +376,7 @@ static void on_internet(const struct engine_error *err, struct sandbox *sb, void
     struct pending_internet *pi = userdata;
     struct sandbox_methods *sm = pi->p.sm;
     const struct config *cfg = engine_config(sm->engine);
+    struct sandbox_info v;
     json_object *o;
 
     if (pi->p.req && err)
@@ -379,9 +384,10 @@ static void on_internet(const struct engine_error *err, struct sandbox *sb, void
     else if (pi->p.req) {
         o = sandbox_json(sb);
         internet_add_effective_by(o, cfg);
+        sandbox_view(sb, &v);
         if (pi->wait)
-            internet_wait_start(sm->engine, pi->p.req, sb, sandbox_view_internet(sb),
-                                cfg->network.probe_ip, cfg->network.probe_port, pi->wait_ms, o);
+            internet_wait_start(sm->engine, pi->p.req, sb, v.internet, cfg->network.probe_ip,
+                                cfg->network.probe_port, pi->wait_ms, o);
         else
             req_reply(pi->p.req, o);
     }
@@ -395,6 +401,7 @@ static void method_set_internet(struct req *r, void *params, void *userdata)
     const struct config *cfg = engine_config(sm->engine);
     struct engine_error err = {};
     struct pending_internet *pi;
+    struct sandbox_info v;
     struct sandbox *sb;
 
     if (park_until_reconciled(sm, r, p->id, method_set_internet, params))
@@ -407,7 +414,8 @@ static void method_set_internet(struct req *r, void *params, void *userdata)
                            "needs [network] probe_address in the daemon's configuration");
         return;
     }
-    if (sandbox_view_state(sb) != SANDBOX_READY) {
+    sandbox_view(sb, &v);
+    if (v.state != SANDBOX_READY) {
         reply_state(r, sb);
         return;
     }
@@ -795,7 +803,7 @@ static void engine_resumed(const struct engine_error *err, struct sandbox *sb, v
     struct sandbox_methods *sm = userdata;
 
     if (sb)
-        idem_serve(sm, sandbox_view_id(sb), err, sb);
+        idem_serve(sm, sb, err);
 }
 
 int methods_sandbox_start(uv_loop_t *loop, const struct config *cfg, struct methods_daemon *md)
