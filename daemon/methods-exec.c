@@ -163,11 +163,8 @@ static void on_exec_disconnect(struct req *r, void *userdata)
 {
     struct exec_ctx *x = userdata;
 
-    x->req = NULL;
-    req_error(r, RPC_SHUTTING_DOWN, "the client went away");
-    if (x->exec)
-        (void)sshexec_cancel(x->exec); /* kills the process tree; done runs later */
-    else
+    /* The cancel kills the process tree; done runs later. */
+    if (methods_detach(r, &x->req, x->exec))
         exec_ctx_free(x); /* waiting for drain only */
 }
 
@@ -182,7 +179,7 @@ void methods_sandbox_exec(struct req *r, void *params, void *userdata)
     struct engine_error err;
     int ret;
 
-    if (methods_sandbox_park(r, p->id, methods_sandbox_exec, params))
+    if (methods_sandbox_park(r, p->id, methods_sandbox_exec, params, userdata))
         return;
     x = calloc(1, sizeof *x);
     if (!x) {

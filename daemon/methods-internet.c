@@ -19,6 +19,7 @@
 #include "lib/sandbox.h"
 #include "lib/sshexec.h"
 #include "lib/util.h"
+#include "methods-common.h"
 #include "proto/rpc.h"
 #include "req.h"
 
@@ -153,11 +154,7 @@ static void on_disconnect(struct req *r, void *userdata)
 {
     struct inet_wait *w = userdata;
 
-    w->req = NULL;
-    req_error(r, RPC_SHUTTING_DOWN, "the client went away");
-    if (w->exec)
-        (void)sshexec_cancel(w->exec); /* on_probed() finishes */
-    else
+    if (methods_detach(r, &w->req, w->exec)) /* else on_probed() finishes */
         finish(w);
 }
 

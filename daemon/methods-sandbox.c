@@ -2,7 +2,9 @@
  * (lib/sandbox.h), ownership by peer uid, results and errors of docs/protocol.md. */
 #include "methods-sandbox.h"
 
+#include <assert.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
@@ -83,18 +85,6 @@ static void reply_file_error(struct req *r, int error, bool write)
     methods_sandbox_reply_file_error(r, error, write);
 }
 
-static struct sandbox *lookup(struct sandbox_methods *sm, struct req *r, const char *id)
-{
-    return methods_sandbox_lookup(sm, r, id);
-}
-
-/* Parks r until the first reconcile ended (sm is the one instance). */
-static bool park_until_reconciled(struct sandbox_methods *sm, struct req *r, const char *id,
-                                  method_handler_t handler, void *params)
-{
-    return methods_sandbox_park(r, id, handler, params);
-}
-
 /* ---- a request waiting for the engine, detachable when the client leaves ---- */
 
 struct pending {
@@ -106,8 +96,7 @@ static void pending_detach(struct req *r, void *userdata)
 {
     struct pending *p = userdata;
 
-    p->req = NULL;
-    req_error(r, RPC_SHUTTING_DOWN, "the client went away");
+    (void)methods_detach(r, &p->req, NULL);
 }
 
 static struct pending *pending_new(struct sandbox_methods *sm, struct req *r)
@@ -271,7 +260,7 @@ static void method_create(struct req *r, void *params, void *userdata)
 
     char phash[SHA256_HEX_SIZE] = "";
 
-    if (park_until_reconciled(sm, r, NULL, method_create, params))
+    if (methods_sandbox_park(r, NULL, method_create, params, sm))
         return;
     if (c->idempotency_key && idem_lookup(sm, r, c->idempotency_key, phash))
         return;
@@ -316,9 +305,7 @@ static void method_get(struct req *r, void *params, void *userdata)
     const struct params_sandbox_id *p = params;
     struct sandbox *sb;
 
-    if (park_until_reconciled(sm, r, p->id, method_get, params))
-        return;
-    sb = lookup(sm, r, p->id);
+    sb = methods_sandbox_find(r, p->id, method_get, params, sm);
     if (sb)
         req_reply(r, sandbox_json(sb));
 }
@@ -341,7 +328,7 @@ static void method_list(struct req *r, void *params, void *userdata)
     const struct params_sandbox_list *p = params;
     json_object *o, *a;
 
-    if (park_until_reconciled(sm, r, NULL, method_list, params))
+    if (methods_sandbox_park(r, NULL, method_list, params, sm))
         return;
     if (p->all && !req_is_admin(r)) {
         req_error(r, RPC_PERMISSION_DENIED, "all: only admins may list every owner's sandboxes");
@@ -404,9 +391,7 @@ static void method_set_internet(struct req *r, void *params, void *userdata)
     struct sandbox_info v;
     struct sandbox *sb;
 
-    if (park_until_reconciled(sm, r, p->id, method_set_internet, params))
-        return;
-    sb = lookup(sm, r, p->id);
+    sb = methods_sandbox_find(r, p->id, method_set_internet, params, sm);
     if (!sb)
         return;
     if (p->wait && !cfg->network.probe_ip) {
@@ -436,47 +421,54 @@ static void method_set_internet(struct req *r, void *params, void *userdata)
     }
 }
 
-/* ---- sandbox.resize ---- */
+/* ---- sandbox.resize, sandbox.renew ---- */
 
-static void method_resize(struct req *r, void *params, void *userdata)
+/* How their params begin: the sandbox (checked below). */
+static_assert(offsetof(struct params_sandbox_resize, id) == 0 &&
+                  offsetof(struct params_sandbox_renew, id) == 0,
+              "the params of a call on one sandbox begin with its id");
+
+/* A call on one sandbox answered with the sandbox (on_sandbox_done() gets pd). */
+struct sandbox_call {
+    bool needs_reconcile; /* refused without [proxmox] */
+    int (*start)(struct sandbox_methods *sm, struct sandbox *sb, const void *params,
+                 struct pending *pd, struct engine_error *err);
+};
+
+static int start_resize(struct sandbox_methods *sm, struct sandbox *sb, const void *params,
+                        struct pending *pd, struct engine_error *err)
 {
-    struct sandbox_methods *sm = userdata;
     const struct params_sandbox_resize *p = params;
-    struct engine_error err = {};
-    struct sandbox *sb;
-    struct pending *pd;
 
-    if (park_until_reconciled(sm, r, p->id, method_resize, params))
-        return;
-    sb = lookup(sm, r, p->id);
-    if (!sb)
-        return;
-    pd = pending_new(sm, r);
-    if (!pd)
-        return;
-    if (engine_resize(sm->engine, sb, p->cores, p->memory_mb, p->disk_gb, on_sandbox_done, pd,
-                      &err) < 0) {
-        free(pd);
-        reply_engine_error(r, &err);
-    }
+    return engine_resize(sm->engine, sb, p->cores, p->memory_mb, p->disk_gb, on_sandbox_done, pd,
+                         err);
 }
 
-/* ---- sandbox.renew ---- */
-
-static void method_renew(struct req *r, void *params, void *userdata)
+static int start_renew(struct sandbox_methods *sm, struct sandbox *sb, const void *params,
+                       struct pending *pd, struct engine_error *err)
 {
-    struct sandbox_methods *sm = userdata;
     const struct params_sandbox_renew *p = params;
+
+    return reconcile_renew(sm->reconcile, sb, p->ttl_s, on_sandbox_done, pd, err);
+}
+
+static const struct sandbox_call call_resize = {false, start_resize};
+static const struct sandbox_call call_renew = {true, start_renew};
+
+/* The handler of both: userdata is its struct sandbox_call. */
+static void method_call(struct req *r, void *params, void *userdata)
+{
+    const struct sandbox_call *call = userdata;
+    const struct params_sandbox_id *p = params;
+    struct sandbox_methods *sm = methods_sandbox_state();
     struct engine_error err = {};
     struct sandbox *sb;
     struct pending *pd;
 
-    if (park_until_reconciled(sm, r, p->id, method_renew, params))
-        return;
-    sb = lookup(sm, r, p->id);
+    sb = methods_sandbox_find(r, p->id, method_call, params, userdata);
     if (!sb)
         return;
-    if (!sm->reconcile) {
+    if (call->needs_reconcile && !sm->reconcile) {
         err = (struct engine_error){.kind = ENGINE_E_NOT_CONFIGURED,
                                     .error = -ENXIO,
                                     .message = "Proxmox is not configured ([proxmox] section)"};
@@ -486,7 +478,7 @@ static void method_renew(struct req *r, void *params, void *userdata)
     pd = pending_new(sm, r);
     if (!pd)
         return;
-    if (reconcile_renew(sm->reconcile, sb, p->ttl_s, on_sandbox_done, pd, &err) < 0) {
+    if (call->start(sm, sb, params, pd, &err) < 0) {
         free(pd);
         reply_engine_error(r, &err);
     }
@@ -531,7 +523,7 @@ static void method_destroy(struct req *r, void *params, void *userdata)
     bool admin = req_is_admin(r);
     int ret;
 
-    if (park_until_reconciled(sm, r, p->id, method_destroy, params))
+    if (methods_sandbox_park(r, p->id, method_destroy, params, sm))
         return;
     sb = engine_lookup(sm->engine, p->id, req_uid(r), admin);
     if (!sb) {
@@ -575,44 +567,45 @@ static void file_ctx_free(struct file_ctx *f)
     free(f);
 }
 
+/* Answers a file.write or file.read with its error, or with result (taken over; the
+ * callback builds it only on success), and frees f. */
+static void file_done(struct file_ctx *f, int error, json_object *result)
+{
+    if (f->p.req && error < 0)
+        reply_file_error(f->p.req, error, f->is_write);
+    else if (f->p.req)
+        req_reply(f->p.req, TAKE_PTR(result));
+    json_object_put(result);
+    file_ctx_free(f);
+}
+
 static void on_written(int error, uint64_t bytes, void *userdata)
 {
-    struct file_ctx *f = userdata;
+    json_object *o = NULL;
 
-    if (f->p.req) {
-        if (error < 0)
-            reply_file_error(f->p.req, error, true);
-        else {
-            json_object *o = json_object_new_object();
-            json_object_object_add(o, "bytes", json_object_new_int64((int64_t)bytes));
-            req_reply(f->p.req, o);
-        }
+    if (error >= 0) {
+        o = json_object_new_object();
+        json_object_object_add(o, "bytes", json_object_new_int64((int64_t)bytes));
     }
-    file_ctx_free(f);
+    file_done(userdata, error, o);
 }
 
 static void on_read(int error, struct sshfile_read_result *res, void *userdata)
 {
-    struct file_ctx *f = userdata;
+    json_object *o = NULL;
 
-    if (f->p.req) {
-        if (error < 0)
-            reply_file_error(f->p.req, error, false);
-        else {
-            json_object *o = json_object_new_object();
-            (void)b64_object_add_data(o, "content", res->data ? res->data : "", res->len);
-            json_object_object_add(o, "size", json_object_new_int64((int64_t)res->size));
-            json_object_object_add(o, "eof", json_object_new_boolean(res->eof));
-            req_reply(f->p.req, o);
-        }
+    if (error >= 0) {
+        o = json_object_new_object();
+        (void)b64_object_add_data(o, "content", res->data ? res->data : "", res->len);
+        json_object_object_add(o, "size", json_object_new_int64((int64_t)res->size));
+        json_object_object_add(o, "eof", json_object_new_boolean(res->eof));
     }
-    file_ctx_free(f);
+    file_done(userdata, error, o);
 }
 
-static void method_file(struct sandbox_methods *sm, struct req *r, void *params, bool write)
+static void method_file(struct req *r, struct sandbox *sb, void *params, bool write)
 {
     struct file_ctx *f;
-    struct sandbox *sb;
     struct engine_error err;
     int ret;
 
@@ -634,11 +627,6 @@ static void method_file(struct sandbox_methods *sm, struct req *r, void *params,
         *rd = (struct params_file_read){};
     }
     f->is_write = write;
-    sb = lookup(sm, r, write ? f->w.id : f->rd.id);
-    if (!sb) {
-        file_ctx_free(f);
-        return;
-    }
     if (write) {
         struct sshfile_write_params wp = {
             .path = f->w.path,
@@ -665,37 +653,26 @@ static void method_file(struct sandbox_methods *sm, struct req *r, void *params,
     req_on_disconnect(r, pending_detach, &f->p);
 }
 
-static void method_file_write(struct req *r, void *params, void *userdata)
+/* The handler of file.write and file.read: userdata points to true for a write. Inline
+ * content is moved here; a passed descriptor hands the request to methods-transfer.c. */
+static void method_file_rw(struct req *r, void *params, void *userdata)
 {
-    const struct params_file_write *p = params;
+    bool write = *(const bool *)userdata;
+    const struct params_file_write *w = params;
+    const struct params_file_read *rd = params;
+    const char *id = write ? w->id : rd->id;
     struct sandbox *sb;
 
-    if (park_until_reconciled(userdata, r, p->id, method_file_write, params))
+    sb = methods_sandbox_find(r, id, method_file_rw, params, userdata);
+    if (!sb)
         return;
-    if (p->content_fd < 0) {
-        method_file(userdata, r, params, true);
-        return;
-    }
-    sb = lookup(userdata, r, p->id);
-    if (sb)
-        transfer_file_write(r, sb, p);
+    if ((write ? w->content_fd : rd->to_fd) < 0)
+        method_file(r, sb, params, write);
+    else
+        transfer_file(r, sb, write, params);
 }
 
-static void method_file_read(struct req *r, void *params, void *userdata)
-{
-    const struct params_file_read *p = params;
-    struct sandbox *sb;
-
-    if (park_until_reconciled(userdata, r, p->id, method_file_read, params))
-        return;
-    if (p->to_fd < 0) {
-        method_file(userdata, r, params, false);
-        return;
-    }
-    sb = lookup(userdata, r, p->id);
-    if (sb)
-        transfer_file_read(r, sb, p);
-}
+static const bool file_write = true, file_read = false;
 
 /* ---- daemon.status ---- */
 
@@ -776,11 +753,11 @@ const struct method_def methods_sandbox_rows[METHODS_SANDBOX_ROWS] = {
     {"sandbox.get", &params_sandbox_id_spec, method_get, NULL, false},
     {"sandbox.list", &params_sandbox_list_spec, method_list, NULL, false},
     {"sandbox.set_internet", &params_sandbox_set_internet_spec, method_set_internet, NULL, false},
-    {"sandbox.renew", &params_sandbox_renew_spec, method_renew, NULL, false},
-    {"sandbox.resize", &params_sandbox_resize_spec, method_resize, NULL, false},
+    {"sandbox.renew", &params_sandbox_renew_spec, method_call, (void *)&call_renew, false},
+    {"sandbox.resize", &params_sandbox_resize_spec, method_call, (void *)&call_resize, false},
     {"sandbox.destroy", &params_sandbox_id_spec, method_destroy, NULL, false},
-    {"file.write", &params_file_write_spec, method_file_write, NULL, false},
-    {"file.read", &params_file_read_spec, method_file_read, NULL, false},
+    {"file.write", &params_file_write_spec, method_file_rw, (void *)&file_write, false},
+    {"file.read", &params_file_read_spec, method_file_rw, (void *)&file_read, false},
 };
 
 void methods_sandbox_reload(void)
