@@ -1,8 +1,8 @@
 /* What every sandbox-area method shares (methods-sandbox.c, methods-exec.c, methods-file.c,
- * methods-transfer.c, methods-process.c): the one state of the sandbox methods, the lookup
- * of the caller's sandbox, parking a request until the first reconcile after a start, and
- * the replies of docs/protocol.md for engine errors. Calls nothing in those files. Loop
- * thread only. */
+ * methods-transfer.c, methods-process.c, methods-internet.c): the one state of the sandbox
+ * methods, the lookup of the caller's sandbox, parking a request until the first reconcile
+ * after a start, letting go of a request whose client left, and the replies of
+ * docs/protocol.md for engine errors. Calls nothing in those files. Loop thread only. */
 #pragma once
 
 #include <stdbool.h>
