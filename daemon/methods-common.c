@@ -27,33 +27,34 @@ struct engine *methods_sandbox_engine(void)
 
 /* ---- replies ---- */
 
+/* The code of docs/protocol.md for each kind of engine error; 0: -32603. */
+static const int codes[] = {
+    [ENGINE_E_NOT_FOUND] = RPC_NO_SUCH_SANDBOX,
+    [ENGINE_E_STATE] = RPC_BAD_STATE,
+    [ENGINE_E_QUOTA] = RPC_QUOTA_EXCEEDED,
+    [ENGINE_E_PROXMOX] = RPC_PROXMOX_ERROR,
+    [ENGINE_E_SSH] = RPC_SSH_ERROR,
+    [ENGINE_E_DEADLINE] = RPC_DEADLINE_EXCEEDED,
+    [ENGINE_E_BUSY] = RPC_BUSY,
+    [ENGINE_E_NOT_CONFIGURED] = RPC_BUSY,
+    [ENGINE_E_FILE] = RPC_FILE_ERROR,
+    [ENGINE_E_INVALID] = RPC_INVALID_PARAMS,
+    [ENGINE_E_SHUTDOWN] = RPC_SHUTTING_DOWN,
+};
+
 static int code_of(enum engine_err_kind k)
 {
-    switch (k) {
-    case ENGINE_E_NOT_FOUND:
-        return RPC_NO_SUCH_SANDBOX;
-    case ENGINE_E_STATE:
-        return RPC_BAD_STATE;
-    case ENGINE_E_QUOTA:
-        return RPC_QUOTA_EXCEEDED;
-    case ENGINE_E_PROXMOX:
-        return RPC_PROXMOX_ERROR;
-    case ENGINE_E_SSH:
-        return RPC_SSH_ERROR;
-    case ENGINE_E_DEADLINE:
-        return RPC_DEADLINE_EXCEEDED;
-    case ENGINE_E_BUSY:
-    case ENGINE_E_NOT_CONFIGURED:
-        return RPC_BUSY;
-    case ENGINE_E_FILE:
-        return RPC_FILE_ERROR;
-    case ENGINE_E_INVALID:
-        return RPC_INVALID_PARAMS;
-    case ENGINE_E_SHUTDOWN:
-        return RPC_SHUTTING_DOWN;
-    default:
-        return RPC_INTERNAL_ERROR;
-    }
+    return (size_t)k < ELEMENTSOF(codes) && codes[k] ? codes[k] : RPC_INTERNAL_ERROR;
+}
+
+bool methods_detach(struct req *r, struct req **slot, struct sshexec *exec)
+{
+    *slot = NULL;
+    req_error(r, RPC_SHUTTING_DOWN, "the client went away");
+    if (!exec)
+        return true;
+    (void)sshexec_cancel(exec);
+    return false;
 }
 
 void methods_sandbox_reply_error(struct req *r, const struct engine_error *err)
@@ -92,10 +93,11 @@ void methods_sandbox_reply_not_found(struct req *r, const char *id)
 void methods_sandbox_reply_state(struct req *r, const struct sandbox *sb)
 {
     json_object *d = json_object_new_object();
+    struct sandbox_info v;
 
+    sandbox_view(sb, &v);
     json_object_object_add(d, "reason", json_object_new_string("the sandbox is not ready"));
-    json_object_object_add(d, "state",
-                           json_object_new_string(sandbox_state_to_public(sandbox_view_state(sb))));
+    json_object_object_add(d, "state", json_object_new_string(sandbox_state_to_public(v.state)));
     req_error_data(r, RPC_BAD_STATE, NULL, d);
 }
 
@@ -158,6 +160,7 @@ struct parked {
     struct req *req;
     method_handler_t handler;
     void *params; /* owned by req */
+    void *userdata;
     struct sandbox_methods *sm;
     struct parked *next;
 };
@@ -177,7 +180,8 @@ static void parked_disconnect(struct req *r, void *userdata)
 
 /* Parks r (to run handler again once the first reconcile ended) and returns true while that
  * reconcile runs and id (NULL: any) is not in the table. */
-bool methods_sandbox_park(struct req *r, const char *id, method_handler_t handler, void *params)
+bool methods_sandbox_park(struct req *r, const char *id, method_handler_t handler, void *params,
+                          void *userdata)
 {
     struct sandbox_methods *sm = &instance;
     struct parked *x;
@@ -194,11 +198,20 @@ bool methods_sandbox_park(struct req *r, const char *id, method_handler_t handle
     x->req = r;
     x->handler = handler;
     x->params = params;
+    x->userdata = userdata;
     x->sm = sm;
     x->next = sm->parked;
     sm->parked = x;
     req_on_disconnect(r, parked_disconnect, x);
     return true;
+}
+
+struct sandbox *methods_sandbox_find(struct req *r, const char *id, method_handler_t handler,
+                                     void *params, void *userdata)
+{
+    if (methods_sandbox_park(r, id, handler, params, userdata))
+        return NULL;
+    return methods_sandbox_lookup(&instance, r, id);
 }
 
 void methods_sandbox_unpark(struct sandbox_methods *sm)
@@ -216,10 +229,11 @@ void methods_sandbox_unpark(struct sandbox_methods *sm)
         struct req *r = rev->req;
         method_handler_t handler = rev->handler;
         void *params = rev->params;
+        void *userdata = rev->userdata;
 
         free(rev);
         req_on_disconnect(r, NULL, NULL);
-        handler(r, params, sm);
+        handler(r, params, userdata);
         rev = n;
     }
 }

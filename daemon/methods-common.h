@@ -1,8 +1,8 @@
 /* What every sandbox-area method shares (methods-sandbox.c, methods-exec.c, methods-file.c,
- * methods-transfer.c, methods-process.c): the one state of the sandbox methods, the lookup
- * of the caller's sandbox, parking a request until the first reconcile after a start, and
- * the replies of docs/protocol.md for engine errors. Calls nothing in those files. Loop
- * thread only. */
+ * methods-transfer.c, methods-process.c, methods-internet.c): the one state of the sandbox
+ * methods, the lookup of the caller's sandbox, parking a request until the first reconcile
+ * after a start, letting go of a request whose client left, and the replies of
+ * docs/protocol.md for engine errors. Calls nothing in those files. Loop thread only. */
 #pragma once
 
 #include <stdbool.h>
@@ -31,15 +31,26 @@ struct engine *methods_sandbox_engine(void);
 
 /* The caller's sandbox, or NULL after replying -32001. */
 struct sandbox *methods_sandbox_lookup(struct sandbox_methods *sm, struct req *r, const char *id);
-/* Parks r to run handler(r, params, <the state>) again once the first reconcile after a start
+/* Parks r to run handler(r, params, userdata) again once the first reconcile after a start
  * ended; true when parked (or answered for lack of memory). A request naming a sandbox (id)
  * waits only while that sandbox is not in the table yet; id NULL (creates, lists) always
  * waits while that reconcile runs. */
-bool methods_sandbox_park(struct req *r, const char *id, method_handler_t handler, void *params);
+bool methods_sandbox_park(struct req *r, const char *id, method_handler_t handler, void *params,
+                          void *userdata);
+/* Parks r as methods_sandbox_park() does, else looks the caller's sandbox id up; NULL when r
+ * was parked or answered (-32001). */
+struct sandbox *methods_sandbox_find(struct req *r, const char *id, method_handler_t handler,
+                                     void *params, void *userdata);
 /* The first reconcile ended: runs the parked requests in arrival order. */
 void methods_sandbox_unpark(struct sandbox_methods *sm);
 /* Stopping: answers the parked requests -32011. */
 void methods_sandbox_unpark_refuse(struct sandbox_methods *sm);
+
+/* For an on_disconnect callback of work that outlives its request: clears *slot (where the
+ * work keeps r), answers -32011 "the client went away" and cancels exec unless NULL (its
+ * callback then ends the work). True when exec was NULL: the caller ends the work itself
+ * if nothing else will. */
+bool methods_detach(struct req *r, struct req **slot, struct sshexec *exec);
 
 /* Completes r with the error of docs/protocol.md for err. */
 void methods_sandbox_reply_error(struct req *r, const struct engine_error *err);

@@ -163,11 +163,8 @@ static void on_exec_disconnect(struct req *r, void *userdata)
 {
     struct exec_ctx *x = userdata;
 
-    x->req = NULL;
-    req_error(r, RPC_SHUTTING_DOWN, "the client went away");
-    if (x->exec)
-        (void)sshexec_cancel(x->exec); /* kills the process tree; done runs later */
-    else
+    /* The cancel kills the process tree; done runs later. */
+    if (methods_detach(r, &x->req, x->exec))
         exec_ctx_free(x); /* waiting for drain only */
 }
 
@@ -177,11 +174,12 @@ void methods_sandbox_exec(struct req *r, void *params, void *userdata)
     struct params_sandbox_exec *p = params;
     struct sshexec_params sp = {};
     struct exec_ctx *x;
+    struct sandbox_info v;
     struct sandbox *sb;
     struct engine_error err;
     int ret;
 
-    if (methods_sandbox_park(r, p->id, methods_sandbox_exec, params))
+    if (methods_sandbox_park(r, p->id, methods_sandbox_exec, params, userdata))
         return;
     x = calloc(1, sizeof *x);
     if (!x) {
@@ -196,7 +194,8 @@ void methods_sandbox_exec(struct req *r, void *params, void *userdata)
         exec_ctx_free(x);
         return;
     }
-    if (sandbox_view_state(sb) != SANDBOX_READY) {
+    sandbox_view(sb, &v);
+    if (v.state != SANDBOX_READY) {
         exec_ctx_free(x);
         methods_sandbox_reply_state(r, sb);
         return;

@@ -13,9 +13,19 @@
 #include "methods-common.h"
 #include "req.h"
 
+struct fs_req;
+
+/* One method: submits its operation on the sandbox's SFTP queue (the callback gets x), and,
+ * for those answered with a count, the result the count makes. */
+struct fs_op {
+    int (*submit)(struct sshfile *f, struct fs_req *x);
+    json_object *(*counted)(uint64_t count);
+};
+
 /* One request on its way through the sandbox's SFTP queue; outlives a client that left. */
 struct fs_req {
     struct req *req; /* NULL once the client went away */
+    const struct fs_op *op;
     struct params_file_op p;
 };
 
@@ -29,8 +39,7 @@ static void fs_req_detach(struct req *r, void *userdata)
 {
     struct fs_req *x = userdata;
 
-    x->req = NULL;
-    req_error(r, RPC_SHUTTING_DOWN, "the client went away");
+    (void)methods_detach(r, &x->req, NULL);
 }
 
 /* The reasons of the errors these methods add to sftp.h's. */
@@ -81,47 +90,11 @@ static bool fs_req_failed(struct fs_req *x, int error)
     return true;
 }
 
-/* Parks, looks the sandbox up and takes the params; NULL when r was answered or parked. */
-static struct fs_req *fs_begin(struct req *r, void *params, void *userdata, method_handler_t self,
-                               struct sshfile **ret_f)
+/* Answers with result (taken over) and frees x. */
+static void fs_reply(struct fs_req *x, json_object *result)
 {
-    struct params_file_op *p = params;
-    struct engine_error err;
-    struct sandbox *sb;
-    struct fs_req *x;
-
-    if (methods_sandbox_park(r, p->id, self, params))
-        return NULL;
-    sb = methods_sandbox_lookup(userdata, r, p->id);
-    if (!sb)
-        return NULL;
-    if (sandbox_file_session(sb, ret_f, &err) < 0) {
-        methods_sandbox_reply_error(r, &err);
-        return NULL;
-    }
-    x = calloc(1, sizeof(*x));
-    if (!x) {
-        req_error(r, RPC_INTERNAL_ERROR, "out of memory");
-        return NULL;
-    }
-    x->p = *p;
-    *p = (struct params_file_op){};
-    return x;
-}
-
-/* After the submission: waits for the callback, or answers its error now. */
-static void fs_submitted(struct fs_req *x, struct req *r, int ret)
-{
-    struct engine_error err;
-
-    if (ret < 0) {
-        (void)sandbox_file_start_error(ret, &err);
-        methods_sandbox_reply_error(r, &err);
-        fs_req_free(x);
-        return;
-    }
-    x->req = r;
-    req_on_disconnect(r, fs_req_detach, x);
+    req_reply(x->req, result);
+    fs_req_free(x);
 }
 
 static json_object *entry_json(const struct sshfile_entry *e)
@@ -140,7 +113,7 @@ static json_object *entry_json(const struct sshfile_entry *e)
     return o;
 }
 
-/* ---- file.list ---- */
+/* ---- the callbacks ---- */
 
 static void on_listed(int error, const struct sshfile_list_result *res, void *userdata)
 {
@@ -155,110 +128,122 @@ static void on_listed(int error, const struct sshfile_list_result *res, void *us
         json_object_array_add(a, entry_json(&res->entries[i]));
     json_object_object_add(o, "entries", a);
     json_object_object_add(o, "truncated", json_object_new_boolean(res->truncated));
-    req_reply(x->req, o);
-    fs_req_free(x);
+    fs_reply(x, o);
 }
-
-static void method_list(struct req *r, void *params, void *userdata)
-{
-    struct sshfile *f;
-    struct fs_req *x = fs_begin(r, params, userdata, method_list, &f);
-
-    if (x)
-        fs_submitted(x, r, sshfile_list(f, x->p.path, (size_t)x->p.limit, on_listed, x));
-}
-
-/* ---- file.stat ---- */
 
 static void on_stat(int error, const struct sshfile_entry *st, void *userdata)
 {
     struct fs_req *x = userdata;
 
-    if (fs_req_failed(x, error))
-        return;
-    req_reply(x->req, entry_json(st));
-    fs_req_free(x);
+    if (!fs_req_failed(x, error))
+        fs_reply(x, entry_json(st));
 }
 
-static void method_stat(struct req *r, void *params, void *userdata)
-{
-    struct sshfile *f;
-    struct fs_req *x = fs_begin(r, params, userdata, method_stat, &f);
-
-    if (x)
-        fs_submitted(x, r, sshfile_stat(f, x->p.path, x->p.follow, on_stat, x));
-}
-
-/* ---- file.remove, file.mkdir, file.rename ---- */
-
-static void on_removed(int error, uint64_t count, void *userdata)
+/* file.remove, file.mkdir, file.rename. */
+static void on_counted(int error, uint64_t count, void *userdata)
 {
     struct fs_req *x = userdata;
-    json_object *o;
 
-    if (fs_req_failed(x, error))
-        return;
-    o = json_object_new_object();
+    if (!fs_req_failed(x, error))
+        fs_reply(x, x->op->counted(count));
+}
+
+static json_object *removed_json(uint64_t count)
+{
+    json_object *o = json_object_new_object();
+
     json_object_object_add(o, "removed", json_object_new_int64((int64_t)count));
-    req_reply(x->req, o);
-    fs_req_free(x);
+    return o;
 }
 
-static void method_remove(struct req *r, void *params, void *userdata)
+static json_object *made_json(uint64_t count)
 {
-    struct sshfile *f;
-    struct fs_req *x = fs_begin(r, params, userdata, method_remove, &f);
+    json_object *o = json_object_new_object();
 
-    if (x)
-        fs_submitted(x, r, sshfile_remove(f, x->p.path, x->p.recursive, on_removed, x));
-}
-
-static void on_made(int error, uint64_t count, void *userdata)
-{
-    struct fs_req *x = userdata;
-    json_object *o;
-
-    if (fs_req_failed(x, error))
-        return;
-    o = json_object_new_object();
     json_object_object_add(o, "created", json_object_new_boolean(count > 0));
-    req_reply(x->req, o);
-    fs_req_free(x);
+    return o;
 }
 
-static void method_mkdir(struct req *r, void *params, void *userdata)
+static json_object *renamed_json(uint64_t count)
 {
+    return json_object_new_object();
+}
+
+/* ---- the submissions ---- */
+
+static int submit_list(struct sshfile *f, struct fs_req *x)
+{
+    return sshfile_list(f, x->p.path, (size_t)x->p.limit, on_listed, x);
+}
+
+static int submit_stat(struct sshfile *f, struct fs_req *x)
+{
+    return sshfile_stat(f, x->p.path, x->p.follow, on_stat, x);
+}
+
+static int submit_remove(struct sshfile *f, struct fs_req *x)
+{
+    return sshfile_remove(f, x->p.path, x->p.recursive, on_counted, x);
+}
+
+static int submit_mkdir(struct sshfile *f, struct fs_req *x)
+{
+    return sshfile_mkdir(f, x->p.path, x->p.parents, (mode_t)x->p.mode, on_counted, x);
+}
+
+static int submit_rename(struct sshfile *f, struct fs_req *x)
+{
+    return sshfile_rename(f, x->p.path, x->p.to, on_counted, x);
+}
+
+static const struct fs_op op_list = {submit_list, NULL};
+static const struct fs_op op_stat = {submit_stat, NULL};
+static const struct fs_op op_remove = {submit_remove, removed_json};
+static const struct fs_op op_mkdir = {submit_mkdir, made_json};
+static const struct fs_op op_rename = {submit_rename, renamed_json};
+
+/* The handler of every file.* method of this file: userdata is its struct fs_op. Parks,
+ * looks the sandbox up, takes the params and submits; the callback answers. */
+static void method_fs(struct req *r, void *params, void *userdata)
+{
+    struct params_file_op *p = params;
+    struct engine_error err;
+    struct sandbox *sb;
     struct sshfile *f;
-    struct fs_req *x = fs_begin(r, params, userdata, method_mkdir, &f);
+    struct fs_req *x;
+    int ret;
 
-    if (x)
-        fs_submitted(x, r,
-                     sshfile_mkdir(f, x->p.path, x->p.parents, (mode_t)x->p.mode, on_made, x));
-}
-
-static void on_renamed(int error, uint64_t count, void *userdata)
-{
-    struct fs_req *x = userdata;
-
-    if (fs_req_failed(x, error))
+    sb = methods_sandbox_find(r, p->id, method_fs, params, userdata);
+    if (!sb)
         return;
-    req_reply(x->req, json_object_new_object());
-    fs_req_free(x);
+    if (sandbox_file_session(sb, &f, &err) < 0) {
+        methods_sandbox_reply_error(r, &err);
+        return;
+    }
+    x = calloc(1, sizeof(*x));
+    if (!x) {
+        req_error(r, RPC_INTERNAL_ERROR, "out of memory");
+        return;
+    }
+    x->op = userdata;
+    x->p = *p;
+    *p = (struct params_file_op){};
+    ret = x->op->submit(f, x);
+    if (ret < 0) {
+        (void)sandbox_file_start_error(ret, &err);
+        methods_sandbox_reply_error(r, &err);
+        fs_req_free(x);
+        return;
+    }
+    x->req = r;
+    req_on_disconnect(r, fs_req_detach, x);
 }
 
-static void method_rename(struct req *r, void *params, void *userdata)
-{
-    struct sshfile *f;
-    struct fs_req *x = fs_begin(r, params, userdata, method_rename, &f);
-
-    if (x)
-        fs_submitted(x, r, sshfile_rename(f, x->p.path, x->p.to, on_renamed, x));
-}
-
+/* Their userdata is their own (methods-table.c keeps it). */
 const struct method_def methods_file_rows[METHODS_FILE_ROWS] = {
-    {"file.list", &params_file_list_spec, method_list, NULL, false},
-    {"file.stat", &params_file_stat_spec, method_stat, NULL, false},
-    {"file.remove", &params_file_remove_spec, method_remove, NULL, false},
-    {"file.mkdir", &params_file_mkdir_spec, method_mkdir, NULL, false},
-    {"file.rename", &params_file_rename_spec, method_rename, NULL, false},
+    {"file.list", &params_file_list_spec, method_fs, (void *)&op_list, false},
+    {"file.stat", &params_file_stat_spec, method_fs, (void *)&op_stat, false},
+    {"file.remove", &params_file_remove_spec, method_fs, (void *)&op_remove, false},
+    {"file.mkdir", &params_file_mkdir_spec, method_fs, (void *)&op_mkdir, false},
+    {"file.rename", &params_file_rename_spec, method_fs, (void *)&op_rename, false},
 };

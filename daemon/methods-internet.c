@@ -19,6 +19,7 @@
 #include "lib/sandbox.h"
 #include "lib/sshexec.h"
 #include "lib/util.h"
+#include "methods-common.h"
 #include "proto/rpc.h"
 #include "req.h"
 
@@ -124,6 +125,7 @@ static void probe(struct inet_wait *w)
     struct engine_error err = {};
     struct sshexec_params sp = {.command = w->command, .has_max_output = true};
     uint64_t now = uv_now(w->timer.loop);
+    struct sandbox_info v;
     struct sandbox *sb;
 
     if (engine_closing(w->engine)) {
@@ -135,7 +137,8 @@ static void probe(struct inet_wait *w)
         fail(w, RPC_NO_SUCH_SANDBOX, "the sandbox went away");
         return;
     }
-    if (sandbox_view_state(sb) != SANDBOX_READY) {
+    sandbox_view(sb, &v);
+    if (v.state != SANDBOX_READY) {
         fail(w, RPC_BAD_STATE, "the sandbox is no longer ready");
         return;
     }
@@ -151,11 +154,7 @@ static void on_disconnect(struct req *r, void *userdata)
 {
     struct inet_wait *w = userdata;
 
-    w->req = NULL;
-    req_error(r, RPC_SHUTTING_DOWN, "the client went away");
-    if (w->exec)
-        (void)sshexec_cancel(w->exec); /* on_probed() finishes */
-    else
+    if (methods_detach(r, &w->req, w->exec)) /* else on_probed() finishes */
         finish(w);
 }
 
@@ -181,6 +180,7 @@ void internet_wait_start(struct engine *e, struct req *r, const struct sandbox *
                          json_object *result)
 {
     struct inet_wait *w = calloc(1, sizeof *w);
+    struct sandbox_info v;
     char ip[16];
 
     if (!w) {
@@ -195,7 +195,8 @@ void internet_wait_start(struct engine *e, struct req *r, const struct sandbox *
              ip, probe_port, ip, probe_port);
     w->req = r;
     w->engine = e;
-    snprintf(w->id, sizeof w->id, "%s", sandbox_view_id(sb));
+    sandbox_view(sb, &v);
+    snprintf(w->id, sizeof w->id, "%s", v.id);
     w->uid = req_uid(r);
     w->admin = req_is_admin(r);
     w->want = want;

@@ -94,9 +94,12 @@ static void sandboxes_gauge(void)
     for (size_t n = 0; n < cfg->proxmox.n_nodes; n++)
         for (size_t i = 0; i < sizeof states / sizeof states[0]; i++)
             metrics_set(M_SANDBOXES, states[i], cfg->proxmox.nodes[n], 0);
-    for (struct sandbox *sb = engine_first(engine); sb; sb = engine_next(engine, sb))
-        metrics_add(M_SANDBOXES, sandbox_view_public_state(sb),
-                    sandbox_view_node(sb) ? sandbox_view_node(sb) : "", 1);
+    for (struct sandbox *sb = engine_first(engine); sb; sb = engine_next(engine, sb)) {
+        struct sandbox_info v;
+
+        sandbox_view(sb, &v);
+        metrics_add(M_SANDBOXES, v.public_state, v.node ? v.node : "", 1);
+    }
 }
 
 static void method_metrics(struct req *r, void *params, void *userdata)

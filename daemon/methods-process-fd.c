@@ -125,11 +125,13 @@ static void pumps_check(bool all)
 
     for (; pm; pm = next) {
         struct sandbox *sb = e && !all ? engine_lookup(e, pm->id, pm->uid, pm->admin) : NULL;
+        struct sandbox_info v = {.state = SANDBOX_GONE};
 
+        if (sb)
+            sandbox_view(sb, &v);
         next = pm->next;
-        if (pm->stopping ||
-            (sb && sandbox_view_state(sb) != SANDBOX_DESTROYING &&
-             sandbox_view_state(sb) != SANDBOX_GONE && sandbox_view_state(sb) != SANDBOX_FAILED))
+        if (pm->stopping || (sb && v.state != SANDBOX_DESTROYING && v.state != SANDBOX_GONE &&
+                             v.state != SANDBOX_FAILED))
             continue;
         pm->stopping = true;
         log_debug(COMP, "%s %s: stopping the descriptor pump (%s)", pm->id, pm->process,

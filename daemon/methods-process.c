@@ -3,7 +3,9 @@
  * folder is the record, so a restart or kill -9 of the daemon loses nothing. */
 #include "methods-process.h"
 
+#include <assert.h>
 #include <errno.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -313,12 +315,10 @@ static void on_call_done(struct sshexec *e, int error, struct sshexec_result *re
 static void on_call_disconnect(struct req *r, void *userdata)
 {
     struct call *c = userdata;
+    bool long_poll = c->kind == CALL_READ || c->kind == CALL_WAIT;
 
-    c->req = NULL;
-    req_error(r, RPC_SHUTTING_DOWN, "the client went away");
     /* A long-poll is abandoned; a start, write or kill runs to its end. */
-    if (c->exec && (c->kind == CALL_READ || c->kind == CALL_WAIT))
-        (void)sshexec_cancel(c->exec);
+    (void)methods_detach(r, &c->req, long_poll ? c->exec : NULL);
 }
 
 /* ---- running a script ---- */
@@ -340,21 +340,15 @@ static void call_run(struct req *r, const char *id, struct call *c, struct run *
     struct sshexec_params sp = {};
     struct engine_error err;
     struct sandbox *sb = e ? engine_lookup(e, id, req_uid(r), req_is_admin(r)) : NULL;
-    json_object *d;
+    struct sandbox_info v;
 
     if (!sb) {
-        d = json_object_new_object();
-        json_object_object_add(d, "reason", json_object_new_string("no such sandbox"));
-        json_object_object_add(d, "id", json_object_new_string(id));
-        req_error_data(r, RPC_NO_SUCH_SANDBOX, NULL, d);
+        methods_sandbox_reply_not_found(r, id);
         goto fail;
     }
-    if (sandbox_view_state(sb) != SANDBOX_READY) {
-        d = json_object_new_object();
-        json_object_object_add(d, "reason", json_object_new_string("the sandbox is not ready"));
-        json_object_object_add(
-            d, "state", json_object_new_string(sandbox_state_to_public(sandbox_view_state(sb))));
-        req_error_data(r, RPC_BAD_STATE, NULL, d);
+    sandbox_view(sb, &v);
+    if (v.state != SANDBOX_READY) {
+        methods_sandbox_reply_state(r, sb);
         goto fail;
     }
     if (run->long_poll && !(c->slot = waiter_take(id))) {
@@ -444,7 +438,7 @@ static void method_start(struct req *r, void *params, void *userdata)
     struct call *c;
     int k;
 
-    if (methods_sandbox_park(r, p->id, method_start, params))
+    if (methods_sandbox_park(r, p->id, method_start, params, userdata))
         return;
     /* Descriptors and a transfer slot first: a refused request launches nothing. */
     wants_pump = p->stdin_fd >= 0 || p->stdout_fd >= 0 || p->stderr_fd >= 0;
@@ -489,117 +483,109 @@ static void method_start(struct req *r, void *params, void *userdata)
     call_run(r, p->id, c, &run);
 }
 
-static void method_read(struct req *r, void *params, void *userdata)
-{
-    struct params_process_read *p = params;
-    struct run run = {};
-    struct call *c;
-    int k;
+/* ---- the methods on a started process, and process.list ---- */
 
-    if (methods_sandbox_park(r, p->id, method_read, params))
-        return;
-    c = call_new(r, CALL_READ, p->process);
-    if (!c)
-        return;
+/* How their params begin (checked below): the sandbox and the process ("" for a list). */
+struct process_target {
+    char id[PARAMS_ID_MAX + 1];
+    char process[PARAMS_PROCESS_ID_LEN + 1];
+};
+#define SAME_TARGET(type)                                                                          \
+    static_assert(offsetof(type, id) == offsetof(struct process_target, id) &&                     \
+                      offsetof(type, process) == offsetof(struct process_target, process) &&       \
+                      sizeof(((type *)0)->process) ==                                              \
+                          sizeof(((struct process_target *)0)->process),                           \
+                  #type " does not begin like struct process_target")
+SAME_TARGET(struct params_process_read);
+SAME_TARGET(struct params_process_write);
+SAME_TARGET(struct params_process_ref);
+
+/* One such method: the call it makes, and how its params become the call's fields and the
+ * run (which comes with the exec margin as its deadline and a 4 KiB output cap). */
+struct process_op {
+    enum call_kind kind;
+    int (*build)(struct call *c, const void *params, const struct config *cfg, struct run *run);
+};
+
+static int build_read(struct call *c, const void *params, const struct config *cfg, struct run *run)
+{
+    const struct params_process_read *p = params;
+
     c->offset = (uint64_t)p->offset;
-    k = process_script_read(p->process, p->stderr_stream ? PROCESS_STDERR : PROCESS_STDOUT,
-                            (uint64_t)p->offset, (uint64_t)p->length, (unsigned)p->wait_ms,
-                            req_config(r)->sandbox.process_output_max_bytes, &run.script);
-    if (script_failed(r, c, k))
-        return;
-    run.timeout_ms = (uint64_t)p->wait_ms + PROCESS_EXEC_MARGIN_MS;
+    run->timeout_ms = (uint64_t)p->wait_ms + PROCESS_EXEC_MARGIN_MS;
     /* The cap is per stream: stderr carries the report line. */
-    run.max_output = MAX((size_t)p->length, (size_t)4096);
-    run.long_poll = p->wait_ms > 0;
-    call_run(r, p->id, c, &run);
+    run->max_output = MAX((size_t)p->length, (size_t)4096);
+    run->long_poll = p->wait_ms > 0;
+    return process_script_read(p->process, p->stderr_stream ? PROCESS_STDERR : PROCESS_STDOUT,
+                               (uint64_t)p->offset, (uint64_t)p->length, (unsigned)p->wait_ms,
+                               cfg->sandbox.process_output_max_bytes, &run->script);
 }
 
-static void method_write(struct req *r, void *params, void *userdata)
+static int build_write(struct call *c, const void *params, const struct config *cfg,
+                       struct run *run)
 {
-    struct params_process_write *p = params;
-    struct run run = {.timeout_ms = PROCESS_EXEC_MARGIN_MS, .max_output = 4096};
-    struct call *c;
-    int k;
+    const struct params_process_write *p = params;
 
-    if (methods_sandbox_park(r, p->id, method_write, params))
-        return;
-    c = call_new(r, CALL_WRITE, p->process);
-    if (!c)
-        return;
     c->written = p->data_len;
     c->closed = p->close;
-    k = process_script_write(p->process, p->close, &run.script);
-    if (script_failed(r, c, k))
-        return;
-    run.stdin_data = p->data;
-    run.stdin_len = p->data_len;
-    call_run(r, p->id, c, &run);
+    run->stdin_data = p->data;
+    run->stdin_len = p->data_len;
+    return process_script_write(p->process, p->close, &run->script);
 }
 
-static void method_wait(struct req *r, void *params, void *userdata)
+static int build_wait(struct call *c, const void *params, const struct config *cfg, struct run *run)
 {
-    struct params_process_ref *p = params;
-    struct run run = {.max_output = 4096};
-    struct call *c;
-    int k;
+    const struct params_process_ref *p = params;
 
-    if (methods_sandbox_park(r, p->id, method_wait, params))
-        return;
-    c = call_new(r, CALL_WAIT, p->process);
-    if (!c)
-        return;
-    k = process_script_wait(p->process, (unsigned)p->timeout_ms, &run.script);
-    if (script_failed(r, c, k))
-        return;
-    run.timeout_ms = (uint64_t)p->timeout_ms + PROCESS_EXEC_MARGIN_MS;
-    run.long_poll = p->timeout_ms > 0;
-    call_run(r, p->id, c, &run);
+    run->timeout_ms = (uint64_t)p->timeout_ms + PROCESS_EXEC_MARGIN_MS;
+    run->long_poll = p->timeout_ms > 0;
+    return process_script_wait(p->process, (unsigned)p->timeout_ms, &run->script);
 }
 
-static void method_kill(struct req *r, void *params, void *userdata)
+static int build_kill(struct call *c, const void *params, const struct config *cfg, struct run *run)
 {
-    struct params_process_ref *p = params;
+    const struct params_process_ref *p = params;
+
+    snprintf(c->signal, sizeof c->signal, "%s", p->signal);
+    return process_script_kill(p->process, p->signal, &run->script);
+}
+
+static int build_list(struct call *c, const void *params, const struct config *cfg, struct run *run)
+{
+    run->max_output = PROCESS_LIST_OUTPUT_MAX;
+    return process_script_list(&run->script);
+}
+
+static const struct process_op op_read = {CALL_READ, build_read};
+static const struct process_op op_write = {CALL_WRITE, build_write};
+static const struct process_op op_wait = {CALL_WAIT, build_wait};
+static const struct process_op op_kill = {CALL_KILL, build_kill};
+static const struct process_op op_list = {CALL_LIST, build_list};
+
+/* The handler of every such method: userdata is its struct process_op. */
+static void method_op(struct req *r, void *params, void *userdata)
+{
+    const struct process_op *op = userdata;
+    const struct process_target *t = params;
     struct run run = {.timeout_ms = PROCESS_EXEC_MARGIN_MS, .max_output = 4096};
     struct call *c;
-    int k;
 
-    if (methods_sandbox_park(r, p->id, method_kill, params))
+    if (methods_sandbox_park(r, t->id, method_op, params, userdata))
         return;
-    c = call_new(r, CALL_KILL, p->process);
+    c = call_new(r, op->kind, t->process);
     if (!c)
         return;
-    snprintf(c->signal, sizeof c->signal, "%s", p->signal);
-    k = process_script_kill(p->process, p->signal, &run.script);
-    if (script_failed(r, c, k))
-        return;
-    call_run(r, p->id, c, &run);
-}
-
-static void method_list(struct req *r, void *params, void *userdata)
-{
-    struct params_process_ref *p = params;
-    struct run run = {.timeout_ms = PROCESS_EXEC_MARGIN_MS, .max_output = PROCESS_LIST_OUTPUT_MAX};
-    struct call *c;
-    int k;
-
-    if (methods_sandbox_park(r, p->id, method_list, params))
-        return;
-    c = call_new(r, CALL_LIST, NULL);
-    if (!c)
-        return;
-    k = process_script_list(&run.script);
-    if (script_failed(r, c, k))
-        return;
-    call_run(r, p->id, c, &run);
+    if (!script_failed(r, c, op->build(c, params, req_config(r), &run)))
+        call_run(r, t->id, c, &run);
 }
 
 static const struct method_def process_rows[] = {
     {"process.start", &params_process_start_spec, method_start, NULL, false},
-    {"process.read", &params_process_read_spec, method_read, NULL, false},
-    {"process.write", &params_process_write_spec, method_write, NULL, false},
-    {"process.wait", &params_process_wait_spec, method_wait, NULL, false},
-    {"process.kill", &params_process_kill_spec, method_kill, NULL, false},
-    {"process.list", &params_process_list_spec, method_list, NULL, false},
+    {"process.read", &params_process_read_spec, method_op, (void *)&op_read, false},
+    {"process.write", &params_process_write_spec, method_op, (void *)&op_write, false},
+    {"process.wait", &params_process_wait_spec, method_op, (void *)&op_wait, false},
+    {"process.kill", &params_process_kill_spec, method_op, (void *)&op_kill, false},
+    {"process.list", &params_process_list_spec, method_op, (void *)&op_list, false},
     {},
 };
 

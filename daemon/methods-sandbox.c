@@ -2,7 +2,9 @@
  * (lib/sandbox.h), ownership by peer uid, results and errors of docs/protocol.md. */
 #include "methods-sandbox.h"
 
+#include <assert.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
@@ -35,32 +37,29 @@
 static json_object *sandbox_json(const struct sandbox *sb)
 {
     json_object *o = json_object_new_object();
+    struct sandbox_info v;
     char t[RFC3339_MAX];
 
-    json_object_object_add(o, "id", json_object_new_string(sandbox_view_id(sb)));
-    json_object_object_add(
-        o, "vmid", sandbox_view_vmid(sb) ? json_object_new_int64(sandbox_view_vmid(sb)) : NULL);
-    json_object_object_add(
-        o, "node", sandbox_view_node(sb) ? json_object_new_string(sandbox_view_node(sb)) : NULL);
-    json_object_object_add(
-        o, "hostname",
-        sandbox_view_hostname(sb) ? json_object_new_string(sandbox_view_hostname(sb)) : NULL);
-    json_object_object_add(
-        o, "ip", sandbox_view_ip(sb) ? json_object_new_string(sandbox_view_ip(sb)) : NULL);
-    json_object_object_add(o, "state", json_object_new_string(sandbox_view_public_state(sb)));
-    json_object_object_add(o, "internet", json_object_new_boolean(sandbox_view_internet(sb)));
-    json_object_object_add(o, "cores", json_object_new_int64(sandbox_view_cores(sb)));
-    json_object_object_add(o, "memory_mb", json_object_new_int64(sandbox_view_memory_mb(sb)));
-    json_object_object_add(o, "disk_gb", json_object_new_int64(sandbox_view_disk_gb(sb)));
-    json_object_object_add(o, "owner_uid", json_object_new_int64(sandbox_view_owner(sb)));
-    json_object_object_add(o, "labels", json_object_get(sandbox_view_labels(sb)));
-    json_object_object_add(o, "template", json_object_new_string(sandbox_view_template(sb)));
-    if (time_format_rfc3339(sandbox_view_created_at(sb), t, sizeof t) == 0)
+    sandbox_view(sb, &v);
+    json_object_object_add(o, "id", json_object_new_string(v.id));
+    json_object_object_add(o, "vmid", v.vmid ? json_object_new_int64(v.vmid) : NULL);
+    json_object_object_add(o, "node", v.node ? json_object_new_string(v.node) : NULL);
+    json_object_object_add(o, "hostname", v.hostname ? json_object_new_string(v.hostname) : NULL);
+    json_object_object_add(o, "ip", v.ip ? json_object_new_string(v.ip) : NULL);
+    json_object_object_add(o, "state", json_object_new_string(v.public_state));
+    json_object_object_add(o, "internet", json_object_new_boolean(v.internet));
+    json_object_object_add(o, "cores", json_object_new_int64(v.cores));
+    json_object_object_add(o, "memory_mb", json_object_new_int64(v.memory_mb));
+    json_object_object_add(o, "disk_gb", json_object_new_int64(v.disk_gb));
+    json_object_object_add(o, "owner_uid", json_object_new_int64(v.owner));
+    json_object_object_add(o, "labels", json_object_get(v.labels));
+    json_object_object_add(o, "template", json_object_new_string(v.template));
+    if (time_format_rfc3339(v.created_at, t, sizeof t) == 0)
         json_object_object_add(o, "created_at", json_object_new_string(t));
-    if (time_format_rfc3339(sandbox_view_expires_at(sb), t, sizeof t) == 0)
+    if (time_format_rfc3339(v.expires_at, t, sizeof t) == 0)
         json_object_object_add(o, "expires_at", json_object_new_string(t));
-    if (sandbox_view_error(sb) && sandbox_view_state(sb) == SANDBOX_FAILED)
-        json_object_object_add(o, "error", json_object_new_string(sandbox_view_error(sb)));
+    if (v.error && v.state == SANDBOX_FAILED)
+        json_object_object_add(o, "error", json_object_new_string(v.error));
     return o;
 }
 
@@ -86,18 +85,6 @@ static void reply_file_error(struct req *r, int error, bool write)
     methods_sandbox_reply_file_error(r, error, write);
 }
 
-static struct sandbox *lookup(struct sandbox_methods *sm, struct req *r, const char *id)
-{
-    return methods_sandbox_lookup(sm, r, id);
-}
-
-/* Parks r until the first reconcile ended (sm is the one instance). */
-static bool park_until_reconciled(struct sandbox_methods *sm, struct req *r, const char *id,
-                                  method_handler_t handler, void *params)
-{
-    return methods_sandbox_park(r, id, handler, params);
-}
-
 /* ---- a request waiting for the engine, detachable when the client leaves ---- */
 
 struct pending {
@@ -109,8 +96,7 @@ static void pending_detach(struct req *r, void *userdata)
 {
     struct pending *p = userdata;
 
-    p->req = NULL;
-    req_error(r, RPC_SHUTTING_DOWN, "the client went away");
+    (void)methods_detach(r, &p->req, NULL);
 }
 
 static struct pending *pending_new(struct sandbox_methods *sm, struct req *r)
@@ -137,15 +123,17 @@ struct idem_wait {
     struct idem_wait *next;
 };
 
-static void idem_serve(struct sandbox_methods *sm, const char *id, const struct engine_error *err,
-                       struct sandbox *sb)
+static void idem_serve(struct sandbox_methods *sm, struct sandbox *sb,
+                       const struct engine_error *err)
 {
     struct idem_wait **pp = &sm->idem_waits;
+    struct sandbox_info v;
 
+    sandbox_view(sb, &v);
     while (*pp) {
         struct idem_wait *w = *pp;
 
-        if (strcmp(w->id, id) != 0) {
+        if (strcmp(w->id, v.id) != 0) {
             pp = &w->next;
             continue;
         }
@@ -187,7 +175,7 @@ static void on_created(const struct engine_error *err, struct sandbox *sb, void 
     }
     free(p);
     if (sb)
-        idem_serve(sm, sandbox_view_id(sb), err, sb);
+        idem_serve(sm, sb, err);
 }
 
 static void on_reconciled(void *userdata)
@@ -223,23 +211,25 @@ static bool idem_lookup(struct sandbox_methods *sm, struct req *r, const char *k
         return true;
     }
     for (struct sandbox *sb = engine_first(sm->engine); sb; sb = engine_next(sm->engine, sb)) {
-        if (sandbox_view_owner(sb) != req_uid(r) || strcmp(sandbox_view_idem_hash(sb), khash) != 0)
+        struct sandbox_info v;
+
+        sandbox_view(sb, &v);
+        if (v.owner != req_uid(r) || strcmp(v.idem_hash, khash) != 0)
             continue;
-        if (sandbox_view_params_hash(sb)[0] &&
-            strcmp(sandbox_view_params_hash(sb), ret_hash) != 0) {
+        if (v.params_hash[0] && strcmp(v.params_hash, ret_hash) != 0) {
             json_object *d = json_object_new_object();
             json_object_object_add(
                 d, "reason",
                 json_object_new_string("idempotency_key reused with different parameters"));
-            json_object_object_add(d, "id", json_object_new_string(sandbox_view_id(sb)));
+            json_object_object_add(d, "id", json_object_new_string(v.id));
             req_error_data(r, RPC_IDEMPOTENCY_MISMATCH, NULL, d);
             return true;
         }
-        if (sandbox_view_state(sb) == SANDBOX_READY) {
+        if (v.state == SANDBOX_READY) {
             req_reply(r, sandbox_json(sb));
             return true;
         }
-        if (sandbox_view_state(sb) >= SANDBOX_DESTROYING) {
+        if (v.state >= SANDBOX_DESTROYING) {
             reply_state(r, sb);
             return true;
         }
@@ -248,7 +238,7 @@ static bool idem_lookup(struct sandbox_methods *sm, struct req *r, const char *k
             req_error(r, RPC_INTERNAL_ERROR, "out of memory");
             return true;
         }
-        snprintf(w->id, sizeof w->id, "%s", sandbox_view_id(sb));
+        snprintf(w->id, sizeof w->id, "%s", v.id);
         w->p.req = r;
         req_on_disconnect(r, pending_detach, &w->p);
         w->next = sm->idem_waits;
@@ -270,7 +260,7 @@ static void method_create(struct req *r, void *params, void *userdata)
 
     char phash[SHA256_HEX_SIZE] = "";
 
-    if (park_until_reconciled(sm, r, NULL, method_create, params))
+    if (methods_sandbox_park(r, NULL, method_create, params, sm))
         return;
     if (c->idempotency_key && idem_lookup(sm, r, c->idempotency_key, phash))
         return;
@@ -315,19 +305,17 @@ static void method_get(struct req *r, void *params, void *userdata)
     const struct params_sandbox_id *p = params;
     struct sandbox *sb;
 
-    if (park_until_reconciled(sm, r, p->id, method_get, params))
-        return;
-    sb = lookup(sm, r, p->id);
+    sb = methods_sandbox_find(r, p->id, method_get, params, sm);
     if (sb)
         req_reply(r, sandbox_json(sb));
 }
 
-static bool labels_match(const struct sandbox *sb, const struct params_kv_list *l)
+static bool labels_match(json_object *labels, const struct params_kv_list *l)
 {
     for (size_t i = 0; i < l->n; i++) {
         json_object *v;
 
-        if (!json_object_object_get_ex(sandbox_view_labels(sb), l->items[i].key, &v) ||
+        if (!json_object_object_get_ex(labels, l->items[i].key, &v) ||
             strcmp(json_object_get_string(v), l->items[i].value) != 0)
             return false;
     }
@@ -340,7 +328,7 @@ static void method_list(struct req *r, void *params, void *userdata)
     const struct params_sandbox_list *p = params;
     json_object *o, *a;
 
-    if (park_until_reconciled(sm, r, NULL, method_list, params))
+    if (methods_sandbox_park(r, NULL, method_list, params, sm))
         return;
     if (p->all && !req_is_admin(r)) {
         req_error(r, RPC_PERMISSION_DENIED, "all: only admins may list every owner's sandboxes");
@@ -348,9 +336,12 @@ static void method_list(struct req *r, void *params, void *userdata)
     }
     a = json_object_new_array();
     for (struct sandbox *sb = engine_first(sm->engine); sb; sb = engine_next(sm->engine, sb)) {
-        if ((!p->all && sandbox_view_owner(sb) != req_uid(r)) || sandbox_view_pool(sb))
+        struct sandbox_info v;
+
+        sandbox_view(sb, &v);
+        if ((!p->all && v.owner != req_uid(r)) || v.pool)
             continue;
-        if (!labels_match(sb, &p->labels))
+        if (!labels_match(v.labels, &p->labels))
             continue;
         json_object_array_add(a, sandbox_json(sb));
     }
@@ -372,6 +363,7 @@ static void on_internet(const struct engine_error *err, struct sandbox *sb, void
     struct pending_internet *pi = userdata;
     struct sandbox_methods *sm = pi->p.sm;
     const struct config *cfg = engine_config(sm->engine);
+    struct sandbox_info v;
     json_object *o;
 
     if (pi->p.req && err)
@@ -379,9 +371,10 @@ static void on_internet(const struct engine_error *err, struct sandbox *sb, void
     else if (pi->p.req) {
         o = sandbox_json(sb);
         internet_add_effective_by(o, cfg);
+        sandbox_view(sb, &v);
         if (pi->wait)
-            internet_wait_start(sm->engine, pi->p.req, sb, sandbox_view_internet(sb),
-                                cfg->network.probe_ip, cfg->network.probe_port, pi->wait_ms, o);
+            internet_wait_start(sm->engine, pi->p.req, sb, v.internet, cfg->network.probe_ip,
+                                cfg->network.probe_port, pi->wait_ms, o);
         else
             req_reply(pi->p.req, o);
     }
@@ -395,11 +388,10 @@ static void method_set_internet(struct req *r, void *params, void *userdata)
     const struct config *cfg = engine_config(sm->engine);
     struct engine_error err = {};
     struct pending_internet *pi;
+    struct sandbox_info v;
     struct sandbox *sb;
 
-    if (park_until_reconciled(sm, r, p->id, method_set_internet, params))
-        return;
-    sb = lookup(sm, r, p->id);
+    sb = methods_sandbox_find(r, p->id, method_set_internet, params, sm);
     if (!sb)
         return;
     if (p->wait && !cfg->network.probe_ip) {
@@ -407,7 +399,8 @@ static void method_set_internet(struct req *r, void *params, void *userdata)
                            "needs [network] probe_address in the daemon's configuration");
         return;
     }
-    if (sandbox_view_state(sb) != SANDBOX_READY) {
+    sandbox_view(sb, &v);
+    if (v.state != SANDBOX_READY) {
         reply_state(r, sb);
         return;
     }
@@ -428,47 +421,54 @@ static void method_set_internet(struct req *r, void *params, void *userdata)
     }
 }
 
-/* ---- sandbox.resize ---- */
+/* ---- sandbox.resize, sandbox.renew ---- */
 
-static void method_resize(struct req *r, void *params, void *userdata)
+/* How their params begin: the sandbox (checked below). */
+static_assert(offsetof(struct params_sandbox_resize, id) == 0 &&
+                  offsetof(struct params_sandbox_renew, id) == 0,
+              "the params of a call on one sandbox begin with its id");
+
+/* A call on one sandbox answered with the sandbox (on_sandbox_done() gets pd). */
+struct sandbox_call {
+    bool needs_reconcile; /* refused without [proxmox] */
+    int (*start)(struct sandbox_methods *sm, struct sandbox *sb, const void *params,
+                 struct pending *pd, struct engine_error *err);
+};
+
+static int start_resize(struct sandbox_methods *sm, struct sandbox *sb, const void *params,
+                        struct pending *pd, struct engine_error *err)
 {
-    struct sandbox_methods *sm = userdata;
     const struct params_sandbox_resize *p = params;
-    struct engine_error err = {};
-    struct sandbox *sb;
-    struct pending *pd;
 
-    if (park_until_reconciled(sm, r, p->id, method_resize, params))
-        return;
-    sb = lookup(sm, r, p->id);
-    if (!sb)
-        return;
-    pd = pending_new(sm, r);
-    if (!pd)
-        return;
-    if (engine_resize(sm->engine, sb, p->cores, p->memory_mb, p->disk_gb, on_sandbox_done, pd,
-                      &err) < 0) {
-        free(pd);
-        reply_engine_error(r, &err);
-    }
+    return engine_resize(sm->engine, sb, p->cores, p->memory_mb, p->disk_gb, on_sandbox_done, pd,
+                         err);
 }
 
-/* ---- sandbox.renew ---- */
-
-static void method_renew(struct req *r, void *params, void *userdata)
+static int start_renew(struct sandbox_methods *sm, struct sandbox *sb, const void *params,
+                       struct pending *pd, struct engine_error *err)
 {
-    struct sandbox_methods *sm = userdata;
     const struct params_sandbox_renew *p = params;
+
+    return reconcile_renew(sm->reconcile, sb, p->ttl_s, on_sandbox_done, pd, err);
+}
+
+static const struct sandbox_call call_resize = {false, start_resize};
+static const struct sandbox_call call_renew = {true, start_renew};
+
+/* The handler of both: userdata is its struct sandbox_call. */
+static void method_call(struct req *r, void *params, void *userdata)
+{
+    const struct sandbox_call *call = userdata;
+    const struct params_sandbox_id *p = params;
+    struct sandbox_methods *sm = methods_sandbox_state();
     struct engine_error err = {};
     struct sandbox *sb;
     struct pending *pd;
 
-    if (park_until_reconciled(sm, r, p->id, method_renew, params))
-        return;
-    sb = lookup(sm, r, p->id);
+    sb = methods_sandbox_find(r, p->id, method_call, params, userdata);
     if (!sb)
         return;
-    if (!sm->reconcile) {
+    if (call->needs_reconcile && !sm->reconcile) {
         err = (struct engine_error){.kind = ENGINE_E_NOT_CONFIGURED,
                                     .error = -ENXIO,
                                     .message = "Proxmox is not configured ([proxmox] section)"};
@@ -478,7 +478,7 @@ static void method_renew(struct req *r, void *params, void *userdata)
     pd = pending_new(sm, r);
     if (!pd)
         return;
-    if (reconcile_renew(sm->reconcile, sb, p->ttl_s, on_sandbox_done, pd, &err) < 0) {
+    if (call->start(sm, sb, params, pd, &err) < 0) {
         free(pd);
         reply_engine_error(r, &err);
     }
@@ -523,7 +523,7 @@ static void method_destroy(struct req *r, void *params, void *userdata)
     bool admin = req_is_admin(r);
     int ret;
 
-    if (park_until_reconciled(sm, r, p->id, method_destroy, params))
+    if (methods_sandbox_park(r, p->id, method_destroy, params, sm))
         return;
     sb = engine_lookup(sm->engine, p->id, req_uid(r), admin);
     if (!sb) {
@@ -567,44 +567,45 @@ static void file_ctx_free(struct file_ctx *f)
     free(f);
 }
 
+/* Answers a file.write or file.read with its error, or with result (taken over; the
+ * callback builds it only on success), and frees f. */
+static void file_done(struct file_ctx *f, int error, json_object *result)
+{
+    if (f->p.req && error < 0)
+        reply_file_error(f->p.req, error, f->is_write);
+    else if (f->p.req)
+        req_reply(f->p.req, TAKE_PTR(result));
+    json_object_put(result);
+    file_ctx_free(f);
+}
+
 static void on_written(int error, uint64_t bytes, void *userdata)
 {
-    struct file_ctx *f = userdata;
+    json_object *o = NULL;
 
-    if (f->p.req) {
-        if (error < 0)
-            reply_file_error(f->p.req, error, true);
-        else {
-            json_object *o = json_object_new_object();
-            json_object_object_add(o, "bytes", json_object_new_int64((int64_t)bytes));
-            req_reply(f->p.req, o);
-        }
+    if (error >= 0) {
+        o = json_object_new_object();
+        json_object_object_add(o, "bytes", json_object_new_int64((int64_t)bytes));
     }
-    file_ctx_free(f);
+    file_done(userdata, error, o);
 }
 
 static void on_read(int error, struct sshfile_read_result *res, void *userdata)
 {
-    struct file_ctx *f = userdata;
+    json_object *o = NULL;
 
-    if (f->p.req) {
-        if (error < 0)
-            reply_file_error(f->p.req, error, false);
-        else {
-            json_object *o = json_object_new_object();
-            (void)b64_object_add_data(o, "content", res->data ? res->data : "", res->len);
-            json_object_object_add(o, "size", json_object_new_int64((int64_t)res->size));
-            json_object_object_add(o, "eof", json_object_new_boolean(res->eof));
-            req_reply(f->p.req, o);
-        }
+    if (error >= 0) {
+        o = json_object_new_object();
+        (void)b64_object_add_data(o, "content", res->data ? res->data : "", res->len);
+        json_object_object_add(o, "size", json_object_new_int64((int64_t)res->size));
+        json_object_object_add(o, "eof", json_object_new_boolean(res->eof));
     }
-    file_ctx_free(f);
+    file_done(userdata, error, o);
 }
 
-static void method_file(struct sandbox_methods *sm, struct req *r, void *params, bool write)
+static void method_file(struct req *r, struct sandbox *sb, void *params, bool write)
 {
     struct file_ctx *f;
-    struct sandbox *sb;
     struct engine_error err;
     int ret;
 
@@ -626,11 +627,6 @@ static void method_file(struct sandbox_methods *sm, struct req *r, void *params,
         *rd = (struct params_file_read){};
     }
     f->is_write = write;
-    sb = lookup(sm, r, write ? f->w.id : f->rd.id);
-    if (!sb) {
-        file_ctx_free(f);
-        return;
-    }
     if (write) {
         struct sshfile_write_params wp = {
             .path = f->w.path,
@@ -657,37 +653,26 @@ static void method_file(struct sandbox_methods *sm, struct req *r, void *params,
     req_on_disconnect(r, pending_detach, &f->p);
 }
 
-static void method_file_write(struct req *r, void *params, void *userdata)
+/* The handler of file.write and file.read: userdata points to true for a write. Inline
+ * content is moved here; a passed descriptor hands the request to methods-transfer.c. */
+static void method_file_rw(struct req *r, void *params, void *userdata)
 {
-    const struct params_file_write *p = params;
+    bool write = *(const bool *)userdata;
+    const struct params_file_write *w = params;
+    const struct params_file_read *rd = params;
+    const char *id = write ? w->id : rd->id;
     struct sandbox *sb;
 
-    if (park_until_reconciled(userdata, r, p->id, method_file_write, params))
+    sb = methods_sandbox_find(r, id, method_file_rw, params, userdata);
+    if (!sb)
         return;
-    if (p->content_fd < 0) {
-        method_file(userdata, r, params, true);
-        return;
-    }
-    sb = lookup(userdata, r, p->id);
-    if (sb)
-        transfer_file_write(r, sb, p);
+    if ((write ? w->content_fd : rd->to_fd) < 0)
+        method_file(r, sb, params, write);
+    else
+        transfer_file(r, sb, write, params);
 }
 
-static void method_file_read(struct req *r, void *params, void *userdata)
-{
-    const struct params_file_read *p = params;
-    struct sandbox *sb;
-
-    if (park_until_reconciled(userdata, r, p->id, method_file_read, params))
-        return;
-    if (p->to_fd < 0) {
-        method_file(userdata, r, params, false);
-        return;
-    }
-    sb = lookup(userdata, r, p->id);
-    if (sb)
-        transfer_file_read(r, sb, p);
-}
+static const bool file_write = true, file_read = false;
 
 /* ---- daemon.status ---- */
 
@@ -768,11 +753,11 @@ const struct method_def methods_sandbox_rows[METHODS_SANDBOX_ROWS] = {
     {"sandbox.get", &params_sandbox_id_spec, method_get, NULL, false},
     {"sandbox.list", &params_sandbox_list_spec, method_list, NULL, false},
     {"sandbox.set_internet", &params_sandbox_set_internet_spec, method_set_internet, NULL, false},
-    {"sandbox.renew", &params_sandbox_renew_spec, method_renew, NULL, false},
-    {"sandbox.resize", &params_sandbox_resize_spec, method_resize, NULL, false},
+    {"sandbox.renew", &params_sandbox_renew_spec, method_call, (void *)&call_renew, false},
+    {"sandbox.resize", &params_sandbox_resize_spec, method_call, (void *)&call_resize, false},
     {"sandbox.destroy", &params_sandbox_id_spec, method_destroy, NULL, false},
-    {"file.write", &params_file_write_spec, method_file_write, NULL, false},
-    {"file.read", &params_file_read_spec, method_file_read, NULL, false},
+    {"file.write", &params_file_write_spec, method_file_rw, (void *)&file_write, false},
+    {"file.read", &params_file_read_spec, method_file_rw, (void *)&file_read, false},
 };
 
 void methods_sandbox_reload(void)
@@ -795,7 +780,7 @@ static void engine_resumed(const struct engine_error *err, struct sandbox *sb, v
     struct sandbox_methods *sm = userdata;
 
     if (sb)
-        idem_serve(sm, sandbox_view_id(sb), err, sb);
+        idem_serve(sm, sb, err);
 }
 
 int methods_sandbox_start(uv_loop_t *loop, const struct config *cfg, struct methods_daemon *md)

@@ -15,7 +15,9 @@ static size_t add_rows(size_t n, const struct method_def *area, size_t n_area)
 {
     for (size_t i = 0; i < n_area; i++) {
         rows[n] = area[i];
-        rows[n++].userdata = methods_sandbox_state();
+        if (!rows[n].userdata)
+            rows[n].userdata = methods_sandbox_state();
+        n++;
     }
     return n;
 }

@@ -1,5 +1,6 @@
 /* The sandbox methods' table: the rows of methods-sandbox.c, methods-exec.c and
- * methods-file.c in one table, each row's userdata the shared state of methods-common.h.
+ * methods-file.c in one table, each row's userdata the shared state of methods-common.h
+ * unless the row brings its own.
  * Loop thread only. */
 #pragma once
 

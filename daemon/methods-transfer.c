@@ -66,8 +66,7 @@ static void xfer_detach(struct req *r, void *userdata)
 {
     struct xfer *x = userdata;
 
-    x->req = NULL;
-    req_error(r, RPC_SHUTTING_DOWN, "the client went away");
+    (void)methods_detach(r, &x->req, NULL);
     sshfile_cancel(x->f, x);
 }
 
@@ -147,49 +146,43 @@ static void on_stream_done(int error, uint64_t bytes, void *userdata)
     xfer_free(x);
 }
 
-void transfer_file_write(struct req *r, struct sandbox *sb, const struct params_file_write *p)
+/* Starts the stream of file.write (from the descriptor into the file) or file.read (from the
+ * file into the descriptor) on fd; 0 or a negative errno with *err filled in. */
+static int file_stream_start(struct sandbox *sb, bool write, const void *params, int fd,
+                             struct xfer *x, struct engine_error *err)
 {
-    struct engine_error err;
-    struct xfer *x;
-    int fd;
+    const struct params_file_read *rd = params;
+    const struct params_file_write *w = params;
 
-    if (!take_fd(r, "content_fd", p->content_fd, REQ_FD_READ, &fd))
-        return;
-    x = xfer_new(r, true);
-    if (!x) {
-        close(fd);
-        return;
-    }
+    if (!write)
+        return sandbox_file_read_fd(sb, rd->path, (uint64_t)rd->offset, (uint64_t)rd->length, fd,
+                                    on_stream_done, x, &x->f, err);
     struct sshfile_write_fd_params wp = {
-        .path = p->path,
+        .path = w->path,
         .fd = fd,
-        .mode = p->mode,
-        .make_parents = p->make_parents,
+        .mode = w->mode,
+        .make_parents = w->make_parents,
     };
-    if (sandbox_file_write_fd(sb, &wp, on_stream_done, x, &x->f, &err) < 0) {
-        close(fd);
-        xfer_free(x);
-        methods_sandbox_reply_error(r, &err);
-        return;
-    }
-    req_on_disconnect(r, xfer_detach, x);
+    return sandbox_file_write_fd(sb, &wp, on_stream_done, x, &x->f, err);
 }
 
-void transfer_file_read(struct req *r, struct sandbox *sb, const struct params_file_read *p)
+void transfer_file(struct req *r, struct sandbox *sb, bool write, const void *params)
 {
+    const struct params_file_read *rd = params;
+    const struct params_file_write *w = params;
     struct engine_error err;
     struct xfer *x;
     int fd;
 
-    if (!take_fd(r, "to_fd", p->to_fd, REQ_FD_WRITE, &fd))
+    if (!take_fd(r, write ? "content_fd" : "to_fd", write ? w->content_fd : rd->to_fd,
+                 write ? REQ_FD_READ : REQ_FD_WRITE, &fd))
         return;
-    x = xfer_new(r, false);
+    x = xfer_new(r, write);
     if (!x) {
         close(fd);
         return;
     }
-    if (sandbox_file_read_fd(sb, p->path, (uint64_t)p->offset, (uint64_t)p->length, fd,
-                             on_stream_done, x, &x->f, &err) < 0) {
+    if (file_stream_start(sb, write, params, fd, x, &err) < 0) {
         close(fd);
         xfer_free(x);
         methods_sandbox_reply_error(r, &err);

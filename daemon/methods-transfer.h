@@ -14,8 +14,9 @@
 /* TRANSFER_MAX, TRANSFER_MAX_PER_UID: proto/api-limits.h (via params.h) */
 #define TRANSFER_THREADPOOL_SIZE "16" /* UV_THREADPOOL_SIZE unless set in the environment */
 
-void transfer_file_write(struct req *r, struct sandbox *sb, const struct params_file_write *p);
-void transfer_file_read(struct req *r, struct sandbox *sb, const struct params_file_read *p);
+/* params: the struct params_file_write of a file.write (write), else the struct
+ * params_file_read of a file.read. */
+void transfer_file(struct req *r, struct sandbox *sb, bool write, const void *params);
 /* sp: the command as sandbox.exec built it (copied here). */
 void transfer_exec(struct req *r, struct sandbox *sb, const struct sshexec_params *sp,
                    const struct params_sandbox_exec *p);

@@ -1,27 +1,7 @@
-/* Read-only accessors of struct sandbox for the daemon. See lib/sandbox.h. */
+/* The read-only snapshot of struct sandbox for the daemon. See lib/sandbox.h. */
 #include "sandbox-internal.h"
 
-const char *sandbox_view_id(const struct sandbox *sb)
-{
-    return sb->id;
-}
-
-enum sandbox_state sandbox_view_state(const struct sandbox *sb)
-{
-    return sb->state;
-}
-
-uid_t sandbox_view_owner(const struct sandbox *sb)
-{
-    return sb->owner_uid;
-}
-
-uint32_t sandbox_view_vmid(const struct sandbox *sb)
-{
-    return sb->vmid;
-}
-
-const char *sandbox_view_public_state(const struct sandbox *sb)
+static const char *public_state(const struct sandbox *sb)
 {
     if (sb->state == SANDBOX_READY && sb->node && sb->engine->cluster &&
         cluster_node_down(sb->engine, sb->node))
@@ -29,77 +9,28 @@ const char *sandbox_view_public_state(const struct sandbox *sb)
     return sandbox_state_to_public(sb->state);
 }
 
-const char *sandbox_view_node(const struct sandbox *sb)
+void sandbox_view(const struct sandbox *sb, struct sandbox_info *ret)
 {
-    return sb->node;
-}
-
-const char *sandbox_view_hostname(const struct sandbox *sb)
-{
-    return sb->hostname;
-}
-
-const char *sandbox_view_ip(const struct sandbox *sb)
-{
-    return sb->ip;
-}
-
-bool sandbox_view_internet(const struct sandbox *sb)
-{
-    return sb->internet;
-}
-
-unsigned sandbox_view_cores(const struct sandbox *sb)
-{
-    return sb->cores;
-}
-
-unsigned sandbox_view_memory_mb(const struct sandbox *sb)
-{
-    return sb->memory_mb;
-}
-
-unsigned sandbox_view_disk_gb(const struct sandbox *sb)
-{
-    return sb->disk_gb;
-}
-
-json_object *sandbox_view_labels(const struct sandbox *sb)
-{
-    return sb->labels;
-}
-
-time_t sandbox_view_created_at(const struct sandbox *sb)
-{
-    return sb->created_at;
-}
-
-time_t sandbox_view_expires_at(const struct sandbox *sb)
-{
-    return sb->expires_at;
-}
-
-const char *sandbox_view_error(const struct sandbox *sb)
-{
-    return sb->error;
-}
-
-const char *sandbox_view_idem_hash(const struct sandbox *sb)
-{
-    return sb->idem_hash;
-}
-
-const char *sandbox_view_params_hash(const struct sandbox *sb)
-{
-    return sb->params_hash;
-}
-
-const char *sandbox_view_template(const struct sandbox *sb)
-{
-    return sb->template;
-}
-
-bool sandbox_view_pool(const struct sandbox *sb)
-{
-    return sb->pool_member;
+    *ret = (struct sandbox_info){
+        .id = sb->id,
+        .state = sb->state,
+        .public_state = public_state(sb),
+        .owner = sb->owner_uid,
+        .vmid = sb->vmid,
+        .node = sb->node,
+        .hostname = sb->hostname,
+        .ip = sb->ip,
+        .internet = sb->internet,
+        .cores = sb->cores,
+        .memory_mb = sb->memory_mb,
+        .disk_gb = sb->disk_gb,
+        .labels = sb->labels,
+        .created_at = sb->created_at,
+        .expires_at = sb->expires_at,
+        .error = sb->error,
+        .idem_hash = sb->idem_hash,
+        .params_hash = sb->params_hash,
+        .template = sb->template,
+        .pool = sb->pool_member,
+    };
 }

@@ -93,7 +93,7 @@ struct engine_error {
 };
 
 /* A sandbox. Its fields are the engine's (lib/sandbox-internal.h); the daemon reads
- * them through the sandbox_view_*() accessors below. */
+ * them through sandbox_view() below. */
 struct sandbox;
 
 /* One lifecycle transition of a sandbox (lib/sandbox-obs.c). Strings are borrowed for the
@@ -287,25 +287,29 @@ bool sandbox_busy(const struct sandbox *sb);
 /* ---- read-only view of a sandbox (lib/sandbox-view.c) ----
  * What the daemon reads of a sandbox, so that it never touches struct sandbox's
  * fields. Strings are borrowed and valid while the sandbox is; NULL when unknown. */
-const char *sandbox_view_id(const struct sandbox *sb);
-enum sandbox_state sandbox_view_state(const struct sandbox *sb);
-uid_t sandbox_view_owner(const struct sandbox *sb);
-uint32_t sandbox_view_vmid(const struct sandbox *sb); /* 0 until the clone chose one */
-const char *sandbox_view_node(const struct sandbox *sb);
-/* The public state, or "unreachable" for a ready sandbox whose node is down. */
-const char *sandbox_view_public_state(const struct sandbox *sb);
-const char *sandbox_view_hostname(const struct sandbox *sb);
-const char *sandbox_view_ip(const struct sandbox *sb);
-bool sandbox_view_internet(const struct sandbox *sb);
-unsigned sandbox_view_cores(const struct sandbox *sb);
-unsigned sandbox_view_memory_mb(const struct sandbox *sb);
-unsigned sandbox_view_disk_gb(const struct sandbox *sb);
-json_object *sandbox_view_labels(const struct sandbox *sb); /* object of strings, borrowed */
-time_t sandbox_view_created_at(const struct sandbox *sb);
-time_t sandbox_view_expires_at(const struct sandbox *sb);
-const char *sandbox_view_error(const struct sandbox *sb); /* last failure text */
-/* marker_key_hash(owner, idempotency key) and the create params' hash; "" = none. */
-const char *sandbox_view_idem_hash(const struct sandbox *sb);
-const char *sandbox_view_params_hash(const struct sandbox *sb);
-const char *sandbox_view_template(const struct sandbox *sb); /* the template's name */
-bool sandbox_view_pool(const struct sandbox *sb);            /* a warm pool member */
+struct sandbox_info {
+    const char *id;
+    enum sandbox_state state;
+    /* The public state, or "unreachable" for a ready sandbox whose node is down. */
+    const char *public_state;
+    uid_t owner;
+    uint32_t vmid; /* 0 until the clone chose one */
+    const char *node;
+    const char *hostname;
+    const char *ip;
+    bool internet;
+    unsigned cores;
+    unsigned memory_mb;
+    unsigned disk_gb;
+    json_object *labels; /* object of strings, borrowed */
+    time_t created_at;
+    time_t expires_at;
+    const char *error; /* last failure text */
+    /* marker_key_hash(owner, idempotency key) and the create params' hash; "" = none. */
+    const char *idem_hash;
+    const char *params_hash;
+    const char *template; /* the template's name */
+    bool pool;            /* a warm pool member */
+};
+/* Fills *ret with what sb is now. */
+void sandbox_view(const struct sandbox *sb, struct sandbox_info *ret);
