@@ -563,3 +563,17 @@ void util_random_hex(char *buf, size_t n_bytes)
     for (size_t i = 0; i < n_bytes; i++)
         snprintf(buf + 2 * i, 3, "%02x", rnd[i]);
 }
+
+void free_many(void *const *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(p[i]);
+}
+
+void close_many(int *const *fds, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        closep(fds[i]);
+        *fds[i] = -1;
+    }
+}

@@ -97,3 +97,14 @@ int strdup_replace(char **ret, const char *s);
 /* n_bytes (at most 16) random bytes as 2 * n_bytes lowercase hex digits and a NUL into buf
  * (getrandom(2); rand(3) should it fail). */
 void util_random_hex(char *buf, size_t n_bytes);
+
+/* Frees each of the n pointers of p (NULL ones included, as free() does). For a
+ * struct's run of owned strings: FREE_MANY(x->a, x->b, x->c). */
+void free_many(void *const *p, size_t n);
+#define FREE_MANY(...)                                                                             \
+    free_many((void *const[]){__VA_ARGS__}, sizeof((void *const[]){__VA_ARGS__}) / sizeof(void *))
+/* Closes each of the n descriptors *fds[i] that is >= 0 and sets it to -1; errno is
+ * kept. For a struct's descriptors: CLOSE_MANY(&x->fd_in, &x->fd_out). */
+void close_many(int *const *fds, size_t n);
+#define CLOSE_MANY(...)                                                                            \
+    close_many((int *const[]){__VA_ARGS__}, sizeof((int *const[]){__VA_ARGS__}) / sizeof(int *))

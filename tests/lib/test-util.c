@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -382,6 +383,43 @@ START_TEST(test_strings)
 }
 END_TEST
 
+START_TEST(test_free_close_many)
+{
+    char *a = strdup("a"), *b = NULL, *c = strdup("c");
+    int p[2], q[2], none = -1;
+
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_nonnull(c);
+    /* NULL among the pointers; LSan fails the test should one leak */
+    FREE_MANY(a, b, c);
+    free_many(NULL, 0);
+
+    ck_assert_int_eq(pipe(p), 0);
+    ck_assert_int_eq(pipe(q), 0);
+    int p0 = p[0];
+    errno = EAGAIN;
+    CLOSE_MANY(&p[0], &none, &p[1], &q[0]);
+    ck_assert_int_eq(errno, EAGAIN);
+    ck_assert_int_eq(p[0], -1);
+    ck_assert_int_eq(p[1], -1);
+    ck_assert_int_eq(q[0], -1);
+    ck_assert_int_eq(none, -1);
+    /* the descriptors are closed: q's write end sees no reader */
+    ck_assert_int_eq(fcntl(p0, F_GETFD), -1); /* closed (no other thread opens files here) */
+    ck_assert_int_eq(errno, EBADF);
+    {
+        struct sigaction sa = {.sa_handler = SIG_IGN}, old;
+
+        ck_assert_int_eq(sigaction(SIGPIPE, &sa, &old), 0);
+        ck_assert_int_eq(write(q[1], "x", 1), -1);
+        ck_assert_int_eq(errno, EPIPE);
+        ck_assert_int_eq(sigaction(SIGPIPE, &old, NULL), 0);
+    }
+    CLOSE_MANY(&q[1]);
+    ck_assert_int_eq(q[1], -1);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("util");
@@ -396,6 +434,7 @@ int main(void)
     tcase_add_test(tc, test_clock_hash);
     tcase_add_test(tc, test_shell_quote);
     tcase_add_test(tc, test_strings);
+    tcase_add_test(tc, test_free_close_many);
     suite_add_tcase(s, tc);
     return check_run_suite(s);
 }
