@@ -43,8 +43,15 @@ int unlink_durable(int dirfd, const char *path);
 /* fsync of the folder that holds path (relative to dirfd). */
 int fsync_parent(int dirfd, const char *path);
 /* Reads a whole regular file of at most max bytes; the result is NUL-terminated
- * (ret_n excludes the NUL). -EFBIG when larger than max. */
+ * (ret_n excludes the NUL). -EFBIG when larger than max. A symbolic link is not
+ * followed and a non-regular file is -EBADFD. */
 int read_file_max(int dirfd, const char *path, size_t max, char **ret_data, size_t *ret_n);
+/* read_file_flags() for a secret (a key, a token): a symbolic link is followed, a
+ * non-regular file is -EINVAL, and the bytes are read into one buffer of max + 1
+ * bytes (no copy left behind in freed memory), wiped on failure. */
+#define READ_FILE_SECRET (1u << 0)
+int read_file_flags(int dirfd, const char *path, size_t max, unsigned flags, char **ret_data,
+                    size_t *ret_n);
 /* The keys of a JSON object in strcmp() order, borrowed from o: *ret_keys (free()
  * the array only) is NULL when o has no key. -EINVAL when o is not an object. */
 int json_sorted_keys(json_object *o, const char ***ret_keys, size_t *ret_n);

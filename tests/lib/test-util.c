@@ -383,6 +383,35 @@ START_TEST(test_strings)
 }
 END_TEST
 
+START_TEST(test_read_secret)
+{
+    _cleanup_close_ int dfd = -1;
+    char *data = NULL;
+    size_t n;
+
+    dfd = open(tmpdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ck_assert_int_ge(dfd, 0);
+    ck_assert_int_eq(atomic_write_file(dfd, "key", "s3cret\n", 7, 0600), 0);
+    ck_assert_int_eq(symlinkat("key", dfd, "link"), 0);
+    ck_assert_int_eq(mkdirat(dfd, "dir", 0700), 0);
+
+    ck_assert_int_eq(read_file_flags(dfd, "key", 7, READ_FILE_SECRET, &data, &n), 0);
+    ck_assert_uint_eq(n, 7);
+    ck_assert_str_eq(data, "s3cret\n");
+    free(TAKE_PTR(data));
+    /* a secret may be behind a link (read_file_max does not follow one) */
+    ck_assert_int_eq(read_file_flags(dfd, "link", 100, READ_FILE_SECRET, &data, NULL), 0);
+    ck_assert_str_eq(data, "s3cret\n");
+    free(TAKE_PTR(data));
+    ck_assert_int_eq(read_file_max(dfd, "link", 100, &data, NULL), -ELOOP);
+    /* too large, not a file, absent: nothing returned */
+    ck_assert_int_eq(read_file_flags(dfd, "key", 6, READ_FILE_SECRET, &data, &n), -EFBIG);
+    ck_assert_int_eq(read_file_flags(dfd, "dir", 100, READ_FILE_SECRET, &data, &n), -EINVAL);
+    ck_assert_int_eq(read_file_flags(dfd, "none", 100, READ_FILE_SECRET, &data, &n), -ENOENT);
+    ck_assert_ptr_null(data);
+}
+END_TEST
+
 START_TEST(test_free_close_many)
 {
     char *a = strdup("a"), *b = NULL, *c = strdup("c");
@@ -435,6 +464,7 @@ int main(void)
     tcase_add_test(tc, test_shell_quote);
     tcase_add_test(tc, test_strings);
     tcase_add_test(tc, test_free_close_many);
+    tcase_add_test(tc, test_read_secret);
     suite_add_tcase(s, tc);
     return check_run_suite(s);
 }
