@@ -80,8 +80,7 @@ struct http_client {
     unsigned open_handles; /* uv handles not yet closed (timer + polls) */
     unsigned dispatch_depth;
 
-    void (*close_cb)(void *userdata);
-    void *close_userdata;
+    struct close_notify closed; /* http_client_close()'s callback */
     struct http_stats stats;
 };
 
@@ -231,13 +230,11 @@ static void handle_closed(struct http_client *c)
 {
     if (--c->open_handles > 0)
         return;
-    void (*cb)(void *) = c->close_cb;
-    void *ud = c->close_userdata;
+    struct close_notify closed = c->closed;
     log_debug(COMP, "client %p: freed", (void *)c);
     free(c->ca_file);
     free(c);
-    if (cb)
-        cb(ud);
+    close_notify_run(closed);
 }
 
 static void on_sock_closed(uv_handle_t *h)
@@ -825,8 +822,7 @@ void http_client_close(struct http_client *c, void (*close_cb)(void *userdata), 
 {
     if (!c || c->state != HTTP_CLIENT_OPEN)
         return;
-    c->close_cb = close_cb;
-    c->close_userdata = userdata;
+    c->closed = (struct close_notify){.cb = close_cb, .userdata = userdata};
     client_set_state(c, HTTP_CLIENT_CLOSING);
     while (c->requests) {
         struct http_request *req = c->requests;

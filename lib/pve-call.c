@@ -667,12 +667,10 @@ int pve_client_new(uv_loop_t *loop, const struct pve_config *cfg, struct pve_cli
 static void on_http_closed(void *userdata)
 {
     struct pve_client *c = userdata;
-    void (*cb)(void *) = c->close_cb;
-    void *ud = c->close_userdata;
+    struct close_notify closed = c->closed;
 
     client_free(c);
-    if (cb)
-        cb(ud);
+    close_notify_run(closed);
 }
 
 static void client_maybe_free(struct pve_client *c)
@@ -688,8 +686,7 @@ void pve_client_close(struct pve_client *c, void (*close_cb)(void *userdata), vo
     if (!c || c->state != PVE_CLIENT_OPEN)
         return;
     c->state = PVE_CLIENT_CLOSING;
-    c->close_cb = close_cb;
-    c->close_userdata = userdata;
+    c->closed = (struct close_notify){.cb = close_cb, .userdata = userdata};
     log_debug(COMP, "client %p: closing with %zu calls in flight", (void *)c, c->n_calls);
     while (c->calls)
         pve_call_finish(c->calls, -ECANCELED);

@@ -80,8 +80,7 @@ struct chunk {
 };
 
 struct outbuf {
-    char *buf;
-    size_t len, alloc;
+    struct buf b; /* what was kept, up to the exec's cap */
     uint64_t seen;
     bool truncated;
 };
@@ -410,23 +409,6 @@ int sshexec_build_command(const struct sshexec_params *params, const char *marke
 
 /* ---- channel callbacks (inside libssh packet handling: record, never free) ---- */
 
-static void outbuf_append(struct outbuf *o, const void *data, size_t len)
-{
-    if (o->len + len + 1 > o->alloc) {
-        size_t a = MAX(o->alloc * 2, o->len + len + 1);
-        char *np = realloc(o->buf, MAX(a, (size_t)1024));
-        if (!np) {
-            o->truncated = true;
-            return;
-        }
-        o->buf = np;
-        o->alloc = MAX(a, (size_t)1024);
-    }
-    memcpy(o->buf + o->len, data, len);
-    o->len += len;
-    o->buf[o->len] = 0;
-}
-
 static int on_channel_data(ssh_session session, ssh_channel channel, void *data, uint32_t len,
                            int is_stderr, void *userdata)
 {
@@ -452,8 +434,8 @@ static int on_channel_data(ssh_session session, ssh_channel channel, void *data,
             } else {
                 o->truncated = true;
             }
-        } else {
-            outbuf_append(o, data, take);
+        } else if (buf_append(&o->b, data, take) < 0) {
+            o->truncated = true;
         }
     }
     if ((size_t)len > take)
@@ -759,11 +741,10 @@ static void exec_finish(struct sshexec *e, int error)
         res.timed_out = e->timed_out;
         res.started = e->started;
         if (!e->on_output) {
-            res.out = e->out.buf ? e->out.buf : strdup("");
-            res.out_len = e->out.len;
-            res.err = e->err.buf ? e->err.buf : strdup("");
-            res.err_len = e->err.len;
-            e->out.buf = e->err.buf = NULL;
+            res.out_len = e->out.b.len;
+            res.out = e->out.b.data ? buf_steal(&e->out.b) : strdup("");
+            res.err_len = e->err.b.len;
+            res.err = e->err.b.data ? buf_steal(&e->err.b) : strdup("");
         }
         res.out_truncated = e->out.truncated;
         res.err_truncated = e->err.truncated;
@@ -776,15 +757,10 @@ static void exec_finish(struct sshexec *e, int error)
     e->chunks_last = NULL;
     if (e->cb)
         e->cb(e, error, error == 0 ? &res : NULL, e->userdata);
-    free(res.out);
-    free(res.err);
-    free(e->out.buf);
-    free(e->err.buf);
-    free(e->cmd);
-    if (e->stdin_buf)
-        free(e->stdin_buf);
+    FREE_MANY(res.out, res.err, e->cmd, e->stdin_buf);
     e->cmd = e->stdin_buf = NULL;
-    e->out.buf = e->err.buf = NULL;
+    buf_clear(&e->out.b, true);
+    buf_clear(&e->err.b, true);
     uv_close((uv_handle_t *)&e->timer, on_exec_timer_closed);
 }
 

@@ -105,6 +105,19 @@ int strdup_replace(char **ret, const char *s);
  * (getrandom(2); rand(3) should it fail). */
 void util_random_hex(char *buf, size_t n_bytes);
 
+/* What to call once an object closed asynchronously is freed ("closed" callbacks): the
+ * object keeps it until then, and the caller copies it out before the free. */
+struct close_notify {
+    void (*cb)(void *userdata);
+    void *userdata;
+};
+/* Calls n's callback, if any. */
+static inline void close_notify_run(struct close_notify n)
+{
+    if (n.cb)
+        n.cb(n.userdata);
+}
+
 /* Frees each of the n pointers of p (NULL ones included, as free() does). For a
  * struct's run of owned strings: FREE_MANY(x->a, x->b, x->c). */
 void free_many(void *const *p, size_t n);

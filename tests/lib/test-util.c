@@ -412,6 +412,27 @@ START_TEST(test_read_secret)
 }
 END_TEST
 
+static void count_call(void *userdata)
+{
+    (*(int *)userdata)++;
+}
+
+START_TEST(test_close_notify)
+{
+    int calls = 0;
+    struct close_notify *held = malloc(sizeof *held), copy;
+
+    ck_assert_ptr_nonnull(held);
+    *held = (struct close_notify){.cb = count_call, .userdata = &calls};
+    copy = *held;
+    free(held); /* the holder goes first; the copy still calls back */
+    close_notify_run(copy);
+    ck_assert_int_eq(calls, 1);
+    close_notify_run((struct close_notify){0}); /* no callback: nothing */
+    ck_assert_int_eq(calls, 1);
+}
+END_TEST
+
 START_TEST(test_free_close_many)
 {
     char *a = strdup("a"), *b = NULL, *c = strdup("c");
@@ -465,6 +486,7 @@ int main(void)
     tcase_add_test(tc, test_strings);
     tcase_add_test(tc, test_free_close_many);
     tcase_add_test(tc, test_read_secret);
+    tcase_add_test(tc, test_close_notify);
     suite_add_tcase(s, tc);
     return check_run_suite(s);
 }
