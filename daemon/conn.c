@@ -59,10 +59,10 @@ int conn_set_state(struct conn *c, enum conn_state state)
     if ((unsigned)state >= ELEMENTSOF(conn_state_names) || state <= c->state) {
         conn_refused++;
         log_error(COMP, "#%" PRIu64 " uid=%u: refusing state change %s -> %s", c->id,
-                  (unsigned)c->uid, conn_state_name(c->state), conn_state_name(state));
+                  (unsigned)c->port.uid, conn_state_name(c->state), conn_state_name(state));
         return -EINVAL;
     }
-    log_debug(COMP, "#%" PRIu64 " uid=%u: %s -> %s", c->id, (unsigned)c->uid,
+    log_debug(COMP, "#%" PRIu64 " uid=%u: %s -> %s", c->id, (unsigned)c->port.uid,
               conn_state_name(c->state), conn_state_name(state));
     c->state = state;
     return 0;
@@ -75,7 +75,7 @@ unsigned conn_state_refusals(void)
 
 size_t conn_output_bytes(const struct conn *c)
 {
-    return c->wlen + c->out_queued;
+    return c->out.len + c->out_queued;
 }
 
 static unsigned max_inflight(const struct conn *c)
@@ -118,8 +118,8 @@ static bool conn_check_hangup(struct conn *c)
         return false;
     if (c->port.list.n > 0)
         log_info(COMP, "#%" PRIu64 " uid=%u: client gone with %u request(s) in flight, cancelling",
-                 c->id, (unsigned)c->uid, c->port.list.n);
-    c->wlen = 0;
+                 c->id, (unsigned)c->port.uid, c->port.list.n);
+    buf_clear(&c->out, false);
     conn_close(c);
     return true;
 }
@@ -219,7 +219,7 @@ static void on_data(struct conn *c, ssize_t nread, const char *base)
     r = frame_buf_append(&c->in, base, (size_t)nread);
     if (r == -EMSGSIZE) {
         log_debug(COMP, "#%" PRIu64 ": request line over %zu bytes", c->id, c->in.max_line);
-        audit_limit("request_bytes", c->uid, "a request line over max_request_bytes");
+        audit_limit("request_bytes", c->port.uid, "a request line over max_request_bytes");
         /* Complete lines before the oversized one are still answered. */
         conn_process(c);
         if (c->state == CONN_OPEN)
@@ -332,40 +332,40 @@ static void conn_flush(struct conn *c)
 {
     size_t off = 0;
 
-    if (c->wlen == 0 || c->state >= CONN_CLOSING)
+    if (c->out.len == 0 || c->state >= CONN_CLOSING)
         return;
     if (c->n_writes == 0) {
-        uv_buf_t b = uv_buf_init(c->wbuf, (unsigned)c->wlen);
+        uv_buf_t b = uv_buf_init(c->out.data, (unsigned)c->out.len);
         int n = uv_try_write((uv_stream_t *)&c->pipe, &b, 1);
 
         if (n > 0)
             off = (size_t)n;
         else if (n < 0 && n != UV_EAGAIN) {
             log_debug(COMP, "#%" PRIu64 ": write: %s", c->id, uv_strerror(n));
-            c->wlen = 0;
+            buf_clear(&c->out, false);
             conn_close(c);
             return;
         }
     }
-    if (off < c->wlen) {
-        size_t rest = c->wlen - off;
+    if (off < c->out.len) {
+        size_t rest = c->out.len - off;
         struct wreq *wr = malloc(sizeof *wr + rest);
         uv_buf_t b;
         int r;
 
         if (!wr) {
-            c->wlen = 0;
+            buf_clear(&c->out, false);
             conn_close(c);
             return;
         }
         wr->conn = c;
         wr->len = rest;
-        memcpy(wr->data, c->wbuf + off, rest);
+        memcpy(wr->data, c->out.data + off, rest);
         b = uv_buf_init(wr->data, (unsigned)rest);
         r = uv_write(&wr->w, (uv_stream_t *)&c->pipe, &b, 1, on_write);
         if (r < 0) {
             free(wr);
-            c->wlen = 0;
+            buf_clear(&c->out, false);
             conn_close(c);
             return;
         }
@@ -373,28 +373,7 @@ static void conn_flush(struct conn *c)
         if (c->n_writes++ == 0)
             c->write_since = uv_now(c->host->loop);
     }
-    c->wlen = 0;
-    if (c->wcap > CONN_OUTPUT_LOW) {
-        free(c->wbuf);
-        c->wbuf = NULL;
-        c->wcap = 0;
-    }
-}
-
-static int conn_queue(struct conn *c, const char *data, size_t len)
-{
-    if (c->wlen + len > c->wcap) {
-        size_t cap = MAX(c->wcap * 2, MAX(c->wlen + len, (size_t)4096));
-        char *p = realloc(c->wbuf, cap);
-
-        if (!p)
-            return -ENOMEM;
-        c->wbuf = p;
-        c->wcap = cap;
-    }
-    memcpy(c->wbuf + c->wlen, data, len);
-    c->wlen += len;
-    return 0;
+    buf_clear(&c->out, c->out.cap > CONN_OUTPUT_LOW);
 }
 
 /* Serialises and queues one message (taken over). */
@@ -412,7 +391,7 @@ static int conn_send(struct conn *c, json_object *o)
     line = rpc_to_line(msg, &len);
     if (!line)
         return -ENOMEM;
-    r = conn_queue(c, line, len);
+    r = buf_append(&c->out, line, len);
     if (r < 0)
         return r;
     if (!c->in_process)
@@ -529,7 +508,7 @@ static void on_close(uv_handle_t *h)
     conn_set_state(c, CONN_CLOSED);
     conn_drop_fds(c);
     frame_buf_done(&c->in);
-    free(c->wbuf);
+    buf_clear(&c->out, true);
     c->host->ops->closed(c->host->owner, c);
     free(c);
 }
@@ -542,7 +521,7 @@ void conn_close(struct conn *c)
     /* CLOSING is entered once, so uv_close() is called once. */
     if (conn_set_state(c, CONN_CLOSING) < 0)
         return;
-    c->wlen = 0;
+    buf_clear(&c->out, false);
     c->host->ops->uncount(c->host->owner, c);
     conn_drop_fds(c);
     uv_close((uv_handle_t *)&c->rpoll, on_close);
@@ -560,8 +539,8 @@ void conn_sweep(struct conn *c, uint64_t now)
         return;
     if (c->n_writes > 0 && now - c->write_since >= l->write_stall_ms) {
         log_info(COMP, "#%" PRIu64 " uid=%u: client does not read its replies, closing", c->id,
-                 (unsigned)c->uid);
-        audit_limit("write_stall", c->uid, "the client did not read its replies: closed");
+                 (unsigned)c->port.uid);
+        audit_limit("write_stall", c->port.uid, "the client did not read its replies: closed");
         conn_close(c);
         return;
     }
@@ -689,18 +668,15 @@ static int conn_setup(struct conn *c, struct conn **ret)
     }
     c->rpoll.data = c;
     c->handles = 2;
-    c->uid = cred.uid;
-    c->gid = cred.gid;
-    c->pid = cred.pid;
     c->port = (struct req_port){
         .ops = &conn_port_ops,
         .conn = c,
         .loop = h->loop,
         .config = h->config,
         .admins = h->admins,
-        .uid = c->uid,
-        .gid = c->gid,
-        .pid = c->pid,
+        .uid = cred.uid,
+        .gid = cred.gid,
+        .pid = cred.pid,
         .output_high = CONN_OUTPUT_HIGH,
         .output_hard = CONN_OUTPUT_HARD,
     };
@@ -748,8 +724,8 @@ int conn_adopt(const struct conn_host *h, int fd, struct conn **ret)
 
 void conn_start(struct conn *c)
 {
-    log_debug(COMP, "#%" PRIu64 ": accepted uid=%u gid=%u pid=%d", c->id, (unsigned)c->uid,
-              (unsigned)c->gid, (int)c->pid);
+    log_debug(COMP, "#%" PRIu64 ": accepted uid=%u gid=%u pid=%d", c->id, (unsigned)c->port.uid,
+              (unsigned)c->port.gid, (int)c->port.pid);
     conn_update(c);
 }
 

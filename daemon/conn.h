@@ -18,6 +18,7 @@
 #include <sys/types.h>
 #include <uv.h>
 
+#include "proto/buf.h"
 #include "proto/frame.h"
 #include "req.h"
 
@@ -79,9 +80,6 @@ struct conn {
     unsigned handles; /* handles not yet closed (freed when 0) */
     enum conn_state state;
     uint64_t id;
-    uid_t uid;
-    gid_t gid;
-    pid_t pid;
     bool counted; /* holds a place in the caps (set by the owner) */
     bool reading;
     bool eof;
@@ -92,12 +90,12 @@ struct conn {
     uint64_t lines_out;   /* lines taken out of the frame buffer */
     struct conn_fds *fdq; /* descriptors waiting for their line, in line order */
     unsigned n_fdq, fdq_fds;
-    char *wbuf; /* responses not yet handed to the kernel/libuv */
-    size_t wlen, wcap;
+    struct buf out;    /* responses not yet handed to the kernel/libuv */
     size_t out_queued; /* bytes in uv_write requests not yet completed */
     unsigned n_writes;
 
-    struct req_port port; /* the requests in flight (port.list) */
+    /* the requests in flight (port.list) and the peer's credentials (port.uid, .gid, .pid) */
+    struct req_port port;
 
     uint64_t last_activity; /* uv_now of the last read or completion */
     uint64_t write_since;   /* uv_now of the last write progress while writes are queued */

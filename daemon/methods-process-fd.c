@@ -40,13 +40,7 @@ static bool stopped; /* the daemon stops: no new pump */
 
 static void fds_close(struct process_pump *pm)
 {
-    if (pm->fd_in >= 0)
-        close(pm->fd_in);
-    if (pm->fd_out >= 0)
-        close(pm->fd_out);
-    if (pm->fd_err >= 0)
-        close(pm->fd_err);
-    pm->fd_in = pm->fd_out = pm->fd_err = -1;
+    CLOSE_MANY(&pm->fd_in, &pm->fd_out, &pm->fd_err);
 }
 
 struct process_pump *process_pump_prepare(struct req *r, const struct params_process_start *p)

@@ -263,12 +263,7 @@ void transfer_exec(struct req *r, struct sandbox *sb, const struct sshexec_param
     return;
 
 fail_quiet: /* r is answered */
-    if (e->fd_in >= 0)
-        close(e->fd_in);
-    if (e->fd_out >= 0)
-        close(e->fd_out);
-    if (e->fd_err >= 0)
-        close(e->fd_err);
+    CLOSE_MANY(&e->fd_in, &e->fd_out, &e->fd_err);
     sshfile_exec_fd_free(e);
 }
 

@@ -25,6 +25,7 @@
 #include "config-build.h"
 #include "daemon/sandboxctl-mcp.h"
 #include "lib/util.h"
+#include "proto/buf.h"
 #include "proto/openrpc.h"
 #include "proto/rpc.h"
 
@@ -77,8 +78,8 @@ struct mcp {
     bool stdout_broken;
     int fd; /* daemon connection; -1 when closed */
     struct linebuf dr;
-    char *wbuf;
-    size_t woff, wlen, wcap;
+    struct buf w; /* requests not yet sent, from woff on */
+    size_t woff;
     uint64_t queued, sent; /* bytes on this connection */
     int64_t next_rid;
     struct pending *pending;
@@ -232,7 +233,8 @@ static void dconn_close(struct mcp *m, const char *why)
         return;
     close(m->fd);
     m->fd = -1;
-    m->woff = m->wlen = 0;
+    m->woff = 0;
+    buf_clear(&m->w, false);
     m->dr.start = m->dr.len = 0;
     m->dr.discarding = false;
     m->pending = NULL;
@@ -247,8 +249,8 @@ static void dconn_close(struct mcp *m, const char *why)
 
 static void dconn_flush(struct mcp *m)
 {
-    while (m->fd >= 0 && m->woff < m->wlen) {
-        ssize_t k = send(m->fd, m->wbuf + m->woff, m->wlen - m->woff, MSG_NOSIGNAL);
+    while (m->fd >= 0 && m->woff < m->w.len) {
+        ssize_t k = send(m->fd, m->w.data + m->woff, m->w.len - m->woff, MSG_NOSIGNAL);
 
         if (k < 0 && errno == EINTR)
             continue;
@@ -261,8 +263,10 @@ static void dconn_flush(struct mcp *m)
         m->woff += (size_t)k;
         m->sent += (uint64_t)k;
     }
-    if (m->woff == m->wlen)
-        m->woff = m->wlen = 0;
+    if (m->woff == m->w.len) {
+        m->woff = 0;
+        buf_clear(&m->w, false);
+    }
 }
 
 /* Queues a request for p (linked in on success; params taken over). */
@@ -279,17 +283,8 @@ static int dconn_send(struct mcp *m, const char *method, json_object *params, st
     line = rpc_request_line(p->rid, method, params, &len);
     if (!line)
         return -ENOMEM;
-    if (m->wcap - m->wlen < len) {
-        size_t cap = MAX(m->wcap * 2, m->wlen + len);
-        char *w = realloc(m->wbuf, cap);
-
-        if (!w)
-            return -ENOMEM;
-        m->wbuf = w;
-        m->wcap = cap;
-    }
-    memcpy(m->wbuf + m->wlen, line, len);
-    m->wlen += len;
+    if (buf_append(&m->w, line, len) < 0)
+        return -ENOMEM;
     m->queued += len;
     p->end = m->queued;
     p->next = m->pending;
@@ -770,7 +765,8 @@ static int loop_once(struct mcp *m, int timeout_ms)
         in = (int)n++;
     }
     if (m->fd >= 0) {
-        pfd[n] = (struct pollfd){.fd = m->fd, .events = POLLIN | (m->wlen > m->woff ? POLLOUT : 0)};
+        pfd[n] =
+            (struct pollfd){.fd = m->fd, .events = POLLIN | (m->w.len > m->woff ? POLLOUT : 0)};
         d = (int)n++;
     }
     if (timeout_ms >= 0) {
@@ -1033,7 +1029,7 @@ int mcp_main(const char *socket, int argc, char **argv)
     for (size_t i = 0; i < m.n_created; i++)
         free(m.created[i]);
     free(m.created);
-    free(m.wbuf);
+    buf_clear(&m.w, true);
     free(m.tool_names);
     json_object_put(m.doc);
     linebuf_done(&m.in);

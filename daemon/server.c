@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "lib/audit.h"
+#include "lib/list.h"
 #include "lib/log.h"
 #include "lib/macro.h"
 #include "notify.h"
@@ -156,7 +157,7 @@ static void server_conn_uncount(void *owner, struct conn *c)
         return;
     c->counted = false;
     s->n_conns--;
-    u = uid_slot(s, c->uid, false);
+    u = uid_slot(s, c->port.uid, false);
     if (u && --u->n == 0) {
         *u = s->uids[--s->n_uids];
     }
@@ -166,12 +167,7 @@ static void server_conn_closed(void *owner, struct conn *c)
 {
     struct server *s = owner;
 
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        s->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
+    LIST_REMOVE(s->conns, c);
     s->n_handles--;
     server_maybe_finish(s);
 }
@@ -184,21 +180,18 @@ static void server_admit(struct server *s, struct conn *c)
     const struct config_server *cfg = &s->config->server;
     struct uid_count *u;
 
-    c->next = s->conns;
-    if (s->conns)
-        s->conns->prev = c;
-    s->conns = c;
+    LIST_PREPEND(s->conns, c);
     s->n_handles++;
     s->n_accepted++;
 
-    u = uid_slot(s, c->uid, true);
+    u = uid_slot(s, c->port.uid, true);
     if (s->n_conns >= cfg->max_connections || !u || u->n >= cfg->max_connections_per_uid) {
         bool global = s->n_conns >= cfg->max_connections;
 
         s->n_rejected++;
-        audit_limit(global ? "connections" : "connections_per_uid", c->uid,
+        audit_limit(global ? "connections" : "connections_per_uid", c->port.uid,
                     global ? "max_connections reached" : "max_connections_per_uid reached");
-        log_notice(COMP, "uid %u: %s connection cap reached, refusing", (unsigned)c->uid,
+        log_notice(COMP, "uid %u: %s connection cap reached, refusing", (unsigned)c->port.uid,
                    global ? "global" : "per-uid");
         if (u && u->n == 0)
             *u = s->uids[--s->n_uids];

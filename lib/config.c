@@ -13,6 +13,7 @@
 
 #include "log.h"
 #include "macro.h"
+#include "util.h"
 
 enum key_type {
     KEY_STRING,   /* "" means unset (NULL) */
@@ -694,54 +695,7 @@ int config_validate(const struct config *c, char **ret_error)
 
 int config_read_secret_file(const char *path, size_t max, char **ret_data, size_t *ret_n)
 {
-    _cleanup_close_ int fd = -1;
-    struct stat st;
-    size_t len = 0;
-    char *buf;
-    int r;
-
-    if (!path || !ret_data)
-        return -EINVAL;
-    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0)
-        return -errno;
-    if (fstat(fd, &st) < 0)
-        return -errno;
-    if (!S_ISREG(st.st_mode))
-        return -EINVAL;
-    if ((uint64_t)st.st_size > max)
-        return -EFBIG;
-    /* One buffer of the largest size: growing it would leave copies in freed memory. */
-    buf = malloc(max + 1);
-    if (!buf)
-        return -ENOMEM;
-    for (;;) {
-        ssize_t k = read(fd, buf + len, max + 1 - len);
-
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0) {
-            r = -errno;
-            goto fail;
-        }
-        if (k == 0)
-            break;
-        len += (size_t)k;
-        if (len > max) {
-            r = -EFBIG;
-            goto fail;
-        }
-    }
-    buf[len] = '\0';
-    *ret_data = buf;
-    if (ret_n)
-        *ret_n = len;
-    return 0;
-
-fail:
-    explicit_bzero(buf, len);
-    free(buf);
-    return r;
+    return read_file_flags(AT_FDCWD, path, max, READ_FILE_SECRET, ret_data, ret_n);
 }
 
 static int read_secret(const char *path, bool strip, char **ret)

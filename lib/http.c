@@ -15,8 +15,11 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "list.h"
 #include "log.h"
 #include "macro.h"
+#include "util.h"
+#include "proto/buf.h"
 
 #define COMP "http"
 
@@ -52,8 +55,7 @@ struct http_request {
     long status;
     char *reason;
     char *content_type;
-    char *body;
-    size_t body_len, body_alloc;
+    struct buf body; /* the response body, at most the client's body_max bytes */
     bool too_big;
     bool pin_failed;
     char errbuf[CURL_ERROR_SIZE];
@@ -78,8 +80,7 @@ struct http_client {
     unsigned open_handles; /* uv handles not yet closed (timer + polls) */
     unsigned dispatch_depth;
 
-    void (*close_cb)(void *userdata);
-    void *close_userdata;
+    struct close_notify closed; /* http_client_close()'s callback */
     struct http_stats stats;
 };
 
@@ -229,13 +230,11 @@ static void handle_closed(struct http_client *c)
 {
     if (--c->open_handles > 0)
         return;
-    void (*cb)(void *) = c->close_cb;
-    void *ud = c->close_userdata;
+    struct close_notify closed = c->closed;
     log_debug(COMP, "client %p: freed", (void *)c);
     free(c->ca_file);
     free(c);
-    if (cb)
-        cb(ud);
+    close_notify_run(closed);
 }
 
 static void on_sock_closed(uv_handle_t *h)
@@ -455,36 +454,19 @@ static size_t on_write(char *buf, size_t size, size_t n, void *userdata)
     struct http_request *req = userdata;
     size_t len = size * n;
 
-    if (req->body_len + len > req->client->body_max) {
+    int r;
+
+    r = buf_append(&req->body, buf, len);
+    if (r == -E2BIG)
         req->too_big = true;
-        return 0;
-    }
-    if (req->body_len + len + 1 > req->body_alloc) {
-        size_t a = MAX(req->body_alloc * 2, req->body_len + len + 1);
-        a = MAX(a, (size_t)4096);
-        char *nb = realloc(req->body, a);
-        if (!nb)
-            return 0;
-        req->body = nb;
-        req->body_alloc = a;
-    }
-    memcpy(req->body + req->body_len, buf, len);
-    req->body_len += len;
-    req->body[req->body_len] = 0;
-    return len;
+    return r < 0 ? 0 : len;
 }
 
 static void request_unlink(struct http_request *req)
 {
     struct http_client *c = req->client;
 
-    if (req->prev)
-        req->prev->next = req->next;
-    else if (c->requests == req)
-        c->requests = req->next;
-    if (req->next)
-        req->next->prev = req->prev;
-    req->prev = req->next = NULL;
+    LIST_REMOVE(c->requests, req);
     c->n_requests--;
 }
 
@@ -495,10 +477,8 @@ static void request_free(struct http_request *req)
         curl_easy_cleanup(req->easy);
     }
     curl_slist_free_all(req->headers);
-    free(req->req_body);
-    free(req->reason);
-    free(req->content_type);
-    free(req->body);
+    FREE_MANY(req->req_body, req->reason, req->content_type);
+    buf_clear(&req->body, true);
     free(req);
 }
 
@@ -516,8 +496,8 @@ static void request_complete(struct http_request *req, int r)
     if (r == 0) {
         resp.status = req->status;
         resp.reason = TAKE_PTR(req->reason);
-        resp.body = TAKE_PTR(req->body);
-        resp.body_len = req->body_len;
+        resp.body_len = req->body.len;
+        resp.body = buf_steal(&req->body);
         resp.content_type = TAKE_PTR(req->content_type);
         if (!resp.reason)
             resp.reason = strdup("");
@@ -532,9 +512,7 @@ static void request_complete(struct http_request *req, int r)
         cb(0, &resp, ud);
     else
         cb(r, NULL, ud);
-    free(resp.reason);
-    free(resp.body);
-    free(resp.content_type);
+    FREE_MANY(resp.reason, resp.body, resp.content_type);
 }
 
 static void check_done(struct http_client *c)
@@ -674,6 +652,7 @@ int http_request_start(struct http_client *c, const struct http_request_opts *o,
     if (!req)
         return -ENOMEM;
     req->client = c;
+    req->body.max = c->body_max;
     req->cb = cb;
     req->userdata = userdata;
     req->easy = curl_easy_init();
@@ -716,10 +695,7 @@ int http_request_start(struct http_client *c, const struct http_request_opts *o,
         goto fail;
 
     /* Link before adding: curl_multi_add_handle() may call the timer callback. */
-    req->next = c->requests;
-    if (c->requests)
-        c->requests->prev = req;
-    c->requests = req;
+    LIST_PREPEND(c->requests, req);
     c->n_requests++;
     if (curl_multi_add_handle(c->multi, e) != CURLM_OK) {
         request_unlink(req);
@@ -779,24 +755,21 @@ int http_client_new(uv_loop_t *loop, const struct http_client_config *cfg,
     c->body_max = cfg->body_max ? cfg->body_max : HTTP_BODY_MAX_DEFAULT;
     if (cfg->tls.fingerprint) {
         r = http_fingerprint_parse(cfg->tls.fingerprint, c->pin);
-        if (r < 0) {
-            free(c);
-            return r;
-        }
+        if (r < 0)
+            goto fail;
         c->have_pin = true;
     }
     if (cfg->tls.ca_file) {
         c->ca_file = strdup(cfg->tls.ca_file);
         if (!c->ca_file) {
-            free(c);
-            return -ENOMEM;
+            r = -ENOMEM;
+            goto fail;
         }
     }
     c->multi = curl_multi_init();
     if (!c->multi) {
-        free(c->ca_file);
-        free(c);
-        return -ENOMEM;
+        r = -ENOMEM;
+        goto fail;
     }
     curl_multi_setopt(c->multi, CURLMOPT_SOCKETFUNCTION, on_curl_socket);
     curl_multi_setopt(c->multi, CURLMOPT_SOCKETDATA, c);
@@ -808,12 +781,8 @@ int http_client_new(uv_loop_t *loop, const struct http_client_config *cfg,
     curl_multi_setopt(c->multi, CURLMOPT_MAXCONNECTS, (long)mh * 2);
 
     r = uv_timer_init(loop, &c->timer);
-    if (r < 0) {
-        curl_multi_cleanup(c->multi);
-        free(c->ca_file);
-        free(c);
-        return r;
-    }
+    if (r < 0)
+        goto fail;
     c->timer.data = c;
     c->open_handles = 1;
     log_debug(COMP, "client %p: created (tls %s)", (void *)c,
@@ -822,6 +791,13 @@ int http_client_new(uv_loop_t *loop, const struct http_client_config *cfg,
                           : "NOT verified");
     *ret_client = c;
     return 0;
+
+fail:
+    if (c->multi)
+        curl_multi_cleanup(c->multi);
+    free(c->ca_file);
+    free(c);
+    return r;
 }
 
 static void on_timer_closed(uv_handle_t *h)
@@ -846,8 +822,7 @@ void http_client_close(struct http_client *c, void (*close_cb)(void *userdata), 
 {
     if (!c || c->state != HTTP_CLIENT_OPEN)
         return;
-    c->close_cb = close_cb;
-    c->close_userdata = userdata;
+    c->closed = (struct close_notify){.cb = close_cb, .userdata = userdata};
     client_set_state(c, HTTP_CLIENT_CLOSING);
     while (c->requests) {
         struct http_request *req = c->requests;

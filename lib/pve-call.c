@@ -13,8 +13,10 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "list.h"
 #include "log.h"
 #include "metrics.h"
+#include "util.h"
 
 #define COMP "pve"
 #define PVE_REQUEST_TIMEOUT_MS_DEFAULT 30000
@@ -61,15 +63,10 @@ static void on_call_closed(uv_handle_t *h)
 
     if (call->ops && call->ops->free)
         call->ops->free(call);
-    free(call->path);
-    free(call->query);
-    free(call->body);
+    FREE_MANY(call->path, call->query, call->body, call->upid, call->task_node, call->ipv4);
     if (call->data)
         json_object_put(call->data);
     pve_error_free(call->perr);
-    free(call->upid);
-    free(call->task_node);
-    free(call->ipv4);
     pve_vm_list_free(call->vms);
     pve_fw_rules_free(call->rules);
     free(call);
@@ -88,13 +85,7 @@ static void call_detach(struct pve_call *call)
         call->req = NULL;
     }
     (void)uv_timer_stop(&call->timer);
-    if (call->prev)
-        call->prev->next = call->next;
-    else if (c->calls == call)
-        c->calls = call->next;
-    if (call->next)
-        call->next->prev = call->prev;
-    call->prev = call->next = NULL;
+    LIST_REMOVE(c->calls, call);
     c->n_calls--;
     if (call->ops && call->ops->detach)
         call->ops->detach(call);
@@ -164,10 +155,7 @@ int pve_call_new(struct pve_client *c, enum pve_call_kind kind, const struct pve
         timeout_ms = task ? c->task_timeout_ms : c->timeout_ms;
     uv_update_time(c->loop); /* the cached time may be old when called outside a callback */
     call->deadline = uv_now(c->loop) + timeout_ms;
-    call->next = c->calls;
-    if (c->calls)
-        c->calls->prev = call;
-    c->calls = call;
+    LIST_PREPEND(c->calls, call);
     c->n_calls++;
     c->n_alive++;
     *ret_call = call;
@@ -265,9 +253,7 @@ static int call_set_request(struct pve_call *call, const struct pve_req *req)
     r = pve_form_encode(params, &enc);
     if (r < 0)
         return r;
-    free(call->path);
-    free(call->query);
-    free(call->body);
+    FREE_MANY(call->path, call->query, call->body);
     call->path = TAKE_PTR(path);
     call->query = call->body = NULL;
     /* Proxmox takes GET and DELETE parameters in the query string only (a DELETE with a
@@ -681,12 +667,10 @@ int pve_client_new(uv_loop_t *loop, const struct pve_config *cfg, struct pve_cli
 static void on_http_closed(void *userdata)
 {
     struct pve_client *c = userdata;
-    void (*cb)(void *) = c->close_cb;
-    void *ud = c->close_userdata;
+    struct close_notify closed = c->closed;
 
     client_free(c);
-    if (cb)
-        cb(ud);
+    close_notify_run(closed);
 }
 
 static void client_maybe_free(struct pve_client *c)
@@ -702,8 +686,7 @@ void pve_client_close(struct pve_client *c, void (*close_cb)(void *userdata), vo
     if (!c || c->state != PVE_CLIENT_OPEN)
         return;
     c->state = PVE_CLIENT_CLOSING;
-    c->close_cb = close_cb;
-    c->close_userdata = userdata;
+    c->closed = (struct close_notify){.cb = close_cb, .userdata = userdata};
     log_debug(COMP, "client %p: closing with %zu calls in flight", (void *)c, c->n_calls);
     while (c->calls)
         pve_call_finish(c->calls, -ECANCELED);

@@ -16,6 +16,7 @@
 
 #include "macro.h"
 #include "pve.h"
+#include "util.h"
 
 static inline void pve_json_putp(struct json_object **p)
 {
@@ -272,8 +273,7 @@ struct pve_client {
     size_t n_calls;                 /* calls not yet finished */
     size_t n_alive;                 /* call structs not yet freed (timer close pending) */
     struct pve_clone_queue *queues; /* pve-clone.c; empty queues are freed at once */
-    void (*close_cb)(void *);
-    void *close_userdata;
+    struct close_notify closed;     /* pve_client_close()'s callback */
     bool http_closing;
     pve_node_observer_fn node_observer; /* pve_client_set_node_observer() */
     void *node_observer_userdata;

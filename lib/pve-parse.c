@@ -142,9 +142,7 @@ struct pve_error *pve_error_free(struct pve_error *e)
 {
     if (!e)
         return NULL;
-    free(e->message);
-    free(e->lock);
-    free(e->upid);
+    FREE_MANY(e->message, e->lock, e->upid);
     if (e->errors)
         json_object_put(e->errors);
     free(e);
@@ -827,13 +825,9 @@ struct pve_fw_rules *pve_fw_rules_free(struct pve_fw_rules *rules)
 {
     if (!rules)
         return NULL;
-    for (size_t i = 0; i < rules->n; i++) {
-        free(rules->v[i].type);
-        free(rules->v[i].action);
-        free(rules->v[i].comment);
-    }
-    free(rules->v);
-    free(rules->digest);
+    for (size_t i = 0; i < rules->n; i++)
+        FREE_MANY(rules->v[i].type, rules->v[i].action, rules->v[i].comment);
+    FREE_MANY(rules->v, rules->digest);
     free(rules);
     return NULL;
 }
@@ -895,13 +889,8 @@ struct pve_vm_list *pve_vm_list_free(struct pve_vm_list *list)
         return NULL;
     for (size_t i = 0; i < list->n; i++) {
         struct pve_vm *vm = &list->v[i];
-        free(vm->type);
-        free(vm->node);
-        free(vm->status);
-        free(vm->name);
-        free(vm->lock);
-        free(vm->pool);
-        free(vm->tags);
+
+        FREE_MANY(vm->type, vm->node, vm->status, vm->name, vm->lock, vm->pool, vm->tags);
     }
     free(list->v);
     free(list);

@@ -21,6 +21,7 @@
 #include "reconcile-restart.h"
 #include "registry.h"
 #include "sandbox-internal.h"
+#include "util.h"
 
 #define COMP "reconcile"
 
@@ -113,10 +114,7 @@ static void rc_unref(struct reconcile *rc)
     cands_clear(rc);
     records_clear(rc);
     pve_vm_list_free(rc->members);
-    free(rc->locked);
-    free(rc->stuck);
-    free(rc->destroying);
-    free(rc->last_error);
+    FREE_MANY(rc->locked, rc->stuck, rc->destroying, rc->last_error);
     free(rc);
 }
 

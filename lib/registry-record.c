@@ -13,6 +13,8 @@
 
 #include "json-util.h"
 #include "hostkey.h"
+#include "util.h"
+#include "proto/buf.h"
 
 #define VMID_MIN 100
 #define VMID_MAX 999999999
@@ -52,17 +54,8 @@ struct reg_record *reg_record_free(struct reg_record *r)
 {
     if (!r)
         return NULL;
-    free(r->id);
-    free(r->instance);
-    free(r->idempotency_key);
-    free(r->params_hash);
-    free(r->node);
-    free(r->upid);
-    free(r->hostname);
-    free(r->ip);
-    free(r->error);
-    free(r->host_key);
-    free(r->template);
+    FREE_MANY(r->id, r->instance, r->idempotency_key, r->params_hash, r->node, r->upid, r->hostname,
+              r->ip, r->error, r->host_key, r->template);
     json_object_put(r->labels);
     free(r);
     return NULL;
@@ -108,11 +101,8 @@ struct reg_problem *reg_problems_free(struct reg_problem *v, size_t n)
 {
     if (!v)
         return NULL;
-    for (size_t i = 0; i < n; i++) {
-        free(v[i].file);
-        free(v[i].reason);
-        free(v[i].moved_to);
-    }
+    for (size_t i = 0; i < n; i++)
+        FREE_MANY(v[i].file, v[i].reason, v[i].moved_to);
     free(v);
     return NULL;
 }
@@ -431,54 +421,29 @@ int reg_record_from_json(const char *json, size_t n, struct reg_record **ret)
 
 /* --- params hash --- */
 
-struct sbuf {
-    char *p;
-    size_t len, cap;
-};
-
-static int sb_add(struct sbuf *b, const char *s, size_t n)
+static int sb_str(struct buf *b, const char *s, size_t n)
 {
-    if (b->len + n > REG_PARAMS_MAX)
-        return -E2BIG;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = MAX(b->cap * 2, b->len + n + 1);
-        char *p;
-        cap = MIN(cap, (size_t)REG_PARAMS_MAX + 1);
-        p = realloc(b->p, cap);
-        if (!p)
-            return -ENOMEM;
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-    return 0;
-}
-
-static int sb_str(struct sbuf *b, const char *s, size_t n)
-{
-    int r = sb_add(b, "\"", 1);
+    int r = buf_append(b, "\"", 1);
 
     for (size_t i = 0; r >= 0 && i < n; i++) {
         unsigned char ch = (unsigned char)s[i];
         char esc[8];
         if (ch == '"')
-            r = sb_add(b, "\\\"", 2);
+            r = buf_append(b, "\\\"", 2);
         else if (ch == '\\')
-            r = sb_add(b, "\\\\", 2);
+            r = buf_append(b, "\\\\", 2);
         else if (ch < 0x20 || ch == 0x7f) {
             snprintf(esc, sizeof(esc), "\\u%04x", ch);
-            r = sb_add(b, esc, 6);
+            r = buf_append(b, esc, 6);
         } else
-            r = sb_add(b, (const char *)&s[i], 1);
+            r = buf_append(b, (const char *)&s[i], 1);
     }
     if (r >= 0)
-        r = sb_add(b, "\"", 1);
+        r = buf_append(b, "\"", 1);
     return r;
 }
 
-static int canon(struct sbuf *b, json_object *o, int depth)
+static int canon(struct buf *b, json_object *o, int depth)
 {
     char num[64];
 
@@ -486,16 +451,16 @@ static int canon(struct sbuf *b, json_object *o, int depth)
         return -E2BIG;
     switch (json_object_get_type(o)) {
     case json_type_null:
-        return sb_add(b, "null", 4);
+        return buf_append(b, "null", 4);
     case json_type_boolean:
-        return json_object_get_boolean(o) ? sb_add(b, "true", 4) : sb_add(b, "false", 5);
+        return json_object_get_boolean(o) ? buf_append(b, "true", 4) : buf_append(b, "false", 5);
     case json_type_int: {
         int64_t v = json_object_get_int64(o);
         if (v == INT64_MAX)
             snprintf(num, sizeof(num), "%" PRIu64, json_object_get_uint64(o));
         else
             snprintf(num, sizeof(num), "%" PRId64, v);
-        return sb_add(b, num, strlen(num));
+        return buf_append(b, num, strlen(num));
     }
     case json_type_double: {
         double d = json_object_get_double(o);
@@ -505,20 +470,20 @@ static int canon(struct sbuf *b, json_object *o, int depth)
             snprintf(num, sizeof(num), "%" PRId64, (int64_t)d);
         else
             snprintf(num, sizeof(num), "%.17g", d);
-        return sb_add(b, num, strlen(num));
+        return buf_append(b, num, strlen(num));
     }
     case json_type_string:
         return sb_str(b, json_object_get_string(o), (size_t)json_object_get_string_len(o));
     case json_type_array: {
         size_t n = json_object_array_length(o);
-        int r = sb_add(b, "[", 1);
+        int r = buf_append(b, "[", 1);
         for (size_t i = 0; r >= 0 && i < n; i++) {
             if (i > 0)
-                r = sb_add(b, ",", 1);
+                r = buf_append(b, ",", 1);
             if (r >= 0)
                 r = canon(b, json_object_array_get_idx(o, i), depth + 1);
         }
-        return r < 0 ? r : sb_add(b, "]", 1);
+        return r < 0 ? r : buf_append(b, "]", 1);
     }
     case json_type_object: {
         _cleanup_free_ const char **keys = NULL;
@@ -529,18 +494,18 @@ static int canon(struct sbuf *b, json_object *o, int depth)
             return -E2BIG;
         r = json_sorted_keys(o, &keys, &n);
         if (r >= 0)
-            r = sb_add(b, "{", 1);
+            r = buf_append(b, "{", 1);
         for (i = 0; r >= 0 && i < n; i++) {
             if (i > 0)
-                r = sb_add(b, ",", 1);
+                r = buf_append(b, ",", 1);
             if (r >= 0)
                 r = sb_str(b, keys[i], strlen(keys[i]));
             if (r >= 0)
-                r = sb_add(b, ":", 1);
+                r = buf_append(b, ":", 1);
             if (r >= 0)
                 r = canon(b, json_object_object_get(o, keys[i]), depth + 1);
         }
-        return r < 0 ? r : sb_add(b, "}", 1);
+        return r < 0 ? r : buf_append(b, "}", 1);
     }
     }
     return -EINVAL;
@@ -548,7 +513,7 @@ static int canon(struct sbuf *b, json_object *o, int depth)
 
 int reg_params_hash(json_object *params, char ret[SHA256_HEX_SIZE])
 {
-    struct sbuf b = {0};
+    struct buf b = {.max = REG_PARAMS_MAX};
     char hash[SHA256_HEX_SIZE];
     int r;
 
@@ -556,8 +521,8 @@ int reg_params_hash(json_object *params, char ret[SHA256_HEX_SIZE])
         return -EINVAL;
     r = canon(&b, params, 0);
     if (r >= 0)
-        r = sha256_hex(b.p ? b.p : "", b.len, hash);
-    free(b.p);
+        r = sha256_hex(b.data ? b.data : "", b.len, hash);
+    buf_clear(&b, true);
     if (r < 0)
         return r;
     memcpy(ret, hash, SHA256_HEX_SIZE);

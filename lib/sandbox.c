@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "list.h"
 #include "log.h"
 #include "pve.h"
 #include "registry.h"
@@ -170,10 +171,7 @@ void sandbox_link(struct sandbox *sb)
 {
     struct engine *e = sb->engine;
 
-    sb->next = e->sandboxes;
-    if (e->sandboxes)
-        e->sandboxes->prev = sb;
-    e->sandboxes = sb;
+    LIST_PREPEND(e->sandboxes, sb);
     e->n_sandboxes++;
 }
 
@@ -181,13 +179,7 @@ void sandbox_unlink(struct sandbox *sb)
 {
     struct engine *e = sb->engine;
 
-    if (sb->prev)
-        sb->prev->next = sb->next;
-    else if (e->sandboxes == sb)
-        e->sandboxes = sb->next;
-    if (sb->next)
-        sb->next->prev = sb->prev;
-    sb->next = sb->prev = NULL;
+    LIST_REMOVE(e->sandboxes, sb);
     e->n_sandboxes--;
 }
 

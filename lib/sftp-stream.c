@@ -19,6 +19,7 @@
 #include "macro.h"
 #include "sftp-internal.h"
 #include "sshexec.h"
+#include "util.h"
 
 #define COMP "sftp"
 #define STREAM_POLL_MS 250
@@ -391,13 +392,7 @@ static void stream_job_done(struct job *j)
 {
     if (!sshfile_job_is_stream(j))
         return;
-    if (j->fd_in >= 0)
-        close(j->fd_in);
-    if (j->fd_out >= 0)
-        close(j->fd_out);
-    if (j->fd_err >= 0)
-        close(j->fd_err);
-    j->fd_in = j->fd_out = j->fd_err = -1;
+    CLOSE_MANY(&j->fd_in, &j->fd_out, &j->fd_err);
     sshfile_exec_fd_free(j->exec);
     j->exec = NULL;
 }
@@ -406,9 +401,7 @@ void sshfile_exec_fd_free(struct sshfile_exec_fd *x)
 {
     if (!x)
         return;
-    free(x->command);
-    free(x->out);
-    free(x->err);
+    FREE_MANY(x->command, x->out, x->err);
     free(x);
 }
 

@@ -9,6 +9,9 @@
 #include "macro.h"
 #include "sshexec.h"
 #include "sshs-internal.h"
+#include "util.h"
+
+#include "proto/buf.h"
 
 #define COMP "exec"
 /* How long one kill round may take before the exec is finished without it. */
@@ -77,8 +80,7 @@ struct chunk {
 };
 
 struct outbuf {
-    char *buf;
-    size_t len, alloc;
+    struct buf b; /* what was kept, up to the exec's cap */
     uint64_t seen;
     bool truncated;
 };
@@ -202,35 +204,31 @@ _Static_assert(WORST_FIXED + WORST_CWD + WORST_ENV + MAX(WORST_COMMAND, WORST_AR
                    EXEC_LINE_MAX,
                "a request at every exec limit, worst-case quoted, must fit the remote line");
 
+/* A command line being built: the first error is kept and ends the building. */
 struct sbuf {
-    char *p;
-    size_t len, alloc;
+    struct buf buf;
     int error;
 };
+#define SBUF_INIT                                                                                  \
+    {                                                                                              \
+        .buf = {.max = EXEC_LINE_MAX }                                                             \
+    }
 
 static void sb_add(struct sbuf *b, const char *s, size_t n)
 {
-    if (b->error)
-        return;
-    if (b->len + n > EXEC_LINE_MAX) {
-        b->error = -E2BIG;
-        return;
+    if (!b->error)
+        b->error = buf_append(&b->buf, s, n);
+}
+
+/* The line built (*ret, to free) or the first error. */
+static int sb_finish(struct sbuf *b, char **ret)
+{
+    if (b->error) {
+        buf_clear(&b->buf, true);
+        return b->error;
     }
-    if (b->len + n + 1 > b->alloc) {
-        size_t a = MAX(b->alloc * 2, b->len + n + 1);
-        char *np;
-        a = MAX(a, (size_t)256);
-        np = realloc(b->p, a);
-        if (!np) {
-            b->error = -ENOMEM;
-            return;
-        }
-        b->p = np;
-        b->alloc = a;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
+    *ret = buf_steal(&b->buf);
+    return 0;
 }
 
 static void sb_puts(struct sbuf *b, const char *s)
@@ -274,17 +272,12 @@ static void sb_quote(struct sbuf *b, const char *s)
 
 int sshexec_shell_quote(const char *s, char **ret)
 {
-    struct sbuf b = {};
+    struct sbuf b = SBUF_INIT;
 
     if (!s || !ret)
         return -EINVAL;
     sb_quote(&b, s);
-    if (b.error) {
-        free(b.p);
-        return b.error;
-    }
-    *ret = b.p;
-    return 0;
+    return sb_finish(&b, ret);
 }
 
 static bool env_name_valid(const char *kv)
@@ -381,7 +374,7 @@ static void sb_command_vector(struct sbuf *b, const struct sshexec_params *param
 
 int sshexec_build_command(const struct sshexec_params *params, const char *marker, char **ret)
 {
-    struct sbuf b = {};
+    struct sbuf b = SBUF_INIT;
     size_t mlen;
     int r;
 
@@ -411,32 +404,10 @@ int sshexec_build_command(const struct sshexec_params *params, const char *marke
         sb_quote(&b, STAGE2);
         sb_puts(&b, LINE_END);
     }
-    if (b.error) {
-        free(b.p);
-        return b.error;
-    }
-    *ret = b.p;
-    return 0;
+    return sb_finish(&b, ret);
 }
 
 /* ---- channel callbacks (inside libssh packet handling: record, never free) ---- */
-
-static void outbuf_append(struct outbuf *o, const void *data, size_t len)
-{
-    if (o->len + len + 1 > o->alloc) {
-        size_t a = MAX(o->alloc * 2, o->len + len + 1);
-        char *np = realloc(o->buf, MAX(a, (size_t)1024));
-        if (!np) {
-            o->truncated = true;
-            return;
-        }
-        o->buf = np;
-        o->alloc = MAX(a, (size_t)1024);
-    }
-    memcpy(o->buf + o->len, data, len);
-    o->len += len;
-    o->buf[o->len] = 0;
-}
 
 static int on_channel_data(ssh_session session, ssh_channel channel, void *data, uint32_t len,
                            int is_stderr, void *userdata)
@@ -463,8 +434,8 @@ static int on_channel_data(ssh_session session, ssh_channel channel, void *data,
             } else {
                 o->truncated = true;
             }
-        } else {
-            outbuf_append(o, data, take);
+        } else if (buf_append(&o->b, data, take) < 0) {
+            o->truncated = true;
         }
     }
     if ((size_t)len > take)
@@ -549,40 +520,35 @@ static void on_kill_done(struct sshexec *k, int error, struct sshexec_result *re
 
 int sshexec_kill_command(const char *marker, char **ret)
 {
-    struct sbuf b = {};
+    struct sbuf b = SBUF_INIT;
 
     sb_puts(&b, "exec /bin/sh -c ");
     sb_quote(&b, kill_script);
     sb_puts(&b, " sandboxd-kill ");
     sb_puts(&b, marker);
-    if (b.error) {
-        free(b.p);
-        return b.error;
-    }
-    *ret = b.p;
-    return 0;
+    return sb_finish(&b, ret);
 }
 
 static int start_kill(struct sshexec *e)
 {
     struct sshexec *k;
-    struct sbuf b = {};
+    struct sbuf b = SBUF_INIT;
+    char *cmd;
     int r;
 
     sb_puts(&b, "exec /bin/sh -c ");
     sb_quote(&b, kill_script);
     sb_puts(&b, " sandboxd-kill ");
     sb_puts(&b, e->marker);
-    if (b.error) {
-        free(b.p);
-        return b.error;
-    }
+    r = sb_finish(&b, &cmd);
+    if (r < 0)
+        return r;
     k = calloc(1, sizeof(*k));
     if (!k) {
-        free(b.p);
+        free(cmd);
         return -ENOMEM;
     }
-    k->cmd = b.p;
+    k->cmd = cmd;
     k->pool = e->pool;
     k->cap = SSHEXEC_KILL_OUTPUT_MAX;
     k->cb = on_kill_done;
@@ -775,11 +741,10 @@ static void exec_finish(struct sshexec *e, int error)
         res.timed_out = e->timed_out;
         res.started = e->started;
         if (!e->on_output) {
-            res.out = e->out.buf ? e->out.buf : strdup("");
-            res.out_len = e->out.len;
-            res.err = e->err.buf ? e->err.buf : strdup("");
-            res.err_len = e->err.len;
-            e->out.buf = e->err.buf = NULL;
+            res.out_len = e->out.b.len;
+            res.out = e->out.b.data ? buf_steal(&e->out.b) : strdup("");
+            res.err_len = e->err.b.len;
+            res.err = e->err.b.data ? buf_steal(&e->err.b) : strdup("");
         }
         res.out_truncated = e->out.truncated;
         res.err_truncated = e->err.truncated;
@@ -792,15 +757,10 @@ static void exec_finish(struct sshexec *e, int error)
     e->chunks_last = NULL;
     if (e->cb)
         e->cb(e, error, error == 0 ? &res : NULL, e->userdata);
-    free(res.out);
-    free(res.err);
-    free(e->out.buf);
-    free(e->err.buf);
-    free(e->cmd);
-    if (e->stdin_buf)
-        free(e->stdin_buf);
+    FREE_MANY(res.out, res.err, e->cmd, e->stdin_buf);
     e->cmd = e->stdin_buf = NULL;
-    e->out.buf = e->err.buf = NULL;
+    buf_clear(&e->out.b, true);
+    buf_clear(&e->err.b, true);
     uv_close((uv_handle_t *)&e->timer, on_exec_timer_closed);
 }
 
@@ -867,27 +827,20 @@ int sshexec_start(struct sshpool *pool, const struct sshexec_params *params, ssh
     for (size_t i = 0; i < sizeof(rnd); i++)
         snprintf(e->marker + 2 * i, 3, "%02x", rnd[i]);
     r = sshexec_build_command(params, e->marker, &e->cmd);
-    if (r < 0) {
-        free(e);
-        return r;
-    }
+    if (r < 0)
+        goto fail;
     if (params->stdin_len > 0) {
         e->stdin_buf = malloc(params->stdin_len);
         if (!e->stdin_buf) {
-            free(e->cmd);
-            free(e);
-            return -ENOMEM;
+            r = -ENOMEM;
+            goto fail;
         }
         memcpy(e->stdin_buf, params->stdin_data, params->stdin_len);
         e->stdin_len = params->stdin_len;
     }
     r = uv_timer_init(sshpool_get_loop(pool), &e->timer);
-    if (r < 0) {
-        free(e->stdin_buf);
-        free(e->cmd);
-        free(e);
-        return r;
-    }
+    if (r < 0)
+        goto fail;
     e->timer.data = e;
     e->chan.ops = &exec_ops;
     e->pool = pool;
@@ -907,6 +860,10 @@ int sshexec_start(struct sshpool *pool, const struct sshexec_params *params, ssh
     if (ret)
         *ret = e;
     return 0;
+
+fail:
+    FREE_MANY(e->stdin_buf, e->cmd, e);
+    return r;
 }
 
 int sshexec_cancel(struct sshexec *e)

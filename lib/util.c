@@ -208,55 +208,77 @@ int unlink_durable(int dirfd, const char *path)
     return sync_parent(dirfd, path, true);
 }
 
-int read_file_max(int dirfd, const char *path, size_t max, char **ret_data, size_t *ret_n)
+int read_file_flags(int dirfd, const char *path, size_t max, unsigned flags, char **ret_data,
+                    size_t *ret_n)
 {
+    bool secret = flags & READ_FILE_SECRET;
     _cleanup_close_ int fd = -1;
-    _cleanup_free_ char *buf = NULL;
     struct stat st;
     size_t len = 0, cap;
+    char *buf;
+    int r;
 
     if (!path || !ret_data)
         return -EINVAL;
-    fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | (secret ? O_NOCTTY : O_NOFOLLOW | O_NONBLOCK));
     if (fd < 0)
         return -errno;
     if (fstat(fd, &st) < 0)
         return -errno;
     if (!S_ISREG(st.st_mode))
-        return -EBADFD;
+        return secret ? -EINVAL : -EBADFD;
     if ((uint64_t)st.st_size > max)
         return -EFBIG;
-    cap = (size_t)st.st_size + 1;
+    /* A secret gets one buffer of the largest size: growing it would leave copies in freed
+     * memory. */
+    cap = secret ? max + 1 : (size_t)st.st_size + 1;
     buf = malloc(cap + 1);
     if (!buf)
         return -ENOMEM;
     /* Read until EOF: the size may have changed since fstat. */
     for (;;) {
         ssize_t k = read(fd, buf + len, cap - len);
+
+        if (k < 0 && errno == EINTR)
+            continue;
         if (k < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
+            r = -errno;
+            goto fail;
         }
         if (k == 0)
             break;
         len += (size_t)k;
-        if (len > max)
-            return -EFBIG;
-        if (len == cap) {
+        if (len > max) {
+            r = -EFBIG;
+            goto fail;
+        }
+        if (len == cap) { /* not for a secret: its cap is max + 1 */
             char *nb;
+
             cap = MIN(cap * 2, max + 1);
             nb = realloc(buf, cap + 1);
-            if (!nb)
-                return -ENOMEM;
+            if (!nb) {
+                r = -ENOMEM;
+                goto fail;
+            }
             buf = nb;
         }
     }
     buf[len] = '\0';
-    *ret_data = TAKE_PTR(buf);
+    *ret_data = buf;
     if (ret_n)
         *ret_n = len;
     return 0;
+
+fail:
+    explicit_bzero(buf, len);
+    free(buf);
+    return r;
+}
+
+int read_file_max(int dirfd, const char *path, size_t max, char **ret_data, size_t *ret_n)
+{
+    return read_file_flags(dirfd, path, max, 0, ret_data, ret_n);
 }
 
 static int cmp_strp(const void *a, const void *b)
@@ -562,4 +584,18 @@ void util_random_hex(char *buf, size_t n_bytes)
             rnd[i] = (uint8_t)(rand() & 0xff);
     for (size_t i = 0; i < n_bytes; i++)
         snprintf(buf + 2 * i, 3, "%02x", rnd[i]);
+}
+
+void free_many(void *const *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(p[i]);
+}
+
+void close_many(int *const *fds, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        closep(fds[i]);
+        *fds[i] = -1;
+    }
 }

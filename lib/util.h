@@ -43,8 +43,15 @@ int unlink_durable(int dirfd, const char *path);
 /* fsync of the folder that holds path (relative to dirfd). */
 int fsync_parent(int dirfd, const char *path);
 /* Reads a whole regular file of at most max bytes; the result is NUL-terminated
- * (ret_n excludes the NUL). -EFBIG when larger than max. */
+ * (ret_n excludes the NUL). -EFBIG when larger than max. A symbolic link is not
+ * followed and a non-regular file is -EBADFD. */
 int read_file_max(int dirfd, const char *path, size_t max, char **ret_data, size_t *ret_n);
+/* read_file_flags() for a secret (a key, a token): a symbolic link is followed, a
+ * non-regular file is -EINVAL, and the bytes are read into one buffer of max + 1
+ * bytes (no copy left behind in freed memory), wiped on failure. */
+#define READ_FILE_SECRET (1u << 0)
+int read_file_flags(int dirfd, const char *path, size_t max, unsigned flags, char **ret_data,
+                    size_t *ret_n);
 /* The keys of a JSON object in strcmp() order, borrowed from o: *ret_keys (free()
  * the array only) is NULL when o has no key. -EINVAL when o is not an object. */
 int json_sorted_keys(json_object *o, const char ***ret_keys, size_t *ret_n);
@@ -97,3 +104,27 @@ int strdup_replace(char **ret, const char *s);
 /* n_bytes (at most 16) random bytes as 2 * n_bytes lowercase hex digits and a NUL into buf
  * (getrandom(2); rand(3) should it fail). */
 void util_random_hex(char *buf, size_t n_bytes);
+
+/* What to call once an object closed asynchronously is freed ("closed" callbacks): the
+ * object keeps it until then, and the caller copies it out before the free. */
+struct close_notify {
+    void (*cb)(void *userdata);
+    void *userdata;
+};
+/* Calls n's callback, if any. */
+static inline void close_notify_run(struct close_notify n)
+{
+    if (n.cb)
+        n.cb(n.userdata);
+}
+
+/* Frees each of the n pointers of p (NULL ones included, as free() does). For a
+ * struct's run of owned strings: FREE_MANY(x->a, x->b, x->c). */
+void free_many(void *const *p, size_t n);
+#define FREE_MANY(...)                                                                             \
+    free_many((void *const[]){__VA_ARGS__}, sizeof((void *const[]){__VA_ARGS__}) / sizeof(void *))
+/* Closes each of the n descriptors *fds[i] that is >= 0 and sets it to -1; errno is
+ * kept. For a struct's descriptors: CLOSE_MANY(&x->fd_in, &x->fd_out). */
+void close_many(int *const *fds, size_t n);
+#define CLOSE_MANY(...)                                                                            \
+    close_many((int *const[]){__VA_ARGS__}, sizeof((int *const[]){__VA_ARGS__}) / sizeof(int *))

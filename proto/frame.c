@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FRAME_MIN_ALLOC 4096
+#include "proto/buf.h"
 
 void frame_buf_init(struct frame_buf *f, size_t max_line)
 {
@@ -74,6 +74,7 @@ static void frame_compact(struct frame_buf *f)
 
 int frame_buf_append(struct frame_buf *f, const void *p, size_t n)
 {
+    size_t bound;
     int r;
 
     if (f->overflow)
@@ -84,26 +85,12 @@ int frame_buf_append(struct frame_buf *f, const void *p, size_t n)
     frame_compact(f);
     if (n > SIZE_MAX - f->len)
         return -ENOMEM;
-    if (f->len + n > f->cap) {
-        size_t need = f->len + n;
-        /* Grow geometrically, but never much past what one maximal line plus
-         * this chunk needs: memory stays bounded by max_line + one read. */
-        size_t bound = f->max_line < SIZE_MAX - 1 - n ? f->max_line + 1 + n : SIZE_MAX;
-        size_t ncap = f->cap ? f->cap : FRAME_MIN_ALLOC;
-        char *d;
-
-        while (ncap < need && ncap <= SIZE_MAX / 2)
-            ncap *= 2;
-        if (ncap > bound)
-            ncap = bound;
-        if (ncap < need)
-            ncap = need;
-        d = realloc(f->data, ncap);
-        if (!d)
-            return -ENOMEM;
-        f->data = d;
-        f->cap = ncap;
-    }
+    /* Grow geometrically, but never much past what one maximal line plus this
+     * chunk needs: memory stays bounded by max_line + one read. */
+    bound = f->max_line < SIZE_MAX - 1 - n ? f->max_line + 1 + n : SIZE_MAX;
+    r = buf_grow(&f->data, &f->cap, f->len + n, bound);
+    if (r < 0)
+        return r;
     memcpy(f->data + f->len, p, n);
     f->len += n;
 

@@ -255,7 +255,7 @@ static void check_invariants(struct fuzz *f)
         CHECK(c->state >= CONN_OPEN && c->state <= CONN_CLOSING);
         if (c->state == CONN_CLOSING)
             CHECK(!c->port.list.head && conn_inflight(c) == 0 && !c->reading && !c->counted &&
-                  c->wlen == 0);
+                  c->out.len == 0);
         if (c->reading)
             CHECK(c->state == CONN_OPEN && !c->eof);
         counted += c->counted;

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -382,6 +383,93 @@ START_TEST(test_strings)
 }
 END_TEST
 
+START_TEST(test_read_secret)
+{
+    _cleanup_close_ int dfd = -1;
+    char *data = NULL;
+    size_t n;
+
+    dfd = open(tmpdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ck_assert_int_ge(dfd, 0);
+    ck_assert_int_eq(atomic_write_file(dfd, "key", "s3cret\n", 7, 0600), 0);
+    ck_assert_int_eq(symlinkat("key", dfd, "link"), 0);
+    ck_assert_int_eq(mkdirat(dfd, "dir", 0700), 0);
+
+    ck_assert_int_eq(read_file_flags(dfd, "key", 7, READ_FILE_SECRET, &data, &n), 0);
+    ck_assert_uint_eq(n, 7);
+    ck_assert_str_eq(data, "s3cret\n");
+    free(TAKE_PTR(data));
+    /* a secret may be behind a link (read_file_max does not follow one) */
+    ck_assert_int_eq(read_file_flags(dfd, "link", 100, READ_FILE_SECRET, &data, NULL), 0);
+    ck_assert_str_eq(data, "s3cret\n");
+    free(TAKE_PTR(data));
+    ck_assert_int_eq(read_file_max(dfd, "link", 100, &data, NULL), -ELOOP);
+    /* too large, not a file, absent: nothing returned */
+    ck_assert_int_eq(read_file_flags(dfd, "key", 6, READ_FILE_SECRET, &data, &n), -EFBIG);
+    ck_assert_int_eq(read_file_flags(dfd, "dir", 100, READ_FILE_SECRET, &data, &n), -EINVAL);
+    ck_assert_int_eq(read_file_flags(dfd, "none", 100, READ_FILE_SECRET, &data, &n), -ENOENT);
+    ck_assert_ptr_null(data);
+}
+END_TEST
+
+static void count_call(void *userdata)
+{
+    (*(int *)userdata)++;
+}
+
+START_TEST(test_close_notify)
+{
+    int calls = 0;
+    struct close_notify *held = malloc(sizeof *held), copy;
+
+    ck_assert_ptr_nonnull(held);
+    *held = (struct close_notify){.cb = count_call, .userdata = &calls};
+    copy = *held;
+    free(held); /* the holder goes first; the copy still calls back */
+    close_notify_run(copy);
+    ck_assert_int_eq(calls, 1);
+    close_notify_run((struct close_notify){0}); /* no callback: nothing */
+    ck_assert_int_eq(calls, 1);
+}
+END_TEST
+
+START_TEST(test_free_close_many)
+{
+    char *a = strdup("a"), *b = NULL, *c = strdup("c");
+    int p[2], q[2], none = -1;
+
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_nonnull(c);
+    /* NULL among the pointers; LSan fails the test should one leak */
+    FREE_MANY(a, b, c);
+    free_many(NULL, 0);
+
+    ck_assert_int_eq(pipe(p), 0);
+    ck_assert_int_eq(pipe(q), 0);
+    int p0 = p[0];
+    errno = EAGAIN;
+    CLOSE_MANY(&p[0], &none, &p[1], &q[0]);
+    ck_assert_int_eq(errno, EAGAIN);
+    ck_assert_int_eq(p[0], -1);
+    ck_assert_int_eq(p[1], -1);
+    ck_assert_int_eq(q[0], -1);
+    ck_assert_int_eq(none, -1);
+    /* the descriptors are closed: q's write end sees no reader */
+    ck_assert_int_eq(fcntl(p0, F_GETFD), -1); /* closed (no other thread opens files here) */
+    ck_assert_int_eq(errno, EBADF);
+    {
+        struct sigaction sa = {.sa_handler = SIG_IGN}, old;
+
+        ck_assert_int_eq(sigaction(SIGPIPE, &sa, &old), 0);
+        ck_assert_int_eq(write(q[1], "x", 1), -1);
+        ck_assert_int_eq(errno, EPIPE);
+        ck_assert_int_eq(sigaction(SIGPIPE, &old, NULL), 0);
+    }
+    CLOSE_MANY(&q[1]);
+    ck_assert_int_eq(q[1], -1);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("util");
@@ -396,6 +484,9 @@ int main(void)
     tcase_add_test(tc, test_clock_hash);
     tcase_add_test(tc, test_shell_quote);
     tcase_add_test(tc, test_strings);
+    tcase_add_test(tc, test_free_close_many);
+    tcase_add_test(tc, test_read_secret);
+    tcase_add_test(tc, test_close_notify);
     suite_add_tcase(s, tc);
     return check_run_suite(s);
 }
