@@ -341,13 +341,6 @@ static bool holds(struct engine *e, const struct engine_template *t, const char 
     return false;
 }
 
-static int refuse(struct engine_error *ret_err, enum engine_err_kind kind, int r, const char *msg,
-                  const char *param)
-{
-    *ret_err = (struct engine_error){.kind = kind, .error = r, .message = msg, .param = param};
-    return r;
-}
-
 size_t cluster_nodes_of(struct engine *e, const struct engine_template *t, const char **ret,
                         size_t max)
 {
@@ -385,14 +378,14 @@ int cluster_place(struct engine *e, const struct engine_template *t, const char 
         struct cluster_node *nd = node_find(c, want);
 
         if (!nd)
-            return refuse(ret_err, ENGINE_E_INVALID, -EINVAL, "no such node in [proxmox] nodes",
-                          "node");
+            return engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL,
+                                 "no such node in [proxmox] nodes", "node");
         if (!holds(e, t, want))
-            return refuse(ret_err, ENGINE_E_INVALID, -EINVAL,
-                          "the template has no copy on this node", "node");
+            return engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL,
+                                 "the template has no copy on this node", "node");
         if (nd->failed || !nd->online)
-            return refuse(ret_err, ENGINE_E_BUSY, -EHOSTDOWN,
-                          "the node is offline or not answering", NULL);
+            return engine_refuse(ret_err, ENGINE_E_BUSY, -EHOSTDOWN,
+                                 "the node is offline or not answering", NULL);
         *ret_node = nd->name;
         metrics_add(M_PLACEMENTS, nd->name, NULL, 1);
         return 0;
@@ -430,13 +423,14 @@ static int place(struct engine *e, const struct engine_template *t, unsigned mem
     r = placement_pick(pn, n, e->cfg->proxmox.max_per_node, (uint64_t)memory_mb << 20, &idx, &why);
     if (r < 0) {
         if (why == PLACEMENT_ALL_FULL)
-            return refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT,
-                          "every node holding the template is at max_per_node", NULL);
+            return engine_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT,
+                                 "every node holding the template is at max_per_node", NULL);
         if (why == PLACEMENT_ALL_DOWN)
-            return refuse(ret_err, ENGINE_E_BUSY, -EHOSTDOWN,
-                          "every node holding the template is offline or not answering", NULL);
-        return refuse(ret_err, ENGINE_E_INVALID, -EINVAL,
-                      "no node in [proxmox] nodes holds the template", "template");
+            return engine_refuse(ret_err, ENGINE_E_BUSY, -EHOSTDOWN,
+                                 "every node holding the template is offline or not answering",
+                                 NULL);
+        return engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL,
+                             "no node in [proxmox] nodes holds the template", "template");
     }
     *ret_node = c->nodes[idx].name;
     return 0;

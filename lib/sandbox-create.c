@@ -868,13 +868,6 @@ static int sandbox_new(struct engine *e, const struct sandbox_create_opts *opts,
     return 0;
 }
 
-static int create_refuse(struct engine_error *ret_err, enum engine_err_kind kind, int r,
-                         const char *msg, const char *param)
-{
-    *ret_err = (struct engine_error){.kind = kind, .error = r, .message = msg, .param = param};
-    return r;
-}
-
 int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engine_sandbox_cb cb,
                   void *userdata, struct engine_error *ret_err)
 {
@@ -887,15 +880,15 @@ int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engi
     int r;
 
     if (e->closing)
-        return create_refuse(ret_err, ENGINE_E_SHUTDOWN, -ESHUTDOWN, "the daemon is shutting down",
+        return engine_refuse(ret_err, ENGINE_E_SHUTDOWN, -ESHUTDOWN, "the daemon is shutting down",
                              NULL);
     e->creates_replace = creates_replace;
     if (!e->configured)
-        return create_refuse(ret_err, ENGINE_E_NOT_CONFIGURED, -ENXIO,
+        return engine_refuse(ret_err, ENGINE_E_NOT_CONFIGURED, -ENXIO,
                              "Proxmox is not configured ([proxmox] section)", NULL);
     ttl = opts->ttl_s < 0 ? (int64_t)cs->default_ttl_s : opts->ttl_s;
     if (ttl < 1 || ttl > (int64_t)cs->max_ttl_s)
-        return create_refuse(ret_err, ENGINE_E_INVALID, -EINVAL,
+        return engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL,
                              "ttl_s exceeds the configured max_ttl_s", "ttl_s");
     r = engine_check_caps(e, engine_template_find(e, opts->template), opts->cores, opts->memory_mb,
                           opts->disk_gb, ret_err);
@@ -915,7 +908,7 @@ int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engi
             n_uid++; /* pool members count towards max_total only */
     }
     if (!opts->pool && n_uid >= cs->max_per_uid)
-        return create_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT,
+        return engine_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT,
                              "too many sandboxes for this uid (max_per_uid)", NULL);
     if (!opts->pool && !opts->no_pool) {
         r = e->pool_take ? e->pool_take(e, opts, ttl, cb, userdata, ret_err) : 0;
@@ -923,7 +916,7 @@ int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engi
             return r < 0 ? r : 0;
     }
     if (n_all >= cs->max_total)
-        return create_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT, "too many sandboxes (max_total)",
+        return engine_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT, "too many sandboxes (max_total)",
                              NULL);
     r = cluster_place(e, engine_template_find(e, opts->template), opts->node,
                       opts->memory_mb > 0 ? (unsigned)opts->memory_mb : cs->default_memory_mb,
@@ -933,13 +926,13 @@ int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engi
 
     op = create_op_new();
     if (!op)
-        return create_refuse(ret_err, ENGINE_E_INTERNAL, -ENOMEM, "out of memory", NULL);
+        return engine_refuse_oom(ret_err);
     r = sandbox_new(e, opts, ttl, node, &sb);
     if (r < 0) {
         free(op);
         if (r == -EINVAL)
-            return create_refuse(ret_err, ENGINE_E_INVALID, r, "bad labels", "labels");
-        return create_refuse(ret_err, ENGINE_E_INTERNAL, r, "out of memory", NULL);
+            return engine_refuse(ret_err, ENGINE_E_INVALID, r, "bad labels", "labels");
+        return engine_refuse(ret_err, ENGINE_E_INTERNAL, r, "out of memory", NULL);
     }
     op->cb = cb;
     op->userdata = userdata;
@@ -950,7 +943,7 @@ int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engi
             sandbox_set_state(sb, SANDBOX_GONE);
             free(op);
             sandbox_maybe_free(sb);
-            return create_refuse(
+            return engine_refuse(
                 ret_err, r == -ENOSPC ? ENGINE_E_BUSY : ENGINE_E_INTERNAL, r,
                 r == -ENOSPC ? "no free address in [network] addresses" : "out of memory", NULL);
         }
@@ -962,7 +955,7 @@ int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engi
         sandbox_set_state(sb, SANDBOX_GONE);
         free(op);
         sandbox_maybe_free(sb);
-        return create_refuse(ret_err, ENGINE_E_INTERNAL, r, "cannot write the registry record",
+        return engine_refuse(ret_err, ENGINE_E_INTERNAL, r, "cannot write the registry record",
                              NULL);
     }
     sb->refs++; /* until on_intent_saved */
