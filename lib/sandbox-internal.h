@@ -232,6 +232,11 @@ int sandbox_from_record(struct engine *e, const struct reg_record *r, enum sandb
                         struct sandbox **ret);
 /* Drops a sandbox sandbox_from_record() made that is not in the table yet (GONE, freed). */
 void sandbox_discard(struct sandbox *sb);
+/* A new sandbox's idempotency key (copied, NULL: none) with its hash under owner, and the
+ * hash of the params it was created with (kept only when it is SHA256_HEX_SIZE - 1 hex
+ * digits). 0, or -ENOMEM. */
+int sandbox_set_idempotency(struct sandbox *sb, uid_t owner, const char *key,
+                            const char *params_hash);
 void sandbox_unref(struct sandbox *sb);
 void tomb_add(struct engine *e, const struct sandbox *sb);
 int labels_copy(json_object *in, json_object **ret);
