@@ -33,13 +33,9 @@ struct cluster;
 struct cluster_node {
     struct cluster *c;
     char name[CONFIG_NODE_NAME_MAX + 1];
-    bool online; /* the last report (true until one says otherwise) */
-    bool known;
-    uint64_t maxmem, mem_other;
-    double cpu;
-    uint64_t own_running; /* own running memory when the running read was sent */
-    /* health */
-    bool failed;
+    struct placement_state state; /* online: true until a report says otherwise */
+    uint64_t own_running;         /* own running memory when the running read was sent */
+    /* health (besides state.failed) */
     unsigned backoff_ms;
     uint64_t probe_at_ms;
     struct pve_call *probe;
@@ -65,6 +61,12 @@ static struct cluster_node *node_find(struct cluster *c, const char *name)
         if (strcmp(c->nodes[i].name, name) == 0)
             return &c->nodes[i];
     return NULL;
+}
+
+/* Offline in the last report, or in backoff after failed calls. */
+static bool node_down(const struct cluster_node *nd)
+{
+    return nd->state.failed || !nd->state.online;
 }
 
 static bool live(const struct sandbox *sb)
@@ -108,14 +110,14 @@ bool cluster_node_down(struct engine *e, const char *node)
 {
     struct cluster_node *nd = node_find(e->cluster, node);
 
-    return nd && (nd->failed || !nd->online);
+    return nd && node_down(nd);
 }
 
 /* The node went out of placement or came back: its ready sandboxes are reported
  * unreachable, or ready again (their SSH sessions are re-established on their next use). */
 static void cluster_reachability_changed(struct cluster *c, struct cluster_node *nd)
 {
-    bool down = nd->failed || !nd->online;
+    bool down = node_down(nd);
 
     for (struct sandbox *sb = c->e->sandboxes; sb; sb = sb->next)
         if (sb->node && strcmp(sb->node, nd->name) == 0 && sb->state == SANDBOX_READY)
@@ -142,16 +144,16 @@ static void audit_node(struct cluster_node *nd, bool down, const char *why)
 static void node_set_failed(struct cluster *c, struct cluster_node *nd, bool failed,
                             const char *why)
 {
-    bool was_down = nd->failed || !nd->online;
+    bool was_down = node_down(nd);
 
-    if (nd->failed == failed)
+    if (nd->state.failed == failed)
         return;
-    nd->failed = failed;
+    nd->state.failed = failed;
     if (failed) {
         nd->backoff_ms = CLUSTER_BACKOFF_MIN_MS;
         nd->probe_at_ms = now_ms(c->e) + nd->backoff_ms;
     }
-    if (was_down != (nd->failed || !nd->online)) {
+    if (was_down != node_down(nd)) {
         audit_node(nd, !was_down, why);
         cluster_reachability_changed(c, nd);
         if (!was_down)
@@ -181,7 +183,7 @@ static void on_node_attempt(const char *node, int error, long status, void *user
         else
             snprintf(why, sizeof why, "HTTP %ld", status);
         node_set_failed(c, nd, true, why);
-    } else if (error == 0 && status > 0 && nd->failed)
+    } else if (error == 0 && status > 0 && nd->state.failed)
         node_set_failed(c, nd, false, NULL);
 }
 
@@ -222,17 +224,17 @@ static void apply_report(struct cluster *c, const struct placement_report *rep, 
 
         if (!nd)
             continue; /* a node of the cluster the daemon does not use */
-        was_down = nd->failed || !nd->online;
-        if (rep[i].online && !nd->online && nd->failed)
+        was_down = node_down(nd);
+        if (rep[i].online && !nd->state.online && nd->state.failed)
             nd->probe_at_ms = now_ms(c->e); /* back online in the report: probe it now */
-        nd->online = rep[i].online;
+        nd->state.online = rep[i].online;
         if (rep[i].online && rep[i].sized) {
-            nd->known = true;
-            nd->maxmem = rep[i].maxmem;
-            nd->cpu = rep[i].cpu;
-            nd->mem_other = rep[i].mem > nd->own_running ? rep[i].mem - nd->own_running : 0;
+            nd->state.known = true;
+            nd->state.maxmem = rep[i].maxmem;
+            nd->state.cpu = rep[i].cpu;
+            nd->state.mem_other = rep[i].mem > nd->own_running ? rep[i].mem - nd->own_running : 0;
         }
-        if (was_down != (nd->failed || !nd->online)) {
+        if (was_down != node_down(nd)) {
             audit_node(nd, !was_down, was_down ? NULL : "offline in /cluster/resources");
             cluster_reachability_changed(c, nd);
             if (!was_down)
@@ -310,7 +312,7 @@ static void on_timer(uv_timer_t *t)
     if (c->n > 1 && !c->vm_read && homes_unknown(e))
         (void)pve_cluster_resources(e->pve, CLUSTER_CALL_TIMEOUT_MS, on_vm_read, c, &c->vm_read);
     for (size_t i = 0; i < c->n; i++)
-        if (c->nodes[i].failed && now >= c->nodes[i].probe_at_ms)
+        if (c->nodes[i].state.failed && now >= c->nodes[i].probe_at_ms)
             probe_node(c, &c->nodes[i]);
     uv_timer_start(&c->timer, on_timer, CLUSTER_TICK_MS, 0);
 }
@@ -341,13 +343,6 @@ static bool holds(struct engine *e, const struct engine_template *t, const char 
     return false;
 }
 
-static int refuse(struct engine_error *ret_err, enum engine_err_kind kind, int r, const char *msg,
-                  const char *param)
-{
-    *ret_err = (struct engine_error){.kind = kind, .error = r, .message = msg, .param = param};
-    return r;
-}
-
 size_t cluster_nodes_of(struct engine *e, const struct engine_template *t, const char **ret,
                         size_t max)
 {
@@ -355,7 +350,7 @@ size_t cluster_nodes_of(struct engine *e, const struct engine_template *t, const
     size_t n = 0;
 
     for (size_t i = 0; c && t && i < c->n && n < max; i++)
-        if (holds(e, t, c->nodes[i].name) && !c->nodes[i].failed && c->nodes[i].online)
+        if (holds(e, t, c->nodes[i].name) && !node_down(&c->nodes[i]))
             ret[n++] = c->nodes[i].name;
     return n;
 }
@@ -385,14 +380,14 @@ int cluster_place(struct engine *e, const struct engine_template *t, const char 
         struct cluster_node *nd = node_find(c, want);
 
         if (!nd)
-            return refuse(ret_err, ENGINE_E_INVALID, -EINVAL, "no such node in [proxmox] nodes",
-                          "node");
+            return engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL,
+                                 "no such node in [proxmox] nodes", "node");
         if (!holds(e, t, want))
-            return refuse(ret_err, ENGINE_E_INVALID, -EINVAL,
-                          "the template has no copy on this node", "node");
-        if (nd->failed || !nd->online)
-            return refuse(ret_err, ENGINE_E_BUSY, -EHOSTDOWN,
-                          "the node is offline or not answering", NULL);
+            return engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL,
+                                 "the template has no copy on this node", "node");
+        if (node_down(nd))
+            return engine_refuse(ret_err, ENGINE_E_BUSY, -EHOSTDOWN,
+                                 "the node is offline or not answering", NULL);
         *ret_node = nd->name;
         metrics_add(M_PLACEMENTS, nd->name, NULL, 1);
         return 0;
@@ -418,25 +413,21 @@ static int place(struct engine *e, const struct engine_template *t, unsigned mem
         pn[i] = (struct placement_node){
             .name = nd->name,
             .has_template = holds(e, t, nd->name),
-            .online = nd->online,
-            .failed = nd->failed,
-            .known = nd->known,
-            .maxmem = nd->maxmem,
-            .mem_other = nd->mem_other,
-            .cpu = nd->cpu,
+            .state = nd->state,
         };
         own_usage(e, nd->name, false, &pn[i].live, &pn[i].own_mem);
     }
     r = placement_pick(pn, n, e->cfg->proxmox.max_per_node, (uint64_t)memory_mb << 20, &idx, &why);
     if (r < 0) {
         if (why == PLACEMENT_ALL_FULL)
-            return refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT,
-                          "every node holding the template is at max_per_node", NULL);
+            return engine_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT,
+                                 "every node holding the template is at max_per_node", NULL);
         if (why == PLACEMENT_ALL_DOWN)
-            return refuse(ret_err, ENGINE_E_BUSY, -EHOSTDOWN,
-                          "every node holding the template is offline or not answering", NULL);
-        return refuse(ret_err, ENGINE_E_INVALID, -EINVAL,
-                      "no node in [proxmox] nodes holds the template", "template");
+            return engine_refuse(ret_err, ENGINE_E_BUSY, -EHOSTDOWN,
+                                 "every node holding the template is offline or not answering",
+                                 NULL);
+        return engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL,
+                             "no node in [proxmox] nodes holds the template", "template");
     }
     *ret_node = c->nodes[idx].name;
     return 0;
@@ -460,7 +451,7 @@ int cluster_init(struct engine *e)
     c->n = px->n_nodes;
     for (size_t i = 0; i < c->n; i++) {
         c->nodes[i].c = c;
-        c->nodes[i].online = true;
+        c->nodes[i].state.online = true;
         snprintf(c->nodes[i].name, sizeof c->nodes[i].name, "%s", px->nodes[i]);
         metrics_set(M_NODE_UP, c->nodes[i].name, NULL, 1);
     }

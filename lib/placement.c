@@ -11,9 +11,9 @@
 
 static double score(const struct placement_node *nd, uint64_t need_mem)
 {
-    double used = (double)nd->mem_other + (double)nd->own_mem + (double)need_mem;
-    double mem_free = nd->maxmem ? 1.0 - used / (double)nd->maxmem : 0.0;
-    double cpu_free = 1.0 - (nd->cpu < 0 ? 0 : nd->cpu > 1 ? 1 : nd->cpu);
+    double used = (double)nd->state.mem_other + (double)nd->own_mem + (double)need_mem;
+    double mem_free = nd->state.maxmem ? 1.0 - used / (double)nd->state.maxmem : 0.0;
+    double cpu_free = 1.0 - (nd->state.cpu < 0 ? 0 : nd->state.cpu > 1 ? 1 : nd->state.cpu);
 
     return MEM_WEIGHT * mem_free + CPU_WEIGHT * cpu_free;
 }
@@ -27,7 +27,7 @@ static bool better(const struct placement_node *a, const struct placement_node *
 {
     if (by_score) {
         double sa = score(a, need_mem), sb = score(b, need_mem);
-        uint64_t small = a->maxmem < b->maxmem ? a->maxmem : b->maxmem;
+        uint64_t small = a->state.maxmem < b->state.maxmem ? a->state.maxmem : b->state.maxmem;
         double tie = small ? MEM_WEIGHT * (double)need_mem / (double)small : 0.0;
 
         tie += SCORE_EPSILON;
@@ -52,18 +52,18 @@ int placement_pick(const struct placement_node *nodes, size_t n, unsigned max_pe
         if (!nd->has_template)
             continue;
         any_template = true;
-        if (!nd->online || nd->failed)
+        if (!nd->state.online || nd->state.failed)
             continue;
         any_up = true;
         if (max_per_node > 0 && nd->live >= max_per_node)
             continue;
-        if (!nd->known)
+        if (!nd->state.known)
             by_score = false;
     }
     for (size_t i = 0; i < n; i++) {
         const struct placement_node *nd = &nodes[i];
 
-        if (!nd->has_template || !nd->online || nd->failed ||
+        if (!nd->has_template || !nd->state.online || nd->state.failed ||
             (max_per_node > 0 && nd->live >= max_per_node))
             continue;
         if (!best || better(nd, best, by_score, need_mem)) {

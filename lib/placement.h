@@ -20,17 +20,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct placement_node {
-    const char *name;
-    bool has_template;  /* the requested template can be cloned there */
+/* What the cluster reports and the daemon's calls say of a node (lib/cluster.c keeps one
+ * per node and hands it over as is). */
+struct placement_state {
     bool online;        /* the last report said online (true until one arrives) */
     bool failed;        /* in backoff after failed calls */
     bool known;         /* a report with its size arrived */
     uint64_t maxmem;    /* bytes */
     uint64_t mem_other; /* bytes used by what is not the daemon's sandboxes */
     double cpu;         /* reported load, 0..1 of maxcpu */
-    unsigned live;      /* the daemon's sandboxes on it (any state before gone) */
-    uint64_t own_mem;   /* their configured memory, bytes */
+};
+
+struct placement_node {
+    const char *name;
+    bool has_template; /* the requested template can be cloned there */
+    struct placement_state state;
+    unsigned live;    /* the daemon's sandboxes on it (any state before gone) */
+    uint64_t own_mem; /* their configured memory, bytes */
 };
 
 enum placement_refusal {

@@ -2,6 +2,7 @@
 #include "process.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,6 +154,16 @@ static int script_begin(const char *id, struct script *s)
         return -ENOMEM;
     fputs(PRELUDE, s->f);
     return 0;
+}
+
+/* script_begin(), then into the process's folder (or "@ E nosuch" when it is gone). */
+static int script_enter(const char *id, struct script *s)
+{
+    int r = script_begin(id, s);
+
+    if (r >= 0)
+        fprintf(s->f, ENTER("%s"), id);
+    return r;
 }
 
 static void script_quote(struct script *s, const char *word)
@@ -344,11 +355,11 @@ int process_script_read(const char *id, enum process_stream stream, uint64_t off
                         uint64_t length, unsigned wait_ms, uint64_t output_max, char **ret)
 {
     struct script s;
-    int r = script_begin(id, &s);
+    int r = script_enter(id, &s);
 
     if (r < 0)
         return r;
-    fprintf(s.f, ENTER("%s") "S=%llu; s=%s; a=%llu; L=%llu; w=%u\n", id,
+    fprintf(s.f, "S=%llu; s=%s; a=%llu; L=%llu; w=%u\n",
             (unsigned long long)process_segment_size(output_max),
             stream == PROCESS_STDOUT ? "out" : "err", (unsigned long long)offset,
             (unsigned long long)length, (wait_ms + PROCESS_POLL_MS - 1) / PROCESS_POLL_MS);
@@ -388,69 +399,69 @@ int process_script_read(const char *id, enum process_stream stream, uint64_t off
     return script_finish(&s, ret);
 }
 
-int process_script_write(const char *id, bool close, char **ret)
+/* A whole script on the process id: script_enter(), then body (a printf format). */
+static int script_on(const char *id, char **ret, const char *body, ...) _printf_(3, 4);
+static int script_on(const char *id, char **ret, const char *body, ...)
 {
     struct script s;
-    int r = script_begin(id, &s);
+    va_list ap;
+    int r = script_enter(id, &s);
 
     if (r < 0)
         return r;
-    fprintf(s.f,
-            ENTER("%s") "st .; [ \"$x\" = - ] || { echo '@ E exited' >&2; exit 0; }\n"
-                        "[ -p in ] || { echo '@ E nostdin' >&2; exit 0; }\n"
-                        "[ -e in.closed ] && { echo '@ E closed' >&2; exit 0; }\n"
-                        "h=; i=0; until read -r h 2>/dev/null <hpid || [ $i -ge 500 ]; do\n"
-                        "  i=$((i+1)); tk 0.01; done\n"
-                        "exec 4<>in; cat >&4\n"
-                        "i=0; while [ -n \"$h\" ] && [ $i -lt 500 ]; do\n"
-                        "  case $(readlink /proc/$h/fd/1 2>/dev/null) in */in) break;; esac\n"
-                        "  i=$((i+1)); tk 0.01; done\n"
-                        "exec 4>&-\n"
-                        "%s"
-                        "echo '@ OK 0 0 0 -' >&2\n",
-            id, close ? ": >in.closed; [ -n \"$h\" ] && kill \"$h\" 2>/dev/null\n" : "");
+    va_start(ap, body);
+    vfprintf(s.f, body, ap);
+    va_end(ap);
     return script_finish(&s, ret);
+}
+
+int process_script_write(const char *id, bool close, char **ret)
+{
+    return script_on(id, ret,
+                     "st .; [ \"$x\" = - ] || { echo '@ E exited' >&2; exit 0; }\n"
+                     "[ -p in ] || { echo '@ E nostdin' >&2; exit 0; }\n"
+                     "[ -e in.closed ] && { echo '@ E closed' >&2; exit 0; }\n"
+                     "h=; i=0; until read -r h 2>/dev/null <hpid || [ $i -ge 500 ]; do\n"
+                     "  i=$((i+1)); tk 0.01; done\n"
+                     "exec 4<>in; cat >&4\n"
+                     "i=0; while [ -n \"$h\" ] && [ $i -lt 500 ]; do\n"
+                     "  case $(readlink /proc/$h/fd/1 2>/dev/null) in */in) break;; esac\n"
+                     "  i=$((i+1)); tk 0.01; done\n"
+                     "exec 4>&-\n"
+                     "%s"
+                     "echo '@ OK 0 0 0 -' >&2\n",
+                     close ? ": >in.closed; [ -n \"$h\" ] && kill \"$h\" 2>/dev/null\n" : "");
 }
 
 int process_script_wait(const char *id, unsigned timeout_ms, char **ret)
 {
-    struct script s;
-    int r = script_begin(id, &s);
-
-    if (r < 0)
-        return r;
-    fprintf(
-        s.f,
-        ENTER("%s") "w=%u; st .\n"
-                    "while [ \"$x\" = - ] && [ \"$w\" -gt 0 ]; do tk 0.05; w=$((w-1)); st .; done\n"
-                    "echo \"@ OK 0 0 0 $x\" >&2\n",
-        id, (timeout_ms + 49) / 50);
-    return script_finish(&s, ret);
+    return script_on(
+        id, ret,
+        "w=%u; st .\n"
+        "while [ \"$x\" = - ] && [ \"$w\" -gt 0 ]; do tk 0.05; w=$((w-1)); st .; done\n"
+        "echo \"@ OK 0 0 0 $x\" >&2\n",
+        (timeout_ms + 49) / 50);
 }
 
 int process_script_kill(const char *id, const char *sig, char **ret)
 {
-    struct script s;
-    int r = process_signal_valid(sig) ? script_begin(id, &s) : -EINVAL;
-
-    if (r < 0)
-        return r;
+    if (!process_signal_valid(sig))
+        return -EINVAL;
     /* The command's process group (a just-started command may not have recorded its pid
      * yet); for KILL the namespace's init too, which ends everything in the namespace. Then
      * up to 2 s for the status. */
-    fprintf(s.f,
-            ENTER("%s") "st .; [ \"$x\" = - ] || { echo \"@ OK 0 0 0 $x\" >&2; exit 0; }\n"
-                        "i=0; c=; until read -r c 2>/dev/null <cpid; do i=$((i+1))\n"
-                        "  [ $i -gt 200 ] && break; tk 0.01; done\n"
-                        "if [ -n \"$c\" ]; then kill -s %s -$c 2>/dev/null || "
-                        "kill -s %s -- -$c 2>/dev/null || kill -s %s $c 2>/dev/null; fi\n"
-                        "[ %s = KILL ] && read -r n 2>/dev/null <ipid && kill -s KILL \"$n\" "
-                        "2>/dev/null\n"
-                        "w=40; st .; while [ \"$x\" = - ] && [ $w -gt 0 ]; do tk 0.05; w=$((w-1)); "
-                        "st .; done\n"
-                        "echo \"@ OK 0 0 0 $x\" >&2\n",
-            id, sig, sig, sig, sig);
-    return script_finish(&s, ret);
+    return script_on(id, ret,
+                     "st .; [ \"$x\" = - ] || { echo \"@ OK 0 0 0 $x\" >&2; exit 0; }\n"
+                     "i=0; c=; until read -r c 2>/dev/null <cpid; do i=$((i+1))\n"
+                     "  [ $i -gt 200 ] && break; tk 0.01; done\n"
+                     "if [ -n \"$c\" ]; then kill -s %s -$c 2>/dev/null || "
+                     "kill -s %s -- -$c 2>/dev/null || kill -s %s $c 2>/dev/null; fi\n"
+                     "[ %s = KILL ] && read -r n 2>/dev/null <ipid && kill -s KILL \"$n\" "
+                     "2>/dev/null\n"
+                     "w=40; st .; while [ \"$x\" = - ] && [ $w -gt 0 ]; do tk 0.05; w=$((w-1)); "
+                     "st .; done\n"
+                     "echo \"@ OK 0 0 0 $x\" >&2\n",
+                     sig, sig, sig, sig);
 }
 
 /* The attach script (process_script_attach()). Its stdin goes into the process's stdin: cat

@@ -27,14 +27,17 @@ struct ctr {
     void *userdata;
 };
 
-static void ctr_closed(uv_handle_t *h)
+static void ctr_free(struct ctr *x)
 {
-    struct ctr *x = h->data;
-
     free(x->node);
     free(x->old_ip);
     free(x->ip);
     free(x);
+}
+
+static void ctr_closed(uv_handle_t *h)
+{
+    ctr_free(h->data);
 }
 
 static void ctr_end(struct ctr *x, int error, const char *reason)
@@ -134,17 +137,12 @@ int ct_restart(struct engine *e, const char *node, uint32_t vmid, const char *ol
     x->userdata = userdata;
     x->node = strdup(node);
     x->old_ip = old_ip ? strdup(old_ip) : NULL;
-    if (!x->node || (old_ip && !x->old_ip)) {
-        free(x->node);
-        free(x->old_ip);
-        free(x);
-        return -ENOMEM;
-    }
-    r = pve_start(engine_pve(e), node, vmid, RESTART_START_TIMEOUT_MS, on_started, x, NULL);
+    if (!x->node || (old_ip && !x->old_ip))
+        r = -ENOMEM;
+    else
+        r = pve_start(engine_pve(e), node, vmid, RESTART_START_TIMEOUT_MS, on_started, x, NULL);
     if (r < 0) {
-        free(x->node);
-        free(x->old_ip);
-        free(x);
+        ctr_free(x);
         return r;
     }
     uv_timer_init(engine_loop(e), &x->timer);

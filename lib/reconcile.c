@@ -1042,26 +1042,14 @@ int reconcile_renew(struct reconcile *rc, struct sandbox *sb, int64_t ttl_s, eng
     struct renew *rn;
     int k;
 
-    if (ttl_s < 1 || ttl_s > (int64_t)rc->cfg->sandbox.max_ttl_s) {
-        *ret_err = (struct engine_error){.kind = ENGINE_E_INVALID,
-                                         .error = -EINVAL,
-                                         .message = "ttl_s must be 1..max_ttl_s",
-                                         .param = "ttl_s"};
-        return -EINVAL;
-    }
-    if (sb->state != SANDBOX_READY || sb->create_op || sb->destroy_requested) {
-        *ret_err = (struct engine_error){.kind = ENGINE_E_STATE,
-                                         .error = -EAGAIN,
-                                         .message = "the sandbox is not ready",
-                                         .state = sandbox_state_to_public(sb->state)};
-        return -EAGAIN;
-    }
+    if (ttl_s < 1 || ttl_s > (int64_t)rc->cfg->sandbox.max_ttl_s)
+        return engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL, "ttl_s must be 1..max_ttl_s",
+                             "ttl_s");
+    if (sb->state != SANDBOX_READY || sb->create_op || sb->destroy_requested)
+        return engine_refuse_not_ready(ret_err, sb->state);
     rn = calloc(1, sizeof *rn);
-    if (!rn) {
-        *ret_err = (struct engine_error){
-            .kind = ENGINE_E_INTERNAL, .error = -ENOMEM, .message = "out of memory"};
-        return -ENOMEM;
-    }
+    if (!rn)
+        return engine_refuse_oom(ret_err);
     rn->rc = rc;
     snprintf(rn->id, sizeof rn->id, "%s", sb->id);
     rn->expires = now_realtime() + (time_t)ttl_s;
@@ -1071,9 +1059,8 @@ int reconcile_renew(struct reconcile *rc, struct sandbox *sb, int64_t ttl_s, eng
     k = engine_save(sb, on_renew_saved, rn);
     if (k < 0) {
         free(rn);
-        *ret_err = (struct engine_error){
-            .kind = ENGINE_E_INTERNAL, .error = k, .message = "cannot write the registry record"};
-        return k;
+        return engine_refuse(ret_err, ENGINE_E_INTERNAL, k, "cannot write the registry record",
+                             NULL);
     }
     rc_ref(rc);
     return 0;

@@ -45,14 +45,8 @@ int sandbox_from_record(struct engine *e, const struct reg_record *r, enum sandb
     sb->state = state;
     sb->started_ms = now_ms(e);
     k = labels_copy(r->labels, &sb->labels);
-    if (r->idempotency_key) {
-        sb->idempotency_key = strdup(r->idempotency_key);
-        if (!sb->idempotency_key ||
-            marker_key_hash(r->owner_uid, r->idempotency_key, sb->idem_hash) < 0)
-            k = -ENOMEM;
-    }
-    if (r->params_hash && hex_is_valid(r->params_hash, SHA256_HEX_SIZE - 1))
-        memcpy(sb->params_hash, r->params_hash, SHA256_HEX_SIZE);
+    if (k >= 0)
+        k = sandbox_set_idempotency(sb, r->owner_uid, r->idempotency_key, r->params_hash);
     uv_timer_init(e->loop, &sb->timer);
     sb->timer.data = sb;
     if (k < 0 || !sb->node || !sb->hostname) {
@@ -60,6 +54,19 @@ int sandbox_from_record(struct engine *e, const struct reg_record *r, enum sandb
         return k < 0 ? k : -ENOMEM;
     }
     *ret = sb;
+    return 0;
+}
+
+int sandbox_set_idempotency(struct sandbox *sb, uid_t owner, const char *key,
+                            const char *params_hash)
+{
+    if (params_hash && hex_is_valid(params_hash, SHA256_HEX_SIZE - 1))
+        memcpy(sb->params_hash, params_hash, SHA256_HEX_SIZE);
+    if (!key)
+        return 0;
+    sb->idempotency_key = strdup(key);
+    if (!sb->idempotency_key || marker_key_hash(owner, key, sb->idem_hash) < 0)
+        return -ENOMEM;
     return 0;
 }
 

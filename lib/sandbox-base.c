@@ -1,7 +1,7 @@
 /* The helpers every file of the engine may call and that call nothing else of the engine:
- * state names, the loop's clock, notices to the engine's hook and errors from Proxmox
- * results. Keeping them here lets the files sandbox.c itself calls (sandbox-obs.c,
- * sandbox-probe.c) use them without calling back into sandbox.c. */
+ * state names, the loop's clock, notices to the engine's hook, errors from Proxmox results
+ * and the errors of refused requests. Keeping them here lets the files sandbox.c itself
+ * calls (sandbox-obs.c, sandbox-probe.c) use them without calling back into sandbox.c. */
 #include "macro.h"
 
 #include "sandbox.h"
@@ -90,4 +90,23 @@ void error_from_pve(const struct pve_result *res, bool closing, struct engine_er
         ret->message = strerror(-res->error);
         ret->upid = res->upid;
     }
+}
+
+int engine_refuse(struct engine_error *ret_err, enum engine_err_kind kind, int r, const char *msg,
+                  const char *param)
+{
+    *ret_err = (struct engine_error){.kind = kind, .error = r, .message = msg, .param = param};
+    return r;
+}
+
+int engine_refuse_oom(struct engine_error *ret_err)
+{
+    return engine_refuse(ret_err, ENGINE_E_INTERNAL, -ENOMEM, "out of memory", NULL);
+}
+
+int engine_refuse_not_ready(struct engine_error *ret_err, enum sandbox_state state)
+{
+    engine_refuse(ret_err, ENGINE_E_STATE, -EAGAIN, "the sandbox is not ready", NULL);
+    ret_err->state = sandbox_state_to_public(state);
+    return -EAGAIN;
 }

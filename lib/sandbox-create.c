@@ -36,6 +36,8 @@
 #define IPFILTER_SET "ipfilter-net0"
 #define IP_CALL_MS 10000u /* one interfaces query of the address wait */
 
+typedef int (*step_start_fn)(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
+
 struct create_step {
     enum sandbox_state state; /* the sandbox's state while the step runs */
     uint64_t cap_ms;          /* the step's deadline, under the create deadline; 0: none */
@@ -43,97 +45,13 @@ struct create_step {
     /* Issues the step's call, given at most timeout_ms; it completes through
      * on_step_done(). Returns 0 or a negative errno; *ret_fail may name the failure more
      * precisely than `fail`. NULL: issued elsewhere (the intent save, by engine_create). */
-    int (*start)(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
+    step_start_fn start;
     const char *fail; /* when start fails: ENGINE_E_INTERNAL, or ENGINE_E_SSH with .ssh */
     bool ssh;
     /* True when the step has nothing to do (the next one runs). NULL: never. */
     bool (*skip)(const struct sandbox *sb);
     const char *crash_sent; /* test crash point once the call is issued */
     const char *crash_done; /* test crash point once the step succeeded */
-};
-
-static bool skip_resize(const struct sandbox *sb);
-static bool skip_clone_wait(const struct sandbox *sb);
-static bool skip_rekey(const struct sandbox *sb);
-static int start_vmid_pick(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
-static int start_vmid_save(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
-static int start_clone_wait(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
-static bool skip_fw_group(const struct sandbox *sb);
-static bool skip_static(const struct sandbox *sb);
-static bool skip_dhcp(const struct sandbox *sb);
-static int start_config_net(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
-static int start_clone(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
-static int start_config_put(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
-static int start_config_get(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
-static int start_resize(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
-static int start_fw_options(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
-static int start_fw_group(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
-static int start_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
-static int start_ip_poll(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
-static int start_ipset_create(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
-static int start_ipset_add(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
-static int start_fw_ipfilter(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
-static int start_connect(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
-static int start_reconnect(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
-static int start_ready_save(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
-static int start_rekey(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
-static int start_rekey_marker(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
-
-static const struct create_step create_steps[] = {
-    {SANDBOX_PENDING, 0, "recording the intent", NULL, NULL, /* by engine_create() */
-     .crash_done = "create-intent-durable"},
-    /* The vmid is chosen and durable in the intent before the clone: a restart finds the
-     * container by it, and the clone task by the UPID recorded once the task started. */
-    {SANDBOX_PENDING, ENGINE_STEP_CONFIG_MS, "choosing the container id", start_vmid_pick,
-     "cannot choose a container id"},
-    {SANDBOX_PENDING, 0, "recording the container id", start_vmid_save,
-     "cannot write the registry record"},
-    {SANDBOX_CLONING, ENGINE_STEP_CLONE_MS, "cloning", start_clone, "cannot start the clone",
-     .crash_sent = "create-clone-sent"},
-    /* A create resumed after a restart (sandbox-resume.c) enters here. */
-    {SANDBOX_CLONING, ENGINE_STEP_CLONE_MS, "waiting for the interrupted clone", start_clone_wait,
-     "cannot poll the clone task", .skip = skip_clone_wait},
-    {SANDBOX_CONFIGURING, ENGINE_STEP_CONFIG_MS, "configuring", start_config_put,
-     "cannot configure the container"},
-    {SANDBOX_CONFIGURING, ENGINE_STEP_CONFIG_MS, "configuring", start_config_get,
-     "cannot read the configuration"},
-    /* Static addressing: the address chosen by engine_create() into net0. */
-    {SANDBOX_CONFIGURING, ENGINE_STEP_CONFIG_MS, "configuring the address", start_config_net,
-     "cannot configure the address", .skip = skip_dhcp},
-    {SANDBOX_CONFIGURING, ENGINE_STEP_CONFIG_MS, "resizing the disk", start_resize,
-     "cannot resize the disk", .skip = skip_resize},
-    {SANDBOX_CONFIGURING, ENGINE_STEP_CONFIG_MS, "configuring the firewall", start_fw_options,
-     "cannot set the firewall options"},
-    {SANDBOX_CONFIGURING, ENGINE_STEP_CONFIG_MS, "configuring the firewall", start_fw_group,
-     "cannot set the internet rule", .skip = skip_fw_group},
-    {SANDBOX_STARTING, ENGINE_STEP_START_MS, "starting", start_start, "cannot start the container",
-     .crash_sent = "create-starting"},
-    /* Polls: each query bounded by IP_CALL_MS, the wait by the step's deadline. */
-    /* DHCP: the lease, then the set, then ipfilter (static mode has all three from the
-     * configuration: the address is known and ipfilter was set with the options). */
-    {SANDBOX_WAITING_IP, ENGINE_STEP_IP_MS, "waiting for the container's IPv4 address",
-     start_ip_poll, "cannot query the interfaces", .skip = skip_static},
-    {SANDBOX_WAITING_IP, ENGINE_STEP_CONFIG_MS, "creating the firewall's ipfilter set",
-     start_ipset_create, "cannot create the ipfilter set", .skip = skip_static},
-    {SANDBOX_WAITING_IP, ENGINE_STEP_CONFIG_MS, "adding the address to the firewall's ipfilter set",
-     start_ipset_add, "cannot add the address to the ipfilter set", .skip = skip_static},
-    {SANDBOX_WAITING_IP, ENGINE_STEP_CONFIG_MS, "turning on the firewall's ipfilter",
-     start_fw_ipfilter, "cannot turn on the ipfilter", .skip = skip_static},
-    /* Retries dropped connects (ENGINE_CONNECT_ATTEMPTS) under the create deadline. */
-    {SANDBOX_CONNECTING, UINT64_MAX, "connecting over SSH", start_connect,
-     "cannot start the SSH connect", .ssh = true, .crash_sent = "create-connecting"},
-    /* The sandbox's own host key (hostkey.h): regenerated over the session authenticated
-     * with the template's key, recorded in the marker, then the only key accepted. */
-    {SANDBOX_CONNECTING, ENGINE_STEP_CONFIG_MS, "regenerating the SSH host key", start_rekey,
-     "cannot regenerate the SSH host key", .ssh = true, .skip = skip_rekey,
-     .crash_done = "create-rekeyed"},
-    {SANDBOX_CONNECTING, ENGINE_STEP_CONFIG_MS, "recording the SSH host key", start_rekey_marker,
-     "cannot record the SSH host key", .skip = skip_rekey},
-    {SANDBOX_CONNECTING, UINT64_MAX, "connecting over SSH with the new host key", start_reconnect,
-     "cannot start the SSH connect", .ssh = true, .skip = skip_rekey},
-    /* READY is durable before the caller hears of it: a restart re-attaches the sandbox. */
-    {SANDBOX_READY, 0, "recording the sandbox as ready", start_ready_save,
-     "cannot write the registry record", .crash_done = "create-ready-durable"},
 };
 
 /* ---- outcome ---- */
@@ -209,163 +127,16 @@ bool create_check_abort(struct sandbox *sb)
     return true;
 }
 
-/* The error of a create whose deadline passed during the running step (text in buf). */
-static struct engine_error deadline_error(const struct sandbox *sb, char *buf, size_t size)
-{
-    snprintf(buf, size, "create deadline (%us) passed while %s",
-             sb->engine->cfg->sandbox.create_timeout_s, create_steps[sb->step].what);
-    return (struct engine_error){.kind = ENGINE_E_DEADLINE, .error = -ETIMEDOUT, .message = buf};
-}
-
-static void create_deadline(struct sandbox *sb)
-{
-    char buf[256];
-    struct engine_error err = deadline_error(sb, buf, sizeof buf);
-
-    create_fail(sb, &err);
-}
-
-/* ---- the driver ---- */
-
-/* Time left for the running step; 0 once its deadline passed. */
-static uint64_t step_left(struct sandbox *sb)
-{
-    uint64_t now = now_ms(sb->engine);
-
-    return now >= sb->step_deadline_ms ? 0 : sb->step_deadline_ms - now;
-}
-
-/* Issues the running step's call (again, for a poll or a retry). */
-static void step_issue(struct sandbox *sb)
-{
-    const struct create_step *s = &create_steps[sb->step];
-    const char *fail = s->fail;
-    uint64_t t = step_left(sb);
-    int r;
-
-    if (t == 0) {
-        create_deadline(sb);
-        return;
-    }
-    r = s->start(sb, t, &fail);
-    if (r < 0) {
-        struct engine_error err = {
-            .kind = s->ssh ? ENGINE_E_SSH : ENGINE_E_INTERNAL, .error = r, .message = fail};
-        create_fail(sb, &err);
-    } else if (s->crash_sent)
-        test_crash_point(s->crash_sent);
-}
-
-/* Enters the step sb->step (or the first one after it that has something to do); past the
- * last one, the create succeeded. */
-static void step_next(struct sandbox *sb)
-{
-    for (; sb->step < ELEMENTSOF(create_steps); sb->step++) {
-        const struct create_step *s = &create_steps[sb->step];
-        uint64_t now;
-
-        sandbox_set_state(sb, s->state);
-        if (s->skip && s->skip(sb))
-            continue;
-        sb->ip_poll_ms = ENGINE_IP_POLL_MIN_MS; /* a step's polls and retries start afresh */
-        sb->connect_attempts = 0;
-        now = now_ms(sb->engine);
-        sb->step_started_ms = now;
-        sb->step_deadline_ms = sb->deadline_ms;
-        if (s->cap_ms == 0)
-            sb->step_deadline_ms = UINT64_MAX;
-        else if (now < sb->deadline_ms && s->cap_ms < sb->deadline_ms - now)
-            sb->step_deadline_ms = now + s->cap_ms;
-        step_issue(sb);
-        return;
-    }
-    create_finish(sb);
-}
-
-/* The running step completed: err NULL when it succeeded. */
-static void on_step_done(struct sandbox *sb, const struct engine_error *err)
-{
-    const struct create_step *s = &create_steps[sb->step];
-
-    if (create_check_abort(sb))
-        return;
-    if (err) {
-        create_fail(sb, err);
-        return;
-    }
-    if (s->crash_done)
-        test_crash_point(s->crash_done);
-    /* The step's duration, for the create latency figures (tests/bench). */
-    log_debug(COMP, "%s: create step '%s' done in %" PRIu64 " ms", sb->id, s->what,
-              now_ms(sb->engine) - sb->step_started_ms);
-    sb->step++;
-    step_next(sb);
-}
-
-/* The running step's Proxmox call completed. */
-static void step_pve_done(struct sandbox *sb, const struct pve_result *res)
-{
-    struct engine *e = sb->engine;
-    struct engine_error err;
-
-    if (res->error >= 0) {
-        on_step_done(sb, NULL);
-        return;
-    }
-    /* A transport failure: let daemon.status find out now, not at the next probe. */
-    if (res->error != -EREMOTEIO && res->error != -ECANCELED && !e->closing)
-        probe_schedule(e, 0);
-    error_from_pve(res, e->closing, &err);
-    on_step_done(sb, &err);
-}
-
-static void on_step_pve(const struct pve_result *res, void *userdata)
-{
-    struct sandbox *sb = userdata;
-
-    sb->call = NULL;
-    step_pve_done(sb, res);
-}
-
-static void on_step_timer(uv_timer_t *t)
-{
-    struct sandbox *sb = t->data;
-
-    if (create_check_abort(sb))
-        return;
-    step_issue(sb);
-}
-
-/* The running step runs again after delay_ms (a poll or a retry), within its deadline. */
-static void step_again(struct sandbox *sb, uint64_t delay_ms)
-{
-    uint64_t left;
-
-    if (create_check_abort(sb))
-        return;
-    left = step_left(sb);
-    if (left == 0) {
-        create_deadline(sb);
-        return;
-    }
-    uv_timer_start(&sb->timer, on_step_timer, MIN(delay_ms, left), 0);
-}
-
-static void on_intent_saved(int r, void *userdata)
-{
-    struct sandbox *sb = userdata;
-    struct engine_error err = {
-        .kind = ENGINE_E_INTERNAL, .error = r, .message = "cannot write the registry record"};
-
-    sb->refs--;
-    if (sb->state == SANDBOX_GONE) { /* dropped by engine_close() */
-        sandbox_maybe_free(sb);
-        return;
-    }
-    on_step_done(sb, r < 0 ? &err : NULL);
-}
-
-/* ---- the steps ---- */
+/* ---- the steps ----
+ * Each step's start issues a call that completes through the driver further down, after
+ * the table of the steps: */
+static void on_step_done(struct sandbox *sb, const struct engine_error *err);
+static void step_pve_done(struct sandbox *sb, const struct pve_result *res);
+static void on_step_pve(const struct pve_result *res, void *userdata);
+static void step_again(struct sandbox *sb, uint64_t delay_ms);
+static uint64_t step_left(struct sandbox *sb);
+static struct engine_error deadline_error(const struct sandbox *sb, char *buf, size_t size);
+static void step_enter_at(struct sandbox *sb, step_start_fn start);
 
 static bool vmid_taken(uint32_t vmid, void *userdata)
 {
@@ -458,9 +229,7 @@ static void on_cloned(const struct pve_result *res, void *userdata)
         sb->vmid_attempts++;
         sb->clone_issued = false;
         log_debug(COMP, "%s: the container id was taken meanwhile; choosing another", sb->id);
-        while (sb->step > 0 && create_steps[sb->step].start != start_vmid_pick)
-            sb->step--;
-        step_next(sb);
+        step_enter_at(sb, start_vmid_pick);
         return;
     }
     step_pve_done(sb, res);
@@ -492,23 +261,6 @@ static int start_clone_wait(struct sandbox *sb, uint64_t timeout_ms, const char 
 {
     return pve_wait_task(sb->engine->pve, sb->node, sb->upid, timeout_ms, on_step_pve, sb,
                          &sb->call);
-}
-
-void create_restart(struct sandbox *sb)
-{
-    for (sb->step = 0; sb->step < ELEMENTSOF(create_steps); sb->step++)
-        if (create_steps[sb->step].start == start_vmid_pick)
-            break;
-    step_next(sb);
-}
-
-void create_resume(struct sandbox *sb)
-{
-    sb->engine->creates_replace = creates_replace;
-    for (sb->step = 0; sb->step < ELEMENTSOF(create_steps); sb->step++)
-        if (create_steps[sb->step].start == start_clone_wait)
-            break;
-    step_next(sb);
 }
 
 static int start_clone(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
@@ -811,6 +563,240 @@ static int start_ready_save(struct sandbox *sb, uint64_t timeout_ms, const char 
     return 0;
 }
 
+static const struct create_step create_steps[] = {
+    {SANDBOX_PENDING, 0, "recording the intent", NULL, NULL, /* by engine_create() */
+     .crash_done = "create-intent-durable"},
+    /* The vmid is chosen and durable in the intent before the clone: a restart finds the
+     * container by it, and the clone task by the UPID recorded once the task started. */
+    {SANDBOX_PENDING, ENGINE_STEP_CONFIG_MS, "choosing the container id", start_vmid_pick,
+     "cannot choose a container id"},
+    {SANDBOX_PENDING, 0, "recording the container id", start_vmid_save,
+     "cannot write the registry record"},
+    {SANDBOX_CLONING, ENGINE_STEP_CLONE_MS, "cloning", start_clone, "cannot start the clone",
+     .crash_sent = "create-clone-sent"},
+    /* A create resumed after a restart (sandbox-resume.c) enters here. */
+    {SANDBOX_CLONING, ENGINE_STEP_CLONE_MS, "waiting for the interrupted clone", start_clone_wait,
+     "cannot poll the clone task", .skip = skip_clone_wait},
+    {SANDBOX_CONFIGURING, ENGINE_STEP_CONFIG_MS, "configuring", start_config_put,
+     "cannot configure the container"},
+    {SANDBOX_CONFIGURING, ENGINE_STEP_CONFIG_MS, "configuring", start_config_get,
+     "cannot read the configuration"},
+    /* Static addressing: the address chosen by engine_create() into net0. */
+    {SANDBOX_CONFIGURING, ENGINE_STEP_CONFIG_MS, "configuring the address", start_config_net,
+     "cannot configure the address", .skip = skip_dhcp},
+    {SANDBOX_CONFIGURING, ENGINE_STEP_CONFIG_MS, "resizing the disk", start_resize,
+     "cannot resize the disk", .skip = skip_resize},
+    {SANDBOX_CONFIGURING, ENGINE_STEP_CONFIG_MS, "configuring the firewall", start_fw_options,
+     "cannot set the firewall options"},
+    {SANDBOX_CONFIGURING, ENGINE_STEP_CONFIG_MS, "configuring the firewall", start_fw_group,
+     "cannot set the internet rule", .skip = skip_fw_group},
+    {SANDBOX_STARTING, ENGINE_STEP_START_MS, "starting", start_start, "cannot start the container",
+     .crash_sent = "create-starting"},
+    /* Polls: each query bounded by IP_CALL_MS, the wait by the step's deadline. */
+    /* DHCP: the lease, then the set, then ipfilter (static mode has all three from the
+     * configuration: the address is known and ipfilter was set with the options). */
+    {SANDBOX_WAITING_IP, ENGINE_STEP_IP_MS, "waiting for the container's IPv4 address",
+     start_ip_poll, "cannot query the interfaces", .skip = skip_static},
+    {SANDBOX_WAITING_IP, ENGINE_STEP_CONFIG_MS, "creating the firewall's ipfilter set",
+     start_ipset_create, "cannot create the ipfilter set", .skip = skip_static},
+    {SANDBOX_WAITING_IP, ENGINE_STEP_CONFIG_MS, "adding the address to the firewall's ipfilter set",
+     start_ipset_add, "cannot add the address to the ipfilter set", .skip = skip_static},
+    {SANDBOX_WAITING_IP, ENGINE_STEP_CONFIG_MS, "turning on the firewall's ipfilter",
+     start_fw_ipfilter, "cannot turn on the ipfilter", .skip = skip_static},
+    /* Retries dropped connects (ENGINE_CONNECT_ATTEMPTS) under the create deadline. */
+    {SANDBOX_CONNECTING, UINT64_MAX, "connecting over SSH", start_connect,
+     "cannot start the SSH connect", .ssh = true, .crash_sent = "create-connecting"},
+    /* The sandbox's own host key (hostkey.h): regenerated over the session authenticated
+     * with the template's key, recorded in the marker, then the only key accepted. */
+    {SANDBOX_CONNECTING, ENGINE_STEP_CONFIG_MS, "regenerating the SSH host key", start_rekey,
+     "cannot regenerate the SSH host key", .ssh = true, .skip = skip_rekey,
+     .crash_done = "create-rekeyed"},
+    {SANDBOX_CONNECTING, ENGINE_STEP_CONFIG_MS, "recording the SSH host key", start_rekey_marker,
+     "cannot record the SSH host key", .skip = skip_rekey},
+    {SANDBOX_CONNECTING, UINT64_MAX, "connecting over SSH with the new host key", start_reconnect,
+     "cannot start the SSH connect", .ssh = true, .skip = skip_rekey},
+    /* READY is durable before the caller hears of it: a restart re-attaches the sandbox. */
+    {SANDBOX_READY, 0, "recording the sandbox as ready", start_ready_save,
+     "cannot write the registry record", .crash_done = "create-ready-durable"},
+};
+
+/* ---- the driver ---- */
+
+/* The error of a create whose deadline passed during the running step (text in buf). */
+static struct engine_error deadline_error(const struct sandbox *sb, char *buf, size_t size)
+{
+    snprintf(buf, size, "create deadline (%us) passed while %s",
+             sb->engine->cfg->sandbox.create_timeout_s, create_steps[sb->step].what);
+    return (struct engine_error){.kind = ENGINE_E_DEADLINE, .error = -ETIMEDOUT, .message = buf};
+}
+
+static void create_deadline(struct sandbox *sb)
+{
+    char buf[256];
+    struct engine_error err = deadline_error(sb, buf, sizeof buf);
+
+    create_fail(sb, &err);
+}
+
+/* Time left for the running step; 0 once its deadline passed. */
+static uint64_t step_left(struct sandbox *sb)
+{
+    uint64_t now = now_ms(sb->engine);
+
+    return now >= sb->step_deadline_ms ? 0 : sb->step_deadline_ms - now;
+}
+
+/* Issues the running step's call (again, for a poll or a retry). */
+static void step_issue(struct sandbox *sb)
+{
+    const struct create_step *s = &create_steps[sb->step];
+    const char *fail = s->fail;
+    uint64_t t = step_left(sb);
+    int r;
+
+    if (t == 0) {
+        create_deadline(sb);
+        return;
+    }
+    r = s->start(sb, t, &fail);
+    if (r < 0) {
+        struct engine_error err = {
+            .kind = s->ssh ? ENGINE_E_SSH : ENGINE_E_INTERNAL, .error = r, .message = fail};
+        create_fail(sb, &err);
+    } else if (s->crash_sent)
+        test_crash_point(s->crash_sent);
+}
+
+/* Enters the step sb->step (or the first one after it that has something to do); past the
+ * last one, the create succeeded. */
+static void step_next(struct sandbox *sb)
+{
+    for (; sb->step < ELEMENTSOF(create_steps); sb->step++) {
+        const struct create_step *s = &create_steps[sb->step];
+        uint64_t now;
+
+        sandbox_set_state(sb, s->state);
+        if (s->skip && s->skip(sb))
+            continue;
+        sb->ip_poll_ms = ENGINE_IP_POLL_MIN_MS; /* a step's polls and retries start afresh */
+        sb->connect_attempts = 0;
+        now = now_ms(sb->engine);
+        sb->step_started_ms = now;
+        sb->step_deadline_ms = sb->deadline_ms;
+        if (s->cap_ms == 0)
+            sb->step_deadline_ms = UINT64_MAX;
+        else if (now < sb->deadline_ms && s->cap_ms < sb->deadline_ms - now)
+            sb->step_deadline_ms = now + s->cap_ms;
+        step_issue(sb);
+        return;
+    }
+    create_finish(sb);
+}
+
+/* The running step completed: err NULL when it succeeded. */
+static void on_step_done(struct sandbox *sb, const struct engine_error *err)
+{
+    const struct create_step *s = &create_steps[sb->step];
+
+    if (create_check_abort(sb))
+        return;
+    if (err) {
+        create_fail(sb, err);
+        return;
+    }
+    if (s->crash_done)
+        test_crash_point(s->crash_done);
+    /* The step's duration, for the create latency figures (tests/bench). */
+    log_debug(COMP, "%s: create step '%s' done in %" PRIu64 " ms", sb->id, s->what,
+              now_ms(sb->engine) - sb->step_started_ms);
+    sb->step++;
+    step_next(sb);
+}
+
+/* The running step's Proxmox call completed. */
+static void step_pve_done(struct sandbox *sb, const struct pve_result *res)
+{
+    struct engine *e = sb->engine;
+    struct engine_error err;
+
+    if (res->error >= 0) {
+        on_step_done(sb, NULL);
+        return;
+    }
+    /* A transport failure: let daemon.status find out now, not at the next probe. */
+    if (res->error != -EREMOTEIO && res->error != -ECANCELED && !e->closing)
+        probe_schedule(e, 0);
+    error_from_pve(res, e->closing, &err);
+    on_step_done(sb, &err);
+}
+
+static void on_step_pve(const struct pve_result *res, void *userdata)
+{
+    struct sandbox *sb = userdata;
+
+    sb->call = NULL;
+    step_pve_done(sb, res);
+}
+
+static void on_step_timer(uv_timer_t *t)
+{
+    struct sandbox *sb = t->data;
+
+    if (create_check_abort(sb))
+        return;
+    step_issue(sb);
+}
+
+/* The running step runs again after delay_ms (a poll or a retry), within its deadline. */
+static void step_again(struct sandbox *sb, uint64_t delay_ms)
+{
+    uint64_t left;
+
+    if (create_check_abort(sb))
+        return;
+    left = step_left(sb);
+    if (left == 0) {
+        create_deadline(sb);
+        return;
+    }
+    uv_timer_start(&sb->timer, on_step_timer, MIN(delay_ms, left), 0);
+}
+
+static void on_intent_saved(int r, void *userdata)
+{
+    struct sandbox *sb = userdata;
+    struct engine_error err = {
+        .kind = ENGINE_E_INTERNAL, .error = r, .message = "cannot write the registry record"};
+
+    sb->refs--;
+    if (sb->state == SANDBOX_GONE) { /* dropped by engine_close() */
+        sandbox_maybe_free(sb);
+        return;
+    }
+    on_step_done(sb, r < 0 ? &err : NULL);
+}
+
+/* Enters the step whose start is start (a create placed again from its vmid choice, or
+ * resumed after a restart). */
+static void step_enter_at(struct sandbox *sb, step_start_fn start)
+{
+    for (sb->step = 0; sb->step < ELEMENTSOF(create_steps); sb->step++)
+        if (create_steps[sb->step].start == start)
+            break;
+    step_next(sb);
+}
+
+void create_restart(struct sandbox *sb)
+{
+    step_enter_at(sb, start_vmid_pick);
+}
+
+void create_resume(struct sandbox *sb)
+{
+    sb->engine->creates_replace = creates_replace;
+    step_enter_at(sb, start_clone_wait);
+}
+
 /* ---- engine_create ---- */
 
 /* Fills a new sandbox from opts; the caller checked quota and ttl. */
@@ -843,14 +829,7 @@ static int sandbox_new(struct engine *e, const struct sandbox_create_opts *opts,
     snprintf(sb->template, sizeof sb->template, "%s",
              engine_template_find(e, opts->template)->name);
     sb->internet = opts->internet;
-    if (opts->idempotency_key) {
-        sb->idempotency_key = strdup(opts->idempotency_key);
-        if (!sb->idempotency_key ||
-            marker_key_hash(opts->owner_uid, opts->idempotency_key, sb->idem_hash) < 0)
-            r = -ENOMEM;
-    }
-    if (opts->params_hash && hex_is_valid(opts->params_hash, SHA256_HEX_SIZE - 1))
-        memcpy(sb->params_hash, opts->params_hash, SHA256_HEX_SIZE);
+    r = sandbox_set_idempotency(sb, opts->owner_uid, opts->idempotency_key, opts->params_hash);
     sb->created_at = now_realtime();
     sb->expires_at = sb->created_at + ttl;
     sb->started_ms = now_ms(e);
@@ -868,13 +847,6 @@ static int sandbox_new(struct engine *e, const struct sandbox_create_opts *opts,
     return 0;
 }
 
-static int create_refuse(struct engine_error *ret_err, enum engine_err_kind kind, int r,
-                         const char *msg, const char *param)
-{
-    *ret_err = (struct engine_error){.kind = kind, .error = r, .message = msg, .param = param};
-    return r;
-}
-
 int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engine_sandbox_cb cb,
                   void *userdata, struct engine_error *ret_err)
 {
@@ -887,15 +859,15 @@ int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engi
     int r;
 
     if (e->closing)
-        return create_refuse(ret_err, ENGINE_E_SHUTDOWN, -ESHUTDOWN, "the daemon is shutting down",
+        return engine_refuse(ret_err, ENGINE_E_SHUTDOWN, -ESHUTDOWN, "the daemon is shutting down",
                              NULL);
     e->creates_replace = creates_replace;
     if (!e->configured)
-        return create_refuse(ret_err, ENGINE_E_NOT_CONFIGURED, -ENXIO,
+        return engine_refuse(ret_err, ENGINE_E_NOT_CONFIGURED, -ENXIO,
                              "Proxmox is not configured ([proxmox] section)", NULL);
     ttl = opts->ttl_s < 0 ? (int64_t)cs->default_ttl_s : opts->ttl_s;
     if (ttl < 1 || ttl > (int64_t)cs->max_ttl_s)
-        return create_refuse(ret_err, ENGINE_E_INVALID, -EINVAL,
+        return engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL,
                              "ttl_s exceeds the configured max_ttl_s", "ttl_s");
     r = engine_check_caps(e, engine_template_find(e, opts->template), opts->cores, opts->memory_mb,
                           opts->disk_gb, ret_err);
@@ -915,7 +887,7 @@ int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engi
             n_uid++; /* pool members count towards max_total only */
     }
     if (!opts->pool && n_uid >= cs->max_per_uid)
-        return create_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT,
+        return engine_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT,
                              "too many sandboxes for this uid (max_per_uid)", NULL);
     if (!opts->pool && !opts->no_pool) {
         r = e->pool_take ? e->pool_take(e, opts, ttl, cb, userdata, ret_err) : 0;
@@ -923,7 +895,7 @@ int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engi
             return r < 0 ? r : 0;
     }
     if (n_all >= cs->max_total)
-        return create_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT, "too many sandboxes (max_total)",
+        return engine_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT, "too many sandboxes (max_total)",
                              NULL);
     r = cluster_place(e, engine_template_find(e, opts->template), opts->node,
                       opts->memory_mb > 0 ? (unsigned)opts->memory_mb : cs->default_memory_mb,
@@ -933,13 +905,13 @@ int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engi
 
     op = create_op_new();
     if (!op)
-        return create_refuse(ret_err, ENGINE_E_INTERNAL, -ENOMEM, "out of memory", NULL);
+        return engine_refuse_oom(ret_err);
     r = sandbox_new(e, opts, ttl, node, &sb);
     if (r < 0) {
         free(op);
         if (r == -EINVAL)
-            return create_refuse(ret_err, ENGINE_E_INVALID, r, "bad labels", "labels");
-        return create_refuse(ret_err, ENGINE_E_INTERNAL, r, "out of memory", NULL);
+            return engine_refuse(ret_err, ENGINE_E_INVALID, r, "bad labels", "labels");
+        return engine_refuse(ret_err, ENGINE_E_INTERNAL, r, "out of memory", NULL);
     }
     op->cb = cb;
     op->userdata = userdata;
@@ -950,7 +922,7 @@ int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engi
             sandbox_set_state(sb, SANDBOX_GONE);
             free(op);
             sandbox_maybe_free(sb);
-            return create_refuse(
+            return engine_refuse(
                 ret_err, r == -ENOSPC ? ENGINE_E_BUSY : ENGINE_E_INTERNAL, r,
                 r == -ENOSPC ? "no free address in [network] addresses" : "out of memory", NULL);
         }
@@ -962,7 +934,7 @@ int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engi
         sandbox_set_state(sb, SANDBOX_GONE);
         free(op);
         sandbox_maybe_free(sb);
-        return create_refuse(ret_err, ENGINE_E_INTERNAL, r, "cannot write the registry record",
+        return engine_refuse(ret_err, ENGINE_E_INTERNAL, r, "cannot write the registry record",
                              NULL);
     }
     sb->refs++; /* until on_intent_saved */

@@ -231,18 +231,12 @@ int engine_destroy(struct engine *e, struct sandbox *sb, engine_done_cb cb, void
 {
     struct sb_waiter *w;
 
-    if (e->closing) {
-        *ret_err = (struct engine_error){.kind = ENGINE_E_SHUTDOWN,
-                                         .error = -ESHUTDOWN,
-                                         .message = "the daemon is shutting down"};
-        return -ESHUTDOWN;
-    }
+    if (e->closing)
+        return engine_refuse(ret_err, ENGINE_E_SHUTDOWN, -ESHUTDOWN, "the daemon is shutting down",
+                             NULL);
     w = calloc(1, sizeof *w);
-    if (!w) {
-        *ret_err = (struct engine_error){
-            .kind = ENGINE_E_INTERNAL, .error = -ENOMEM, .message = "out of memory"};
-        return -ENOMEM;
-    }
+    if (!w)
+        return engine_refuse_oom(ret_err);
     w->cb = cb;
     w->userdata = userdata;
     w->next = sb->destroy_waiters;

@@ -202,6 +202,15 @@ void engine_noticef(struct engine *e, int level, const char *fmt, ...) _printf_(
 uint64_t now_ms(struct engine *e);
 /* An engine_error from a Proxmox result (strings borrowed from res). */
 void error_from_pve(const struct pve_result *res, bool closing, struct engine_error *ret);
+/* A request refused before it started: fills *ret_err (message and param are static
+ * strings) and returns r, a negative errno. */
+int engine_refuse(struct engine_error *ret_err, enum engine_err_kind kind, int r, const char *msg,
+                  const char *param);
+/* engine_refuse() for an allocation that failed: ENGINE_E_INTERNAL, -ENOMEM. */
+int engine_refuse_oom(struct engine_error *ret_err);
+/* engine_refuse() for a sandbox not in a state to take the request: ENGINE_E_STATE, -EAGAIN,
+ * with the public name of state. */
+int engine_refuse_not_ready(struct engine_error *ret_err, enum sandbox_state state);
 
 /* ---- sandbox.c: table, state, registry, errors ---- */
 /* The one place a sandbox's state changes: logged, and saved to the registry (except
@@ -223,6 +232,11 @@ int sandbox_from_record(struct engine *e, const struct reg_record *r, enum sandb
                         struct sandbox **ret);
 /* Drops a sandbox sandbox_from_record() made that is not in the table yet (GONE, freed). */
 void sandbox_discard(struct sandbox *sb);
+/* A new sandbox's idempotency key (copied, NULL: none) with its hash under owner, and the
+ * hash of the params it was created with (kept only when it is SHA256_HEX_SIZE - 1 hex
+ * digits). 0, or -ENOMEM. */
+int sandbox_set_idempotency(struct sandbox *sb, uid_t owner, const char *key,
+                            const char *params_hash);
 void sandbox_unref(struct sandbox *sb);
 void tomb_add(struct engine *e, const struct sandbox *sb);
 int labels_copy(json_object *in, json_object **ret);

@@ -112,27 +112,15 @@ int engine_set_internet(struct engine *e, struct sandbox *sb, bool enabled, engi
     struct fw_op *op;
     int r;
 
-    if (sb->state != SANDBOX_READY || sb->destroy_requested) {
-        *ret_err =
-            (struct engine_error){.kind = ENGINE_E_STATE,
-                                  .error = -EAGAIN,
-                                  .message = "the sandbox is not ready",
-                                  .state = sandbox_state_to_public(
-                                      sb->destroy_requested ? SANDBOX_DESTROYING : sb->state)};
-        return -EAGAIN;
-    }
-    if (sb->n_fw_waiting >= ENGINE_FW_QUEUE_MAX) {
-        *ret_err = (struct engine_error){.kind = ENGINE_E_BUSY,
-                                         .error = -EBUSY,
-                                         .message = "too many internet changes are waiting"};
-        return -EBUSY;
-    }
+    if (sb->state != SANDBOX_READY || sb->destroy_requested)
+        return engine_refuse_not_ready(ret_err,
+                                       sb->destroy_requested ? SANDBOX_DESTROYING : sb->state);
+    if (sb->n_fw_waiting >= ENGINE_FW_QUEUE_MAX)
+        return engine_refuse(ret_err, ENGINE_E_BUSY, -EBUSY,
+                             "too many internet changes are waiting", NULL);
     op = calloc(1, sizeof *op);
-    if (!op) {
-        *ret_err = (struct engine_error){
-            .kind = ENGINE_E_INTERNAL, .error = -ENOMEM, .message = "out of memory"};
-        return -ENOMEM;
-    }
+    if (!op)
+        return engine_refuse_oom(ret_err);
     op->sb = sb;
     op->enabled = enabled;
     op->cb = cb;
@@ -152,9 +140,8 @@ int engine_set_internet(struct engine *e, struct sandbox *sb, bool enabled, engi
     r = fw_start(sb, op);
     if (r < 0) {
         free(op);
-        *ret_err = (struct engine_error){
-            .kind = ENGINE_E_INTERNAL, .error = r, .message = "cannot change the firewall rule"};
-        return r;
+        return engine_refuse(ret_err, ENGINE_E_INTERNAL, r, "cannot change the firewall rule",
+                             NULL);
     }
     return 0;
 }
@@ -191,15 +178,6 @@ void engine_error_from_io(int error, bool file, struct engine_error *ret)
     }
 }
 
-static int not_ready(const struct sandbox *sb, struct engine_error *ret_err)
-{
-    *ret_err = (struct engine_error){.kind = ENGINE_E_STATE,
-                                     .error = -EAGAIN,
-                                     .message = "the sandbox is not ready",
-                                     .state = sandbox_state_to_public(sb->state)};
-    return -EAGAIN;
-}
-
 int sandbox_exec_start(struct sandbox *sb, const struct sshexec_params *params, sshexec_done_cb cb,
                        void *userdata, struct sshexec **ret, struct engine_error *ret_err)
 {
@@ -207,16 +185,14 @@ int sandbox_exec_start(struct sandbox *sb, const struct sshexec_params *params, 
 
     if (sb->state == SANDBOX_READY && !sb->pool && !sb->create_op && !sb->engine->closing &&
         sandbox_pool_lazy(sb) < 0)
-        return not_ready(sb, ret_err);
+        return engine_refuse_not_ready(ret_err, sb->state);
     if (sb->state != SANDBOX_READY || !sb->pool || sb->engine->closing)
-        return not_ready(sb, ret_err);
+        return engine_refuse_not_ready(ret_err, sb->state);
     r = sshexec_start(sb->pool, params, cb, userdata, ret);
     if (r == -EINVAL || r == -E2BIG)
-        *ret_err = (struct engine_error){.kind = ENGINE_E_INVALID,
-                                         .error = r,
-                                         .message = "the command is too large or malformed",
-                                         .param = "params"};
-    else if (r < 0)
+        return engine_refuse(ret_err, ENGINE_E_INVALID, r, "the command is too large or malformed",
+                             "params");
+    if (r < 0)
         engine_error_from_io(r, false, ret_err);
     return r;
 }
@@ -242,7 +218,7 @@ static int sandbox_sshfile(struct sandbox *sb, struct sshfile **ret)
 static int file_session(struct sandbox *sb, struct sshfile **ret, struct engine_error *ret_err)
 {
     if (sb->state != SANDBOX_READY || sb->engine->closing)
-        return not_ready(sb, ret_err);
+        return engine_refuse_not_ready(ret_err, sb->state);
     return sandbox_sshfile(sb, ret);
 }
 
@@ -252,17 +228,12 @@ static int file_start_error(int r, bool write, struct engine_error *ret_err)
     if (r == -EAGAIN)
         return r;
     if (r == -EINVAL)
-        *ret_err = (struct engine_error){.kind = ENGINE_E_INVALID,
-                                         .error = r,
-                                         .message = "not an absolute path, or a bad offset/mode",
-                                         .param = "path"};
-    else if (r == -EFBIG)
-        *ret_err = (struct engine_error){.kind = ENGINE_E_INVALID,
-                                         .error = r,
-                                         .message = "too large",
-                                         .param = write ? "content" : "length"};
-    else
-        engine_error_from_io(r, true, ret_err);
+        return engine_refuse(ret_err, ENGINE_E_INVALID, r,
+                             "not an absolute path, or a bad offset/mode", "path");
+    if (r == -EFBIG)
+        return engine_refuse(ret_err, ENGINE_E_INVALID, r, "too large",
+                             write ? "content" : "length");
+    engine_error_from_io(r, true, ret_err);
     return r;
 }
 
@@ -295,11 +266,8 @@ int sandbox_file_session(struct sandbox *sb, struct sshfile **ret, struct engine
 
 int sandbox_file_start_error(int r, struct engine_error *ret_err)
 {
-    if (r == -EFBIG) {
-        *ret_err = (struct engine_error){
-            .kind = ENGINE_E_INVALID, .error = r, .message = "too long", .param = "path"};
-        return r;
-    }
+    if (r == -EFBIG)
+        return engine_refuse(ret_err, ENGINE_E_INVALID, r, "too long", "path");
     return file_start_error(r, false, ret_err);
 }
 
@@ -351,7 +319,7 @@ int sandbox_sshfile_own(struct sandbox *sb, struct sshfile **ret, struct engine_
     int r;
 
     if (sb->state != SANDBOX_READY || sb->engine->closing)
-        return not_ready(sb, ret_err);
+        return engine_refuse_not_ready(ret_err, sb->state);
     sandbox_ssh_config(sb, &sc);
     r = sshfile_new(sb->engine->loop, &sc, sb->engine->cfg->ssh.file_timeout_ms, &f);
     if (r < 0) {

@@ -705,18 +705,12 @@ static int fs_submit(struct sshfile *f, struct fs_op *tmpl)
     o->op.type = &fs_type;
     o->path = strdup(tmpl->path);
     o->to = tmpl->to ? strdup(tmpl->to) : NULL;
-    if (!o->path || (tmpl->to && !o->to)) {
-        free(o->path);
-        free(o->to);
-        free(o);
-        return -ENOMEM;
-    }
-    r = sshfile_submit_op(f, o->path, &o->op);
-    if (r < 0) {
-        free(o->path);
-        free(o->to);
-        free(o);
-    }
+    if (!o->path || (tmpl->to && !o->to))
+        r = -ENOMEM;
+    else
+        r = sshfile_submit_op(f, o->path, &o->op);
+    if (r < 0)
+        fs_free(&o->op);
     return r;
 }
 

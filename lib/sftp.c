@@ -951,7 +951,7 @@ struct job *sshfile_job_new(enum job_kind kind, const char *path, void *userdata
 int sshfile_new(uv_loop_t *loop, const struct sshs_config *cfg, uint64_t timeout_ms,
                 struct sshfile **ret)
 {
-    struct sshfile *f;
+    _cleanup_free_ struct sshfile *f = NULL;
     int r;
 
     if (!loop || !ret)
@@ -960,21 +960,18 @@ int sshfile_new(uv_loop_t *loop, const struct sshs_config *cfg, uint64_t timeout
     if (!f)
         return -ENOMEM;
     r = sshs_conf_copy(cfg, &f->conf);
-    if (r < 0) {
-        free(f);
+    if (r < 0)
         return r;
-    }
     r = uv_mutex_init(&f->mu);
     if (r < 0) {
         sshs_conf_done(&f->conf);
-        free(f);
         return r;
     }
     (void)uv_timer_init(loop, &f->timer); /* cannot fail */
     f->loop = loop;
     f->sock = -1;
     f->timeout_ms = timeout_ms ? timeout_ms : SSHFILE_TIMEOUT_MS_DEFAULT;
-    *ret = f;
+    *ret = TAKE_PTR(f);
     return 0;
 }
 

@@ -144,25 +144,20 @@ uv_loop_t *sshpool_get_loop(const struct sshpool *pool)
 int sshpool_new(uv_loop_t *loop, const struct sshs_config *cfg, unsigned n_sessions,
                 struct sshpool **ret)
 {
-    struct sshpool *p;
+    _cleanup_free_ struct sshpool *p = NULL;
+    _cleanup_free_ struct sshs_session *sessions = NULL;
     int r;
 
     if (!loop || !ret || n_sessions < 1 || n_sessions > SSHS_SESSIONS_MAX)
         return -EINVAL;
     p = calloc(1, sizeof(*p));
-    if (!p)
+    sessions = calloc(n_sessions, sizeof(*sessions));
+    if (!p || !sessions)
         return -ENOMEM;
     r = sshs_conf_copy(cfg, &p->conf);
-    if (r < 0) {
-        free(p);
+    if (r < 0)
         return r;
-    }
-    p->sessions = calloc(n_sessions, sizeof(*p->sessions));
-    if (!p->sessions) {
-        sshs_conf_done(&p->conf);
-        free(p);
-        return -ENOMEM;
-    }
+    p->sessions = TAKE_PTR(sessions);
     p->loop = loop;
     p->n = n_sessions;
     p->refs = 1;
@@ -178,7 +173,7 @@ int sshpool_new(uv_loop_t *loop, const struct sshs_config *cfg, unsigned n_sessi
         uv_timer_init(loop, &s->timer);
         s->timer.data = s;
     }
-    *ret = p;
+    *ret = TAKE_PTR(p);
     return 0;
 }
 

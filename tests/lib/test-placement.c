@@ -14,13 +14,11 @@
 
 static struct placement_node node(const char *name)
 {
-    return (struct placement_node){.name = name,
-                                   .has_template = true,
-                                   .online = true,
-                                   .known = true,
-                                   .maxmem = 8 * GIB,
-                                   .mem_other = 512 * MIB,
-                                   .cpu = 0.01};
+    return (struct placement_node){
+        .name = name,
+        .has_template = true,
+        .state = {
+            .online = true, .known = true, .maxmem = 8 * GIB, .mem_other = 512 * MIB, .cpu = 0.01}};
 }
 
 static size_t pick(struct placement_node *n, size_t count, unsigned cap)
@@ -67,30 +65,30 @@ START_TEST(test_capacity_and_load)
     struct placement_node n[2] = {node("small"), node("big")};
 
     /* twice the memory takes about twice the sandboxes */
-    n[1].maxmem = 16 * GIB;
+    n[1].state.maxmem = 16 * GIB;
     place_many(n, 2, 30, 0);
     ck_assert_uint_ge(n[1].live, 2 * n[0].live - 2);
     ck_assert_uint_le(n[1].live, 2 * n[0].live + 3);
 
     /* memory used by others counts; a busy CPU counts */
     struct placement_node m[2] = {node("used"), node("free")};
-    m[0].mem_other = 4 * GIB;
+    m[0].state.mem_other = 4 * GIB;
     ck_assert_uint_eq(pick(m, 2, 0), 1);
-    m[0].mem_other = m[1].mem_other;
-    m[1].cpu = 0.9;
+    m[0].state.mem_other = m[1].state.mem_other;
+    m[1].state.cpu = 0.9;
     ck_assert_uint_eq(pick(m, 2, 0), 0);
 
     /* a report off by less than one sandbox (one that just started) does not decide */
     struct placement_node l[2] = {node("lagging"), node("other")};
-    l[0].mem_other += 400 * MIB;
+    l[0].state.mem_other += 400 * MIB;
     l[1].live = 1;
     l[1].own_mem = 512 * MIB;
     ck_assert_uint_eq(pick(l, 2, 0), 0);
 
     /* until every node is reported, the daemon's own count decides */
     struct placement_node u[2] = {node("x"), node("y")};
-    u[0].known = false;
-    u[1].mem_other = 6 * GIB;
+    u[0].state.known = false;
+    u[1].state.mem_other = 6 * GIB;
     u[0].live = 2;
     u[1].live = 1;
     ck_assert_uint_eq(pick(u, 2, 0), 1);
@@ -103,8 +101,8 @@ START_TEST(test_exclusions)
     enum placement_refusal why = 0;
     size_t i;
 
-    n[0].online = false;
-    n[1].failed = true;
+    n[0].state.online = false;
+    n[1].state.failed = true;
     ck_assert_uint_eq(pick(n, 3, 0), 2);
     n[2].has_template = false;
     ck_assert_int_eq(placement_pick(n, 3, 0, 0, &i, &why), -EHOSTDOWN);
@@ -116,7 +114,7 @@ START_TEST(test_exclusions)
 
     /* max_per_node: a full node is skipped even when it has the most room */
     struct placement_node m[2] = {node("full"), node("other")};
-    m[0].maxmem = 64 * GIB;
+    m[0].state.maxmem = 64 * GIB;
     m[0].live = 4;
     m[1].live = 1;
     ck_assert_uint_eq(pick(m, 2, 0), 0);

@@ -556,12 +556,41 @@ START_TEST(test_destroy_during_create)
 }
 END_TEST
 
+START_TEST(test_refuse)
+{
+    struct engine_error err = {.upid = "stale", .http_status = 500};
+
+    ck_assert_int_eq(engine_refuse(&err, ENGINE_E_INVALID, -EINVAL, "bad ttl", "ttl_s"), -EINVAL);
+    ck_assert_int_eq(err.kind, ENGINE_E_INVALID);
+    ck_assert_int_eq(err.error, -EINVAL);
+    ck_assert_str_eq(err.message, "bad ttl");
+    ck_assert_str_eq(err.param, "ttl_s");
+    ck_assert_ptr_null(err.upid);
+    ck_assert_int_eq(err.http_status, 0);
+
+    ck_assert_int_eq(engine_refuse_oom(&err), -ENOMEM);
+    ck_assert_int_eq(err.kind, ENGINE_E_INTERNAL);
+    ck_assert_int_eq(err.error, -ENOMEM);
+    ck_assert_str_eq(err.message, "out of memory");
+    ck_assert_ptr_null(err.param);
+
+    ck_assert_int_eq(engine_refuse_not_ready(&err, SANDBOX_CONFIGURING), -EAGAIN);
+    ck_assert_int_eq(err.kind, ENGINE_E_STATE);
+    ck_assert_int_eq(err.error, -EAGAIN);
+    ck_assert_str_eq(err.message, "the sandbox is not ready");
+    ck_assert_str_eq(err.state, "creating");
+    ck_assert_int_eq(engine_refuse_not_ready(&err, SANDBOX_DESTROYING), -EAGAIN);
+    ck_assert_str_eq(err.state, "destroying");
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("sandbox");
     TCase *tc = tcase_create("engine");
 
     tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_refuse);
     tcase_add_test(tc, test_not_configured);
     tcase_add_test(tc, test_bad_key);
     tcase_add_test(tc, test_unreachable);
