@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "lib/list.h"
 #include "lib/log.h"
 #include "lib/metrics.h"
 #include "lib/util.h"
@@ -47,12 +48,7 @@ static void sweep(void)
         next = s->next;
         if (!s->dead)
             continue;
-        if (s->prev)
-            s->prev->next = s->next;
-        else
-            subscribers = s->next;
-        if (s->next)
-            s->next->prev = s->prev;
+        LIST_REMOVE(subscribers, s);
         free(s);
     }
 }
@@ -255,10 +251,7 @@ void events_subscribe(struct req *r)
     s->req = r;
     s->uid = req_uid(r);
     s->admin = req_is_admin(r);
-    s->next = subscribers;
-    if (subscribers)
-        subscribers->prev = s;
-    subscribers = s;
+    LIST_PREPEND(subscribers, s);
     n_subscribers++;
     metrics_set(M_SUBSCRIBERS, NULL, NULL, n_subscribers);
     req_on_disconnect(r, on_disconnect, s);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "lib/list.h"
 #include "lib/macro.h"
 
 struct req_batch {
@@ -112,10 +113,7 @@ int req_new(struct req_port *port, const struct rpc_call *call, struct req_batch
         r->fds = port->fds;
         port->fds.n = 0;
     }
-    r->next = port->list.head;
-    if (port->list.head)
-        port->list.head->prev = r;
-    port->list.head = r;
+    LIST_PREPEND(port->list.head, r);
     port->list.n++;
     if (b)
         b->pending++;
@@ -189,13 +187,7 @@ static void req_unlink(struct req *r)
 
     if (!p)
         return;
-    if (r->prev)
-        r->prev->next = r->next;
-    else
-        p->list.head = r->next;
-    if (r->next)
-        r->next->prev = r->prev;
-    r->prev = r->next = NULL;
+    LIST_REMOVE(p->list.head, r);
     p->list.n--;
     r->port = NULL;
 }

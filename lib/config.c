@@ -535,26 +535,15 @@ void config_done(struct config *c)
 {
     if (!c)
         return;
-    free(c->file);
-    free(c->server.socket);
-    free(c->server.socket_group);
-    free(c->server.admin_group);
-    free(c->server.state_dir);
-    free(c->proxmox.url);
-    free(c->proxmox.token_id);
-    free(c->proxmox.token_secret_file);
+    FREE_MANY(c->file, c->server.socket, c->server.socket_group, c->server.admin_group,
+              c->server.state_dir, c->proxmox.url, c->proxmox.token_id,
+              c->proxmox.token_secret_file, c->proxmox.pool, c->proxmox.storage, c->proxmox.ca_file,
+              c->proxmox.fingerprint, c->proxmox.internet_group, c->network.dns, c->ssh.user,
+              c->ssh.key_file);
     free_secret(&c->proxmox.token_secret);
+    free_secret(&c->ssh.key);
     config_free_list(c->proxmox.nodes, c->proxmox.n_nodes);
     config_template_copies_free(c->proxmox.template_copies, c->proxmox.n_template_copies);
-    free(c->proxmox.pool);
-    free(c->proxmox.storage);
-    free(c->proxmox.ca_file);
-    free(c->proxmox.fingerprint);
-    free(c->proxmox.internet_group);
-    free(c->network.dns);
-    free(c->ssh.user);
-    free(c->ssh.key_file);
-    free_secret(&c->ssh.key);
     config_free_list(c->ssh.template_host_keys, c->ssh.n_template_host_keys);
     config_templates_done(c);
     *c = (struct config){};

@@ -357,7 +357,5 @@ oom:
         free(op->hostname);
         free(op);
     }
-    *ret_err = (struct engine_error){
-        .kind = ENGINE_E_INTERNAL, .error = -ENOMEM, .message = "out of memory"};
-    return -ENOMEM;
+    return engine_refuse_oom(ret_err);
 }

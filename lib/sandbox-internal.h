@@ -12,6 +12,7 @@
 
 #include "json-util.h"
 #include "sandbox.h"
+#include "util.h"
 
 struct pve_result;
 struct pve_vm_list;
@@ -183,8 +184,7 @@ struct engine {
 
     bool closing;
     unsigned close_pending;
-    void (*close_cb)(void *userdata);
-    void *close_userdata;
+    struct close_notify closed; /* engine_close()'s callback, run once the engine is freed */
 
     /* Installed by lib/pool.c with the pool (engine_pool_apply), so the create and the close
      * below it reach the pool without calling into pool.c; NULL while there is none. */

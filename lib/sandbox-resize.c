@@ -241,25 +241,14 @@ int engine_resize(struct engine *e, struct sandbox *sb, int cores, int memory_mb
     struct resize_op *op;
     int r;
 
-    if (e->closing) {
-        *ret_err = (struct engine_error){.kind = ENGINE_E_SHUTDOWN,
-                                         .error = -ESHUTDOWN,
-                                         .message = "the daemon is shutting down"};
-        return -ESHUTDOWN;
-    }
-    if (sb->state != SANDBOX_READY || sb->destroy_requested) {
-        *ret_err = (struct engine_error){.kind = ENGINE_E_STATE,
-                                         .error = -EAGAIN,
-                                         .message = "the sandbox is not ready",
-                                         .state = sandbox_state_to_public(sb->state)};
-        return -EAGAIN;
-    }
-    if (sb->resize_op) {
-        *ret_err = (struct engine_error){.kind = ENGINE_E_BUSY,
-                                         .error = -EBUSY,
-                                         .message = "a resize of this sandbox is running"};
-        return -EBUSY;
-    }
+    if (e->closing)
+        return engine_refuse(ret_err, ENGINE_E_SHUTDOWN, -ESHUTDOWN, "the daemon is shutting down",
+                             NULL);
+    if (sb->state != SANDBOX_READY || sb->destroy_requested)
+        return engine_refuse_not_ready(ret_err, sb->state);
+    if (sb->resize_op)
+        return engine_refuse(ret_err, ENGINE_E_BUSY, -EBUSY, "a resize of this sandbox is running",
+                             NULL);
     r = engine_check_caps(e, NULL, cores, memory_mb, disk_gb, ret_err);
     if (r < 0)
         return r;
@@ -273,11 +262,8 @@ int engine_resize(struct engine *e, struct sandbox *sb, int cores, int memory_mb
         return -EINVAL;
     }
     op = calloc(1, sizeof *op);
-    if (!op) {
-        *ret_err = (struct engine_error){
-            .kind = ENGINE_E_INTERNAL, .error = -ENOMEM, .message = "out of memory"};
-        return -ENOMEM;
-    }
+    if (!op)
+        return engine_refuse_oom(ret_err);
     op->cores = cores > 0 && (unsigned)cores != sb->cores ? cores : -1;
     op->memory_mb = memory_mb > 0 && (unsigned)memory_mb != sb->memory_mb ? memory_mb : -1;
     op->disk_gb = disk_gb > 0 && (unsigned)disk_gb > sb->disk_gb ? disk_gb : -1;

@@ -133,12 +133,10 @@ static void engine_free_now(struct engine *e)
 static void engine_release(struct engine *e)
 {
     if (--e->close_pending == 0) {
-        void (*cb)(void *) = e->close_cb;
-        void *ud = e->close_userdata;
+        struct close_notify closed = e->closed;
 
         engine_free_now(e);
-        if (cb)
-            cb(ud);
+        close_notify_run(closed);
     }
 }
 
@@ -152,13 +150,7 @@ static void sandbox_free_cb(uv_handle_t *h)
     struct sandbox *sb = h->data;
     struct engine *e = sb->engine;
 
-    free(sb->node);
-    free(sb->hostname);
-    free(sb->ip);
-    free(sb->net0);
-    free(sb->error);
-    free(sb->idempotency_key);
-    free(sb->upid);
+    FREE_MANY(sb->node, sb->hostname, sb->ip, sb->net0, sb->error, sb->idempotency_key, sb->upid);
     if (sb->labels)
         json_object_put(sb->labels);
     bool counted = sb->close_counted;
@@ -452,8 +444,7 @@ void engine_close(struct engine *e, void (*cb)(void *userdata), void *userdata)
     if (!e)
         return;
     e->closing = true;
-    e->close_cb = cb;
-    e->close_userdata = userdata;
+    e->closed = (struct close_notify){.cb = cb, .userdata = userdata};
     e->close_pending = 1; /* released at the end of this function */
     if (e->pool_close)
         e->pool_close(e);

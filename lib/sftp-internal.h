@@ -12,6 +12,7 @@
 
 #include "sftp.h"
 #include "sshs-internal.h"
+#include "util.h"
 
 #define SSHFILE_CHUNK (192u * 1024u)
 #define SSHFILE_READ_CHUNK (64u * 1024u)
@@ -95,8 +96,7 @@ struct sshfile {
     struct job *qfirst, *qlast;
     unsigned queued;
     bool closing;
-    void (*close_cb)(void *userdata);
-    void *close_ud;
+    struct close_notify closed; /* sshfile_close()'s callback, run once f is freed */
 };
 
 static inline bool sshfile_job_is_stream(const struct job *j)

@@ -813,12 +813,10 @@ static void start_job(struct sshfile *f, struct job *j)
 static void on_timer_closed(uv_handle_t *h)
 {
     struct sshfile *f = container_of((uv_timer_t *)h, struct sshfile, timer);
-    void (*cb)(void *) = f->close_cb;
-    void *ud = f->close_ud;
+    struct close_notify closed = f->closed;
 
     free(f);
-    if (cb)
-        cb(ud);
+    close_notify_run(closed);
 }
 
 /* The session is gone: free f once its timer is closed. */
@@ -982,8 +980,7 @@ void sshfile_close(struct sshfile *f, void (*cb)(void *userdata), void *userdata
     if (!f || f->closing)
         return;
     f->closing = true;
-    f->close_cb = cb;
-    f->close_ud = userdata;
+    f->closed = (struct close_notify){.cb = cb, .userdata = userdata};
     while ((j = f->qfirst)) {
         f->qfirst = j->next;
         f->queued--;
