@@ -126,6 +126,23 @@ class Target:
             self.d.stop()
 
 
+def print_memory(pid):
+    """What the daemon's resident memory is made of (anonymous, file, shared) and its
+    largest resident mappings, so that a failed bound says where the memory went."""
+    with open(f"/proc/{pid}/status") as f:
+        print("  " + " ".join(x.split(":")[0] + "=" + x.split()[1] for x in f
+                              if x.startswith(("RssAnon", "RssFile", "RssShmem", "Threads"))))
+    maps, cur = [], None
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            if "-" in line.split()[0] and not line.split()[0].endswith(":"):
+                cur = line.split()
+            elif line.startswith("Rss:") and cur:
+                maps.append((int(line.split()[1]), cur[0], cur[-1] if len(cur) > 5 else ""))
+    for kib, rng, name in sorted(maps, reverse=True)[:6]:
+        print(f"    {kib} KiB {rng} {name}")
+
+
 def check_recovered(t, before):
     """The daemon answers, and its memory and descriptors come back near `before`
     within RECOVER_S seconds."""
@@ -140,6 +157,8 @@ def check_recovered(t, before):
         time.sleep(0.5)
     print(f"  rss {before[0]} -> {rss} KiB, fds {before[1]} -> {fds} "
           f"(after {time.time() - t0:.1f}s)")
+    if rss - before[0] > t.rss_slack:
+        print_memory(t.pid)
     check(rss - before[0] <= t.rss_slack, f"RSS grew by {rss - before[0]} KiB")
     check(fds - before[1] <= FD_SLACK, f"{fds - before[1]} more open descriptors")
 
