@@ -12,7 +12,9 @@
 #include "methods-pool.h"
 #include "proto/rpc.h"
 
-/* The one instance: the userdata of every row of the sandbox methods' table. */
+/* The one instance: the userdata of the sandbox methods' rows that carry none of their own
+ * (a row of a shared handler carries its op, and reaches the instance through
+ * methods_sandbox_find() and methods_sandbox_park()). */
 static struct sandbox_methods instance;
 
 struct sandbox_methods *methods_sandbox_state(void)
