@@ -17,13 +17,12 @@ import argparse
 import functools
 import os
 import sys
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 
-from e2elib import Env  # noqa: E402
+from e2elib import Env, create_parallel  # noqa: E402
 
 print = functools.partial(print, flush=True)  # noqa: A001 (figures appear as they come)
 
@@ -56,28 +55,8 @@ def run(nodes, n, parallel, delays):
     """N creates over `parallel` connections; returns (seconds, per-node counts)."""
     with Env(sim_config=sim_config(delays), daemon_config=daemon_config(nodes, n),
              log_level="info") as env:
-        made, errors = [], []
-        lock = threading.Lock()
-        per = [n // parallel + (1 if i < n % parallel else 0) for i in range(parallel)]
-
-        def worker(k):
-            c = env.client()
-            try:
-                for _ in range(k):
-                    sb = c.call("sandbox.create", {"ttl_s": 3600}, timeout=900)
-                    with lock:
-                        made.append(sb)
-            except Exception as e:  # noqa: BLE001 - reported below
-                errors.append(e)
-            finally:
-                c.close()
-
-        ts = [threading.Thread(target=worker, args=(k,)) for k in per]
         t0 = time.time()
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
+        made, errors = create_parallel(env.client, n, parallel, {"ttl_s": 3600}, timeout=900)
         secs = time.time() - t0
         if errors:
             raise SystemExit(f"creates failed: {errors[:3]}")

@@ -262,6 +262,35 @@ class Env:
         raise AssertionError(f"containers left behind: {cts}")
 
 
+def create_parallel(client_factory, n, parallel, params, timeout=300):
+    """n sandbox.create calls with params over `parallel` connections from
+    client_factory(), each making its share in turn; returns (the sandboxes made,
+    the exceptions that stopped a connection's share)."""
+    made, errors = [], []
+    lock = threading.Lock()
+
+    def worker(k):
+        c = client_factory()
+        try:
+            for _ in range(k):
+                sb = c.call("sandbox.create", params, timeout=timeout)
+                with lock:
+                    made.append(sb)
+        except Exception as e:  # noqa: BLE001 - handed to the caller
+            with lock:
+                errors.append(e)
+        finally:
+            c.close()
+
+    ts = [threading.Thread(target=worker, args=(n // parallel + (1 if i < n % parallel else 0),))
+          for i in range(parallel)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return made, errors
+
+
 def run(tests):
     """Runs (name, fn) pairs in order; prints a line per test with its duration."""
     failed = 0

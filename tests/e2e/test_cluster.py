@@ -16,8 +16,8 @@ import sys
 import threading
 import time
 
-from e2elib import Env, RpcError, run
-from test_recovery_util import kill9, launch, wait_reconciled
+from e2elib import Env, RpcError, create_parallel, run
+from test_recovery_util import kill9, launch, wait_reconciled, wait_until
 
 NODES = ["pve1", "pve2", "pve3"]
 COPIES = {"pve1": 9000, "pve2": 9001, "pve3": 9002}
@@ -44,29 +44,9 @@ def daemon_config(info):
 
 def create_many(c_factory, n, parallel=6):
     """n creates, parallel at a time; returns the sandboxes."""
-    out, errors = [], []
-    lock = threading.Lock()
-
-    def worker(k):
-        c = c_factory()
-        try:
-            for _ in range(k):
-                sb = c.call("sandbox.create", {"ttl_s": 900})
-                with lock:
-                    out.append(sb)
-        except Exception as e:  # noqa: BLE001 - reported below
-            errors.append(e)
-        finally:
-            c.close()
-
-    per = [n // parallel + (1 if i < n % parallel else 0) for i in range(parallel)]
-    ts = [threading.Thread(target=worker, args=(k,)) for k in per]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    made, errors = create_parallel(c_factory, n, parallel, {"ttl_s": 900})
     assert not errors, errors
-    return out
+    return made
 
 
 # A caller that is not an admin (uid 65534) asks for a node: [proxmox] node_param = admin.
@@ -93,16 +73,6 @@ def as_nobody(env):
                        capture_output=True, text=True, timeout=120, preexec_fn=drop)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout.strip().splitlines()[-1])
-
-
-def wait_until(fn, timeout, what):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = fn()
-        if v:
-            return v
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def states(c, ids):
