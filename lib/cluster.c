@@ -35,6 +35,7 @@ struct cluster_node {
     char name[CONFIG_NODE_NAME_MAX + 1];
     struct placement_state state; /* online: true until a report says otherwise */
     uint64_t own_running;         /* own running memory when the running read was sent */
+    bool warned_unsized;          /* "reports no load" logged (once until it reports some) */
     /* health (besides state.failed) */
     unsigned backoff_ms;
     uint64_t probe_at_ms;
@@ -228,7 +229,18 @@ static void apply_report(struct cluster *c, const struct placement_report *rep, 
         if (rep[i].online && !nd->state.online && nd->state.failed)
             nd->probe_at_ms = now_ms(c->e); /* back online in the report: probe it now */
         nd->state.online = rep[i].online;
+        if (rep[i].online && !rep[i].sized && !nd->warned_unsized) {
+            /* Proxmox leaves mem/maxmem/cpu out without Sys.Audit on /nodes/NAME: an ACL on
+             * "/" with propagate 0 does not reach it. */
+            log_warning(COMP,
+                        "node %s: /cluster/resources shows no memory or CPU figures (the token "
+                        "lacks Sys.Audit on /nodes/%s); placement uses only the daemon's own "
+                        "counts for it",
+                        nd->name, nd->name);
+            nd->warned_unsized = true;
+        }
         if (rep[i].online && rep[i].sized) {
+            nd->warned_unsized = false;
             nd->state.known = true;
             nd->state.maxmem = rep[i].maxmem;
             nd->state.cpu = rep[i].cpu;

@@ -613,6 +613,19 @@ int config_load(const char *path, struct config *ret, char **ret_error)
     return 0;
 }
 
+/* pve-firewall's security group names: [A-Za-z][A-Za-z0-9_-]+, at most 18 characters. */
+static bool security_group_name_ok(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+
+    if (n < 2 || n > 18 || !((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z')))
+        return false;
+    for (size_t i = 1; i < n; i++)
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_", s[i]))
+            return false;
+    return true;
+}
+
 int config_validate(const struct config *c, char **ret_error)
 {
     const char *file = c->file ? c->file : "(defaults)";
@@ -656,6 +669,11 @@ int config_validate(const struct config *c, char **ret_error)
                       c->proxmox.token_id);
         if (c->proxmox.n_nodes == 0)
             set_error(&err, "%s: [proxmox] nodes: at least one node is required", file);
+        if (!security_group_name_ok(c->proxmox.internet_group))
+            set_error(&err,
+                      "%s: [proxmox] internet_group: '%s' is not a Proxmox security group name "
+                      "(2 to 18 characters: a letter, then letters, digits, '-' or '_')",
+                      file, c->proxmox.internet_group);
         if (c->proxmox.template_vmid >= c->proxmox.vmid_min &&
             c->proxmox.template_vmid <= c->proxmox.vmid_max)
             set_error(&err, "%s: [proxmox] template: vmid %u lies inside vmid_range", file,

@@ -295,6 +295,12 @@ START_TEST(test_validate)
         {"[proxmox]\nurl = https://h\ntoken_id = nobang\ntemplate = 9000\npool = p\n", "token_id"},
         {"[proxmox]\nurl = https://h\ntoken_id = a@pve!b\ntemplate = 150000\npool = p\n",
          "template"},
+        {"[proxmox]\nurl = https://h\ntoken_id = a@pve!b\ntemplate = 9000\npool = p\n"
+         "internet_group = sandbox-internet-access\n",
+         "internet_group"},
+        {"[proxmox]\nurl = https://h\ntoken_id = a@pve!b\ntemplate = 9000\npool = p\n"
+         "internet_group = 1net\n",
+         "internet_group"},
         {"[sandbox]\ndefault_ttl_s = 7200\nmax_ttl_s = 3600\n", "default_ttl_s"},
         {"[server]\nmax_connections = 10\nmax_connections_per_uid = 20\n",
          "max_connections_per_uid"},

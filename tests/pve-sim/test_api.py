@@ -519,6 +519,25 @@ class T07Permissions(unittest.TestCase):
         self.assertEqual(S.wait_task(u)["exitstatus"], "OK")
 
 
+    def test_acl_propagation(self):
+        """pve-access-control's roles(): propagate 0 applies to the exact path only, and a
+        deeper ACL replaces what was inherited."""
+        from pvesim.auth import Token
+        t = Token({"id": "audit@pve!tok", "acl": {"/": {"roles": ["Sys.Audit"], "propagate": 0}}})
+        self.assertTrue(t.has("/", "Sys.Audit"))
+        self.assertFalse(t.has("/nodes/pve", "Sys.Audit"))
+        t = Token({"id": "audit@pve!tok", "acl": {"/": {"roles": ["Sys.Audit"], "propagate": 0},
+                                            "/nodes": ["Sys.Audit"]}})
+        self.assertTrue(t.has("/nodes/pve", "Sys.Audit"))
+        t = Token({"id": "audit@pve!tok", "acl": {"/": "PVEAuditor", "/vms/9000": "PVETemplateUser"}})
+        self.assertTrue(t.has("/vms/9001", "Datastore.Audit"))
+        self.assertFalse(t.has("/vms/9000", "Datastore.Audit"))  # replaced, not added to
+        self.assertTrue(t.has("/vms/9000", "VM.Clone"))
+        # The default sandboxd token, as the setup guide grants it, sees every node's load.
+        for n in S.ok("GET", "/cluster/resources", {"type": "node"}, token=DAEMON):
+            self.assertIn("maxmem", n)
+
+
 class T08Firewall(unittest.TestCase):
     def test_ct_rules(self):
         S.clone(700)

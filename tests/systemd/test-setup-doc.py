@@ -74,7 +74,7 @@ def main():
     group = defaults.get("CONFIG_DEFAULT_INTERNET_GROUP", "")
     t.check(group and f"--group {group}" in text,
             f"the guide does not create the default security group '{group}'")
-    t.check(len(group) <= 20, "Proxmox security group names have at most 20 characters")
+    t.check(2 <= len(group) <= 18, "Proxmox security group names have 2 to 18 characters")
     t.check("firewall=1" in text and "lxc.cgroup2.pids.max" in text and "--unprivileged 1" in text,
             "the template section lost firewall=1, the PID limit or --unprivileged 1")
     t.finish()

@@ -30,20 +30,34 @@ class Token:
             raise SystemExit(f"pve-sim: bad token id '{self.id}' (want USER@REALM!NAME)")
         self.user, self.name = m.group(1), m.group(2)
         self.secret = d.get("secret")
+        # path -> (privileges, propagate). A value is a role or privilege name, a list of
+        # them (propagated, as `pveum acl modify` grants by default), or
+        # {"roles": [...], "propagate": 0|1}.
         self.acl = {}
         for path, privs in (d.get("acl") or {}).items():
+            propagate = 1
+            if isinstance(privs, dict):
+                propagate = 1 if int(privs.get("propagate", 1)) else 0
+                privs = privs.get("roles", [])
             if isinstance(privs, str):
                 privs = [privs]
             s = set()
             for p in privs:
                 s |= ROLES.get(p, {p})
-            self.acl[path.rstrip("/") or "/"] = s
+            self.acl[path.rstrip("/") or "/"] = (s, propagate)
 
     def privs_on(self, path):
+        """The privileges on path as pve-access-control's roles() computes them: walk from
+        "/" down to path; at each level an ACL of this token applies if the level is path
+        itself or the ACL propagates, and then replaces (not adds to) what was inherited."""
+        path = path.rstrip("/") or "/"
+        parts = [p for p in path.split("/") if p]
+        levels = ["/"] + ["/" + "/".join(parts[:i + 1]) for i in range(len(parts))]
         s = set()
-        for p, privs in self.acl.items():
-            if p == "/" or path == p or path.startswith(p + "/"):
-                s |= privs
+        for level in levels:
+            ent = self.acl.get(level)
+            if ent and (level == path or ent[1]):
+                s = set(ent[0])
         return s
 
     def has(self, path, priv):

@@ -24,7 +24,8 @@ def default_config():
             {"id": "sandboxd@pve!sandboxd", "secret": None,
              "acl": {"/pool/sandboxd": ["PVEVMAdmin", "Pool.Audit"],
                      "/vms/9000": "PVETemplateUser",
-                     "/": ["Sys.Audit"]}},
+                     "/": {"roles": ["Sys.Audit"], "propagate": 0},
+                     "/nodes": ["Sys.Audit"]}},
         ],
         "nodes": ["pve"],
         "node_count": None,              # N: nodes pve1..pveN, each with its own copy of the template
