@@ -479,16 +479,50 @@ void server_shutdown(struct server *s)
     server_maybe_finish(s);
 }
 
-void server_apply_limits(struct server *s)
+static void admins_resolve(struct server *s);
+
+static void on_admins_resolved(int error, struct admin_set *set, void *userdata)
+{
+    struct server *s = userdata;
+
+    s->admins_resolving = false;
+    if (s->admins_again) {
+        /* The configuration changed again meanwhile: this answer may be stale. */
+        s->admins_again = false;
+        admins_resolve(s);
+        return;
+    }
+    if (error < 0) {
+        log_warning(COMP, "cannot resolve admin_group '%s': %s, keeping the previous members",
+                    strna(s->config->server.admin_group), strerror(-error));
+        return;
+    }
+    admin_set_swap(&s->admins, set);
+}
+
+static void admins_resolve(struct server *s)
 {
     int r;
 
-    /* Caps are read live from s->config at accept and per request; the admin
-     * group is resolved here so that no request waits for NSS. */
-    r = admin_set_load(&s->admins, s->config->server.admin_group);
-    if (r < 0)
+    if (s->admins_resolving) {
+        s->admins_again = true;
+        return;
+    }
+    r = admin_set_resolve_async(s->loop, s->config->server.admin_group, on_admins_resolved, s);
+    if (r < 0) {
         log_warning(COMP, "cannot resolve admin_group: %s, keeping the previous members",
                     strerror(-r));
+        return;
+    }
+    s->admins_resolving = true;
+}
+
+void server_apply_limits(struct server *s)
+{
+    /* Caps are read live from s->config at accept and per request; the admin group is
+     * resolved off the loop (NSS may block), and requests keep the previous members
+     * until the answer is in. */
+    admins_resolve(s);
 }
 
 void server_done(struct server *s)

@@ -43,6 +43,8 @@ struct server {
     struct config *config; /* live config (owned by the caller) */
     struct server_limits limits;
     struct admin_set admins; /* [server] admin_group, resolved at init and reload */
+    bool admins_resolving;   /* a reload's lookup runs on a worker thread */
+    bool admins_again;       /* another reload came meanwhile: look up once more */
     struct conn_host host;   /* what every connection reports to */
     enum server_state state;
 

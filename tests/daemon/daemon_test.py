@@ -886,6 +886,71 @@ def test_reload():
     d.stop()
 
 
+def call_as(path, uid, gid, method):
+    """Child process: connect as uid:gid, print the reply to method as JSON."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
+            m = Client(path, timeout=10).call(method)
+            os.write(w, json.dumps(m).encode())
+        except Exception as e:  # noqa
+            os.write(w, json.dumps({"exception": repr(e)}).encode())
+        os._exit(0)
+    os.close(w)
+    out = b""
+    while True:
+        d = os.read(r, 65536)
+        if not d:
+            break
+        out += d
+    os.close(r)
+    os.waitpid(pid, 0)
+    return json.loads(out)
+
+
+@test(timeout=90)
+def test_admin_group_lookup():
+    """admin_group through NSS: an entry larger than a fixed buffer still resolves, and a
+    lookup that fails at reload keeps the previous members instead of emptying the set.
+    The daemon runs in its own mount namespace with a stand-in /etc/group."""
+    if os.getuid() != 0:
+        raise AssertionError("needs root (a private mount namespace, setuid)")
+    d = Daemon(config="admin_group = sdtadmins\n", start=False)
+    group = os.path.join(d.dir, "group")
+    gid = 64999
+
+    def write_group(members):
+        with open("/etc/group") as f:
+            base = f.read()
+        with open(group, "w") as f:  # in place: the bind mount keeps the inode
+            f.write(base + f"sdtadmins:x:{gid}:" + ",".join(members) + "\n")
+
+    # 8,000 member names without users: an entry of about 90 KiB.
+    write_group([f"sdtmember{i:05d}" for i in range(8000)])
+    d.start(["unshare", "-m", "sh", "-c", 'mount --bind "$0" /etc/group && exec "$@"', group,
+             SANDBOXD, "--config", d.conf, "--log-level", "debug"])
+    m = call_as(d.sock, 65534, gid, "daemon.metrics")
+    check("result" in m, f"a caller of the admin group's gid is not an admin: {m}")
+    m = call_as(d.sock, 65534, 65534, "daemon.metrics")
+    check(m.get("error", {}).get("code") == -32008, m)
+    # A lookup error at reload (an entry over the daemon's 16 MiB bound) keeps the set.
+    write_group([f"sdtmember{i:07d}" for i in range(1_200_000)])
+    d.proc.send_signal(signal.SIGHUP)
+    deadline = time.time() + 30
+    while "cannot resolve admin_group" not in d.logtext():
+        check(time.time() < deadline, "no 'cannot resolve admin_group' in the log:\n"
+              + d.logtext()[-2000:])
+        time.sleep(0.1)
+    m = call_as(d.sock, 65534, gid, "daemon.metrics")
+    check("result" in m, f"a failed lookup at reload emptied the admin set: {m}")
+    d.stop()
+
+
 @test
 def test_sd_notify_and_watchdog():
     d = Daemon(start=False)
