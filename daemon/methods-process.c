@@ -222,7 +222,8 @@ static json_object *result_of(struct call *c, const struct sshexec_result *res,
         char name[12];
 
         snprintf(name, sizeof name, "SIG%s", c->signal);
-        json_object_object_add(o, "sent", json_object_new_string(name));
+        /* null: the process had already ended and was left alone */
+        json_object_object_add(o, "sent", nums[0] ? json_object_new_string(name) : NULL);
     }
     add_status(o, st);
     return o;

@@ -449,7 +449,8 @@ int process_script_kill(const char *id, const char *sig, char **ret)
         return -EINVAL;
     /* The command's process group (a just-started command may not have recorded its pid
      * yet); for KILL the namespace's init too, which ends everything in the namespace. Then
-     * up to 2 s for the status. */
+     * up to 2 s for the status. The report's first number says whether a signal was sent
+     * (0: the process had already ended and was left alone). */
     return script_on(id, ret,
                      "st .; [ \"$x\" = - ] || { echo \"@ OK 0 0 0 $x\" >&2; exit 0; }\n"
                      "i=0; c=; until read -r c 2>/dev/null <cpid; do i=$((i+1))\n"
@@ -460,7 +461,7 @@ int process_script_kill(const char *id, const char *sig, char **ret)
                      "2>/dev/null\n"
                      "w=40; st .; while [ \"$x\" = - ] && [ $w -gt 0 ]; do tk 0.05; w=$((w-1)); "
                      "st .; done\n"
-                     "echo \"@ OK 0 0 0 $x\" >&2\n",
+                     "echo \"@ OK 1 0 0 $x\" >&2\n",
                      sig, sig, sig, sig);
 }
 

@@ -86,6 +86,9 @@ def main():
             assert k["sent"] == "SIGTERM", k
             w = c2.call("process.wait", {"id": sid, "process": proc, "timeout_ms": 20000})
             assert w["state"] == "exited" and w["signal"] == "SIGTERM" and w["exit_code"] is None, w
+            # A process that has ended is left alone.
+            k = c2.call("process.kill", {"id": sid, "process": proc})
+            assert k["sent"] is None and k["state"] == "exited" and k["signal"] == "SIGTERM", k
             _, _, last = read_all(c2, sid, proc)
             assert last["eof"] and last["state"] == "exited", last
             return c2
