@@ -13,6 +13,7 @@
 #include "lib/audit.h"
 #include "lib/log.h"
 #include "lib/macro.h"
+#include "lib/ratelimit.h"
 #include "methods.h"
 #include "proto/rpc.h"
 
@@ -116,9 +117,15 @@ static bool conn_check_hangup(struct conn *c)
 {
     if (c->state >= CONN_CLOSING || !conn_peer_gone(c))
         return false;
-    if (c->port.list.n > 0)
-        log_info(COMP, "#%" PRIu64 " uid=%u: client gone with %u request(s) in flight, cancelling",
-                 c->id, (unsigned)c->port.uid, c->port.list.n);
+    if (c->port.list.n > 0) {
+        char note[RATELIMIT_NOTE_MAX];
+        unsigned n;
+
+        if (ratelimit_pass(c->host->log_rl, c->port.uid, "hangup", uv_now(c->host->loop), &n))
+            log_info(COMP,
+                     "#%" PRIu64 " uid=%u: client gone with %u request(s) in flight, cancelling%s",
+                     c->id, (unsigned)c->port.uid, c->port.list.n, ratelimit_note(n, note));
+    }
     buf_clear(&c->out, false);
     conn_close(c);
     return true;
@@ -538,9 +545,15 @@ void conn_sweep(struct conn *c, uint64_t now)
     if (c->state >= CONN_CLOSING)
         return;
     if (c->n_writes > 0 && now - c->write_since >= l->write_stall_ms) {
-        log_info(COMP, "#%" PRIu64 " uid=%u: client does not read its replies, closing", c->id,
-                 (unsigned)c->port.uid);
-        audit_limit("write_stall", c->port.uid, "the client did not read its replies: closed");
+        char note[RATELIMIT_NOTE_MAX];
+        unsigned n;
+
+        if (ratelimit_pass(c->host->log_rl, c->port.uid, "write_stall", now, &n)) {
+            log_info(COMP, "#%" PRIu64 " uid=%u: client does not read its replies, closing%s",
+                     c->id, (unsigned)c->port.uid, ratelimit_note(n, note));
+            audit_limit("write_stall", c->port.uid, "the client did not read its replies: closed");
+        } else
+            audit_limit_suppressed("write_stall");
         conn_close(c);
         return;
     }

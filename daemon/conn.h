@@ -64,6 +64,7 @@ struct conn_host {
     const struct config *config; /* live config */
     const struct conn_limits *limits;
     const struct admin_set *admins;
+    struct ratelimit *log_rl; /* repeated messages about a uid's connections */
 };
 
 /* Descriptors received with the line numbered line (counted from 0 on the connection). */

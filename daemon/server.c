@@ -19,6 +19,10 @@
 #include "proto/rpc.h"
 
 #define COMP "server"
+/* Repeated messages about one uid's connections (refused at a cap, hung up with requests
+ * running, not reading): the first SERVER_LOG_BURST per interval are written. */
+#define SERVER_LOG_INTERVAL_MS 10000u
+#define SERVER_LOG_BURST 5u
 
 static const char *const server_state_names[] = {
     [SERVER_INIT] = "init",       [SERVER_LISTENING] = "listening", [SERVER_STOPPING] = "stopping",
@@ -107,7 +111,13 @@ int server_init(struct server *s, uv_loop_t *loop, struct config *config)
         .config = config,
         .limits = &s->limits.conn,
         .admins = &s->admins,
+        .log_rl = &s->log_rl,
     };
+    ratelimit_init(&s->log_rl,
+                   hooks && strcmp(hooks, "1") == 0
+                       ? env_ms("SANDBOXD_TEST_LOG_INTERVAL_MS", SERVER_LOG_INTERVAL_MS)
+                       : SERVER_LOG_INTERVAL_MS,
+                   SERVER_LOG_BURST);
     r = admin_set_load(&s->admins, config->server.admin_group);
     if (r < 0)
         return r;
@@ -188,11 +198,18 @@ static void server_admit(struct server *s, struct conn *c)
     if (s->n_conns >= cfg->max_connections || !u || u->n >= cfg->max_connections_per_uid) {
         bool global = s->n_conns >= cfg->max_connections;
 
+        char note[RATELIMIT_NOTE_MAX];
+        unsigned n;
+
         s->n_rejected++;
-        audit_limit(global ? "connections" : "connections_per_uid", c->port.uid,
-                    global ? "max_connections reached" : "max_connections_per_uid reached");
-        log_notice(COMP, "uid %u: %s connection cap reached, refusing", (unsigned)c->port.uid,
-                   global ? "global" : "per-uid");
+        if (ratelimit_pass(&s->log_rl, c->port.uid, global ? "cap" : "cap_uid", uv_now(s->loop),
+                           &n)) {
+            audit_limit(global ? "connections" : "connections_per_uid", c->port.uid,
+                        global ? "max_connections reached" : "max_connections_per_uid reached");
+            log_notice(COMP, "uid %u: %s connection cap reached, refusing%s", (unsigned)c->port.uid,
+                       global ? "global" : "per-uid", ratelimit_note(n, note));
+        } else
+            audit_limit_suppressed(global ? "connections" : "connections_per_uid");
         if (u && u->n == 0)
             *u = s->uids[--s->n_uids];
         conn_fail(c, RPC_BUSY,

@@ -9,6 +9,7 @@
 #include <uv.h>
 
 #include "admin.h"
+#include "lib/ratelimit.h"
 #include "conn.h"
 #include "lib/config.h"
 
@@ -46,6 +47,7 @@ struct server {
     bool admins_resolving;   /* a reload's lookup runs on a worker thread */
     bool admins_again;       /* another reload came meanwhile: look up once more */
     struct conn_host host;   /* what every connection reports to */
+    struct ratelimit log_rl; /* repeated log and audit lines per uid and cause */
     enum server_state state;
 
     uv_pipe_t listener;

@@ -174,3 +174,9 @@ void audit_limit(const char *limit, int64_t caller_uid, const char *what)
     else
         audit_emit(&rec, "limit %s hit: %s", limit, what ? what : "refused");
 }
+
+void audit_limit_suppressed(const char *limit)
+{
+    metrics_add(M_LIMITS, limit, NULL, 1);
+    metrics_add(M_AUDIT_EVENTS, "limit.hit", NULL, 1);
+}

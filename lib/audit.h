@@ -44,3 +44,6 @@ void audit_reconcile(const char *action, const char *kind, const char *sandbox, 
                      const char *node, const char *what);
 /* A request refused by a limit: event "limit.hit" (notice), sandboxd_limits_hit_total{limit}. */
 void audit_limit(const char *limit, int64_t caller_uid, const char *what);
+/* A limit hit whose record a rate limit suppresses: counted in the metrics as
+ * audit_limit() counts it, not written. */
+void audit_limit_suppressed(const char *limit);

@@ -420,6 +420,46 @@ def test_connection_cap_per_uid():
 
 
 @test(timeout=60)
+def test_refusals_rate_limited():
+    """A uid hammering a connection cap gets a few log lines per interval, then one that
+    says how many were suppressed, not a line (and an audit record) per refusal."""
+    d = Daemon(config="max_connections = 10\nmax_connections_per_uid = 2\n",
+               env={"SANDBOXD_TEST_LOG_INTERVAL_MS": "2000"})
+    held = [Client(d.sock) for _ in range(2)]
+    for h in held:
+        check("result" in h.call("daemon.status"))
+    t0 = time.time()
+    for _ in range(200):
+        x = Client(d.sock)
+        m = x.recv()
+        check(m and m["error"]["code"] == -32007, m)
+        x.close()
+    intervals = int((time.time() - t0) / 2.0) + 1
+    lines = [ln for ln in d.logtext().splitlines() if "connection cap reached" in ln]
+    check(0 < len(lines) <= 5 * intervals, f"{len(lines)} lines for 200 refusals in "
+          f"{intervals} interval(s)")
+    time.sleep(2.2)
+    x = Client(d.sock)
+    x.recv()
+    x.close()
+    deadline = time.time() + 5
+    while True:
+        lines = [ln for ln in d.logtext().splitlines() if "connection cap reached" in ln]
+        if "suppressed" in lines[-1]:
+            break
+        check(time.time() < deadline, f"no 'suppressed' count: {lines[-1]}")
+        time.sleep(0.05)
+    # The metrics count every refusal, written or not.
+    fams = {f["name"]: f for f in held[0].call("daemon.metrics")["result"]["metrics"]}
+    hits = [x["value"] for x in fams["sandboxd_limits_hit_total"]["samples"]
+            if x["labels"].get("limit") == "connections_per_uid"]
+    check(hits and hits[0] >= 201, hits)
+    for h in held:
+        h.close()
+    d.stop()
+
+
+@test(timeout=60)
 def test_request_size_cap():
     d = Daemon()
     c = Client(d.sock)
