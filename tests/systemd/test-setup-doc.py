@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""docs/sandbox-setup.md is consistent with itself and with the defaults: the
-roles created with `pveum role add` grant exactly the privileges of the table
-of API calls, every privilege is a real Proxmox VE privilege name, every ACL
-path of the table gets an `pveum acl modify` for both the user and the token,
-and the names the guide sets up are the configuration's defaults."""
+"""docs/sandbox-setup.md is consistent with itself, the code and the defaults: the
+table of API calls lists exactly the Proxmox calls the daemon makes, the roles
+created with `pveum role add` grant exactly the privileges of that table, every
+privilege is a real Proxmox VE privilege name, every ACL path of the table gets
+an `pveum acl modify` for both the user and the token, and the names the guide
+sets up are the configuration's defaults."""
+import glob
 import os
 import re
 import sys
@@ -27,6 +29,63 @@ FORBIDDEN = {"Sys.Modify", "Permissions.Modify", "Pool.Allocate", "Datastore.All
              "User.Modify", "SDN.Allocate", "VM.Console", "VM.Monitor", "Sys.Console"}
 
 
+def pve_calls(root):
+    """The Proxmox calls the daemon makes: {(METHOD, PATH)} of every endpoint of
+    lib/pve-endpoint.c that a live function of the Proxmox client references. A function
+    of lib/pve*.c is live when code outside the client (lib/, daemon/) names it, or a live
+    function of the client does."""
+    src = open(os.path.join(root, "lib", "pve-endpoint.c")).read()
+    macros = dict(re.findall(r'#define (CT|TASK) "([^"]*)"', src))
+    eps = {}
+    for m in re.finditer(r'\[(PVE_EP_\w+)\]\s*=\s*\{"[^"]*",\s*"(\w+)",\s*((?:(?:CT|TASK)\s*)?(?:"[^"]*")?)', src):
+        name, method, path = m.group(1), m.group(2), m.group(3)
+        p = ""
+        for tok in re.findall(r'CT|TASK|"[^"]*"', path):
+            p += macros[tok] if tok in macros else tok.strip('"')
+        if p != "{path}":
+            eps[name] = (method, p)
+    funcs, scope = {}, []
+    for f in glob.glob(os.path.join(root, "lib", "pve*.c")):
+        if f.endswith("pve-endpoint.c"):
+            continue
+        text = open(f).read()
+        for m in re.finditer(r'^DEFINE_\w+_CALL\((\w+),\s*(PVE_EP_\w+)\)', text, re.M):
+            funcs[m.group(1)] = m.group(2)
+        # Function definitions start at column 0 and end at the first "}" line.
+        rest, cur, body = [], None, []
+        for line in text.splitlines():
+            if cur is None:
+                m = re.match(r"(?:static )?[a-z][\w ]*?\**\b(\w+)\(", line)
+                if m and not line.rstrip().endswith(";") and not line.startswith("DEFINE_"):
+                    cur, body = m.group(1), []
+                elif not line.startswith("DEFINE_"):
+                    rest.append(line)
+            elif line == "}":
+                funcs[cur], cur = "\n".join(body), None
+            else:
+                body.append(line)
+        # File-scope tables (a call's ops) name the functions they hold.
+        scope.append("\n".join(rest))
+    outside = ""
+    for f in glob.glob(os.path.join(root, "lib", "*.c")) + glob.glob(os.path.join(root, "daemon", "*.c")):
+        if not os.path.basename(f).startswith("pve"):
+            outside += open(f).read()
+    outside += "".join(scope)
+    words = {fn: set(re.findall(r"\w+", body)) for fn, body in funcs.items()}
+    live = set(funcs) & set(re.findall(r"\w+", outside))
+    while True:
+        more = set().union(*(words[g] for g in live)) & set(funcs) - live
+        if not more:
+            break
+        live |= more
+    used = set()
+    for fn in live:
+        for ep in re.findall(r'PVE_EP_\w+', funcs[fn]):
+            if ep in eps:
+                used.add(eps[ep])
+    return used, set(eps.values())
+
+
 def main():
     text = open(os.path.join(t.SOURCE_ROOT, "docs", "sandbox-setup.md")).read()
 
@@ -42,6 +101,20 @@ def main():
             if m:
                 table_paths.add(m.group(1))
     t.check(len(table_privs) >= 8, f"found only {sorted(table_privs)} in the privilege table")
+
+    # The table's calls are exactly the ones the daemon makes.
+    table_calls = set()
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and line.startswith("|"):
+            m = re.match(r"`(GET|PUT|POST|DELETE) (/[^`]*)`", cells[0])
+            if m:
+                table_calls.add((m.group(1), m.group(2)))
+    made, _ = pve_calls(t.SOURCE_ROOT)
+    for c in sorted(made - table_calls):
+        t.check(False, f"the daemon calls {' '.join(c)}, which the privilege table does not list")
+    for c in sorted(table_calls - made):
+        t.check(False, f"the privilege table lists {' '.join(c)}, which the daemon never calls")
 
     role_privs = {}
     for m in re.finditer(r'pveum role add (\S+) --privs "([^"]+)"', text):
