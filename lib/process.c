@@ -210,8 +210,11 @@ static void script_vector(struct script *s, const struct process_start_spec *p)
     }
     if (p->cwd && sshexec_shell_quote(p->cwd, &cd) < 0)
         s->error = s->error ?: -ENOMEM;
-    if (asprintf(&pre, "%s%s%s%s%s", CMD_PREFIX, cd ? "cd " : "", cd ? cd : "",
-                 cd ? " || exit 126; " : "", p->command ? p->command : "exec \"$@\"") < 0) {
+    /* Without a cwd: the user's home, as for sandbox.exec (the process's own folder, the
+     * shell's cwd until here, holds its records). */
+    if (asprintf(&pre, "%s%s%s%s%s", CMD_PREFIX,
+                 cd ? "cd " : "cd \"${HOME:-/}\" 2>/dev/null || cd /", cd ? cd : "",
+                 cd ? " || exit 126; " : "; ", p->command ? p->command : "exec \"$@\"") < 0) {
         free(cd);
         s->error = s->error ?: -ENOMEM;
         return;

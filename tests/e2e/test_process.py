@@ -97,6 +97,12 @@ def main():
             p = c2.call("process.start", {"id": sid, "argv": ["sh", "-c", "echo out; exit 7"]})
             w = c2.call("process.wait", {"id": sid, "process": p["process"], "timeout_ms": 20000})
             assert w == {"process": p["process"], "state": "exited", "exit_code": 7, "signal": None}, w
+            # Without cwd a process starts in the user's home, as an exec does.
+            home = c2.call("sandbox.exec", {"id": sid, "command": "pwd"})["stdout"]
+            p = c2.call("process.start", {"id": sid, "command": "pwd"})
+            c2.call("process.wait", {"id": sid, "process": p["process"], "timeout_ms": 20000})
+            out, _, _ = read_all(c2, sid, p["process"])
+            assert out.decode() == home and ".sandboxd-proc" not in home, (out, home)
             # A tree: the command leaves children in their own process group; SIGKILL ends them all.
             p = c2.call("process.start", {"id": sid, "command":
                                           "setsid sleep 1001 & sleep 1002 & echo $$; wait"})
