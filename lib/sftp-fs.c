@@ -486,6 +486,45 @@ static int mkdir_run(struct sshfile *f, struct fs_op *o)
 
 /* ---- rename ---- */
 
+/* The file system id of the one path is on (statvfs@openssh.com); 0 when unknown. */
+static uint64_t fs_id(struct sshfile *f, const char *path)
+{
+    sftp_session s = sshfile_sftp(f);
+    sftp_statvfs_t vfs;
+    uint64_t id;
+
+    if (!sftp_extension_supported(s, "statvfs@openssh.com", "2"))
+        return 0;
+    vfs = sftp_statvfs(s, path);
+    if (!vfs)
+        return 0;
+    id = vfs->f_fsid;
+    sftp_statvfs_free(vfs);
+    return id;
+}
+
+/* What rename(2) would refuse before touching anything: the root (EBUSY), a folder into
+ * itself (EINVAL), another file system (EXDEV; OpenSSH's v3 server folds it into a generic
+ * failure). */
+static int rename_check(struct sshfile *f, const struct fs_op *o, const char *to_dir)
+{
+    _cleanup_free_ char *from_dir = NULL;
+    size_t n = strlen(o->path);
+    uint64_t a, b;
+    int r;
+
+    if (strcmp(o->path, "/") == 0 || strcmp(o->to, "/") == 0)
+        return -EBUSY;
+    if (strncmp(o->to, o->path, n) == 0 && o->to[n] == '/')
+        return -EINVAL;
+    r = path_dir(o->path, &from_dir);
+    if (r < 0)
+        return r;
+    a = fs_id(f, from_dir);
+    b = fs_id(f, to_dir);
+    return a && b && a != b ? -EXDEV : 0;
+}
+
 static int rename_run(struct sshfile *f, struct fs_op *o)
 {
     sftp_session s = sshfile_sftp(f);
@@ -503,6 +542,9 @@ static int rename_run(struct sshfile *f, struct fs_op *o)
         return r;
     if (strcmp(o->path, o->to) == 0)
         return 0;
+    r = rename_check(f, o, dir);
+    if (r < 0)
+        return r;
     r = lstat_type(f, o->to, &tt);
     if (r < 0)
         return r;
@@ -571,7 +613,14 @@ int sshfile_write_in_place(struct sshfile *f, const char *path, const void *data
         r = fs_last_error(f);
     if (r < 0) {
         sftp_close(file);
-        return r == -EIO ? sshfile_refine_failure(f, NULL, dir) : r;
+        /* EINVAL from the seek or the write: past the largest file the file system holds. */
+        if (r == -EBADMSG)
+            r = -EFBIG;
+        else if (r == -EIO)
+            r = sshfile_refine_failure(f, NULL, dir);
+        if (!exists && r != -ECONNRESET)
+            (void)sftp_unlink(s, path); /* made by this write: not left behind */
+        return r;
     }
     if (sftp_close(file) < 0)
         return fs_last_error(f);
@@ -637,20 +686,26 @@ int sshfile_write(struct sshfile *f, const struct sshfile_write_params *params, 
 static int fs_run(struct sshfile *f, struct sshfile_op *op)
 {
     struct fs_op *o = container_of(op, struct fs_op, op);
+    int r = -EINVAL;
 
     switch (o->kind) {
     case OP_LIST:
-        return list_run(f, o);
+        r = list_run(f, o);
+        break;
     case OP_STAT:
-        return stat_run(f, o);
+        r = stat_run(f, o);
+        break;
     case OP_REMOVE:
-        return remove_run(f, o);
+        r = remove_run(f, o);
+        break;
     case OP_MKDIR:
-        return mkdir_run(f, o);
+        r = mkdir_run(f, o);
+        break;
     case OP_RENAME:
-        return rename_run(f, o);
+        r = rename_run(f, o);
+        break;
     }
-    return -EINVAL;
+    return r == -EBADMSG ? sshfile_bad_message_errno(o->path, o->to) : r;
 }
 
 static void fs_notify(int error, struct sshfile_op *op)

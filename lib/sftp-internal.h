@@ -130,6 +130,10 @@ int sshfile_read_ahead(struct sshfile *f, sftp_file file, uint64_t offset, uint6
                        const struct sshfile_read_sink *sink);
 /* ENOENT or ENOTDIR, found by walking the parents of path. */
 int sshfile_refine_enoent(struct sshfile *f, const char *path);
+/* The errno behind OpenSSH's SSH_FX_BAD_MESSAGE (-EBADMSG here), which stands for both
+ * ENAMETOOLONG and EINVAL: -ENAMETOOLONG when path a or b (either may be NULL) is longer than
+ * PATH_MAX or has a component longer than NAME_MAX, else -EINVAL. */
+int sshfile_bad_message_errno(const char *a, const char *b);
 /* A generic failure creating or changing something in dir: EISDIR (path is a folder),
  * EROFS, ENOSPC or EIO. path may be NULL. */
 int sshfile_refine_failure(struct sshfile *f, const char *path, const char *dir);

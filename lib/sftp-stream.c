@@ -191,9 +191,11 @@ static int do_read_fd(struct sshfile *f, struct job *j)
 
         (void)sftp_seek64(file, j->offset + j->moved);
         k = sftp_read(file, buf, (size_t)MIN(j->length - j->moved, (uint64_t)SSHFILE_READ_CHUNK));
-        if (k < 0)
+        if (k < 0) {
             r = sshfile_last_error(f);
-        else if (k == 0)
+            if (r == -EBADMSG)
+                r = 0; /* EINVAL from the seek: past the largest offset the file system has */
+        } else if (k == 0)
             r = 0;
         else if ((r = fd_write_all(f, j, j->fd_out, buf, (size_t)k)) == 0)
             r = 1;

@@ -36,10 +36,9 @@ int sshfile_status_to_errno(int status)
     case SSH_FX_PERMISSION_DENIED:
         return -EACCES;
     case SSH_FX_BAD_MESSAGE:
-        /* OpenSSH's sftp-server answers ENAMETOOLONG and EINVAL with this; for the calls made
-         * here (paths the daemon checked, its own temporary names) it is a name too long.
-         * -EINVAL stays free for "not a regular file". */
-        return -ENAMETOOLONG;
+        /* OpenSSH's sftp-server answers ENAMETOOLONG and EINVAL with this; the callers tell
+         * them apart (sshfile_refine_bad_message()). */
+        return -EBADMSG;
     case SSH_FX_NO_CONNECTION:
         return -ENOTCONN;
     case SSH_FX_CONNECTION_LOST:
@@ -171,27 +170,70 @@ static int path_type(struct sshfile *f, const char *path, uint64_t *ret_size)
     return type > 0 ? type : SSH_FILEXFER_TYPE_UNKNOWN;
 }
 
-/* OpenSSH's v3 server folds ENOTDIR into "no such file": find out which one it was. */
+#define SYMLINK_HOPS_MAX 40 /* Linux's MAXSYMLINKS: more links on one path is ELOOP */
+
+/* Whether path is a symbolic link whose chain of links never ends (the kernel's ELOOP): a
+ * link is followed by reading it, up to SYMLINK_HOPS_MAX times. A chain that reaches a
+ * missing name, or anything but a link, ends. */
+static bool symlink_loops(struct sshfile *f, const char *path)
+{
+    _cleanup_free_ char *cur = strdup(path);
+
+    for (unsigned hop = 0; cur && hop < SYMLINK_HOPS_MAX; hop++) {
+        sftp_attributes a = sftp_lstat(f->sftp, cur);
+        char *target, *next = NULL;
+        bool link;
+
+        if (!a)
+            return false;
+        link = a->type == SSH_FILEXFER_TYPE_SYMLINK;
+        sftp_attributes_free(a);
+        if (!link)
+            return false;
+        target = sftp_readlink(f->sftp, cur);
+        if (!target)
+            return false;
+        if (target[0] == '/')
+            next = strdup(target);
+        else {
+            char *slash = strrchr(cur, '/');
+            int n = slash ? (int)(slash - cur) : 0;
+
+            if (asprintf(&next, "%.*s/%s", n, cur, target) < 0)
+                next = NULL;
+        }
+        ssh_string_free_char(target);
+        free(cur);
+        cur = next;
+    }
+    return cur != NULL;
+}
+
+/* OpenSSH's v3 server folds ENOTDIR and ELOOP into "no such file": find out which one it
+ * was. */
 static int refine_enoent(struct sshfile *f, const char *path)
 {
     _cleanup_free_ char *p = strdup(path);
     char *s;
+    int t;
 
     if (!p)
         return -ENOENT;
-    for (s = strchr(p + 1, '/'); s; s = strchr(s + 1, '/')) {
-        int t;
-        *s = 0;
+    for (s = strchr(p + 1, '/');; s = strchr(s + 1, '/')) {
+        if (s)
+            *s = 0;
         t = path_type(f, p, NULL);
-        *s = '/';
         if (t == 0)
-            return -ENOENT;
-        if (t > 0 && t != SSH_FILEXFER_TYPE_DIRECTORY)
-            return -ENOTDIR;
+            return symlink_loops(f, p) ? -ELOOP : -ENOENT;
+        if (s)
+            *s = '/';
         if (t < 0)
             return t;
+        if (!s)
+            return -ENOENT;
+        if (t != SSH_FILEXFER_TYPE_DIRECTORY)
+            return -ENOTDIR;
     }
-    return -ENOENT;
 }
 
 /* A generic failure while creating or replacing path: directory, full disk, read-only? */
@@ -580,8 +622,12 @@ static int read_rest(struct sshfile *f, sftp_file file, uint64_t offset, size_t 
             return r;
         (void)sftp_seek64(file, offset + b->got);
         k = sftp_read(file, b->buf + b->got, len);
-        if (k < 0)
-            return last_error(f);
+        if (k < 0) {
+            r = last_error(f);
+            if (r != -EBADMSG)
+                return r;
+            k = 0; /* EINVAL from the seek: past the largest offset the file system has */
+        }
         if (k == 0) {
             *ret_eof = true;
             return 0;
@@ -631,6 +677,28 @@ static int do_read(struct sshfile *f, struct job *j)
     return 0;
 }
 
+int sshfile_bad_message_errno(const char *a, const char *b)
+{
+    const char *paths[] = {a, b};
+
+    for (size_t i = 0; i < ELEMENTSOF(paths); i++) {
+        const char *p = paths[i];
+
+        if (!p)
+            continue;
+        if (strlen(p) >= PATH_MAX)
+            return -ENAMETOOLONG;
+        for (const char *c = p; *c;) {
+            size_t n = strcspn(c, "/");
+
+            if (n > NAME_MAX)
+                return -ENAMETOOLONG;
+            c += n + (c[n] == '/');
+        }
+    }
+    return -EINVAL;
+}
+
 static void on_job_work(uv_work_t *w)
 {
     struct job *j = container_of(w, struct job, work);
@@ -656,6 +724,8 @@ static void on_job_work(uv_work_t *w)
             : j->kind == JOB_READ                           ? do_read(f, j)
             : j->kind == JOB_OP                             ? j->op->type->run(f, j->op)
                                                             : j->run(f, j);
+        if (r == -EBADMSG && j->kind != JOB_OP)
+            r = sshfile_bad_message_errno(j->path, NULL);
         if (job_detach(f, j)) {
             r = -ETIME; /* the socket was shut down under the call */
             break;

@@ -157,6 +157,43 @@ END_TEST
 
 /* More than SSHFILE_REMOVE_MAX entries: -E2BIG and nothing removed; one fewer removes it all,
  * and a link inside the tree to a folder outside leaves that folder whole. */
+static int do_rename(const char *from, const char *to)
+{
+    struct done d = {};
+
+    ck_assert_int_eq(sshfile_rename(sf, from, to, on_done, &d), 0);
+    wait_done(&d);
+    return d.error;
+}
+
+/* The errno rename(2) and opendir(3) gave, where OpenSSH's v3 server folds it into another
+ * status: a folder into itself EINVAL, the root EBUSY, another file system EXDEV, a link
+ * loop ELOOP. */
+START_TEST(test_folded_errnos)
+{
+    char d[400], in[420], a[400], b[400], shm[64];
+    struct done l = {};
+
+    snprintf(d, sizeof(d), "%s/dir", work);
+    ck_assert_int_eq(mkdir(d, 0755), 0);
+    snprintf(in, sizeof(in), "%s/inside", d);
+    ck_assert_int_eq(do_rename(d, in), -EINVAL);
+    ck_assert_int_eq(do_rename("/", in), -EBUSY);
+    snprintf(shm, sizeof(shm), "/dev/shm/sandboxd-test-%d", (int)getpid());
+    ck_assert_int_eq(do_rename(d, shm), -EXDEV);
+    ck_assert_int_eq(access(d, F_OK), 0);
+    ck_assert_int_eq(access(shm, F_OK), -1);
+
+    snprintf(a, sizeof(a), "%s/loop-a", work);
+    snprintf(b, sizeof(b), "%s/loop-b", work);
+    ck_assert_int_eq(symlink(b, a), 0);
+    ck_assert_int_eq(symlink(a, b), 0);
+    ck_assert_int_eq(sshfile_list(sf, a, 10, on_list, &l), 0);
+    wait_done(&l);
+    ck_assert_int_eq(l.error, -ELOOP);
+}
+END_TEST
+
 START_TEST(test_remove_bound)
 {
     char tree[400], sub[420], p[480], outside[400];
@@ -283,6 +320,7 @@ static Suite *sftp_fs_suite(void)
     tcase_add_checked_fixture(tc, setup_sshd, teardown_sshd);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_argument_checks);
+    tcase_add_test(tc, test_folded_errnos);
     tcase_add_test(tc, test_remove_bound);
     tcase_add_test(tc, test_list_bound);
     tcase_add_test(tc, test_close_cancels);

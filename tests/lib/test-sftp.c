@@ -340,6 +340,49 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* What OpenSSH's v3 server folds into one status comes back as the errno rename(2), open(2)
+ * and write(2) gave: a link loop is ELOOP, an offset past the largest file the file system
+ * holds reads as the end and writes as EFBIG (leaving no file behind), a name too long is
+ * ENAMETOOLONG. */
+START_TEST(test_folded_errnos)
+{
+    struct sshfile_write_params p = {.in_place = true, .offset = 1ull << 44, .mode = 0644};
+    char path[512], a[512], b[512], name[300];
+    struct wr w = {};
+    struct rd r;
+
+    snprintf(a, sizeof(a), "%s/loop-a", work);
+    snprintf(b, sizeof(b), "%s/loop-b", work);
+    ck_assert_int_eq(symlink(b, a), 0);
+    ck_assert_int_eq(symlink(a, b), 0);
+    ck_assert_int_eq(read_file(a, 0, SSHFILE_READ_MAX, &r), -ELOOP);
+    snprintf(path, sizeof(path), "%s/dangling", work);
+    ck_assert_int_eq(symlink("/nonexistent-target", path), 0);
+    ck_assert_int_eq(read_file(path, 0, SSHFILE_READ_MAX, &r), -ENOENT);
+
+    snprintf(path, sizeof(path), "%s/small", work);
+    ck_assert_int_eq(write_file(path, "abc", 3, 0644, false), 0);
+    ck_assert_int_eq(read_file(path, 1ull << 44, 16, &r), 0);
+    ck_assert_uint_eq(r.len, 0);
+    ck_assert(r.eof);
+    free(r.data);
+
+    snprintf(path, sizeof(path), "%s/huge", work);
+    p.path = path;
+    p.data = strdup("x");
+    p.len = 1;
+    ck_assert_int_eq(sshfile_write(sf, &p, on_written, &w), 0);
+    fixture_run_until(&loop, &w.done, 60000);
+    ck_assert_int_eq(w.error, -EFBIG);
+    ck_assert_int_eq(access(path, F_OK), -1); /* the write made it: it is gone again */
+
+    memset(name, 'n', 280);
+    name[280] = 0;
+    snprintf(path, sizeof(path), "%s/%s", work, name);
+    ck_assert_int_eq(read_file(path, 0, SSHFILE_READ_MAX, &r), -ENAMETOOLONG);
+}
+END_TEST
+
 START_TEST(test_argument_checks)
 {
     static char x[] = "x";
@@ -784,6 +827,7 @@ static Suite *sftp_suite(void)
     tcase_add_test(tc, test_read_large_ranges);
     tcase_add_test(tc, test_make_parents);
     tcase_add_test(tc, test_errors);
+    tcase_add_test(tc, test_folded_errnos);
     tcase_add_test(tc, test_argument_checks);
     tcase_add_test(tc, test_mode_applied);
     tcase_add_test(tc, test_atomic_replace);
