@@ -371,6 +371,7 @@ int engine_new(uv_loop_t *loop, const struct config *cfg, const struct engine_ho
     e->loop = loop;
     e->cfg = cfg;
     e->reachable = -1;
+    e->dc_firewall = -1;
     if (hooks)
         e->hooks = *hooks;
 
