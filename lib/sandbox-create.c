@@ -313,8 +313,19 @@ static void on_config_got(const struct pve_result *res, void *userdata)
 
     sb->call = NULL;
     if (res->error == 0 && res->data) {
+        const char *problem = isolation_config_problem(res->data);
         json_object *net0 = NULL;
 
+        if (problem) { /* never started: Proxmox would not isolate it */
+            char buf[256];
+            struct engine_error err = {
+                .kind = ENGINE_E_NOT_CONFIGURED, .error = -EPERM, .message = buf};
+
+            snprintf(buf, sizeof buf, "container %" PRIu32 " (template '%s'): %s", sb->vmid,
+                     sb->template, problem);
+            on_step_done(sb, &err);
+            return;
+        }
         json_object_object_get_ex(res->data, "rootfs", &rootfs);
         if (engine_static_addresses(sb->engine) &&
             json_object_object_get_ex(res->data, "net0", &net0)) {
@@ -912,6 +923,9 @@ int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engi
                                          .templates = true};
         return -EINVAL;
     }
+    if (engine_template_find(e, opts->template)->check_error) /* sandbox-isolation.c */
+        return engine_refuse(ret_err, ENGINE_E_NOT_CONFIGURED, -EPERM,
+                             engine_template_find(e, opts->template)->check_error, NULL);
     for (sb = e->sandboxes; sb; sb = sb->next) {
         n_all++;
         if (sb->owner_uid == opts->owner_uid && !sb->pool_member)

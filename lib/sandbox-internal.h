@@ -148,6 +148,10 @@ struct engine_template {
     char home[CONFIG_NODE_NAME_MAX + 1];
     char *pins;       /* host key pins ("SHA256:..,..") */
     uint64_t disk_gb; /* the template's disk, learnt from the first clone (0: unknown) */
+    /* Its isolation prerequisites (sandbox-isolation.c), read at start and at reload: -1
+     * not read yet, 0 refused (check_error says why), 1 fine. */
+    int check_state;
+    char *check_error;
     uint64_t hits, misses;
     unsigned filling; /* pool creates running */
 };
@@ -173,7 +177,13 @@ struct engine {
     struct pve_call *probe_call;
     struct pve_call *fw_call;
     int dc_firewall; /* the datacenter firewall: -1 unknown, 0 off, 1 on (last read) */
-    int reachable;   /* -1 unknown, 0, 1 */
+    /* the template checks (sandbox-isolation.c): the running read, the template and copy it
+     * reads, the first problem of that template, and a new run asked for meanwhile */
+    struct pve_call *tmpl_call;
+    size_t tmpl_i, tmpl_j;
+    char *tmpl_problem;
+    bool tmpl_again, tmpl_done;
+    int reachable; /* -1 unknown, 0, 1 */
     char *last_error;
 
     struct tomb *tombs;
@@ -312,6 +322,17 @@ int isolation_dc_start(struct sandbox *sb, uint64_t timeout_ms, isolation_done_f
  * reachable up to the step's deadline. */
 int isolation_probe_start(struct sandbox *sb, uint64_t timeout_ms, isolation_done_fn done,
                           isolation_again_fn again, const char **ret_fail);
+
+/* The isolation prerequisites of a container's (or template's) configuration: unprivileged,
+ * and firewall=1 on net0 (Proxmox filters no NIC without it). NULL when it meets them, else
+ * what is wrong (a static string naming the key). */
+const char *isolation_config_problem(json_object *conf);
+/* Reads every template's (and per-node copy's) configuration and checks it; a template
+ * that fails is refused (check_error) until a later run finds it fixed. Again when a run is
+ * in flight: it reruns once that ends. */
+void engine_templates_check(struct engine *e);
+/* Frees the template checks' state (engine teardown; the call is cancelled by then). */
+void engine_templates_check_free(struct engine *e);
 
 /* ---- sandbox-destroy.c ---- */
 /* Runs the destroy steps (the state becomes DESTROYING). */

@@ -59,6 +59,8 @@ static void on_probe(const struct pve_result *res, void *userdata)
             engine_noticef(e, LOG_NOTICE, "Proxmox is reachable again");
         if (!e->fw_call)
             (void)pve_cluster_fw_options_get(e->pve, 0, on_fw_checked, e, &e->fw_call);
+        if (!e->tmpl_done && !e->tmpl_call)
+            engine_templates_check(e); /* at start, and after a read Proxmox did not answer */
     } else {
         struct engine_error err;
         char buf[512];

@@ -400,7 +400,8 @@ START_TEST(test_create_step_fails)
     if (strstr(f->message, "resize")) {
         /* The template's disk is smaller than asked for: the resize step runs. */
         fixture_fault(&p.srv, "{\"ct\":{\"vmid\":9000,\"template\":1,\"config\":{\"hostname\":"
-                              "\"tmpl\",\"rootfs\":\"local:vm-9000-disk-0,size=1G\"}}}");
+                              "\"tmpl\",\"unprivileged\":1,\"net0\":\"name=eth0,firewall=1\","
+                              "\"rootfs\":\"local:vm-9000-disk-0,size=1G\"}}}");
         o.disk_gb = 4;
     }
     if (f->fault)
