@@ -175,13 +175,14 @@ def main():
                     t_tick = env.sim.admin("GET", "/state")["firewall"]["next_tick"]
                     t0 = time.time()
                     r = c.call("sandbox.create", {"internet": internet})
+                    took = time.time() - t0
                     res.append(r)
                     assert r["state"] == "ready", r
                     sid = r["id"]
                     # the very first commands: the internet (off) and the LAN (always) closed
                     got = {ip: c.call("sandbox.exec", {"id": sid, "command": fetch_cmd(ip)})["stdout"].strip()
                            for ip in (INTERNET, lan)}
-                    print(f"  create with internet {internet} took {time.time() - t0:.1f} s "
+                    print(f"  create with internet {internet} took {took:.1f} s "
                           f"(next tick was {t_tick - t0:.1f} s away): {got}")
                     assert got[lan] == "CLOSED", got
                     assert got[INTERNET] == ("OPEN" if internet else "CLOSED"), got
