@@ -151,6 +151,8 @@ static void reload(struct daemon *d)
         n.network.gateway != c->network.gateway || !str_eq(n.network.dns, c->network.dns) ||
         n.network.probe_ip != c->network.probe_ip ||
         n.network.probe_port != c->network.probe_port ||
+        n.network.lan_probe_ip != c->network.lan_probe_ip ||
+        n.network.lan_probe_port != c->network.lan_probe_port ||
         n.proxmox.firewall_period_s != c->proxmox.firewall_period_s)
         log_notice(COMP, "[network] or firewall_period_s changed: a restart applies it");
     if (!config_templates_equal(&n, c))

@@ -1,10 +1,11 @@
 /* sandbox.set_internet's wait: probes from inside the sandbox. See methods-internet.h.
  *
- * The probe is a shell command over the sandbox's SSH pool: a TCP connect with `nc` when the
- * sandbox has it, else bash's /dev/tcp, bounded by `timeout`; exit status 0 means the
- * address was reached. A probe that cannot run (SSH trouble) counts as neither state and is
- * tried again. The sandbox is looked up by id for every probe, so a destroy meanwhile ends
- * the wait with the error any later call would get. */
+ * The probe is a shell command over the sandbox's SSH pool (isolation_probe_command(), the
+ * same the create's isolation check runs): a TCP connect with `nc` when the sandbox has it,
+ * else bash's /dev/tcp, bounded by `timeout`; exit status 0 means the address was reached. A probe
+ * that cannot run (SSH trouble) counts as neither state and is tried again. The sandbox is looked
+ * up by id for every probe, so a destroy meanwhile ends the wait with the error any later call
+ * would get. */
 #include "methods-internet.h"
 
 #include <errno.h>
@@ -181,18 +182,19 @@ void internet_wait_start(struct engine *e, struct req *r, const struct sandbox *
 {
     struct inet_wait *w = calloc(1, sizeof *w);
     struct sandbox_info v;
-    char ip[16];
 
     if (!w) {
         json_object_put(result);
         req_error(r, RPC_INTERNAL_ERROR, "out of memory");
         return;
     }
-    config_network_format(probe_ip, ip);
-    snprintf(w->command, sizeof w->command,
-             "if command -v nc >/dev/null 2>&1; then echo | timeout 3 nc -w 2 %s %u >/dev/null "
-             "2>&1; else timeout 3 bash -c 'exec 3<>/dev/tcp/%s/%u' 2>/dev/null; fi",
-             ip, probe_port, ip, probe_port);
+    if (isolation_probe_command(probe_ip, probe_port, INTERNET_PROBE_CONNECT_S, w->command,
+                                sizeof w->command) < 0) {
+        free(w);
+        json_object_put(result);
+        req_error(r, RPC_INTERNAL_ERROR, "the probe command does not fit");
+        return;
+    }
     w->req = r;
     w->engine = e;
     sandbox_view(sb, &v);

@@ -13,6 +13,7 @@ struct sandbox;
 
 #define INTERNET_PROBE_INTERVAL_MS 500u /* between probes that saw the old state */
 #define INTERNET_PROBE_MAX_MS 5000u     /* one probe (its connect gets 3 s) */
+#define INTERNET_PROBE_CONNECT_S 3u     /* a probe's connect bound (`timeout`) */
 /* Without wait_timeout_s: this many firewall cycles plus this many seconds. */
 #define INTERNET_WAIT_DEFAULT_CYCLES 2u
 #define INTERNET_WAIT_DEFAULT_EXTRA_S 10u

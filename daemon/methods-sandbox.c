@@ -706,6 +706,7 @@ static void status_provider(json_object *status, void *userdata)
                            : reachable < 0 ? json_object_new_string("not connected yet")
                                            : NULL);
     json_object_object_add(status, "proxmox", px);
+    engine_checks_status_add(sm->engine, status);
     pool_status_add(sm->engine, status);
 
     if (sm->reconcile) {
@@ -764,6 +765,8 @@ void methods_sandbox_reload(void)
 {
     struct sandbox_methods *sm = methods_sandbox_state();
 
+    if (sm->engine)
+        engine_recheck(sm->engine); /* templates and the datacenter firewall, read again */
     if (sm->engine && sm->reconcile)
         engine_pool_apply(sm->engine);
 }

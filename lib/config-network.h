@@ -1,7 +1,8 @@
 /* The [network] section of sandboxd.conf(5): how sandboxes get their address (DHCP on the
  * bridge, or static addresses the daemon hands out from a range) and the address
- * sandbox.set_internet probes. Values parsed by config.c's key table through the functions
- * here; config_network_validate() checks the keys together. Pure parsing. */
+ * sandbox.set_internet and the create's isolation check probe. Values parsed by config.c's key
+ * table through the functions here; config_network_validate() checks the keys together. Pure
+ * parsing. */
 #pragma once
 
 #include <stdbool.h>
@@ -19,6 +20,8 @@ struct config_network {
     char *dns;            /* space-separated IPv4 nameservers for Proxmox, NULL: none */
     uint32_t probe_ip;    /* probe_address = IP:PORT; 0: unset */
     unsigned probe_port;
+    uint32_t lan_probe_ip; /* lan_probe_address = IP:PORT (not let through with internet on) */
+    unsigned lan_probe_port;
 };
 
 /* "static" | "dhcp" into *ret_static. -EINVAL otherwise. */

@@ -110,6 +110,8 @@ static const struct key_def keys[] = {
     {"network", "gateway", KEY_IPV4, F(network.gateway), 0, 0, 0},
     {"network", "dns", KEY_DNS, F(network.dns), 0, 0, 0},
     {"network", "probe_address", KEY_HOSTPORT, F(network.probe_ip), F(network.probe_port), 0, 0},
+    {"network", "lan_probe_address", KEY_HOSTPORT, F(network.lan_probe_ip),
+     F(network.lan_probe_port), 0, 0},
     UINT_KEY("sandbox", "max_processes", sandbox.max_processes, 1, 1024),
     UINT_KEY("sandbox", "process_output_max_bytes", sandbox.process_output_max_bytes, 65536,
              1073741824),

@@ -313,8 +313,19 @@ static void on_config_got(const struct pve_result *res, void *userdata)
 
     sb->call = NULL;
     if (res->error == 0 && res->data) {
+        const char *problem = isolation_config_problem(res->data);
         json_object *net0 = NULL;
 
+        if (problem) { /* never started: Proxmox would not isolate it */
+            char buf[256];
+            struct engine_error err = {
+                .kind = ENGINE_E_NOT_CONFIGURED, .error = -EPERM, .message = buf};
+
+            snprintf(buf, sizeof buf, "container %" PRIu32 " (template '%s'): %s", sb->vmid,
+                     sb->template, problem);
+            on_step_done(sb, &err);
+            return;
+        }
         json_object_object_get_ex(res->data, "rootfs", &rootfs);
         if (engine_static_addresses(sb->engine) &&
             json_object_object_get_ex(res->data, "net0", &net0)) {
@@ -426,9 +437,30 @@ static int start_fw_group(struct sandbox *sb, uint64_t timeout_ms, const char **
                             timeout_ms, on_step_pve, sb, &sb->call);
 }
 
+/* The isolation steps (sandbox-isolation.c) complete through the driver's callbacks. */
+static int start_dc_firewall(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    return isolation_dc_start(sb, timeout_ms, on_step_done, ret_fail);
+}
+
+static int start_isolation(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    return isolation_probe_start(sb, timeout_ms, on_step_done, step_again, ret_fail);
+}
+
+static void on_started(const struct pve_result *res, void *userdata)
+{
+    struct sandbox *sb = userdata;
+
+    sb->call = NULL;
+    if (res->error >= 0)
+        sb->ct_started_ms = now_ms(sb->engine); /* its firewall cycle counts from here */
+    step_pve_done(sb, res);
+}
+
 static int start_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
 {
-    return pve_start(sb->engine->pve, sb->node, sb->vmid, timeout_ms, on_step_pve, sb, &sb->call);
+    return pve_start(sb->engine->pve, sb->node, sb->vmid, timeout_ms, on_started, sb, &sb->call);
 }
 
 static void on_interfaces(const struct pve_result *res, void *userdata)
@@ -590,6 +622,9 @@ static const struct create_step create_steps[] = {
      "cannot set the firewall options"},
     {SANDBOX_CONFIGURING, ENGINE_STEP_CONFIG_MS, "configuring the firewall", start_fw_group,
      "cannot set the internet rule", .skip = skip_fw_group},
+    /* No container starts while the datacenter firewall is off. */
+    {SANDBOX_CONFIGURING, ENGINE_STEP_CONFIG_MS, "checking the datacenter firewall",
+     start_dc_firewall, "cannot read the datacenter firewall options"},
     {SANDBOX_STARTING, ENGINE_STEP_START_MS, "starting", start_start, "cannot start the container",
      .crash_sent = "create-starting"},
     /* Polls: each query bounded by IP_CALL_MS, the wait by the step's deadline. */
@@ -615,6 +650,10 @@ static const struct create_step create_steps[] = {
      "cannot record the SSH host key", .skip = skip_rekey},
     {SANDBOX_CONNECTING, UINT64_MAX, "connecting over SSH with the new host key", start_reconnect,
      "cannot start the SSH connect", .ssh = true, .skip = skip_rekey},
+    /* Its firewall in force, proven from inside (sandbox-isolation.c): probed again until
+     * the create deadline. */
+    {SANDBOX_CONNECTING, UINT64_MAX, "verifying the sandbox's isolation", start_isolation,
+     "cannot verify the sandbox's isolation", .ssh = true},
     /* READY is durable before the caller hears of it: a restart re-attaches the sandbox. */
     {SANDBOX_READY, 0, "recording the sandbox as ready", start_ready_save,
      "cannot write the registry record", .crash_done = "create-ready-durable"},
@@ -865,6 +904,9 @@ int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engi
     if (!e->configured)
         return engine_refuse(ret_err, ENGINE_E_NOT_CONFIGURED, -ENXIO,
                              "Proxmox is not configured ([proxmox] section)", NULL);
+    if (e->dc_firewall == 0) /* as last read; each create reads it again before its start */
+        return engine_refuse(ret_err, ENGINE_E_NOT_CONFIGURED, -ENOPROTOOPT, ENGINE_DC_FIREWALL_OFF,
+                             NULL);
     ttl = opts->ttl_s < 0 ? (int64_t)cs->default_ttl_s : opts->ttl_s;
     if (ttl < 1 || ttl > (int64_t)cs->max_ttl_s)
         return engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL,
@@ -881,6 +923,9 @@ int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engi
                                          .templates = true};
         return -EINVAL;
     }
+    if (engine_template_find(e, opts->template)->check_error) /* sandbox-isolation.c */
+        return engine_refuse(ret_err, ENGINE_E_NOT_CONFIGURED, -EPERM,
+                             engine_template_find(e, opts->template)->check_error, NULL);
     for (sb = e->sandboxes; sb; sb = sb->next) {
         n_all++;
         if (sb->owner_uid == opts->owner_uid && !sb->pool_member)

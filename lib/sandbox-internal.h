@@ -66,6 +66,7 @@ struct sandbox {
     bool clone_issued;         /* the clone call went out: vmid may name a container of ours */
     uint64_t rootfs_gb;        /* the clone's disk size (0: unknown), read while configuring */
     char *net0;                /* static mode: the clone's net0, read while configuring */
+    uint64_t ct_started_ms;    /* the container's start completed (uv_now scale); 0: not yet */
     uint64_t started_ms;       /* create start (uv_now scale) */
     uint64_t deadline_ms;      /* create deadline (uv_now scale) */
     uint64_t destroy_deadline_ms;
@@ -147,6 +148,10 @@ struct engine_template {
     char home[CONFIG_NODE_NAME_MAX + 1];
     char *pins;       /* host key pins ("SHA256:..,..") */
     uint64_t disk_gb; /* the template's disk, learnt from the first clone (0: unknown) */
+    /* Its isolation prerequisites (sandbox-isolation.c), read at start and at reload: -1
+     * not read yet, 0 refused (check_error says why), 1 fine. */
+    int check_state;
+    char *check_error;
     uint64_t hits, misses;
     unsigned filling; /* pool creates running */
 };
@@ -171,7 +176,13 @@ struct engine {
     bool probe_open;
     struct pve_call *probe_call;
     struct pve_call *fw_call;
-    bool fw_checked;
+    int dc_firewall; /* the datacenter firewall: -1 unknown, 0 off, 1 on (last read) */
+    /* the template checks (sandbox-isolation.c): the running read, the template and copy it
+     * reads, the first problem of that template, and a new run asked for meanwhile */
+    struct pve_call *tmpl_call;
+    size_t tmpl_i, tmpl_j;
+    char *tmpl_problem;
+    bool tmpl_again, tmpl_done;
     int reachable; /* -1 unknown, 0, 1 */
     char *last_error;
 
@@ -295,6 +306,34 @@ int rekey_marker_start(struct sandbox *sb, uint64_t timeout_ms,
  * its labels. */
 int sandbox_description(const struct sandbox *sb, char **ret);
 
+/* ---- sandbox-isolation.c: the isolation steps of the create ---- */
+typedef void (*isolation_done_fn)(struct sandbox *sb, const struct engine_error *err);
+typedef void (*isolation_again_fn)(struct sandbox *sb, uint64_t delay_ms);
+#define ENGINE_DC_FIREWALL_OFF                                                                     \
+    "the Proxmox datacenter firewall is disabled (/cluster/firewall/options enable != 1): "        \
+    "sandboxes would not be isolated"
+/* Reads the datacenter firewall's options: done gets NULL when it is enabled, else the
+ * refusal (ENGINE_E_NOT_CONFIGURED). The call is in sb->call. */
+int isolation_dc_start(struct sandbox *sb, uint64_t timeout_ms, isolation_done_fn done,
+                       const char **ret_fail);
+/* Proves the isolation from inside (over sb->pool): done(NULL) once the probe address of the
+ * sandbox's case cannot be reached, or a firewall cycle passed since the container started
+ * when none is configured; again(delay) to be issued again; done(err) when it stays
+ * reachable up to the step's deadline. */
+int isolation_probe_start(struct sandbox *sb, uint64_t timeout_ms, isolation_done_fn done,
+                          isolation_again_fn again, const char **ret_fail);
+
+/* The isolation prerequisites of a container's (or template's) configuration: unprivileged,
+ * and firewall=1 on net0 (Proxmox filters no NIC without it). NULL when it meets them, else
+ * what is wrong (a static string naming the key). */
+const char *isolation_config_problem(json_object *conf);
+/* Reads every template's (and per-node copy's) configuration and checks it; a template
+ * that fails is refused (check_error) until a later run finds it fixed. Again when a run is
+ * in flight: it reruns once that ends. */
+void engine_templates_check(struct engine *e);
+/* Frees the template checks' state (engine teardown; the call is cancelled by then). */
+void engine_templates_check_free(struct engine *e);
+
 /* ---- sandbox-destroy.c ---- */
 /* Runs the destroy steps (the state becomes DESTROYING). */
 void destroy_start(struct sandbox *sb);
@@ -354,3 +393,5 @@ void engine_handle_closed(struct engine *e);
 /* ---- sandbox-probe.c ---- */
 /* Runs the /version probe in ms (0: now). */
 void probe_schedule(struct engine *e, uint64_t ms);
+/* Records what the datacenter firewall's options said (a warning when it went off). */
+void engine_set_dc_firewall(struct engine *e, bool enabled);

@@ -14,6 +14,22 @@
 
 #define COMP "sandbox"
 
+void engine_set_dc_firewall(struct engine *e, bool enabled)
+{
+    int was = e->dc_firewall;
+
+    e->dc_firewall = enabled;
+    if (!enabled && was != 0)
+        engine_noticef(e, LOG_WARNING,
+                       "the Proxmox datacenter firewall is DISABLED (/cluster/firewall/options "
+                       "enable != 1): sandbox isolation and the internet toggle are NOT "
+                       "enforced; creates are refused until it is enabled");
+    else if (enabled && was != 1)
+        log_debug(COMP, "datacenter firewall enabled");
+}
+
+/* Read with every probe: creates are refused while it is known to be off (and each create
+ * reads it again before the container starts, sandbox-isolation.c). */
 static void on_fw_checked(const struct pve_result *res, void *userdata)
 {
     struct engine *e = userdata;
@@ -22,15 +38,9 @@ static void on_fw_checked(const struct pve_result *res, void *userdata)
     e->fw_call = NULL;
     if (res->error < 0)
         return; /* retried with the next probe */
-    e->fw_checked = true;
     if (res->data)
         json_object_object_get_ex(res->data, "enable", &en);
-    if (!en || json_object_get_int(en) != 1)
-        engine_noticef(e, LOG_WARNING,
-                       "the Proxmox datacenter firewall is DISABLED (/cluster/firewall/options "
-                       "enable != 1): sandbox isolation and the internet toggle are NOT enforced");
-    else
-        log_debug(COMP, "datacenter firewall enabled");
+    engine_set_dc_firewall(e, en && json_object_get_int(en) == 1);
 }
 
 static void on_probe(const struct pve_result *res, void *userdata)
@@ -47,8 +57,10 @@ static void on_probe(const struct pve_result *res, void *userdata)
         e->reachable = 1;
         if (was == 0)
             engine_noticef(e, LOG_NOTICE, "Proxmox is reachable again");
-        if (!e->fw_checked && !e->fw_call)
+        if (!e->fw_call)
             (void)pve_cluster_fw_options_get(e->pve, 0, on_fw_checked, e, &e->fw_call);
+        if (!e->tmpl_done && !e->tmpl_call)
+            engine_templates_check(e); /* at start, and after a read Proxmox did not answer */
     } else {
         struct engine_error err;
         char buf[512];

@@ -36,7 +36,7 @@ static int add_template(struct engine *e, const char *name, uint32_t vmid,
     struct engine_template *t = &e->templates[e->n_templates];
     int r;
 
-    *t = (struct engine_template){.vmid = vmid};
+    *t = (struct engine_template){.vmid = vmid, .check_state = -1};
     snprintf(t->name, sizeof t->name, "%s", name);
     if (ct && ct->n_copies > 0) {
         t->copies = calloc(ct->n_copies, sizeof *t->copies);

@@ -124,6 +124,7 @@ static void engine_free_now(struct engine *e)
 {
     free(e->tombs);
     free(e->held);
+    engine_templates_check_free(e);
     engine_templates_free(e);
     free(e->last_error);
     free(e);
@@ -371,6 +372,7 @@ int engine_new(uv_loop_t *loop, const struct config *cfg, const struct engine_ho
     e->loop = loop;
     e->cfg = cfg;
     e->reachable = -1;
+    e->dc_firewall = -1;
     if (hooks)
         e->hooks = *hooks;
 
@@ -457,6 +459,7 @@ void engine_close(struct engine *e, void (*cb)(void *userdata), void *userdata)
     e->pve = NULL;
     if (e->fw_call || e->probe_call)
         e->fw_call = e->probe_call = NULL;
+    e->tmpl_call = NULL;
     /* Whatever is left in the table is dropped from memory (it stays in Proxmox and in the
      * registry). */
     for (sb = e->sandboxes; sb; sb = next) {

@@ -148,6 +148,16 @@ void engine_count_states(const struct engine *e, unsigned counts[_SANDBOX_STATE_
 /* Proxmox reachability from the periodic /version probe. last_error NULL when fine. */
 void engine_proxmox_status(const struct engine *e, int *ret_reachable, const char **ret_last_error);
 bool engine_configured(const struct engine *e);
+/* Reads the isolation prerequisites again (the templates' configurations and the
+ * datacenter firewall): at reload. */
+void engine_recheck(struct engine *e);
+/* daemon.status "checks": the datacenter firewall and each template's isolation check. */
+void engine_checks_status_add(struct engine *e, json_object *status);
+/* The shell command that probes a TCP connect to ip:port (host order) from inside a sandbox:
+ * `nc` when the sandbox has it, else bash's /dev/tcp, bounded by timeout_s seconds; exit
+ * status 0 means the address was reached. Into buf; -ENOBUFS when it does not fit. Used by
+ * the create's isolation check and sandbox.set_internet's wait. */
+int isolation_probe_command(uint32_t ip, unsigned port, unsigned timeout_s, char *buf, size_t size);
 const struct config *engine_config(const struct engine *e);
 
 /* ---- create ---- */

@@ -20,7 +20,11 @@ MAX_REQUEST = 4 * 1024 * 1024  # the daemon's line limit here, to provoke an id-
 
 def main():
     enable_test_hooks()
-    with Env(daemon_config={"server": {"max_request_bytes": str(MAX_REQUEST)}}) as env:
+    # no probe_address (set_internet's wait is refused): each create then waits one
+    # firewall_period_s after its start, instead of probing its isolation
+    with Env(daemon_config={"server": {"max_request_bytes": str(MAX_REQUEST)},
+                            "proxmox": {"firewall_period_s": "1"},
+                            "network": {"probe_address": None}}) as env:
         os.environ["SANDBOXD_SOCKET"] = env.socket
         client = sandboxd.Client()
         st = {}

@@ -177,10 +177,17 @@ class Env:
                     "connect_timeout_ms": "5000"},
             "sandbox": {"create_timeout_s": "60", "max_per_uid": "64", "max_total": "128"},
         }
+        # The create proves each sandbox's isolation from inside before READY: a connect to
+        # the simulated internet (internet off) or LAN host (internet on) must fail. Without
+        # them each create would wait a whole firewall_period_s instead.
+        sections["network"] = {"probe_address": f"{info['internet_ip']}:80",
+                               "lan_probe_address": f"{info['lan_ip']}:80"}
         # a callable gets the simulator's info (addresses are chosen when it starts)
         extra = self.daemon_config(info) if callable(self.daemon_config) else self.daemon_config
         for sec, kv in extra.items():
             sections.setdefault(sec, {}).update(kv)
+            for k in [k for k, v in kv.items() if v is None]:  # None: the key left out
+                del sections[sec][k]
         self.config = os.path.join(self.dir, "sandboxd.conf")
         with open(self.config, "w") as f:
             for sec, kv in sections.items():
@@ -292,7 +299,10 @@ def create_parallel(client_factory, n, parallel, params, timeout=300):
 
 
 def run(tests):
-    """Runs (name, fn) pairs in order; prints a line per test with its duration."""
+    """Runs (name, fn) pairs in order; prints a line per test with its duration. E2E_ONLY in
+    the environment runs only the tests whose name contains it."""
+    only = os.environ.get("E2E_ONLY")
+    tests = [t for t in tests if not only or only in t[0]]
     failed = 0
     t_all = time.time()
     for name, fn in tests:

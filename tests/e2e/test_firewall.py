@@ -9,7 +9,12 @@ falls inside every step of the create.
 
 sandbox.set_internet tells by when a change is enforced (effective_by, one cycle), and with
 wait: true returns only once a TCP connect from inside the sandbox to [network]
-probe_address succeeds (on) or fails (off); past wait_timeout_s it is -32006."""
+probe_address succeeds (on) or fails (off); past wait_timeout_s it is -32006.
+
+A new container is unfiltered until the first cycle after its start compiles its rules: no
+sandbox is ready before its isolation is proven from inside (a connect to probe_address with
+internet off, to lan_probe_address with internet on, fails), so its first command already
+runs isolated, wherever the next tick falls."""
 
 import calendar
 import sys
@@ -25,6 +30,10 @@ INTERNET = "198.51.100.2"  # pve-sim's internet host (internet_subnet 198.51.100
 FETCH = f"echo | timeout 3 nc {INTERNET} 80 >/dev/null 2>&1 && echo OPEN || echo CLOSED"
 
 
+def fetch_cmd(ip):
+    return f"echo | timeout 3 nc {ip} 80 >/dev/null 2>&1 && echo OPEN || echo CLOSED"
+
+
 def drops(env, vmids):
     d = env.sim.admin("GET", "/state")["firewall"]["ipfilter_drops"]
     return {v: d.get(str(v), 0) for v in vmids}
@@ -34,6 +43,7 @@ def main():
     def daemon_config(info):
         net = static_network(info) if STATIC else {}
         net["probe_address"] = f"{INTERNET}:80"
+        net["lan_probe_address"] = f"{info['lan_ip']}:80"
         return {"sandbox": {"max_per_uid": "16", "max_total": "16"}, "network": net}
 
     with Env(sim_config={"firewall_period": PERIOD}, daemon_config=daemon_config) as env:
@@ -154,6 +164,32 @@ def main():
             finally:
                 c.call("sandbox.destroy", {"id": sid})
 
+        def first_command_isolated():
+            # the next tick late in the cycle: each create returns long before it
+            lan = env.sim.info["lan_ip"]
+            res = []
+            env.sim.admin("PUT", "/settings", {"firewall_period": 8, "firewall_phase": 7.5})
+            try:
+                for internet in (False, True):
+                    env.sim.admin("POST", "/firewall/apply")  # what is compiled: no new container
+                    t_tick = env.sim.admin("GET", "/state")["firewall"]["next_tick"]
+                    t0 = time.time()
+                    r = c.call("sandbox.create", {"internet": internet})
+                    took = time.time() - t0
+                    res.append(r)
+                    assert r["state"] == "ready", r
+                    sid = r["id"]
+                    # the very first commands: the internet (off) and the LAN (always) closed
+                    got = {ip: c.call("sandbox.exec", {"id": sid, "command": fetch_cmd(ip)})["stdout"].strip()
+                           for ip in (INTERNET, lan)}
+                    print(f"  create with internet {internet} took {took:.1f} s "
+                          f"(next tick was {t_tick - t0:.1f} s away): {got}")
+                    assert got[lan] == "CLOSED", got
+                    assert got[INTERNET] == ("OPEN" if internet else "CLOSED"), got
+            finally:
+                env.sim.admin("PUT", "/settings", {"firewall_period": PERIOD, "firewall_phase": None})
+                destroy_all([r["id"] for r in res])
+
         def static_addresses():
             # the addresses come from the range, sit in net0, and take no lease
             res = [c.call("sandbox.create", {}) for _ in range(2)]
@@ -172,7 +208,8 @@ def main():
             finally:
                 destroy_all([r["id"] for r in res])
 
-        tests = [("16 sequential creates, 10 s firewall cycle", sequential_16),
+        tests = [("the first command runs isolated, whatever the cycle's phase", first_command_isolated),
+                 ("16 sequential creates, 10 s firewall cycle", sequential_16),
                  ("8 parallel creates, 10 s firewall cycle", parallel_8),
                  ("creates with a firewall tick at every phase", every_phase)]
         if STATIC:

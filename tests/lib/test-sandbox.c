@@ -400,7 +400,8 @@ START_TEST(test_create_step_fails)
     if (strstr(f->message, "resize")) {
         /* The template's disk is smaller than asked for: the resize step runs. */
         fixture_fault(&p.srv, "{\"ct\":{\"vmid\":9000,\"template\":1,\"config\":{\"hostname\":"
-                              "\"tmpl\",\"rootfs\":\"local:vm-9000-disk-0,size=1G\"}}}");
+                              "\"tmpl\",\"unprivileged\":1,\"net0\":\"name=eth0,firewall=1\","
+                              "\"rootfs\":\"local:vm-9000-disk-0,size=1G\"}}}");
         o.disk_gb = 4;
     }
     if (f->fault)
@@ -584,6 +585,40 @@ START_TEST(test_refuse)
 }
 END_TEST
 
+/* The isolation prerequisites of a configuration, and the probe command. */
+START_TEST(test_isolation_config)
+{
+    static const struct {
+        const char *conf;
+        const char *problem; /* a part of it; NULL: fine */
+    } cases[] = {
+        {"{\"unprivileged\":1,\"net0\":\"name=eth0,bridge=vmbr1,firewall=1,ip=dhcp\"}", NULL},
+        {"{\"unprivileged\":\"1\",\"net0\":\"name=eth0,firewall=1\"}", NULL},
+        {"{\"net0\":\"name=eth0,firewall=1\"}", "unprivileged"},
+        {"{\"unprivileged\":0,\"net0\":\"name=eth0,firewall=1\"}", "unprivileged"},
+        {"{\"unprivileged\":1,\"net0\":\"name=eth0,bridge=vmbr1,ip=dhcp\"}", "firewall=1"},
+        {"{\"unprivileged\":1,\"net0\":\"name=eth0,firewall=0\"}", "firewall=1"},
+        {"{\"unprivileged\":1}", "net0"},
+    };
+    char cmd[320];
+
+    for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+        _cleanup_json_ json_object *o = json_tokener_parse(cases[i].conf);
+        const char *p = isolation_config_problem(o);
+
+        ck_assert_ptr_nonnull(o);
+        if (!cases[i].problem)
+            ck_assert_msg(!p, "%s: %s", cases[i].conf, p);
+        else
+            ck_assert_msg(p && strstr(p, cases[i].problem), "%s: %s", cases[i].conf, strna(p));
+    }
+    ck_assert_int_eq(isolation_probe_command(0xc6336402u, 80, 2, cmd, sizeof cmd), 0);
+    ck_assert_ptr_nonnull(strstr(cmd, "timeout 2 nc -w 1 198.51.100.2 80"));
+    ck_assert_ptr_nonnull(strstr(cmd, "/dev/tcp/198.51.100.2/80"));
+    ck_assert_int_eq(isolation_probe_command(0xc6336402u, 80, 2, cmd, 20), -ENOBUFS);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("sandbox");
@@ -594,6 +629,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_not_configured);
     tcase_add_test(tc, test_bad_key);
     tcase_add_test(tc, test_unreachable);
+    tcase_add_test(tc, test_isolation_config);
     suite_add_tcase(s, tc);
     tc = tcase_create("fake-pve");
     tcase_set_timeout(tc, 60);

@@ -7,7 +7,7 @@ import os
 import secrets
 
 from .auth import Token
-from .schema import fmt_tags, print_net, random_mac
+from .schema import fmt_tags, parse_net, print_net, random_mac
 from .tasks import Task
 from .util import sha1
 
@@ -105,6 +105,11 @@ class StateMixin:
                 "rootfs": self.volname(storage, vmid, None, base=True) + f",size={td.get('disk', '8G')}",
                 "template": "1", "unprivileged": "1", "features": "nesting=1",
             }
+            if not int(td.get("net_firewall", 1)):
+                # no firewall=1 on net0: pve-firewall skips the NIC (no policy, no ipfilter)
+                conf["net0"] = print_net({k: v for k, v in parse_net(conf["net0"]).items() if k != "firewall"})
+            if not int(td.get("unprivileged", 1)):
+                del conf["unprivileged"]  # a privileged container: Proxmox omits the key
             if td.get("tags"):
                 conf["tags"] = fmt_tags(td["tags"])
             self.cts[vmid] = {"vmid": vmid, "node": node, "conf": conf, "description": td.get("description"),

@@ -1,0 +1,348 @@
+/* The isolation steps of the create (docs/sandbox-setup.md, "Isolation checks"): no sandbox
+ * is READY before its isolation is in force.
+ *
+ * Proxmox compiles a new container's firewall rules on its own cycle (pve-firewall every
+ * 10 s, proxmox-firewall every 5 s); until then the container's traffic is not filtered.
+ * So before READY the create checks that the datacenter firewall is on, then proves the
+ * isolation from inside the container: a TCP connect to [network] probe_address (internet
+ * off) or lan_probe_address (internet on) must fail, probed again until it does or the
+ * create deadline passes. With no probe address for the sandbox's case it waits instead
+ * until a whole firewall cycle (firewall_period_s) passed since the container started.
+ *
+ * The create's step table passes in the completions each step reports to, so nothing here
+ * calls into sandbox-create.c. */
+#include "macro.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+
+#include "config-network.h"
+#include "log.h"
+#include "pve-parse.h"
+#include "pve.h"
+#include "sandbox-internal.h"
+#include "sshexec.h"
+
+#define COMP "sandbox"
+
+#define ISOLATION_PROBE_S 2u           /* one probe's connect bound (`timeout`) */
+#define ISOLATION_PAUSE_MS 500u        /* between probes that reached the address */
+#define ISOLATION_CYCLE_MARGIN_MS 1000 /* past the firewall cycle, without a probe address */
+
+int isolation_probe_command(uint32_t ip, unsigned port, unsigned timeout_s, char *buf, size_t size)
+{
+    char a[16];
+    unsigned w = timeout_s > 1 ? timeout_s - 1 : 1;
+    int n;
+
+    config_network_format(ip, a);
+    n = snprintf(buf, size,
+                 "if command -v nc >/dev/null 2>&1; then echo | timeout %u nc -w %u %s %u "
+                 ">/dev/null 2>&1; else timeout %u bash -c 'exec 3<>/dev/tcp/%s/%u' 2>/dev/null; "
+                 "fi",
+                 timeout_s, w, a, port, timeout_s, a, port);
+    return n < 0 || (size_t)n >= size ? -ENOBUFS : 0;
+}
+
+/* ---- the datacenter firewall ---- */
+
+struct isolation {
+    struct sandbox *sb;
+    isolation_done_fn done;
+    isolation_again_fn again;
+    char address[24]; /* the probed IP:PORT */
+};
+
+static void on_dc_firewall(const struct pve_result *res, void *userdata)
+{
+    _cleanup_free_ struct isolation *k = userdata;
+    struct sandbox *sb = k->sb;
+    struct engine_error err;
+    json_object *en = NULL;
+
+    sb->call = NULL;
+    if (res->error < 0) {
+        error_from_pve(res, sb->engine->closing, &err);
+        k->done(sb, &err);
+        return;
+    }
+    if (res->data)
+        json_object_object_get_ex(res->data, "enable", &en);
+    engine_set_dc_firewall(sb->engine, en && json_object_get_int(en) == 1);
+    if (sb->engine->dc_firewall != 1) {
+        err = (struct engine_error){.kind = ENGINE_E_NOT_CONFIGURED,
+                                    .error = -ENOPROTOOPT,
+                                    .message = ENGINE_DC_FIREWALL_OFF};
+        k->done(sb, &err);
+        return;
+    }
+    k->done(sb, NULL);
+}
+
+int isolation_dc_start(struct sandbox *sb, uint64_t timeout_ms, isolation_done_fn done,
+                       const char **ret_fail)
+{
+    struct isolation *k = calloc(1, sizeof *k);
+    int r;
+
+    if (!k) {
+        *ret_fail = "out of memory";
+        return -ENOMEM;
+    }
+    *k = (struct isolation){.sb = sb, .done = done};
+    r = pve_cluster_fw_options_get(sb->engine->pve, timeout_ms, on_dc_firewall, k, &sb->call);
+    if (r < 0)
+        free(k);
+    return r;
+}
+
+/* ---- the probe from inside ---- */
+
+static uint64_t left_ms(struct sandbox *sb)
+{
+    uint64_t now = now_ms(sb->engine);
+
+    return now >= sb->step_deadline_ms ? 0 : sb->step_deadline_ms - now;
+}
+
+static void on_probed(struct sshexec *x, int error, struct sshexec_result *res, void *userdata)
+{
+    _cleanup_free_ struct isolation *k = userdata;
+    struct sandbox *sb = k->sb;
+    char buf[256];
+    struct engine_error err = {.kind = ENGINE_E_PROXMOX, .error = -EPERM, .message = buf};
+    bool reached = false;
+
+    if (error == 0 && !res->timed_out && res->exit_code >= 0) {
+        if (res->exit_code != 0) {
+            log_debug(COMP, "%s: isolation verified: %s is not reachable", sb->id, k->address);
+            k->done(sb, NULL);
+            return;
+        }
+        reached = true;
+        log_debug(COMP, "%s: %s is reachable: the firewall is not in force yet", sb->id,
+                  k->address);
+    } else
+        log_debug(COMP, "%s: isolation probe could not run: %s", sb->id,
+                  error < 0 ? strerror(-error) : "no exit status");
+    if (left_ms(sb) > ISOLATION_PAUSE_MS + (ISOLATION_PROBE_S + 1) * 1000u) {
+        k->again(sb, ISOLATION_PAUSE_MS);
+        return;
+    }
+    if (reached)
+        snprintf(buf, sizeof buf, "the sandbox's firewall is not in force: %s is reachable",
+                 k->address);
+    else {
+        snprintf(buf, sizeof buf,
+                 "cannot verify the sandbox's isolation: the probe of %s "
+                 "could not run",
+                 k->address);
+        err.kind = ENGINE_E_SSH;
+        err.error = error < 0 ? error : -EPROTO;
+    }
+    k->done(sb, &err);
+}
+
+/* No probe address: one whole firewall cycle since the container started. */
+static int wait_cycle(struct sandbox *sb, isolation_done_fn done, isolation_again_fn again)
+{
+    uint64_t due = sb->ct_started_ms +
+                   1000u * (uint64_t)sb->engine->cfg->proxmox.firewall_period_s +
+                   ISOLATION_CYCLE_MARGIN_MS;
+    uint64_t now = now_ms(sb->engine);
+
+    if (now < due) {
+        again(sb, due - now);
+        return 0;
+    }
+    log_debug(COMP, "%s: a firewall cycle passed since the start (no probe address)", sb->id);
+    done(sb, NULL);
+    return 0;
+}
+
+int isolation_probe_start(struct sandbox *sb, uint64_t timeout_ms, isolation_done_fn done,
+                          isolation_again_fn again, const char **ret_fail)
+{
+    const struct config_network *n = &sb->engine->cfg->network;
+    uint32_t ip = sb->internet ? n->lan_probe_ip : n->probe_ip;
+    unsigned port = sb->internet ? n->lan_probe_port : n->probe_port;
+    char command[320], a[16];
+    struct sshexec_params p = {.command = command, .has_max_output = true};
+    struct isolation *k;
+    int r;
+
+    if (!ip)
+        return wait_cycle(sb, done, again);
+    r = isolation_probe_command(ip, port, ISOLATION_PROBE_S, command, sizeof command);
+    k = r < 0 ? NULL : calloc(1, sizeof *k);
+    if (!k) {
+        *ret_fail = "out of memory";
+        return -ENOMEM;
+    }
+    *k = (struct isolation){.sb = sb, .done = done, .again = again};
+    config_network_format(ip, a);
+    snprintf(k->address, sizeof k->address, "%s:%u", a, port);
+    p.timeout_ms = MIN(timeout_ms, (ISOLATION_PROBE_S + 2) * 1000u);
+    r = sshexec_start(sb->pool, &p, on_probed, k, NULL); /* on_probed runs once, frees k */
+    if (r < 0) {
+        free(k);
+        *ret_fail = "cannot start the isolation probe";
+    }
+    return r;
+}
+
+/* ---- the prerequisites in the configuration ---- */
+
+const char *isolation_config_problem(json_object *conf)
+{
+    struct pve_net *net = NULL;
+    json_object *v = NULL;
+    const char *fw;
+    bool on;
+
+    if (!json_object_object_get_ex(conf, "unprivileged", &v) || json_object_get_int(v) != 1)
+        return "unprivileged: it is a privileged container (unprivileged: 1 is required)";
+    if (!json_object_object_get_ex(conf, "net0", &v) ||
+        pve_net_parse(json_object_get_string(v), &net) < 0)
+        return "net0: missing or unreadable";
+    fw = pve_net_get(net, "firewall");
+    on = fw && strcmp(fw, "1") == 0;
+    pve_net_free(net);
+    return on ? NULL : "net0: no firewall=1 (Proxmox does not filter the NIC's traffic)";
+}
+
+/* The template and copy the run reads now: false past the last one. */
+static bool tmpl_target(struct engine *e, const char **ret_node, uint32_t *ret_vmid)
+{
+    const struct engine_template *t;
+
+    for (; e->tmpl_i < e->n_templates; e->tmpl_i++, e->tmpl_j = 0) {
+        t = &e->templates[e->tmpl_i];
+        if (t->n_copies > 0 && e->tmpl_j < t->n_copies) {
+            *ret_node = t->copies[e->tmpl_j].node;
+            *ret_vmid = t->copies[e->tmpl_j].vmid;
+            return true;
+        }
+        if (t->n_copies == 0 && e->tmpl_j == 0) {
+            *ret_node = t->home[0] ? t->home : e->cfg->proxmox.nodes[0];
+            *ret_vmid = t->vmid;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The template tmpl_i was read whole: its outcome. */
+static void tmpl_conclude(struct engine *e)
+{
+    struct engine_template *t = &e->templates[e->tmpl_i];
+    char *problem = TAKE_PTR(e->tmpl_problem);
+
+    if (problem && (!t->check_error || strcmp(problem, t->check_error) != 0))
+        engine_noticef(e, LOG_ERR, "%s: creates from it are refused", problem);
+    else if (!problem && t->check_state == 0)
+        engine_noticef(e, LOG_NOTICE, "template '%s' passes its isolation checks now", t->name);
+    free(t->check_error);
+    t->check_error = problem;
+    t->check_state = problem ? 0 : 1;
+    e->tmpl_i++;
+    e->tmpl_j = 0;
+}
+
+static void tmpl_read_next(struct engine *e);
+
+static void on_tmpl_config(const struct pve_result *res, void *userdata)
+{
+    struct engine *e = userdata;
+    const struct engine_template *t = &e->templates[e->tmpl_i];
+    const char *node = NULL, *problem = NULL;
+    uint32_t vmid = 0;
+
+    e->tmpl_call = NULL;
+    if (e->closing)
+        return;
+    if (res->error < 0 && res->error != -EREMOTEIO) {
+        free(TAKE_PTR(e->tmpl_problem)); /* Proxmox unreachable: again after the next probe */
+        return;
+    }
+    (void)tmpl_target(e, &node, &vmid);
+    if (res->error < 0)
+        problem = "cannot read its configuration";
+    else if (res->data)
+        problem = isolation_config_problem(res->data);
+    if (problem && !e->tmpl_problem &&
+        asprintf(&e->tmpl_problem, "template '%s' (container %" PRIu32 " on %s): %s", t->name, vmid,
+                 node, problem) < 0)
+        e->tmpl_problem = NULL;
+    e->tmpl_j++;
+    if (t->n_copies == 0 || e->tmpl_j >= t->n_copies)
+        tmpl_conclude(e);
+    tmpl_read_next(e);
+}
+
+static void tmpl_read_next(struct engine *e)
+{
+    const char *node;
+    uint32_t vmid;
+
+    if (e->tmpl_again) {
+        e->tmpl_again = false;
+        e->tmpl_i = e->tmpl_j = 0;
+        free(TAKE_PTR(e->tmpl_problem));
+    }
+    if (!tmpl_target(e, &node, &vmid)) {
+        e->tmpl_done = true;
+        return;
+    }
+    if (pve_config_get(e->pve, node, vmid, false, 0, on_tmpl_config, e, &e->tmpl_call) < 0)
+        e->tmpl_call = NULL; /* again after the next probe */
+}
+
+void engine_templates_check(struct engine *e)
+{
+    if (!e->configured || e->closing)
+        return;
+    if (e->tmpl_call) {
+        e->tmpl_again = true;
+        return;
+    }
+    e->tmpl_again = true;
+    tmpl_read_next(e);
+}
+
+void engine_templates_check_free(struct engine *e)
+{
+    free(TAKE_PTR(e->tmpl_problem));
+    for (size_t i = 0; i < e->n_templates; i++)
+        free(TAKE_PTR(e->templates[i].check_error));
+}
+
+void engine_recheck(struct engine *e)
+{
+    engine_templates_check(e);
+    probe_schedule(e, 0); /* reads the datacenter firewall again */
+}
+
+void engine_checks_status_add(struct engine *e, json_object *status)
+{
+    json_object *c = json_object_new_object(), *ts = json_object_new_object();
+
+    json_object_object_add(c, "datacenter_firewall",
+                           e->dc_firewall < 0 ? NULL : json_object_new_boolean(e->dc_firewall));
+    for (size_t i = 0; i < e->n_templates; i++) {
+        const struct engine_template *t = &e->templates[i];
+        json_object *o = json_object_new_object();
+
+        json_object_object_add(o, "ok",
+                               t->check_state < 0 ? NULL : json_object_new_boolean(t->check_state));
+        json_object_object_add(o, "error",
+                               t->check_error ? json_object_new_string(t->check_error) : NULL);
+        json_object_object_add(ts, t->name, o);
+    }
+    json_object_object_add(c, "templates", ts);
+    json_object_object_add(status, "checks", c);
+}
