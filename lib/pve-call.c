@@ -116,6 +116,7 @@ void pve_call_finish(struct pve_call *call, int error)
     res.vmid = call->vmid;
     res.task = call->have_task ? &call->task : NULL;
     res.ipv4 = error == 0 ? call->ipv4 : NULL;
+    res.ct_state = error == 0 ? call->ct_state : PVE_CT_UNKNOWN;
     res.vms = error == 0 ? call->vms : NULL;
     res.rules = error == 0 ? call->rules : NULL;
     res.attempts = call->attempts;
@@ -467,6 +468,8 @@ static int call_store(struct pve_call *call, struct json_object *data)
         call->ipv4 = NULL;
         r = pve_interfaces_pick_ipv4(data, &call->ipv4);
         return MIN(r, 0);
+    case PVE_INTO_CT_STATE:
+        return pve_ct_status_parse(data, &call->ct_state);
     case PVE_INTO_VMS: /* a new listing replaces the last one */
         call->vms = pve_vm_list_free(call->vms);
         return pve_vm_list_parse(data, &call->vms);

@@ -41,7 +41,7 @@ const struct pve_endpoint pve_endpoints[_PVE_EP_MAX] = {
     [PVE_EP_STOP] = {"stop", "POST", CT "/status/stop", PVE_INTO_TASK, PVE_RETRY_SAFE},
     [PVE_EP_SHUTDOWN] = {"shutdown", "POST", CT "/status/shutdown", PVE_INTO_TASK, PVE_RETRY_SAFE},
     [PVE_EP_DELETE] = {"delete", "DELETE", CT, PVE_INTO_TASK, PVE_RETRY_SAFE},
-    [PVE_EP_STATUS_CURRENT] = {"status", "GET", CT "/status/current", PVE_INTO_DATA,
+    [PVE_EP_STATUS_CURRENT] = {"status", "GET", CT "/status/current", PVE_INTO_CT_STATE,
                                PVE_RETRY_ALWAYS},
     [PVE_EP_INTERFACES] = {"interfaces", "GET", CT "/interfaces", PVE_INTO_IPV4, PVE_RETRY_ALWAYS},
 

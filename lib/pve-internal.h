@@ -39,6 +39,7 @@ enum pve_into {
     PVE_INTO_DATA,        /* nothing more: res->data */
     PVE_INTO_VMID,        /* res->vmid (GET /cluster/nextid) */
     PVE_INTO_IPV4,        /* res->ipv4 */
+    PVE_INTO_CT_STATE,    /* res->ct_state (GET .../status/current) */
     PVE_INTO_VMS,         /* res->vms */
     PVE_INTO_RULES,       /* res->rules */
     PVE_INTO_TASK_STATUS, /* res->task */
@@ -246,6 +247,7 @@ struct pve_call {
     struct pve_error *perr;
     uint32_t vmid;
     char *ipv4;
+    enum pve_ct_state ct_state;
     struct pve_vm_list *vms;
     struct pve_fw_rules *rules;
 

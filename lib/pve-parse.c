@@ -515,6 +515,32 @@ int pve_task_status_parse(struct json_object *data, struct pve_task_status *ret)
     return 0;
 }
 
+/* ---- container status ---- */
+
+enum pve_ct_state pve_ct_state_from(const char *status)
+{
+    if (status && strcmp(status, "running") == 0)
+        return PVE_CT_RUNNING;
+    if (status && strcmp(status, "stopped") == 0)
+        return PVE_CT_STOPPED;
+    return PVE_CT_UNKNOWN;
+}
+
+int pve_ct_status_parse(struct json_object *data, enum pve_ct_state *ret_state)
+{
+    struct json_object *v;
+    enum pve_ct_state st;
+
+    if (!data || !json_object_is_type(data, json_type_object) ||
+        !json_object_object_get_ex(data, "status", &v) || !json_object_is_type(v, json_type_string))
+        return -EBADMSG;
+    st = pve_ct_state_from(json_object_get_string(v));
+    if (st == PVE_CT_UNKNOWN)
+        return -EBADMSG;
+    *ret_state = st;
+    return 0;
+}
+
 /* ---- interfaces ---- */
 
 static bool ipv4_global_unicast(const char *s, char out[INET_ADDRSTRLEN])

@@ -101,6 +101,20 @@ int pve_task_status_parse(struct json_object *data, struct pve_task_status *ret_
 /* Classifies an exitstatus string: 1 success, 0 failure; *ret_warnings for WARNINGS: n. */
 int pve_task_exitstatus_ok(const char *exitstatus, unsigned *ret_warnings);
 
+/* A container's run state. Only GET .../status/current tells it: the status of a listing
+ * (/pools/{id} members, /cluster/resources) comes from pvestatd's cache, seconds stale, or
+ * "unknown" when the cache has no entry (purged, or emptied by a pve-cluster restart). */
+enum pve_ct_state {
+    PVE_CT_UNKNOWN,
+    PVE_CT_STOPPED,
+    PVE_CT_RUNNING,
+};
+/* "running" / "stopped"; anything else (NULL, "unknown") is PVE_CT_UNKNOWN. */
+enum pve_ct_state pve_ct_state_from(const char *status);
+/* From GET .../status/current "data" ({"status":"running",...}). Returns 0 or -EBADMSG (not
+ * an object, no status string, or a status other than running / stopped). */
+int pve_ct_status_parse(struct json_object *data, enum pve_ct_state *ret_state);
+
 /* GET /cluster/nextid: "100" or 100. */
 int pve_nextid_parse(struct json_object *data, uint32_t *ret_vmid);
 

@@ -90,6 +90,7 @@ struct pve_result {
                       someone else's id, or the request was never sent). */
     const struct pve_task_status *task; /* task calls, task_status, wait_task */
     const char *ipv4;                   /* interfaces: first global IPv4 or NULL (no IP yet) */
+    enum pve_ct_state ct_state;         /* status_current: running or stopped (else UNKNOWN) */
     const struct pve_vm_list *vms;      /* cluster_resources, pool_members, lxc_list */
     const struct pve_fw_rules *rules;   /* fw_rules_list */
     unsigned attempts;                  /* HTTP attempts made for the (last) request */
@@ -190,7 +191,9 @@ int pve_stop(struct pve_client *c, const char *node, uint32_t vmid, PVE_CALL_ARG
 /* POST .../status/shutdown timeout=<shutdown_timeout_s> forceStop=<0|1> and wait. */
 int pve_shutdown(struct pve_client *c, const char *node, uint32_t vmid, unsigned shutdown_timeout_s,
                  bool force_stop, PVE_CALL_ARGS);
-/* GET .../status/current: res->data ({"status":"running",...}). */
+/* GET .../status/current: res->ct_state (running or stopped; -EBADMSG for any other
+ * status), res->data ({"status":"running",...}). The truth about one container, unlike
+ * the status of a listing (see enum pve_ct_state). */
 int pve_status_current(struct pve_client *c, const char *node, uint32_t vmid, PVE_CALL_ARGS);
 /* GET .../interfaces: res->ipv4 (NULL while there is none yet; data null is not an error),
  * res->data the raw list. One request; the caller polls. */

@@ -115,7 +115,8 @@ static void on_started(const struct pve_result *res, void *userdata)
 {
     struct ctr *x = userdata;
 
-    if (res->error < 0) {
+    /* "CT N already running": it was running after all (a stale status): re-attached */
+    if (res->error < 0 && !(res->perr && res->perr->kind == PVE_ERR_RUNNING)) {
         ctr_end(x, res->error, why(res, "the start failed"));
         return;
     }

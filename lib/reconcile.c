@@ -31,7 +31,7 @@ struct cand {
     uint32_t vmid;
     char *node;
     char *lock;
-    bool running;
+    enum pve_ct_state state; /* first run: from GET .../status/current, else unknown */
     struct marker m;
     json_object *conf; /* the container's config (owned reference) */
 };
@@ -589,10 +589,10 @@ static bool rebuild_from_marker(struct reconcile *rc, struct cand *c)
 {
     struct fromm *f;
 
-    if (!c->running || c->m.expires <= (int64_t)now_realtime()) {
+    if (c->state == PVE_CT_STOPPED || c->m.expires <= (int64_t)now_realtime()) {
         destroy_container(rc, c->vmid, c->node, c->m.sandbox, &rc->st.orphans_destroyed,
-                          c->running ? "its lease (from the marker) has expired"
-                                     : "not running and not recorded");
+                          c->state != PVE_CT_STOPPED ? "its lease (from the marker) has expired"
+                                                     : "not running and not recorded");
         return false;
     }
     f = calloc(1, sizeof *f);
@@ -633,8 +633,9 @@ static bool decide_one(struct reconcile *rc, struct cand *c)
         if (r) {
             time_t exp = MAX(r->expires_at, (time_t)c->m.expires);
 
-            if (r->state == REG_READY && exp > now && c->running && r->ip && r->vmid > 0 &&
-                (uint32_t)r->vmid == c->vmid) {
+            /* running, or not known to be stopped (status/current unreadable): re-attached */
+            if (r->state == REG_READY && exp > now && c->state != PVE_CT_STOPPED && r->ip &&
+                r->vmid > 0 && (uint32_t)r->vmid == c->vmid) {
                 adopt(rc, c, r, false);
                 for (size_t i = 0; i < rc->n_recs; i++)
                     if (rc->recs[i] == r)
@@ -643,8 +644,8 @@ static bool decide_one(struct reconcile *rc, struct cand *c)
             }
             if (c->lock)
                 return false; /* reaped as an orphan once unlocked */
-            if (r->state == REG_READY && exp > now && !c->running && r->ip && r->vmid > 0 &&
-                (uint32_t)r->vmid == c->vmid && restart_stopped(rc, c, r))
+            if (r->state == REG_READY && exp > now && c->state == PVE_CT_STOPPED && r->ip &&
+                r->vmid > 0 && (uint32_t)r->vmid == c->vmid && restart_stopped(rc, c, r))
                 return true;
             destroy_container(
                 rc, c->vmid, c->node, c->m.sandbox,
@@ -657,7 +658,8 @@ static bool decide_one(struct reconcile *rc, struct cand *c)
                     rc->recs[i] = reg_record_free(rc->recs[i]);
             return false;
         }
-        if ((rc->rebuild || is_suspect(rc, c->m.sandbox)) && (!c->lock || c->running))
+        if ((rc->rebuild || is_suspect(rc, c->m.sandbox)) &&
+            (!c->lock || c->state != PVE_CT_STOPPED))
             return rebuild_from_marker(rc, c);
         if (c->lock)
             return false;
@@ -679,6 +681,25 @@ static void decide_next(struct reconcile *rc)
         rc->i_cand++;
     }
     decide_done(rc);
+}
+
+/* First run: a container's state is read from GET .../status/current, never taken from the
+ * listing (pvestatd's cache: seconds stale, or "unknown"). One that cannot be read stays
+ * PVE_CT_UNKNOWN: neither started nor destroyed for it. */
+static void on_state(const struct pve_result *res, void *userdata)
+{
+    struct reconcile *rc = userdata;
+
+    if (!rc->closed) {
+        struct cand *c = &rc->cands[rc->n_cands - 1];
+
+        c->state = res->error == 0 ? res->ct_state : PVE_CT_UNKNOWN;
+        if (res->error < 0)
+            log_debug(COMP, "container %u: state not readable (%s): unknown", c->vmid,
+                      res->perr ? res->perr->message : strerror(-res->error));
+        scan_next(rc);
+    }
+    rc_unref(rc);
 }
 
 static void on_config(const struct pve_result *res, void *userdata)
@@ -728,12 +749,14 @@ static void on_config(const struct pve_result *res, void *userdata)
             lock = vm->lock;
         x->lock = lock ? strdup(lock) : NULL;
     }
-    x->running = vm->status && strcmp(vm->status, "running") == 0;
+    x->state = PVE_CT_UNKNOWN;
     if (!x->node) {
         free(x->lock);
         json_object_put(x->conf);
         rc->n_cands--;
-    }
+    } else if (rc->first && pve_status_current(engine_pve(rc->e), x->node, x->vmid,
+                                               RECONCILE_CALL_TIMEOUT_MS, on_state, rc, NULL) == 0)
+        return; /* keeps the reference */
 next:
     scan_next(rc);
     rc_unref(rc);

@@ -194,10 +194,12 @@ static void on_deleted(const struct pve_result *res, void *userdata)
     destroy_step_done(sb, DESTROY_FAIL, &err);
 }
 
+/* Without destroy-unreferenced-disks: it makes the task activate every storage of the node,
+ * and one offline storage fails it after the container's volumes are freed and before its
+ * config is removed. A repeated delete of such a half-deleted container succeeds. */
 static int start_delete(struct sandbox *sb, uint64_t timeout_ms)
 {
-    return pve_delete(sb->engine->pve, sb->node, sb->vmid,
-                      PVE_DELETE_FORCE | PVE_DELETE_PURGE | PVE_DELETE_DESTROY_UNREFERENCED,
+    return pve_delete(sb->engine->pve, sb->node, sb->vmid, PVE_DELETE_FORCE | PVE_DELETE_PURGE,
                       timeout_ms, on_deleted, sb, &sb->call);
 }
 

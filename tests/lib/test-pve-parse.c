@@ -358,6 +358,36 @@ START_TEST(test_task_status)
 }
 END_TEST
 
+static int ct_state_of(const char *json, enum pve_ct_state *st)
+{
+    struct json_object *o = json_tokener_parse(json);
+    int r = pve_ct_status_parse(o, st);
+    json_object_put(o);
+    return r;
+}
+
+START_TEST(test_ct_status)
+{
+    enum pve_ct_state st = PVE_CT_UNKNOWN;
+
+    ck_assert_int_eq(ct_state_of("{\"status\":\"running\",\"vmid\":150,\"uptime\":12}", &st), 0);
+    ck_assert_int_eq(st, PVE_CT_RUNNING);
+    ck_assert_int_eq(ct_state_of("{\"status\":\"stopped\",\"vmid\":150}", &st), 0);
+    ck_assert_int_eq(st, PVE_CT_STOPPED);
+    st = PVE_CT_RUNNING; /* not written on failure */
+    ck_assert_int_eq(ct_state_of("{\"status\":\"unknown\"}", &st), -EBADMSG);
+    ck_assert_int_eq(ct_state_of("{\"vmid\":150}", &st), -EBADMSG);
+    ck_assert_int_eq(ct_state_of("{\"status\":1}", &st), -EBADMSG);
+    ck_assert_int_eq(ct_state_of("null", &st), -EBADMSG);
+    ck_assert_int_eq(st, PVE_CT_RUNNING);
+    ck_assert_int_eq(pve_ct_state_from("running"), PVE_CT_RUNNING);
+    ck_assert_int_eq(pve_ct_state_from("stopped"), PVE_CT_STOPPED);
+    ck_assert_int_eq(pve_ct_state_from("unknown"), PVE_CT_UNKNOWN);
+    ck_assert_int_eq(pve_ct_state_from(NULL), PVE_CT_UNKNOWN);
+    ck_assert_int_eq(pve_endpoints[PVE_EP_STATUS_CURRENT].into, PVE_INTO_CT_STATE);
+}
+END_TEST
+
 static int pick(const char *json, char **ip)
 {
     struct json_object *o = json_tokener_parse(json);
@@ -684,6 +714,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_upid);
     tcase_add_test(tc, test_vmid);
     tcase_add_test(tc, test_task_status);
+    tcase_add_test(tc, test_ct_status);
     tcase_add_test(tc, test_interfaces);
     tcase_add_test(tc, test_net);
     tcase_add_test(tc, test_fw_rules);

@@ -723,6 +723,59 @@ class T10Compat(unittest.TestCase):
         self.assertEqual((r.status, r.reason), (501, "Method 'GET /nodes/pve/lxc/9000/interfaces' not implemented"))
 
 
+class T10bPvestatdStorage(unittest.TestCase):
+    def tearDown(self):
+        S.admin("POST", "/pvestatd", {"stalled": False})
+        S.admin("POST", "/storage/local/online")
+
+    def members(self):
+        return {x["vmid"]: x for x in S.ok("GET", "/pools/sandboxd")["members"]}
+
+    def test_pvestatd_stalled(self):
+        S.clone(910, hostname="st", pool="sandboxd")
+        S.admin("POST", "/ct/910/lock", {"lock": "backup"})
+        m = self.members()[910]
+        self.assertEqual(m["status"], "stopped")
+        self.assertNotIn("lock", m)  # pool members carry no lock
+        S.admin("DELETE", "/ct/910/lock")
+        self.assertTrue(S.admin("POST", "/pvestatd", {"stalled": True})["stalled"])
+        S.wait_task(S.ok("POST", "/nodes/pve/lxc/910/status/start"))
+        self.assertEqual(S.ok("GET", "/nodes/pve/lxc/910/status/current")["status"], "running")
+        self.assertEqual(self.members()[910]["status"], "stopped")  # stale
+        e = {x["vmid"]: x for x in S.ok("GET", "/cluster/resources", {"type": "vm"})}[910]
+        self.assertEqual(e["status"], "stopped")
+        S.clone(911, pool="sandboxd")  # created since: missing from the cache
+        self.assertEqual(self.members()[911]["status"], "unknown")
+        S.admin("POST", "/pve-cluster/restart")
+        self.assertEqual({self.members()[v]["status"] for v in (910, 911)}, {"unknown"})
+        S.admin("POST", "/pvestatd", {"stalled": False})
+        self.assertEqual((self.members()[910]["status"], self.members()[911]["status"]), ("running", "stopped"))
+        S.wait_task(S.ok("POST", "/nodes/pve/lxc/910/status/stop"))
+        for v in (910, 911):
+            S.wait_task(S.ok("DELETE", f"/nodes/pve/lxc/{v}"))
+
+    def test_storage_offline_destroy(self):
+        self.assertEqual(S.raw("POST", "/admin/storage/nope/offline", None, {}).status, 404)
+        S.admin("POST", "/storage/local/offline")
+        st = {x["storage"]: x["status"] for x in S.ok("GET", "/cluster/resources", {"type": "storage"})
+              if x["node"] == "pve"}
+        self.assertEqual((st["local"], st["local-lvm"]), ("unknown", "available"))
+        S.clone(920)
+        S.wait_task(S.ok("POST", "/nodes/pve/lxc/920/status/start"))
+        u = S.ok("DELETE", "/nodes/pve/lxc/920", {"force": 1, "purge": 1, "destroy-unreferenced-disks": 1})
+        self.assertEqual(S.wait_task(u)["exitstatus"], "storage 'local' is not online")
+        self.assertIn("rootfs", S.ok("GET", "/nodes/pve/lxc/920/config"))  # half-deleted: config left
+        self.assertFalse(os.path.isdir(S.admin("GET", "/ct/920")["rootfs"]))  # volume freed
+        self.assertEqual(S.ok("GET", "/nodes/pve/lxc/920/status/current")["status"], "stopped")
+        self.assertIn("can't activate volume", S.wait_task(S.ok("POST", "/nodes/pve/lxc/920/status/start"))["exitstatus"])
+        u = S.ok("DELETE", "/nodes/pve/lxc/920", {"force": 1, "purge": 1})  # the retry finishes it
+        self.assertEqual(S.wait_task(u)["exitstatus"], "OK")
+        self.assertEqual(S.api("GET", "/nodes/pve/lxc/920/config").status, 500)
+        S.clone(921)
+        u = S.ok("DELETE", "/nodes/pve/lxc/921", {"force": 1, "purge": 1})
+        self.assertEqual(S.wait_task(u)["exitstatus"], "OK")
+
+
 class T11Instances(unittest.TestCase):
     def test_overlapping_subnet_refused(self):
         other = simlib.Sim({"bridge_subnet": S.info["bridge_subnet"], "transit_subnet": "10.216.1.0/30"})

@@ -9,6 +9,8 @@ import threading
 import time
 import urllib.parse
 
+from .api_cluster import set_pvestatd
+
 
 def admin(h, sim, method, url, body):
     path = url.path.rstrip("/")
@@ -32,7 +34,9 @@ def admin(h, sim, method, url, body):
             return h.send_json({"containers": cts, "nodes": sim.nodes_status(), "leases": dict(sim.leases),
                                 "firewall": fw,
                                 "settings": sim.settings, "faults": sim.faults,
-                                "no_ip": sorted(sim.no_ip), "tasks": len(sim.tasks)})
+                                "no_ip": sorted(sim.no_ip), "tasks": len(sim.tasks),
+                                "pvestatd_stalled": sim.pvestatd_stalled,
+                                "storages_offline": sorted(f"{n}/{st}" for n, st in sim.storages_offline)})
     if path == "/admin/faults":
         if method == "GET":
             return h.send_json(sim.faults)
@@ -68,6 +72,21 @@ def admin(h, sim, method, url, body):
         return h.send_json({"ok": True})
     if m:
         return admin_ct(h, sim, method, path, int(m.group(1)), m.group(2), req)
+    if path == "/admin/pvestatd" and method in ("GET", "POST", "PUT"):
+        if method == "GET":
+            return h.send_json(set_pvestatd(sim))
+        return h.send_json(set_pvestatd(sim, stalled=req.get("stalled", True) in (True, 1, "1", "true")))
+    if path == "/admin/pve-cluster/restart" and method == "POST":
+        return h.send_json(set_pvestatd(sim, cluster_restart=True))
+    ms = re.fullmatch(r"/admin/storage/([^/]+)/(offline|online)", path)
+    if ms and method == "POST":
+        name = urllib.parse.unquote(ms.group(1))
+        node = req.get("node", sim.cfg["nodes"][0])
+        if name not in sim.cfg["storages"] or node not in sim.cfg["nodes"]:
+            return h.send_json({"error": f"no storage '{name}' on node '{node}'"}, 404, "Not Found")
+        with sim.lock:
+            (sim.storages_offline.add if ms.group(2) == "offline" else sim.storages_offline.discard)((node, name))
+            return h.send_json({"storage": name, "node": node, "online": (node, name) not in sim.storages_offline})
     mn = re.fullmatch(r"/admin/node/([^/]+)/(down|up)", path)
     if mn and method == "POST":
         node = urllib.parse.unquote(mn.group(1))

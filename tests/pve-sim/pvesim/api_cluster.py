@@ -47,32 +47,61 @@ def h_resources(c):
                 for st, sd in s.cfg["storages"].items():
                     if c.token.has(f"/storage/{st}", "Datastore.Audit"):
                         out.append({"id": f"storage/{n}/{st}", "type": "storage", "node": n, "storage": st,
-                                    "status": "available", "plugintype": sd.get("type", "dir"),
+                                    "status": "unknown" if (n, st) in s.storages_offline else "available",
+                                    "plugintype": sd.get("type", "dir"),
                                     "shared": int(sd.get("shared", 0)), "content": "rootdir,images",
                                     "disk": 1 << 30, "maxdisk": 100 << 30})
     return out
 
 
-def refresh_rrd(s):
+RRD_PURGE_S = 300  # pmxcfs drops the RRD entries not updated for 5 minutes
+
+
+def rrd_used(s):
+    """Whether guest statuses come from the RRD-like cache: with resources_lag > 0, or while
+    pvestatd is stalled (it then keeps what it had, or nothing after a pve-cluster restart)."""
+    return float(s.settings["resources_lag"]) > 0 or s.pvestatd_stalled
+
+
+def refresh_rrd(s, force=False):
     """With resources_lag > 0, the guests' status/name/stats and the nodes' load come from a
-    snapshot refreshed every resources_lag seconds (pvestatd's RRD updates)."""
+    snapshot refreshed every resources_lag seconds (pvestatd's RRD updates); a stalled pvestatd
+    refreshes nothing."""
     lag = float(s.settings["resources_lag"])
-    if lag > 0 and time.time() - s.rrd_time >= lag:
+    if s.pvestatd_stalled:
+        return
+    if force or (lag > 0 and time.time() - s.rrd_time >= lag):
         s.rrd = {v: {k: e[k] for k in ("status", "name", "uptime", "mem", "disk", "cpu")}
                  for v, e in ((v, s.resource(ct)) for v, ct in s.cts.items())}
         s.rrd_nodes = {n: s.node_load(n) for n in s.cfg["nodes"]}
         s.rrd_time = time.time()
 
 
+def set_pvestatd(s, stalled=None, cluster_restart=False):
+    """The admin faults: pvestatd stalled (the cache stops refreshing, and reads `unknown` for
+    every guest once older than 5 minutes) or running again; a pve-cluster restart (the cache
+    emptied: every status `unknown` until pvestatd refreshes it)."""
+    with s.lock:
+        if stalled is not None:
+            if stalled and not s.pvestatd_stalled:
+                refresh_rrd(s, force=float(s.settings["resources_lag"]) <= 0)
+            s.pvestatd_stalled = bool(stalled)
+        if cluster_restart:
+            s.rrd = {}
+            s.rrd_nodes = {}
+            s.rrd_time = time.time()
+        return {"stalled": s.pvestatd_stalled, "entries": len(s.rrd), "age": round(time.time() - s.rrd_time, 1)}
+
+
 def guest_entry(s, ct, with_pool=True, lagged=True):
-    """A guest in /cluster/resources (lagged with resources_lag: a guest created since the
-    last snapshot shows status unknown without name) or a pool's members (not lagged);
-    status unknown on a node that is offline."""
+    """A guest in /cluster/resources or a pool's members, status from the RRD cache (see
+    rrd_used(): a guest missing from it, created since the last snapshot or purged, shows
+    status unknown without name); status unknown on a node that is offline."""
     e = s.resource(ct, with_pool)
     if not s.node_online(ct["node"]):
         return s.offline_guest(ct, e)
-    if lagged and float(s.settings["resources_lag"]) > 0:
-        old = s.rrd.get(ct["vmid"])
+    if lagged and rrd_used(s):
+        old = s.rrd.get(ct["vmid"]) if time.time() - s.rrd_time <= RRD_PURGE_S else None
         if old is None:
             e = {k: e[k] for k in ("id", "type", "vmid", "node", "template") if k in e}
             e["status"] = "unknown"
@@ -91,12 +120,17 @@ def h_nodes(c):
 
 
 def pool_members(c, pid, typ=None):
+    """The pool's guests as /cluster/resources shows them (status from the RRD cache) but
+    without lock (pve-manager's extract_vm_stats)."""
     s = c.sim
     out = []
+    refresh_rrd(s)
     for vmid in sorted(s.cts):
         ct = s.cts[vmid]
         if ct.get("pool") == pid and typ in (None, "lxc"):
-            out.append(guest_entry(s, ct, with_pool=False, lagged=False))
+            e = guest_entry(s, ct, with_pool=False)
+            e.pop("lock", None)
+            out.append(e)
     return out
 
 

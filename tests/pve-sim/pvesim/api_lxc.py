@@ -419,8 +419,11 @@ def h_start(c):
                     raise TaskFail("you can't start a CT if it's a template")
                 if ct.get("running"):
                     raise TaskFail(f"CT {vmid} already running")
+                vol = rootfs_parts(ct["conf"].get("rootfs", "")).get("volume", "")
             if ferr is not None:
                 raise TaskFail(ferr)
+            if not os.path.isdir(os.path.join(s.ct_dir(vmid), "rootfs")):  # freed by a failed destroy
+                raise TaskFail(f"can't activate volume '{vol}': no such volume")
             try:
                 s.ct_runtime_start(vmid)
             except Exception as e:
@@ -521,6 +524,23 @@ def h_interfaces(c):
     return out
 
 
+def destroy_volumes(s, node, vmid, ct, unreferenced):
+    """The volume part of a destroy (pve-container destroy_lxc_container): the CT's own
+    volumes are freed (one already gone is no error: a retry after a failed destroy goes on);
+    with destroy-unreferenced-disks, listing every storage of the node for leftover volumes
+    then dies on an offline one, leaving the config with its volumes freed."""
+    with s.lock:
+        store = rootfs_parts(ct["conf"].get("rootfs", "")).get("volume", "").split(":", 1)[0]
+        offline = sorted(st for n, st in s.storages_offline if n == node)
+    if store in offline:
+        raise TaskFail(f"storage '{store}' is not online")
+    if ct["conf"].get("template") == "1":
+        return  # a base volume: checked for linked clones below
+    shutil.rmtree(os.path.join(s.ct_dir(vmid), "rootfs"), ignore_errors=True)
+    if unreferenced and offline:
+        raise TaskFail(f"storage '{offline[0]}' is not online")
+
+
 @route("DELETE", "/nodes/{node}/lxc/{vmid}")
 def h_destroy(c):
     a = c.args({"force": P("bool"), "purge": P("bool"), "destroy-unreferenced-disks": P("bool")})
@@ -548,6 +568,7 @@ def h_destroy(c):
             time.sleep(float(s.settings["destroy_time"]))
             if ferr is not None:
                 raise TaskFail(ferr)
+            destroy_volumes(s, node, vmid, ct2, a.get("destroy-unreferenced-disks"))
             with s.lock:
                 if ct2["conf"].get("template") == "1":
                     users = [v for v, x in s.cts.items() if x.get("linked_from") == vmid]

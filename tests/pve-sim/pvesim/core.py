@@ -50,6 +50,8 @@ class Sim(StateMixin, ContainersMixin, DhcpMixin, FirewallMixin, FaultsMixin, No
         self.rrd = {}
         self.rrd_nodes = {}
         self.rrd_time = 0.0
+        self.pvestatd_stalled = False  # POST /admin/pvestatd; not kept over a restart
+        self.storages_offline = set()  # (node, storage): POST /admin/storage/NAME/offline
         self.nodes_down = set()  # nodes taken down (POST /admin/node/NAME/down); not kept over a restart
         self.applied_fw = None
         self.fw_cycle_gen = 0
