@@ -1,7 +1,9 @@
 /* Starting again, at the daemon's start, a READY sandbox whose container was found stopped
  * (a host reboot, or `pct stop` behind the daemon's back while it was down): the container is
  * started, its IPv4 address awaited (DHCP may hand out another one), and a new address
- * added to its ipfilter set so that the firewall lets its traffic through. The reconcile
+ * checked (engine_addr_check(): it is reported from inside the container; static mode
+ * allows none) and put in place of the old one in its ipfilter set, so that the firewall
+ * lets its traffic through and the set holds that one address. The reconcile
  * then re-attaches the sandbox; when any of this fails the sandbox is destroyed as before
  * (its container cannot serve it). Loop thread only. */
 #pragma once
