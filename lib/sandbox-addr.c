@@ -181,17 +181,6 @@ int engine_addr_check(struct engine *e, const struct sandbox *self, uint32_t vmi
         snprintf(why, size, "not an IPv4 address");
         return -EPERM;
     }
-    if (n->first && (a < n->first || a > n->last)) {
-        config_network_format(n->first, x);
-        config_network_format(n->last, y);
-        snprintf(why, size, "outside [network] addresses %s-%s", x, y);
-        return -EPERM;
-    }
-    if (!n->first && n->prefix && n->gateway && (a & mask) != (n->gateway & mask)) {
-        config_network_format(n->gateway & mask, x);
-        snprintf(why, size, "outside the bridge network %s/%u", x, n->prefix);
-        return -EPERM;
-    }
     if (n->gateway && a == n->gateway) {
         snprintf(why, size, "the gateway's address");
         return -EPERM;
@@ -210,6 +199,17 @@ int engine_addr_check(struct engine *e, const struct sandbox *self, uint32_t vmi
             snprintf(why, size, "the address of container %u", e->held[i].vmid);
             return -EPERM;
         }
+    if (n->first && (a < n->first || a > n->last)) {
+        config_network_format(n->first, x);
+        config_network_format(n->last, y);
+        snprintf(why, size, "outside [network] addresses %s-%s", x, y);
+        return -EPERM;
+    }
+    if (!n->first && n->prefix && n->gateway && (a & mask) != (n->gateway & mask)) {
+        config_network_format(n->gateway & mask, x);
+        snprintf(why, size, "outside the bridge network %s/%u", x, n->prefix);
+        return -EPERM;
+    }
     return 0;
 }
 
