@@ -190,7 +190,7 @@ int engine_addr_check(struct engine *e, const struct sandbox *self, uint32_t vmi
         return -EPERM;
     }
     for (const struct sandbox *sb = e->sandboxes; sb; sb = sb->next)
-        if (sb != self && sb->ip && strcmp(sb->ip, ip) == 0) {
+        if (sb != self && sb->state != SANDBOX_GONE && sb->ip && strcmp(sb->ip, ip) == 0) {
             snprintf(why, size, "the address of sandbox %s", sb->id);
             return -EPERM;
         }
