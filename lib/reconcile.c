@@ -539,7 +539,8 @@ static void on_fromm_ip(const struct pve_result *res, void *userdata)
 }
 
 /* A READY record whose container was found stopped: started again, then re-attached
- * (reconcile-restart.h); destroyed when it cannot be started or gets no address. */
+ * (reconcile-restart.h); destroyed when it cannot be started, gets no address or one that
+ * is refused. */
 struct restarting {
     struct reconcile *rc;
     size_t i;

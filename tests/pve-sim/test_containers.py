@@ -298,7 +298,7 @@ class T2Firewall(unittest.TestCase):
             self.assertEqual([e["cidr"] for e in S.ok("GET", base)], [self.ip])
             self.assertEqual(S.ssh(self.ip, "true").returncode, 0)
             r = S.api("POST", "/nodes/pve/lxc/200/firewall/ipset", {"name": "ipfilter-net0", "rename": "staging"})
-            self.assertEqual(r.status, 500)  # the old name is gone
+            self.assertEqual(r.status, 400)  # the old name is gone
         finally:
             S.ok("PUT", "/nodes/pve/lxc/200/firewall/options", {"ipfilter": 1})
             S.api("POST", "/nodes/pve/lxc/200/firewall/ipset", {"name": "ipfilter-net0"})
