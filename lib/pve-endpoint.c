@@ -57,6 +57,8 @@ const struct pve_endpoint pve_endpoints[_PVE_EP_MAX] = {
                                 PVE_RETRY_NOTHING_DONE},
     [PVE_EP_FW_IPSET_ADD] = {"ipset add", "POST", CT "/firewall/ipset/{name}", PVE_INTO_DATA,
                              PVE_RETRY_NOTHING_DONE},
+    [PVE_EP_FW_IPSET_DELETE] = {"ipset delete", "DELETE", CT "/firewall/ipset/{name}",
+                                PVE_INTO_DATA, PVE_RETRY_ALWAYS},
     [PVE_EP_FW_RULES] = {"firewall rules", "GET", CT "/firewall/rules", PVE_INTO_RULES,
                          PVE_RETRY_ALWAYS},
     [PVE_EP_FW_RULE_ADD] = {"firewall rule add", "POST", CT "/firewall/rules", PVE_INTO_DATA,

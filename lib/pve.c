@@ -153,6 +153,31 @@ int pve_fw_ipset_create(struct pve_client *c, const char *node, uint32_t vmid, c
     return pve_call_start(c, &req, PVE_CALL_PASS);
 }
 
+int pve_fw_ipset_rename(struct pve_client *c, const char *node, uint32_t vmid, const char *from,
+                        const char *to, PVE_CALL_ARGS)
+{
+    const struct pve_param pv[] = {PVE_STR("name", to), PVE_STR("rename", from)};
+    const struct pve_req req = {
+        .ep = PVE_EP_FW_IPSET_CREATE, .path = {.node = node, .vmid = vmid}, PVE_PARAMS(pv)};
+
+    if (!from || !*from || !to || !*to)
+        return -EINVAL;
+    return pve_call_start(c, &req, PVE_CALL_PASS);
+}
+
+int pve_fw_ipset_delete(struct pve_client *c, const char *node, uint32_t vmid, const char *name,
+                        PVE_CALL_ARGS)
+{
+    const struct pve_param pv[] = {PVE_FLAG("force", true)};
+    const struct pve_req req = {.ep = PVE_EP_FW_IPSET_DELETE,
+                                .path = {.node = node, .vmid = vmid, .name = name},
+                                PVE_PARAMS(pv)};
+
+    if (!name || !*name)
+        return -EINVAL;
+    return pve_call_start(c, &req, PVE_CALL_PASS);
+}
+
 int pve_fw_ipset_add(struct pve_client *c, const char *node, uint32_t vmid, const char *name,
                      const char *cidr, PVE_CALL_ARGS)
 {
@@ -175,6 +200,12 @@ int pve_fw_rule_delete(struct pve_client *c, const char *node, uint32_t vmid, in
                                 PVE_PARAMS(pv)};
 
     return pve_call_start(c, &req, PVE_CALL_PASS);
+}
+
+bool pve_error_no_such(const struct pve_result *res)
+{
+    return res && res->error == -EREMOTEIO && res->perr && res->perr->message &&
+           strstr(res->perr->message, "no such ");
 }
 
 bool pve_error_exists(const struct pve_result *res)

@@ -239,6 +239,17 @@ int pve_fw_ipset_create(struct pve_client *c, const char *node, uint32_t vmid, c
  * it). A present entry fails with 400 {"cidr":"address '<cidr>' already exists"}. */
 int pve_fw_ipset_add(struct pve_client *c, const char *node, uint32_t vmid, const char *name,
                      const char *cidr, PVE_CALL_ARGS);
+/* POST .../lxc/{vmid}/firewall/ipset name=<to> rename=<from>: renames the set `from`, entries
+ * and all, in one write of the guest's firewall file (pve-firewall API2/Firewall/IPSet.pm,
+ * create_ipset). Fails when `from` does not exist or `to` does already. */
+int pve_fw_ipset_rename(struct pve_client *c, const char *node, uint32_t vmid, const char *from,
+                        const char *to, PVE_CALL_ARGS);
+/* DELETE .../lxc/{vmid}/firewall/ipset/{name}?force=1: removes the set with its entries. A
+ * missing set fails with 500 "no such IPSet '<name>'" (see pve_error_no_such()). */
+int pve_fw_ipset_delete(struct pve_client *c, const char *node, uint32_t vmid, const char *name,
+                        PVE_CALL_ARGS);
+/* True when res is a Proxmox "no such ..." refusal (a set, an entry that is not there). */
+bool pve_error_no_such(const struct pve_result *res);
 /* True when res is a Proxmox "... already exists" refusal (message or a parameter error). */
 bool pve_error_exists(const struct pve_result *res);
 /* GET .../lxc/{vmid}/firewall/rules: res->rules, res->data. */

@@ -13,6 +13,7 @@
 
 #define COMP "reconcile"
 #define IPFILTER_SET "ipfilter-net0"
+#define IPFILTER_NEW "sandboxd-net0" /* as sandbox-create.c */
 #define POLL_MS 250u
 
 struct ctr {
@@ -22,6 +23,8 @@ struct ctr {
     char *old_ip;
     char *ip;
     uint64_t ip_deadline;
+    int set_step;
+    char reason[256];
     uv_timer_t timer;
     ct_restart_cb cb;
     void *userdata;
@@ -51,15 +54,66 @@ static const char *why(const struct pve_result *res, const char *what)
     return res->perr && res->perr->message ? res->perr->message : what;
 }
 
-static void on_ipset_added(const struct pve_result *res, void *userdata)
+/* A new address replaces the set (never joins it): a set made under another name, filled,
+ * then renamed over ipfilter-net0. The steps, each completing through on_set_step(): */
+enum {
+    SET_CLEAR_NEW, /* a leftover IPFILTER_NEW goes */
+    SET_CREATE,
+    SET_ADD,
+    SET_CLEAR_OLD, /* ipfilter-net0 with the old address goes */
+    SET_RENAME,
+    SET_DONE,
+};
+
+static void set_step(struct ctr *x);
+
+static void on_set_step(const struct pve_result *res, void *userdata)
 {
     struct ctr *x = userdata;
+    bool ok = res->error == 0;
 
-    if (res->error < 0 && !pve_error_exists(res)) {
-        ctr_end(x, res->error, why(res, "cannot add the new address to the ipfilter set"));
+    if (!ok && (x->set_step == SET_CLEAR_NEW || x->set_step == SET_CLEAR_OLD))
+        ok = pve_error_no_such(res);
+    if (!ok && (x->set_step == SET_CREATE || x->set_step == SET_ADD))
+        ok = pve_error_exists(res);
+    if (!ok) {
+        ctr_end(x, res->error < 0 ? res->error : -EIO,
+                why(res, "cannot replace the address in the ipfilter set"));
         return;
     }
-    ctr_end(x, 0, NULL);
+    x->set_step++;
+    set_step(x);
+}
+
+static void set_step(struct ctr *x)
+{
+    struct pve_client *c = engine_pve(x->e);
+    uint64_t t = RESTART_CALL_TIMEOUT_MS;
+    int r;
+
+    switch (x->set_step) {
+    case SET_CLEAR_NEW:
+        r = pve_fw_ipset_delete(c, x->node, x->vmid, IPFILTER_NEW, t, on_set_step, x, NULL);
+        break;
+    case SET_CREATE:
+        r = pve_fw_ipset_create(c, x->node, x->vmid, IPFILTER_NEW, t, on_set_step, x, NULL);
+        break;
+    case SET_ADD:
+        r = pve_fw_ipset_add(c, x->node, x->vmid, IPFILTER_NEW, x->ip, t, on_set_step, x, NULL);
+        break;
+    case SET_CLEAR_OLD:
+        r = pve_fw_ipset_delete(c, x->node, x->vmid, IPFILTER_SET, t, on_set_step, x, NULL);
+        break;
+    case SET_RENAME:
+        r = pve_fw_ipset_rename(c, x->node, x->vmid, IPFILTER_NEW, IPFILTER_SET, t, on_set_step, x,
+                                NULL);
+        break;
+    default:
+        ctr_end(x, 0, NULL);
+        return;
+    }
+    if (r < 0)
+        ctr_end(x, r, "cannot replace the address in the ipfilter set");
 }
 
 static void poll_ip(struct ctr *x);
@@ -72,13 +126,14 @@ static void on_poll_timer(uv_timer_t *t)
 static void on_interfaces(const struct pve_result *res, void *userdata)
 {
     struct ctr *x = userdata;
-    int r;
 
     if (engine_closing(x->e)) {
         ctr_end(x, -ECANCELED, "the daemon is stopping");
         return;
     }
     if (res->error == 0 && res->ipv4) {
+        char why[128];
+
         x->ip = strdup(res->ipv4);
         if (!x->ip) {
             ctr_end(x, -ENOMEM, "out of memory");
@@ -88,11 +143,20 @@ static void on_interfaces(const struct pve_result *res, void *userdata)
             ctr_end(x, 0, NULL);
             return;
         }
+        /* the address comes from inside the container: checked before it goes in the set;
+         * a static address is the configuration's, never another */
+        if (engine_static_addresses(x->e))
+            snprintf(why, sizeof why, "not its static address %s", strna(x->old_ip));
+        if (engine_static_addresses(x->e) ||
+            engine_addr_check(x->e, NULL, x->vmid, x->ip, why, sizeof why) < 0) {
+            engine_addr_refused(NULL, x->vmid, x->node, x->ip, why);
+            snprintf(x->reason, sizeof x->reason, "its address %s is refused: %s", x->ip, why);
+            ctr_end(x, -EPERM, x->reason);
+            return;
+        }
         log_debug(COMP, "container %u: new address %s (was %s)", x->vmid, x->ip, strna(x->old_ip));
-        r = pve_fw_ipset_add(engine_pve(x->e), x->node, x->vmid, IPFILTER_SET, x->ip,
-                             RESTART_CALL_TIMEOUT_MS, on_ipset_added, x, NULL);
-        if (r < 0)
-            ctr_end(x, r, "cannot add the new address to the ipfilter set");
+        x->set_step = SET_CLEAR_NEW;
+        set_step(x);
         return;
     }
     if (uv_now(engine_loop(x->e)) >= x->ip_deadline) {

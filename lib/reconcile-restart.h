@@ -1,9 +1,11 @@
 /* Starting again, at the daemon's start, a READY sandbox whose container was found stopped
  * (a host reboot, or `pct stop` behind the daemon's back while it was down): the container is
  * started, its IPv4 address awaited (DHCP may hand out another one), and a new address
- * added to its ipfilter set so that the firewall lets its traffic through. "Found stopped"
- * is what GET .../status/current said; a start refused with "CT N already running" (it was
- * started since) counts as started: the sandbox is re-attached, never destroyed for it. The
+ * checked (engine_addr_check(): it is reported from inside the container; static mode
+ * allows none) and put in place of the old one in its ipfilter set, so that the firewall
+ * lets its traffic through and the set holds that one address. "Found stopped" is what
+ * GET .../status/current said; a start refused with "CT N already running" (it was started
+ * since) counts as started: the sandbox is re-attached, never destroyed for it. The
  * reconcile then re-attaches the sandbox; when any of this fails the sandbox is destroyed as before
  * (its container cannot serve it). Loop thread only. */
 #pragma once

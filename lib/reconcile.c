@@ -506,7 +506,9 @@ static void on_fromm_ip(const struct pve_result *res, void *userdata)
 {
     struct fromm *f = userdata;
     struct reconcile *rc = f->rc;
+    char why[128], reason[256];
     struct cand *c;
+    bool refused;
 
     if (rc->closed) {
         free(f);
@@ -514,11 +516,19 @@ static void on_fromm_ip(const struct pve_result *res, void *userdata)
         return;
     }
     c = &rc->cands[f->i];
-    if (res->error == 0 && res->ipv4 && (f->ip = strdup(res->ipv4)) &&
+    /* the address comes from inside the container: checked before anything trusts it */
+    refused = res->error == 0 && res->ipv4 &&
+              engine_addr_check(rc->e, NULL, c->vmid, res->ipv4, why, sizeof why) < 0;
+    if (!refused && res->error == 0 && res->ipv4 && (f->ip = strdup(res->ipv4)) &&
         pve_fw_rules_list(engine_pve(rc->e), c->node, c->vmid, RECONCILE_CALL_TIMEOUT_MS,
                           on_fromm_rules, f, NULL) == 0)
         return; /* keeps the reference */
-    if (res->error == 0 && !res->ipv4)
+    if (refused) {
+        engine_addr_refused(c->m.sandbox, c->vmid, c->node, res->ipv4, why);
+        snprintf(reason, sizeof reason, "marked, not recorded, and its address %s is refused: %s",
+                 res->ipv4, why);
+        destroy_container(rc, c->vmid, c->node, c->m.sandbox, &rc->st.rolled_back, reason);
+    } else if (res->error == 0 && !res->ipv4)
         destroy_container(rc, c->vmid, c->node, c->m.sandbox, &rc->st.rolled_back,
                           "marked, not recorded, and without an address");
     free(f->ip);
@@ -529,7 +539,8 @@ static void on_fromm_ip(const struct pve_result *res, void *userdata)
 }
 
 /* A READY record whose container was found stopped: started again, then re-attached
- * (reconcile-restart.h); destroyed when it cannot be started or gets no address. */
+ * (reconcile-restart.h); destroyed when it cannot be started, gets no address or one that
+ * is refused. */
 struct restarting {
     struct reconcile *rc;
     size_t i;

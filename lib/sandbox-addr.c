@@ -8,15 +8,23 @@
  * container the reconcile found in the pool has it in net0 and is not yet destroyed (a
  * create interrupted by a crash, an orphan): reconcile calls engine_addr_hold() for those,
  * and a destroy releases the vmid's hold. Allocation goes round the range, so a freed
- * address is handed out again as late as possible. */
+ * address is handed out again as late as possible.
+ *
+ * Any mode: an address Proxmox reports from inside a container (GET .../interfaces lists
+ * whatever addresses exist in its network namespace, so code in a sandbox chooses it) is
+ * checked by engine_addr_check() before it goes into a firewall set. */
 #include "macro.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit.h"
+#include "log.h"
 #include "sandbox-internal.h"
 
 bool engine_static_addresses(const struct engine *e)
@@ -144,4 +152,81 @@ int net0_with_address(const char *net0, const char *ip, const struct config_netw
     o += (size_t)snprintf(out + o, len + 64 - o, "ip=%s/%u,gw=%s", ip, n->prefix, gw);
     *ret = TAKE_PTR(out);
     return 0;
+}
+
+/* True when ip is one of the addresses of this host's interfaces. getifaddrs() is one
+ * netlink dump, answered by the kernel at once. */
+static bool host_has_address(uint32_t ip)
+{
+    struct ifaddrs *list = NULL;
+    bool found = false;
+
+    if (getifaddrs(&list) < 0)
+        return false;
+    for (struct ifaddrs *i = list; i && !found; i = i->ifa_next)
+        if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET)
+            found = ntohl(((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr.s_addr) == ip;
+    freeifaddrs(list);
+    return found;
+}
+
+int engine_addr_check(struct engine *e, const struct sandbox *self, uint32_t vmid, const char *ip,
+                      char *why, size_t size)
+{
+    const struct config_network *n = &e->cfg->network;
+    uint32_t a, mask = n->prefix >= 32 ? UINT32_MAX : ~(UINT32_MAX >> n->prefix);
+    char x[16], y[16];
+
+    if (parse_ip(ip, &a) < 0) {
+        snprintf(why, size, "not an IPv4 address");
+        return -EPERM;
+    }
+    if (n->gateway && a == n->gateway) {
+        snprintf(why, size, "the gateway's address");
+        return -EPERM;
+    }
+    if (host_has_address(a)) {
+        snprintf(why, size, "an address of the daemon's host");
+        return -EPERM;
+    }
+    for (const struct sandbox *sb = e->sandboxes; sb; sb = sb->next)
+        if (sb != self && sb->state != SANDBOX_GONE && sb->ip && strcmp(sb->ip, ip) == 0) {
+            snprintf(why, size, "the address of sandbox %s", sb->id);
+            return -EPERM;
+        }
+    for (size_t i = 0; i < e->n_held; i++)
+        if (e->held[i].ip == a && e->held[i].vmid != vmid) {
+            snprintf(why, size, "the address of container %u", e->held[i].vmid);
+            return -EPERM;
+        }
+    if (n->first && (a < n->first || a > n->last)) {
+        config_network_format(n->first, x);
+        config_network_format(n->last, y);
+        snprintf(why, size, "outside [network] addresses %s-%s", x, y);
+        return -EPERM;
+    }
+    if (!n->first && n->prefix && n->gateway && (a & mask) != (n->gateway & mask)) {
+        config_network_format(n->gateway & mask, x);
+        snprintf(why, size, "outside the bridge network %s/%u", x, n->prefix);
+        return -EPERM;
+    }
+    return 0;
+}
+
+void engine_addr_refused(const char *sandbox, uint32_t vmid, const char *node, const char *ip,
+                         const char *why)
+{
+    struct audit_record rec = {.event = "sandbox.address_refused",
+                               .priority = LOG_WARNING,
+                               .sandbox = sandbox,
+                               .vmid = vmid,
+                               .node = node,
+                               .caller_uid = AUDIT_NO_UID,
+                               .owner_uid = AUDIT_NO_UID,
+                               .reason = why};
+
+    audit_emit(&rec,
+               "container %u reports the address %s, refused (%s): it is not put in its "
+               "ipfilter set",
+               vmid, strna(ip), why);
 }

@@ -26,14 +26,23 @@
 
 /* With ipfilter=1 Proxmox passes only source addresses in the container's ipfilter-net0 set,
  * and a DHCP lease is in no set by itself: without the ipset steps the sandbox sends no
- * IPv4 at all (SSH replies included). The set may exist already (copied from the template's
- * firewall file), and a retried add may find the entry: both are fine.
+ * IPv4 at all (SSH replies included).
  *
- * pve-firewall applies the stored configuration on its own cycle (every 10 s), whatever the
- * order of the calls. So ipfilter is switched on only once the set holds the address: a
- * cycle may then apply the set without ipfilter, or both, but never ipfilter without the
- * address, which would drop everything the container sends until the next cycle. */
+ * The set filters by merely existing: an ipfilter-net0 set turns IP filtering on whatever
+ * the ipfilter option (pve-firewall Firewall.pm generate_tap_rules_direction;
+ * proxmox-firewall firewall.rs), and the nftables firewall then no longer adds a static
+ * ip= of net0 to it. pve-firewall applies the stored configuration on its own cycle (every
+ * 10 s, 5 s with nftables), whatever the order of the calls, so:
+ *  - a template's own ipfilter-net0 set (copied to the clone) is deleted while the clone
+ *    is still stopped: static mode then relies on net0's ip=, which both firewalls put in
+ *    the implicit set of ipfilter=1; DHCP mode starts without any set;
+ *  - DHCP: the lease, once checked (engine_addr_check(): it comes from inside the
+ *    container), goes into a set made under another name (IPFILTER_NEW), which is then
+ *    renamed to ipfilter-net0 in one write: no cycle can see an empty or partial
+ *    ipfilter-net0, and the set holds exactly that one address. ipfilter is switched on
+ *    last, so that the filter stays on should the set ever be removed. */
 #define IPFILTER_SET "ipfilter-net0"
+#define IPFILTER_NEW "sandboxd-net0"
 #define IP_CALL_MS 10000u /* one interfaces query of the address wait */
 
 typedef int (*step_start_fn)(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
@@ -416,7 +425,7 @@ static int start_fw_options(struct sandbox *sb, uint64_t timeout_ms, const char 
     json_object_object_add(p, "policy_in", json_object_new_string("DROP"));
     json_object_object_add(p, "policy_out", json_object_new_string("DROP"));
     /* static: the address is in net0 already, so in the ipfilter set from the configuration;
-     * DHCP: start_fw_ipfilter() once the set holds the lease */
+     * DHCP: start_fw_ipfilter() once ipfilter-net0 holds the lease */
     json_object_object_add(p, "ipfilter",
                            json_object_new_int(engine_static_addresses(sb->engine) ? 1 : 0));
     json_object_object_add(p, "macfilter", json_object_new_int(1));
@@ -475,7 +484,16 @@ static void on_interfaces(const struct pve_result *res, void *userdata)
     if (res->error == 0 && res->ipv4) {
         struct engine_error err = {
             .kind = ENGINE_E_INTERNAL, .error = -ENOMEM, .message = "out of memory"};
+        char why[128], msg[256];
 
+        if (engine_addr_check(sb->engine, sb, sb->vmid, res->ipv4, why, sizeof why) < 0) {
+            engine_addr_refused(sb->id, sb->vmid, sb->node, res->ipv4, why);
+            snprintf(msg, sizeof msg, "the container reports the address %s, refused: %s",
+                     res->ipv4, why);
+            err = (struct engine_error){.kind = ENGINE_E_PROXMOX, .error = -EPERM, .message = msg};
+            on_step_done(sb, &err);
+            return;
+        }
         free(sb->ip);
         sb->ip = strdup(res->ipv4);
         on_step_done(sb, sb->ip ? NULL : &err);
@@ -502,16 +520,40 @@ static void on_ipset(const struct pve_result *res, void *userdata)
         step_pve_done(sb, res);
 }
 
+static void on_ipset_deleted(const struct pve_result *res, void *userdata)
+{
+    struct sandbox *sb = userdata;
+
+    sb->call = NULL;
+    if (res->error < 0 && pve_error_no_such(res))
+        on_step_done(sb, NULL);
+    else
+        step_pve_done(sb, res);
+}
+
+/* Before the start: a template's own ipfilter-net0 set, copied by the clone, goes. */
+static int start_ipset_clear(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    return pve_fw_ipset_delete(sb->engine->pve, sb->node, sb->vmid, IPFILTER_SET, timeout_ms,
+                               on_ipset_deleted, sb, &sb->call);
+}
+
 static int start_ipset_create(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
 {
-    return pve_fw_ipset_create(sb->engine->pve, sb->node, sb->vmid, IPFILTER_SET, timeout_ms,
+    return pve_fw_ipset_create(sb->engine->pve, sb->node, sb->vmid, IPFILTER_NEW, timeout_ms,
                                on_ipset, sb, &sb->call);
 }
 
 static int start_ipset_add(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
 {
-    return pve_fw_ipset_add(sb->engine->pve, sb->node, sb->vmid, IPFILTER_SET, sb->ip, timeout_ms,
+    return pve_fw_ipset_add(sb->engine->pve, sb->node, sb->vmid, IPFILTER_NEW, sb->ip, timeout_ms,
                             on_ipset, sb, &sb->call);
+}
+
+static int start_ipset_rename(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    return pve_fw_ipset_rename(sb->engine->pve, sb->node, sb->vmid, IPFILTER_NEW, IPFILTER_SET,
+                               timeout_ms, on_step_pve, sb, &sb->call);
 }
 
 static int start_fw_ipfilter(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
@@ -622,20 +664,25 @@ static const struct create_step create_steps[] = {
      "cannot set the firewall options"},
     {SANDBOX_CONFIGURING, ENGINE_STEP_CONFIG_MS, "configuring the firewall", start_fw_group,
      "cannot set the internet rule", .skip = skip_fw_group},
+    {SANDBOX_CONFIGURING, ENGINE_STEP_CONFIG_MS, "removing the template's ipfilter set",
+     start_ipset_clear, "cannot remove the template's ipfilter set"},
     /* No container starts while the datacenter firewall is off. */
     {SANDBOX_CONFIGURING, ENGINE_STEP_CONFIG_MS, "checking the datacenter firewall",
      start_dc_firewall, "cannot read the datacenter firewall options"},
     {SANDBOX_STARTING, ENGINE_STEP_START_MS, "starting", start_start, "cannot start the container",
      .crash_sent = "create-starting"},
     /* Polls: each query bounded by IP_CALL_MS, the wait by the step's deadline. */
-    /* DHCP: the lease, then the set, then ipfilter (static mode has all three from the
-     * configuration: the address is known and ipfilter was set with the options). */
+    /* DHCP: the lease (checked), then the set under another name, filled, renamed to
+     * ipfilter-net0, then ipfilter (static mode has all from the configuration: the address
+     * is known and ipfilter was set with the options). */
     {SANDBOX_WAITING_IP, ENGINE_STEP_IP_MS, "waiting for the container's IPv4 address",
      start_ip_poll, "cannot query the interfaces", .skip = skip_static},
     {SANDBOX_WAITING_IP, ENGINE_STEP_CONFIG_MS, "creating the firewall's ipfilter set",
      start_ipset_create, "cannot create the ipfilter set", .skip = skip_static},
     {SANDBOX_WAITING_IP, ENGINE_STEP_CONFIG_MS, "adding the address to the firewall's ipfilter set",
      start_ipset_add, "cannot add the address to the ipfilter set", .skip = skip_static},
+    {SANDBOX_WAITING_IP, ENGINE_STEP_CONFIG_MS, "putting the firewall's ipfilter set in place",
+     start_ipset_rename, "cannot rename the ipfilter set", .skip = skip_static},
     {SANDBOX_WAITING_IP, ENGINE_STEP_CONFIG_MS, "turning on the firewall's ipfilter",
      start_fw_ipfilter, "cannot turn on the ipfilter", .skip = skip_static},
     /* Retries dropped connects (ENGINE_CONNECT_ATTEMPTS) under the create deadline. */

@@ -280,6 +280,17 @@ uv_loop_t *engine_loop(const struct engine *e);
 struct pve_client *engine_pve(const struct engine *e);
 struct registry *engine_registry(const struct engine *e);
 bool engine_closing(const struct engine *e);
+/* Whether a container (vmid, of sandbox `self`, NULL: none in the table) may have the
+ * IPv4 address ip, as reported by Proxmox from inside it (any mode; sandbox-addr.c): 0, or
+ * -EPERM with the reason in why. Refused: not an IPv4 address; the gateway; an address of
+ * the daemon's host; the address of another sandbox of the table (its container not yet
+ * gone) or held by another container (engine_addr_hold()); outside [network] addresses
+ * (when set), else outside the gateway's prefix (when both set). */
+int engine_addr_check(struct engine *e, const struct sandbox *self, uint32_t vmid, const char *ip,
+                      char *why, size_t size);
+/* A refused address: logged and audited ("sandbox.address_refused"). sandbox may be NULL. */
+void engine_addr_refused(const char *sandbox, uint32_t vmid, const char *node, const char *ip,
+                         const char *why);
 /* Puts a READY sandbox rebuilt from a record into the table (re-attach after a restart);
  * its SSH pool connects on first use. -EEXIST when the id is already there. */
 int engine_adopt(struct engine *e, const struct reg_record *r, struct sandbox **ret);

@@ -220,6 +220,18 @@ class T1bAddresses(unittest.TestCase):
         self.assertNotIn(mac.upper(), S.admin("GET", "/state")["leases"])
         self.assertEqual(S.ssh(ip, "true").returncode, 0)
         self.assertEqual(S.admin("GET", "/state")["firewall"]["ipfilter_drops"].get("112", 0), 0)
+        # an ipfilter-net0 set without it: pve-firewall still adds the static ip=, the nftables
+        # firewall does not
+        S.ok("POST", "/nodes/pve/lxc/112/firewall/ipset", {"name": "ipfilter-net0"})
+        S.ok("POST", "/nodes/pve/lxc/112/firewall/ipset/ipfilter-net0", {"cidr": f"{net}.241"})
+        self.assertEqual(S.ssh(ip, "true").returncode, 0)
+        S.admin("PUT", "/settings", {"firewall_nftables": True})
+        try:
+            S.admin("POST", "/firewall/apply")
+            self.assertNotEqual(S.ssh(ip, "true", timeout=20).returncode, 0)
+        finally:
+            S.admin("PUT", "/settings", {"firewall_nftables": False})
+            S.admin("POST", "/firewall/apply")
         S.wait_task(S.ok("DELETE", "/nodes/pve/lxc/112", {"force": 1}))
 
 
@@ -273,12 +285,23 @@ class T2Firewall(unittest.TestCase):
             self.assertEqual([e["cidr"] for e in S.ok("GET", base)], [self.ip])
             self.assertEqual(self.nc_from_ct(200, inet, 80), "OPEN")
             self.assertEqual(S.ssh(self.ip, "true").returncode, 0)
-            # ipfilter off: the set no longer matters
+            # ipfilter off: an existing set still filters (as on a node), a missing one not
             S.ok("DELETE", f"{base}/{self.ip}")
             S.ok("PUT", "/nodes/pve/lxc/200/firewall/options", {"ipfilter": 0})
+            self.assertNotEqual(S.ssh(self.ip, "true", timeout=20).returncode, 0)
+            S.ok("DELETE", base)
             self.assertEqual(S.ssh(self.ip, "true").returncode, 0)
+            # a set filled under another name and renamed appears complete
+            S.ok("POST", "/nodes/pve/lxc/200/firewall/ipset", {"name": "staging"})
+            S.ok("POST", "/nodes/pve/lxc/200/firewall/ipset/staging", {"cidr": self.ip})
+            S.ok("POST", "/nodes/pve/lxc/200/firewall/ipset", {"name": "ipfilter-net0", "rename": "staging"})
+            self.assertEqual([e["cidr"] for e in S.ok("GET", base)], [self.ip])
+            self.assertEqual(S.ssh(self.ip, "true").returncode, 0)
+            r = S.api("POST", "/nodes/pve/lxc/200/firewall/ipset", {"name": "ipfilter-net0", "rename": "staging"})
+            self.assertEqual(r.status, 400)  # the old name is gone
         finally:
             S.ok("PUT", "/nodes/pve/lxc/200/firewall/options", {"ipfilter": 1})
+            S.api("POST", "/nodes/pve/lxc/200/firewall/ipset", {"name": "ipfilter-net0"})
             S.api("POST", base, {"cidr": self.ip})
             self.group_rule(200, False)
         self.assertEqual(S.ssh(self.ip, "true").returncode, 0)

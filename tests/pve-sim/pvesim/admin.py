@@ -10,6 +10,7 @@ import time
 import urllib.parse
 
 from .api_cluster import set_pvestatd
+from .schema import ParamErr, parse_net
 
 
 def admin(h, sim, method, url, body):
@@ -140,6 +141,28 @@ def admin_ct(h, sim, method, path, vmid, act, req):
         with sim.lock:
             (sim.no_ip.add if en else sim.no_ip.discard)(vmid)
         return h.send_json({"ok": True, "no_ip": en})
+    if act == "new-lease" and method == "POST":
+        # the DHCP server hands the container another address at its next lease (as after an
+        # expired lease taken by another client meanwhile)
+        with sim.lock:
+            mac = None
+            try:
+                mac = parse_net(ct["conf"]["net0"])["hwaddr"].upper()
+            except (KeyError, ParamErr):
+                pass
+            old = sim.leases.get(mac)
+            taken = set(sim.leases.values())
+            new = None
+            for a in sim.net.bridge.hosts():
+                off = int(a) - int(sim.net.bridge.network_address)
+                if off >= 10 and str(a) not in taken:
+                    new = str(a)
+                    break
+            if not mac or not new:
+                return h.send_json({"error": "no lease to move"}, 409, "Conflict")
+            sim.leases[mac] = new
+            sim.save()
+        return h.send_json({"ok": True, "old": old, "ip": new})
     if act == "lock":
         with sim.lock:
             if method in ("POST", "PUT"):

@@ -303,11 +303,12 @@ def h_ct_ipset_create(c):
             raise die("detected modified configuration - file changed by other user? Try again.")
         n = a["name"]
         if "rename" in a:
+            # as pve-firewall API2/Firewall/IPSet.pm:679-698: parameter errors on "name"
             old = a["rename"]
             if old not in sets:
-                raise die(f"no such IPSet '{old}'")
+                raise perr({"name": f"IPSet '{old}' does not exist"})
             if n in sets and n != old:
-                raise die(f"IPSet '{n}' already exists")
+                raise perr({"name": f"IPSet '{n}' does already exist"})
             d = sets.pop(old)
             if "comment" in a:
                 d["comment"] = a["comment"]

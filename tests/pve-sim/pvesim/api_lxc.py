@@ -509,6 +509,15 @@ def h_interfaces(c):
                {"ifname": "eth0", "address": rt["mac"].lower(),
                 "addr_info": ([{"family": "inet", "local": rt["ip"], "prefixlen": s.net.bridge.prefixlen}]
                               if rt.get("ip") else [])}]
+    # an address code inside the container put on eth0 (setting interfaces_extra_ipv4): the
+    # real call reports whatever the namespace holds (pve-container LXC.pm:1214-1243)
+    extra = (s.settings.get("interfaces_extra_ipv4") or {})
+    extra = extra.get(str(vmid)) or extra.get("*")
+    if extra:
+        for l in raw:
+            if l.get("ifname") == "eth0":
+                l["addr_info"] = [{"family": "inet", "local": extra, "prefixlen": s.net.bridge.prefixlen}] + \
+                    [ai for ai in l.get("addr_info", []) if ai.get("local") != extra]
     out = []
     for l in raw:
         e = {"name": l.get("ifname"), "hwaddr": l.get("address", ""), "hardware-address": l.get("address", "")}

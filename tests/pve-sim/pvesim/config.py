@@ -63,6 +63,8 @@ def default_config():
         "resources_lag": 0.0,            # /cluster/resources status refresh period (pvestatd: 10 s)
         "legacy_vmid_strings": False,    # /nodes/{n}/lxc gives vmid as a string (PVE < 8.2)
         "interfaces_endpoint": True,     # False: .../interfaces is 501 (PVE < 8.1)
+        "interfaces_extra_ipv4": {},     # {"<vmid>"|"*": "a.b.c.d"}: .../interfaces reports it first
+        "firewall_nftables": False,      # True: proxmox-firewall's ipfilter (no static ip= merge)
         "nextid_range": [100, 1000000],
         "version": {"version": "8.4.1", "release": "8.4", "repoid": "2a5fa54a8503f96d"},
         "verbose": False,

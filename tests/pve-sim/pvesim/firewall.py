@@ -9,9 +9,12 @@ next tick. firewall_period 0 applies every change at once. A container starting 
 getting its address re-applies the last compiled configuration at once (its ports and
 address are runtime facts, not configuration).
 
-ipfilter as on a node: with ipfilter=1 the container may send IPv4 only from addresses in
-its ipfilter-net0 set, to which a static ip= in net0 is added implicitly; a DHCP lease is
-not. Before a lease exists the container has no address and sends no IPv4 of its own (the
+ipfilter as on a node: with ipfilter=1, or whenever an ipfilter-net0 set exists (whatever
+the option: pve-firewall Firewall.pm generate_tap_rules_direction, proxmox-firewall
+firewall.rs), the container may send IPv4 only from addresses in its ipfilter-net0 set, to
+which pve-firewall adds a static ip= of net0 implicitly; a DHCP lease is in no set. The
+nftables firewall (setting firewall_nftables) adds the static ip= only when no
+ipfilter-net0 set exists. Before a lease exists the container has no address and sends no IPv4 of its own (the
 simulated DHCP exchange happens out of band, as the DHCP packets from 0.0.0.0 the real
 chain lets through). Packets from the container's own address that ipfilter drops are
 counted per container in a table that survives reloads (GET /admin/state,
@@ -123,14 +126,27 @@ def verdict_for(action, direction):
     return "reject"
 
 
+def ipfilter_on(c):
+    """ipfilter is in force with the option, and with any ipfilter-net0 set."""
+    return bool(int(c["options"].get("ipfilter", 0) or 0)) or "ipfilter-net0" in c.get("ipsets", {})
+
+
+def static_allowed(c):
+    """The static ip= ipfilter lets through: pve-firewall merges it into the set; the
+    nftables firewall only into the set it makes when there is none."""
+    if not c.get("static_ip"):
+        return None
+    if c.get("nftables") and "ipfilter-net0" in c.get("ipsets", {}):
+        return None
+    return c["static_ip"]
+
+
 def ipfilter_drops_own(c, ip):
     """True when the container's ipfilter drops packets from its own address ip."""
-    if not ip or not int(c["options"].get("ipfilter", 0) or 0):
+    if not ip or not ipfilter_on(c):
         return False
     a = ipaddress.IPv4Address(ip)
-    allowed = False
-    if c.get("static_ip"):
-        allowed = c["static_ip"] == ip
+    allowed = static_allowed(c) == ip
     for e in c.get("ipsets", {}).get("ipfilter-net0", {}).get("entries", []):
         if ":" in e["cidr"]:
             continue
@@ -146,12 +162,12 @@ def bridge_rules(port, c, mac):
     br_in = []
     if int(c["options"].get("macfilter", 1)) and mac:
         br_in.append(f'iifname "{port}" ether saddr != {mac.lower()} drop')
-    if int(c["options"].get("ipfilter", 0) or 0):
+    if ipfilter_on(c):
         # as PVE: only sources in the guest's ipfilter-net0 set (plus a static ip=) pass;
         # a DHCP lease is in no set by itself
         allowed, nomatch = [], []
-        if c.get("static_ip"):
-            allowed.append(c["static_ip"])
+        if static_allowed(c):
+            allowed.append(static_allowed(c))
         for e in c.get("ipsets", {}).get("ipfilter-net0", {}).get("entries", []):
             if ":" in e["cidr"]:
                 continue  # IPv6 is not modelled
@@ -258,7 +274,8 @@ class FirewallMixin:
             f = self.fw.get(vmid, {"options": {}, "rules": []})
             snap["ct"][vmid] = {"options": copy.deepcopy(f["options"]), "rules": copy.deepcopy(f["rules"]),
                                 "ipsets": copy.deepcopy(f.get("ipsets", {})), "netfw": netfw,
-                                "static_ip": static_ip}
+                                "static_ip": static_ip,
+                                "nftables": bool(self.settings.get("firewall_nftables"))}
         return snap
 
     def firewall_changed(self):
