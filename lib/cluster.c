@@ -1,8 +1,8 @@
 /* The nodes of the cluster as the engine sees them: the periodic read of
  * /cluster/resources?type=node (and, while a one-vmid template's node is unknown, of
  * /cluster/resources?type=vm), the choice of a node for each create (lib/placement.c scores),
- * and node health: a node whose calls fail with 595/596 or time out, or that the report
- * shows offline, is out of placement until a probe (GET /nodes/NAME/lxc) answers, with a
+ * and node health: a node whose calls fail to connect (595, refused, no route, TLS), or that the
+ * report shows offline, is out of placement until a probe (GET /nodes/NAME/lxc) answers, with a
  * backoff between probes. See sandbox-internal.h. */
 #include "macro.h"
 
@@ -166,9 +166,12 @@ bool cluster_alternatives(struct engine *e)
     return e->cluster && e->cluster->n > 1;
 }
 
-/* Every HTTP attempt under /nodes/NODE/ (pve_client_set_node_observer()): 595/596 and
- * timeouts take the node out; any other answer while it is out brings it back. Runs inside
- * a call's processing, so what cancels calls waits for the timer. */
+/* Every HTTP attempt under /nodes/NODE/ (pve_client_set_node_observer()): a connection
+ * failure takes the node out: pveproxy's 595 (it could not connect to the node), or the
+ * daemon's own connect refused, no route or TLS failure. A slow answer does not: a timeout,
+ * or pveproxy's 596 after its 30 s proxy timeout (the call may still run on a busy node).
+ * Any other answer while it is out brings it back. Runs inside a call's processing, so what
+ * cancels calls waits for the timer. */
 static void on_node_attempt(const char *node, int error, long status, void *userdata)
 {
     struct cluster *c = userdata;
@@ -177,13 +180,14 @@ static void on_node_attempt(const char *node, int error, long status, void *user
 
     if (!nd || c->n < 2 || c->e->closing)
         return;
-    if ((error == 0 && (status == 595 || status == 596)) || error == -ETIMEDOUT) {
+    if ((error == 0 && status == 595) || error == -ECONNREFUSED || error == -EHOSTUNREACH ||
+        error == -EPROTO) {
         if (error)
-            snprintf(why, sizeof why, "a request timed out");
+            snprintf(why, sizeof why, "connection failed: %s", strerror(-error));
         else
             snprintf(why, sizeof why, "HTTP %ld", status);
         node_set_failed(c, nd, true, why);
-    } else if (error == 0 && status > 0 && nd->state.failed)
+    } else if (error == 0 && status > 0 && status < 596 && nd->state.failed)
         node_set_failed(c, nd, false, NULL);
 }
 

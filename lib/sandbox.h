@@ -36,8 +36,8 @@
  * proto/api-limits.h */
 #define ENGINE_STEP_START_MS 120000u
 #define ENGINE_STEP_IP_MS 120000u
-#define ENGINE_IP_POLL_MIN_MS 20u
-#define ENGINE_IP_POLL_MAX_MS 500u
+#define ENGINE_IP_POLL_MIN_MS 50u
+#define ENGINE_IP_POLL_MAX_MS 1000u
 #define ENGINE_PROBE_INTERVAL_MS 15000u /* GET /version for daemon.status */
 #define ENGINE_PROBE_RETRY_MS 2000u     /* ... while Proxmox is unreachable */
 #define ENGINE_PROBE_TIMEOUT_MS 3000u   /* one probe, retries included */
