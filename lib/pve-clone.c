@@ -299,8 +299,11 @@ static bool clone_step_failed(struct pve_call *call, int r)
 {
     struct pve_clone_state *s = &call->u.clone;
 
-    if (s->resolving) { /* no config yet: pvedaemon has not taken the request (yet) */
-        if (r != -EREMOTEIO || call->perr->kind != PVE_ERR_NOT_FOUND ||
+    /* No config yet (pvedaemon has not taken the request yet): "does not exist", or 403 for
+     * a token whose rights come from the pool (Proxmox checks /vms/ID first). */
+    if (s->resolving) {
+        if (r != -EREMOTEIO ||
+            (call->perr->kind != PVE_ERR_NOT_FOUND && call->perr->kind != PVE_ERR_PERMISSION) ||
             pve_call_remaining_ms(call) == 0)
             return false;
         resolve_look(call);

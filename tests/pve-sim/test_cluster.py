@@ -225,6 +225,7 @@ class TCluster(unittest.TestCase):
             wait_for(lambda: S.admin("GET", "/workers")["pve1"]["busy"] == 0, "the workers to finish")
             w = S.admin("GET", "/workers")["pve1"]
             self.assertEqual(w["peak"], 3)
+            self.assertEqual(w["inflight_peak"], 6)
             self.assertEqual(w["served"], 6)
             self.assertEqual(w["timeouts"], 3)
             # another node's workers are its own; calls outside /lxc are not counted

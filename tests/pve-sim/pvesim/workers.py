@@ -14,19 +14,22 @@ CT_CALL = re.compile(r"^/nodes/([^/]+)/lxc(?:/|$)")
 
 
 class WorkersMixin:
-    """Sim methods: the per-node worker count (busy, waiting, peak)."""
+    """Sim methods: the per-node worker count (busy, waiting, peak of busy, peak of busy plus
+    waiting: the calls the clients had in flight at once)."""
 
     def workers_setup(self):
         self.wk_cond = threading.Condition()
         self.wk = {}  # node -> {"busy", "waiting", "peak", "served", "timeouts"}
 
     def _wk(self, node):
-        return self.wk.setdefault(node, {"busy": 0, "waiting": 0, "peak": 0, "served": 0, "timeouts": 0})
+        return self.wk.setdefault(node, {"busy": 0, "waiting": 0, "peak": 0, "inflight_peak": 0,
+                                         "served": 0, "timeouts": 0})
 
     def worker_acquire(self, node):
         with self.wk_cond:
             w = self._wk(node)
             w["waiting"] += 1
+            w["inflight_peak"] = max(w["inflight_peak"], w["busy"] + w["waiting"])
             while w["busy"] >= max(1, int(self.settings["pvedaemon_workers"])):
                 self.wk_cond.wait()
             w["waiting"] -= 1
@@ -46,6 +49,7 @@ class WorkersMixin:
             if reset:
                 for w in self.wk.values():
                     w["peak"] = w["busy"]
+                    w["inflight_peak"] = w["busy"] + w["waiting"]
                     w["served"] = 0
                     w["timeouts"] = 0
             return out
