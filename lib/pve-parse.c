@@ -749,6 +749,8 @@ static int parse_size_value(const char *p, uint64_t *ret_bytes)
     if (unit_at) {
         unit = UINT64_C(1) << (10 * (unit_at - units + 1));
         p++;
+        if (p[0] == 'i' && p[1] == 'B') /* "GiB": the same unit */
+            p += 2;
     }
     if (*p && *p != ',')
         return -EINVAL;

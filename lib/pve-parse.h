@@ -128,7 +128,7 @@ int pve_description_normalize(const char *s, char **ret_s);
 
 /* The size of a disk property string (rootfs, mpN: "local-lvm:vm-100-disk-0,size=8G"): the
  * value of its "size" key, a decimal number with an optional fraction and an optional unit
- * K, M, G or T (powers of 1024); without a unit the number is bytes (how Proxmox prints a size
+ * K, M, G or T, or KiB, MiB, GiB or TiB (powers of 1024 either way); without a unit the number is bytes (how Proxmox prints a size
  * that is no whole number of KiB). Fraction digits past the sixth are ignored. Returns 0 and
  * *ret_bytes, -ENOENT when there is no size key, -EINVAL when s is NULL or the value is
  * malformed, -ERANGE when it does not fit 64 bits. */
