@@ -3,8 +3,11 @@
 per node and pveproxy's proxy timeout set short): a clone that outlasts the proxy timeout
 (596 while it still runs) yields a sandbox, with nothing leaked and its node not taken out
 of placement; a burst of creates never has more than [proxmox] max_calls_per_node calls in
-flight at a node."""
+flight at a node; a refused token (pveproxy holds every 401 back 3 s) reads in daemon.status
+as an authentication failure, not as a timeout."""
 
+import os
+import secrets
 import time
 
 from e2elib import Env, create_parallel, run
@@ -21,6 +24,27 @@ def daemon_config(info):
                         "max_calls_per_node": str(CAP)},
             "ssh": {"template_host_key": ",".join(keys)},
             "sandbox": {"reconcile_interval_s": "2", "orphan_grace_s": "2"}}
+
+
+def bad_token():
+    path = f"/run/sandboxd-e2e-badtoken-{secrets.token_hex(3)}"
+    with open(path, "w") as f:
+        f.write("00000000-0000-0000-0000-000000000000\n")
+    os.chmod(path, 0o600)
+    try:
+        with Env(sim_config={"auth_failure_delay": 3.0},
+                 daemon_config={"proxmox": {"token_secret_file": path}}) as env:
+            c = env.client()
+            deadline = time.time() + 30
+            while True:
+                st = c.call("daemon.status")["proxmox"]
+                if st["reachable"] is False or time.time() > deadline:
+                    break
+                time.sleep(0.2)
+            assert st["reachable"] is False, st
+            assert "401" in st["last_error"] and "authentication failed" in st["last_error"], st
+    finally:
+        os.unlink(path)
 
 
 def main():
@@ -67,7 +91,8 @@ def main():
             env.wait_no_containers(60)
 
         run([("a clone past the proxy timeout (596) still yields a sandbox", slow_clone),
-             ("a burst of creates stays within max_calls_per_node", burst)])
+             ("a burst of creates stays within max_calls_per_node", burst),
+             ("a refused token reads as an authentication failure", bad_token)])
 
 
 if __name__ == "__main__":
