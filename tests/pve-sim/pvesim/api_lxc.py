@@ -485,7 +485,10 @@ def h_current(c):
 
 @route("GET", "/nodes/{node}/lxc/{vmid}/interfaces")
 def h_interfaces(c):
-    if not c.sim.settings["interfaces_endpoint"]:
+    node = c.pp["node"]
+    ctver = c.sim.node_version(node)[1] if node in c.sim.cfg["nodes"] else (9,)
+    # absent before pve-container 5.0.6 (Proxmox VE 8.1)
+    if not c.sim.settings["interfaces_endpoint"] or ctver < (5, 0, 6):
         raise ApiError(501, f"Method 'GET {c.path}' not implemented")
     c.args({})
     node = c.node()
@@ -495,6 +498,10 @@ def h_interfaces(c):
     with s.lock:
         ct = s.cts.get(vmid)
         if not ct or ct["node"] != node or not ct.get("running") or vmid not in s.rt:
+            return None
+        # before 5.2.0 ("fix #5674") the call is not forwarded to the CT's node: the node
+        # whose pveproxy answers looks into its own containers only
+        if ctver < (5, 2, 0) and node != s.cfg["nodes"][0]:
             return None
         rt = s.rt[vmid]
     if s.net.enabled:

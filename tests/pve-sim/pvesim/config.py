@@ -66,6 +66,9 @@ def default_config():
         "interfaces_endpoint": True,     # False: .../interfaces is 501 (PVE < 8.1)
         "nextid_range": [100, 1000000],
         "version": {"version": "8.4.1", "release": "8.4", "repoid": "2a5fa54a8503f96d"},
+        # per node: {"NODE": {"pve_manager": "8.0.4", "pve_container": "5.0.4"}}; a node not
+        # listed runs `version` and pve-container 5.2.7
+        "node_versions": {},
         "verbose": False,
     }
 
