@@ -314,7 +314,9 @@ def h_config_put(c):
             if net_changed and old_mac and old_mac != new_mac:
                 # a running CT keeps the old lease until its interface takes the new MAC
                 s.release_leases([old_mac])
-            if "hostname" in a:
+            # hostname is a fastplug option: the config changes at once, the running
+            # container keeps its name (UTS and /etc/hostname) until its next start
+            if "hostname" in a and not ct.get("running"):
                 try:
                     with open(os.path.join(s.ct_dir(vmid), "rootfs", "etc", "hostname"), "w") as f:
                         f.write(a["hostname"] + "\n")
