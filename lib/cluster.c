@@ -1,8 +1,8 @@
 /* The nodes of the cluster as the engine sees them: the periodic read of
  * /cluster/resources?type=node (and, while a one-vmid template's node is unknown, of
  * /cluster/resources?type=vm), the choice of a node for each create (lib/placement.c scores),
- * and node health: a node whose calls fail with 595/596 or time out, or that the report
- * shows offline, is out of placement until a probe (GET /nodes/NAME/lxc) answers, with a
+ * and node health: a node whose calls fail to connect (595, refused, no route, TLS), or that the
+ * report shows offline, is out of placement until a probe (GET /nodes/NAME/lxc) answers, with a
  * backoff between probes. See sandbox-internal.h. */
 #include "macro.h"
 
@@ -27,6 +27,8 @@
 #define CLUSTER_CALL_TIMEOUT_MS 4000u /* one read or probe, retries included */
 #define CLUSTER_BACKOFF_MIN_MS 1000u  /* first probe of a failed node */
 #define CLUSTER_BACKOFF_MAX_MS 30000u
+#define CLUSTER_VERSION_RETRY_MS 10000u /* a version read that failed is tried again */
+#define REFUSAL_MAX 400
 
 struct cluster;
 
@@ -40,6 +42,11 @@ struct cluster_node {
     unsigned backoff_ms;
     uint64_t probe_at_ms;
     struct pve_call *probe;
+    /* its pve-manager version (GET /nodes/NAME/version, read once) */
+    struct pve_call *ver_call;
+    bool ver_read;
+    uint64_t ver_at_ms;
+    char refusal[REFUSAL_MAX]; /* why DHCP addressing cannot work there, or "" */
 };
 
 struct cluster {
@@ -54,6 +61,11 @@ struct cluster {
     bool replace_pending;             /* a node went down: move the creates on it */
     void (*closed)(struct engine *e); /* cluster_close's: once the timer is closed */
     bool read_once;
+    /* the version of the node whose API the daemon talks to (GET /version, read once) */
+    struct pve_call *api_ver_call;
+    bool api_ver_read;
+    uint64_t api_ver_at_ms;
+    char api_refusal[REFUSAL_MAX]; /* why DHCP addressing cannot work in the cluster, or "" */
 };
 
 static struct cluster_node *node_find(struct cluster *c, const char *name)
@@ -167,9 +179,12 @@ bool cluster_alternatives(struct engine *e)
     return e->cluster && e->cluster->n > 1;
 }
 
-/* Every HTTP attempt under /nodes/NODE/ (pve_client_set_node_observer()): 595/596 and
- * timeouts take the node out; any other answer while it is out brings it back. Runs inside
- * a call's processing, so what cancels calls waits for the timer. */
+/* Every HTTP attempt under /nodes/NODE/ (pve_client_set_node_observer()): a connection
+ * failure takes the node out: pveproxy's 595 (it could not connect to the node), or the
+ * daemon's own connect refused, no route or TLS failure. A slow answer does not: a timeout,
+ * or pveproxy's 596 after its 30 s proxy timeout (the call may still run on a busy node).
+ * Any other answer while it is out brings it back. Runs inside a call's processing, so what
+ * cancels calls waits for the timer. */
 static void on_node_attempt(const char *node, int error, long status, void *userdata)
 {
     struct cluster *c = userdata;
@@ -178,13 +193,14 @@ static void on_node_attempt(const char *node, int error, long status, void *user
 
     if (!nd || c->n < 2 || c->e->closing)
         return;
-    if ((error == 0 && (status == 595 || status == 596)) || error == -ETIMEDOUT) {
+    if ((error == 0 && status == 595) || error == -ECONNREFUSED || error == -EHOSTUNREACH ||
+        error == -EPROTO) {
         if (error)
-            snprintf(why, sizeof why, "a request timed out");
+            snprintf(why, sizeof why, "connection failed: %s", strerror(-error));
         else
             snprintf(why, sizeof why, "HTTP %ld", status);
         node_set_failed(c, nd, true, why);
-    } else if (error == 0 && status > 0 && nd->state.failed)
+    } else if (error == 0 && status > 0 && status < 596 && nd->state.failed)
         node_set_failed(c, nd, false, NULL);
 }
 
@@ -291,6 +307,104 @@ static void on_vm_read(const struct pve_result *res, void *userdata)
     }
 }
 
+/* ---- versions ----
+ * DHCP addressing learns a sandbox's address from GET .../lxc/{vmid}/interfaces: added in
+ * pve-container 5.0.6 (Proxmox VE 8.1), and forwarded to the container's node only from
+ * 5.2.0 ("fix #5674", Proxmox VE 8.3): before, the node answering the API looks for the
+ * container among its own and returns null for another node's. The daemon reads the
+ * pve-manager versions (pve-container's is not in the API a pool token can read) and keeps
+ * DHCP creates off what cannot work. */
+
+static bool version_of(const struct pve_result *res, struct pve_version *ret_v, const char **ret_s)
+{
+    struct json_object *ver = NULL;
+
+    if (res->error < 0 || !res->data || !json_object_object_get_ex(res->data, "version", &ver))
+        return false;
+    *ret_s = json_object_get_string(ver);
+    return pve_version_parse(*ret_s, ret_v) == 0;
+}
+
+static void on_node_version(const struct pve_result *res, void *userdata)
+{
+    struct cluster_node *nd = userdata;
+    struct engine *e;
+    struct pve_version v;
+    const char *s;
+
+    nd->ver_call = NULL;
+    if (res->error == -ECANCELED || res->error < 0)
+        return; /* tried again later */
+    e = nd->c->e;
+    nd->ver_read = true;
+    if (!version_of(res, &v, &s)) {
+        log_warning(COMP, "node %s: unreadable version", nd->name);
+        return;
+    }
+    log_info(COMP, "node %s runs Proxmox VE %s", nd->name, s);
+    if (e->cfg->network.static_mode || pve_version_at_least(&v, 8, 1, 0))
+        return;
+    snprintf(nd->refusal, sizeof nd->refusal,
+             "node %s runs Proxmox VE %s, which has no GET /nodes/{node}/lxc/{vmid}/interfaces "
+             "(Proxmox VE 8.1, pve-container 5.0.6): [network] mode = dhcp cannot learn a "
+             "sandbox's address there; upgrade the node or use mode = static",
+             nd->name, s);
+    engine_noticef(e, LOG_ERR, "%s", nd->refusal);
+}
+
+static void on_api_version(const struct pve_result *res, void *userdata)
+{
+    struct cluster *c = userdata;
+    struct pve_version v;
+    const char *s;
+
+    c->api_ver_call = NULL;
+    if (res->error == -ECANCELED || res->error < 0)
+        return;
+    c->api_ver_read = true;
+    if (!version_of(res, &v, &s))
+        return;
+    log_info(COMP, "the Proxmox API answers with Proxmox VE %s", s);
+    if (c->n < 2 || c->e->cfg->network.static_mode || pve_version_at_least(&v, 8, 3, 0))
+        return;
+    snprintf(c->api_refusal, sizeof c->api_refusal,
+             "the Proxmox API node runs Proxmox VE %s, which does not forward GET "
+             "/nodes/{node}/lxc/{vmid}/interfaces to the container's node (pve-container 5.2.0, "
+             "Proxmox VE 8.3): in a cluster [network] mode = dhcp cannot learn the address of a "
+             "sandbox on another node; upgrade the nodes or use mode = static",
+             s);
+    engine_noticef(c->e, LOG_ERR, "%s", c->api_refusal);
+}
+
+static void versions_read(struct cluster *c, uint64_t now)
+{
+    struct engine *e = c->e;
+    char path[sizeof c->nodes[0].name + 32];
+
+    if (!c->api_ver_read && !c->api_ver_call && now >= c->api_ver_at_ms) {
+        c->api_ver_at_ms = now + CLUSTER_VERSION_RETRY_MS;
+        (void)pve_version(e->pve, CLUSTER_CALL_TIMEOUT_MS, on_api_version, c, &c->api_ver_call);
+    }
+    for (size_t i = 0; i < c->n; i++) {
+        struct cluster_node *nd = &c->nodes[i];
+
+        if (nd->ver_read || nd->ver_call || now < nd->ver_at_ms)
+            continue;
+        nd->ver_at_ms = now + CLUSTER_VERSION_RETRY_MS;
+        snprintf(path, sizeof path, "/nodes/%s/version", nd->name);
+        (void)pve_request(e->pve, "GET", path, NULL, CLUSTER_CALL_TIMEOUT_MS, on_node_version, nd,
+                          &nd->ver_call);
+    }
+}
+
+/* Why a DHCP create cannot work on nd (NULL: it can, as far as the versions tell). */
+static const char *version_refusal(const struct cluster *c, const struct cluster_node *nd)
+{
+    if (c->api_refusal[0])
+        return c->api_refusal;
+    return nd && nd->refusal[0] ? nd->refusal : NULL;
+}
+
 static bool homes_unknown(struct engine *e)
 {
     for (size_t i = 0; i < e->n_templates; i++)
@@ -326,6 +440,7 @@ static void on_timer(uv_timer_t *t)
     for (size_t i = 0; i < c->n; i++)
         if (c->nodes[i].state.failed && now >= c->nodes[i].probe_at_ms)
             probe_node(c, &c->nodes[i]);
+    versions_read(c, now);
     uv_timer_start(&c->timer, on_timer, CLUSTER_TICK_MS, 0);
 }
 
@@ -400,6 +515,9 @@ int cluster_place(struct engine *e, const struct engine_template *t, const char 
         if (node_down(nd))
             return engine_refuse(ret_err, ENGINE_E_BUSY, -EHOSTDOWN,
                                  "the node is offline or not answering", NULL);
+        if (version_refusal(c, nd))
+            return engine_refuse(ret_err, ENGINE_E_NOT_CONFIGURED, -EPROTONOSUPPORT,
+                                 version_refusal(c, nd), NULL);
         *ret_node = nd->name;
         metrics_add(M_PLACEMENTS, nd->name, NULL, 1);
         return 0;
@@ -417,19 +535,27 @@ static int place(struct engine *e, const struct engine_template *t, unsigned mem
     struct placement_node pn[CONFIG_NODES_MAX];
     enum placement_refusal why;
     size_t n = MIN(c->n, ELEMENTSOF(pn)), idx;
+    const char *refused = NULL;
     int r;
 
+    if (c->api_refusal[0])
+        return engine_refuse(ret_err, ENGINE_E_NOT_CONFIGURED, -EPROTONOSUPPORT, c->api_refusal,
+                             NULL);
     for (size_t i = 0; i < n; i++) {
         struct cluster_node *nd = &c->nodes[i];
 
         pn[i] = (struct placement_node){
             .name = nd->name,
-            .has_template = holds(e, t, nd->name),
+            .has_template = holds(e, t, nd->name) && !nd->refusal[0],
             .state = nd->state,
         };
+        if (holds(e, t, nd->name) && nd->refusal[0])
+            refused = nd->refusal;
         own_usage(e, nd->name, false, &pn[i].live, &pn[i].own_mem);
     }
     r = placement_pick(pn, n, e->cfg->proxmox.max_per_node, (uint64_t)memory_mb << 20, &idx, &why);
+    if (r < 0 && why == PLACEMENT_NO_TEMPLATE && refused)
+        return engine_refuse(ret_err, ENGINE_E_NOT_CONFIGURED, -EPROTONOSUPPORT, refused, NULL);
     if (r < 0) {
         if (why == PLACEMENT_ALL_FULL)
             return engine_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT,
@@ -499,8 +625,9 @@ void cluster_close(struct engine *e, void (*closed)(struct engine *e))
     if (e->pve)
         pve_client_set_node_observer(e->pve, NULL, NULL);
     c->read = c->vm_read = NULL;
+    c->api_ver_call = NULL;
     for (size_t i = 0; i < c->n; i++)
-        c->nodes[i].probe = NULL;
+        c->nodes[i].probe = c->nodes[i].ver_call = NULL;
     c->timer_open = false;
     c->closed = closed;
     e->close_pending++;

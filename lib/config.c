@@ -103,6 +103,7 @@ static const struct key_def keys[] = {
 
     UINT_KEY("proxmox", "firewall_period_s", proxmox.firewall_period_s, 1, 3600),
     UINT_KEY("proxmox", "max_per_node", proxmox.max_per_node, 0, 65536),
+    UINT_KEY("proxmox", "max_calls_per_node", proxmox.max_calls_per_node, 1, 64),
     {"proxmox", "node_param", KEY_NODEMODE, F(proxmox.node_param), 0, 0, 0},
     {"network", "mode", KEY_NETMODE, F(network.static_mode), 0, 0, 0},
     {"network", "addresses", KEY_IPRANGE, F(network.first), F(network.last), 0, 0},
@@ -481,6 +482,7 @@ int config_init(struct config *c)
                 .tls_verify = true,
                 .internet_group = strdup(CONFIG_DEFAULT_INTERNET_GROUP),
                 .firewall_period_s = CONFIG_DEFAULT_FIREWALL_PERIOD_S,
+                .max_calls_per_node = CONFIG_DEFAULT_MAX_CALLS_PER_NODE,
             },
         .ssh =
             {

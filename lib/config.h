@@ -46,6 +46,7 @@
 #define CONFIG_DEFAULT_LOG_LEVEL 6 /* LOG_INFO */
 #define CONFIG_DEFAULT_NODE "pve"
 #define CONFIG_DEFAULT_VMID_MIN 100000
+#define CONFIG_DEFAULT_MAX_CALLS_PER_NODE 4 /* Proxmox requests in flight per node */
 #define CONFIG_DEFAULT_VMID_MAX 199999
 #define CONFIG_DEFAULT_INTERNET_GROUP "sandbox-internet"
 #define CONFIG_DEFAULT_SSH_USER "root"
@@ -110,7 +111,8 @@ struct config_proxmox {
     uint32_t template_vmid;                       /* required (with copies: the first copy's) */
     struct config_template_copy *template_copies; /* VMID@node,...; moved to templates[0] */
     size_t n_template_copies;
-    unsigned max_per_node; /* 0..65536: live sandboxes per node, 0 = no cap */
+    unsigned max_per_node;       /* 0..65536: live sandboxes per node, 0 = no cap */
+    unsigned max_calls_per_node; /* 1..64: Proxmox requests in flight per node */
     enum config_node_param node_param;
     char *pool;    /* required */
     char *storage; /* NULL: same storage as the template */

@@ -22,9 +22,8 @@
 #define PVE_REQUEST_TIMEOUT_MS_DEFAULT 30000
 
 static const char *const call_state_names[] = {
-    [PVE_CALL_QUEUED] = "queued",
-    [PVE_CALL_REQUEST] = "request",
-    [PVE_CALL_SLEEPING] = "sleeping",
+    [PVE_CALL_QUEUED] = "queued",     [PVE_CALL_REQUEST] = "request",
+    [PVE_CALL_SLEEPING] = "sleeping", [PVE_CALL_THROTTLED] = "throttled",
     [PVE_CALL_DONE] = "done",
 };
 
@@ -55,6 +54,8 @@ uint64_t pve_call_remaining_ms(const struct pve_call *call)
 /* ---- call lifecycle ---- */
 
 static void client_maybe_free(struct pve_client *c);
+static void slot_release(struct pve_call *call);
+static void slot_unwait(struct pve_call *call);
 
 static void on_call_closed(uv_handle_t *h)
 {
@@ -85,6 +86,8 @@ static void call_detach(struct pve_call *call)
         call->req = NULL;
     }
     (void)uv_timer_stop(&call->timer);
+    slot_unwait(call);
+    slot_release(call);
     LIST_REMOVE(c->calls, call);
     c->n_calls--;
     if (call->ops && call->ops->detach)
@@ -193,6 +196,14 @@ static void on_timer(uv_timer_t *t)
     }
     if (call->state == PVE_CALL_SLEEPING)
         call_send(call);
+    else if (call->state == PVE_CALL_THROTTLED) {
+        if (call->slot) { /* its turn came */
+            call_send(call);
+            return;
+        }
+        log_debug(COMP, "call %p: deadline passed waiting for its node", (void *)call);
+        pve_call_finish(call, call->last_error ? call->last_error : -ETIMEDOUT);
+    }
 }
 
 void pve_call_queue(struct pve_call *call, bool run_now)
@@ -272,6 +283,115 @@ static int call_set_request(struct pve_call *call, const struct pve_req *req)
 
 static void on_http_done(int r, struct http_response *resp, void *userdata);
 
+/* ---- the per-node cap ---- */
+
+/* The node of a path under /nodes/NODE/ into node[size]; false for any other path. */
+static bool path_node(const char *path, char *node, size_t size)
+{
+    const char *p, *end;
+
+    if (!path || strncmp(path, "/nodes/", 7) != 0)
+        return false;
+    p = path + 7;
+    end = strchr(p, '/');
+    if (!end || end == p || (size_t)(end - p) >= size)
+        return false;
+    memcpy(node, p, (size_t)(end - p));
+    node[end - p] = '\0';
+    return true;
+}
+
+static int slots_get(struct pve_client *c, const char *node, struct pve_node_slots **ret)
+{
+    struct pve_node_slots *s;
+
+    for (s = c->slots; s; s = s->next)
+        if (strcmp(s->node, node) == 0) {
+            *ret = s;
+            return 0;
+        }
+    s = calloc(1, sizeof(*s));
+    if (!s || !(s->node = strdup(node))) {
+        free(s);
+        return -ENOMEM;
+    }
+    s->next = c->slots;
+    c->slots = s;
+    *ret = s;
+    return 0;
+}
+
+/* Takes a slot of the request's node. Returns 1 when the call may send now, 0 when it waits
+ * (state PVE_CALL_THROTTLED until its turn or its deadline), -ENOMEM. */
+static int slot_acquire(struct pve_call *call, uint64_t rem)
+{
+    struct pve_client *c = call->client;
+    struct pve_node_slots *s;
+    char node[64];
+    int r;
+
+    if (call->slot || !path_node(call->path, node, sizeof node))
+        return 1;
+    r = slots_get(c, node, &s);
+    if (r < 0)
+        return r;
+    if (s->busy < c->max_calls_per_node && !s->wait_head) {
+        s->busy++;
+        call->slot = s;
+        return 1;
+    }
+    call->waits = s;
+    call->wait_next = NULL;
+    if (s->wait_tail)
+        s->wait_tail->wait_next = call;
+    else
+        s->wait_head = call;
+    s->wait_tail = call;
+    call_set_state(call, PVE_CALL_THROTTLED);
+    (void)uv_timer_start(&call->timer, on_timer, rem, 0);
+    log_debug(COMP, "call %p: %s has %u requests in flight, waiting", (void *)call, node, s->busy);
+    return 0;
+}
+
+/* Leaves the queue of its node (a call that ends while waiting). */
+static void slot_unwait(struct pve_call *call)
+{
+    struct pve_node_slots *s = call->waits;
+    struct pve_call **pp, *prev = NULL;
+
+    if (!s)
+        return;
+    for (pp = &s->wait_head; *pp; prev = *pp, pp = &(*pp)->wait_next)
+        if (*pp == call) {
+            *pp = call->wait_next;
+            if (s->wait_tail == call)
+                s->wait_tail = prev;
+            break;
+        }
+    call->waits = NULL;
+    call->wait_next = NULL;
+}
+
+/* Gives the call's slot back; the first waiting call of the node gets it and is sent from
+ * the loop. */
+static void slot_release(struct pve_call *call)
+{
+    struct pve_node_slots *s = call->slot;
+    struct pve_call *next;
+
+    if (!s)
+        return;
+    call->slot = NULL;
+    next = s->wait_head;
+    if (!next) {
+        s->busy--;
+        return;
+    }
+    slot_unwait(next);
+    next->slot = s; /* the slot passes on: busy stays */
+    (void)uv_timer_start(&next->timer, on_timer, 0, 0);
+}
+
 static int call_send_now(struct pve_call *call)
 {
     struct pve_client *c = call->client;
@@ -281,8 +401,13 @@ static int call_send_now(struct pve_call *call)
     uint64_t rem = pve_call_remaining_ms(call);
     const char *sep = strchr(call->path, '?') ? "&" : "?";
 
+    int r;
+
     if (rem == 0)
         return -ETIMEDOUT;
+    r = slot_acquire(call, rem);
+    if (r <= 0)
+        return r;
     if (asprintf(&url, "%s/api2/json%s%s%s", c->base_url, call->path, call->query ? sep : "",
                  call->query ? call->query : "") < 0)
         return -ENOMEM;
@@ -326,6 +451,16 @@ void pve_call_step(struct pve_call *call, const struct pve_req *req)
         return;
     }
     call_send(call);
+}
+
+void pve_call_step_after(struct pve_call *call, const struct pve_req *req, uint64_t delay_ms)
+{
+    int r = call_set_request(call, req);
+    if (r < 0) {
+        pve_call_finish(call, r);
+        return;
+    }
+    call_sleep(call, delay_ms, false);
 }
 
 /* ---- retries ---- */
@@ -508,13 +643,15 @@ static void call_on_data(struct pve_call *call, struct json_object *data)
         pve_call_step(call, &req);
         return;
     }
+    if (call->ep->into == PVE_INTO_DATA || !call->ops || !call->ops->step_done) {
+        if (call->data)
+            json_object_put(call->data);
+        call->data = data ? json_object_get(data) : NULL;
+    }
     if (call->ops && call->ops->step_done) {
         call->ops->step_done(call);
         return;
     }
-    if (call->data)
-        json_object_put(call->data);
-    call->data = data ? json_object_get(data) : NULL;
     pve_call_finish(call, 0);
 }
 
@@ -529,16 +666,9 @@ static void observe_node(struct pve_call *call, int r, long status)
 {
     struct pve_client *c = call->client;
     char node[64];
-    const char *p, *end;
 
-    if (!c->node_observer || !call->path || strncmp(call->path, "/nodes/", 7) != 0)
+    if (!c->node_observer || !path_node(call->path, node, sizeof node))
         return;
-    p = call->path + 7;
-    end = strchr(p, '/');
-    if (!end || end == p || (size_t)(end - p) >= sizeof node)
-        return;
-    memcpy(node, p, (size_t)(end - p));
-    node[end - p] = '\0';
     c->node_observer(node, r, status, c->node_observer_userdata);
 }
 
@@ -548,6 +678,7 @@ static void on_http_done(int r, struct http_response *resp, void *userdata)
     struct json_object *data = NULL;
 
     call->req = NULL;
+    slot_release(call);
     metrics_pve_request(call->ep->name, r, resp ? resp->status : 0);
     observe_node(call, r, resp ? resp->status : 0);
     if (r < 0) {
@@ -607,6 +738,8 @@ static int client_set_config(struct pve_client *c, const struct pve_config *cfg)
     c->task_timeout_ms = cfg->task_timeout_ms ? cfg->task_timeout_ms : PVE_TASK_TIMEOUT_MS_DEFAULT;
     c->vmid_min = cfg->vmid_min;
     c->vmid_max = cfg->vmid_max;
+    c->max_calls_per_node =
+        cfg->max_calls_per_node ? cfg->max_calls_per_node : PVE_MAX_CALLS_PER_NODE_DEFAULT;
     if (getrandom(&c->rng, sizeof(c->rng), GRND_NONBLOCK) != sizeof(c->rng) || c->rng == 0)
         c->rng = (uint64_t)(uintptr_t)c ^ uv_hrtime() ^ 0x9E3779B97F4A7C15ULL;
     c->base_url = strdup(cfg->base_url);
@@ -623,6 +756,12 @@ static int client_set_config(struct pve_client *c, const struct pve_config *cfg)
 
 static void client_free(struct pve_client *c)
 {
+    while (c->slots) {
+        struct pve_node_slots *s = c->slots;
+        c->slots = s->next;
+        free(s->node);
+        free(s);
+    }
     free(c->base_url);
     if (c->auth_header) {
         explicit_bzero(c->auth_header, strlen(c->auth_header));

@@ -188,13 +188,102 @@ static void clone_run(struct pve_call *call)
         clone_post(call);
 }
 
+/* ---- an unknown outcome ----
+ * pveproxy answers 596 when its 30 s proxy timeout passes while pvedaemon may still run the
+ * clone (or has not started it yet: its three workers are busy); a timeout or a broken
+ * connection leaves the same doubt. The new id's config tells: it appears (with lock
+ * "create") when pvedaemon takes the request, and loses the lock when the clone is done. */
+
+#define RESOLVE_MIN_MS 250
+#define RESOLVE_MAX_MS 2000
+
+static bool outcome_unknown(const struct pve_call *call, int r)
+{
+    if (call->ep != &pve_endpoints[PVE_EP_CLONE] || call->upid || call->attempts == 0)
+        return false;
+    if (r == -EREMOTEIO)
+        return call->perr && call->perr->kind == PVE_ERR_CONNECTION &&
+               call->perr->http_status != 595;
+    return r == -ETIMEDOUT || r == -ECONNRESET;
+}
+
+static void resolve_look(struct pve_call *call)
+{
+    struct pve_clone_state *s = &call->u.clone;
+    const struct pve_req req = {
+        .ep = PVE_EP_CONFIG_GET,
+        .path = {.node = s->target ? s->target : s->node, .vmid = call->vmid}};
+    uint64_t delay = s->resolve_ms;
+
+    s->resolve_ms = MIN(s->resolve_ms * 2, (uint64_t)RESOLVE_MAX_MS);
+    pve_call_step_after(call, &req, delay);
+}
+
+static void resolve_begin(struct pve_call *call, int r)
+{
+    struct pve_clone_state *s = &call->u.clone;
+
+    s->resolving = true;
+    s->unknown_error = r;
+    s->unknown_attempts = call->attempts;
+    s->unknown_perr = TAKE_PTR(call->perr);
+    s->resolve_ms = RESOLVE_MIN_MS;
+    log_debug(COMP, "call %p: clone to %u: outcome unknown (%d), looking", (void *)call, call->vmid,
+              r);
+    resolve_look(call);
+}
+
+/* True when the description Proxmox stored is the one sent (it may add a newline). */
+static bool description_matches(const char *sent, const char *got)
+{
+    size_t n, m;
+
+    if (!sent)
+        return true;
+    if (!got)
+        return false;
+    n = strlen(sent);
+    m = strlen(got);
+    while (n > 0 && (sent[n - 1] == '\n' || sent[n - 1] == ' '))
+        n--;
+    while (m > 0 && (got[m - 1] == '\n' || got[m - 1] == ' '))
+        m--;
+    return n == m && memcmp(sent, got, n) == 0;
+}
+
+/* The new id's config arrived: still locked (cloning), ours and done, or someone else's. */
+static void resolve_config(struct pve_call *call)
+{
+    struct pve_clone_state *s = &call->u.clone;
+    struct json_object *lock = NULL, *desc = NULL;
+
+    if (call->data && json_object_object_get_ex(call->data, "lock", &lock) && lock) {
+        resolve_look(call);
+        return;
+    }
+    if (call->data)
+        (void)json_object_object_get_ex(call->data, "description", &desc);
+    if (!description_matches(s->description, desc ? json_object_get_string(desc) : NULL)) {
+        log_debug(COMP, "call %p: %u holds another container", (void *)call, call->vmid);
+        s->not_ours = true;
+        pve_call_finish(call, s->unknown_error);
+        return;
+    }
+    log_debug(COMP, "call %p: clone to %u found done", (void *)call, call->vmid);
+    pve_call_finish(call, 0);
+}
+
 /* The listing of /cluster/resources arrived (the clone POST starts a task, whose end
- * finishes the call). */
+ * finishes the call), or the new id's config while resolving. */
 static void clone_step_done(struct pve_call *call)
 {
     struct pve_clone_state *s = &call->u.clone;
     int r;
 
+    if (s->resolving) {
+        resolve_config(call);
+        return;
+    }
     pve_vm_list_free(s->in_use);
     s->in_use = TAKE_PTR(call->vms);
     r = vmid_pick(call);
@@ -210,6 +299,20 @@ static bool clone_step_failed(struct pve_call *call, int r)
 {
     struct pve_clone_state *s = &call->u.clone;
 
+    /* No config yet (pvedaemon has not taken the request yet): "does not exist", or 403 for
+     * a token whose rights come from the pool (Proxmox checks /vms/ID first). */
+    if (s->resolving) {
+        if (r != -EREMOTEIO ||
+            (call->perr->kind != PVE_ERR_NOT_FOUND && call->perr->kind != PVE_ERR_PERMISSION) ||
+            pve_call_remaining_ms(call) == 0)
+            return false;
+        resolve_look(call);
+        return true;
+    }
+    if (outcome_unknown(call, r)) {
+        resolve_begin(call, r);
+        return true;
+    }
     if (r != -EREMOTEIO || call->ep != &pve_endpoints[PVE_EP_CLONE] || !s->auto_id ||
         call->perr->kind != PVE_ERR_EXISTS)
         return false;
@@ -226,10 +329,24 @@ static bool clone_step_failed(struct pve_call *call, int r)
 
 static void clone_result(const struct pve_call *call, struct pve_result *res)
 {
+    const struct pve_clone_state *s = &call->u.clone;
     bool posted = call->ep == &pve_endpoints[PVE_EP_CLONE] && call->attempts > 0;
 
     /* No task and the POST of this id never left, or Proxmox refused it, or the connection
      * never opened: this call created nothing. */
+    if (s->resolving) {
+        /* The POST's outcome stayed unknown (the id is kept: the caller cleans it up), or
+         * the clone was found done, or the id holds someone else's container. */
+        if (res->error != 0) {
+            res->error = s->unknown_error;
+            res->perr = s->unknown_perr;
+            res->data = NULL;
+            res->attempts = s->unknown_attempts;
+        }
+        if (s->not_ours)
+            res->vmid = 0;
+        return;
+    }
     if (!call->upid && (!posted || res->error == -EREMOTEIO || res->error == -ECONNREFUSED ||
                         res->error == -EHOSTUNREACH))
         res->vmid = 0;
@@ -252,6 +369,7 @@ static void clone_free(struct pve_call *call)
     for (size_t i = 0; i < ELEMENTSOF(own); i++)
         free(*own[i]);
     pve_vm_list_free(call->u.clone.in_use);
+    pve_error_free(call->u.clone.unknown_perr);
 }
 
 static void clone_task_started(struct pve_call *call)

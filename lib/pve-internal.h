@@ -165,10 +165,11 @@ enum pve_call_kind {
 };
 
 enum pve_call_state {
-    PVE_CALL_QUEUED,   /* waiting to run from the loop (a clone waiting for its template) */
-    PVE_CALL_REQUEST,  /* HTTP request in flight */
-    PVE_CALL_SLEEPING, /* backoff before a retry, or between task polls */
-    PVE_CALL_DONE,     /* callback ran or cancelled; waiting for the timer to close */
+    PVE_CALL_QUEUED,    /* waiting to run from the loop (a clone waiting for its template) */
+    PVE_CALL_REQUEST,   /* HTTP request in flight */
+    PVE_CALL_SLEEPING,  /* backoff before a retry, or between task polls */
+    PVE_CALL_THROTTLED, /* its node has max_calls_per_node requests in flight: waits its turn */
+    PVE_CALL_DONE,      /* callback ran or cancelled; waiting for the timer to close */
 };
 
 /* Steps of a kind of call; every member may be NULL. */
@@ -193,6 +194,15 @@ struct pve_call_ops {
 
 struct pve_clone_queue;
 
+/* The requests of one node in flight (at most the client's max_calls_per_node) and the calls
+ * waiting for a slot, oldest first. */
+struct pve_node_slots {
+    struct pve_node_slots *next;
+    char *node;
+    unsigned busy;
+    struct pve_call *wait_head, *wait_tail;
+};
+
 struct pve_clone_state {
     struct pve_clone_queue *queue;
     struct pve_call *qnext;
@@ -207,6 +217,14 @@ struct pve_clone_state {
     uint32_t tried[PVE_VMID_ALLOC_ATTEMPTS];
     unsigned n_tried;
     struct pve_vm_list *in_use;
+    /* The POST's outcome is unknown (596..599, a timeout, a broken connection): the call
+     * looks at the new id's config until the clone shows up finished, or its deadline. */
+    bool resolving;
+    bool not_ours;     /* the id holds a container with another description */
+    int unknown_error; /* how the POST failed, after this many attempts: */
+    unsigned unknown_attempts;
+    struct pve_error *unknown_perr;
+    uint64_t resolve_ms; /* the next look's delay */
 };
 
 struct pve_fw_group_state {
@@ -227,6 +245,9 @@ struct pve_call {
     uv_timer_t timer;
     struct http_request *req;
     struct pve_call *prev, *next; /* client's list of live calls */
+    struct pve_node_slots *slot;  /* the node whose request slot this call holds, or NULL */
+    struct pve_node_slots *waits; /* the node whose slot this call waits for, or NULL */
+    struct pve_call *wait_next;   /* that node's FIFO of waiting calls */
 
     /* the current request */
     const struct pve_endpoint *ep;
@@ -271,6 +292,8 @@ struct pve_client {
     char *auth_header;
     uint64_t request_timeout_ms, timeout_ms, task_timeout_ms;
     uint32_t vmid_min, vmid_max;
+    unsigned max_calls_per_node;
+    struct pve_node_slots *slots; /* one per node seen, kept until the client is freed */
     uint64_t rng;
     struct pve_call *calls;
     size_t n_calls;                 /* calls not yet finished */
@@ -290,10 +313,13 @@ int pve_call_new(struct pve_client *c, enum pve_call_kind kind, const struct pve
 /* Ends a call that was being started: r < 0 discards it (no callback) and returns r; else
  * stores it in *ret_call (optional) and returns 0. */
 int pve_call_started(struct pve_call *call, int r, struct pve_call **ret_call);
-/* Sets the call's request and sends it. Returns 0 or -errno (nothing sent). */
+/* Sets the call's request and sends it (or queues it for its node's slot). Returns 0 or
+ * -errno (nothing sent). */
 int pve_call_request(struct pve_call *call, const struct pve_req *req);
 /* The same from the loop: a failure finishes the call. */
 void pve_call_step(struct pve_call *call, const struct pve_req *req);
+/* The same after delay_ms (a poll). */
+void pve_call_step_after(struct pve_call *call, const struct pve_req *req, uint64_t delay_ms);
 /* Completes the call (callback, then free). */
 void pve_call_finish(struct pve_call *call, int error);
 /* Parks the call until pve_call_run(), or until its deadline (-ETIMEDOUT); run_now: runs

@@ -382,6 +382,47 @@ int pve_nextid_parse(struct json_object *data, uint32_t *ret_vmid)
     return pve_parse_vmid(data, ret_vmid) < 0 ? -EBADMSG : 0;
 }
 
+/* ---- versions ---- */
+
+static const char *parse_version_number(const char *p, unsigned *ret)
+{
+    unsigned v = 0;
+
+    if (*p < '0' || *p > '9')
+        return NULL;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (v > 99999)
+            return NULL;
+        v = v * 10 + (unsigned)(*p - '0');
+    }
+    *ret = v;
+    return p;
+}
+
+int pve_version_parse(const char *s, struct pve_version *ret_version)
+{
+    struct pve_version v = {0};
+    const char *p = s;
+
+    if (!p || !(p = parse_version_number(p, &v.major)) || *p++ != '.' ||
+        !(p = parse_version_number(p, &v.minor)))
+        return -EINVAL;
+    if (*p == '.' && !parse_version_number(p + 1, &v.patch))
+        return -EINVAL;
+    *ret_version = v;
+    return 0;
+}
+
+bool pve_version_at_least(const struct pve_version *v, unsigned major, unsigned minor,
+                          unsigned patch)
+{
+    if (v->major != major)
+        return v->major > major;
+    if (v->minor != minor)
+        return v->minor > minor;
+    return v->patch >= patch;
+}
+
 /* ---- UPID ---- */
 
 static bool is_hex_n(const char *s, size_t len, size_t min, size_t max, uint64_t *ret)
@@ -775,6 +816,8 @@ static int parse_size_value(const char *p, uint64_t *ret_bytes)
     if (unit_at) {
         unit = UINT64_C(1) << (10 * (unit_at - units + 1));
         p++;
+        if (p[0] == 'i' && p[1] == 'B') /* "GiB": the same unit */
+            p += 2;
     }
     if (*p && *p != ',')
         return -EINVAL;

@@ -78,6 +78,17 @@ int pve_parse_data(const char *body, size_t body_len, struct json_object **ret_d
 int pve_parse_vmid(struct json_object *v, uint32_t *ret_vmid);
 int pve_parse_vmid_string(const char *s, uint32_t *ret_vmid);
 
+/* A pve-manager version, as GET /version and GET /nodes/{node}/version give it in "version":
+ * "8.1.4" (a missing patch level is 0; anything after the numbers, e.g. "~beta1", is
+ * ignored). Returns 0 or -EINVAL. */
+struct pve_version {
+    unsigned major, minor, patch;
+};
+int pve_version_parse(const char *s, struct pve_version *ret_version);
+/* True when v is major.minor.patch or later. */
+bool pve_version_at_least(const struct pve_version *v, unsigned major, unsigned minor,
+                          unsigned patch);
+
 /* UPID:node:pid:pstart:starttime:type:id:user: (pve-common UPID.pm; 8 or 9 hex pstart). */
 struct pve_upid {
     char node[64];
@@ -142,10 +153,10 @@ int pve_description_normalize(const char *s, char **ret_s);
 
 /* The size of a disk property string (rootfs, mpN: "local-lvm:vm-100-disk-0,size=8G"): the
  * value of its "size" key, a decimal number with an optional fraction and an optional unit
- * K, M, G or T (powers of 1024); without a unit the number is bytes (how Proxmox prints a size
- * that is no whole number of KiB). Fraction digits past the sixth are ignored. Returns 0 and
- * *ret_bytes, -ENOENT when there is no size key, -EINVAL when s is NULL or the value is
- * malformed, -ERANGE when it does not fit 64 bits. */
+ * K, M, G or T, or KiB, MiB, GiB or TiB (powers of 1024 either way); without a unit the number is
+ * bytes (how Proxmox prints a size that is no whole number of KiB). Fraction digits past the sixth
+ * are ignored. Returns 0 and *ret_bytes, -ENOENT when there is no size key, -EINVAL when s is NULL
+ * or the value is malformed, -ERANGE when it does not fit 64 bits. */
 int pve_parse_rootfs_size(const char *s, uint64_t *ret_bytes);
 /* The same in GiB, rounded up; fallback when s is NULL or its size is missing or malformed. */
 uint64_t pve_rootfs_size_gb(const char *s, uint64_t fallback);

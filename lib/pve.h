@@ -31,6 +31,12 @@
  * capped at 1 s). "WARNINGS: n" is success. A failed task gives error -EREMOTEIO with a
  * pve_error (http_status 0, message = exitstatus, upid set).
  *
+ * Per-node cap: a node's pvedaemon serves three requests at once and pveproxy gives up on a
+ * proxied request after 30 s (596 while it may still run), so the client sends at most
+ * max_calls_per_node requests under /nodes/NODE/ at once; the others wait their turn in
+ * order (FIFO per node), their deadline still counting (-ETIMEDOUT, or the last attempt's
+ * error, when it passes while waiting).
+ *
  * Clone concurrency: clones of one template are serialised inside the client (a FIFO per
  * template vmid; the next clone starts when the previous clone call has ended: its task
  * stopped, it failed or it was cancelled), and a clone that meets "CT is locked (disk)"
@@ -53,6 +59,7 @@
 #define PVE_RETRY_MAX_MS 2000
 #define PVE_VMID_ALLOC_ATTEMPTS 8 /* clone with newid 0: ids tried before giving up */
 #define PVE_CLONE_QUEUE_MAX 1024  /* clones waiting per template */
+#define PVE_MAX_CALLS_PER_NODE_DEFAULT 4
 
 struct pve_client;
 struct pve_call;
@@ -69,6 +76,8 @@ struct pve_config {
                                     PVE_TASK_TIMEOUT_MS_DEFAULT */
     uint32_t vmid_min;           /* vmid_range for pve_clone with newid 0 (inclusive) */
     uint32_t vmid_max;
+    unsigned max_calls_per_node; /* requests under /nodes/NODE/ in flight at once per node;
+                                    0: PVE_MAX_CALLS_PER_NODE_DEFAULT */
 };
 
 struct pve_result {

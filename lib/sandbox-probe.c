@@ -66,7 +66,12 @@ static void on_probe(const struct pve_result *res, void *userdata)
         char buf[512];
 
         error_from_pve(res, false, &err);
-        if (err.http_status)
+        if (err.http_status == 401)
+            snprintf(buf, sizeof buf,
+                     "HTTP 401: %s: authentication failed: check [proxmox] token_id and the "
+                     "token secret",
+                     err.message);
+        else if (err.http_status)
             snprintf(buf, sizeof buf, "HTTP %d: %s", err.http_status, err.message);
         else
             snprintf(buf, sizeof buf, "%s", err.message);

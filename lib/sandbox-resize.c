@@ -1,7 +1,9 @@
 /* Live changes of a running sandbox: sandbox.resize (cores and memory applied to the running
  * container, the disk grown) and the hand-over of a warm pool member to its new owner (the
  * marker, hostname, size and internet group). One step table, run in order; each row is
- * skipped when it has nothing to do. See sandbox.h. */
+ * skipped when it has nothing to do. hostname is a fastplug option: Proxmox writes it to the
+ * config only and a running container keeps its name until its next start, so a changed
+ * hostname is also set inside over SSH (hostname and /etc/hostname). See sandbox.h. */
 #include "macro.h"
 
 #include <errno.h>
@@ -14,6 +16,7 @@
 #include "registry.h"
 #include "sandbox-internal.h"
 #include "sandbox-resize.h"
+#include "sshexec.h"
 #include "testhook.h"
 
 #define COMP "sandbox"
@@ -39,7 +42,14 @@ static bool skip_fw(const struct resize_op *op)
     return !op->internet;
 }
 
+static bool skip_hostname(const struct resize_op *op)
+{
+    return !op->hostname_inside;
+}
+
 static void on_pve(const struct pve_result *res, void *userdata);
+static void step_done(struct sandbox *sb);
+static void op_end(struct sandbox *sb, const struct engine_error *err);
 
 static int start_config(struct sandbox *sb, struct resize_op *op)
 {
@@ -76,10 +86,48 @@ static int start_fw(struct sandbox *sb, struct resize_op *op)
                             ENGINE_STEP_CONFIG_MS, on_pve, sb, &op->call);
 }
 
+/* The name in /etc/hostname and the kernel's, as pve-container's setup writes them at start
+ * ($1: the hostname, a validated DNS name). */
+#define HOSTNAME_SCRIPT "printf '%s\\n' \"$1\" > /etc/hostname && hostname \"${1%%.*}\""
+
+static void on_hostname_set(struct sshexec *x, int error, struct sshexec_result *res,
+                            void *userdata)
+{
+    struct sandbox *sb = userdata;
+    char buf[256];
+    struct engine_error err = {.kind = ENGINE_E_SSH, .error = error, .message = buf};
+
+    if (error == 0 && !res->timed_out && res->exit_code == 0) {
+        step_done(sb);
+        return;
+    }
+    if (error < 0)
+        snprintf(buf, sizeof buf, "setting the hostname inside failed: %s", strerror(-error));
+    else {
+        snprintf(buf, sizeof buf, "setting the hostname inside failed (exit %d): %.150s",
+                 res->exit_code, res->err ? res->err : "");
+        err.error = -EPROTO;
+    }
+    op_end(sb, &err);
+}
+
+static int start_hostname(struct sandbox *sb, struct resize_op *op)
+{
+    const char *argv[] = {"sh", "-c", HOSTNAME_SCRIPT, "sh", sb->hostname, NULL};
+    const struct sshexec_params p = {
+        .argv = argv,
+        .timeout_ms = ENGINE_STEP_CONFIG_MS,
+        .container_pid_namespace = true,
+    };
+
+    return sshexec_start(sb->pool, &p, on_hostname_set, sb, NULL);
+}
+
 static const struct resize_step resize_steps[] = {
     {"changing the configuration", skip_config, start_config},
     {"growing the disk", skip_disk, start_disk},
     {"adding the internet rule", skip_fw, start_fw},
+    {"setting the hostname inside", skip_hostname, start_hostname},
 };
 
 static void op_finish(struct sandbox *sb, const struct engine_error *err);
@@ -174,6 +222,7 @@ static void on_pve(const struct pve_result *res, void *userdata)
         if (op->hostname) {
             free(sb->hostname);
             sb->hostname = TAKE_PTR(op->hostname);
+            op->hostname_inside = true;
         }
         if (op->take)
             test_crash_point("pool-take-configured");
@@ -181,6 +230,12 @@ static void on_pve(const struct pve_result *res, void *userdata)
         sb->disk_gb = (unsigned)op->disk_gb;
     else if (op->step == 2)
         sb->internet = true;
+    step_done(sb);
+}
+
+/* A step succeeded: the next one. */
+static void step_done(struct sandbox *sb)
+{
     if (sb->engine->closing) {
         struct engine_error e2 = {.kind = ENGINE_E_SHUTDOWN,
                                   .error = -ESHUTDOWN,
@@ -188,7 +243,7 @@ static void on_pve(const struct pve_result *res, void *userdata)
         op_end(sb, &e2);
         return;
     }
-    op->step++;
+    sb->resize_op->step++;
     step_run(sb);
 }
 

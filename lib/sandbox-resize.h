@@ -11,6 +11,7 @@ struct resize_op {
     bool internet;                 /* add the internet group */
     bool take;                     /* a pool hand-over: READY is set (and saved) at the end;
                                       a failure destroys the sandbox */
+    bool hostname_inside;          /* the hostname changed in the config: apply it inside */
     engine_sandbox_cb cb;
     void *userdata;
     unsigned step;

@@ -386,6 +386,7 @@ int engine_new(uv_loop_t *loop, const struct config *cfg, const struct engine_ho
                     .verify = cfg->proxmox.tls_verify},
             .vmid_min = cfg->proxmox.vmid_min,
             .vmid_max = cfg->proxmox.vmid_max,
+            .max_calls_per_node = cfg->proxmox.max_calls_per_node,
         };
         if (!cfg->ssh.key) {
             engine_free_now(e);

@@ -36,11 +36,13 @@
  * proto/api-limits.h */
 #define ENGINE_STEP_START_MS 120000u
 #define ENGINE_STEP_IP_MS 120000u
-#define ENGINE_IP_POLL_MIN_MS 20u
-#define ENGINE_IP_POLL_MAX_MS 500u
+#define ENGINE_IP_POLL_MIN_MS 50u
+#define ENGINE_IP_POLL_MAX_MS 1000u
 #define ENGINE_PROBE_INTERVAL_MS 15000u /* GET /version for daemon.status */
 #define ENGINE_PROBE_RETRY_MS 2000u     /* ... while Proxmox is unreachable */
-#define ENGINE_PROBE_TIMEOUT_MS 3000u   /* one probe, retries included */
+/* one probe, retries included: longer than the 3 s pveproxy holds back every 401, so that a
+ * refused token reads as such, not as a timeout */
+#define ENGINE_PROBE_TIMEOUT_MS 10000u
 #define ENGINE_CONNECT_ATTEMPTS 5u      /* SSH connects dropped by a starting sshd, retried */
 #define ENGINE_CONNECT_RETRY_MS 200u
 #define ENGINE_TOMBSTONES_MAX 4096u /* destroyed ids remembered for idempotent destroy */

@@ -571,6 +571,40 @@ START_TEST(test_form_encode)
 }
 END_TEST
 
+START_TEST(test_version)
+{
+    static const struct {
+        const char *s;
+        int r;
+        unsigned major, minor, patch;
+    } cases[] = {
+        {"8.1.4", 0, 8, 1, 4},       {"8.4.1", 0, 8, 4, 1},         {"9.0", 0, 9, 0, 0},
+        {"8.2.0~beta1", 0, 8, 2, 0}, {"10.12.345", 0, 10, 12, 345}, {"", -EINVAL, 0, 0, 0},
+        {"8", -EINVAL, 0, 0, 0},     {"8.", -EINVAL, 0, 0, 0},      {"v8.1", -EINVAL, 0, 0, 0},
+        {"8.1.", -EINVAL, 0, 0, 0},  {"8.x", -EINVAL, 0, 0, 0},
+    };
+    struct pve_version v, x = {8, 1, 4};
+
+    for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+        v = (struct pve_version){77, 77, 77};
+        ck_assert_msg(pve_version_parse(cases[i].s, &v) == cases[i].r, "%s", cases[i].s);
+        if (cases[i].r == 0)
+            ck_assert_msg(v.major == cases[i].major && v.minor == cases[i].minor &&
+                              v.patch == cases[i].patch,
+                          "%s", cases[i].s);
+        else
+            ck_assert_uint_eq(v.major, 77);
+    }
+    ck_assert_int_eq(pve_version_parse(NULL, &v), -EINVAL);
+    ck_assert(pve_version_at_least(&x, 8, 1, 0));
+    ck_assert(pve_version_at_least(&x, 8, 1, 4));
+    ck_assert(!pve_version_at_least(&x, 8, 1, 5));
+    ck_assert(!pve_version_at_least(&x, 8, 3, 0));
+    ck_assert(pve_version_at_least(&x, 7, 4, 99));
+    ck_assert(!pve_version_at_least(&x, 9, 0, 0));
+}
+END_TEST
+
 START_TEST(test_rootfs_size)
 {
     static const struct {
@@ -594,7 +628,14 @@ START_TEST(test_rootfs_size)
         {"local-lvm:vm-100-disk-0,mysize=8G", -ENOENT, 0, 7},
         {"local-lvm:vm-100-disk-0,size=", -EINVAL, 0, 7},
         {"local-lvm:vm-100-disk-0,size=G", -EINVAL, 0, 7},
-        {"local-lvm:vm-100-disk-0,size=8GiB", -EINVAL, 0, 7},
+        {"local-lvm:vm-100-disk-0,size=8GiB", 0, UINT64_C(8) << 30, 8},
+        {"local-lvm:vm-100-disk-0,size=512MiB,backup=1", 0, UINT64_C(512) << 20, 1},
+        {"local:101/vm-101-disk-0.raw,size=1048576KiB", 0, UINT64_C(1) << 30, 1},
+        {"local-zfs:subvol-101-disk-0,size=1.5TiB", 0, UINT64_C(3) << 39, 1536},
+        {"local-lvm:vm-100-disk-0,size=8Gi", -EINVAL, 0, 7},
+        {"local-lvm:vm-100-disk-0,size=8GB", -EINVAL, 0, 7},
+        {"local-lvm:vm-100-disk-0,size=8Gib", -EINVAL, 0, 7},
+        {"local-lvm:vm-100-disk-0,size=8iB", -EINVAL, 0, 7},
         {"local-lvm:vm-100-disk-0,size=8g", -EINVAL, 0, 7},
         {"local-lvm:vm-100-disk-0,size=8.G", -EINVAL, 0, 7},
         {"local-lvm:vm-100-disk-0,size=-8G", -EINVAL, 0, 7},
@@ -721,6 +762,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_vm_lists);
     tcase_add_test(tc, test_form_encode);
     tcase_add_test(tc, test_rootfs_size);
+    tcase_add_test(tc, test_version);
     tcase_add_test(tc, test_endpoint_table);
     tcase_add_test(tc, test_params);
     suite_add_tcase(s, tc);

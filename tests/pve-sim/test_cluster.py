@@ -202,6 +202,48 @@ class TCluster(unittest.TestCase):
             self.assertEqual(r.status, 404, r)
         self.assertTrue(all(v["online"] for v in S.admin("GET", "/state")["nodes"].values()))
 
+    def test_8_workers_and_proxy_timeout(self):
+        """pvedaemon serves 3 container calls per node at once (the rest queue); past the proxy
+        timeout the client gets an empty 596 while the call still runs to its end."""
+        import threading
+        settings(proxy_timeout=1.0)
+        fault = S.admin("POST", "/faults", {"method": "GET", "path": "/nodes/pve1/lxc/9000/config",
+                                            "latency": 0.6})
+        try:
+            S.admin("POST", "/workers")  # reset the peak
+            out = []
+
+            def call():
+                out.append(S.api("GET", "/nodes/pve1/lxc/9000/config").status)
+            ts = [threading.Thread(target=call) for _ in range(6)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            # 3 at once, 0.6 s each: the second three are served at 1.2 s, after the timeout
+            self.assertEqual(sorted(out), [200, 200, 200, 596, 596, 596])
+            wait_for(lambda: S.admin("GET", "/workers")["pve1"]["busy"] == 0, "the workers to finish")
+            w = S.admin("GET", "/workers")["pve1"]
+            self.assertEqual(w["peak"], 3)
+            self.assertEqual(w["inflight_peak"], 6)
+            self.assertEqual(w["served"], 6)
+            self.assertEqual(w["timeouts"], 3)
+            # another node's workers are its own; calls outside /lxc are not counted
+            self.assertEqual(S.api("GET", "/nodes/pve2/lxc/9001/config").status, 200)
+            self.assertEqual(S.admin("GET", "/workers")["pve2"]["peak"], 1)
+            # a clone past the proxy timeout: 596 at once, the container appears later
+            S.admin("DELETE", f"/faults/{fault['id']}")
+            fault = S.admin("POST", "/faults", {"method": "POST", "path": "/nodes/pve1/lxc/9000/clone",
+                                                "latency": 1.5, "count": 1})
+            r = S.api("POST", "/nodes/pve1/lxc/9000/clone", {"newid": 140})
+            self.assertEqual((r.status, r.body), (596, b""))
+            self.assertNotIn(140, guests())
+            wait_for(lambda: 140 in guests() and guests()[140].get("lock") is None, "the late clone")
+            S.wait_task(S.ok("DELETE", "/nodes/pve1/lxc/140"))
+        finally:
+            S.raw("DELETE", "/admin/faults")
+            settings(proxy_timeout=30.0)
+
     def test_7_bad_node_config(self):
         for args in (["--node-count", "0"], ["--node-count", "2", "--node", "a"]):
             r = subprocess.run([sys.executable, simlib.SIM, "--state-dir", "/run/pve-sim-test-never"] + args,

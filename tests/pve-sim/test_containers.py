@@ -152,6 +152,19 @@ class T1Ssh(unittest.TestCase):
             S.admin("POST", "/ct/104/no-sshd", {"enable": False})
         S.wait_task(S.ok("DELETE", "/nodes/pve/lxc/104", {"force": 1}))
 
+    def test_hostname_is_fastplug(self):
+        # hostname changes in the config at once; the running container keeps its name
+        # (UTS and /etc/hostname) until its next start
+        S.clone(105, hostname="before")
+        ip = S.start_ct(105)
+        S.ok("PUT", "/nodes/pve/lxc/105/config", {"hostname": "after"})
+        self.assertEqual(S.ok("GET", "/nodes/pve/lxc/105/config")["hostname"], "after")
+        self.assertEqual(S.ssh(ip, "hostname; cat /etc/hostname").stdout.split(), ["before", "before"])
+        S.wait_task(S.ok("POST", "/nodes/pve/lxc/105/status/stop"))
+        ip = S.start_ct(105)
+        self.assertEqual(S.ssh(ip, "hostname; cat /etc/hostname").stdout.split(), ["after", "after"])
+        S.wait_task(S.ok("DELETE", "/nodes/pve/lxc/105", {"force": 1}))
+
     def test_mac_change_new_ip(self):
         S.clone(103)
         ip = S.start_ct(103)

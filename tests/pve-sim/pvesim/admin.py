@@ -35,6 +35,7 @@ def admin(h, sim, method, url, body):
             return h.send_json({"containers": cts, "nodes": sim.nodes_status(), "leases": dict(sim.leases),
                                 "firewall": fw,
                                 "settings": sim.settings, "faults": sim.faults,
+                                "workers": sim.workers_status(),
                                 "no_ip": sorted(sim.no_ip), "tasks": len(sim.tasks),
                                 "pvestatd_stalled": sim.pvestatd_stalled,
                                 "storages_offline": sorted(f"{n}/{st}" for n, st in sim.storages_offline)})
@@ -64,6 +65,8 @@ def admin(h, sim, method, url, body):
                 if k in ("firewall_period", "firewall_phase"):
                     sim.firewall_start_cycle()
         return h.send_json(sim.settings)
+    if path == "/admin/workers" and method in ("GET", "POST"):
+        return h.send_json(sim.workers_status(reset=method == "POST"))
     if path == "/admin/firewall" and method == "GET":
         with sim.lock:
             return h.send_raw(200, "OK", sim.build_nft().encode(), "text/plain")

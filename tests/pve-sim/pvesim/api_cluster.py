@@ -9,7 +9,7 @@ from .schema import POOL_RE, P, die, perr
 @route("GET", "/version")
 def h_version(c):
     c.args({})
-    return dict(c.sim.cfg["version"])
+    return c.sim.node_version(c.sim.cfg["nodes"][0])[0]  # the node whose pveproxy answers
 
 
 @route("GET", "/cluster/nextid")

@@ -314,7 +314,9 @@ def h_config_put(c):
             if net_changed and old_mac and old_mac != new_mac:
                 # a running CT keeps the old lease until its interface takes the new MAC
                 s.release_leases([old_mac])
-            if "hostname" in a:
+            # hostname is a fastplug option: the config changes at once, the running
+            # container keeps its name (UTS and /etc/hostname) until its next start
+            if "hostname" in a and not ct.get("running"):
                 try:
                     with open(os.path.join(s.ct_dir(vmid), "rootfs", "etc", "hostname"), "w") as f:
                         f.write(a["hostname"] + "\n")
@@ -488,7 +490,10 @@ def h_current(c):
 
 @route("GET", "/nodes/{node}/lxc/{vmid}/interfaces")
 def h_interfaces(c):
-    if not c.sim.settings["interfaces_endpoint"]:
+    node = c.pp["node"]
+    ctver = c.sim.node_version(node)[1] if node in c.sim.cfg["nodes"] else (9,)
+    # absent before pve-container 5.0.6 (Proxmox VE 8.1)
+    if not c.sim.settings["interfaces_endpoint"] or ctver < (5, 0, 6):
         raise ApiError(501, f"Method 'GET {c.path}' not implemented")
     c.args({})
     node = c.node()
@@ -498,6 +503,10 @@ def h_interfaces(c):
     with s.lock:
         ct = s.cts.get(vmid)
         if not ct or ct["node"] != node or not ct.get("running") or vmid not in s.rt:
+            return None
+        # before 5.2.0 ("fix #5674") the call is not forwarded to the CT's node: the node
+        # whose pveproxy answers looks into its own containers only
+        if ctver < (5, 2, 0) and node != s.cfg["nodes"][0]:
             return None
         rt = s.rt[vmid]
     if s.net.enabled:

@@ -38,11 +38,10 @@ def h_node_status(c):
             "current-kernel": {"sysname": "Linux", "release": "6.8.12-4-pve", "machine": "x86_64",
                                "version": "#1 SMP PREEMPT_DYNAMIC PMX 6.8.12-4"},
             "boot-info": {"mode": "efi", "secureboot": 0},
-            "pveversion": f"pve-manager/{s.cfg['version']['version']}/{s.cfg['version']['repoid']}"}
+            "pveversion": f"pve-manager/{s.node_version(node)[0]['version']}/{s.cfg['version']['repoid']}"}
 
 
 @route("GET", "/nodes/{node}/version")
 def h_node_version(c):
     c.args({})
-    c.node()
-    return dict(c.sim.cfg["version"])
+    return c.sim.node_version(c.node())[0]

@@ -30,7 +30,9 @@ def default_config():
         "nodes": ["pve"],
         "node_count": None,              # N: nodes pve1..pveN, each with its own copy of the template
         "node_capacity": {},             # {"NODE": {"maxmem": bytes, "maxcpu": n}}; default 8 GiB / 2
-        "node_down_delay": 0.5,          # seconds before a request to a node that is down gets its 595
+        "node_down_delay": 0.5,
+        "pvedaemon_workers": 3,          # container calls a node serves at once (pvedaemon.pm)
+        "proxy_timeout": 30.0,           # pveproxy's proxy timeout: then 596, the call goes on          # seconds before a request to a node that is down gets its 595
         "storages": {
             "local-lvm": {"type": "lvmthin", "shared": 0},
             "local": {"type": "dir", "shared": 0},
@@ -67,6 +69,9 @@ def default_config():
         "firewall_nftables": False,      # True: proxmox-firewall's ipfilter (no static ip= merge)
         "nextid_range": [100, 1000000],
         "version": {"version": "8.4.1", "release": "8.4", "repoid": "2a5fa54a8503f96d"},
+        # per node: {"NODE": {"pve_manager": "8.0.4", "pve_container": "5.0.4"}}; a node not
+        # listed runs `version` and pve-container 5.2.7
+        "node_versions": {},
         "verbose": False,
     }
 
@@ -83,6 +88,7 @@ def parse_args(argv=None):
     ap.add_argument("--error-format", dest="error_format", choices=["old", "new"])
     ap.add_argument("--auth-error-style", dest="auth_error_style", choices=["unified", "legacy"])
     ap.add_argument("--auth-failure-delay", dest="auth_failure_delay", type=float)
+    ap.add_argument("--proxy-timeout", dest="proxy_timeout", type=float)
     ap.add_argument("--dhcp-delay", dest="dhcp_delay", type=float)
     ap.add_argument("--firewall-period", dest="firewall_period", type=float)
     ap.add_argument("--clone-time", dest="clone_time", type=float)
@@ -182,7 +188,7 @@ def load_config(args):
         cfg.update(user)
     for k in ("listen", "port", "tls_cert", "tls_key", "state_dir", "instance", "error_format",
               "auth_error_style", "auth_failure_delay", "dhcp_delay", "firewall_period", "bridge_subnet",
-              "authorized_key", "on_restart", "daemon_address", "clone_time"):
+              "authorized_key", "on_restart", "daemon_address", "clone_time", "proxy_timeout"):
         v = getattr(args, k, None)
         if v is not None:
             cfg[k] = v

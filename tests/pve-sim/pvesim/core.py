@@ -7,6 +7,7 @@ leases, tasks, faults, settings) behind one lock; its methods come from one mixi
   FirewallMixin    firewall.py    firewall snapshots, the pve-firewall cycle, nftables ruleset
   FaultsMixin      faults.py      the fault list
   NodesMixin       nodes.py       per-node capacity and load, nodes taken down and brought up
+  WorkersMixin     workers.py     pvedaemon's workers per node and pveproxy's proxy timeout
 
 sim.net (network.Net) is attached at startup."""
 
@@ -23,9 +24,11 @@ from .network import DhcpMixin, cleanup_instance
 from .nodes import NodesMixin
 from .state import StateMixin
 from .util import instance_id
+from .workers import WorkersMixin
 
 
-class Sim(StateMixin, ContainersMixin, DhcpMixin, FirewallMixin, FaultsMixin, NodesMixin):
+class Sim(StateMixin, ContainersMixin, DhcpMixin, FirewallMixin, FaultsMixin, NodesMixin,
+          WorkersMixin):
     def __init__(self, cfg):
         self.cfg = cfg
         self.lock = threading.RLock()
@@ -47,7 +50,9 @@ class Sim(StateMixin, ContainersMixin, DhcpMixin, FirewallMixin, FaultsMixin, No
                                             "auth_error_style", "clone_time", "start_time", "stop_time",
                                             "destroy_time", "flock_timeout", "ip_never", "resources_lag",
                                             "legacy_vmid_strings", "interfaces_endpoint", "node_down_delay",
-                                            "interfaces_extra_ipv4", "firewall_nftables")}
+                                            "interfaces_extra_ipv4", "firewall_nftables",
+                                            "pvedaemon_workers", "proxy_timeout")}
+        self.workers_setup()
         self.rrd = {}
         self.rrd_nodes = {}
         self.rrd_time = 0.0

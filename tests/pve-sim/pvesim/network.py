@@ -292,6 +292,15 @@ LogLevel INFO
         logf = open(logpath, "ab")
         logpos = logf.tell()
         hn = "ct%d" % vmid
+        # as pve-container's setup at start: the config's hostname into /etc/hostname (a
+        # change to a running CT waits for this: hostname is a fastplug option)
+        cfg_hn = self.sim.cts.get(vmid, {}).get("conf", {}).get("hostname")
+        if cfg_hn:
+            try:
+                with open(os.path.join(rootdir, "etc", "hostname"), "w") as f:
+                    f.write(cfg_hn + "\n")
+            except OSError:
+                pass
         try:
             hn = open(os.path.join(rootdir, "etc", "hostname")).read().strip() or hn
         except OSError:

@@ -28,6 +28,16 @@ class NodesMixin:
         cap.update((self.cfg.get("node_capacity") or {}).get(node) or {})
         return cap
 
+    def node_version(self, node):
+        """(pve-manager version dict as /version gives it, pve-container version tuple)."""
+        nv = (self.cfg.get("node_versions") or {}).get(node) or {}
+        v = dict(self.cfg["version"])
+        if nv.get("pve_manager"):
+            v["version"] = nv["pve_manager"]
+            v["release"] = ".".join(nv["pve_manager"].split(".")[:2])
+        ct = tuple(int(x) for x in str(nv.get("pve_container", "5.2.7")).split("."))
+        return v, ct
+
     def node_online(self, node):
         return node not in self.nodes_down
 

@@ -19,6 +19,7 @@ from .admin import admin
 from .auth import authenticate
 from .faults import ResetConn, apply_request_faults
 from .nodes import node_down_check
+from .workers import ct_call_node
 from .schema import ApiError
 from .util import log, run
 
@@ -139,10 +140,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
             rel = url.path[len("/api2/json"):] or "/"
             rel = re.sub(r"/+$", "", rel) or "/"
             token = authenticate(sim, self.headers.get("Authorization"))
-            faults = apply_request_faults(sim, method, rel)
-            node_down_check(sim, rel)
-            params = request_params(method, url.query, self.headers.get("Content-Type"), body)
-            self.send_json(api.call(sim, token, faults, method, rel, params))
+            ctype = self.headers.get("Content-Type")
+
+            def work():
+                faults = apply_request_faults(sim, method, rel)
+                node_down_check(sim, rel)
+                params = request_params(method, url.query, ctype, body)
+                return api.call(sim, token, faults, method, rel, params)
+            node = ct_call_node(rel)
+            if node is None or node not in sim.cfg["nodes"] or not sim.node_online(node):
+                self.send_json(work())
+            else:  # pveproxy hands it to the node's pvedaemon (workers.py)
+                self.send_json(sim.proxied(node, work))
         except ResetConn:
             raise
         except ApiError as e:
