@@ -1,9 +1,10 @@
-/* The test hooks test.sleep and test.notify. See methods-test.h. */
+/* The test hooks test.sleep, test.notify and test.clock_step. See methods-test.h. */
 #include "methods-test.h"
 
 #include <stdlib.h>
 
 #include "lib/log.h"
+#include "lib/util.h"
 #include "proto/rpc.h"
 
 #define COMP "method"
@@ -114,9 +115,31 @@ static void method_test_notify(struct req *r, void *params, void *userdata)
     req_reply(r, o);
 }
 
+/* test.clock_step {"seconds": N}: the engine's wall clock jumps by N seconds (-10^8..10^8),
+ * as an NTP step would; replies {"stepped": N}. Test hook, like test.sleep. */
+static void method_test_clock_step(struct req *r, void *params, void *userdata)
+{
+    json_object *v = NULL, *o;
+    int64_t n;
+
+    (void)userdata;
+    if (!params || !json_object_is_type(params, json_type_object) ||
+        !json_object_object_get_ex(params, "seconds", &v) ||
+        !json_object_is_type(v, json_type_int) || (n = json_object_get_int64(v)) < -100000000 ||
+        n > 100000000) {
+        req_invalid_params(r, "seconds", "an integer -100000000..100000000 is required");
+        return;
+    }
+    now_realtime_test_step(n);
+    o = json_object_new_object();
+    json_object_object_add(o, "stepped", json_object_new_int64(n));
+    req_reply(r, o);
+}
+
 static const struct method_def test_rows[] = {
     {"test.sleep", NULL, method_test_sleep, NULL, false},
     {"test.notify", NULL, method_test_notify, NULL, false},
+    {"test.clock_step", NULL, method_test_clock_step, NULL, true},
     {},
 };
 

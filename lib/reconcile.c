@@ -48,6 +48,7 @@ struct reconcile {
     unsigned refs;
     bool closed;
     uv_timer_t timer, lease;
+    int64_t wall_minus_boot; /* at the last lease tick; 0: no tick yet */
     void (*on_initial)(void *userdata);
     void *userdata;
     bool initial_done;
@@ -925,20 +926,45 @@ static void on_expired(const struct engine_error *err, void *userdata)
     rc_unref(rc);
 }
 
+/* A step of the wall clock since the last tick (seconds, signed), 0 when there was none.
+ * Leases are durations: a step moves every lease's end in memory by as much, so that no
+ * lease ends sooner or later in real time; the wall times persisted stay as written. */
+static int64_t clock_step(struct reconcile *rc, time_t now)
+{
+    int64_t offset = (int64_t)now - (int64_t)now_boottime_s(), step;
+    struct sandbox *sb;
+
+    step = rc->wall_minus_boot ? offset - rc->wall_minus_boot : 0;
+    rc->wall_minus_boot = offset;
+    if (step > -RECONCILE_CLOCK_STEP_S && step < RECONCILE_CLOCK_STEP_S)
+        return 0;
+    for (sb = engine_first(rc->e); sb; sb = engine_next(rc->e, sb))
+        sb->expires_at += (time_t)step;
+    notice(rc, LOG_WARNING,
+           "the wall clock stepped by %+" PRId64 " s: every lease end moves with it, and "
+           "expiry waits one tick",
+           step);
+    return step;
+}
+
 static void lease_tick(uv_timer_t *t)
 {
     struct reconcile *rc = t->data;
     time_t now = now_realtime();
     struct engine_error derr; /* a destroy that cannot start is retried at the next tick */
     struct sandbox *sb, *next;
+    unsigned started = 0;
 
     if (rc->closed || engine_closing(rc->e))
         return;
-    for (sb = engine_first(rc->e); sb; sb = next) {
+    if (clock_step(rc, now) != 0)
+        return;
+    for (sb = engine_first(rc->e); sb && started < RECONCILE_EXPIRE_PER_TICK; sb = next) {
         next = engine_next(rc->e, sb);
         if (sb->state != SANDBOX_READY || sandbox_busy(sb) || sb->expires_at > now ||
             cluster_node_down(rc->e, sb->node)) /* destroyed once its node answers */
             continue;
+        started++;
         log_debug(COMP, "%s: lease expired", sb->id);
         engine_destroy_reason(sb, "lease_expired", -1);
         if (engine_destroy(rc->e, sb, on_expired, rc_ref(rc), &derr) < 0)

@@ -39,6 +39,10 @@
 #include "testhook.h" /* test_crash_point() */
 
 #define RECONCILE_LEASE_TICK_MS 1000u
+/* The wall clock moved this much more (or less) than CLOCK_BOOTTIME between two lease ticks:
+ * a step (NTP, an admin), not a slew. */
+#define RECONCILE_CLOCK_STEP_S 5
+#define RECONCILE_EXPIRE_PER_TICK 16u /* lease-expiry destroys started per tick */
 #define RECONCILE_CALL_TIMEOUT_MS 30000u
 #define RECONCILE_DESTROY_TIMEOUT_MS 120000u
 #define RECONCILE_DESTROYS_MAX 16u /* orphan destroys in flight at once */

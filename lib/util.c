@@ -454,12 +454,28 @@ uint64_t now_monotonic_ms(void)
     return now_monotonic_us() / 1000u;
 }
 
+/* test.clock_step's simulated steps of the wall clock (test hooks only). */
+static int64_t realtime_step_s;
+
 time_t now_realtime(void)
 {
     struct timespec ts;
 
     (void)clock_gettime(CLOCK_REALTIME, &ts);
-    return ts.tv_sec;
+    return ts.tv_sec + (time_t)realtime_step_s;
+}
+
+void now_realtime_test_step(int64_t seconds)
+{
+    realtime_step_s += seconds;
+}
+
+uint64_t now_boottime_s(void)
+{
+    struct timespec ts;
+
+    (void)clock_gettime(CLOCK_BOOTTIME, &ts);
+    return (uint64_t)ts.tv_sec;
 }
 
 int sha256_hex(const void *data, size_t n, char ret[SHA256_HEX_SIZE])

@@ -70,6 +70,10 @@ uint64_t now_monotonic_ms(void);
 uint64_t now_monotonic_us(void);
 /* CLOCK_REALTIME in seconds. */
 time_t now_realtime(void);
+/* Test hook: moves now_realtime() by seconds, as a step of the system clock would. */
+void now_realtime_test_step(int64_t seconds);
+/* CLOCK_BOOTTIME in seconds: never steps, counts a suspend. */
+uint64_t now_boottime_s(void);
 
 /* SHA-256 of data as lowercase hex into ret (SHA256_HEX_SIZE bytes). */
 int sha256_hex(const void *data, size_t n, char ret[SHA256_HEX_SIZE]);

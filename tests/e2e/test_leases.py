@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Leases: ttl_s on create, expires_at, expiry destroys the sandbox within seconds,
-sandbox.renew (registry + Proxmox marker) keeps it, limits, sandboxctl renew."""
+"""Leases: ttl_s on create, expires_at, expiry destroys the sandbox within seconds, a step
+of the wall clock ends none early, sandbox.renew (registry + Proxmox marker) keeps it,
+limits, sandboxctl renew."""
 
 import calendar
 import os
@@ -85,7 +86,28 @@ def main():
             assert g["expires_at"] == sb["expires_at"], (g, sb)
             c.call("sandbox.destroy", {"id": sb["id"]})
 
+        def clock_step():
+            # A step of the wall clock (NTP) ends no lease early: lease ends move with it.
+            sbs = [c.call("sandbox.create", {"ttl_s": 60}) for _ in range(3)]
+            c.call("test.clock_step", {"seconds": 3600})
+            try:
+                time.sleep(3)  # lease ticks after the step
+                for sb in sbs:
+                    g = c.call("sandbox.get", {"id": sb["id"]})
+                    assert g["state"] == "ready", g
+                    assert ts(g["expires_at"]) - ts(sb["expires_at"]) == 3600, (g, sb)
+                assert "wall clock stepped by +3600 s" in env.daemon_log()
+            finally:
+                c.call("test.clock_step", {"seconds": -3600})
+            wait_until(lambda: "wall clock stepped by -3600 s" in env.daemon_log(), 10,
+                       "the step back to be logged")
+            for sb in sbs:
+                g = c.call("sandbox.get", {"id": sb["id"]})
+                assert g["state"] == "ready" and g["expires_at"] == sb["expires_at"], (g, sb)
+                c.call("sandbox.destroy", {"id": sb["id"]})
+
         tests += [("default ttl in expires_at and the marker", default_ttl),
+                  ("a wall clock step ends no lease early", clock_step),
                   ("ttl_s 2: destroyed a few seconds after expiry", ttl_expires),
                   ("renew keeps it (registry + marker), sandboxctl renew", renew_keeps),
                   ("renew and create ttl limits", renew_limits)]
