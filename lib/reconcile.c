@@ -348,7 +348,60 @@ static void stuck_update(struct reconcile *rc)
     rc->n_stuck = k;
 }
 
-/* The records no container answered for (first run): gone from Proxmox. */
+/* A create the restart interrupted while its clone task ran, and that cannot be resumed (no
+ * idempotency key to retry it by): its container may not be listed yet (locked, being
+ * created). Rolled back from the recorded task at once: once the task ends, the container
+ * is destroyed and the record goes with it; a task that cannot be followed leaves the
+ * container to the orphan reaper, as before. */
+struct clone_rollback {
+    struct reconcile *rc;
+    uint32_t vmid;
+    char node[CONFIG_NODE_NAME_MAX + 1];
+    char id[ID_MAX + 1];
+};
+
+static void on_clone_ended(const struct pve_result *res, void *userdata)
+{
+    _cleanup_free_ struct clone_rollback *x = userdata;
+    struct reconcile *rc = x->rc;
+
+    if (!rc->closed) {
+        if (res->error < 0 && res->error != -EREMOTEIO) {
+            log_debug(COMP, "%s: cannot follow its clone task: %s", x->id, strerror(-res->error));
+            record_forget(rc, x->id);
+        } else
+            destroy_container(rc, x->vmid, x->node, x->id, &rc->st.rolled_back,
+                              "its create was interrupted while cloning (the clone task ended)");
+    }
+    rc_unref(rc);
+}
+
+static bool clone_rollback(struct reconcile *rc, const struct reg_record *r)
+{
+    struct clone_rollback *x;
+
+    if (r->state != REG_CLONING || !r->upid || !r->node || r->vmid <= 0 ||
+        strlen(r->node) > CONFIG_NODE_NAME_MAX)
+        return false;
+    x = calloc(1, sizeof *x);
+    if (!x)
+        return false;
+    *x = (struct clone_rollback){.rc = rc, .vmid = (uint32_t)r->vmid};
+    snprintf(x->node, sizeof x->node, "%s", r->node);
+    snprintf(x->id, sizeof x->id, "%s", r->id);
+    if (pve_wait_task(engine_pve(rc->e), r->node, r->upid, RECONCILE_DESTROY_TIMEOUT_MS,
+                      on_clone_ended, x, NULL) < 0) {
+        free(x);
+        return false;
+    }
+    log_debug(COMP, "%s: interrupted while cloning %d: rolled back once task %s ends", r->id,
+              r->vmid, r->upid);
+    rc_ref(rc);
+    return true;
+}
+
+/* The records no container answered for (first run): gone from Proxmox, or still being
+ * cloned. */
 static void records_unmatched(struct reconcile *rc)
 {
     for (size_t i = 0; i < rc->n_recs; i++) {
@@ -362,7 +415,7 @@ static void records_unmatched(struct reconcile *rc)
         for (size_t j = 0; j < rc->n_cands; j++)
             if (strcmp(rc->cands[j].m.sandbox, r->id) == 0)
                 present = true;
-        if (present || engine_adopt_unreachable(rc->e, r, rc->members))
+        if (present || engine_adopt_unreachable(rc->e, r, rc->members) || clone_rollback(rc, r))
             continue;
         if (r->state != REG_READY)
             rc->st.rolled_back++;
@@ -654,8 +707,15 @@ static bool decide_one(struct reconcile *rc, struct cand *c)
                         rc->recs[i] = reg_record_free(rc->recs[i]);
                 return false;
             }
-            if (c->lock)
-                return false; /* reaped as an orphan once unlocked */
+            if (c->lock) {
+                /* A clone the restart interrupted: rolled back once its task ends. Else
+                 * reaped as an orphan once unlocked. */
+                if (clone_rollback(rc, r))
+                    for (size_t i = 0; i < rc->n_recs; i++)
+                        if (rc->recs[i] == r)
+                            rc->recs[i] = reg_record_free(rc->recs[i]);
+                return false;
+            }
             if (r->state == REG_READY && exp > now && c->state == PVE_CT_STOPPED && r->ip &&
                 r->vmid > 0 && (uint32_t)r->vmid == c->vmid && restart_stopped(rc, c, r))
                 return true;

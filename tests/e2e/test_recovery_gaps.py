@@ -145,7 +145,32 @@ def main():
             assert len(ours_for(got["id"])) == 1
             c.call("sandbox.destroy", {"id": got["id"]})
 
+        def mid_clone_no_key_rolled_back():
+            # Without an idempotency key the create cannot be resumed: the restart rolls it back
+            # from the recorded clone task (once the task ends), not the orphan reaper later.
+            state["c"].close()
+            env.sim.admin("PUT", "/settings", {"clone_time": 3})
+            restart_with_crash(env, "create-clone-task-recorded")
+            c = env.client()
+            c.send("sandbox.create", {"ttl_s": 600, "labels": {"k": "no-key"}})
+            wait_dead(env)
+            c.close()
+            rec = [r for r in records(env).values() if (r.get("labels") or {}).get("k") == "no-key"]
+            assert len(rec) == 1 and rec[0]["state"] == "cloning" and rec[0].get("upid"), rec
+            rec = rec[0]
+            launch(env)
+            st0 = wait_reconciled(env)["reconcile"]
+            wait_until(lambda: rec["vmid"] not in env.containers() and rec["id"] not in records(env),
+                       what="the interrupted clone rolled back")
+            env.sim.admin("PUT", "/settings", {"clone_time": 0.1})
+            st = wait_reconciled(env)["reconcile"]
+            assert st["orphans_destroyed"] == st0["orphans_destroyed"], (st0, st)
+            assert st["rolled_back"] >= 1, st
+            state["c"] = env.client()
+
         tests += [("labels survive a lost state folder", labels_survive_lost_state),
+                  ("crash mid-clone without a key: rolled back from the clone task",
+                   mid_clone_no_key_rolled_back),
                   ("a READY sandbox stopped while the daemon was down is started again", stopped_is_started),
                   ("a stopped sandbox whose start fails is destroyed", stopped_start_fails),
                   ("crash mid-clone, retry of the key: one container, the create finished",
