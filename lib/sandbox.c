@@ -426,6 +426,11 @@ int engine_new(uv_loop_t *loop, const struct config *cfg, const struct engine_ho
             return set_error(ret_error, r, "out of memory");
         }
         e->configured = true;
+        if (!cfg->network.static_mode && !cfg->network.first && !cfg->network.gateway)
+            engine_noticef(e, LOG_WARNING,
+                           "[network] mode = dhcp without addresses or gateway: an address a "
+                           "container reports is checked only against the daemon's host and "
+                           "the other sandboxes (docs/sandbox-setup.md, \"Addresses\")");
         uv_timer_init(loop, &e->probe);
         e->probe.data = e;
         e->probe_open = true;

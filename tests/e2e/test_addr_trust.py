@@ -152,6 +152,11 @@ def main():
             got = c.call("sandbox.get", {"id": sb["id"]})
             assert got["state"] == "ready" and got["ip"] == moved["ip"], got
             assert ipsets(env, vmid) == {"ipfilter-net0": [moved["ip"]]}, ipsets(env, vmid)
+            # the new address passes once a firewall cycle has applied the new set
+            ticks = env.sim.admin("GET", "/state")["firewall"]["ticks"]
+            deadline = time.time() + PERIOD + 2
+            while env.sim.admin("GET", "/state")["firewall"]["ticks"] == ticks and time.time() < deadline:
+                time.sleep(0.1)
             r = c.call("sandbox.exec", {"id": sb["id"], "command": "echo ok"})
             assert r["stdout"] == "ok\n", r
             c.call("sandbox.destroy", {"id": sb["id"]})

@@ -658,6 +658,8 @@ static const struct {
     {"DELETE", "/lxc/150/firewall/rules/0$"},
     {"GET", "/lxc/150/firewall/rules$"}, /* pve_fw_group_set */
     {"GET", "^/cluster/nextid$"},        /* pve_request */
+    {"DELETE", "/lxc/150/firewall/ipset/sbx$"},
+    {"POST", "/lxc/150/firewall/ipset$"}, /* pve_fw_ipset_rename */
 };
 
 static int typed_call_start(size_t i, struct pres *p)
@@ -748,6 +750,12 @@ static int typed_call_start(size_t i, struct pres *p)
         break;
     case 26:
         r = pve_request(client, "GET", "/cluster/nextid", NULL, 0, on_pres, p, NULL);
+        break;
+    case 27:
+        r = pve_fw_ipset_delete(client, "pve", 150, "sbx", 0, on_pres, p, NULL);
+        break;
+    case 28:
+        r = pve_fw_ipset_rename(client, "pve", 150, "sbx-new", "sbx", 0, on_pres, p, NULL);
         break;
     }
     json_object_put(o);
