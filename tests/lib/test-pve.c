@@ -840,6 +840,39 @@ START_TEST(test_retry_classes)
 }
 END_TEST
 
+/* At most PVE_MAX_CALLS_PER_NODE_DEFAULT requests per node in flight; the others wait in
+ * order, their deadline counting (one that passes while waiting was never sent). */
+START_TEST(test_per_node_cap)
+{
+    struct pres held[PVE_MAX_CALLS_PER_NODE_DEFAULT] = {0}, late = {0}, next = {0};
+    struct json_object *st;
+
+    fixture_fault(&fx, "{\"ct\":{\"vmid\":150,\"status\":\"running\"}}");
+    fixture_fault(&fx, "{\"path\":\"/lxc/150/status/current$\",\"count\":4,\"delay_ms\":600}");
+    client_open(TOKEN_SECRET, 0, 0);
+    for (size_t i = 0; i < ELEMENTSOF(held); i++)
+        ck_assert_int_eq(pve_status_current(client, "pve", 150, 0, on_pres, &held[i], NULL), 0);
+    ck_assert_int_eq(pve_status_current(client, "pve", 150, 300, on_pres, &late, NULL), 0);
+    ck_assert_int_eq(pve_status_current(client, "pve", 150, 0, on_pres, &next, NULL), 0);
+    run();
+    for (size_t i = 0; i < ELEMENTSOF(held); i++) {
+        ck_assert_int_eq(held[i].error, 0);
+        ck_assert_uint_lt(late.done_at, held[i].done_at);
+        ck_assert_uint_ge(next.done_at, held[i].done_at);
+        pres_clear(&held[i]);
+    }
+    ck_assert_int_eq(late.error, -ETIMEDOUT);
+    ck_assert_uint_eq(late.attempts, 0);
+    ck_assert_int_eq(next.error, 0);
+    st = fixture_state(&fx);
+    ck_assert_uint_eq(requests_matching(st, "GET", "/lxc/150/status/current", NULL), 5);
+    json_object_put(st);
+    pres_clear(&late);
+    pres_clear(&next);
+    client_done();
+}
+END_TEST
+
 START_TEST(test_clone_failure_each_step)
 {
     struct pres a = {0}, b = {0}, c = {0}, d = {0}, e = {0};
@@ -1164,6 +1197,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_failure_each_call);
     tcase_add_test(tc, test_retry_classes);
     tcase_add_test(tc, test_clone_failure_each_step);
+    tcase_add_test(tc, test_per_node_cap);
     tcase_add_test(tc, test_fw_group_failure_each_step);
     tcase_add_test(tc, test_task_failures);
     suite_add_tcase(s, tc);
