@@ -43,7 +43,7 @@
 /* one probe, retries included: longer than the 3 s pveproxy holds back every 401, so that a
  * refused token reads as such, not as a timeout */
 #define ENGINE_PROBE_TIMEOUT_MS 10000u
-#define ENGINE_CONNECT_ATTEMPTS 5u      /* SSH connects dropped by a starting sshd, retried */
+#define ENGINE_CONNECT_ATTEMPTS 5u /* SSH connects dropped by a starting sshd, retried */
 #define ENGINE_CONNECT_RETRY_MS 200u
 #define ENGINE_TOMBSTONES_MAX 4096u /* destroyed ids remembered for idempotent destroy */
 #define ENGINE_LABELS_MAX 16u

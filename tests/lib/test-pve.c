@@ -848,6 +848,93 @@ START_TEST(test_retry_classes)
 }
 END_TEST
 
+/* A clone POST answered 596 (pveproxy's proxy timeout: the clone may still run) keeps its id
+ * and looks at the id's config: done (ours, unlocked) is success, nothing until the deadline
+ * is the 596 with the id kept, another description is someone else's container (id 0). */
+START_TEST(test_clone_unknown_outcome)
+{
+    struct pres a = {0}, b = {0}, c = {0};
+    struct pve_clone_params p = {
+        .node = "pve", .template_vmid = 9000, .newid = 130, .description = "mine"};
+    struct json_object *st;
+
+    client_open(TOKEN_SECRET, 0, 0);
+    /* nothing appears */
+    fixture_fault(&fx, "{\"path\":\"/lxc/9000/clone$\",\"count\":1,\"status\":596,"
+                       "\"reason\":\"Connection timed out\"}");
+    ck_assert_int_eq(pve_clone(client, &p, 1500, on_pres, &a, NULL), 0);
+    run();
+    ck_assert_int_eq(a.error, -EREMOTEIO);
+    ck_assert_int_eq(a.http_status, 596);
+    ck_assert_uint_eq(a.vmid, 130);
+    ck_assert_uint_eq(a.attempts, 1);
+    ck_assert_ptr_null(a.upid);
+    st = fixture_state(&fx);
+    ck_assert_uint_ge(requests_matching(st, "GET", "/lxc/130/config", NULL), 2);
+    json_object_put(st);
+
+    /* the clone shows up, locked until it is done */
+    fixture_fault(&fx, "{\"ct\":{\"vmid\":131,\"lock\":\"create\","
+                       "\"config\":{\"hostname\":\"x\",\"description\":\"mine\\n\"}}}");
+    fixture_fault(&fx, "{\"vmid\":131,\"lock_ms\":600,\"lock\":\"create\"}");
+    fixture_fault(&fx, "{\"path\":\"/lxc/9000/clone$\",\"count\":1,\"status\":596,"
+                       "\"reason\":\"Connection timed out\"}");
+    p.newid = 131;
+    ck_assert_int_eq(pve_clone(client, &p, 5000, on_pres, &b, NULL), 0);
+    run();
+    ck_assert_int_eq(b.error, 0);
+    ck_assert_uint_eq(b.vmid, 131);
+
+    /* the id holds someone else's container */
+    fixture_fault(&fx, "{\"ct\":{\"vmid\":132,\"config\":{\"description\":\"other\"}}}");
+    fixture_fault(&fx, "{\"path\":\"/lxc/9000/clone$\",\"count\":1,\"status\":596,"
+                       "\"reason\":\"Connection timed out\"}");
+    p.newid = 132;
+    ck_assert_int_eq(pve_clone(client, &p, 5000, on_pres, &c, NULL), 0);
+    run();
+    ck_assert_int_eq(c.error, -EREMOTEIO);
+    ck_assert_int_eq(c.http_status, 596);
+    ck_assert_uint_eq(c.vmid, 0);
+    pres_clear(&a);
+    pres_clear(&b);
+    pres_clear(&c);
+    client_done();
+}
+END_TEST
+
+/* At most PVE_MAX_CALLS_PER_NODE_DEFAULT requests per node in flight; the others wait in
+ * order, their deadline counting (one that passes while waiting was never sent). */
+START_TEST(test_per_node_cap)
+{
+    struct pres held[PVE_MAX_CALLS_PER_NODE_DEFAULT] = {0}, late = {0}, next = {0};
+    struct json_object *st;
+
+    fixture_fault(&fx, "{\"ct\":{\"vmid\":150,\"status\":\"running\"}}");
+    fixture_fault(&fx, "{\"path\":\"/lxc/150/status/current$\",\"count\":4,\"delay_ms\":600}");
+    client_open(TOKEN_SECRET, 0, 0);
+    for (size_t i = 0; i < ELEMENTSOF(held); i++)
+        ck_assert_int_eq(pve_status_current(client, "pve", 150, 0, on_pres, &held[i], NULL), 0);
+    ck_assert_int_eq(pve_status_current(client, "pve", 150, 300, on_pres, &late, NULL), 0);
+    ck_assert_int_eq(pve_status_current(client, "pve", 150, 0, on_pres, &next, NULL), 0);
+    run();
+    for (size_t i = 0; i < ELEMENTSOF(held); i++) {
+        ck_assert_int_eq(held[i].error, 0);
+        ck_assert_uint_lt(late.done_at, held[i].done_at);
+        ck_assert_uint_ge(next.done_at, held[i].done_at);
+        pres_clear(&held[i]);
+    }
+    ck_assert_int_eq(late.error, -ETIMEDOUT);
+    ck_assert_uint_eq(late.attempts, 0);
+    ck_assert_int_eq(next.error, 0);
+    st = fixture_state(&fx);
+    ck_assert_uint_eq(requests_matching(st, "GET", "/lxc/150/status/current", NULL), 5);
+    json_object_put(st);
+    pres_clear(&late);
+    pres_clear(&next);
+    client_done();
+}
+END_TEST
+
 START_TEST(test_clone_failure_each_step)
 {
     struct pres a = {0}, b = {0}, c = {0}, d = {0}, e = {0};
@@ -1172,6 +1259,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_failure_each_call);
     tcase_add_test(tc, test_retry_classes);
     tcase_add_test(tc, test_clone_failure_each_step);
+    tcase_add_test(tc, test_per_node_cap);
+    tcase_add_test(tc, test_clone_unknown_outcome);
     tcase_add_test(tc, test_fw_group_failure_each_step);
     tcase_add_test(tc, test_task_failures);
     suite_add_tcase(s, tc);
