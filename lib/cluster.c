@@ -379,7 +379,6 @@ static void on_api_version(const struct pve_result *res, void *userdata)
 static void versions_read(struct cluster *c, uint64_t now)
 {
     struct engine *e = c->e;
-    char path[sizeof c->nodes[0].name + 32];
 
     if (!c->api_ver_read && !c->api_ver_call && now >= c->api_ver_at_ms) {
         c->api_ver_at_ms = now + CLUSTER_VERSION_RETRY_MS;
@@ -391,9 +390,8 @@ static void versions_read(struct cluster *c, uint64_t now)
         if (nd->ver_read || nd->ver_call || now < nd->ver_at_ms)
             continue;
         nd->ver_at_ms = now + CLUSTER_VERSION_RETRY_MS;
-        snprintf(path, sizeof path, "/nodes/%s/version", nd->name);
-        (void)pve_request(e->pve, "GET", path, NULL, CLUSTER_CALL_TIMEOUT_MS, on_node_version, nd,
-                          &nd->ver_call);
+        (void)pve_node_version(e->pve, nd->name, CLUSTER_CALL_TIMEOUT_MS, on_node_version, nd,
+                               &nd->ver_call);
     }
 }
 

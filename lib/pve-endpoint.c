@@ -25,6 +25,8 @@ const struct pve_endpoint pve_endpoints[_PVE_EP_MAX] = {
     [PVE_EP_RAW_DELETE] = {"raw DELETE", "DELETE", "{path}", PVE_INTO_DATA, PVE_RETRY_NONE},
 
     [PVE_EP_VERSION] = {"version", "GET", "/version", PVE_INTO_DATA, PVE_RETRY_ALWAYS},
+    [PVE_EP_NODE_VERSION] = {"node version", "GET", "/nodes/{node}/version", PVE_INTO_DATA,
+                             PVE_RETRY_ALWAYS},
     [PVE_EP_NEXTID] = {"nextid", "GET", "/cluster/nextid", PVE_INTO_VMID, PVE_RETRY_ALWAYS},
     [PVE_EP_CLUSTER_RESOURCES] = {"cluster resources", "GET", "/cluster/resources?type=vm",
                                   PVE_INTO_VMS, PVE_RETRY_ALWAYS},

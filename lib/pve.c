@@ -71,6 +71,13 @@ int pve_pool_members(struct pve_client *c, const char *poolid, PVE_CALL_ARGS)
     return pve_call_start(c, &req, PVE_CALL_PASS);
 }
 
+int pve_node_version(struct pve_client *c, const char *node, PVE_CALL_ARGS)
+{
+    const struct pve_req req = {.ep = PVE_EP_NODE_VERSION, .path = {.node = node}};
+
+    return pve_call_start(c, &req, PVE_CALL_PASS);
+}
+
 int pve_lxc_list(struct pve_client *c, const char *node, PVE_CALL_ARGS)
 {
     const struct pve_req req = {.ep = PVE_EP_LXC_LIST, .path = {.node = node}};

@@ -145,6 +145,8 @@ int pve_request(struct pve_client *c, const char *method, const char *path,
 
 /* GET /version: res->data {"version":..,"release":..,"repoid":..}. */
 int pve_version(struct pve_client *c, PVE_CALL_ARGS);
+/* GET /nodes/{node}/version: res->data as pve_version's, for that node. */
+int pve_node_version(struct pve_client *c, const char *node, PVE_CALL_ARGS);
 /* GET /cluster/nextid: res->vmid. */
 int pve_nextid(struct pve_client *c, PVE_CALL_ARGS);
 
