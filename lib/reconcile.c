@@ -127,6 +127,15 @@ static struct sandbox *find_sandbox(struct reconcile *rc, const char *id)
     return engine_lookup(rc->e, id, 0, true);
 }
 
+/* Any sandbox of the table with that container, warm pool members included. */
+static bool vmid_known(struct reconcile *rc, uint32_t vmid)
+{
+    for (struct sandbox *sb = engine_first(rc->e); sb; sb = engine_next(rc->e, sb))
+        if (sb->vmid == vmid)
+            return true;
+    return false;
+}
+
 static struct reg_record *find_record(struct reconcile *rc, const char *id)
 {
     for (size_t i = 0; i < rc->n_recs; i++)
@@ -681,7 +690,7 @@ static bool decide_one(struct reconcile *rc, struct cand *c)
     struct sandbox *sb = find_sandbox(rc, c->m.sandbox);
     struct reg_record *r;
 
-    if (sb && (sb->vmid == 0 || sb->vmid == c->vmid))
+    if ((sb && (sb->vmid == 0 || sb->vmid == c->vmid)) || vmid_known(rc, c->vmid))
         return false; /* live: ours and known */
     if (destroying_has(rc, c->vmid))
         return false;
@@ -806,8 +815,10 @@ static void on_config(const struct pve_result *res, void *userdata)
                   m.instance);
         goto next;
     }
-    /* its static address stays taken until it is destroyed, whatever is decided */
-    engine_addr_hold(rc->e, vm->vmid, conf_str(res->data, "net0"));
+    /* its static address stays taken until it is destroyed, whatever is decided (a live
+     * sandbox's is taken by the table) */
+    if (!vmid_known(rc, vm->vmid))
+        engine_addr_hold(rc->e, vm->vmid, conf_str(res->data, "net0"));
     x = realloc(rc->cands, (rc->n_cands + 1) * sizeof *x);
     if (!x)
         goto next;
@@ -839,21 +850,14 @@ static void scan_next(struct reconcile *rc)
     while (rc->i_member < rc->members->n) {
         const struct pve_vm *vm = &rc->members->v[rc->i_member];
         const char *node = vm->node ? vm->node : rc->cfg->proxmox.nodes[0];
-        bool known = false;
 
         if (vm->template || (vm->type && strcmp(vm->type, "lxc") != 0) ||
             cluster_vm_unreachable(rc->e, node, vm->status)) {
             rc->i_member++;
             continue;
         }
-        if (!rc->first)
-            for (struct sandbox *sb = engine_first(rc->e); sb; sb = engine_next(rc->e, sb))
-                if (sb->vmid == vm->vmid && !vm->lock)
-                    known = true;
-        if (known) {
-            rc->i_member++;
-            continue;
-        }
+        /* Every member's config is read, known sandboxes' too: a lock is only in the config
+         * (pool members carry none), and a lock that stays is reported (stuck_update). */
         if (pve_config_get(engine_pve(rc->e), node, vm->vmid, false, RECONCILE_CALL_TIMEOUT_MS,
                            on_config, rc, NULL) == 0) {
             rc_ref(rc);
