@@ -18,114 +18,13 @@
 #include "log.h"
 #include "marker.h"
 #include "pve.h"
+#include "reconcile-internal.h"
 #include "reconcile-restart.h"
 #include "registry.h"
 #include "sandbox-internal.h"
 #include "util.h"
 
 #define COMP "reconcile"
-
-/* ---- state ---- */
-
-struct cand {
-    uint32_t vmid;
-    char *node;
-    char *lock;
-    enum pve_ct_state state; /* first run: from GET .../status/current, else unknown */
-    struct marker m;
-    json_object *conf; /* the container's config (owned reference) */
-};
-
-struct locked {
-    struct reconcile_stuck pub;
-    bool stuck;
-};
-
-struct reconcile {
-    struct engine *e;
-    uv_loop_t *loop;
-    const struct config *cfg;
-    unsigned refs;
-    bool closed;
-    uv_timer_t timer, lease;
-    int64_t wall_minus_boot; /* at the last lease tick; 0: no tick yet */
-    void (*on_initial)(void *userdata);
-    void *userdata;
-    bool initial_done;
-    bool first; /* the registry's records are still to be matched */
-    bool running;
-    bool rebuild; /* a new registry: markers alone say what is ours */
-
-    struct reg_record **recs;
-    size_t n_recs;
-    char **suspects; /* ids of records moved aside as corrupt */
-    size_t n_suspects;
-
-    struct pve_vm_list *members;
-    size_t i_member;
-    struct cand *cands;
-    size_t n_cands, i_cand;
-
-    struct locked *locked;
-    size_t n_locked;
-    struct reconcile_stuck *stuck;
-    size_t n_stuck;
-
-    uint32_t *destroying; /* vmids with an orphan destroy in flight */
-    size_t n_destroying;
-
-    char *last_error;
-    struct reconcile_stats st;
-};
-
-static struct reconcile *rc_ref(struct reconcile *rc)
-{
-    rc->refs++;
-    return rc;
-}
-
-static void cands_clear(struct reconcile *rc)
-{
-    for (size_t i = 0; i < rc->n_cands; i++) {
-        free(rc->cands[i].node);
-        free(rc->cands[i].lock);
-        if (rc->cands[i].conf)
-            json_object_put(rc->cands[i].conf);
-    }
-    free(rc->cands);
-    rc->cands = NULL;
-    rc->n_cands = rc->i_cand = 0;
-}
-
-static void records_clear(struct reconcile *rc)
-{
-    rc->recs = reg_records_free(rc->recs, rc->n_recs);
-    rc->n_recs = 0;
-    for (size_t i = 0; i < rc->n_suspects; i++)
-        free(rc->suspects[i]);
-    free(rc->suspects);
-    rc->suspects = NULL;
-    rc->n_suspects = 0;
-}
-
-static void rc_unref(struct reconcile *rc)
-{
-    if (--rc->refs > 0)
-        return;
-    cands_clear(rc);
-    records_clear(rc);
-    pve_vm_list_free(rc->members);
-    FREE_MANY(rc->locked, rc->stuck, rc->destroying, rc->last_error);
-    free(rc);
-}
-
-/* A notice to the engine's user (logged, and sent to the notice hook). */
-#define notice(rc, level, ...) engine_noticef((rc)->e, level, __VA_ARGS__)
-
-static struct sandbox *find_sandbox(struct reconcile *rc, const char *id)
-{
-    return engine_lookup(rc->e, id, 0, true);
-}
 
 /* Any sandbox of the table with that container, warm pool members included. */
 static bool vmid_known(struct reconcile *rc, uint32_t vmid)
@@ -269,8 +168,6 @@ static void schedule(struct reconcile *rc)
                        (uint64_t)rc->cfg->sandbox.reconcile_interval_s * 1000, 0);
 }
 
-static void on_expired(const struct engine_error *err, void *userdata);
-
 static void run_end(struct reconcile *rc, const char *error)
 {
     struct engine_error derr; /* a destroy that cannot start is retried at the next run */
@@ -282,7 +179,7 @@ static void run_end(struct reconcile *rc, const char *error)
         if (sb->state == SANDBOX_FAILED && !sandbox_busy(sb))
             engine_destroy_reason(sb, "retry", -1);
         if (sb->state == SANDBOX_FAILED && !sandbox_busy(sb) &&
-            engine_destroy(rc->e, sb, on_expired, rc_ref(rc), &derr) < 0)
+            engine_destroy(rc->e, sb, rc_on_expired, rc_ref(rc), &derr) < 0)
             rc->refs--;
     }
     rc->running = false;
@@ -292,7 +189,7 @@ static void run_end(struct reconcile *rc, const char *error)
     free(rc->last_error);
     rc->last_error = error ? strdup(error) : NULL;
     pve_vm_list_free(TAKE_PTR(rc->members));
-    cands_clear(rc);
+    rc_cands_clear(rc);
     if (error)
         log_debug(COMP, "run failed: %s", error);
     if (!rc->initial_done) {
@@ -316,7 +213,7 @@ static void stuck_update(struct reconcile *rc)
 
         if (!c->lock || n >= RECONCILE_STUCK_MAX)
             continue;
-        sb = find_sandbox(rc, c->m.sandbox);
+        sb = rc_find_sandbox(rc, c->m.sandbox);
         if (sb && sandbox_busy(sb))
             continue; /* our own operation holds it */
         x = realloc(nl, (n + 1) * sizeof *nl);
@@ -450,7 +347,7 @@ static void decide_done(struct reconcile *rc)
     stuck_update(rc);
     if (rc->first) {
         records_unmatched(rc);
-        records_clear(rc);
+        rc_records_clear(rc);
         rc->first = false;
         if (rc->rebuild)
             stamp_write(rc);
@@ -485,16 +382,6 @@ static void adopt(struct reconcile *rc, struct cand *c, const struct reg_record 
            sb->id, sb->vmid, sb->ip, (int64_t)sb->expires_at);
 }
 
-static const char *conf_str(json_object *conf, const char *key)
-{
-    json_object *v;
-
-    if (conf && json_object_object_get_ex(conf, key, &v) &&
-        json_object_is_type(v, json_type_string))
-        return json_object_get_string(v);
-    return NULL;
-}
-
 static unsigned conf_uint(json_object *conf, const char *key, unsigned def)
 {
     json_object *v;
@@ -515,14 +402,14 @@ struct fromm {
 
 static void fromm_adopt(struct reconcile *rc, struct cand *c, const char *ip, bool internet)
 {
-    const char *rootfs = conf_str(c->conf, "rootfs");
+    const char *rootfs = rc_conf_str(c->conf, "rootfs");
     char pin[HOSTKEY_PIN_MAX] = "";
     _cleanup_json_ json_object *labels = NULL;
 
     /* The marker carries the host key pin and the labels (a broken labels line: none). */
     if (c->m.hostkey[0] && hostkey_hex_to_pin(c->m.hostkey, pin) < 0)
         pin[0] = '\0';
-    if (marker_labels_parse(conf_str(c->conf, "description"), c->m.sandbox, &labels) < 0)
+    if (marker_labels_parse(rc_conf_str(c->conf, "description"), c->m.sandbox, &labels) < 0)
         labels = NULL;
     struct reg_record r = {
         .id = c->m.sandbox,
@@ -531,7 +418,7 @@ static void fromm_adopt(struct reconcile *rc, struct cand *c, const char *ip, bo
         .vmid = (int)c->vmid,
         .node = c->node,
         .state = REG_READY,
-        .hostname = (char *)conf_str(c->conf, "hostname"),
+        .hostname = (char *)rc_conf_str(c->conf, "hostname"),
         .ip = (char *)ip,
         .cores = conf_uint(c->conf, "cores", rc->cfg->sandbox.default_cores),
         .memory_mb = conf_uint(c->conf, "memory", rc->cfg->sandbox.default_memory_mb),
@@ -687,7 +574,7 @@ static bool rebuild_from_marker(struct reconcile *rc, struct cand *c)
 static bool decide_one(struct reconcile *rc, struct cand *c)
 {
     time_t now = now_realtime();
-    struct sandbox *sb = find_sandbox(rc, c->m.sandbox);
+    struct sandbox *sb = rc_find_sandbox(rc, c->m.sandbox);
     struct reg_record *r;
 
     if ((sb && (sb->vmid == 0 || sb->vmid == c->vmid)) || vmid_known(rc, c->vmid))
@@ -803,7 +690,7 @@ static void on_config(const struct pve_result *res, void *userdata)
                   res->perr ? res->perr->message : strerror(-res->error));
         goto next;
     }
-    desc = conf_str(res->data, "description");
+    desc = rc_conf_str(res->data, "description");
     k = marker_parse(desc, &m);
     if (k < 0) {
         log_debug(COMP, "container %u: no marker of ours (%s): never touched", vm->vmid,
@@ -818,7 +705,7 @@ static void on_config(const struct pve_result *res, void *userdata)
     /* its static address stays taken until it is destroyed, whatever is decided (a live
      * sandbox's is taken by the table) */
     if (!vmid_known(rc, vm->vmid))
-        engine_addr_hold(rc->e, vm->vmid, conf_str(res->data, "net0"));
+        engine_addr_hold(rc->e, vm->vmid, rc_conf_str(res->data, "net0"));
     x = realloc(rc->cands, (rc->n_cands + 1) * sizeof *x);
     if (!x)
         goto next;
@@ -827,7 +714,7 @@ static void on_config(const struct pve_result *res, void *userdata)
     *x = (struct cand){.vmid = vm->vmid, .m = m, .conf = json_object_get(res->data)};
     x->node = strdup(vm->node ? vm->node : rc->cfg->proxmox.nodes[0]);
     {
-        const char *lock = conf_str(res->data, "lock");
+        const char *lock = rc_conf_str(res->data, "lock");
         if (!lock)
             lock = vm->lock;
         x->lock = lock ? strdup(lock) : NULL;
@@ -979,260 +866,6 @@ static void run_start(struct reconcile *rc)
     rc_ref(rc);
 }
 
-/* ---- leases ---- */
-
-static void on_expired(const struct engine_error *err, void *userdata)
-{
-    struct reconcile *rc = userdata;
-
-    if (!rc->closed && !err)
-        rc->st.expired_destroyed++;
-    rc_unref(rc);
-}
-
-/* A step of the wall clock since the last tick (seconds, signed), 0 when there was none.
- * Leases are durations: a step moves every lease's end in memory by as much, so that no
- * lease ends sooner or later in real time; the wall times persisted stay as written. */
-static int64_t clock_step(struct reconcile *rc, time_t now)
-{
-    int64_t offset = (int64_t)now - (int64_t)now_boottime_s(), step;
-    struct sandbox *sb;
-
-    step = rc->wall_minus_boot ? offset - rc->wall_minus_boot : 0;
-    rc->wall_minus_boot = offset;
-    if (step > -RECONCILE_CLOCK_STEP_S && step < RECONCILE_CLOCK_STEP_S)
-        return 0;
-    for (sb = engine_first(rc->e); sb; sb = engine_next(rc->e, sb))
-        sb->expires_at += (time_t)step;
-    notice(rc, LOG_WARNING,
-           "the wall clock stepped by %+" PRId64 " s: every lease end moves with it, and "
-           "expiry waits one tick",
-           step);
-    return step;
-}
-
-static void lease_tick(uv_timer_t *t)
-{
-    struct reconcile *rc = t->data;
-    time_t now = now_realtime();
-    struct engine_error derr; /* a destroy that cannot start is retried at the next tick */
-    struct sandbox *sb, *next;
-    unsigned started = 0;
-
-    if (rc->closed || engine_closing(rc->e))
-        return;
-    if (clock_step(rc, now) != 0)
-        return;
-    for (sb = engine_first(rc->e); sb && started < RECONCILE_EXPIRE_PER_TICK; sb = next) {
-        next = engine_next(rc->e, sb);
-        if (sb->state != SANDBOX_READY || sandbox_busy(sb) || sb->expires_at > now ||
-            cluster_node_down(rc->e, sb->node)) /* destroyed once its node answers */
-            continue;
-        started++;
-        log_debug(COMP, "%s: lease expired", sb->id);
-        engine_destroy_reason(sb, "lease_expired", -1);
-        if (engine_destroy(rc->e, sb, on_expired, rc_ref(rc), &derr) < 0)
-            rc->refs--;
-    }
-}
-
-/* ---- renew ---- */
-
-struct renew {
-    struct reconcile *rc;
-    char id[ID_MAX + 1];
-    time_t expires;
-    engine_sandbox_cb cb;
-    void *userdata;
-};
-
-static void renew_finish(struct renew *rn, const struct engine_error *err)
-{
-    struct reconcile *rc = rn->rc;
-    struct sandbox *sb = rc->closed ? NULL : find_sandbox(rc, rn->id);
-    struct engine_error e2;
-
-    if (!err && !sb) {
-        e2 = (struct engine_error){.kind = rc->closed ? ENGINE_E_SHUTDOWN : ENGINE_E_NOT_FOUND,
-                                   .error = -ENOENT,
-                                   .message = rc->closed ? "the daemon is shutting down"
-                                                         : "the sandbox went away"};
-        err = &e2;
-    }
-    rn->cb(err, sb, rn->userdata);
-    free(rn);
-    rc_unref(rc);
-}
-
-static void renew_fail_pve(struct renew *rn, const struct pve_result *res, const char *what)
-{
-    struct engine_error err = {
-        .kind = ENGINE_E_PROXMOX,
-        .error = res->error,
-        .http_status = res->perr ? res->perr->http_status : 0,
-        .message = res->perr ? res->perr->message : what,
-    };
-
-    if (rn->rc->closed || res->error == -ECANCELED)
-        err = (struct engine_error){.kind = ENGINE_E_SHUTDOWN,
-                                    .error = -ECANCELED,
-                                    .message = "the daemon is shutting down"};
-    renew_finish(rn, &err);
-}
-
-static void on_renew_put(const struct pve_result *res, void *userdata)
-{
-    struct renew *rn = userdata;
-
-    if (res->error < 0) {
-        renew_fail_pve(rn, res, "cannot update the marker");
-        return;
-    }
-    renew_finish(rn, NULL);
-}
-
-static void on_renew_conf(const struct pve_result *res, void *userdata)
-{
-    struct renew *rn = userdata;
-    struct reconcile *rc = rn->rc;
-    _cleanup_free_ char *desc = NULL;
-    json_object *p;
-    struct sandbox *sb;
-    int k;
-
-    if (res->error < 0 || rc->closed) {
-        renew_fail_pve(rn, res, "cannot read the marker");
-        return;
-    }
-    sb = find_sandbox(rc, rn->id);
-    if (!sb) {
-        renew_finish(rn, NULL);
-        return;
-    }
-    k = marker_update_expiry(conf_str(res->data, "description"), (int64_t)rn->expires, &desc);
-    if (k < 0) {
-        struct engine_error err = {.kind = ENGINE_E_INTERNAL,
-                                   .error = k,
-                                   .message = "the container's marker cannot be updated"};
-        renew_finish(rn, &err);
-        return;
-    }
-    p = json_object_new_object();
-    json_object_object_add(p, "description", json_object_new_string(desc));
-    k = pve_config_put(engine_pve(rc->e), sb->node, sb->vmid, p, RECONCILE_CALL_TIMEOUT_MS,
-                       on_renew_put, rn, NULL);
-    json_object_put(p);
-    if (k < 0) {
-        struct engine_error err = {
-            .kind = ENGINE_E_INTERNAL, .error = k, .message = "cannot update the marker"};
-        renew_finish(rn, &err);
-    }
-}
-
-static void on_renew_saved(int r, void *userdata)
-{
-    struct renew *rn = userdata;
-    struct reconcile *rc = rn->rc;
-    struct sandbox *sb;
-    int k;
-
-    if (rc->closed) {
-        renew_finish(rn, NULL);
-        return;
-    }
-    if (r < 0) {
-        struct engine_error err = {
-            .kind = ENGINE_E_INTERNAL, .error = r, .message = "cannot write the registry record"};
-        renew_finish(rn, &err);
-        return;
-    }
-    sb = find_sandbox(rc, rn->id);
-    if (!sb || engine_closing(rc->e)) {
-        renew_finish(rn, NULL);
-        return;
-    }
-    k = pve_config_get(engine_pve(rc->e), sb->node, sb->vmid, false, RECONCILE_CALL_TIMEOUT_MS,
-                       on_renew_conf, rn, NULL);
-    if (k < 0) {
-        struct engine_error err = {
-            .kind = ENGINE_E_INTERNAL, .error = k, .message = "cannot read the marker"};
-        renew_finish(rn, &err);
-    }
-}
-
-int reconcile_renew(struct reconcile *rc, struct sandbox *sb, int64_t ttl_s, engine_sandbox_cb cb,
-                    void *userdata, struct engine_error *ret_err)
-{
-    struct renew *rn;
-    int k;
-
-    if (ttl_s < 1 || ttl_s > (int64_t)rc->cfg->sandbox.max_ttl_s)
-        return engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL, "ttl_s must be 1..max_ttl_s",
-                             "ttl_s");
-    if (sb->state != SANDBOX_READY || sb->create_op || sb->destroy_requested)
-        return engine_refuse_not_ready(ret_err, sb->state);
-    rn = calloc(1, sizeof *rn);
-    if (!rn)
-        return engine_refuse_oom(ret_err);
-    rn->rc = rc;
-    snprintf(rn->id, sizeof rn->id, "%s", sb->id);
-    rn->expires = now_realtime() + (time_t)ttl_s;
-    rn->cb = cb;
-    rn->userdata = userdata;
-    sb->expires_at = rn->expires;
-    k = engine_save(sb, on_renew_saved, rn);
-    if (k < 0) {
-        free(rn);
-        return engine_refuse(ret_err, ENGINE_E_INTERNAL, k, "cannot write the registry record",
-                             NULL);
-    }
-    rc_ref(rc);
-    return 0;
-}
-
-/* ---- destroy everything (destroy_on_stop) ---- */
-
-struct dall {
-    struct reconcile *rc;
-    unsigned pending;
-    void (*cb)(void *userdata);
-    void *userdata;
-};
-
-static void on_dall_one(const struct engine_error *err, void *userdata)
-{
-    struct dall *d = userdata;
-
-    if (--d->pending == 0) {
-        d->cb(d->userdata);
-        rc_unref(d->rc);
-        free(d);
-    }
-}
-
-int reconcile_destroy_all(struct reconcile *rc, void (*cb)(void *userdata), void *userdata)
-{
-    struct dall *d = calloc(1, sizeof *d);
-    struct engine_error derr; /* a destroy that cannot start is not waited for */
-    struct sandbox *sb, *next;
-
-    if (!d)
-        return -ENOMEM;
-    d->rc = rc_ref(rc);
-    d->cb = cb;
-    d->userdata = userdata;
-    d->pending = 1;
-    for (sb = engine_first(rc->e); sb; sb = next) {
-        next = engine_next(rc->e, sb);
-        d->pending++;
-        engine_destroy_reason(sb, "shutdown", -1);
-        if (engine_destroy(rc->e, sb, on_dall_one, d, &derr) < 0)
-            d->pending--;
-    }
-    on_dall_one(NULL, d);
-    return 0;
-}
-
 /* ---- object ---- */
 
 int reconcile_new(struct engine *e, void (*on_initial)(void *userdata), void *userdata,
@@ -1257,7 +890,7 @@ int reconcile_new(struct engine *e, void (*on_initial)(void *userdata), void *us
     rc->timer.data = rc->lease.data = rc;
     rc->refs += 2; /* the two timers, dropped in their close callbacks */
     uv_timer_start(&rc->timer, on_run_timer, 0, 0);
-    uv_timer_start(&rc->lease, lease_tick, RECONCILE_LEASE_TICK_MS, RECONCILE_LEASE_TICK_MS);
+    uv_timer_start(&rc->lease, rc_lease_tick, RECONCILE_LEASE_TICK_MS, RECONCILE_LEASE_TICK_MS);
     *ret = rc;
     return 0;
 }
