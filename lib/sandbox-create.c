@@ -951,9 +951,6 @@ int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engi
     if (!e->configured)
         return engine_refuse(ret_err, ENGINE_E_NOT_CONFIGURED, -ENXIO,
                              "Proxmox is not configured ([proxmox] section)", NULL);
-    if (e->dc_firewall == 0) /* as last read; each create reads it again before its start */
-        return engine_refuse(ret_err, ENGINE_E_NOT_CONFIGURED, -ENOPROTOOPT, ENGINE_DC_FIREWALL_OFF,
-                             NULL);
     ttl = opts->ttl_s < 0 ? (int64_t)cs->default_ttl_s : opts->ttl_s;
     if (ttl < 1 || ttl > (int64_t)cs->max_ttl_s)
         return engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL,

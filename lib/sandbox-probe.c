@@ -23,13 +23,13 @@ void engine_set_dc_firewall(struct engine *e, bool enabled)
         engine_noticef(e, LOG_WARNING,
                        "the Proxmox datacenter firewall is DISABLED (/cluster/firewall/options "
                        "enable != 1): sandbox isolation and the internet toggle are NOT "
-                       "enforced; creates are refused until it is enabled");
+                       "enforced; creates fail until it is enabled");
     else if (enabled && was != 1)
         log_debug(COMP, "datacenter firewall enabled");
 }
 
-/* Read with every probe: creates are refused while it is known to be off (and each create
- * reads it again before the container starts, sandbox-isolation.c). */
+/* Read with every probe, for daemon.status and the warning (each create reads it itself
+ * before the container starts, sandbox-isolation.c, and fails while it is off). */
 static void on_fw_checked(const struct pve_result *res, void *userdata)
 {
     struct engine *e = userdata;

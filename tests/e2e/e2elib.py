@@ -175,13 +175,14 @@ class Env:
                         "fingerprint": info["fingerprint"], "vmid_range": "1000-1999"},
             "ssh": {"user": "root", "key_file": self.sim.key, "template_host_key": host_key,
                     "connect_timeout_ms": "5000"},
+            # The create proves each sandbox's isolation from inside before READY: a connect
+            # to the simulated internet (internet off) or LAN host (internet on) must fail.
+            # Without them each create would wait a whole firewall_period_s instead.
+            "network": {"probe_address": f"{info['internet_ip']}:80",
+                        "lan_probe_address": f"{info['lan_ip']}:80"},
+            # last: tests append [sandbox] keys to the file
             "sandbox": {"create_timeout_s": "60", "max_per_uid": "64", "max_total": "128"},
         }
-        # The create proves each sandbox's isolation from inside before READY: a connect to
-        # the simulated internet (internet off) or LAN host (internet on) must fail. Without
-        # them each create would wait a whole firewall_period_s instead.
-        sections["network"] = {"probe_address": f"{info['internet_ip']}:80",
-                               "lan_probe_address": f"{info['lan_ip']}:80"}
         # a callable gets the simulator's info (addresses are chosen when it starts)
         extra = self.daemon_config(info) if callable(self.daemon_config) else self.daemon_config
         for sec, kv in extra.items():
