@@ -333,6 +333,8 @@ const char *isolation_config_problem(json_object *conf);
 void engine_templates_check(struct engine *e);
 /* Frees the template checks' state (engine teardown; the call is cancelled by then). */
 void engine_templates_check_free(struct engine *e);
+/* Records what the datacenter firewall's options said (a warning when it went off). */
+void engine_set_dc_firewall(struct engine *e, bool enabled);
 
 /* ---- sandbox-destroy.c ---- */
 /* Runs the destroy steps (the state becomes DESTROYING). */
@@ -393,5 +395,3 @@ void engine_handle_closed(struct engine *e);
 /* ---- sandbox-probe.c ---- */
 /* Runs the /version probe in ms (0: now). */
 void probe_schedule(struct engine *e, uint64_t ms);
-/* Records what the datacenter firewall's options said (a warning when it went off). */
-void engine_set_dc_firewall(struct engine *e, bool enabled);

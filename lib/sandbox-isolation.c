@@ -50,6 +50,20 @@ int isolation_probe_command(uint32_t ip, unsigned port, unsigned timeout_s, char
 
 /* ---- the datacenter firewall ---- */
 
+void engine_set_dc_firewall(struct engine *e, bool enabled)
+{
+    int was = e->dc_firewall;
+
+    e->dc_firewall = enabled;
+    if (!enabled && was != 0)
+        engine_noticef(e, LOG_WARNING,
+                       "the Proxmox datacenter firewall is DISABLED (/cluster/firewall/options "
+                       "enable != 1): sandbox isolation and the internet toggle are NOT "
+                       "enforced; creates fail until it is enabled");
+    else if (enabled && was != 1)
+        log_debug(COMP, "datacenter firewall enabled");
+}
+
 struct isolation {
     struct sandbox *sb;
     isolation_done_fn done;
@@ -319,12 +333,6 @@ void engine_templates_check_free(struct engine *e)
     free(TAKE_PTR(e->tmpl_problem));
     for (size_t i = 0; i < e->n_templates; i++)
         free(TAKE_PTR(e->templates[i].check_error));
-}
-
-void engine_recheck(struct engine *e)
-{
-    engine_templates_check(e);
-    probe_schedule(e, 0); /* reads the datacenter firewall again */
 }
 
 void engine_checks_status_add(struct engine *e, json_object *status)

@@ -14,20 +14,6 @@
 
 #define COMP "sandbox"
 
-void engine_set_dc_firewall(struct engine *e, bool enabled)
-{
-    int was = e->dc_firewall;
-
-    e->dc_firewall = enabled;
-    if (!enabled && was != 0)
-        engine_noticef(e, LOG_WARNING,
-                       "the Proxmox datacenter firewall is DISABLED (/cluster/firewall/options "
-                       "enable != 1): sandbox isolation and the internet toggle are NOT "
-                       "enforced; creates fail until it is enabled");
-    else if (enabled && was != 1)
-        log_debug(COMP, "datacenter firewall enabled");
-}
-
 /* Read with every probe, for daemon.status and the warning (each create reads it itself
  * before the container starts, sandbox-isolation.c, and fails while it is off). */
 static void on_fw_checked(const struct pve_result *res, void *userdata)
@@ -97,4 +83,10 @@ void probe_schedule(struct engine *e, uint64_t ms)
 {
     if (e->probe_open && !e->closing)
         uv_timer_start(&e->probe, on_probe_timer, ms, 0);
+}
+
+void engine_recheck(struct engine *e)
+{
+    engine_templates_check(e);
+    probe_schedule(e, 0); /* reads the datacenter firewall again */
 }
