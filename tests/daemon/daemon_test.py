@@ -369,18 +369,17 @@ def test_connection_cap_global():
     d.stop()
 
 
-def connect_as(path, uid):
-    """Child process: connect as uid, print the status reply (or error) as JSON."""
+def call_as(path, uid, gid, method):
+    """Child process: connect as uid:gid, print the reply to method as JSON."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(r)
         try:
             os.setgroups([])
-            os.setgid(uid)
+            os.setgid(gid)
             os.setuid(uid)
-            c = Client(path, timeout=10)
-            m = c.call("daemon.status")
+            m = Client(path, timeout=10).call(method)
             os.write(w, json.dumps(m).encode())
         except Exception as e:  # noqa
             os.write(w, json.dumps({"exception": repr(e)}).encode())
@@ -395,6 +394,11 @@ def connect_as(path, uid):
     os.close(r)
     os.waitpid(pid, 0)
     return json.loads(out)
+
+
+def connect_as(path, uid):
+    """Child process: connect as uid, print the status reply (or error) as JSON."""
+    return call_as(path, uid, uid, "daemon.status")
 
 
 @test
@@ -924,33 +928,6 @@ def test_reload():
     for c in (a, b, x, y):
         c.close()
     d.stop()
-
-
-def call_as(path, uid, gid, method):
-    """Child process: connect as uid:gid, print the reply to method as JSON."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        try:
-            os.setgroups([])
-            os.setgid(gid)
-            os.setuid(uid)
-            m = Client(path, timeout=10).call(method)
-            os.write(w, json.dumps(m).encode())
-        except Exception as e:  # noqa
-            os.write(w, json.dumps({"exception": repr(e)}).encode())
-        os._exit(0)
-    os.close(w)
-    out = b""
-    while True:
-        d = os.read(r, 65536)
-        if not d:
-            break
-        out += d
-    os.close(r)
-    os.waitpid(pid, 0)
-    return json.loads(out)
 
 
 @test(timeout=90)
