@@ -272,6 +272,7 @@ static void on_clone_ended(const struct pve_result *res, void *userdata)
     struct reconcile *rc = x->rc;
 
     if (!rc->closed) {
+        destroying_drop(rc, x->vmid); /* the reservation: the destroy itself takes its place */
         if (res->error < 0 && res->error != -EREMOTEIO) {
             log_debug(COMP, "%s: cannot follow its clone task: %s", x->id, strerror(-res->error));
             record_forget(rc, x->id);
@@ -285,10 +286,17 @@ static void on_clone_ended(const struct pve_result *res, void *userdata)
 static bool clone_rollback(struct reconcile *rc, const struct reg_record *r)
 {
     struct clone_rollback *x;
+    uint32_t *v;
 
     if (r->state != REG_CLONING || !r->upid || !r->node || r->vmid <= 0 ||
-        strlen(r->node) > CONFIG_NODE_NAME_MAX)
+        strlen(r->node) > CONFIG_NODE_NAME_MAX || destroying_has(rc, (uint32_t)r->vmid))
         return false;
+    /* Reserved as a destroy in flight, so that the orphan reaper leaves the container to
+     * this rollback while the task runs. */
+    v = realloc(rc->destroying, (rc->n_destroying + 1) * sizeof *v);
+    if (!v)
+        return false;
+    rc->destroying = v;
     x = calloc(1, sizeof *x);
     if (!x)
         return false;
@@ -300,6 +308,7 @@ static bool clone_rollback(struct reconcile *rc, const struct reg_record *r)
         free(x);
         return false;
     }
+    rc->destroying[rc->n_destroying++] = (uint32_t)r->vmid;
     log_debug(COMP, "%s: interrupted while cloning %d: rolled back once task %s ends", r->id,
               r->vmid, r->upid);
     rc_ref(rc);
