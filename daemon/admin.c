@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/macro.h"
+#include "macro.h"
 
 #define ADMIN_NSS_BUF_MIN (16 * 1024)
 #define ADMIN_NSS_BUF_MAX (16 * 1024 * 1024) /* a group of many thousand members */

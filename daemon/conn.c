@@ -9,13 +9,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "lib/config.h"
-#include "lib/audit.h"
-#include "lib/log.h"
-#include "lib/macro.h"
-#include "lib/ratelimit.h"
+#include "config.h"
+#include "audit.h"
+#include "log.h"
+#include "macro.h"
+#include "ratelimit.h"
 #include "methods.h"
-#include "proto/rpc.h"
+#include "rpc.h"
 
 #define COMP "conn"
 

@@ -18,8 +18,8 @@
 #include <sys/types.h>
 #include <uv.h>
 
-#include "proto/buf.h"
-#include "proto/frame.h"
+#include "buf.h"
+#include "frame.h"
 #include "req.h"
 
 struct conn;

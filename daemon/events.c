@@ -5,11 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "lib/list.h"
-#include "lib/log.h"
-#include "lib/metrics.h"
-#include "lib/util.h"
-#include "proto/rpc.h"
+#include "list.h"
+#include "log.h"
+#include "metrics.h"
+#include "util.h"
+#include "rpc.h"
 
 #define COMP "events"
 

@@ -12,7 +12,7 @@
  * for it). Loop thread only. */
 #pragma once
 
-#include "lib/sandbox.h"
+#include "sandbox.h"
 #include "req.h"
 
 /* EVENTS_QUEUE_MAX: proto/api-limits.h */

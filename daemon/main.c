@@ -8,9 +8,9 @@
 #include <uv.h>
 
 #include "config-build.h"
-#include "lib/config.h"
-#include "lib/log.h"
-#include "lib/macro.h"
+#include "config.h"
+#include "log.h"
+#include "macro.h"
 #include "events.h"
 #include "methods-daemon.h"
 #include "methods-obs.h"

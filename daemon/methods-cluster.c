@@ -1,7 +1,7 @@
 /* See methods-cluster.h. */
 #include "methods-cluster.h"
 
-#include "proto/rpc.h"
+#include "rpc.h"
 
 bool node_param_allowed(struct req *r, const struct config *cfg)
 {

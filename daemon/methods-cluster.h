@@ -3,7 +3,7 @@
 
 #include <stdbool.h>
 
-#include "lib/config.h"
+#include "config.h"
 #include "req.h"
 
 /* True when r's caller may pass node; otherwise replies -32008 and returns false. */

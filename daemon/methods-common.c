@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/config.h"
-#include "lib/macro.h"
-#include "lib/reconcile.h"
+#include "config.h"
+#include "macro.h"
+#include "reconcile.h"
 #include "methods-pool.h"
-#include "proto/rpc.h"
+#include "rpc.h"
 
 /* The one instance: the userdata of the sandbox methods' rows that carry none of their own
  * (a row of a shared handler carries its op, and reaches the instance through

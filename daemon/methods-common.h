@@ -7,7 +7,7 @@
 
 #include <stdbool.h>
 
-#include "lib/sandbox.h"
+#include "sandbox.h"
 #include "methods.h"
 
 struct idem_wait;

@@ -2,9 +2,9 @@
 #include "methods-daemon.h"
 
 #include "config-build.h"
-#include "lib/config.h"
-#include "proto/openrpc.h"
-#include "proto/rpc.h"
+#include "config.h"
+#include "openrpc.h"
+#include "rpc.h"
 #include "server.h"
 
 static void method_daemon_status(struct req *r, void *params, void *userdata)

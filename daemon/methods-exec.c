@@ -1,4 +1,4 @@
-/* sandbox.exec: the command over the sandbox's SSH session (lib/sshexec.h), its output
+/* sandbox.exec: the command over the sandbox's SSH session (lib/ssh/sshexec.h), its output
  * captured into the result or streamed as exec.output notifications behind the
  * connection's writer; with descriptors it runs through methods-transfer.c. A row of the
  * sandbox methods' table (methods-sandbox.c). */
@@ -8,16 +8,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/log.h"
-#include "lib/macro.h"
-#include "lib/sandbox.h"
-#include "lib/sshexec.h"
-#include "lib/util.h"
+#include "log.h"
+#include "macro.h"
+#include "sandbox.h"
+#include "sshexec.h"
+#include "util.h"
 #include "methods-common.h"
 #include "methods-transfer.h"
-#include "proto/b64.h"
-#include "proto/params.h"
-#include "proto/rpc.h"
+#include "b64.h"
+#include "params.h"
+#include "rpc.h"
 #include "req.h"
 
 #define COMP "sandbox"

@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/sftp-fs.h"
-#include "proto/b64.h"
-#include "proto/params-file.h"
-#include "proto/rpc.h"
+#include "sshfile-fs.h"
+#include "b64.h"
+#include "params-file.h"
+#include "rpc.h"
 #include "methods-common.h"
 #include "req.h"
 

@@ -1,11 +1,11 @@
 /* The file system methods of docs/protocol.md (file.list, file.stat, file.remove, file.mkdir,
- * file.rename) over lib/sftp-fs.h. Their rows join the sandbox methods' table
+ * file.rename) over lib/ssh/sshfile-fs.h. Their rows join the sandbox methods' table
  * (methods-table.c), whose state (methods-common.h) is their userdata. Loop thread only. */
 #pragma once
 
 #include <stdbool.h>
 
-#include "lib/sandbox.h"
+#include "sandbox.h"
 #include "methods.h"
 
 #define METHODS_FILE_ROWS 5

@@ -14,14 +14,14 @@
 #include <string.h>
 #include <uv.h>
 
-#include "lib/config.h"
-#include "lib/log.h"
-#include "lib/macro.h"
-#include "lib/sandbox.h"
-#include "lib/sshexec.h"
-#include "lib/util.h"
+#include "config.h"
+#include "log.h"
+#include "macro.h"
+#include "sandbox.h"
+#include "sshexec.h"
+#include "util.h"
 #include "methods-common.h"
-#include "proto/rpc.h"
+#include "rpc.h"
 #include "req.h"
 
 #define COMP "sandbox"

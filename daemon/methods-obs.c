@@ -6,12 +6,12 @@
 #include <string.h>
 
 #include "events.h"
-#include "lib/audit.h"
-#include "lib/config.h"
-#include "lib/metrics.h"
-#include "lib/sandbox.h"
+#include "audit.h"
+#include "config.h"
+#include "metrics.h"
+#include "sandbox.h"
 #include "methods.h"
-#include "proto/rpc.h"
+#include "rpc.h"
 #include "server.h"
 
 #define TEST_EVENTS_MAX 100000

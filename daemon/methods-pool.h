@@ -4,7 +4,7 @@
 
 #include <json-c/json.h>
 
-#include "lib/sandbox.h"
+#include "sandbox.h"
 
 /* The data of a -32602 for an ENGINE_E_INVALID error: {reason, param} plus, for a cap,
  * {cap, max}, for a disk below the template's {min}, for an unknown template

@@ -7,13 +7,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lib/log.h"
-#include "lib/macro.h"
-#include "lib/process.h"
-#include "lib/sandbox.h"
-#include "lib/sftp.h"
-#include "lib/sshexec.h"
-#include "lib/util.h"
+#include "log.h"
+#include "macro.h"
+#include "process.h"
+#include "sandbox.h"
+#include "sshfile.h"
+#include "sshexec.h"
+#include "util.h"
 #include "methods-sandbox.h"
 #include "methods-transfer.h"
 

@@ -4,8 +4,8 @@
  * written to the container's files, into the stdout/stderr descriptors until the process has
  * exited and all of it was copied; then the descriptors are closed.
  *
- * Each pump is one exec channel (lib/process.h's attach script) on an SSH session of its own
- * (not the sandbox's shared file session), run as a descriptor stream of lib/sftp.h on a pool
+ * Each pump is one exec channel (lib/ssh/process.h's attach script) on an SSH session of its own
+ * (not the sandbox's shared file session), run as a descriptor stream of lib/ssh/sshfile.h on a pool
  * thread, in one of the transfer slots of methods-transfer.h for its whole length. A quiet
  * process is no stall; a descriptor that takes no byte for [ssh] file_timeout_ms ends its pump
  * (the output stays readable by offset). A pump ends with the process, when its sandbox goes
@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#include "proto/params-process.h"
+#include "params-process.h"
 #include "req.h"
 
 struct process_pump;

@@ -1,4 +1,4 @@
-/* The process.* methods: background processes inside a sandbox (lib/process.h), each call
+/* The process.* methods: background processes inside a sandbox (lib/ssh/process.h), each call
  * one short exec on the sandbox's pool. The daemon keeps no process state: the container's
  * folder is the record, so a restart or kill -9 of the daemon loses nothing. */
 #include "methods-process.h"
@@ -10,17 +10,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/log.h"
-#include "lib/macro.h"
-#include "lib/process.h"
-#include "lib/sandbox.h"
-#include "lib/util.h"
+#include "log.h"
+#include "macro.h"
+#include "process.h"
+#include "sandbox.h"
+#include "util.h"
 #include "methods-process-fd.h"
 #include "methods-sandbox.h"
 #include "methods.h"
-#include "proto/b64.h"
-#include "proto/params-process.h"
-#include "proto/rpc.h"
+#include "b64.h"
+#include "params-process.h"
+#include "rpc.h"
 #include "req.h"
 
 #define COMP "process"

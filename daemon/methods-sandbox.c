@@ -1,5 +1,5 @@
 /* The sandbox methods: JSON-RPC params (proto/params.h) mapped onto the engine
- * (lib/sandbox.h), ownership by peer uid, results and errors of docs/protocol.md. */
+ * (lib/engine/sandbox.h), ownership by peer uid, results and errors of docs/protocol.md. */
 #include "methods-sandbox.h"
 
 #include <assert.h>
@@ -10,13 +10,13 @@
 #include <syslog.h>
 
 #include "events.h"
-#include "lib/log.h"
-#include "lib/marker.h"
-#include "lib/reconcile.h"
-#include "lib/testhook.h"
-#include "lib/registry.h"
-#include "lib/sandbox.h"
-#include "lib/util.h"
+#include "log.h"
+#include "marker.h"
+#include "reconcile.h"
+#include "testhook.h"
+#include "registry.h"
+#include "sandbox.h"
+#include "util.h"
 #include "methods-internet.h"
 #include "methods-common.h"
 #include "methods-obs.h"
@@ -24,11 +24,11 @@
 #include "methods-transfer.h"
 #include "methods.h"
 #include "req.h"
-#include "proto/b64.h"
+#include "b64.h"
 #include "methods-pool.h"
 #include "methods-cluster.h"
-#include "proto/params.h"
-#include "proto/rpc.h"
+#include "params.h"
+#include "rpc.h"
 
 #define COMP "sandbox"
 
@@ -116,7 +116,7 @@ static struct pending *pending_new(struct sandbox_methods *sm, struct req *r)
 /* ---- sandbox.create ---- */
 
 /* Creates with an idempotency key whose first create is still running: they share its
- * outcome (lib/reconcile.h; registry issue). */
+ * outcome (lib/engine/reconcile.h; registry issue). */
 struct idem_wait {
     struct pending p;
     char id[ID_MAX + 1];
@@ -202,7 +202,7 @@ static bool idem_lookup(struct sandbox_methods *sm, struct req *r, const char *k
         if (strcmp(pk, "idempotency_key") != 0)
             json_object_object_add(copy, pk, json_object_get(pv));
     }
-    k = reg_params_hash(copy, ret_hash);
+    k = registry_params_hash(copy, ret_hash);
     json_object_put(copy);
     if (k >= 0)
         k = marker_key_hash(req_uid(r), key, khash);

@@ -1,12 +1,12 @@
 /* The sandbox methods of docs/protocol.md (sandbox.create/get/list/set_internet/renew/resize/
- * destroy, file.write, file.read) over the engine in lib/sandbox.h, and the daemon.status
+ * destroy, file.write, file.read) over the engine in lib/engine/sandbox.h, and the daemon.status
  * provider. Their rows join sandbox.exec (methods-exec.c) and the file system methods
  * (methods-file.c) in the sandbox methods' table (methods-table.c). Loop thread only. */
 #pragma once
 
 #include <uv.h>
 
-#include "lib/config.h"
+#include "config.h"
 #include "methods-common.h" /* the shared helpers, for the files that include this one */
 #include "methods-daemon.h"
 #include "methods.h"

@@ -1,7 +1,7 @@
 /* The sandbox methods' table. See methods-table.h. */
 #include "methods-table.h"
 
-#include "lib/macro.h"
+#include "macro.h"
 #include "methods-common.h"
 #include "methods-exec.h"
 #include "methods-file.h"

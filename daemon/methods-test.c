@@ -3,9 +3,9 @@
 
 #include <stdlib.h>
 
-#include "lib/log.h"
-#include "lib/util.h"
-#include "proto/rpc.h"
+#include "log.h"
+#include "util.h"
+#include "rpc.h"
 
 #define COMP "method"
 #define TEST_SLEEP_MAX_MS 60000

@@ -7,11 +7,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lib/config.h"
-#include "lib/macro.h"
-#include "lib/util.h"
-#include "proto/b64.h"
-#include "proto/rpc.h"
+#include "config.h"
+#include "macro.h"
+#include "util.h"
+#include "b64.h"
+#include "rpc.h"
 #include "methods-common.h"
 
 /* One transfer in flight. */

@@ -4,8 +4,8 @@
  * these functions complete them. Loop thread only. */
 #pragma once
 
-#include "lib/sandbox.h"
-#include "proto/params.h"
+#include "sandbox.h"
+#include "params.h"
 #include "req.h"
 
 /* Each running transfer holds one thread of libuv's pool for its whole length, so their

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/macro.h"
-#include "proto/rpc.h"
+#include "macro.h"
+#include "rpc.h"
 
 #define METHOD_TABLES_MAX 8
 

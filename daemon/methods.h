@@ -15,7 +15,7 @@
 #include <json-c/json.h>
 #include <stdbool.h>
 
-#include "proto/params.h"
+#include "params.h"
 #include "req.h"
 
 /* params: the parsed struct of the row's params kind (NULL for a kind of size

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <systemd/sd-daemon.h>
 
-#include "lib/log.h"
+#include "log.h"
 
 #define COMP "notify"
 

@@ -5,7 +5,7 @@
 #include <stdbool.h>
 #include <uv.h>
 
-#include "lib/macro.h"
+#include "macro.h"
 
 void notify_ready(void);
 void notify_stopping(void);

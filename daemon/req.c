@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "lib/list.h"
-#include "lib/macro.h"
+#include "list.h"
+#include "macro.h"
 
 struct req_batch {
     json_object *replies; /* array */

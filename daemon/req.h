@@ -21,9 +21,9 @@
 #include <uv.h>
 
 #include "admin.h"
-#include "proto/api-limits.h" /* REQ_FDS_MAX */
-#include "proto/params.h"
-#include "proto/rpc.h"
+#include "api-limits.h" /* REQ_FDS_MAX */
+#include "params.h"
+#include "rpc.h"
 
 struct req;
 struct config;

@@ -1,6 +1,6 @@
 /* The calls of sandboxctl: one request at a time on the blocking connection, its reply, and
  * the printing helpers the commands share. See sandboxctl.h. */
-#include "lib/macro.h"
+#include "macro.h"
 
 #include <errno.h>
 #include <json-c/json.h>
@@ -12,9 +12,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "daemon/sandboxctl.h"
-#include "lib/util.h"
-#include "proto/rpc.h"
+#include "sandboxctl.h"
+#include "util.h"
+#include "rpc.h"
 
 /* Reads one line (without '\n'); the caller frees. */
 static int read_line(struct ctl *c, char **ret)

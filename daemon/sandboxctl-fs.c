@@ -8,8 +8,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "daemon/sandboxctl.h"
-#include "proto/b64.h"
+#include "sandboxctl.h"
+#include "b64.h"
 
 static const char *const commands[] = {"ls", "stat", "rm", "mkdir", "mv"};
 

@@ -5,7 +5,7 @@
  * and parameter names have one source. Results carry the method's result as
  * structuredContent and a text rendering; daemon errors become isError results
  * that say what to do next. */
-#include "lib/macro.h"
+#include "macro.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/sandboxctl-mcp.h"
-#include "lib/util.h"
-#include "proto/b64.h"
-#include "proto/rpc.h"
+#include "sandboxctl-mcp.h"
+#include "util.h"
+#include "b64.h"
+#include "rpc.h"
 
 #define SCHEMA_REF_DEPTH 16 /* nested $ref resolutions before giving up */
 

@@ -5,7 +5,7 @@
  * flight when it closes gets an isError result that says so. At startup the
  * daemon's rpc.discover document decides which tools exist; when the daemon is
  * not reachable the document compiled into sandboxctl stands in until it is. */
-#include "lib/macro.h"
+#include "macro.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,11 +23,11 @@
 #include <unistd.h>
 
 #include "config-build.h"
-#include "daemon/sandboxctl-mcp.h"
-#include "lib/util.h"
-#include "proto/buf.h"
-#include "proto/openrpc.h"
-#include "proto/rpc.h"
+#include "sandboxctl-mcp.h"
+#include "util.h"
+#include "buf.h"
+#include "openrpc.h"
+#include "rpc.h"
 
 #define MCP_LINE_MAX (64u * 1024 * 1024)   /* longest message accepted, either side */
 #define MCP_READ_CHUNK (256u * 1024)       /* bytes per read(2) */

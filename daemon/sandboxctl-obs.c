@@ -6,9 +6,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lib/macro.h"
-#include "lib/util.h"
-#include "proto/rpc.h"
+#include "macro.h"
+#include "util.h"
+#include "rpc.h"
 
 #define EVENTS_LINE_MAX (1024u * 1024) /* longest line accepted from the daemon */
 #define EXIT_RPC 2

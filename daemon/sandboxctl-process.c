@@ -12,11 +12,11 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include "daemon/sandboxctl.h"
-#include "lib/json-util.h"
-#include "lib/macro.h"
-#include "lib/util.h"
-#include "proto/b64.h"
+#include "sandboxctl.h"
+#include "json-util.h"
+#include "macro.h"
+#include "util.h"
+#include "b64.h"
 
 #define LOGS_FOLLOW_WAIT_MS 30000
 #define ATTACH_WAIT_MS 600000

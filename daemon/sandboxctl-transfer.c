@@ -17,10 +17,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "daemon/sandboxctl.h"
-#include "lib/json-util.h"
-#include "lib/macro.h"
-#include "lib/util.h"
+#include "sandboxctl.h"
+#include "json-util.h"
+#include "macro.h"
+#include "util.h"
 
 #define CTL_PROGRESS_MIN (4u * 1024 * 1024)
 #define CTL_TREE_TIMEOUT_MS (24 * 3600 * 1000) /* the largest exec timeout */

@@ -2,7 +2,7 @@
  * connection, one request at a time; each command is a thin wrapper over one
  * method of docs/protocol.md. Errors go to stderr with a non-zero exit status.
  * `sandboxctl mcp`, the MCP server, lives in sandboxctl-mcp.c. */
-#include "lib/macro.h"
+#include "macro.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,14 +21,14 @@
 #include <unistd.h>
 
 #include "config-build.h"
-#include "daemon/sandboxctl-mcp.h"
-#include "daemon/sandboxctl-obs.h"
-#include "daemon/sandboxctl.h"
-#include "daemon/sandboxctl-process.h"
-#include "lib/config.h"
-#include "lib/util.h"
-#include "proto/b64.h"
-#include "proto/rpc.h"
+#include "sandboxctl-mcp.h"
+#include "sandboxctl-obs.h"
+#include "sandboxctl.h"
+#include "sandboxctl-process.h"
+#include "config.h"
+#include "util.h"
+#include "b64.h"
+#include "rpc.h"
 
 static int ctl_connect(struct ctl *c)
 {

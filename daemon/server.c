@@ -11,12 +11,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lib/audit.h"
-#include "lib/list.h"
-#include "lib/log.h"
-#include "lib/macro.h"
+#include "audit.h"
+#include "list.h"
+#include "log.h"
+#include "macro.h"
 #include "notify.h"
-#include "proto/rpc.h"
+#include "rpc.h"
 
 #define COMP "server"
 /* Repeated messages about one uid's connections (refused at a cap, hung up with requests

@@ -9,9 +9,9 @@
 #include <uv.h>
 
 #include "admin.h"
-#include "lib/ratelimit.h"
+#include "ratelimit.h"
 #include "conn.h"
-#include "lib/config.h"
+#include "config.h"
 
 /* Tunables that are not in the config file (named constants; tests may lower them
  * through SANDBOXD_TEST_HOOKS=1 and the SANDBOXD_TEST_* variables). */

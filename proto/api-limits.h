@@ -2,8 +2,8 @@
  * names, as doc: "ROW", the row of the "Limits" table of docs/protocol.md that documents
  * it (tests/systemd/test-protocol-doc.py checks that the row exists and shows the value);
  * the README's limits table points here. The headers that used to hold these (proto/params.h,
- * proto/exec-limits.h, proto/params-file.h, proto/params-process.h, proto/rpc.h, lib/sftp.h,
- * lib/sftp-fs.h, lib/sshexec.h, lib/sandbox.h, daemon/req.h, daemon/conn.h, daemon/events.h,
+ * proto/exec-limits.h, proto/params-file.h, proto/params-process.h, proto/rpc.h, lib/ssh/sshfile.h,
+ * lib/ssh/sshfile-fs.h, lib/ssh/sshexec.h, lib/engine/sandbox.h, daemon/req.h, daemon/conn.h, daemon/events.h,
  * daemon/methods-transfer.h) include this one, so the old names keep working.
  *
  * Not here: limits the operator sets (max_request_bytes, max_inflight_per_connection, quotas
@@ -61,7 +61,7 @@
 /* The whole request (cwd, env, command or argv) travels as one remote command line, which
  * sshd hands to the login shell as a single `-c` argument, and Linux refuses any single
  * exec argument of MAX_ARG_STRLEN (131072) bytes or more, terminating NUL included. Every
- * string is quoted for a POSIX shell on that line. lib/sshexec.c checks at compile time
+ * string is quoted for a POSIX shell on that line. lib/ssh/sshexec.c checks at compile time
  * that a request with every field at its limit, quoted in the worst case, still fits
  * EXEC_LINE_MAX (docs/protocol.md: the paragraph after the Limits table). */
 
@@ -118,7 +118,7 @@
 /* Entries one recursive file.remove removes. doc: "`file.remove` `recursive`" */
 #define SSHFILE_REMOVE_MAX 100000u
 
-/* The engine's backstops (lib/sftp.h, lib/sftp-fs.h, lib/sshexec.h). */
+/* The engine's backstops (lib/ssh/sshfile.h, lib/ssh/sshfile-fs.h, lib/ssh/sshexec.h). */
 #define SSHFILE_WRITE_MAX (64u * 1024u * 1024u) /* one write (published: PARAMS_DATA_MAX) */
 #define SSHFILE_READ_MAX ((unsigned)PARAMS_READ_LENGTH_MAX)
 #define SSHFILE_PATH_MAX 4096u /* bytes of a path (published: PARAMS_PATH_MAX) */

@@ -1,5 +1,5 @@
 /* Base64 via libcrypto's block functions, with the strictness they lack. */
-#include "proto/b64.h"
+#include "b64.h"
 
 #include <errno.h>
 #include <openssl/evp.h>

@@ -1,5 +1,5 @@
 /* A growable byte buffer. See buf.h. */
-#include "proto/buf.h"
+#include "buf.h"
 
 #include <errno.h>
 #include <stdint.h>

@@ -4,14 +4,14 @@
  * start + scanned < len after a scan, data[start + scanned] is the '\n' that
  * ends the first pending line. Every byte is therefore looked at once, however
  * the input is split. */
-#include "proto/frame.h"
+#include "frame.h"
 
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "proto/buf.h"
+#include "buf.h"
 
 void frame_buf_init(struct frame_buf *f, size_t max_line)
 {

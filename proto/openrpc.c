@@ -1,5 +1,5 @@
 /* rpc.discover's document, embedded at build time (see proto/meson.build). */
-#include "proto/openrpc.h"
+#include "openrpc.h"
 
 #include "sandboxd-openrpc-data.h"
 

@@ -1,11 +1,11 @@
 /* Params of the file system methods. See params-file.h. */
-#include "proto/params-file.h"
+#include "params-file.h"
 
 #include <errno.h>
 #include <stdlib.h>
 
-#include "lib/macro.h"
-#include "proto/params-internal.h"
+#include "macro.h"
+#include "params-internal.h"
 
 void params_file_op_done(struct params_file_op *p)
 {

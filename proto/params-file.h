@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "proto/params.h"
+#include "params.h"
 
 /* PARAMS_LIST_LIMIT_MAX (file.list entries): proto/api-limits.h */
 #define PARAMS_MKDIR_MODE_DEFAULT 0755

@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lib/macro.h"
-#include "proto/params.h"
+#include "macro.h"
+#include "params.h"
 
 int params_fail(struct params_error *err, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

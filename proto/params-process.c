@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/macro.h"
-#include "proto/params-internal.h"
+#include "macro.h"
+#include "params-internal.h"
 
 static bool present(json_object *params, const char *name)
 {

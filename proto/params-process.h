@@ -2,7 +2,7 @@
  * contract of proto/params.h: 0 and *ret filled, -EINVAL with *err filled, -ENOMEM. */
 #pragma once
 
-#include "proto/params.h"
+#include "params.h"
 
 /* The sizes and bounds of process.*: proto/api-limits.h (via params.h). */
 #define PARAMS_PROCESS_ID_LEN 19 /* "pr-" + 16 lowercase hex */

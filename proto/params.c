@@ -1,11 +1,11 @@
 /* Params of every method of docs/protocol.md: types, limits, defaults. See params.h. */
-#include "proto/params.h"
-#include "proto/params-process.h"
+#include "params.h"
+#include "params-process.h"
 
-#include "proto/b64.h"
-#include "proto/params-file.h"
-#include "lib/macro.h"
-#include "proto/params-internal.h"
+#include "b64.h"
+#include "params-file.h"
+#include "macro.h"
+#include "params-internal.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "proto/api-limits.h"
+#include "api-limits.h"
 
 /* ---- limits: proto/api-limits.h (published in sandboxd.openrpc.json) ---------- */
 #define PARAMS_MODE_DEFAULT 0644

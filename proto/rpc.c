@@ -1,7 +1,7 @@
 /* JSON-RPC 2.0 codec. See rpc.h and docs/protocol.md. */
-#include "proto/rpc.h"
+#include "rpc.h"
 
-#include "proto/b64.h"
+#include "b64.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -8,8 +8,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "lib/json-util.h"    /* _cleanup_json_ */
-#include "proto/api-limits.h" /* RPC_MAX_DEPTH, RPC_MAX_BATCH */
+#include "json-util.h"    /* _cleanup_json_ */
+#include "api-limits.h" /* RPC_MAX_DEPTH, RPC_MAX_BATCH */
 
 enum rpc_code {
     RPC_PARSE_ERROR = -32700,

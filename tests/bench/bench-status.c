@@ -7,7 +7,7 @@
  * Options: --seconds S (per row, default 3), --conns 1,16,256, --depth D (default 1).
  *
  * A measuring tool, not a test: it prints a table and asserts nothing. */
-#include "lib/macro.h"
+#include "macro.h"
 
 #include <errno.h>
 #include <inttypes.h>

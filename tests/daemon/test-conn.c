@@ -9,14 +9,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "daemon/admin.h"
-#include "daemon/conn.h"
-#include "daemon/methods-daemon.h"
-#include "daemon/methods.h"
-#include "daemon/server.h"
-#include "lib/config.h"
-#include "lib/log.h"
-#include "proto/rpc.h"
+#include "admin.h"
+#include "conn.h"
+#include "methods-daemon.h"
+#include "methods.h"
+#include "server.h"
+#include "config.h"
+#include "log.h"
+#include "rpc.h"
 #include "tests/check-util.h"
 
 #define MAX_HOLDS 16

@@ -7,7 +7,7 @@ Proxmox. Foreign containers in the pool (no marker, a broken marker, another ins
 marker) survive every reconcile. A lock that stays is reported in daemon.status. A clean
 stop keeps the sandboxes; destroy_on_stop destroys them.
 
-The kill points (SANDBOXD_TEST_CRASH_AT, lib/testhook.h; ":N" = N ms after the point):
+The kill points (SANDBOXD_TEST_CRASH_AT, lib/base/testhook.h; ":N" = N ms after the point):
   create-before-intent   before the intent record is durable
   create-intent-durable  the intent is durable, nothing asked of Proxmox yet
   create-clone-sent:40   the clone POST went out, its task (UPID) is running (a keyed create

@@ -21,15 +21,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "daemon/conn.h"
-#include "daemon/methods-daemon.h"
-#include "daemon/methods-test.h"
-#include "daemon/methods.h"
-#include "lib/macro.h"
-#include "daemon/server.h"
-#include "lib/config.h"
-#include "lib/log.h"
-#include "proto/rpc.h"
+#include "conn.h"
+#include "methods-daemon.h"
+#include "methods-test.h"
+#include "methods.h"
+#include "macro.h"
+#include "server.h"
+#include "config.h"
+#include "log.h"
+#include "rpc.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -6,13 +6,13 @@
  * with its real params kind and a handler that checks the parsed struct and
  * answers at once (nothing reaches Proxmox). Invariants that must hold for any
  * input abort the run. */
-#include "daemon/methods.h"
-#include "daemon/req.h"
-#include "proto/b64.h"
-#include "proto/frame.h"
-#include "proto/params.h"
-#include "proto/rpc.h"
-#include "lib/macro.h"
+#include "methods.h"
+#include "req.h"
+#include "b64.h"
+#include "frame.h"
+#include "params.h"
+#include "rpc.h"
+#include "macro.h"
 
 #include <errno.h>
 #include <stdint.h>

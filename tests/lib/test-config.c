@@ -1,6 +1,6 @@
 /* lib/config: every key parses, defaults, and every bad input is an error that
  * names the file, the line and the key. */
-#include "lib/config.h"
+#include "config.h"
 
 #include <check.h>
 #include <errno.h>
@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "lib/macro.h"
+#include "macro.h"
 #include "tests/check-util.h"
 
 static char dir[] = "/tmp/sandboxd-test-config-XXXXXX";

@@ -1,6 +1,6 @@
-/* Per-sandbox host keys and what the marker carries besides ownership: lib/hostkey.c (the
+/* Per-sandbox host keys and what the marker carries besides ownership: lib/state/hostkey.c (the
  * rekey script's output, pin conversions), the marker's hostkey field, the labels line
- * (lib/marker-labels.c) and the registry record's host_key. The rekey itself against a real
+ * (lib/state/marker-labels.c) and the registry record's host_key. The rekey itself against a real
  * sshd is tests/e2e/test_hostkeys.py. */
 #include <check.h>
 #include <errno.h>
@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/hostkey.h"
-#include "lib/json-util.h"
-#include "lib/macro.h"
-#include "lib/marker.h"
-#include "lib/registry.h"
+#include "hostkey.h"
+#include "json-util.h"
+#include "macro.h"
+#include "marker.h"
+#include "registry.h"
 #include "tests/check-util.h"
 
 /* An ed25519 public key and its OpenSSH fingerprint (ssh-keygen -lf). */
@@ -188,7 +188,7 @@ END_TEST
 START_TEST(test_registry_host_key)
 {
     _cleanup_free_ char *pin = pin_of("ssh-ed25519 " PUB_B64), *js = NULL;
-    _cleanup_record_ struct reg_record *r = reg_record_new(), *back = NULL, *dup = NULL;
+    _cleanup_record_ struct registry_record *r = registry_record_new(), *back = NULL, *dup = NULL;
 
     r->id = strdup("sb-7k2m9x4q0abc");
     r->instance = strdup("i-0123456789ab");
@@ -197,14 +197,14 @@ START_TEST(test_registry_host_key)
     r->created_at = 1796212800;
     r->expires_at = 1796216400;
     r->host_key = strdup(pin);
-    ck_assert_int_eq(reg_record_to_json(r, &js), 0);
-    ck_assert_int_eq(reg_record_from_json(js, strlen(js), &back), 0);
+    ck_assert_int_eq(registry_record_to_json(r, &js), 0);
+    ck_assert_int_eq(registry_record_from_json(js, strlen(js), &back), 0);
     ck_assert_str_eq(back->host_key, pin);
-    dup = reg_record_dup(back);
+    dup = registry_record_dup(back);
     ck_assert_str_eq(dup->host_key, pin);
     free(r->host_key);
     r->host_key = strdup("SHA256:nope");
-    ck_assert_int_eq(reg_record_validate(r), -EINVAL);
+    ck_assert_int_eq(registry_record_validate(r), -EINVAL);
 }
 END_TEST
 

@@ -1,5 +1,5 @@
-/* The HTTP bridge (lib/http) against a loopback HTTPS server (fixtures/fake-pve.py). */
-#include "lib/macro.h"
+/* The HTTP bridge (lib/pve/http) against a loopback HTTPS server (fixtures/fake-pve.py). */
+#include "macro.h"
 
 #include <check.h>
 #include <errno.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "lib/http.h"
+#include "http.h"
 #include "tests/check-util.h"
 #include "tests/lib/fixtures/fixture-server.h"
 

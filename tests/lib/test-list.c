@@ -1,9 +1,9 @@
-/* Tests for lib/list.h: the intrusive doubly linked list macros. */
+/* Tests for lib/base/list.h: the intrusive doubly linked list macros. */
 #include <check.h>
 #include <stddef.h>
 
-#include "lib/list.h"
-#include "lib/macro.h"
+#include "list.h"
+#include "macro.h"
 #include "tests/check-util.h"
 
 struct item {

@@ -1,4 +1,4 @@
-/* Tests for lib/log: level names, filtering, the line format with and without
+/* Tests for lib/base/log: level names, filtering, the line format with and without
  * journal priority prefixes, $JOURNAL_STREAM detection, newline folding,
  * truncation of long messages and the errno helpers. */
 #include <check.h>
@@ -10,7 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "lib/log.h"
+#include "log.h"
 #include "tests/check-util.h"
 
 static void setup(void)

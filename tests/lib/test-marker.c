@@ -1,4 +1,4 @@
-/* Tests for lib/marker: the ownership marker in a Proxmox description. */
+/* Tests for lib/state/marker: the ownership marker in a Proxmox description. */
 #include <check.h>
 #include <errno.h>
 #include <stdint.h>
@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/macro.h"
-#include "lib/marker.h"
+#include "macro.h"
+#include "marker.h"
 #include "tests/check-util.h"
 
 #define KEY_HEX "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"

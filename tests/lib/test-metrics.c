@@ -1,4 +1,4 @@
-/* Tests for lib/metrics and lib/audit: series and their cap, histogram buckets, the JSON
+/* Tests for lib/base/metrics and lib/state/audit: series and their cap, histogram buckets, the JSON
  * daemon.metrics returns, and the audit record's logfmt line (quoting, absent fields,
  * log level, the per-event counter). */
 #include <check.h>
@@ -8,10 +8,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lib/audit.h"
-#include "lib/json-util.h"
-#include "lib/log.h"
-#include "lib/metrics.h"
+#include "audit.h"
+#include "json-util.h"
+#include "log.h"
+#include "metrics.h"
 #include "tests/check-util.h"
 
 static void setup(void)

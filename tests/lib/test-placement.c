@@ -1,4 +1,4 @@
-/* Tests for lib/placement: the choice of a node (free memory and CPU, the daemon's own
+/* Tests for lib/engine/placement: the choice of a node (free memory and CPU, the daemon's own
  * sandboxes, max_per_node, offline and failed nodes, nodes without the template), the spread
  * over equal nodes, and the parsing of /cluster/resources?type=node. */
 #include <check.h>
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/placement.h"
+#include "placement.h"
 
 #define GIB (1024ull * 1024 * 1024)
 #define MIB (1024ull * 1024)

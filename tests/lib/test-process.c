@@ -1,4 +1,4 @@
-/* lib/process: the background process scripts run over sshexec against a throwaway sshd on
+/* lib/ssh/process: the background process scripts run over sshexec against a throwaway sshd on
  * this host, whose /bin/sh (dash here), coreutils and util-linux are those of a Debian
  * container (the e2e tests run them on pve-sim's busybox): start with stdin, write, a
  * long-poll read, close, wait for the exit code, stderr, kill, retention, list. $HOME
@@ -11,10 +11,10 @@
 #include <time.h>
 #include <uv.h>
 
-#include "lib/macro.h"
-#include "lib/process.h"
-#include "lib/sshexec.h"
-#include "lib/sshs.h"
+#include "macro.h"
+#include "process.h"
+#include "sshexec.h"
+#include "sshs.h"
 #include "ssh-fixture/fixture.h"
 #include "tests/check-util.h"
 

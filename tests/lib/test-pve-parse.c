@@ -1,14 +1,14 @@
 /* The loop-free parts of the Proxmox client: response parsing and error classification
- * (lib/pve-parse), the endpoint table, path templates and request parameters
- * (lib/pve-endpoint). */
-#include "lib/macro.h"
+ * (lib/pve/pve-parse), the endpoint table, path templates and request parameters
+ * (lib/pve/pve-endpoint). */
+#include "macro.h"
 
 #include <check.h>
 #include <errno.h>
 #include <string.h>
 
-#include "lib/pve-internal.h"
-#include "lib/pve-parse.h"
+#include "pve-internal.h"
+#include "pve-parse.h"
 #include "tests/check-util.h"
 
 static struct pve_error *err_http(long status, const char *reason, const char *body)

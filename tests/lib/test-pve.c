@@ -1,6 +1,6 @@
-/* The Proxmox client (lib/pve*) against a fake Proxmox API (fixtures/fake-pve.py --mode pve),
+/* The Proxmox client (lib/pve/) against a fake Proxmox API (fixtures/fake-pve.py --mode pve),
  * and one smoke test against tests/pve-sim. */
-#include "lib/macro.h"
+#include "macro.h"
 
 #include <check.h>
 #include <errno.h>
@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "lib/pve.h"
+#include "pve.h"
 #include "tests/check-util.h"
 #include "tests/lib/fixtures/fixture-server.h"
 #include "tests/lib/fixtures/pve-client.h"

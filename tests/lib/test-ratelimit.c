@@ -1,8 +1,8 @@
-/* Tests for lib/ratelimit.c: per-key bursts, intervals and the suppressed count. */
+/* Tests for lib/base/ratelimit.c: per-key bursts, intervals and the suppressed count. */
 #include <check.h>
 
-#include "lib/macro.h"
-#include "lib/ratelimit.h"
+#include "macro.h"
+#include "ratelimit.h"
 #include "tests/check-util.h"
 
 static const char CAUSE_A[] = "a", CAUSE_B[] = "b";

@@ -1,4 +1,4 @@
-/* Tests for lib/registry: durable sandbox records, the instance id, loading
+/* Tests for lib/state/registry: durable sandbox records, the instance id, loading
  * after crashes, and the params hash. */
 #include <check.h>
 #include <dirent.h>
@@ -12,8 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "lib/macro.h"
-#include "lib/registry.h"
+#include "macro.h"
+#include "registry.h"
 #include "tests/check-util.h"
 
 static char tmpdir[256];
@@ -87,9 +87,9 @@ static size_t count_files(void)
     return n;
 }
 
-static struct reg_record *full_record(const char *id)
+static struct registry_record *full_record(const char *id)
 {
-    struct reg_record *r = reg_record_new();
+    struct registry_record *r = registry_record_new();
     ck_assert_ptr_nonnull(r);
     r->id = strdup(id);
     r->instance = strdup("i-0123456789ab");
@@ -116,9 +116,9 @@ static struct reg_record *full_record(const char *id)
     return r;
 }
 
-static struct reg_record *min_record(const char *id)
+static struct registry_record *min_record(const char *id)
 {
-    struct reg_record *r = reg_record_new();
+    struct registry_record *r = registry_record_new();
     ck_assert_ptr_nonnull(r);
     r->id = strdup(id);
     r->instance = strdup("i-0123456789ab");
@@ -129,7 +129,7 @@ static struct reg_record *min_record(const char *id)
     return r;
 }
 
-static void assert_record_eq(const struct reg_record *a, const struct reg_record *b)
+static void assert_record_eq(const struct registry_record *a, const struct registry_record *b)
 {
     ck_assert_str_eq(a->id, b->id);
     ck_assert_str_eq(a->instance, b->instance);
@@ -159,7 +159,7 @@ static void assert_record_eq(const struct reg_record *a, const struct reg_record
 static struct registry *open_reg(void)
 {
     struct registry *reg = NULL;
-    ck_assert_int_eq(reg_open(state_dir, &reg), 0);
+    ck_assert_int_eq(registry_open(state_dir, &reg), 0);
     ck_assert_ptr_nonnull(reg);
     return reg;
 }
@@ -170,15 +170,15 @@ START_TEST(test_states)
 
     ck_assert_int_eq(uv_loop_init(&loop), 0);
     for (int s = 0; s < _REG_STATE_MAX; s++) {
-        ck_assert_ptr_nonnull(reg_state_to_string(s));
-        ck_assert_int_eq(reg_state_from_string(reg_state_to_string(s)), s);
+        ck_assert_ptr_nonnull(registry_state_to_string(s));
+        ck_assert_int_eq(registry_state_from_string(registry_state_to_string(s)), s);
     }
-    ck_assert_str_eq(reg_state_to_string(REG_PENDING), "pending");
-    ck_assert_str_eq(reg_state_to_string(REG_WAITING_IP), "waiting_ip");
-    ck_assert_str_eq(reg_state_to_string(REG_READY), "ready");
-    ck_assert_ptr_null(reg_state_to_string(_REG_STATE_MAX));
-    ck_assert_int_eq(reg_state_from_string("gone"), -EINVAL);
-    ck_assert_int_eq(reg_state_from_string(NULL), -EINVAL);
+    ck_assert_str_eq(registry_state_to_string(REG_PENDING), "pending");
+    ck_assert_str_eq(registry_state_to_string(REG_WAITING_IP), "waiting_ip");
+    ck_assert_str_eq(registry_state_to_string(REG_READY), "ready");
+    ck_assert_ptr_null(registry_state_to_string(_REG_STATE_MAX));
+    ck_assert_int_eq(registry_state_from_string("gone"), -EINVAL);
+    ck_assert_int_eq(registry_state_from_string(NULL), -EINVAL);
     check_loop_done(&loop);
 }
 END_TEST
@@ -192,11 +192,11 @@ START_TEST(test_open_instance)
 
     ck_assert_int_eq(uv_loop_init(&loop), 0);
     reg = open_reg();
-    ck_assert(id_is_valid(reg_instance_id(reg)));
-    ck_assert_ptr_nonnull(startswith(reg_instance_id(reg), "i-"));
-    ck_assert_str_eq(reg_state_dir(reg), state_dir);
-    strcpy(id, reg_instance_id(reg));
-    reg = reg_free(reg);
+    ck_assert(id_is_valid(registry_instance_id(reg)));
+    ck_assert_ptr_nonnull(startswith(registry_instance_id(reg), "i-"));
+    ck_assert_str_eq(registry_state_dir(reg), state_dir);
+    strcpy(id, registry_instance_id(reg));
+    reg = registry_free(reg);
 
     /* folders 0700, instance file 0600 with the id and a newline */
     ck_assert_int_eq(stat(state_dir, &st), 0);
@@ -216,29 +216,29 @@ START_TEST(test_open_instance)
 
     /* stable across reopen */
     reg = open_reg();
-    ck_assert_str_eq(reg_instance_id(reg), id);
-    reg = reg_free(reg);
+    ck_assert_str_eq(registry_instance_id(reg), id);
+    reg = registry_free(reg);
 
     /* a file written by hand (or an older daemon) is kept as it is */
     ck_assert_int_eq(atomic_write_file(AT_FDCWD, p, "i-handmade\n", 11, 0600), 0);
     reg = open_reg();
-    ck_assert_str_eq(reg_instance_id(reg), "i-handmade");
-    reg = reg_free(reg);
+    ck_assert_str_eq(registry_instance_id(reg), "i-handmade");
+    reg = registry_free(reg);
 
     /* state folder lost: the id comes back (derived from the machine id) */
     ck_assert_int_eq(unlink(p), 0);
     reg = open_reg();
     if (access("/etc/machine-id", R_OK) == 0)
-        ck_assert_str_eq(reg_instance_id(reg), id);
+        ck_assert_str_eq(registry_instance_id(reg), id);
     else
-        ck_assert(id_is_valid(reg_instance_id(reg)));
-    reg = reg_free(reg);
+        ck_assert(id_is_valid(registry_instance_id(reg)));
+    reg = registry_free(reg);
 
     /* a corrupt instance file is moved aside and replaced */
     ck_assert_int_eq(atomic_write_file(AT_FDCWD, p, "not an id!\n", 11, 0600), 0);
     reg = open_reg();
-    ck_assert(id_is_valid(reg_instance_id(reg)));
-    reg = reg_free(reg);
+    ck_assert(id_is_valid(registry_instance_id(reg)));
+    reg = registry_free(reg);
     snprintf(p, sizeof(p), "%s/instance.corrupt", state_dir);
     ck_assert_int_eq(access(p, F_OK), 0);
 
@@ -246,23 +246,23 @@ START_TEST(test_open_instance)
     {
         char other[400];
         snprintf(other, sizeof(other), "%s/other", tmpdir);
-        ck_assert_int_eq(reg_open(other, &reg), 0);
-        ck_assert_str_ne(reg_instance_id(reg), id);
-        reg = reg_free(reg);
+        ck_assert_int_eq(registry_open(other, &reg), 0);
+        ck_assert_str_ne(registry_instance_id(reg), id);
+        reg = registry_free(reg);
     }
 
     /* errors */
-    ck_assert_int_eq(reg_open("", &reg), -EINVAL);
-    ck_assert_int_eq(reg_open(NULL, &reg), -EINVAL);
+    ck_assert_int_eq(registry_open("", &reg), -EINVAL);
+    ck_assert_int_eq(registry_open(NULL, &reg), -EINVAL);
     snprintf(p, sizeof(p), "%s/instance", state_dir);
     {
         char below[600];
         struct registry *r2 = (struct registry *)0x1;
         snprintf(below, sizeof(below), "%s/x", p);
-        ck_assert_int_eq(reg_open(below, &r2), -ENOTDIR);
+        ck_assert_int_eq(registry_open(below, &r2), -ENOTDIR);
         ck_assert_ptr_eq(r2, (struct registry *)0x1);
     }
-    ck_assert_ptr_null(reg_free(NULL));
+    ck_assert_ptr_null(registry_free(NULL));
     check_loop_done(&loop);
 }
 END_TEST
@@ -271,26 +271,26 @@ START_TEST(test_roundtrip)
 {
     uv_loop_t loop;
     struct registry *reg;
-    struct reg_record *full = full_record("sb-full0000001"), *min = min_record("sb-min00000001");
-    struct reg_record **v = NULL;
-    struct reg_problem *probs = NULL;
+    struct registry_record *full = full_record("sb-full0000001"), *min = min_record("sb-min00000001");
+    struct registry_record **v = NULL;
+    struct registry_problem *probs = NULL;
     size_t n = 0, np = 0;
 
     ck_assert_int_eq(uv_loop_init(&loop), 0);
     reg = open_reg();
-    ck_assert_int_eq(reg_load(reg, &v, &n, &probs, &np), 0);
+    ck_assert_int_eq(registry_load(reg, &v, &n, &probs, &np), 0);
     ck_assert_uint_eq(n, 0);
     ck_assert_uint_eq(np, 0);
-    v = reg_records_free(v, n);
-    probs = reg_problems_free(probs, np);
+    v = registry_records_free(v, n);
+    probs = registry_problems_free(probs, np);
 
-    ck_assert_int_eq(reg_save(reg, full), 0);
-    ck_assert_int_eq(reg_save(reg, min), 0);
+    ck_assert_int_eq(registry_save(reg, full), 0);
+    ck_assert_int_eq(registry_save(reg, min), 0);
     ck_assert(exists("sb-full0000001.json"));
-    reg = reg_free(reg);
+    reg = registry_free(reg);
 
     reg = open_reg();
-    ck_assert_int_eq(reg_load(reg, &v, &n, &probs, &np), 0);
+    ck_assert_int_eq(registry_load(reg, &v, &n, &probs, &np), 0);
     ck_assert_uint_eq(np, 0);
     ck_assert_uint_eq(n, 2);
     /* sorted by id */
@@ -298,18 +298,18 @@ START_TEST(test_roundtrip)
     assert_record_eq(v[1], min);
     ck_assert_ptr_null(v[1]->node);
     ck_assert_ptr_null(v[1]->labels);
-    v = reg_records_free(v, n);
+    v = registry_records_free(v, n);
 
     /* a state change rewrites the record */
     full->state = REG_READY;
     free(full->upid);
     full->upid = NULL;
     full->expires_at += 3600;
-    ck_assert_int_eq(reg_save(reg, full), 0);
-    ck_assert_int_eq(reg_load(reg, &v, &n, NULL, NULL), 0);
+    ck_assert_int_eq(registry_save(reg, full), 0);
+    ck_assert_int_eq(registry_load(reg, &v, &n, NULL, NULL), 0);
     ck_assert_uint_eq(n, 2);
     assert_record_eq(v[0], full);
-    v = reg_records_free(v, n);
+    v = registry_records_free(v, n);
 
     /* the file is readable JSON with the documented names */
     {
@@ -328,17 +328,17 @@ START_TEST(test_roundtrip)
 
     /* dup is deep */
     {
-        struct reg_record *c = reg_record_dup(full);
+        struct registry_record *c = registry_record_dup(full);
         ck_assert_ptr_nonnull(c);
         ck_assert_ptr_ne(c->id, full->id);
         ck_assert_ptr_ne(c->labels, full->labels);
         assert_record_eq(c, full);
-        reg_record_free(c);
+        registry_record_free(c);
     }
 
-    reg_record_free(full);
-    reg_record_free(min);
-    reg_free(reg);
+    registry_record_free(full);
+    registry_record_free(min);
+    registry_free(reg);
     check_loop_done(&loop);
 }
 END_TEST
@@ -347,13 +347,13 @@ START_TEST(test_invalid_save)
 {
     uv_loop_t loop;
     struct registry *reg = open_reg();
-    struct reg_record *r = min_record("sb-valid000001");
+    struct registry_record *r = min_record("sb-valid000001");
 
     ck_assert_int_eq(uv_loop_init(&loop), 0);
 #define EXPECT_INVALID(stmt, undo)                                                                 \
     do {                                                                                           \
         stmt;                                                                                      \
-        ck_assert_int_eq(reg_save(reg, r), -EINVAL);                                               \
+        ck_assert_int_eq(registry_save(reg, r), -EINVAL);                                               \
         undo;                                                                                      \
     } while (0)
     EXPECT_INVALID(free(r->id); r->id = strdup("../../etc/passwd"), (void)0);
@@ -375,11 +375,11 @@ START_TEST(test_invalid_save)
     EXPECT_INVALID(r->cores = 100000, r->cores = 0);
 #undef EXPECT_INVALID
     ck_assert_uint_eq(count_files(), 0);
-    ck_assert_int_eq(reg_save(reg, r), 0);
+    ck_assert_int_eq(registry_save(reg, r), 0);
     ck_assert_uint_eq(count_files(), 1);
-    ck_assert_int_eq(reg_save(reg, NULL), -EINVAL);
-    reg_record_free(r);
-    reg_free(reg);
+    ck_assert_int_eq(registry_save(reg, NULL), -EINVAL);
+    registry_record_free(r);
+    registry_free(reg);
     check_loop_done(&loop);
 }
 END_TEST
@@ -388,28 +388,28 @@ START_TEST(test_remove)
 {
     uv_loop_t loop;
     struct registry *reg = open_reg();
-    struct reg_record *r = min_record("sb-gone0000001");
-    struct reg_record **v = NULL;
+    struct registry_record *r = min_record("sb-gone0000001");
+    struct registry_record **v = NULL;
     size_t n = 0;
 
     ck_assert_int_eq(uv_loop_init(&loop), 0);
-    ck_assert_int_eq(reg_save(reg, r), 0);
+    ck_assert_int_eq(registry_save(reg, r), 0);
     ck_assert(exists("sb-gone0000001.json"));
-    ck_assert_int_eq(reg_remove(reg, "sb-gone0000001"), 0);
+    ck_assert_int_eq(registry_remove(reg, "sb-gone0000001"), 0);
     ck_assert(!exists("sb-gone0000001.json"));
-    ck_assert_int_eq(reg_remove(reg, "sb-gone0000001"), -ENOENT);
-    ck_assert_int_eq(reg_remove(reg, "../instance"), -EINVAL);
-    ck_assert_int_eq(reg_remove(reg, NULL), -EINVAL);
-    ck_assert_int_eq(reg_load(reg, &v, &n, NULL, NULL), 0);
+    ck_assert_int_eq(registry_remove(reg, "sb-gone0000001"), -ENOENT);
+    ck_assert_int_eq(registry_remove(reg, "../instance"), -EINVAL);
+    ck_assert_int_eq(registry_remove(reg, NULL), -EINVAL);
+    ck_assert_int_eq(registry_load(reg, &v, &n, NULL, NULL), 0);
     ck_assert_uint_eq(n, 0);
-    reg_records_free(v, n);
-    reg_record_free(r);
-    reg_free(reg);
+    registry_records_free(v, n);
+    registry_record_free(r);
+    registry_free(reg);
     check_loop_done(&loop);
 }
 END_TEST
 
-static bool has_problem(struct reg_problem *p, size_t n, const char *file, int error)
+static bool has_problem(struct registry_problem *p, size_t n, const char *file, int error)
 {
     for (size_t i = 0; i < n; i++)
         if (strcmp(p[i].file, file) == 0 && p[i].error == error && p[i].reason && p[i].moved_to &&
@@ -422,20 +422,20 @@ START_TEST(test_crash_leftovers)
 {
     uv_loop_t loop;
     struct registry *reg = open_reg();
-    struct reg_record *old = full_record("sb-crash000001"), *good = min_record("sb-good0000001");
-    struct reg_record **v = NULL;
-    struct reg_problem *p = NULL;
+    struct registry_record *old = full_record("sb-crash000001"), *good = min_record("sb-good0000001");
+    struct registry_record **v = NULL;
+    struct registry_problem *p = NULL;
     size_t n = 0, np = 0;
     _cleanup_free_ char *json = NULL;
 
     ck_assert_int_eq(uv_loop_init(&loop), 0);
-    ck_assert_int_eq(reg_save(reg, old), 0);
-    ck_assert_int_eq(reg_save(reg, good), 0);
+    ck_assert_int_eq(registry_save(reg, old), 0);
+    ck_assert_int_eq(registry_save(reg, good), 0);
 
     /* crash between write and rename of a newer version: a temp file with
      * half of the new record; the old record stays authoritative */
     old->state = REG_READY;
-    ck_assert_int_eq(reg_record_to_json(old, &json), 0);
+    ck_assert_int_eq(registry_record_to_json(old, &json), 0);
     write_raw(".#sb-crash000001.json.k2m9x4q0", json, strlen(json) / 2);
     /* a crash in the middle of a write on a file system without ordered
      * metadata: the record itself is torn */
@@ -443,7 +443,7 @@ START_TEST(test_crash_leftovers)
     /* and a zero-length record */
     write_raw("sb-empty000001.json", "", 0);
 
-    ck_assert_int_eq(reg_load(reg, &v, &n, &p, &np), 0);
+    ck_assert_int_eq(registry_load(reg, &v, &n, &p, &np), 0);
     ck_assert_uint_eq(n, 2);
     ck_assert_str_eq(v[0]->id, "sb-crash000001");
     ck_assert_int_eq(v[0]->state, REG_CONNECTING); /* the old version */
@@ -454,28 +454,28 @@ START_TEST(test_crash_leftovers)
     ck_assert(!exists(".#sb-crash000001.json.k2m9x4q0"));
     ck_assert(!exists("sb-torn0000001.json"));
     ck_assert(exists("sb-torn0000001.json.corrupt"));
-    v = reg_records_free(v, n);
-    p = reg_problems_free(p, np);
+    v = registry_records_free(v, n);
+    p = registry_problems_free(p, np);
 
     /* the next load is clean: moved-aside files are not reported again */
-    ck_assert_int_eq(reg_load(reg, &v, &n, &p, &np), 0);
+    ck_assert_int_eq(registry_load(reg, &v, &n, &p, &np), 0);
     ck_assert_uint_eq(n, 2);
     ck_assert_uint_eq(np, 0);
-    v = reg_records_free(v, n);
-    p = reg_problems_free(p, np);
+    v = registry_records_free(v, n);
+    p = registry_problems_free(p, np);
 
     /* the same name torn again: moved aside without overwriting the first */
     write_raw("sb-torn0000001.json", "{", 1);
-    ck_assert_int_eq(reg_load(reg, &v, &n, &p, &np), 0);
+    ck_assert_int_eq(registry_load(reg, &v, &n, &p, &np), 0);
     ck_assert_uint_eq(np, 1);
     ck_assert_str_eq(p[0].moved_to, "sb-torn0000001.json.corrupt.1");
     ck_assert(exists("sb-torn0000001.json.corrupt"));
-    v = reg_records_free(v, n);
-    p = reg_problems_free(p, np);
+    v = registry_records_free(v, n);
+    p = registry_problems_free(p, np);
 
-    reg_record_free(old);
-    reg_record_free(good);
-    reg_free(reg);
+    registry_record_free(old);
+    registry_record_free(good);
+    registry_free(reg);
     check_loop_done(&loop);
 }
 END_TEST
@@ -484,16 +484,16 @@ START_TEST(test_corrupt_records)
 {
     uv_loop_t loop;
     struct registry *reg = open_reg();
-    struct reg_record *good = full_record("sb-good0000001");
-    struct reg_record **v = NULL;
-    struct reg_problem *p = NULL;
+    struct registry_record *good = full_record("sb-good0000001");
+    struct registry_record **v = NULL;
+    struct registry_problem *p = NULL;
     size_t n = 0, np = 0;
     _cleanup_free_ char *json = NULL;
     json_object *o;
 
     ck_assert_int_eq(uv_loop_init(&loop), 0);
-    ck_assert_int_eq(reg_save(reg, good), 0);
-    ck_assert_int_eq(reg_record_to_json(good, &json), 0);
+    ck_assert_int_eq(registry_save(reg, good), 0);
+    ck_assert_int_eq(registry_record_to_json(good, &json), 0);
 
     /* variants of a good record, each under a file name matching its id */
     static const struct {
@@ -560,7 +560,7 @@ START_TEST(test_corrupt_records)
         ck_assert_int_eq(mkdir(d, 0700), 0);
     }
 
-    ck_assert_int_eq(reg_load(reg, &v, &n, &p, &np), 0);
+    ck_assert_int_eq(registry_load(reg, &v, &n, &p, &np), 0);
     ck_assert_uint_eq(n, 1);
     assert_record_eq(v[0], good);
     ck_assert_uint_eq(np, ELEMENTSOF(cases) + 6);
@@ -579,18 +579,18 @@ START_TEST(test_corrupt_records)
     ck_assert(exists("README"));
     ck_assert(exists("sb-old.json.corrupt"));
     ck_assert(exists("sb-dir.json"));
-    v = reg_records_free(v, n);
-    p = reg_problems_free(p, np);
+    v = registry_records_free(v, n);
+    p = registry_problems_free(p, np);
 
     /* without a problem list the load still succeeds and moves them aside */
     write_raw("sb-late.json", "{", 1);
-    ck_assert_int_eq(reg_load(reg, &v, &n, NULL, NULL), 0);
+    ck_assert_int_eq(registry_load(reg, &v, &n, NULL, NULL), 0);
     ck_assert_uint_eq(n, 1);
     ck_assert(exists("sb-late.json.corrupt"));
-    v = reg_records_free(v, n);
+    v = registry_records_free(v, n);
 
-    reg_record_free(good);
-    reg_free(reg);
+    registry_record_free(good);
+    registry_free(reg);
     check_loop_done(&loop);
 }
 END_TEST
@@ -600,13 +600,13 @@ START_TEST(test_many)
     enum { N = 1000, SAVED = 50 };
     uv_loop_t loop;
     struct registry *reg = open_reg();
-    struct reg_record *r = full_record("sb-x");
-    struct reg_record **v = NULL;
+    struct registry_record *r = full_record("sb-x");
+    struct registry_record **v = NULL;
     size_t n = 0;
     uint64_t t0, t_save, t_load, worst = 0;
 
     ck_assert_int_eq(uv_loop_init(&loop), 0);
-    /* SAVED records through reg_save() (timed, with both fsyncs); the rest
+    /* SAVED records through registry_save() (timed, with both fsyncs); the rest
      * written as the same JSON without fsync to keep the test short. */
     t0 = now_monotonic_us();
     for (int i = 0; i < N; i++) {
@@ -621,19 +621,19 @@ START_TEST(test_many)
         } else if (i > SAVED) {
             _cleanup_free_ char *json = NULL;
             char name[128];
-            ck_assert_int_eq(reg_record_to_json(r, &json), 0);
+            ck_assert_int_eq(registry_record_to_json(r, &json), 0);
             snprintf(name, sizeof(name), "%s.json", id);
             write_raw(name, json, strlen(json));
             continue;
         }
-        ck_assert_int_eq(reg_save(reg, r), 0);
+        ck_assert_int_eq(registry_save(reg, r), 0);
         worst = MAX(worst, now_monotonic_us() - a);
     }
-    reg_free(reg);
+    registry_free(reg);
 
     reg = open_reg();
     t0 = now_monotonic_us();
-    ck_assert_int_eq(reg_load(reg, &v, &n, NULL, NULL), 0);
+    ck_assert_int_eq(registry_load(reg, &v, &n, NULL, NULL), 0);
     t_load = now_monotonic_us() - t0;
     ck_assert_uint_eq(n, N);
     for (size_t i = 1; i < n; i++)
@@ -641,19 +641,19 @@ START_TEST(test_many)
     fprintf(stderr,
             "registry: %d saves: %.3f ms per save (worst %.3f ms), load of %d records %.1f ms\n",
             SAVED, t_save / 1000.0 / SAVED, worst / 1000.0, N, t_load / 1000.0);
-    reg_records_free(v, n);
+    registry_records_free(v, n);
 
     /* removing some: the rest goes with the test folder */
     t0 = now_monotonic_us();
-    ck_assert_int_eq(reg_load(reg, &v, &n, NULL, NULL), 0);
+    ck_assert_int_eq(registry_load(reg, &v, &n, NULL, NULL), 0);
     for (size_t i = 0; i < 50; i++)
-        ck_assert_int_eq(reg_remove(reg, v[i]->id), 0);
+        ck_assert_int_eq(registry_remove(reg, v[i]->id), 0);
     fprintf(stderr, "registry: %.3f ms per remove\n", (now_monotonic_us() - t0) / 1000.0 / 50);
-    reg_records_free(v, n);
+    registry_records_free(v, n);
     ck_assert_uint_eq(count_files(), N - 50);
 
-    reg_record_free(r);
-    reg_free(reg);
+    registry_record_free(r);
+    registry_free(reg);
     check_loop_done(&loop);
 }
 END_TEST
@@ -676,13 +676,13 @@ static void async_cb(int r, void *userdata)
 
 START_TEST(test_async)
 {
-    static const enum reg_state states[] = {REG_PENDING,  REG_CLONING,    REG_CONFIGURING,
+    static const enum registry_state states[] = {REG_PENDING,  REG_CLONING,    REG_CONFIGURING,
                                             REG_STARTING, REG_WAITING_IP, REG_CONNECTING,
                                             REG_READY,    REG_DESTROYING};
     uv_loop_t loop, other;
     struct registry *reg = open_reg();
-    struct reg_record *r = full_record("sb-async000001");
-    struct reg_record **v = NULL;
+    struct registry_record *r = full_record("sb-async000001");
+    struct registry_record **v = NULL;
     size_t n = 0;
     uint64_t t0, t_calls = 0, t_first = 0;
     int calls = 0;
@@ -695,7 +695,7 @@ START_TEST(test_async)
     for (size_t i = 0; i < ELEMENTSOF(states); i++) {
         r->state = states[i];
         t0 = now_monotonic_us();
-        ck_assert_int_eq(reg_save_async(reg, &loop, r, async_cb, (void *)(intptr_t)i), 0);
+        ck_assert_int_eq(registry_save_async(reg, &loop, r, async_cb, (void *)(intptr_t)i), 0);
         if (i == 0) /* starts the writer thread */
             t_first = now_monotonic_us() - t0;
         else {
@@ -706,30 +706,30 @@ START_TEST(test_async)
     /* other sandboxes meanwhile: indexes 10..29 */
     for (int i = 0; i < 20; i++) {
         char id[ID_MAX + 1];
-        struct reg_record *o = min_record("sb-x");
+        struct registry_record *o = min_record("sb-x");
         snprintf(id, sizeof(id), "sb-other%06d", i);
         free(o->id);
         o->id = strdup(id);
         t0 = now_monotonic_us();
-        ck_assert_int_eq(reg_save_async(reg, &loop, o, async_cb, (void *)(intptr_t)(10 + i)), 0);
+        ck_assert_int_eq(registry_save_async(reg, &loop, o, async_cb, (void *)(intptr_t)(10 + i)), 0);
         t_calls += now_monotonic_us() - t0;
         calls++;
-        reg_record_free(o); /* serialised at the call */
+        registry_record_free(o); /* serialised at the call */
     }
     /* remove one of them after its save, and one that never existed */
-    ck_assert_int_eq(reg_remove_async(reg, &loop, "sb-other000003", async_cb, (void *)30), 0);
-    ck_assert_int_eq(reg_remove_async(reg, &loop, "sb-never000001", async_cb, (void *)31), 0);
-    ck_assert_uint_eq(reg_pending(reg), ELEMENTSOF(states) + 22);
+    ck_assert_int_eq(registry_remove_async(reg, &loop, "sb-other000003", async_cb, (void *)30), 0);
+    ck_assert_int_eq(registry_remove_async(reg, &loop, "sb-never000001", async_cb, (void *)31), 0);
+    ck_assert_uint_eq(registry_pending(reg), ELEMENTSOF(states) + 22);
 
     /* refused up front, callback never called */
     {
-        struct reg_record *bad = min_record("BAD");
-        ck_assert_int_eq(reg_save_async(reg, &loop, bad, async_cb, (void *)40), -EINVAL);
-        reg_record_free(bad);
+        struct registry_record *bad = min_record("BAD");
+        ck_assert_int_eq(registry_save_async(reg, &loop, bad, async_cb, (void *)40), -EINVAL);
+        registry_record_free(bad);
     }
-    ck_assert_int_eq(reg_remove_async(reg, &loop, "../x", async_cb, (void *)41), -EINVAL);
-    ck_assert_int_eq(reg_save_async(reg, &other, r, async_cb, (void *)42), -EINVAL);
-    ck_assert_uint_eq(reg_pending(reg), ELEMENTSOF(states) + 22);
+    ck_assert_int_eq(registry_remove_async(reg, &loop, "../x", async_cb, (void *)41), -EINVAL);
+    ck_assert_int_eq(registry_save_async(reg, &other, r, async_cb, (void *)42), -EINVAL);
+    ck_assert_uint_eq(registry_pending(reg), ELEMENTSOF(states) + 22);
     ck_assert_int_eq(alog.n, 0); /* nothing completes before the loop runs */
 
     t0 = now_monotonic_us();
@@ -739,7 +739,7 @@ START_TEST(test_async)
             "loop thread; %d writes done in %.1f ms\n",
             (double)t_first, (double)t_calls / calls, calls + 3,
             (now_monotonic_us() - t0) / 1000.0);
-    ck_assert_uint_eq(reg_pending(reg), 0);
+    ck_assert_uint_eq(registry_pending(reg), 0);
     ck_assert_int_eq(alog.n, (int)ELEMENTSOF(states) + 22);
 
     /* per id, completion order is issue order; results as expected */
@@ -770,46 +770,46 @@ START_TEST(test_async)
         ck_assert_int_eq(seen_remove, 2);
     }
     ck_assert(!exists("sb-other000003.json"));
-    ck_assert_int_eq(reg_load(reg, &v, &n, NULL, NULL), 0);
+    ck_assert_int_eq(registry_load(reg, &v, &n, NULL, NULL), 0);
     ck_assert_uint_eq(n, 20);
     ck_assert_str_eq(v[0]->id, "sb-async000001");
     ck_assert_int_eq(v[0]->state, REG_DESTROYING); /* the last one issued */
-    v = reg_records_free(v, n);
+    v = registry_records_free(v, n);
 
     /* a load while saves are in flight leaves their temp files alone */
     memset(&alog, 0, sizeof(alog));
     for (int i = 0; i < 8; i++) {
         r->expires_at += 1;
-        ck_assert_int_eq(reg_save_async(reg, &loop, r, async_cb, (void *)(intptr_t)(60 + i)), 0);
+        ck_assert_int_eq(registry_save_async(reg, &loop, r, async_cb, (void *)(intptr_t)(60 + i)), 0);
     }
     for (int i = 0; i < 20; i++) {
-        ck_assert_int_eq(reg_load(reg, &v, &n, NULL, NULL), 0);
-        v = reg_records_free(v, n);
+        ck_assert_int_eq(registry_load(reg, &v, &n, NULL, NULL), 0);
+        v = registry_records_free(v, n);
     }
     ck_assert_int_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
     ck_assert_int_eq(alog.n, 8);
     for (int i = 0; i < 8; i++)
         ck_assert_int_eq(alog.result[i], 0);
 
-    /* reg_free with work pending: it finishes, callbacks run, then it is freed */
+    /* registry_free with work pending: it finishes, callbacks run, then it is freed */
     memset(&alog, 0, sizeof(alog));
     r->state = REG_FAILED;
-    ck_assert_int_eq(reg_save_async(reg, &loop, r, async_cb, (void *)50), 0);
-    ck_assert_int_eq(reg_remove_async(reg, &loop, "sb-other000004", async_cb, (void *)51), 0);
-    reg = reg_free(reg);
+    ck_assert_int_eq(registry_save_async(reg, &loop, r, async_cb, (void *)50), 0);
+    ck_assert_int_eq(registry_remove_async(reg, &loop, "sb-other000004", async_cb, (void *)51), 0);
+    reg = registry_free(reg);
     ck_assert_int_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
     ck_assert_int_eq(alog.n, 2);
     ck_assert_int_eq(alog.result[0], 0);
     ck_assert_int_eq(alog.result[1], 0);
     ck_assert(!exists("sb-other000004.json"));
     reg = open_reg();
-    ck_assert_int_eq(reg_load(reg, &v, &n, NULL, NULL), 0);
+    ck_assert_int_eq(registry_load(reg, &v, &n, NULL, NULL), 0);
     ck_assert_uint_eq(n, 19);
     ck_assert_int_eq(v[0]->state, REG_FAILED);
-    v = reg_records_free(v, n);
+    v = registry_records_free(v, n);
 
-    reg_record_free(r);
-    reg_free(reg);
+    registry_record_free(r);
+    registry_free(reg);
     check_loop_done(&other);
     check_loop_done(&loop);
 }
@@ -852,7 +852,7 @@ START_TEST(test_async_pool_busy)
     uv_loop_t loop;
     uv_timer_t bound;
     struct registry *reg = open_reg();
-    struct reg_record *r = full_record("sb-busy0000001");
+    struct registry_record *r = full_record("sb-busy0000001");
     uint64_t t0;
 
     memset(&alog, 0, sizeof(alog));
@@ -874,9 +874,9 @@ START_TEST(test_async_pool_busy)
     t0 = now_monotonic_us();
     for (int i = 0; i < 4; i++) {
         r->state = i % 2 ? REG_READY : REG_STARTING;
-        ck_assert_int_eq(reg_save_async(reg, &loop, r, async_cb, (void *)(intptr_t)i), 0);
+        ck_assert_int_eq(registry_save_async(reg, &loop, r, async_cb, (void *)(intptr_t)i), 0);
     }
-    ck_assert_int_eq(reg_remove_async(reg, &loop, "sb-busy0000001", async_cb, (void *)4), 0);
+    ck_assert_int_eq(registry_remove_async(reg, &loop, "sb-busy0000001", async_cb, (void *)4), 0);
     /* Bounded: at most 10 s of loop, one iteration at a time. */
     uv_timer_start(&bound, on_bound, 50, 50);
     while (alog.n < 5 && now_monotonic_us() - t0 < 10 * 1000000ull)
@@ -900,9 +900,9 @@ START_TEST(test_async_pool_busy)
     uv_close((uv_handle_t *)&bound, NULL);
     ck_assert_int_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
     ck_assert_int_eq(hog_done, N_HOGS);
-    ck_assert_uint_eq(reg_pending(reg), 0);
-    reg_record_free(r);
-    reg_free(reg);
+    ck_assert_uint_eq(registry_pending(reg), 0);
+    registry_record_free(r);
+    registry_free(reg);
     check_loop_done(&loop);
     uv_cond_destroy(&hog_cond);
     uv_mutex_destroy(&hog_mu);
@@ -922,18 +922,18 @@ static uint64_t rnd(void)
 START_TEST(test_fuzz_records)
 {
     uv_loop_t loop;
-    struct reg_record *good = full_record("sb-fuzz0000001");
+    struct registry_record *good = full_record("sb-fuzz0000001");
     _cleanup_free_ char *json = NULL;
     static const char alphabet[] = "{}[]\":,0123456789-. \\tnulfaseu\x01\xff";
     char buf[4096];
     unsigned parsed = 0;
 
     ck_assert_int_eq(uv_loop_init(&loop), 0);
-    ck_assert_int_eq(reg_record_to_json(good, &json), 0);
+    ck_assert_int_eq(registry_record_to_json(good, &json), 0);
     ck_assert_uint_lt(strlen(json), sizeof(buf) - 16);
     for (int i = 0; i < 10000; i++) {
         size_t n = strlen(json);
-        struct reg_record *r = NULL;
+        struct registry_record *r = NULL;
         int edits = 1 + (int)(rnd() % 4), k;
         memcpy(buf, json, n + 1);
         for (int e = 0; e < edits; e++) {
@@ -946,18 +946,18 @@ START_TEST(test_fuzz_records)
                 n--;
             }
         }
-        k = reg_record_from_json(buf, n, &r);
+        k = registry_record_from_json(buf, n, &r);
         if (k == 0) {
             parsed++;
-            ck_assert_int_eq(reg_record_validate(r), 0);
-            reg_record_free(r);
+            ck_assert_int_eq(registry_record_validate(r), 0);
+            registry_record_free(r);
         } else {
             ck_assert_ptr_null(r);
             ck_assert(k == -EBADMSG || k == -EPROTONOSUPPORT);
         }
     }
     fprintf(stderr, "registry fuzz: %u of 10000 mutated records still valid\n", parsed);
-    reg_record_free(good);
+    registry_record_free(good);
     check_loop_done(&loop);
 }
 END_TEST
@@ -966,7 +966,7 @@ static void hash_of(const char *json, char out[SHA256_HEX_SIZE])
 {
     json_object *o = json_tokener_parse(json);
     ck_assert_msg(o != NULL || strcmp(json, "null") == 0, "bad test JSON %s", json);
-    ck_assert_int_eq(reg_params_hash(o, out), 0);
+    ck_assert_int_eq(registry_params_hash(o, out), 0);
     json_object_put(o);
 }
 
@@ -1013,7 +1013,7 @@ START_TEST(test_params_hash)
         hash_of(differ[i][1], b);
         ck_assert_msg(strcmp(a, b) != 0, "same: %s / %s", differ[i][0], differ[i][1]);
     }
-    ck_assert_int_eq(reg_params_hash(NULL, a), 0); /* null */
+    ck_assert_int_eq(registry_params_hash(NULL, a), 0); /* null */
     ck_assert(hex_is_valid(a, 64));
 
     /* limits: nesting and size */
@@ -1024,7 +1024,7 @@ START_TEST(test_params_hash)
             json_object_object_add(cur, "k", c);
             cur = c;
         }
-        ck_assert_int_eq(reg_params_hash(o, a), -E2BIG);
+        ck_assert_int_eq(registry_params_hash(o, a), -E2BIG);
         json_object_put(o);
     }
     {
@@ -1034,7 +1034,7 @@ START_TEST(test_params_hash)
         memset(big, 'x', REG_PARAMS_MAX);
         big[REG_PARAMS_MAX] = '\0';
         json_object_object_add(o, "s", json_object_new_string(big));
-        ck_assert_int_eq(reg_params_hash(o, a), -E2BIG);
+        ck_assert_int_eq(registry_params_hash(o, a), -E2BIG);
         json_object_put(o);
         free(big);
     }

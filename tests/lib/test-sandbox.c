@@ -7,7 +7,7 @@
  * nothing left, a destroy while the create runs, the vmid durable in the intent before the
  * clone, and another id chosen when the first is taken at clone time. (The lifecycle against
  * pve-sim is tests/e2e.) */
-#include "lib/macro.h"
+#include "macro.h"
 
 #include <check.h>
 #include <dirent.h>
@@ -18,8 +18,8 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "lib/config.h"
-#include "lib/sandbox-internal.h"
+#include "config.h"
+#include "sandbox-internal.h"
 #include "tests/check-util.h"
 #include "tests/lib/fixtures/fixture-server.h"
 

@@ -1,4 +1,4 @@
-/* lib/sftp-fs: list, stat, remove, mkdir, rename and in-place writes over SFTP, against a
+/* lib/ssh/sshfile-fs: list, stat, remove, mkdir, rename and in-place writes over SFTP, against a
  * throwaway sshd on this host (so the results can be checked locally): argument checks, the
  * size bound of a recursive removal, links never followed out of a tree, the deadline, and
  * requests cancelled by a close. */
@@ -14,10 +14,10 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "lib/log.h"
-#include "lib/sftp-fs.h"
-#include "lib/sftp.h"
-#include "lib/sshs.h"
+#include "log.h"
+#include "sshfile-fs.h"
+#include "sshfile.h"
+#include "sshs.h"
 #include "ssh-fixture/fixture.h"
 #include "tests/check-util.h"
 

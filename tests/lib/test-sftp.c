@@ -1,4 +1,4 @@
-/* lib/sftp: file write/read over SFTP on the thread pool, against a throwaway sshd on this
+/* lib/ssh/sshfile: file write/read over SFTP on the thread pool, against a throwaway sshd on this
  * host (so the files written remotely can be checked locally). */
 #include <check.h>
 #include <dirent.h>
@@ -15,9 +15,9 @@
 #include <sys/un.h>
 #include <uv.h>
 
-#include "lib/log.h"
-#include "lib/sftp.h"
-#include "lib/sshs.h"
+#include "log.h"
+#include "sshfile.h"
+#include "sshs.h"
 #include "ssh-fixture/fixture.h"
 #include "tests/check-util.h"
 

@@ -1,4 +1,4 @@
-/* lib/sshexec: remote commands over pooled sessions against a throwaway sshd. */
+/* lib/ssh/sshexec: remote commands over pooled sessions against a throwaway sshd. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -9,10 +9,10 @@
 #include <sys/wait.h>
 #include <uv.h>
 
-#include "lib/sshexec.h"
-#include "lib/log.h"
-#include "lib/macro.h"
-#include "lib/sshs.h"
+#include "sshexec.h"
+#include "log.h"
+#include "macro.h"
+#include "sshs.h"
 #include "ssh-fixture/fixture.h"
 #include "tests/check-util.h"
 

@@ -1,4 +1,4 @@
-/* lib/sshs: keys, pins, and the session pool's connect/auth against a throwaway sshd. */
+/* lib/ssh/sshs: keys, pins, and the session pool's connect/auth against a throwaway sshd. */
 #include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
@@ -8,8 +8,8 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "lib/log.h"
-#include "lib/sshs.h"
+#include "log.h"
+#include "sshs.h"
 #include "ssh-fixture/fixture.h"
 #include "tests/check-util.h"
 

@@ -1,4 +1,4 @@
-/* Tests for lib/util: ids, atomic writes, RFC 3339, hashes, shell quoting. */
+/* Tests for lib/base/util: ids, atomic writes, RFC 3339, hashes, shell quoting. */
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
@@ -12,8 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "lib/util.h"
-#include "lib/macro.h"
+#include "util.h"
+#include "macro.h"
 #include "tests/check-util.h"
 
 static char tmpdir[256];

@@ -1,6 +1,6 @@
 /* proto/b64: strict RFC 4648 base64, UTF-8 validation, the name/name_b64
  * output spelling. */
-#include "proto/b64.h"
+#include "b64.h"
 #include "tests/check-util.h"
 
 #include <errno.h>

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proto/buf.h"
+#include "buf.h"
 #include "tests/check-util.h"
 
 START_TEST(test_append)

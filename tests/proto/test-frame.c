@@ -1,5 +1,5 @@
 /* proto/frame: newline framing with a hard cap, fed in every kind of split. */
-#include "proto/frame.h"
+#include "frame.h"
 #include "tests/check-util.h"
 
 #include <errno.h>

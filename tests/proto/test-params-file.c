@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proto/params-file.h"
-#include "proto/params.h"
+#include "params-file.h"
+#include "params.h"
 
 static json_object *J(const char *s)
 {

@@ -1,9 +1,9 @@
 /* proto/params-process: the params of process.*: defaults, limits, each error naming its
- * parameter, and nothing leaked on any path. Also lib/process.c's parsing of what the
+ * parameter, and nothing leaked on any path. Also lib/ssh/process.c's parsing of what the
  * container scripts report. */
-#include "lib/process.h"
-#include "proto/b64.h"
-#include "proto/params-process.h"
+#include "process.h"
+#include "b64.h"
+#include "params-process.h"
 #include "tests/check-util.h"
 
 #include <errno.h>

@@ -1,10 +1,10 @@
 /* proto/params: the params of every method of docs/protocol.md, each error path
  * naming the parameter; the method table; the OpenRPC document agreeing with
  * both. */
-#include "proto/b64.h"
-#include "proto/openrpc.h"
-#include "proto/params.h"
-#include "proto/rpc.h"
+#include "b64.h"
+#include "openrpc.h"
+#include "params.h"
+#include "rpc.h"
 #include "tests/check-util.h"
 
 #include <errno.h>

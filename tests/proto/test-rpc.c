@@ -1,8 +1,8 @@
 /* proto/rpc: JSON-RPC 2.0 parsing and responses, checked against every example
  * of section 7 of the JSON-RPC 2.0 specification, plus the hostile inputs
  * docs/protocol.md promises to answer (deep nesting, invalid UTF-8, oversize). */
-#include "proto/frame.h"
-#include "proto/rpc.h"
+#include "frame.h"
+#include "rpc.h"
 #include "tests/check-util.h"
 
 #include <errno.h>

@@ -2,7 +2,7 @@
  * that tests can compare the parser with the documentation. */
 #include <stdio.h>
 
-#include "lib/config.h"
+#include "config.h"
 
 int main(void)
 {

@@ -31,10 +31,10 @@ FORBIDDEN = {"Sys.Modify", "Permissions.Modify", "Pool.Allocate", "Datastore.All
 
 def pve_calls(root):
     """The Proxmox calls the daemon makes: {(METHOD, PATH)} of every endpoint of
-    lib/pve-endpoint.c that a live function of the Proxmox client references. A function
-    of lib/pve*.c is live when code outside the client (lib/, daemon/) names it, or a live
+    lib/pve/pve-endpoint.c that a live function of the Proxmox client references. A function
+    of lib/pve/*.c is live when code outside the client (lib/, daemon/) names it, or a live
     function of the client does."""
-    src = open(os.path.join(root, "lib", "pve-endpoint.c")).read()
+    src = open(os.path.join(root, "lib", "pve", "pve-endpoint.c")).read()
     macros = dict(re.findall(r'#define (CT|TASK) "([^"]*)"', src))
     eps = {}
     for m in re.finditer(r'\[(PVE_EP_\w+)\]\s*=\s*\{"[^"]*",\s*"(\w+)",\s*((?:(?:CT|TASK)\s*)?(?:"[^"]*")?)', src):
@@ -45,7 +45,7 @@ def pve_calls(root):
         if p != "{path}":
             eps[name] = (method, p)
     funcs, scope = {}, []
-    for f in glob.glob(os.path.join(root, "lib", "pve*.c")):
+    for f in glob.glob(os.path.join(root, "lib", "pve", "pve*.c")):
         if f.endswith("pve-endpoint.c"):
             continue
         text = open(f).read()
@@ -67,7 +67,7 @@ def pve_calls(root):
         # File-scope tables (a call's ops) name the functions they hold.
         scope.append("\n".join(rest))
     outside = ""
-    for f in glob.glob(os.path.join(root, "lib", "*.c")) + glob.glob(os.path.join(root, "daemon", "*.c")):
+    for f in glob.glob(os.path.join(root, "lib", "*", "*.c")) + glob.glob(os.path.join(root, "daemon", "*.c")):
         if not os.path.basename(f).startswith("pve"):
             outside += open(f).read()
     outside += "".join(scope)
@@ -142,7 +142,7 @@ def main():
     t.check("--privsep 1" in text, "the token is not created privilege-separated")
 
     # The names set up here are sandboxd.conf's defaults.
-    header = open(os.path.join(t.SOURCE_ROOT, "lib", "config.h")).read()
+    header = open(os.path.join(t.SOURCE_ROOT, "lib", "config", "config.h")).read()
     defaults = dict(re.findall(r'#define (CONFIG_DEFAULT_\w+) "([^"]*)"', header))
     group = defaults.get("CONFIG_DEFAULT_INTERNET_GROUP", "")
     t.check(group and f"--group {group}" in text,

@@ -15,7 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "lib/sshs.h"
+#include "sshs.h"
 
 struct sshd_fixture {
     char dir[256];

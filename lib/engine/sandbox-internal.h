@@ -1,0 +1,397 @@
+/* What the files of the sandbox engine share (sandbox.c, sandbox-create.c,
+ * sandbox-destroy.c, sandbox-probe.c, sandbox-io.c, sandbox-view.c; reconcile.c and the
+ * engine's tests read sandboxes too): struct sandbox, the engine itself, the operations
+ * attached to a sandbox, and the helpers every step uses. Engine code only. */
+#pragma once
+
+#include "macro.h"
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "json-util.h"
+#include "sandbox.h"
+#include "util.h"
+
+struct pve_result;
+struct pve_vm_list;
+struct registry_record;
+
+struct sandbox {
+    char id[ID_MAX + 1];
+    enum sandbox_state state;
+    uid_t owner_uid;
+    uint32_t vmid; /* 0 until the clone chose one */
+    char *node;
+    char *hostname;
+    char *ip; /* NULL until known */
+    bool internet;
+    unsigned cores;
+    unsigned memory_mb;
+    unsigned disk_gb;
+    json_object *labels; /* object of strings, never NULL */
+    time_t created_at;
+    time_t expires_at;
+    char *error;                       /* last failure text, or NULL */
+    char idem_hash[SHA256_HEX_SIZE];   /* marker_key_hash(owner, idempotency key); "" = none */
+    char params_hash[SHA256_HEX_SIZE]; /* hash of the create params; "" = none */
+    char *idempotency_key;             /* the key as sent (NULL: none, or known by hash only) */
+    char host_key[64];         /* its own SSH host key pin (hostkey.h); "": the template's pins */
+    char *upid;                /* the clone task, recorded once it started (NULL: none yet) */
+    char template[ID_MAX + 1]; /* the template's name */
+    bool pool_member;          /* a warm pool member (owned by the pool) */
+    bool disk_explicit;        /* disk_gb was asked for: smaller than the template fails */
+    /* engine-private below */
+    struct engine *engine;
+    struct sandbox *next, *prev;
+    struct sshpool *pool;
+    struct sshfile *file;
+    struct sb_op *create_op;
+    struct sb_waiter *destroy_waiters;
+    struct pve_call *call;
+    uv_timer_t timer; /* a create step's poll or retry; its close frees the sandbox */
+    bool close_counted;
+    bool destroy_requested;
+    bool fw_busy;             /* a firewall call for an internet change runs */
+    struct fw_op *fw_waiting; /* internet changes queued behind it, oldest first */
+    unsigned n_fw_waiting;
+    unsigned step;             /* the running row of the create or destroy step table */
+    uint64_t step_deadline_ms; /* the running create step's deadline (uv_now scale) */
+    uint64_t step_started_ms;  /* when the running create step began (uv_now scale) */
+    unsigned ip_poll_ms;       /* the address wait's next poll interval */
+    unsigned connect_attempts; /* SSH connects retried so far */
+    unsigned vmid_attempts;    /* vmids found taken at clone time so far */
+    bool resumed;              /* a create interrupted by a restart, finished after it */
+    bool clone_issued;         /* the clone call went out: vmid may name a container of ours */
+    uint64_t rootfs_gb;        /* the clone's disk size (0: unknown), read while configuring */
+    char *net0;                /* static mode: the clone's net0, read while configuring */
+    uint64_t ct_started_ms;    /* the container's start completed (uv_now scale); 0: not yet */
+    uint64_t started_ms;       /* create start (uv_now scale) */
+    uint64_t deadline_ms;      /* create deadline (uv_now scale) */
+    uint64_t destroy_deadline_ms;
+    struct resize_op *resize_op; /* a sandbox.resize or a pool take running */
+    unsigned refs;               /* held by in-flight engine operations */
+    /* observability (sandbox-obs.c) */
+    const char *end_reason; /* why the destroy (static string), NULL until one is known */
+    bool end_by_caller;     /* end_uid asked for it */
+    uid_t end_uid;
+    uint64_t state_since_ms; /* when the current state began (uv_now scale) */
+    /* placement again on another node (sandbox-create.c) */
+    unsigned replacements; /* times the create moved to another node */
+    bool no_replace;       /* moving failed: the create fails as usual */
+};
+
+/* A create in progress: its callback and its first failure. */
+struct sb_op {
+    engine_sandbox_cb cb;
+    void *userdata;
+    /* What the code below the create tells the create it runs beside (set by
+     * create_op_new(), so sandbox-destroy.c and sandbox.c never call into
+     * sandbox-create.c): report the create's outcome (the rollback destroy ended, or the
+     * engine closes), or a destroy was asked for while a step waits between polls (check
+     * now). */
+    void (*finish)(struct sandbox *sb);
+    bool (*check_abort)(struct sandbox *sb);
+    bool failed;
+    struct engine_error err; /* first failure; strings below */
+    char *msg;
+    char *upid;
+};
+
+/* A caller waiting for a destroy. */
+struct sb_waiter {
+    engine_done_cb cb;
+    void *userdata;
+    struct sb_waiter *next;
+};
+
+/* A static address a container of the pool has in net0 (sandbox-addr.c). */
+struct addr_hold {
+    uint32_t vmid;
+    uint32_t ip; /* host order */
+};
+
+/* ---- sandbox-addr.c: static addresses ([network] mode = static) ---- */
+/* A free address of the range (malloc'ed dotted quad); -ENOSPC when every one is in use. */
+int engine_addr_allocate(struct engine *e, char **ret_ip);
+/* net0 with its ip/gw replaced by ip/prefix and the gateway (malloc'ed). */
+int net0_with_address(const char *net0, const char *ip, const struct config_network *n, char **ret);
+
+/* A destroyed id, for idempotent destroys. */
+struct tomb {
+    char id[ID_MAX + 1];
+    uid_t uid;
+};
+
+/* An internet change, running or queued behind the running one. */
+struct fw_op {
+    struct sandbox *sb;
+    bool enabled;
+    engine_sandbox_cb cb;
+    void *userdata;
+    struct fw_op *next; /* in sb->fw_waiting */
+};
+
+/* A template sandboxes are cloned from (lib/engine/sandbox-template.c), and its warm pool. */
+struct engine_template_copy {
+    uint32_t vmid;
+    char node[CONFIG_NODE_NAME_MAX + 1];
+};
+struct engine_template {
+    char name[ID_MAX + 1];
+    uint32_t vmid;
+    /* A copy per node (VMID@node,...); none: the one vmid lives on home (lib/engine/cluster.c
+     * learns it from /cluster/resources; "" until known, then the first node is used). */
+    struct engine_template_copy *copies;
+    size_t n_copies;
+    char home[CONFIG_NODE_NAME_MAX + 1];
+    char *pins;       /* host key pins ("SHA256:..,..") */
+    uint64_t disk_gb; /* the template's disk, learnt from the first clone (0: unknown) */
+    /* Its isolation prerequisites (sandbox-isolation.c), read at start and at reload: -1
+     * not read yet, 0 refused (check_error says why), 1 fine. */
+    int check_state;
+    char *check_error;
+    uint64_t hits, misses;
+    unsigned filling; /* pool creates running */
+};
+
+struct engine {
+    uv_loop_t *loop;
+    const struct config *cfg;
+    struct engine_hooks hooks;
+    struct pve_client *pve;
+    struct registry *reg;
+    struct sshs_key *key;
+    bool configured;
+    struct engine_template *templates; /* the default one first */
+    size_t n_templates;
+    struct pool *pool;       /* lib/engine/pool.c */
+    struct cluster *cluster; /* lib/engine/cluster.c: nodes, placement, node health */
+
+    struct sandbox *sandboxes;
+    unsigned n_sandboxes;
+
+    uv_timer_t probe;
+    bool probe_open;
+    struct pve_call *probe_call;
+    struct pve_call *fw_call;
+    int dc_firewall; /* the datacenter firewall: -1 unknown, 0 off, 1 on (last read) */
+    /* the template checks (sandbox-isolation.c): the running read, the template and copy it
+     * reads, the first problem of that template, and a new run asked for meanwhile */
+    struct pve_call *tmpl_call;
+    size_t tmpl_i, tmpl_j;
+    char *tmpl_problem;
+    bool tmpl_again, tmpl_done;
+    int reachable; /* -1 unknown, 0, 1 */
+    char *last_error;
+
+    struct tomb *tombs;
+    size_t n_tombs, tomb_next;
+
+    struct addr_hold *held; /* static mode: addresses of pool containers not in the table */
+    size_t n_held;
+    uint32_t addr_next; /* where the next address search starts, in the range */
+
+    bool closing;
+    unsigned close_pending;
+    struct close_notify closed; /* engine_close()'s callback, run once the engine is freed */
+
+    /* Installed by lib/engine/pool.c with the pool (engine_pool_apply), so the create and the close
+     * below it reach the pool without calling into pool.c; NULL while there is none. */
+    /* A create that fits a ready pool member takes it: 1 (cb runs later), 0 when none fits. */
+    int (*pool_take)(struct engine *e, const struct sandbox_create_opts *opts, int64_t ttl,
+                     engine_sandbox_cb cb, void *userdata, struct engine_error *ret_err);
+    void (*pool_close)(struct engine *e);
+    /* Installed by sandbox-create.c with the first create, so lib/engine/cluster.c, below it, moves
+     * the creates of a node that went down (creates_replace) without calling into it. */
+    void (*creates_replace)(struct engine *e);
+};
+
+/* ---- sandbox-base.c: what every engine file may call (it calls nothing of the engine) ---- */
+void engine_noticef(struct engine *e, int level, const char *fmt, ...) _printf_(3, 4);
+uint64_t now_ms(struct engine *e);
+/* An engine_error from a Proxmox result (strings borrowed from res). */
+void error_from_pve(const struct pve_result *res, bool closing, struct engine_error *ret);
+/* A request refused before it started: fills *ret_err (message and param are static
+ * strings) and returns r, a negative errno. */
+int engine_refuse(struct engine_error *ret_err, enum engine_err_kind kind, int r, const char *msg,
+                  const char *param);
+/* engine_refuse() for an allocation that failed: ENGINE_E_INTERNAL, -ENOMEM. */
+int engine_refuse_oom(struct engine_error *ret_err);
+/* engine_refuse() for a sandbox not in a state to take the request: ENGINE_E_STATE, -EAGAIN,
+ * with the public name of state. */
+int engine_refuse_not_ready(struct engine_error *ret_err, enum sandbox_state state);
+
+/* ---- sandbox.c: table, state, registry, errors ---- */
+/* The one place a sandbox's state changes: logged, and saved to the registry (except
+ * PENDING, GONE, and while the engine closes). */
+void sandbox_set_state(struct sandbox *sb, enum sandbox_state s);
+/* The same, with the save's callback: 0 when the save was issued (cb runs then), else a
+ * negative errno (no change, a state that is not saved, the engine closing, no save). */
+int sandbox_set_state_saved(struct sandbox *sb, enum sandbox_state s, void (*cb)(int r, void *ud),
+                            void *userdata);
+int sandbox_save(struct sandbox *sb, void (*cb)(int r, void *userdata), void *userdata);
+void save_logged(int r, void *userdata);
+void sandbox_link(struct sandbox *sb);
+void sandbox_unlink(struct sandbox *sb);
+void sandbox_maybe_free(struct sandbox *sb);
+/* sandbox-adopt.c: a new sandbox, not yet in the table, in state, with what record r holds
+ * (id, owner, vmid, node, hostname, internet, sizes, lease, labels, idempotency key and its
+ * hash, params hash) and its timer. -EEXIST when r's id is in the table, -ENOMEM. */
+int sandbox_from_record(struct engine *e, const struct registry_record *r, enum sandbox_state state,
+                        struct sandbox **ret);
+/* Drops a sandbox sandbox_from_record() made that is not in the table yet (GONE, freed). */
+void sandbox_discard(struct sandbox *sb);
+/* A new sandbox's idempotency key (copied, NULL: none) with its hash under owner, and the
+ * hash of the params it was created with (kept only when it is SHA256_HEX_SIZE - 1 hex
+ * digits). 0, or -ENOMEM. */
+int sandbox_set_idempotency(struct sandbox *sb, uid_t owner, const char *key,
+                            const char *params_hash);
+void sandbox_unref(struct sandbox *sb);
+void tomb_add(struct engine *e, const struct sandbox *sb);
+int labels_copy(json_object *in, json_object **ret);
+void op_set_error(struct sb_op *op, const struct engine_error *err);
+void op_free(struct sb_op *op);
+/* The SSH settings for sb's address (strings borrowed from the engine and sb). */
+void sandbox_ssh_config(const struct sandbox *sb, struct sshs_config *ret);
+void sandbox_close_ssh(struct sandbox *sb);
+
+/* ---- sandbox-obs.c: audit records, metrics and lifecycle events ---- */
+/* After every state change (sandbox_set_state). */
+void sandbox_observe(struct sandbox *sb, enum sandbox_state old);
+/* The sandbox's node went out of placement (reachable false: reported "unreachable") or
+ * came back ("ready" again): an event and an audit record. */
+void sandbox_observe_reachability(struct sandbox *sb, bool reachable);
+/* Once a create is accepted (engine_create). */
+void sandbox_observe_requested(struct sandbox *sb);
+/* The SSH pool observer of sb's pools (sandbox_ssh_config). */
+void sandbox_observe_ssh(int event, unsigned session, void *userdata);
+
+/* ---- sandbox-create.c ---- */
+/* A zeroed create operation with its hooks set; NULL when out of memory. */
+struct sb_op *create_op_new(void);
+/* Reports the create's outcome to its caller (op->failed: the first failure). */
+void create_finish(struct sandbox *sb);
+/* Checks a running create for the daemon closing or a destroy request; when either holds,
+ * the create fails (and cleans up). Returns true then. */
+bool create_check_abort(struct sandbox *sb);
+
+/* Runs a resumed create (sandbox-resume.c) from the wait for its recorded clone task. */
+void create_resume(struct sandbox *sb);
+/* Runs the create again from the choice of a container id. */
+void create_restart(struct sandbox *sb);
+/* Fails the create (and cleans up), without placing it again. */
+void create_fail_now(struct sandbox *sb, const struct engine_error *err);
+
+/* ---- sandbox-create.c: placing a create again when its node goes down ---- */
+/* The create's node is down: true when it will be placed again on another node (soon, from
+ * the loop; the caller then stops), false when it fails as usual. */
+bool create_replace(struct sandbox *sb);
+/* A node went down: creates on it waiting for Proxmox move to other nodes now. */
+void creates_replace(struct engine *e);
+
+/* ---- sandbox-rekey.c: the per-sandbox host key steps ---- */
+/* Regenerates the host key (the pin into sb->host_key); done runs once with the outcome
+ * (err NULL: it succeeded) unless this fails. */
+int rekey_start(struct sandbox *sb, uint64_t timeout_ms,
+                void (*done)(struct sandbox *sb, const struct engine_error *err),
+                const char **ret_fail);
+/* Writes the marker with the new pin: done is the Proxmox call's callback (userdata sb,
+ * the call in sb->call). */
+int rekey_marker_start(struct sandbox *sb, uint64_t timeout_ms,
+                       void (*done)(const struct pve_result *res, void *userdata),
+                       const char **ret_fail);
+/* The container's description for sb: its marker (with the pinned host key once known) and
+ * its labels. */
+int sandbox_description(const struct sandbox *sb, char **ret);
+
+/* ---- sandbox-isolation.c: the isolation steps of the create ---- */
+typedef void (*isolation_done_fn)(struct sandbox *sb, const struct engine_error *err);
+typedef void (*isolation_again_fn)(struct sandbox *sb, uint64_t delay_ms);
+#define ENGINE_DC_FIREWALL_OFF                                                                     \
+    "the Proxmox datacenter firewall is disabled (/cluster/firewall/options enable != 1): "        \
+    "sandboxes would not be isolated"
+/* Reads the datacenter firewall's options: done gets NULL when it is enabled, else the
+ * refusal (ENGINE_E_NOT_CONFIGURED). The call is in sb->call. */
+int isolation_dc_start(struct sandbox *sb, uint64_t timeout_ms, isolation_done_fn done,
+                       const char **ret_fail);
+/* Proves the isolation from inside (over sb->pool): done(NULL) once the probe address of the
+ * sandbox's case cannot be reached, or a firewall cycle passed since the container started
+ * when none is configured; again(delay) to be issued again; done(err) when it stays
+ * reachable up to the step's deadline. */
+int isolation_probe_start(struct sandbox *sb, uint64_t timeout_ms, isolation_done_fn done,
+                          isolation_again_fn again, const char **ret_fail);
+
+/* The isolation prerequisites of a container's (or template's) configuration: unprivileged,
+ * and firewall=1 on net0 (Proxmox filters no NIC without it). NULL when it meets them, else
+ * what is wrong (a static string naming the key). */
+const char *isolation_config_problem(json_object *conf);
+/* Reads every template's (and per-node copy's) configuration and checks it; a template
+ * that fails is refused (check_error) until a later run finds it fixed. Again when a run is
+ * in flight: it reruns once that ends. */
+void engine_templates_check(struct engine *e);
+/* Frees the template checks' state (engine teardown; the call is cancelled by then). */
+void engine_templates_check_free(struct engine *e);
+/* Records what the datacenter firewall's options said (a warning when it went off). */
+void engine_set_dc_firewall(struct engine *e, bool enabled);
+
+/* ---- sandbox-destroy.c ---- */
+/* Runs the destroy steps (the state becomes DESTROYING). */
+void destroy_start(struct sandbox *sb);
+
+/* ---- sandbox-template.c ---- */
+int engine_templates_init(struct engine *e, char **ret_error);
+void engine_templates_free(struct engine *e);
+/* By name (NULL: the default); NULL when unknown. */
+struct engine_template *engine_template_find(struct engine *e, const char *name);
+/* The template of sb (the default one when its template left the configuration). */
+struct engine_template *sandbox_template(const struct sandbox *sb);
+/* Refuses what exceeds an operator cap (or a disk below the template's): fills ret_err. */
+int engine_check_caps(struct engine *e, const struct engine_template *t, int cores, int memory_mb,
+                      int disk_gb, struct engine_error *ret_err);
+
+/* ---- pool.c (sandbox-create.c and sandbox.c, below it, reach its take and close through
+ * the hooks it installs on struct engine: pool_take, pool_close) ---- */
+/* Something changed (a member ready, failed, destroyed, taken): refill in the background. */
+void pool_kick(struct engine *e);
+
+/* ---- cluster.c: nodes, placement and node health ---- */
+/* Starts the node table and its refresh (engine_new). */
+int cluster_init(struct engine *e);
+/* Stops the refresh; its handle's close is one of engine_close()'s pending handles. */
+void cluster_close(struct engine *e, void (*closed)(struct engine *e));
+/* The node a new sandbox of t goes to: want (NULL: placement; an unknown node or one
+ * without t is ENGINE_E_INVALID on "node"), or the refusal in *ret_err (borrowed strings). */
+int cluster_place(struct engine *e, const struct engine_template *t, const char *want,
+                  unsigned memory_mb, const char **ret_node, struct engine_error *ret_err);
+/* The vmid to clone for a sandbox of t on node (its copy there, or the one vmid). */
+uint32_t engine_template_vmid(const struct engine_template *t, const char *node);
+/* True while node is taken out (offline in the report, or failed calls in backoff). */
+bool cluster_node_down(struct engine *e, const char *node);
+/* The nodes that hold t and are up, in [proxmox] nodes order (the warm pool's). */
+size_t cluster_nodes_of(struct engine *e, const struct engine_template *t, const char **ret,
+                        size_t max);
+/* The node placement would choose for a sandbox of t now (memory_mb <= 0: the default), or
+ * NULL when none qualifies. Nothing is counted. */
+const char *cluster_best_node(struct engine *e, const struct engine_template *t, int memory_mb);
+/* True when there is more than one node (node health and moving creates apply). */
+bool cluster_alternatives(struct engine *e);
+/* For reconcile: the container on node (status as listed) cannot be read now (its node is
+ * down, or Proxmox lists it "unknown"): it is neither gone nor an orphan. */
+bool cluster_vm_unreachable(struct engine *e, const char *node, const char *status);
+/* For reconcile: a marked container of sandbox id that is not vmid lives on (in the table,
+ * or recorded in recs): vmid is a leftover and the record stays. */
+bool engine_id_elsewhere(struct engine *e, struct registry_record *const *recs, size_t n_recs,
+                         const char *id, uint32_t vmid);
+/* For reconcile's first run: record r had no readable container. When Proxmox still lists
+ * it (members) the record stays (true); a ready, leased one is re-attached, reported
+ * unreachable until its node answers. */
+bool engine_adopt_unreachable(struct engine *e, const struct registry_record *r,
+                              const struct pve_vm_list *members);
+/* For engine_close(): a handle of the engine closed. */
+void engine_handle_closed(struct engine *e);
+
+/* ---- sandbox-probe.c ---- */
+/* Runs the /version probe in ms (0: now). */
+void probe_schedule(struct engine *e, uint64_t ms);

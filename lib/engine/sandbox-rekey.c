@@ -1,0 +1,129 @@
+/* The per-sandbox host key steps of the create (see hostkey.h for why): regenerate the
+ * container's host key over the session authenticated with the template's key, then record
+ * the new key's pin in the container's marker. The registry gets it with the READY record;
+ * the connect that follows (sandbox-create.c) already pins it. The create's step table
+ * passes in the completion each step reports to, so nothing here calls into
+ * sandbox-create.c. */
+#include "macro.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hostkey.h"
+#include "log.h"
+#include "marker.h"
+#include "pve.h"
+#include "registry.h"
+#include "sandbox-internal.h"
+#include "sshexec.h"
+
+#define COMP "sandbox"
+
+int sandbox_description(const struct sandbox *sb, char **ret)
+{
+    struct marker m = {
+        .owner_uid = sb->owner_uid,
+        .created = sb->created_at,
+        .expires = sb->expires_at,
+        .pool = sb->pool_member,
+    };
+    int r;
+
+    memcpy(m.key, sb->idem_hash, sizeof m.key);
+    memcpy(m.params, sb->params_hash, sizeof m.params);
+    snprintf(m.instance, sizeof m.instance, "%s", registry_instance_id(sb->engine->reg));
+    snprintf(m.sandbox, sizeof m.sandbox, "%s", sb->id);
+    snprintf(m.template, sizeof m.template, "%s", sb->template);
+    if (sb->host_key[0]) {
+        r = hostkey_pin_to_hex(sb->host_key, m.hostkey);
+        if (r < 0)
+            return r;
+    }
+    return marker_description(&m, sb->labels, ret);
+}
+
+/* A running regeneration and the completion it reports to. */
+struct rekey {
+    struct sandbox *sb;
+    void (*done)(struct sandbox *sb, const struct engine_error *err);
+};
+
+static void on_rekeyed(struct sshexec *x, int error, struct sshexec_result *res, void *userdata)
+{
+    _cleanup_free_ struct rekey *k = userdata;
+    struct sandbox *sb = k->sb;
+    char buf[512], pin[HOSTKEY_PIN_MAX];
+    struct engine_error err = {.kind = ENGINE_E_SSH, .error = error, .message = buf};
+    int r;
+
+    if (error < 0) {
+        snprintf(buf, sizeof buf, "regenerating the host key failed: %s", strerror(-error));
+        k->done(sb, &err);
+        return;
+    }
+    if (res->timed_out || res->exit_code != 0) {
+        snprintf(buf, sizeof buf, "regenerating the host key failed (exit %d): %.300s",
+                 res->exit_code, res->err ? res->err : "");
+        err.error = -EPROTO;
+        k->done(sb, &err);
+        return;
+    }
+    r = hostkey_pin_from_output(res->out, res->out_len, pin);
+    if (r < 0) {
+        snprintf(buf, sizeof buf, "the container printed no new ed25519 host key");
+        err.error = -EPROTO;
+        k->done(sb, &err);
+        return;
+    }
+    snprintf(sb->host_key, sizeof sb->host_key, "%s", pin);
+    log_debug(COMP, "%s: new host key %s (%" PRIu64 " ms)", sb->id, pin, res->duration_ms);
+    k->done(sb, NULL);
+}
+
+int rekey_start(struct sandbox *sb, uint64_t timeout_ms,
+                void (*done)(struct sandbox *sb, const struct engine_error *err),
+                const char **ret_fail)
+{
+    const struct sshexec_params p = {
+        .command = HOSTKEY_REKEY_SCRIPT,
+        .timeout_ms = MIN(timeout_ms, (uint64_t)SSHEXEC_TIMEOUT_MAX_MS),
+        .has_max_output = true,
+        .max_output_bytes = HOSTKEY_OUTPUT_MAX,
+        .container_pid_namespace = true,
+    };
+    struct rekey *k = malloc(sizeof *k);
+    int r;
+
+    if (!k) {
+        *ret_fail = "out of memory";
+        return -ENOMEM;
+    }
+    *k = (struct rekey){.sb = sb, .done = done};
+    r = sshexec_start(sb->pool, &p, on_rekeyed, k, NULL); /* on_rekeyed runs once, frees k */
+    if (r < 0)
+        free(k);
+    return r;
+}
+
+int rekey_marker_start(struct sandbox *sb, uint64_t timeout_ms,
+                       void (*done)(const struct pve_result *res, void *userdata),
+                       const char **ret_fail)
+{
+    _cleanup_json_ json_object *p = json_object_new_object();
+    _cleanup_free_ char *desc = NULL;
+    int r;
+
+    r = sandbox_description(sb, &desc);
+    if (r < 0) {
+        *ret_fail = "cannot build the ownership marker";
+        return r;
+    }
+    if (!p) {
+        *ret_fail = "out of memory";
+        return -ENOMEM;
+    }
+    json_object_object_add(p, "description", json_object_new_string(desc));
+    return pve_config_put(sb->engine->pve, sb->node, sb->vmid, p, timeout_ms, done, sb, &sb->call);
+}

@@ -1,0 +1,895 @@
+/* Exec channels on pooled sessions. See sshexec.h. */
+#include <assert.h>
+#include <libssh/callbacks.h>
+#include <libssh/libssh.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "log.h"
+#include "macro.h"
+#include "sshexec.h"
+#include "sshs-internal.h"
+#include "util.h"
+
+#include "buf.h"
+
+#define COMP "exec"
+/* How long one kill round may take before the exec is finished without it. */
+#define SSHEXEC_KILL_MAX_MS 10000u
+#define SSHEXEC_KILL_ROUNDS 3
+#define SSHEXEC_KILL_OUTPUT_MAX 4096u
+#define SSHEXEC_WRITE_CHUNK (64u * 1024u)
+#define MARKER_VAR "SANDBOXD_EXEC_ID"
+/* Channel opens refused by the server (slots still busy) are retried this often. */
+#define SSHEXEC_OPEN_RETRIES 50u
+
+/* Kills everything an exec started, given its marker as $1: stops the processes whose
+ * environment holds the marker; for each such holder that made a PID namespace (its
+ * pid_for_children differs from its own namespace: the exec's wrapper), SIGKILLs every process
+ * of that namespace, its init among them, which makes the kernel kill the rest and every
+ * namespace nested in it; then kills the holders' process groups and the holders; until no
+ * holder is left. Never a namespace the script itself is in. Last, removes the exec's FIFO,
+ * in case the wrapper died before its init could. POSIX sh and busybox ash (test
+ * -ef compares the namespaces' inodes); busybox grep has -z. */
+static const char kill_script[] =
+    "m=\"" MARKER_VAR "=$1\"\n"
+    "fifo=\"/tmp/.sandboxd-exec-$1\"\n"
+    "s=$(cat /proc/$$/stat)\n"
+    "set -- ${s##*') '}\n"
+    "me=$3\n"
+    "i=0\n"
+    "while [ $i -lt 20 ]; do\n"
+    "  pids=\n"
+    "  for f in $(grep -l -s -z -x -F \"$m\" /proc/[0-9]*/environ); do\n"
+    "    p=${f#/proc/}\n"
+    "    pids=\"$pids ${p%/environ}\"\n"
+    "  done\n"
+    "  [ -z \"$pids\" ] && { rm -f \"$fifo\"; exit 0; }\n"
+    "  kill -STOP $pids 2>/dev/null\n"
+    "  for p in $pids; do\n"
+    "    n=/proc/$p/ns/pid_for_children\n"
+    "    if [ -e $n ] && ! [ $n -ef /proc/$p/ns/pid ] && ! [ $n -ef /proc/self/ns/pid ]; then\n"
+    "      for q in /proc/[0-9]*; do\n"
+    "        [ $q/ns/pid -ef $n ] && kill -KILL ${q#/proc/} 2>/dev/null\n"
+    "      done\n"
+    "    fi\n"
+    "    s=$(cat /proc/$p/stat 2>/dev/null) || continue\n"
+    "    set -- ${s##*') '}\n"
+    "    [ \"${3:-0}\" -gt 1 ] && [ \"$3\" != \"$me\" ] && kill -KILL -$3 2>/dev/null\n"
+    "  done\n"
+    "  kill -KILL $pids 2>/dev/null\n"
+    "  i=$((i+1))\n"
+    "done\n"
+    "exit 1\n";
+
+enum exec_state {
+    EXEC_QUEUED,
+    EXEC_OPENING,  /* ssh_channel_open_session() resumed */
+    EXEC_STARTING, /* ssh_channel_request_exec() resumed */
+    EXEC_RUNNING,
+    EXEC_KILLING, /* timed out or cancelled: the kill channel runs */
+    EXEC_DONE,
+    _EXEC_STATE_MAX,
+};
+
+struct chunk {
+    struct chunk *next;
+    enum sshexec_stream stream;
+    size_t len;
+    char data[];
+};
+
+struct outbuf {
+    struct buf b; /* what was kept, up to the exec's cap */
+    uint64_t seen;
+    bool truncated;
+};
+
+struct sshexec {
+    struct sshs_chan chan;
+    enum exec_state state;
+    struct sshpool *pool;
+    ssh_channel ch;
+    struct ssh_channel_callbacks_struct cbs;
+    char *cmd;
+    char *stdin_buf;
+    size_t stdin_len, stdin_off;
+    bool eof_sent;
+    size_t cap;
+    struct outbuf out, err;
+    sshexec_output_cb on_output;
+    struct chunk *chunks_first, *chunks_last;
+    sshexec_done_cb cb;
+    void *userdata;
+    uv_timer_t timer;
+    uint64_t timeout_ms;
+    uint64_t start_ns;
+    char marker[33];
+    int exit_code;
+    char signal[40];
+    bool got_status, got_signal, remote_closed;
+    bool timed_out, cancelled, abort_open;
+    bool started; /* the exec request was sent */
+    unsigned kill_rounds;
+    unsigned open_retries;
+    struct sshexec *killer;     /* the kill channel running for this exec */
+    struct sshexec *kill_owner; /* for a kill channel: the exec it kills, or NULL */
+    bool is_killer;
+};
+
+static void exec_finish(struct sshexec *e, int error);
+static void on_exec_timer(uv_timer_t *t);
+static const struct sshs_chan_ops exec_ops;
+
+static const char *exec_state_to_string(enum exec_state s)
+{
+    static const char *const names[_EXEC_STATE_MAX] = {
+        [EXEC_QUEUED] = "queued",   [EXEC_OPENING] = "opening", [EXEC_STARTING] = "starting",
+        [EXEC_RUNNING] = "running", [EXEC_KILLING] = "killing", [EXEC_DONE] = "done",
+    };
+    return (unsigned)s < _EXEC_STATE_MAX ? names[s] : "invalid";
+}
+
+static void exec_set_state(struct sshexec *e, enum exec_state state)
+{
+    if (e->state == state)
+        return;
+    log_debug(COMP, "%s%s: %s -> %s", e->is_killer ? "kill " : "", e->marker,
+              exec_state_to_string(e->state), exec_state_to_string(state));
+    e->state = state;
+}
+
+/* ---- command building ---- */
+
+/* The remote line (see sshexec.h), run by the login shell, in pieces:
+ *   [cd Q(cwd) && ]export SANDBOXD_EXEC_ID=<marker> && set -- [env Q(K=V)...] CMDV
+ *     && f=/tmp/.sandboxd-exec-<marker> && { command -v nsenter >/dev/null
+ *     && unshare -p mkfifo -m 600 $f 2>/dev/null
+ *     && exec unshare -p /bin/sh -c Q(stage2) sandboxd-exec $f "$@"; exec "$@"; }
+ * where CMDV is /bin/sh -c Q(exec 3>&-;CMD), or for argv
+ * /bin/sh -c Q(exec 3>&-;exec "$@") sh Q(ARG0) Q(ARG1)...
+ * The probe both tests that this user may make a PID namespace (and that unshare exists) and
+ * makes the FIFO; when it fails the line runs CMDV directly, as before namespaces. */
+#define LINE_CD "cd "
+#define LINE_CD_END " && "
+#define LINE_EXPORT "export " MARKER_VAR "="
+#define LINE_SET " && set --"
+#define LINE_ENV " env"
+#define LINE_SH " /bin/sh -c "
+#define CMD_PREFIX "exec 3>&-;"
+#define ARGV_SCRIPT CMD_PREFIX "exec \"$@\""
+#define ARGV_ZERO " sh"
+#define LINE_FIFO " && f=/tmp/.sandboxd-exec-"
+#define LINE_NS                                                                                    \
+    " && { command -v nsenter >/dev/null && unshare -p mkfifo -m 600 $f 2>/dev/null && exec "      \
+    "unshare -p /bin/sh -c "
+#define LINE_END " sandboxd-exec $f \"$@\"; exec \"$@\"; }"
+/* Instead of LINE_FIFO...LINE_END when the exec keeps the container's PID namespace. */
+#define LINE_DIRECT " && exec \"$@\""
+
+/* The wrapper, after `unshare -p`: $1 is the FIFO, the rest the command. Its first child is
+ * the namespace's init: it opens the FIFO (meeting the wrapper's open for writing), removes
+ * it, and waits for a subshell that reads the FIFO until EOF, which comes when the last writer
+ * (the wrapper, after the command ends) closes. The read runs in a subshell that has no
+ * children, so no SIGCHLD cuts it short (dash ends `read` on any trapped signal), and while
+ * init waits for it in the foreground it reaps the orphans the namespace hands it (a
+ * background job and `wait` would not do: busybox ash can then miss the reader's end; the `:`
+ * keeps the subshell from being the group's last command, which ash would run without a
+ * fork, leaving nobody to reap). Then the wrapper becomes nsenter, which forks the command
+ * into the namespace and ends as the command ended (exit code or signal), which is what sshd
+ * reports. */
+#define STAGE2                                                                                     \
+    "f=$1; shift; { exec 4<$f; rm -f $f; (read x <&4); :; } >/dev/null 2>&1 & "                    \
+    "exec 3>$f; exec nsenter --pid=/proc/self/ns/pid_for_children -- \"$@\""
+
+#define MARKER_LEN 32
+#define SLEN(s) (sizeof(s) - 1)
+
+/* Worst cases, from proto/api-limits.h: each quoted item i of n_i bytes costs at most
+ * n_i + 3 n_i / 4 + 2, plus a separating space. env: n_i = name + 1 + value, so the items sum
+ * to at most EXEC_ENV_BYTES_MAX + EXEC_ENV_MAX; argv: the lengths sum to at most
+ * EXEC_ARGV_BYTES_MAX - (number of entries). More items only cost more: take the maxima. */
+#define WORST_CWD (SLEN(LINE_CD) + EXEC_QUOTED_MAX(EXEC_CWD_MAX) + SLEN(LINE_CD_END))
+#define WORST_ENV                                                                                  \
+    (SLEN(LINE_ENV) + 3 * EXEC_ENV_MAX + (EXEC_ENV_BYTES_MAX + EXEC_ENV_MAX) +                     \
+     (EXEC_ENV_BYTES_MAX + EXEC_ENV_MAX) * 3 / 4)
+#define WORST_COMMAND (SLEN(LINE_SH) + EXEC_QUOTED_MAX(SLEN(CMD_PREFIX) + EXEC_COMMAND_MAX))
+#define WORST_ARGV                                                                                 \
+    (SLEN(LINE_SH) + EXEC_QUOTED_MAX(SLEN(ARGV_SCRIPT)) + SLEN(ARGV_ZERO) + 3 * EXEC_ARGV_MAX +    \
+     (EXEC_ARGV_BYTES_MAX - EXEC_ARGV_MAX) + (EXEC_ARGV_BYTES_MAX - EXEC_ARGV_MAX) * 3 / 4)
+#define WORST_FIXED                                                                                \
+    (SLEN(LINE_EXPORT) + MARKER_LEN + SLEN(LINE_SET) + SLEN(LINE_FIFO) + MARKER_LEN +              \
+     SLEN(LINE_NS) + EXEC_QUOTED_MAX(SLEN(STAGE2)) + SLEN(LINE_END))
+_Static_assert(WORST_FIXED + WORST_CWD + WORST_ENV + MAX(WORST_COMMAND, WORST_ARGV) <=
+                   EXEC_LINE_MAX,
+               "a request at every exec limit, worst-case quoted, must fit the remote line");
+
+/* A command line being built: the first error is kept and ends the building. */
+struct sbuf {
+    struct buf buf;
+    int error;
+};
+#define SBUF_INIT                                                                                  \
+    {                                                                                              \
+        .buf = {.max = EXEC_LINE_MAX }                                                             \
+    }
+
+static void sb_add(struct sbuf *b, const char *s, size_t n)
+{
+    if (!b->error)
+        b->error = buf_append(&b->buf, s, n);
+}
+
+/* The line built (*ret, to free) or the first error. */
+static int sb_finish(struct sbuf *b, char **ret)
+{
+    if (b->error) {
+        buf_clear(&b->buf, true);
+        return b->error;
+    }
+    *ret = buf_steal(&b->buf);
+    return 0;
+}
+
+static void sb_puts(struct sbuf *b, const char *s)
+{
+    sb_add(b, s, strlen(s));
+}
+
+/* One POSIX shell word for s: '...' with ' written as '\'', or "..." with " $ ` \ escaped
+ * by a backslash, whichever is shorter. */
+static void sb_quote(struct sbuf *b, const char *s)
+{
+    size_t singles = 0, specials = 0;
+    const char *run = s;
+
+    for (const char *p = s; *p; p++) {
+        singles += *p == '\'';
+        specials += *p == '"' || *p == '$' || *p == '`' || *p == '\\';
+    }
+    if (3 * singles <= specials) {
+        sb_add(b, "'", 1);
+        for (const char *p = s; *p; p++)
+            if (*p == '\'') {
+                sb_add(b, run, (size_t)(p - run));
+                sb_add(b, "'\\''", 4);
+                run = p + 1;
+            }
+        sb_puts(b, run);
+        sb_add(b, "'", 1);
+        return;
+    }
+    sb_add(b, "\"", 1);
+    for (const char *p = s; *p; p++)
+        if (*p == '"' || *p == '$' || *p == '`' || *p == '\\') {
+            sb_add(b, run, (size_t)(p - run));
+            sb_add(b, "\\", 1);
+            run = p; /* the character itself starts the next run */
+        }
+    sb_puts(b, run);
+    sb_add(b, "\"", 1);
+}
+
+int sshexec_shell_quote(const char *s, char **ret)
+{
+    struct sbuf b = SBUF_INIT;
+
+    if (!s || !ret)
+        return -EINVAL;
+    sb_quote(&b, s);
+    return sb_finish(&b, ret);
+}
+
+static bool env_name_valid(const char *kv)
+{
+    const char *eq = strchr(kv, '=');
+
+    if (!eq || eq == kv || (size_t)(eq - kv) > EXEC_ENV_NAME_MAX)
+        return false;
+    if (!(kv[0] == '_' || (kv[0] >= 'A' && kv[0] <= 'Z') || (kv[0] >= 'a' && kv[0] <= 'z')))
+        return false;
+    for (const char *p = kv + 1; p < eq; p++)
+        if (!(*p == '_' || (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+              (*p >= '0' && *p <= '9')))
+            return false;
+    return true;
+}
+
+/* The limits of proto/api-limits.h, as the params validation applies them. */
+static int params_validate(const struct sshexec_params *p)
+{
+    size_t n, bytes = 0;
+
+    if (!p || (!p->command == !p->argv))
+        return -EINVAL;
+    if (p->command && strlen(p->command) > EXEC_COMMAND_MAX)
+        return -E2BIG;
+    if (p->argv) {
+        if (!p->argv[0] || !*p->argv[0])
+            return -EINVAL;
+        for (n = 0; p->argv[n]; n++) {
+            bytes += strlen(p->argv[n]) + 1;
+            if (n >= EXEC_ARGV_MAX || bytes > EXEC_ARGV_BYTES_MAX)
+                return -E2BIG;
+        }
+    }
+    bytes = 0;
+    if (p->env)
+        for (n = 0; p->env[n]; n++) {
+            if (n >= EXEC_ENV_MAX)
+                return -E2BIG;
+            if (!env_name_valid(p->env[n]))
+                return -EINVAL;
+            bytes += strlen(p->env[n]) - 1; /* name and value, without the '=' */
+            if (bytes > EXEC_ENV_BYTES_MAX)
+                return -E2BIG;
+        }
+    if (p->cwd && !*p->cwd)
+        return -EINVAL;
+    if (p->cwd && strlen(p->cwd) > EXEC_CWD_MAX)
+        return -E2BIG;
+    if (p->stdin_len > SSHEXEC_STDIN_MAX)
+        return -E2BIG;
+    if (p->stdin_len > 0 && !p->stdin_data)
+        return -EINVAL;
+    if (p->timeout_ms > SSHEXEC_TIMEOUT_MAX_MS)
+        return -EINVAL;
+    if (p->has_max_output && p->max_output_bytes > SSHEXEC_OUTPUT_MAX)
+        return -E2BIG;
+    return 0;
+}
+
+/* The command vector (everything after `set --`). */
+static void sb_command_vector(struct sbuf *b, const struct sshexec_params *params)
+{
+    if (params->env && params->env[0]) {
+        /* env(1) sets any name, even ones a login shell (bash) keeps read-only. */
+        sb_puts(b, LINE_ENV);
+        for (size_t i = 0; params->env[i]; i++) {
+            sb_puts(b, " ");
+            sb_quote(b, params->env[i]);
+        }
+    }
+    sb_puts(b, LINE_SH);
+    if (params->command) {
+        /* Concatenated before quoting: one word. The command's shell closes the wrapper's
+         * end of the FIFO first, so only the wrapper holds it. */
+        char *cmd = NULL;
+
+        if (asprintf(&cmd, "%s%s", CMD_PREFIX, params->command) < 0) {
+            b->error = b->error ?: -ENOMEM;
+            return;
+        }
+        sb_quote(b, cmd);
+        free(cmd);
+    } else {
+        sb_quote(b, ARGV_SCRIPT);
+        sb_puts(b, ARGV_ZERO);
+        for (size_t i = 0; params->argv[i]; i++) {
+            sb_puts(b, " ");
+            sb_quote(b, params->argv[i]);
+        }
+    }
+}
+
+int sshexec_build_command(const struct sshexec_params *params, const char *marker, char **ret)
+{
+    struct sbuf b = SBUF_INIT;
+    size_t mlen;
+    int r;
+
+    r = params_validate(params);
+    if (r < 0)
+        return r;
+    if (!marker || !ret)
+        return -EINVAL;
+    mlen = strlen(marker);
+    if (mlen == 0 || mlen > MARKER_LEN || strspn(marker, "0123456789abcdef") != mlen)
+        return -EINVAL;
+    if (params->cwd) {
+        sb_puts(&b, LINE_CD);
+        sb_quote(&b, params->cwd);
+        sb_puts(&b, LINE_CD_END);
+    }
+    sb_puts(&b, LINE_EXPORT);
+    sb_puts(&b, marker);
+    sb_puts(&b, LINE_SET);
+    sb_command_vector(&b, params);
+    if (params->container_pid_namespace) {
+        sb_puts(&b, LINE_DIRECT);
+    } else {
+        sb_puts(&b, LINE_FIFO);
+        sb_puts(&b, marker);
+        sb_puts(&b, LINE_NS);
+        sb_quote(&b, STAGE2);
+        sb_puts(&b, LINE_END);
+    }
+    return sb_finish(&b, ret);
+}
+
+/* ---- channel callbacks (inside libssh packet handling: record, never free) ---- */
+
+static int on_channel_data(ssh_session session, ssh_channel channel, void *data, uint32_t len,
+                           int is_stderr, void *userdata)
+{
+    struct sshexec *e = userdata;
+    struct outbuf *o = is_stderr ? &e->err : &e->out;
+    size_t room = o->seen < e->cap ? e->cap - (size_t)o->seen : 0;
+    size_t take = MIN((size_t)len, room);
+
+    if (take > 0) {
+        if (e->on_output) {
+            struct chunk *c = malloc(sizeof(*c) + take);
+            if (c) {
+                c->next = NULL;
+                c->stream = is_stderr ? SSHEXEC_STDERR : SSHEXEC_STDOUT;
+                c->len = take;
+                memcpy(c->data, data, take);
+                if (e->chunks_last)
+                    e->chunks_last->next = c;
+                else
+                    e->chunks_first = c;
+                e->chunks_last = c;
+                sshs_chan_mark_dirty(&e->chan);
+            } else {
+                o->truncated = true;
+            }
+        } else if (buf_append(&o->b, data, take) < 0) {
+            o->truncated = true;
+        }
+    }
+    if ((size_t)len > take)
+        o->truncated = true;
+    o->seen += len;
+    /* Everything is consumed, even past the cap, so the window keeps opening. */
+    return (int)len;
+}
+
+static void on_channel_exit_status(ssh_session session, ssh_channel channel, int exit_status,
+                                   void *userdata)
+{
+    struct sshexec *e = userdata;
+
+    e->exit_code = exit_status;
+    e->got_status = true;
+}
+
+static void on_channel_exit_signal(ssh_session session, ssh_channel channel, const char *signal,
+                                   int core, const char *errmsg, const char *lang, void *userdata)
+{
+    struct sshexec *e = userdata;
+
+    snprintf(e->signal, sizeof(e->signal), "SIG%s", signal ? signal : "UNKNOWN");
+    e->got_signal = true;
+}
+
+static void on_channel_close(ssh_session session, ssh_channel channel, void *userdata)
+{
+    struct sshexec *e = userdata;
+
+    e->remote_closed = true;
+    sshs_chan_mark_dirty(&e->chan);
+}
+
+static void on_channel_eof(ssh_session session, ssh_channel channel, void *userdata)
+{
+    struct sshexec *e = userdata;
+
+    sshs_chan_mark_dirty(&e->chan);
+}
+
+/* ---- the exec state machine ---- */
+
+static void flush_chunks(struct sshexec *e, bool deliver)
+{
+    struct chunk *c;
+
+    while ((c = e->chunks_first)) {
+        e->chunks_first = c->next;
+        if (!e->chunks_first)
+            e->chunks_last = NULL;
+        if (deliver && e->on_output)
+            e->on_output(e, c->stream, c->data, c->len, e->userdata);
+        free(c);
+    }
+}
+
+static void drop_channel(struct sshexec *e)
+{
+    ssh_session ssh = sshs_chan_ssh(&e->chan);
+
+    if (!e->ch)
+        return;
+    ssh_remove_channel_callbacks(e->ch, &e->cbs);
+    /* Answer the server's close (or close first) so sshd frees its session slot. */
+    if (ssh && ssh_is_connected(ssh) && ssh_channel_is_open(e->ch))
+        (void)ssh_channel_close(e->ch);
+    ssh_channel_free(e->ch);
+    e->ch = NULL;
+    sshs_chan_flush(&e->chan);
+}
+
+static void on_exec_timer_closed(uv_handle_t *h)
+{
+    struct sshexec *e = h->data;
+
+    free(e);
+}
+
+static void on_kill_done(struct sshexec *k, int error, struct sshexec_result *res, void *ud);
+
+int sshexec_kill_command(const char *marker, char **ret)
+{
+    struct sbuf b = SBUF_INIT;
+
+    sb_puts(&b, "exec /bin/sh -c ");
+    sb_quote(&b, kill_script);
+    sb_puts(&b, " sandboxd-kill ");
+    sb_puts(&b, marker);
+    return sb_finish(&b, ret);
+}
+
+static int start_kill(struct sshexec *e)
+{
+    struct sshexec *k;
+    struct sbuf b = SBUF_INIT;
+    char *cmd;
+    int r;
+
+    sb_puts(&b, "exec /bin/sh -c ");
+    sb_quote(&b, kill_script);
+    sb_puts(&b, " sandboxd-kill ");
+    sb_puts(&b, e->marker);
+    r = sb_finish(&b, &cmd);
+    if (r < 0)
+        return r;
+    k = calloc(1, sizeof(*k));
+    if (!k) {
+        free(cmd);
+        return -ENOMEM;
+    }
+    k->cmd = cmd;
+    k->pool = e->pool;
+    k->cap = SSHEXEC_KILL_OUTPUT_MAX;
+    k->cb = on_kill_done;
+    k->is_killer = true;
+    k->kill_owner = e;
+    k->exit_code = -1;
+    k->start_ns = uv_hrtime();
+    memcpy(k->marker, e->marker, sizeof(k->marker));
+    k->chan.ops = &exec_ops;
+    k->chan.urgent = true;
+    r = uv_timer_init(sshpool_get_loop(e->pool), &k->timer);
+    if (r < 0) {
+        free(k->cmd);
+        free(k);
+        return r;
+    }
+    k->timer.data = k;
+    uv_timer_start(&k->timer, on_exec_timer, SSHEXEC_KILL_MAX_MS, 0);
+    e->killer = k;
+    e->kill_rounds++;
+    sshpool_submit(e->pool, &k->chan);
+    return 0;
+}
+
+static void enter_killing(struct sshexec *e)
+{
+    exec_set_state(e, EXEC_KILLING);
+    if (start_kill(e) < 0) {
+        /* Retried (then given up) from the timer, never finished from here. */
+        e->kill_rounds++;
+        uv_timer_start(&e->timer, on_exec_timer, 0, 0);
+        return;
+    }
+    uv_timer_start(&e->timer, on_exec_timer, SSHEXEC_KILL_MAX_MS, 0);
+}
+
+static void on_kill_done(struct sshexec *k, int error, struct sshexec_result *res, void *ud)
+{
+    struct sshexec *e = k->kill_owner;
+
+    if (!e)
+        return;
+    log_debug(COMP, "kill %s: %s, exit %d", k->marker, error < 0 ? strerror(-error) : "ran",
+              res ? res->exit_code : -1);
+    e->killer = NULL;
+    k->kill_owner = NULL;
+    /* Give the command's channel a moment to report the kill and close. */
+    if (e->state == EXEC_KILLING)
+        uv_timer_start(&e->timer, on_exec_timer, SSHEXEC_KILL_GRACE_MS, 0);
+}
+
+static void exec_process(struct sshs_chan *c)
+{
+    struct sshexec *e = container_of(c, struct sshexec, chan);
+    ssh_session ssh = sshs_chan_ssh(c);
+    int rc;
+
+    if (e->state == EXEC_QUEUED) {
+        e->ch = ssh_channel_new(ssh);
+        if (!e->ch) {
+            exec_finish(e, -ENOMEM);
+            return;
+        }
+        ssh_callbacks_init(&e->cbs);
+        e->cbs.userdata = e;
+        e->cbs.channel_data_function = on_channel_data;
+        e->cbs.channel_eof_function = on_channel_eof;
+        e->cbs.channel_close_function = on_channel_close;
+        e->cbs.channel_exit_status_function = on_channel_exit_status;
+        e->cbs.channel_exit_signal_function = on_channel_exit_signal;
+        if (ssh_set_channel_callbacks(e->ch, &e->cbs) != SSH_OK) {
+            exec_finish(e, -ENOMEM);
+            return;
+        }
+        exec_set_state(e, EXEC_OPENING);
+    }
+    if (e->state == EXEC_OPENING) {
+        rc = ssh_channel_open_session(e->ch);
+        if (rc == SSH_AGAIN)
+            goto out;
+        if (rc != SSH_OK) {
+            log_debug(COMP, "%s: channel open failed: %s", e->marker, ssh_get_error(ssh));
+            /* sshd frees a closed session's slot (MaxSessions) only after the packet batch
+             * that closed it, so an open right behind a close can be refused. Nothing ran:
+             * queue again. */
+            if (!e->abort_open && e->open_retries < SSHEXEC_OPEN_RETRIES && ssh_is_connected(ssh)) {
+                e->open_retries++;
+                ssh_remove_channel_callbacks(e->ch, &e->cbs);
+                ssh_channel_free(e->ch);
+                e->ch = NULL;
+                sshpool_release(&e->chan);
+                exec_set_state(e, EXEC_QUEUED);
+                sshpool_submit(e->pool, &e->chan);
+                return;
+            }
+            exec_finish(e, e->abort_open ? (e->cancelled ? -ECANCELED : 0) : -EPROTO);
+            return;
+        }
+        if (e->abort_open) {
+            /* Timed out or cancelled before anything ran. */
+            exec_finish(e, e->cancelled ? -ECANCELED : 0);
+            return;
+        }
+        exec_set_state(e, EXEC_STARTING);
+    }
+    if (e->state == EXEC_STARTING) {
+        e->started = true;
+        rc = ssh_channel_request_exec(e->ch, e->cmd);
+        if (rc == SSH_AGAIN)
+            goto out;
+        if (rc != SSH_OK) {
+            log_debug(COMP, "%s: exec request failed: %s", e->marker, ssh_get_error(ssh));
+            exec_finish(e, -EPROTO);
+            return;
+        }
+        exec_set_state(e, EXEC_RUNNING);
+    }
+    if (e->state == EXEC_RUNNING || e->state == EXEC_KILLING) {
+        while (e->stdin_off < e->stdin_len && !e->remote_closed) {
+            size_t n = MIN(e->stdin_len - e->stdin_off, (size_t)SSHEXEC_WRITE_CHUNK);
+            rc = ssh_channel_write(e->ch, e->stdin_buf + e->stdin_off, (uint32_t)n);
+            if (rc == SSH_ERROR) {
+                /* The command may have exited without reading its input: not fatal. */
+                e->stdin_off = e->stdin_len;
+                break;
+            }
+            if (rc <= 0)
+                break;
+            e->stdin_off += (size_t)rc;
+        }
+        if (e->stdin_off >= e->stdin_len && !e->eof_sent && !e->remote_closed) {
+            rc = ssh_channel_send_eof(e->ch);
+            if (rc != SSH_AGAIN)
+                e->eof_sent = true;
+        }
+        flush_chunks(e, true);
+        if (e->state == EXEC_DONE)
+            return;
+        if (e->remote_closed) {
+            exec_finish(e, e->cancelled ? -ECANCELED : 0);
+            return;
+        }
+    }
+out:
+    sshs_chan_flush(c);
+}
+
+static void exec_fail(struct sshs_chan *c, int error)
+{
+    struct sshexec *e = container_of(c, struct sshexec, chan);
+
+    /* Detached already: the session is going away, drop the channel without sending. */
+    if (e->ch) {
+        ssh_remove_channel_callbacks(e->ch, &e->cbs);
+        ssh_channel_free(e->ch);
+        e->ch = NULL;
+    }
+    if (e->cancelled && error != -ECANCELED && e->state == EXEC_KILLING)
+        error = -ECANCELED;
+    exec_finish(e, error);
+}
+
+static const struct sshs_chan_ops exec_ops = {
+    .process = exec_process,
+    .fail = exec_fail,
+};
+
+static void exec_finish(struct sshexec *e, int error)
+{
+    struct sshexec_result res = {};
+    struct chunk *c;
+
+    if (e->state == EXEC_DONE)
+        return;
+    exec_set_state(e, EXEC_DONE);
+    uv_timer_stop(&e->timer);
+    drop_channel(e);
+    sshpool_release(&e->chan);
+    if (e->killer) {
+        e->killer->kill_owner = NULL;
+        e->killer = NULL;
+    }
+
+    if (error == 0) {
+        flush_chunks(e, true);
+        /* A timed-out exec has one shape whatever the race with the kill: no exit code, no
+         * signal (the command was killed, or had ended but not completed in time). */
+        res.exit_code = e->timed_out || e->got_signal ? -1 : e->got_status ? e->exit_code : -1;
+        res.signal = !e->timed_out && e->got_signal ? e->signal : NULL;
+        res.timed_out = e->timed_out;
+        res.started = e->started;
+        if (!e->on_output) {
+            res.out_len = e->out.b.len;
+            res.out = e->out.b.data ? buf_steal(&e->out.b) : strdup("");
+            res.err_len = e->err.b.len;
+            res.err = e->err.b.data ? buf_steal(&e->err.b) : strdup("");
+        }
+        res.out_truncated = e->out.truncated;
+        res.err_truncated = e->err.truncated;
+        res.duration_ms = (uv_hrtime() - e->start_ns) / 1000000u;
+    }
+    while ((c = e->chunks_first)) {
+        e->chunks_first = c->next;
+        free(c);
+    }
+    e->chunks_last = NULL;
+    if (e->cb)
+        e->cb(e, error, error == 0 ? &res : NULL, e->userdata);
+    FREE_MANY(res.out, res.err, e->cmd, e->stdin_buf);
+    e->cmd = e->stdin_buf = NULL;
+    buf_clear(&e->out.b, true);
+    buf_clear(&e->err.b, true);
+    uv_close((uv_handle_t *)&e->timer, on_exec_timer_closed);
+}
+
+static void on_exec_timer(uv_timer_t *t)
+{
+    struct sshexec *e = t->data;
+    int fin = e->cancelled ? -ECANCELED : 0;
+
+    switch (e->state) {
+    case EXEC_QUEUED:
+        e->timed_out = !e->cancelled;
+        exec_finish(e, fin);
+        break;
+    case EXEC_OPENING:
+        if (e->abort_open || e->is_killer) {
+            exec_finish(e, e->is_killer ? -ETIMEDOUT : fin);
+            break;
+        }
+        e->timed_out = !e->cancelled;
+        e->abort_open = true;
+        uv_timer_start(&e->timer, on_exec_timer, SSHEXEC_KILL_MAX_MS, 0);
+        break;
+    case EXEC_STARTING:
+    case EXEC_RUNNING:
+        if (e->is_killer) {
+            exec_finish(e, -ETIMEDOUT);
+            break;
+        }
+        e->timed_out = !e->cancelled;
+        enter_killing(e);
+        break;
+    case EXEC_KILLING:
+        if (!e->killer && e->kill_rounds < SSHEXEC_KILL_ROUNDS && !e->remote_closed) {
+            /* The channel is still open after a kill: something raced it; kill again. */
+            if (start_kill(e) == 0) {
+                uv_timer_start(&e->timer, on_exec_timer, SSHEXEC_KILL_MAX_MS, 0);
+                break;
+            }
+        }
+        exec_finish(e, fin);
+        break;
+    default:
+        break;
+    }
+}
+
+int sshexec_start(struct sshpool *pool, const struct sshexec_params *params, sshexec_done_cb cb,
+                  void *userdata, struct sshexec **ret)
+{
+    struct sshexec *e;
+    uint8_t rnd[16];
+    int r;
+
+    if (!pool || !cb)
+        return -EINVAL;
+    r = params_validate(params);
+    if (r < 0)
+        return r;
+    if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
+        return -errno ? -errno : -EIO;
+    e = calloc(1, sizeof(*e));
+    if (!e)
+        return -ENOMEM;
+    for (size_t i = 0; i < sizeof(rnd); i++)
+        snprintf(e->marker + 2 * i, 3, "%02x", rnd[i]);
+    r = sshexec_build_command(params, e->marker, &e->cmd);
+    if (r < 0)
+        goto fail;
+    if (params->stdin_len > 0) {
+        e->stdin_buf = malloc(params->stdin_len);
+        if (!e->stdin_buf) {
+            r = -ENOMEM;
+            goto fail;
+        }
+        memcpy(e->stdin_buf, params->stdin_data, params->stdin_len);
+        e->stdin_len = params->stdin_len;
+    }
+    r = uv_timer_init(sshpool_get_loop(pool), &e->timer);
+    if (r < 0)
+        goto fail;
+    e->timer.data = e;
+    e->chan.ops = &exec_ops;
+    e->pool = pool;
+    e->cap = params->has_max_output ? params->max_output_bytes : SSHEXEC_OUTPUT_MAX_DEFAULT;
+    e->on_output = params->on_output;
+    e->cb = cb;
+    e->userdata = userdata;
+    e->exit_code = -1;
+    e->timeout_ms = params->timeout_ms;
+    e->start_ns = uv_hrtime();
+    /* The timeout counts from now, not from the loop's last tick. */
+    uv_update_time(sshpool_get_loop(pool));
+    if (e->timeout_ms > 0)
+        uv_timer_start(&e->timer, on_exec_timer, e->timeout_ms, 0);
+    log_debug(COMP, "%s: queued: %s", e->marker, e->cmd);
+    sshpool_submit(pool, &e->chan);
+    if (ret)
+        *ret = e;
+    return 0;
+
+fail:
+    FREE_MANY(e->stdin_buf, e->cmd, e);
+    return r;
+}
+
+int sshexec_cancel(struct sshexec *e)
+{
+    if (!e || e->is_killer)
+        return -EINVAL;
+    if (e->state == EXEC_DONE || e->cancelled)
+        return -EALREADY;
+    e->cancelled = true;
+    e->timed_out = false;
+    switch (e->state) {
+    case EXEC_QUEUED:
+        /* Nothing ran: finish from the loop. */
+        sshpool_release(&e->chan);
+        uv_timer_start(&e->timer, on_exec_timer, 0, 0);
+        break;
+    case EXEC_OPENING:
+        e->abort_open = true;
+        uv_timer_start(&e->timer, on_exec_timer, SSHEXEC_KILL_MAX_MS, 0);
+        break;
+    case EXEC_STARTING:
+    case EXEC_RUNNING:
+        enter_killing(e);
+        break;
+    default:
+        break;
+    }
+    return 0;
+}
