@@ -49,13 +49,13 @@ static int code_of(enum engine_err_kind k)
     return (size_t)k < ELEMENTSOF(codes) && codes[k] ? codes[k] : RPC_INTERNAL_ERROR;
 }
 
-bool methods_detach(struct req *r, struct req **slot, struct sshexec *exec)
+bool methods_detach(struct req *r, struct req **slot, struct sandbox_job *job)
 {
     *slot = NULL;
     req_error(r, RPC_SHUTTING_DOWN, "the client went away");
-    if (!exec)
+    if (!job)
         return true;
-    (void)sshexec_cancel(exec);
+    sandbox_job_cancel(job);
     return false;
 }
 

@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 
+#include "sandbox-io.h"
 #include "sandbox.h"
 #include "methods.h"
 
@@ -47,10 +48,10 @@ void methods_sandbox_unpark(struct sandbox_methods *sm);
 void methods_sandbox_unpark_refuse(struct sandbox_methods *sm);
 
 /* For an on_disconnect callback of work that outlives its request: clears *slot (where the
- * work keeps r), answers -32011 "the client went away" and cancels exec unless NULL (its
- * callback then ends the work). True when exec was NULL: the caller ends the work itself
+ * work keeps r), answers -32011 "the client went away" and cancels job unless NULL (its
+ * callback then ends the work). True when job was NULL: the caller ends the work itself
  * if nothing else will. */
-bool methods_detach(struct req *r, struct req **slot, struct sshexec *exec);
+bool methods_detach(struct req *r, struct req **slot, struct sandbox_job *job);
 
 /* Completes r with the error of docs/protocol.md for err. */
 void methods_sandbox_reply_error(struct req *r, const struct engine_error *err);

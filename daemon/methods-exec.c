@@ -1,4 +1,4 @@
-/* sandbox.exec: the command over the sandbox's SSH session (lib/ssh/sshexec.h), its output
+/* sandbox.exec: the command over the sandbox's SSH session (sandbox-io.h), its output
  * captured into the result or streamed as exec.output notifications behind the
  * connection's writer; with descriptors it runs through methods-transfer.c. A row of the
  * sandbox methods' table (methods-sandbox.c). */
@@ -10,8 +10,8 @@
 
 #include "log.h"
 #include "macro.h"
+#include "sandbox-io.h"
 #include "sandbox.h"
-#include "sshexec.h"
 #include "util.h"
 #include "methods-common.h"
 #include "methods-transfer.h"
@@ -29,7 +29,7 @@ struct note {
 
 struct exec_ctx {
     struct req *req;
-    struct sshexec *exec;
+    struct sandbox_job *job;
     struct params_sandbox_exec p;
     char **env;
     struct note *head, *tail; /* exec.output notifications waiting for the writer */
@@ -88,7 +88,7 @@ static void exec_flush(struct exec_ctx *x)
         (void)req_notify(x->req, "exec.output", n->params);
         free(n);
     }
-    if (x->result && !x->exec) {
+    if (x->result && !x->job) {
         struct req *r = x->req;
         x->req = NULL;
         req_reply(r, TAKE_PTR(x->result));
@@ -96,8 +96,7 @@ static void exec_flush(struct exec_ctx *x)
     }
 }
 
-static void on_exec_output(struct sshexec *e, enum sshexec_stream stream, const void *data,
-                           size_t len, void *userdata)
+static void on_exec_output(enum sandbox_output stream, const void *data, size_t len, void *userdata)
 {
     struct exec_ctx *x = userdata;
     json_object *o;
@@ -114,7 +113,7 @@ static void on_exec_output(struct sshexec *e, enum sshexec_stream stream, const 
     }
     json_object_object_add(o, "request_id", json_object_get(req_id(x->req)));
     json_object_object_add(o, "stream",
-                           json_object_new_string(stream == SSHEXEC_STDOUT ? "stdout" : "stderr"));
+                           json_object_new_string(stream == SANDBOX_STDOUT ? "stdout" : "stderr"));
     (void)b64_object_add_data(o, "data", data, len);
     n->params = o;
     if (x->tail)
@@ -125,12 +124,12 @@ static void on_exec_output(struct sshexec *e, enum sshexec_stream stream, const 
     exec_flush(x);
 }
 
-static void on_exec_done(struct sshexec *e, int error, struct sshexec_result *res, void *userdata)
+static void on_exec_done(int error, const struct sandbox_exec_result *res, void *userdata)
 {
     struct exec_ctx *x = userdata;
     json_object *o;
 
-    x->exec = NULL;
+    x->job = NULL;
     if (!x->req) {
         exec_ctx_free(x);
         return;
@@ -164,7 +163,7 @@ static void on_exec_disconnect(struct req *r, void *userdata)
     struct exec_ctx *x = userdata;
 
     /* The cancel kills the process tree; done runs later. */
-    if (methods_detach(r, &x->req, x->exec))
+    if (methods_detach(r, &x->req, x->job))
         exec_ctx_free(x); /* waiting for drain only */
 }
 
@@ -172,7 +171,7 @@ void methods_sandbox_exec(struct req *r, void *params, void *userdata)
 {
     struct sandbox_methods *sm = userdata;
     struct params_sandbox_exec *p = params;
-    struct sshexec_params sp = {};
+    struct sandbox_exec_params sp = {};
     struct exec_ctx *x;
     struct sandbox_info v;
     struct sandbox *sb;
@@ -231,7 +230,7 @@ void methods_sandbox_exec(struct req *r, void *params, void *userdata)
         return;
     }
     x->req = r;
-    ret = sandbox_exec_start(sb, &sp, on_exec_done, x, &x->exec, &err);
+    ret = sandbox_exec(sb, &sp, on_exec_done, x, &x->job, &err);
     if (ret < 0) {
         x->req = NULL;
         exec_ctx_free(x);

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sshfile-fs.h"
+#include "sandbox-io.h"
 #include "b64.h"
 #include "params-file.h"
 #include "rpc.h"
@@ -15,14 +15,14 @@
 
 struct fs_req;
 
-/* One method: submits its operation on the sandbox's SFTP queue (the callback gets x), and,
+/* One method: submits its operation on the sandbox's file session (the callback gets x), and,
  * for those answered with a count, the result the count makes. */
 struct fs_op {
-    int (*submit)(struct sshfile *f, struct fs_req *x);
+    int (*submit)(struct sandbox *sb, struct fs_req *x, struct engine_error *ret_err);
     json_object *(*counted)(uint64_t count);
 };
 
-/* One request on its way through the sandbox's SFTP queue; outlives a client that left. */
+/* One request on its way through the sandbox's file session; outlives a client that left. */
 struct fs_req {
     struct req *req; /* NULL once the client went away */
     const struct fs_op *op;
@@ -42,7 +42,7 @@ static void fs_req_detach(struct req *r, void *userdata)
     (void)methods_detach(r, &x->req, NULL);
 }
 
-/* The reasons of the errors these methods add to sftp.h's. */
+/* The reasons of the errors these methods add to those of file.read and file.write. */
 static const char *fs_reason(int error)
 {
     switch (error) {
@@ -97,13 +97,13 @@ static void fs_reply(struct fs_req *x, json_object *result)
     fs_req_free(x);
 }
 
-static json_object *entry_json(const struct sshfile_entry *e)
+static json_object *entry_json(const struct sandbox_file_entry *e)
 {
     json_object *o = json_object_new_object();
     char mode[8];
 
     (void)b64_object_add_data(o, "name", e->name, strlen(e->name));
-    json_object_object_add(o, "type", json_object_new_string(sshfile_type_to_string(e->type)));
+    json_object_object_add(o, "type", json_object_new_string(e->type));
     json_object_object_add(o, "size", json_object_new_int64((int64_t)e->size));
     snprintf(mode, sizeof(mode), "%04o", e->mode & 07777);
     json_object_object_add(o, "mode", json_object_new_string(mode));
@@ -115,7 +115,7 @@ static json_object *entry_json(const struct sshfile_entry *e)
 
 /* ---- the callbacks ---- */
 
-static void on_listed(int error, const struct sshfile_list_result *res, void *userdata)
+static void on_listed(int error, const struct sandbox_file_list *res, void *userdata)
 {
     struct fs_req *x = userdata;
     json_object *o, *a;
@@ -131,7 +131,7 @@ static void on_listed(int error, const struct sshfile_list_result *res, void *us
     fs_reply(x, o);
 }
 
-static void on_stat(int error, const struct sshfile_entry *st, void *userdata)
+static void on_stat(int error, const struct sandbox_file_entry *st, void *userdata)
 {
     struct fs_req *x = userdata;
 
@@ -171,29 +171,30 @@ static json_object *renamed_json(uint64_t count)
 
 /* ---- the submissions ---- */
 
-static int submit_list(struct sshfile *f, struct fs_req *x)
+static int submit_list(struct sandbox *sb, struct fs_req *x, struct engine_error *ret_err)
 {
-    return sshfile_list(f, x->p.path, (size_t)x->p.limit, on_listed, x);
+    return sandbox_file_list(sb, x->p.path, (size_t)x->p.limit, on_listed, x, ret_err);
 }
 
-static int submit_stat(struct sshfile *f, struct fs_req *x)
+static int submit_stat(struct sandbox *sb, struct fs_req *x, struct engine_error *ret_err)
 {
-    return sshfile_stat(f, x->p.path, x->p.follow, on_stat, x);
+    return sandbox_file_stat(sb, x->p.path, x->p.follow, on_stat, x, ret_err);
 }
 
-static int submit_remove(struct sshfile *f, struct fs_req *x)
+static int submit_remove(struct sandbox *sb, struct fs_req *x, struct engine_error *ret_err)
 {
-    return sshfile_remove(f, x->p.path, x->p.recursive, on_counted, x);
+    return sandbox_file_remove(sb, x->p.path, x->p.recursive, on_counted, x, ret_err);
 }
 
-static int submit_mkdir(struct sshfile *f, struct fs_req *x)
+static int submit_mkdir(struct sandbox *sb, struct fs_req *x, struct engine_error *ret_err)
 {
-    return sshfile_mkdir(f, x->p.path, x->p.parents, (mode_t)x->p.mode, on_counted, x);
+    return sandbox_file_mkdir(sb, x->p.path, x->p.parents, (mode_t)x->p.mode, on_counted, x,
+                              ret_err);
 }
 
-static int submit_rename(struct sshfile *f, struct fs_req *x)
+static int submit_rename(struct sandbox *sb, struct fs_req *x, struct engine_error *ret_err)
 {
-    return sshfile_rename(f, x->p.path, x->p.to, on_counted, x);
+    return sandbox_file_rename(sb, x->p.path, x->p.to, on_counted, x, ret_err);
 }
 
 static const struct fs_op op_list = {submit_list, NULL};
@@ -209,17 +210,11 @@ static void method_fs(struct req *r, void *params, void *userdata)
     struct params_file_op *p = params;
     struct engine_error err;
     struct sandbox *sb;
-    struct sshfile *f;
     struct fs_req *x;
-    int ret;
 
     sb = methods_sandbox_find(r, p->id, method_fs, params, userdata);
     if (!sb)
         return;
-    if (sandbox_file_session(sb, &f, &err) < 0) {
-        methods_sandbox_reply_error(r, &err);
-        return;
-    }
     x = calloc(1, sizeof(*x));
     if (!x) {
         req_error(r, RPC_INTERNAL_ERROR, "out of memory");
@@ -228,9 +223,7 @@ static void method_fs(struct req *r, void *params, void *userdata)
     x->op = userdata;
     x->p = *p;
     *p = (struct params_file_op){};
-    ret = x->op->submit(f, x);
-    if (ret < 0) {
-        (void)sandbox_file_start_error(ret, &err);
+    if (x->op->submit(sb, x, &err) < 0) {
         methods_sandbox_reply_error(r, &err);
         fs_req_free(x);
         return;

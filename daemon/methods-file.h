@@ -1,5 +1,5 @@
 /* The file system methods of docs/protocol.md (file.list, file.stat, file.remove, file.mkdir,
- * file.rename) over lib/ssh/sshfile-fs.h. Their rows join the sandbox methods' table
+ * file.rename) over the engine's (sandbox-io.h). Their rows join the sandbox methods' table
  * (methods-table.c), whose state (methods-common.h) is their userdata. Loop thread only. */
 #pragma once
 

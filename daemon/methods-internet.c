@@ -17,8 +17,8 @@
 #include "config.h"
 #include "log.h"
 #include "macro.h"
+#include "sandbox-io.h"
 #include "sandbox.h"
-#include "sshexec.h"
 #include "util.h"
 #include "methods-common.h"
 #include "rpc.h"
@@ -40,7 +40,7 @@ struct inet_wait {
     uint64_t timeout_ms;
     json_object *result;
     uv_timer_t timer;
-    struct sshexec *exec;
+    struct sandbox_job *job;
 };
 
 static void on_closed(uv_handle_t *h)
@@ -97,11 +97,11 @@ static void again(struct inet_wait *w)
     uv_timer_start(&w->timer, on_timer, MIN(INTERNET_PROBE_INTERVAL_MS, w->deadline_ms - now), 0);
 }
 
-static void on_probed(struct sshexec *x, int error, struct sshexec_result *res, void *userdata)
+static void on_probed(int error, const struct sandbox_exec_result *res, void *userdata)
 {
     struct inet_wait *w = userdata;
 
-    w->exec = NULL;
+    w->job = NULL;
     if (!w->req) {
         finish(w);
         return;
@@ -124,7 +124,7 @@ static void on_probed(struct sshexec *x, int error, struct sshexec_result *res, 
 static void probe(struct inet_wait *w)
 {
     struct engine_error err = {};
-    struct sshexec_params sp = {.command = w->command, .has_max_output = true};
+    struct sandbox_exec_params sp = {.command = w->command, .has_max_output = true};
     uint64_t now = uv_now(w->timer.loop);
     struct sandbox_info v;
     struct sandbox *sb;
@@ -145,7 +145,7 @@ static void probe(struct inet_wait *w)
     }
     sp.timeout_ms = MAX(MIN(INTERNET_PROBE_MAX_MS, w->deadline_ms - MIN(now, w->deadline_ms)), 1);
     w->probes++;
-    if (sandbox_exec_start(sb, &sp, on_probed, w, &w->exec, &err) < 0) {
+    if (sandbox_exec(sb, &sp, on_probed, w, &w->job, &err) < 0) {
         log_debug(COMP, "%s: internet probe cannot start: %s", w->id, strna(err.message));
         again(w);
     }
@@ -155,7 +155,7 @@ static void on_disconnect(struct req *r, void *userdata)
 {
     struct inet_wait *w = userdata;
 
-    if (methods_detach(r, &w->req, w->exec)) /* else on_probed() finishes */
+    if (methods_detach(r, &w->req, w->job)) /* else on_probed() finishes */
         finish(w);
 }
 

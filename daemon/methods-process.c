@@ -1,6 +1,6 @@
-/* The process.* methods: background processes inside a sandbox (lib/ssh/process.h), each call
- * one short exec on the sandbox's pool. The daemon keeps no process state: the container's
- * folder is the record, so a restart or kill -9 of the daemon loses nothing. */
+/* The process.* methods: background processes inside a sandbox, each call one short exec the
+ * engine runs on the sandbox's pool (sandbox-io.h). The daemon keeps no process state: the
+ * container's folder is the record, so a restart or kill -9 of the daemon loses nothing. */
 #include "methods-process.h"
 
 #include <assert.h>
@@ -12,11 +12,12 @@
 
 #include "log.h"
 #include "macro.h"
-#include "process.h"
+#include "sandbox-io.h"
 #include "sandbox.h"
 #include "util.h"
-#include "methods-process-fd.h"
+#include "methods-common.h"
 #include "methods-sandbox.h"
+#include "methods-transfer.h"
 #include "methods.h"
 #include "b64.h"
 #include "params-process.h"
@@ -24,84 +25,24 @@
 #include "req.h"
 
 #define COMP "process"
-/* Beyond the time a script may wait by request, how long its exec may take. */
-#define PROCESS_EXEC_MARGIN_MS 30000u
-/* Long-polls (process.read with wait_ms, process.wait) at once per sandbox; each holds an
- * SSH channel. */
-#define PROCESS_WAITERS_MAX 16u
-#define PROCESS_LIST_OUTPUT_MAX (1024u * 1024u)
 
-enum call_kind { CALL_START, CALL_READ, CALL_WRITE, CALL_WAIT, CALL_KILL, CALL_LIST };
-
-struct waiters {
-    char id[ID_MAX + 1];
-    unsigned n;
-    struct waiters *next;
-};
+static_assert(PARAMS_PROCESS_ID_LEN == SANDBOX_PROCESS_ID_LEN, "process ids differ in length");
 
 struct call {
-    enum call_kind kind;
+    enum sandbox_process_op op;
     struct req *req;
-    struct sshexec *exec;
-    struct waiters *slot; /* a long-poll's place in the per-sandbox count */
-    char process[PROCESS_ID_LEN + 1];
-    char *display;
-    time_t started_at;
+    struct sandbox_job *job;
+    char process[SANDBOX_PROCESS_ID_LEN + 1];
     bool has_stdin, closed;
     unsigned pty_cols, pty_rows; /* start: 0 without a terminal */
-    uint64_t offset;
     size_t written;
-    struct process_pump *pump; /* start with descriptors: started once the process runs */
-    uint64_t output_max;
     char signal[8];
 };
-
-static struct waiters *waiters;
-
-/* ---- long-polls per sandbox ---- */
-
-static struct waiters *waiter_take(const char *id)
-{
-    struct waiters *w;
-
-    for (w = waiters; w; w = w->next)
-        if (strcmp(w->id, id) == 0)
-            break;
-    if (!w) {
-        w = calloc(1, sizeof *w);
-        if (!w)
-            return NULL;
-        snprintf(w->id, sizeof w->id, "%s", id);
-        w->next = waiters;
-        waiters = w;
-    }
-    if (w->n >= PROCESS_WAITERS_MAX)
-        return NULL;
-    w->n++;
-    return w;
-}
-
-static void waiter_put(struct waiters *w)
-{
-    struct waiters **pp;
-
-    if (!w || --w->n > 0)
-        return;
-    for (pp = &waiters; *pp; pp = &(*pp)->next)
-        if (*pp == w) {
-            *pp = w->next;
-            free(w);
-            return;
-        }
-}
 
 /* ---- replies ---- */
 
 static void call_free(struct call *c)
 {
-    waiter_put(c->slot);
-    process_pump_abort(c->pump);
-    free(c->display);
     free(c);
 }
 
@@ -121,7 +62,7 @@ static void reply_error(struct req *r, int code, const char *reason, const char 
     req_error_data(r, code, NULL, d);
 }
 
-static void add_status(json_object *o, const struct process_status *st)
+static void add_status(json_object *o, const struct sandbox_process_status *st)
 {
     json_object_object_add(o, "state", json_object_new_string(st->state));
     json_object_object_add(o, "exit_code",
@@ -144,65 +85,61 @@ static void add_time(json_object *o, const char *name, time_t t)
         json_object_object_add(o, name, json_object_new_string(buf));
 }
 
-static json_object *result_read(struct call *c, const struct sshexec_result *res,
-                                const uint64_t nums[3], const struct process_status *st)
+static json_object *result_read(const struct sandbox_process_result *res)
 {
     json_object *o = json_object_new_object();
-    uint64_t next = nums[1] + res->out_len;
+    const uint64_t *nums = res->nums;
+    uint64_t next = nums[1] + res->len;
 
-    (void)b64_object_add_data(o, "data", res->out ? res->out : "", res->out_len);
-    json_object_object_add(o, "process", json_object_new_string(c->process));
+    (void)b64_object_add_data(o, "data", res->data, res->len);
+    json_object_object_add(o, "process", json_object_new_string(res->process));
     json_object_object_add(o, "offset", json_object_new_int64((int64_t)nums[1]));
     json_object_object_add(o, "next_offset", json_object_new_int64((int64_t)next));
     json_object_object_add(o, "available_from", json_object_new_int64((int64_t)nums[0]));
     json_object_object_add(o, "size", json_object_new_int64((int64_t)nums[2]));
     json_object_object_add(
-        o, "eof", json_object_new_boolean(strcmp(st->state, "running") != 0 && next >= nums[2]));
-    add_status(o, st);
+        o, "eof",
+        json_object_new_boolean(strcmp(res->status.state, "running") != 0 && next >= nums[2]));
+    add_status(o, &res->status);
     return o;
 }
 
-static json_object *result_list(const struct sshexec_result *res)
+static json_object *result_list(const struct sandbox_process_result *res)
 {
     json_object *o = json_object_new_object(), *a = json_object_new_array();
-    struct process_row *rows = NULL;
-    size_t n = 0;
 
-    if (process_parse_list(res->out, res->out_len, &rows, &n) < 0)
-        n = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < res->n_rows; i++) {
+        const struct sandbox_process_row *row = &res->rows[i];
         json_object *p = json_object_new_object();
 
-        json_object_object_add(p, "process", json_object_new_string(rows[i].id));
-        json_object_object_add(p, "command", json_object_new_string(rows[i].command));
-        add_time(p, "started_at", rows[i].started_at);
-        add_status(p, &rows[i].status);
+        json_object_object_add(p, "process", json_object_new_string(row->process));
+        json_object_object_add(p, "command", json_object_new_string(row->command));
+        add_time(p, "started_at", row->started_at);
+        add_status(p, &row->status);
         json_object_array_add(a, p);
     }
-    free(rows);
     json_object_object_add(o, "processes", a);
     return o;
 }
 
-static json_object *result_of(struct call *c, const struct sshexec_result *res,
-                              const uint64_t nums[3], const struct process_status *st)
+static json_object *result_of(struct call *c, const struct sandbox_process_result *res)
 {
     json_object *o;
 
-    switch (c->kind) {
-    case CALL_READ:
-        return result_read(c, res, nums, st);
-    case CALL_LIST:
+    switch (c->op) {
+    case SANDBOX_PROCESS_READ:
+        return result_read(res);
+    case SANDBOX_PROCESS_LIST:
         return result_list(res);
     default:
         break;
     }
     o = json_object_new_object();
-    json_object_object_add(o, "process", json_object_new_string(c->process));
-    if (c->kind == CALL_START) {
+    json_object_object_add(o, "process", json_object_new_string(res->process));
+    if (c->op == SANDBOX_PROCESS_START) {
         json_object_object_add(o, "state", json_object_new_string("running"));
-        json_object_object_add(o, "command", json_object_new_string(c->display));
-        add_time(o, "started_at", c->started_at);
+        json_object_object_add(o, "command", json_object_new_string(res->display));
+        add_time(o, "started_at", res->started_at);
         json_object_object_add(o, "stdin", json_object_new_boolean(c->has_stdin));
         if (c->pty_cols) {
             json_object *t = json_object_new_object();
@@ -213,60 +150,60 @@ static json_object *result_of(struct call *c, const struct sshexec_result *res,
         }
         return o;
     }
-    if (c->kind == CALL_WRITE) {
+    if (c->op == SANDBOX_PROCESS_WRITE) {
         json_object_object_add(o, "written", json_object_new_int64((int64_t)c->written));
         json_object_object_add(o, "closed", json_object_new_boolean(c->closed));
         return o;
     }
-    if (c->kind == CALL_KILL) {
+    if (c->op == SANDBOX_PROCESS_KILL) {
         char name[12];
 
         snprintf(name, sizeof name, "SIG%s", c->signal);
         /* null: the process had already ended and was left alone */
-        json_object_object_add(o, "sent", nums[0] ? json_object_new_string(name) : NULL);
+        json_object_object_add(o, "sent", res->nums[0] ? json_object_new_string(name) : NULL);
     }
-    add_status(o, st);
+    add_status(o, &res->status);
     return o;
 }
 
 /* The script reported something other than OK. */
-static void reply_report(struct req *r, struct call *c, enum process_report rep,
+static void reply_report(struct req *r, struct call *c, enum sandbox_process_report rep,
                          const uint64_t nums[3])
 {
     const struct config *cfg = req_config(r);
     char reason[160];
 
     switch (rep) {
-    case PROCESS_R_NO_SUCH:
+    case SANDBOX_PROCESS_R_NO_SUCH:
         reply_error(r, RPC_INVALID_PARAMS, "no such process", "process", NULL);
         return;
-    case PROCESS_R_LIMIT:
+    case SANDBOX_PROCESS_R_LIMIT:
         snprintf(reason, sizeof reason,
                  "the sandbox already runs %llu background processes (limit %u)",
                  (unsigned long long)nums[0], cfg->sandbox.max_processes);
         reply_error(r, RPC_QUOTA_EXCEEDED, reason, NULL, NULL);
         return;
-    case PROCESS_R_CWD:
+    case SANDBOX_PROCESS_R_CWD:
         reply_error(r, RPC_INVALID_PARAMS, "not a directory in the sandbox", "cwd", NULL);
         return;
-    case PROCESS_R_NO_PTY:
+    case SANDBOX_PROCESS_R_NO_PTY:
         reply_error(r, RPC_INVALID_PARAMS,
                     "the sandbox cannot make a terminal (it needs util-linux script and a "
                     "mounted /dev/pts)",
                     "pty", NULL);
         return;
-    case PROCESS_R_RANGE:
+    case SANDBOX_PROCESS_R_RANGE:
         snprintf(reason, sizeof reason, "past the end of the output (%llu bytes so far)",
                  (unsigned long long)nums[2]);
         reply_error(r, RPC_INVALID_PARAMS, reason, "offset", NULL);
         return;
-    case PROCESS_R_EXITED:
+    case SANDBOX_PROCESS_R_EXITED:
         reply_error(r, RPC_BAD_STATE, "the process has ended", NULL, c->process);
         return;
-    case PROCESS_R_NO_STDIN:
+    case SANDBOX_PROCESS_R_NO_STDIN:
         reply_error(r, RPC_BAD_STATE, "the process was started without stdin", NULL, c->process);
         return;
-    case PROCESS_R_CLOSED:
+    case SANDBOX_PROCESS_R_CLOSED:
         reply_error(r, RPC_BAD_STATE, "the process's stdin is closed", NULL, c->process);
         return;
     default:
@@ -275,40 +212,32 @@ static void reply_report(struct req *r, struct call *c, enum process_report rep,
     }
 }
 
-static void on_call_done(struct sshexec *e, int error, struct sshexec_result *res, void *userdata)
+static void on_call_done(int error, const struct sandbox_process_result *res, void *userdata)
 {
     struct call *c = userdata;
     struct req *r = TAKE_PTR(c->req);
-    struct process_status st = {.state = "running", .exit_code = -1};
-    uint64_t nums[3] = {};
-    enum process_report rep;
 
-    c->exec = NULL;
-    if (c->pump && error == 0 && !res->timed_out &&
-        process_parse_report(res->err, res->err_len, NULL, NULL) == PROCESS_R_OK)
-        process_pump_start(TAKE_PTR(c->pump), c->process, c->output_max);
+    c->job = NULL;
     if (!r) {
         call_free(c);
         return;
     }
     req_on_disconnect(r, NULL, NULL);
     if (error < 0) {
-        struct engine_error err;
-
-        engine_error_from_io(error, false, &err);
-        methods_sandbox_reply_error(r, &err);
+        methods_sandbox_reply_io_error(r, error, false);
     } else if (res->timed_out) {
         reply_error(r, RPC_DEADLINE_EXCEEDED,
-                    c->kind == CALL_WRITE ? "the process does not read its stdin"
-                                          : "the sandbox did not answer in time",
-                    NULL, c->process[0] ? c->process : NULL);
-    } else if ((rep = process_parse_report(res->err, res->err_len, nums, &st)) != PROCESS_R_OK) {
-        if (rep == PROCESS_R_MALFORMED)
+                    c->op == SANDBOX_PROCESS_WRITE ? "the process does not read its stdin"
+                                                   : "the sandbox did not answer in time",
+                    NULL, res->process[0] ? res->process : NULL);
+    } else if (res->report != SANDBOX_PROCESS_R_OK) {
+        if (res->report == SANDBOX_PROCESS_R_MALFORMED)
             log_debug(COMP, "unexpected report (exit %d): %.*s", res->exit_code,
-                      (int)MIN(res->err_len, (size_t)400), res->err ? res->err : "");
-        reply_report(r, c, rep, nums);
+                      (int)MIN(res->raw_len, (size_t)400), res->raw ? res->raw : "");
+        snprintf(c->process, sizeof c->process, "%s", res->process);
+        reply_report(r, c, res->report, res->nums);
     } else {
-        req_reply(r, result_of(c, res, nums, &st));
+        req_reply(r, result_of(c, res));
     }
     call_free(c);
 }
@@ -316,29 +245,18 @@ static void on_call_done(struct sshexec *e, int error, struct sshexec_result *re
 static void on_call_disconnect(struct req *r, void *userdata)
 {
     struct call *c = userdata;
-    bool long_poll = c->kind == CALL_READ || c->kind == CALL_WAIT;
+    bool long_poll = c->op == SANDBOX_PROCESS_READ || c->op == SANDBOX_PROCESS_WAIT;
 
     /* A long-poll is abandoned; a start, write or kill runs to its end. */
-    (void)methods_detach(r, &c->req, long_poll ? c->exec : NULL);
+    (void)methods_detach(r, &c->req, long_poll ? c->job : NULL);
 }
 
-/* ---- running a script ---- */
-
-struct run {
-    char *script;
-    const void *stdin_data;
-    size_t stdin_len;
-    uint64_t timeout_ms;
-    size_t max_output;
-    bool long_poll;
-};
-
-/* Finds the caller's READY sandbox for id, then runs the script; completes r on failure.
- * Takes c and run->script. */
-static void call_run(struct req *r, const char *id, struct call *c, struct run *run)
+/* Finds the caller's READY sandbox for id, then runs the call; completes r on failure.
+ * Takes c and pc->pump. */
+static void call_run(struct req *r, const char *id, struct call *c,
+                     const struct sandbox_process_call *pc)
 {
     struct engine *e = methods_sandbox_engine();
-    struct sshexec_params sp = {};
     struct engine_error err;
     struct sandbox *sb = e ? engine_lookup(e, id, req_uid(r), req_is_admin(r)) : NULL;
     struct sandbox_info v;
@@ -352,33 +270,21 @@ static void call_run(struct req *r, const char *id, struct call *c, struct run *
         methods_sandbox_reply_state(r, sb);
         goto fail;
     }
-    if (run->long_poll && !(c->slot = waiter_take(id))) {
-        reply_error(r, RPC_BUSY, "too many long-polls on this sandbox at once (limit 16)", NULL,
-                    NULL);
-        goto fail;
-    }
-    sp.command = run->script;
-    sp.container_pid_namespace = true;
-    sp.stdin_data = run->stdin_data;
-    sp.stdin_len = run->stdin_len;
-    sp.timeout_ms = run->timeout_ms;
-    sp.has_max_output = true;
-    sp.max_output_bytes = run->max_output;
     c->req = r;
-    if (sandbox_exec_start(sb, &sp, on_call_done, c, &c->exec, &err) < 0) {
+    if (sandbox_process(sb, pc, on_call_done, c, &c->job, &err) < 0) {
         c->req = NULL;
         methods_sandbox_reply_error(r, &err);
-        goto fail;
+        call_free(c);
+        return;
     }
-    free(run->script);
     req_on_disconnect(r, on_call_disconnect, c);
     return;
 fail:
-    free(run->script);
+    sandbox_pump_free(pc->pump);
     call_free(c);
 }
 
-static struct call *call_new(struct req *r, enum call_kind kind, const char *process)
+static struct call *call_new(struct req *r, enum sandbox_process_op op, const char *process)
 {
     struct call *c = calloc(1, sizeof *c);
 
@@ -386,22 +292,60 @@ static struct call *call_new(struct req *r, enum call_kind kind, const char *pro
         req_error(r, RPC_INTERNAL_ERROR, "out of memory");
         return NULL;
     }
-    c->kind = kind;
+    c->op = op;
     if (process)
         snprintf(c->process, sizeof c->process, "%s", process);
     return c;
 }
 
-static bool script_failed(struct req *r, struct call *c, int k)
+/* ---- descriptor pumps ---- */
+
+/* A pump ended: what the operator may want to know. */
+static void on_pump_end(int error, const struct sandbox_pump_end *end, void *userdata)
 {
-    if (k >= 0)
-        return false;
-    if (k == -E2BIG)
-        req_invalid_params(r, "params", "the command, env and cwd do not fit one exec line");
+    if (!end->started)
+        log_warning(COMP, "%s %s: cannot start the descriptor pump: %s", end->sandbox, end->process,
+                    strerror(-error));
+    else if (error < 0 && !end->stopped)
+        log_info(COMP, "%s %s: the descriptor pump ended early: %s", end->sandbox, end->process,
+                 strerror(-error));
     else
-        req_error(r, RPC_INTERNAL_ERROR, strerror(-k));
-    call_free(c);
+        log_debug(COMP, "%s %s: descriptor pump over (in %s, out %llu, err %llu bytes)",
+                  end->sandbox, end->process, end->in ? "yes" : "no",
+                  (unsigned long long)end->out_bytes, (unsigned long long)end->err_bytes);
+}
+
+/* Before the launch: takes the descriptors (-32602 for a missing index or the wrong
+ * direction) and the engine's pump with its transfer slot (-32007). False with r answered
+ * when something was refused (what was taken is closed); *ret NULL when p names none. */
+static bool pump_prepare(struct req *r, const struct params_process_start *p,
+                         struct sandbox_pump **ret)
+{
+    struct engine *e = methods_sandbox_engine();
+    int fds[3] = {-1, -1, -1};
+    struct engine_error err;
+
+    *ret = NULL;
+    if (p->stdin_fd < 0 && p->stdout_fd < 0 && p->stderr_fd < 0)
+        return true;
+    if ((p->stdin_fd >= 0 && !transfer_take_fd(r, "stdin_fd", p->stdin_fd, REQ_FD_READ, &fds[0])) ||
+        (p->stdout_fd >= 0 &&
+         !transfer_take_fd(r, "stdout_fd", p->stdout_fd, REQ_FD_WRITE, &fds[1])) ||
+        (p->stderr_fd >= 0 &&
+         !transfer_take_fd(r, "stderr_fd", p->stderr_fd, REQ_FD_WRITE, &fds[2])))
+        goto fail;
+    if (!e) {
+        req_error(r, RPC_INTERNAL_ERROR, "the engine is not running");
+        goto fail;
+    }
+    if (sandbox_pump_new(e, req_uid(r), fds, on_pump_end, NULL, ret, &err) < 0) {
+        methods_sandbox_reply_error(r, &err);
+        goto fail;
+    }
     return true;
+fail:
+    CLOSE_MANY(&fds[0], &fds[1], &fds[2]);
+    return false;
 }
 
 /* ---- handlers ---- */
@@ -429,59 +373,38 @@ static char **env_strings(const struct params_kv_list *l)
 static void method_start(struct req *r, void *params, void *userdata)
 {
     struct params_process_start *p = params;
-    const struct config *cfg = req_config(r);
-    struct process_start_spec s = {};
-    struct run run = {.timeout_ms = PROCESS_EXEC_MARGIN_MS, .max_output = 4096};
-    char id[PROCESS_ID_LEN + 1];
+    struct sandbox_process_call pc = {.op = SANDBOX_PROCESS_START};
     char **env = NULL;
-    struct process_pump *pump;
-    bool wants_pump;
     struct call *c;
-    int k;
 
     if (methods_sandbox_park(r, p->id, method_start, params, userdata))
         return;
     /* Descriptors and a transfer slot first: a refused request launches nothing. */
-    wants_pump = p->stdin_fd >= 0 || p->stdout_fd >= 0 || p->stderr_fd >= 0;
-    pump = process_pump_prepare(r, p); /* on a refusal r is answered and p freed */
-    if (!pump && wants_pump)
+    if (!pump_prepare(r, p, &pc.pump))
         return;
-    s.started_at = now_realtime();
-    k = process_id_new(s.started_at, id);
-    c = call_new(r, CALL_START, id);
+    c = call_new(r, SANDBOX_PROCESS_START, NULL);
     if (!c) {
-        process_pump_abort(pump);
+        sandbox_pump_free(pc.pump);
         return;
     }
-    c->pump = pump;
-    c->output_max = cfg->sandbox.process_output_max_bytes;
-    if (k < 0 || (p->env.n > 0 && !(env = env_strings(&p->env)))) {
+    if (p->env.n > 0 && !(env = env_strings(&p->env))) {
+        sandbox_pump_free(pc.pump);
         call_free(c);
         req_error(r, RPC_INTERNAL_ERROR, "out of memory");
         return;
     }
-    s.id = id;
-    s.command = p->command;
-    s.argv = (const char *const *)p->argv;
-    s.env = (const char *const *)env;
-    s.cwd = p->cwd;
-    s.has_stdin = p->has_stdin;
-    s.pty_cols = p->pty ? p->pty_cols : 0;
-    s.pty_rows = p->pty ? p->pty_rows : 0;
-    s.max_processes = cfg->sandbox.max_processes;
-    s.output_max = cfg->sandbox.process_output_max_bytes;
-    s.pin_out = p->stdout_fd >= 0;
-    s.pin_err = p->stderr_fd >= 0;
-    c->display = process_display(p->command, (const char *const *)p->argv);
-    c->started_at = s.started_at;
+    pc.command = p->command;
+    pc.argv = (const char *const *)p->argv;
+    pc.env = (const char *const *)env;
+    pc.cwd = p->cwd;
+    pc.has_stdin = p->has_stdin;
+    pc.pty_cols = p->pty ? p->pty_cols : 0;
+    pc.pty_rows = p->pty ? p->pty_rows : 0;
     c->has_stdin = p->has_stdin;
-    c->pty_cols = s.pty_cols;
-    c->pty_rows = s.pty_rows;
-    k = c->display ? process_script_start(&s, &run.script) : -ENOMEM;
+    c->pty_cols = pc.pty_cols;
+    c->pty_rows = pc.pty_rows;
+    call_run(r, p->id, c, &pc);
     env_free(env);
-    if (script_failed(r, c, k))
-        return;
-    call_run(r, p->id, c, &run);
 }
 
 /* ---- the methods on a started process, and process.list ---- */
@@ -501,83 +424,72 @@ SAME_TARGET(struct params_process_read);
 SAME_TARGET(struct params_process_write);
 SAME_TARGET(struct params_process_ref);
 
-/* One such method: the call it makes, and how its params become the call's fields and the
- * run (which comes with the exec margin as its deadline and a 4 KiB output cap). */
+/* One such method: how its params become the call's fields and the engine's call. */
 struct process_op {
-    enum call_kind kind;
-    int (*build)(struct call *c, const void *params, const struct config *cfg, struct run *run);
+    enum sandbox_process_op op;
+    void (*build)(struct call *c, const void *params, struct sandbox_process_call *pc);
 };
 
-static int build_read(struct call *c, const void *params, const struct config *cfg, struct run *run)
+static void build_read(struct call *c, const void *params, struct sandbox_process_call *pc)
 {
     const struct params_process_read *p = params;
 
-    c->offset = (uint64_t)p->offset;
-    run->timeout_ms = (uint64_t)p->wait_ms + PROCESS_EXEC_MARGIN_MS;
-    /* The cap is per stream: stderr carries the report line. */
-    run->max_output = MAX((size_t)p->length, (size_t)4096);
-    run->long_poll = p->wait_ms > 0;
-    return process_script_read(p->process, p->stderr_stream ? PROCESS_STDERR : PROCESS_STDOUT,
-                               (uint64_t)p->offset, (uint64_t)p->length, (unsigned)p->wait_ms,
-                               cfg->sandbox.process_output_max_bytes, &run->script);
+    pc->stderr_stream = p->stderr_stream;
+    pc->offset = (uint64_t)p->offset;
+    pc->length = (uint64_t)p->length;
+    pc->wait_ms = (unsigned)p->wait_ms;
 }
 
-static int build_write(struct call *c, const void *params, const struct config *cfg,
-                       struct run *run)
+static void build_write(struct call *c, const void *params, struct sandbox_process_call *pc)
 {
     const struct params_process_write *p = params;
 
     c->written = p->data_len;
     c->closed = p->close;
-    run->stdin_data = p->data;
-    run->stdin_len = p->data_len;
-    return process_script_write(p->process, p->close, &run->script);
+    pc->data = p->data;
+    pc->len = p->data_len;
+    pc->close = p->close;
 }
 
-static int build_wait(struct call *c, const void *params, const struct config *cfg, struct run *run)
+static void build_wait(struct call *c, const void *params, struct sandbox_process_call *pc)
 {
     const struct params_process_ref *p = params;
 
-    run->timeout_ms = (uint64_t)p->timeout_ms + PROCESS_EXEC_MARGIN_MS;
-    run->long_poll = p->timeout_ms > 0;
-    return process_script_wait(p->process, (unsigned)p->timeout_ms, &run->script);
+    pc->timeout_ms = (unsigned)p->timeout_ms;
 }
 
-static int build_kill(struct call *c, const void *params, const struct config *cfg, struct run *run)
+static void build_kill(struct call *c, const void *params, struct sandbox_process_call *pc)
 {
     const struct params_process_ref *p = params;
 
     snprintf(c->signal, sizeof c->signal, "%s", p->signal);
-    return process_script_kill(p->process, p->signal, &run->script);
+    pc->signal = p->signal;
 }
 
-static int build_list(struct call *c, const void *params, const struct config *cfg, struct run *run)
-{
-    run->max_output = PROCESS_LIST_OUTPUT_MAX;
-    return process_script_list(&run->script);
-}
-
-static const struct process_op op_read = {CALL_READ, build_read};
-static const struct process_op op_write = {CALL_WRITE, build_write};
-static const struct process_op op_wait = {CALL_WAIT, build_wait};
-static const struct process_op op_kill = {CALL_KILL, build_kill};
-static const struct process_op op_list = {CALL_LIST, build_list};
+static const struct process_op op_read = {SANDBOX_PROCESS_READ, build_read};
+static const struct process_op op_write = {SANDBOX_PROCESS_WRITE, build_write};
+static const struct process_op op_wait = {SANDBOX_PROCESS_WAIT, build_wait};
+static const struct process_op op_kill = {SANDBOX_PROCESS_KILL, build_kill};
+static const struct process_op op_list = {SANDBOX_PROCESS_LIST, NULL};
 
 /* The handler of every such method: userdata is its struct process_op. */
 static void method_op(struct req *r, void *params, void *userdata)
 {
     const struct process_op *op = userdata;
     const struct process_target *t = params;
-    struct run run = {.timeout_ms = PROCESS_EXEC_MARGIN_MS, .max_output = 4096};
+    struct sandbox_process_call pc = {.op = op->op};
     struct call *c;
 
     if (methods_sandbox_park(r, t->id, method_op, params, userdata))
         return;
-    c = call_new(r, op->kind, t->process);
+    c = call_new(r, op->op, t->process);
     if (!c)
         return;
-    if (!script_failed(r, c, op->build(c, params, req_config(r), &run)))
-        call_run(r, t->id, c, &run);
+    if (op->op != SANDBOX_PROCESS_LIST)
+        pc.process = c->process;
+    if (op->build)
+        op->build(c, params, &pc);
+    call_run(r, t->id, c, &pc);
 }
 
 static const struct method_def process_rows[] = {
@@ -592,12 +504,10 @@ static const struct method_def process_rows[] = {
 
 int methods_process_start(void)
 {
-    process_pumps_init();
     return methods_register(process_rows);
 }
 
 void methods_process_stop(void)
 {
-    process_pumps_stop();
     methods_unregister(process_rows);
 }

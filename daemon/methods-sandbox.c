@@ -590,7 +590,7 @@ static void on_written(int error, uint64_t bytes, void *userdata)
     file_done(userdata, error, o);
 }
 
-static void on_read(int error, struct sshfile_read_result *res, void *userdata)
+static void on_read(int error, const struct sandbox_read_result *res, void *userdata)
 {
     json_object *o = NULL;
 
@@ -628,7 +628,7 @@ static void method_file(struct req *r, struct sandbox *sb, void *params, bool wr
     }
     f->is_write = write;
     if (write) {
-        struct sshfile_write_params wp = {
+        struct sandbox_write_params wp = {
             .path = f->w.path,
             .data = f->w.content,
             .len = f->w.content_len,

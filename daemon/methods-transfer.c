@@ -16,48 +16,12 @@
 
 /* One transfer in flight. */
 struct xfer {
-    struct req *req;
+    struct req *req; /* NULL once the client went away */
     bool write;
     uint64_t start_ns;
-    unsigned slot;     /* in running[] */
-    struct sshfile *f; /* the session running it, for the cancel */
+    struct sandbox_job *job; /* for the cancel */
+    bool fd_out, fd_err;     /* an exec's output goes into passed descriptors */
 };
-
-/* The uids of the transfers running (a slot is free when its count is 0). */
-static struct {
-    uid_t uid;
-    bool used;
-} running[TRANSFER_MAX];
-
-/* Takes a slot for r's uid, or answers -32007. */
-static bool slot_take(struct req *r, unsigned *ret)
-{
-    unsigned free_slot = TRANSFER_MAX, mine = 0;
-
-    for (unsigned i = 0; i < TRANSFER_MAX; i++) {
-        if (!running[i].used)
-            free_slot = MIN(free_slot, i);
-        else if (running[i].uid == req_uid(r))
-            mine++;
-    }
-    if (free_slot == TRANSFER_MAX || mine >= TRANSFER_MAX_PER_UID) {
-        req_error(r, RPC_BUSY,
-                  mine >= TRANSFER_MAX_PER_UID
-                      ? "too many transfers through descriptors for this uid (limit 4)"
-                      : "too many transfers through descriptors running (limit 8)");
-        return false;
-    }
-    running[free_slot].used = true;
-    running[free_slot].uid = req_uid(r);
-    *ret = free_slot;
-    return true;
-}
-
-static void xfer_free(struct xfer *x)
-{
-    running[x->slot].used = false;
-    free(x);
-}
 
 /* The client went away: answer, and stop the transfer (its descriptors may be the
  * client's terminal or pipes nobody reads any more; an exec's command is killed). The
@@ -66,8 +30,7 @@ static void xfer_detach(struct req *r, void *userdata)
 {
     struct xfer *x = userdata;
 
-    (void)methods_detach(r, &x->req, NULL);
-    sshfile_cancel(x->f, x);
+    (void)methods_detach(r, &x->req, x->job);
 }
 
 static struct xfer *xfer_new(struct req *r, bool write)
@@ -76,10 +39,6 @@ static struct xfer *xfer_new(struct req *r, bool write)
 
     if (!x) {
         req_error(r, RPC_INTERNAL_ERROR, "out of memory");
-        return NULL;
-    }
-    if (!slot_take(r, &x->slot)) {
-        free(x);
         return NULL;
     }
     x->req = r;
@@ -134,6 +93,7 @@ static void on_stream_done(int error, uint64_t bytes, void *userdata)
     struct xfer *x = userdata;
     json_object *o;
 
+    x->job = NULL;
     if (x->req) {
         if (error < 0) {
             reply_transfer_error(x->req, error, x->write);
@@ -143,7 +103,7 @@ static void on_stream_done(int error, uint64_t bytes, void *userdata)
             req_reply(x->req, o);
         }
     }
-    xfer_free(x);
+    free(x);
 }
 
 /* Starts the stream of file.write (from the descriptor into the file) or file.read (from the
@@ -153,17 +113,13 @@ static int file_stream_start(struct sandbox *sb, bool write, const void *params,
 {
     const struct params_file_read *rd = params;
     const struct params_file_write *w = params;
+    uid_t uid = req_uid(x->req);
 
     if (!write)
-        return sandbox_file_read_fd(sb, rd->path, (uint64_t)rd->offset, (uint64_t)rd->length, fd,
-                                    on_stream_done, x, &x->f, err);
-    struct sshfile_write_fd_params wp = {
-        .path = w->path,
-        .fd = fd,
-        .mode = w->mode,
-        .make_parents = w->make_parents,
-    };
-    return sandbox_file_write_fd(sb, &wp, on_stream_done, x, &x->f, err);
+        return sandbox_file_read_fd(sb, uid, rd->path, (uint64_t)rd->offset, (uint64_t)rd->length,
+                                    fd, on_stream_done, x, &x->job, err);
+    return sandbox_file_write_fd(sb, uid, w->path, fd, w->mode, w->make_parents, on_stream_done, x,
+                                 &x->job, err);
 }
 
 void transfer_file(struct req *r, struct sandbox *sb, bool write, const void *params)
@@ -184,25 +140,26 @@ void transfer_file(struct req *r, struct sandbox *sb, bool write, const void *pa
     }
     if (file_stream_start(sb, write, params, fd, x, &err) < 0) {
         close(fd);
-        xfer_free(x);
+        free(x);
         methods_sandbox_reply_error(r, &err);
         return;
     }
     req_on_disconnect(r, xfer_detach, x);
 }
 
-static void on_exec_done(int error, struct sshfile_exec_fd *res, void *userdata)
+static void on_exec_done(int error, const struct sandbox_exec_result *res, void *userdata)
 {
     struct xfer *x = userdata;
     json_object *o;
 
+    x->job = NULL;
     if (!x->req) {
-        xfer_free(x);
+        free(x);
         return;
     }
     if (error < 0) {
         reply_transfer_error(x->req, error, false);
-        xfer_free(x);
+        free(x);
         return;
     }
     o = json_object_new_object();
@@ -215,47 +172,37 @@ static void on_exec_done(int error, struct sshfile_exec_fd *res, void *userdata)
     (void)b64_object_add_data(o, "stderr", res->err ? res->err : "", res->err_len);
     json_object_object_add(o, "stdout_truncated", json_object_new_boolean(res->out_truncated));
     json_object_object_add(o, "stderr_truncated", json_object_new_boolean(res->err_truncated));
-    if (res->fd_out >= 0)
+    if (x->fd_out)
         json_object_object_add(o, "stdout_bytes", json_object_new_int64((int64_t)res->out_bytes));
-    if (res->fd_err >= 0)
+    if (x->fd_err)
         json_object_object_add(o, "stderr_bytes", json_object_new_int64((int64_t)res->err_bytes));
     json_object_object_add(
         o, "duration_ms", json_object_new_int64((int64_t)((uv_hrtime() - x->start_ns) / 1000000u)));
     req_reply(x->req, o);
-    xfer_free(x);
+    free(x);
 }
 
-void transfer_exec(struct req *r, struct sandbox *sb, const struct sshexec_params *sp,
+void transfer_exec(struct req *r, struct sandbox *sb, const struct sandbox_exec_params *sp,
                    const struct params_sandbox_exec *p)
 {
-    struct sshfile_exec_fd *e;
+    struct sandbox_exec_params xp = *sp;
     struct engine_error err;
+    int fds[3] = {-1, -1, -1};
     struct xfer *x;
-    int k;
 
-    e = calloc(1, sizeof *e);
-    if (!e) {
-        req_error(r, RPC_INTERNAL_ERROR, "out of memory");
-        return;
-    }
-    e->fd_in = e->fd_out = e->fd_err = -1;
-    if ((p->stdin_fd >= 0 && !take_fd(r, "stdin_fd", p->stdin_fd, REQ_FD_READ, &e->fd_in)) ||
-        (p->stdout_fd >= 0 && !take_fd(r, "stdout_fd", p->stdout_fd, REQ_FD_WRITE, &e->fd_out)) ||
-        (p->stderr_fd >= 0 && !take_fd(r, "stderr_fd", p->stderr_fd, REQ_FD_WRITE, &e->fd_err)))
+    if ((p->stdin_fd >= 0 && !take_fd(r, "stdin_fd", p->stdin_fd, REQ_FD_READ, &fds[0])) ||
+        (p->stdout_fd >= 0 && !take_fd(r, "stdout_fd", p->stdout_fd, REQ_FD_WRITE, &fds[1])) ||
+        (p->stderr_fd >= 0 && !take_fd(r, "stderr_fd", p->stderr_fd, REQ_FD_WRITE, &fds[2])))
         goto fail_quiet;
-    util_random_hex(e->marker, 16);
-    k = sshexec_build_command(sp, e->marker, &e->command);
-    if (k < 0) {
-        req_invalid_params(r, "command", k == -E2BIG ? "too long" : "cannot be run");
-        goto fail_quiet;
-    }
-    e->timeout_ms = (uint64_t)p->timeout_ms;
-    e->max_output = (size_t)p->max_output_bytes;
     x = xfer_new(r, false);
     if (!x)
         goto fail_quiet;
-    if (sandbox_exec_fd(sb, e, on_exec_done, x, &x->f, &err) < 0) {
-        xfer_free(x);
+    x->fd_out = fds[1] >= 0;
+    x->fd_err = fds[2] >= 0;
+    xp.timeout_ms = (uint64_t)p->timeout_ms;
+    xp.max_output_bytes = (size_t)p->max_output_bytes;
+    if (sandbox_exec_fds(sb, req_uid(r), &xp, fds, on_exec_done, x, &x->job, &err) < 0) {
+        free(x);
         methods_sandbox_reply_error(r, &err);
         goto fail_quiet;
     }
@@ -263,19 +210,7 @@ void transfer_exec(struct req *r, struct sandbox *sb, const struct sshexec_param
     return;
 
 fail_quiet: /* r is answered */
-    CLOSE_MANY(&e->fd_in, &e->fd_out, &e->fd_err);
-    sshfile_exec_fd_free(e);
-}
-
-bool transfer_slot_take(struct req *r, unsigned *ret)
-{
-    return slot_take(r, ret);
-}
-
-void transfer_slot_put(unsigned slot)
-{
-    if (slot < TRANSFER_MAX)
-        running[slot].used = false;
+    CLOSE_MANY(&fds[0], &fds[1], &fds[2]);
 }
 
 bool transfer_take_fd(struct req *r, const char *param, int64_t index, enum req_fd_access access,

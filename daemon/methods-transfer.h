@@ -4,27 +4,25 @@
  * these functions complete them. Loop thread only. */
 #pragma once
 
+#include "sandbox-io.h"
 #include "sandbox.h"
 #include "params.h"
 #include "req.h"
 
-/* Each running transfer holds one thread of libuv's pool for its whole length, so their
- * number is capped (past it: -32007) and the pool is sized above the cap (main.c), leaving
- * threads for the short file operations of every other sandbox. */
+/* Each running transfer holds one thread of libuv's pool for its whole length, so the engine
+ * caps their number (past it: -32007; sandbox-io.h) and the pool is sized above the cap
+ * (main.c), leaving threads for the short file operations of every other sandbox. */
 /* TRANSFER_MAX, TRANSFER_MAX_PER_UID: proto/api-limits.h (via params.h) */
 #define TRANSFER_THREADPOOL_SIZE "16" /* UV_THREADPOOL_SIZE unless set in the environment */
 
 /* params: the struct params_file_write of a file.write (write), else the struct
  * params_file_read of a file.read. */
 void transfer_file(struct req *r, struct sandbox *sb, bool write, const void *params);
-/* sp: the command as sandbox.exec built it (copied here). */
-void transfer_exec(struct req *r, struct sandbox *sb, const struct sshexec_params *sp,
+/* sp: the command as sandbox.exec built it. */
+void transfer_exec(struct req *r, struct sandbox *sb, const struct sandbox_exec_params *sp,
                    const struct params_sandbox_exec *p);
 
-/* For the other users of passed descriptors (process.start's pumps): a transfer slot for r's
- * uid (false: r answered -32007), given back with transfer_slot_put(); and descriptor index
- * taken for access (false: r answered -32602 naming param). */
-bool transfer_slot_take(struct req *r, unsigned *ret);
-void transfer_slot_put(unsigned slot);
+/* For the other users of passed descriptors (process.start's pumps): descriptor index taken
+ * for access (false: r answered -32602 naming param). */
 bool transfer_take_fd(struct req *r, const char *param, int64_t index, enum req_fd_access access,
                       int *ret_fd);

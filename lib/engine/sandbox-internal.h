@@ -10,13 +10,19 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "api-limits.h"
 #include "json-util.h"
 #include "sandbox.h"
+#include "sshexec.h"
+#include "sshfile.h"
+#include "sshs.h"
 #include "util.h"
 
 struct pve_result;
 struct pve_vm_list;
 struct registry_record;
+struct sandbox_job;
+struct sandbox_pump;
 
 struct sandbox {
     char id[ID_MAX + 1];
@@ -72,6 +78,7 @@ struct sandbox {
     uint64_t destroy_deadline_ms;
     struct resize_op *resize_op; /* a sandbox.resize or a pool take running */
     unsigned refs;               /* held by in-flight engine operations */
+    unsigned long_polls;         /* process long-polls running (sandbox-job.c) */
     /* observability (sandbox-obs.c) */
     const char *end_reason; /* why the destroy (static string), NULL until one is known */
     bool end_by_caller;     /* end_uid asked for it */
@@ -192,6 +199,17 @@ struct engine {
     struct addr_hold *held; /* static mode: addresses of pool containers not in the table */
     size_t n_held;
     uint32_t addr_next; /* where the next address search starts, in the range */
+
+    /* transfers through descriptors running, by uid (sandbox-job.c) */
+    struct {
+        uid_t uid;
+        bool used;
+    } transfers[TRANSFER_MAX];
+    struct sandbox_pump *pumps; /* running descriptor pumps (sandbox-pump.c) */
+    /* Installed by sandbox-pump.c with the first pump, so that sandbox.c, below it, stops
+     * the pumps of a sandbox that goes away (sb) or of the engine closing (NULL), their ends
+     * reported now, without calling into it; NULL while there was none. */
+    void (*pumps_stop)(struct engine *e, const struct sandbox *sb);
 
     bool closing;
     unsigned close_pending;
@@ -335,6 +353,35 @@ void engine_templates_check(struct engine *e);
 void engine_templates_check_free(struct engine *e);
 /* Records what the datacenter firewall's options said (a warning when it went off). */
 void engine_set_dc_firewall(struct engine *e, bool enabled);
+
+/* ---- sandbox-io.c: the sessions commands and files run on ---- */
+/* A re-attached sandbox's SSH pool, created on first use (it connects lazily). */
+int sandbox_pool_lazy(struct sandbox *sb);
+/* The sandbox's file session (made on first use) for a request: -EAGAIN with ret_err filled
+ * unless READY; another negative errno (ret_err not filled) when it cannot be made. */
+int sandbox_file_session(struct sandbox *sb, struct sshfile **ret, struct engine_error *ret_err);
+/* Fills ret_err for a file request whose submission failed with r (not for -EAGAIN: filled
+ * already); returns r. */
+int sandbox_file_refused(int r, bool write, struct engine_error *ret_err);
+/* A file session of its own (not the sandbox's shared one), for a stream that may last long
+ * (a pump): the caller sshfile_close()s it. -EAGAIN (ret_err filled) unless READY. */
+int sandbox_sshfile_own(struct sandbox *sb, struct sshfile **ret, struct engine_error *ret_err);
+
+/* ---- sandbox-job.c: commands and descriptor transfers ---- */
+/* A transfer slot for uid; ENGINE_E_BUSY past TRANSFER_MAX or TRANSFER_MAX_PER_UID. */
+int transfer_slot_take(struct engine *e, uid_t uid, unsigned *ret, struct engine_error *ret_err);
+void transfer_slot_put(struct engine *e, unsigned slot);
+/* A command of the engine's own on sb's pool, whose callback gets the transport's result
+ * (long_poll: counted against SANDBOX_LONG_POLLS_MAX). */
+int sandbox_job_exec_raw(struct sandbox *sb, const struct sshexec_params *sp, bool long_poll,
+                         void (*cb)(int error, struct sshexec_result *res, void *userdata),
+                         void *userdata, struct sandbox_job **ret, struct engine_error *ret_err);
+
+/* ---- sandbox-pump.c ---- */
+/* Whether p (NULL: none) follows stdout / stderr. */
+void sandbox_pump_pins(const struct sandbox_pump *p, bool *ret_out, bool *ret_err);
+/* Starts p for process of sb (takes p; one that cannot start reports its end). */
+void pump_start(struct sandbox *sb, struct sandbox_pump *p, const char *process);
 
 /* ---- sandbox-destroy.c ---- */
 /* Runs the destroy steps (the state becomes DESTROYING). */

@@ -1,5 +1,5 @@
-/* A READY sandbox's work: exec and files over its SSH sessions, and its internet switch
- * (one firewall change at a time, in order). See sandbox.h. */
+/* A READY sandbox's internet switch (one firewall change at a time, in order), and the SSH
+ * sessions its commands and files run on (sandbox-job.c, sandbox-fs.c). See sandbox.h. */
 #include "macro.h"
 
 #include <errno.h>
@@ -8,6 +8,7 @@
 
 #include "pve.h"
 #include "sandbox-internal.h"
+#include "sandbox-io.h"
 
 /* ---- internet ---- */
 
@@ -146,10 +147,9 @@ int engine_set_internet(struct engine *e, struct sandbox *sb, bool enabled, engi
     return 0;
 }
 
-/* ---- exec and files ---- */
+/* ---- the sessions of exec and files (sandbox-job.c, sandbox-fs.c, sandbox-pump.c) ---- */
 
-/* A re-attached sandbox's SSH pool, created on first use (it connects lazily). */
-static int sandbox_pool_lazy(struct sandbox *sb)
+int sandbox_pool_lazy(struct sandbox *sb)
 {
     struct engine *e = sb->engine;
     struct sshs_config sc;
@@ -178,33 +178,15 @@ void engine_error_from_io(int error, bool file, struct engine_error *ret)
     }
 }
 
-int sandbox_exec_start(struct sandbox *sb, const struct sshexec_params *params, sshexec_done_cb cb,
-                       void *userdata, struct sshexec **ret, struct engine_error *ret_err)
-{
-    int r;
-
-    if (sb->state == SANDBOX_READY && !sb->pool && !sb->create_op && !sb->engine->closing &&
-        sandbox_pool_lazy(sb) < 0)
-        return engine_refuse_not_ready(ret_err, sb->state);
-    if (sb->state != SANDBOX_READY || !sb->pool || sb->engine->closing)
-        return engine_refuse_not_ready(ret_err, sb->state);
-    r = sshexec_start(sb->pool, params, cb, userdata, ret);
-    if (r == -EINVAL || r == -E2BIG)
-        return engine_refuse(ret_err, ENGINE_E_INVALID, r, "the command is too large or malformed",
-                             "params");
-    if (r < 0)
-        engine_error_from_io(r, false, ret_err);
-    return r;
-}
-
-static int sandbox_sshfile(struct sandbox *sb, struct sshfile **ret)
+int sandbox_file_session(struct sandbox *sb, struct sshfile **ret, struct engine_error *ret_err)
 {
     struct engine *e = sb->engine;
+    struct sshs_config sc;
     int r;
 
+    if (sb->state != SANDBOX_READY || e->closing)
+        return engine_refuse_not_ready(ret_err, sb->state);
     if (!sb->file) {
-        struct sshs_config sc;
-
         sandbox_ssh_config(sb, &sc);
         r = sshfile_new(e->loop, &sc, e->cfg->ssh.file_timeout_ms, &sb->file);
         if (r < 0)
@@ -214,16 +196,7 @@ static int sandbox_sshfile(struct sandbox *sb, struct sshfile **ret)
     return 0;
 }
 
-/* The sandbox's SFTP session for a request; -EAGAIN (ret_err filled) unless READY. */
-static int file_session(struct sandbox *sb, struct sshfile **ret, struct engine_error *ret_err)
-{
-    if (sb->state != SANDBOX_READY || sb->engine->closing)
-        return engine_refuse_not_ready(ret_err, sb->state);
-    return sandbox_sshfile(sb, ret);
-}
-
-/* Fills ret_err for a file request that could not start (not for -EAGAIN: filled already). */
-static int file_start_error(int r, bool write, struct engine_error *ret_err)
+int sandbox_file_refused(int r, bool write, struct engine_error *ret_err)
 {
     if (r == -EAGAIN)
         return r;
@@ -235,81 +208,6 @@ static int file_start_error(int r, bool write, struct engine_error *ret_err)
                              write ? "content" : "length");
     engine_error_from_io(r, true, ret_err);
     return r;
-}
-
-int sandbox_file_write(struct sandbox *sb, const struct sshfile_write_params *p,
-                       sshfile_write_cb cb, void *userdata, struct engine_error *ret_err)
-{
-    struct sshfile *f;
-    int r = file_session(sb, &f, ret_err);
-
-    if (r == 0)
-        r = sshfile_write(f, p, cb, userdata);
-    return r < 0 ? file_start_error(r, true, ret_err) : 0;
-}
-
-int sandbox_file_read(struct sandbox *sb, const char *path, uint64_t offset, uint64_t length,
-                      sshfile_read_cb cb, void *userdata, struct engine_error *ret_err)
-{
-    struct sshfile *f;
-    int r = file_session(sb, &f, ret_err);
-
-    if (r == 0)
-        r = sshfile_read(f, path, offset, length, cb, userdata);
-    return r < 0 ? file_start_error(r, false, ret_err) : 0;
-}
-
-int sandbox_file_session(struct sandbox *sb, struct sshfile **ret, struct engine_error *ret_err)
-{
-    return file_session(sb, ret, ret_err);
-}
-
-int sandbox_file_start_error(int r, struct engine_error *ret_err)
-{
-    if (r == -EFBIG)
-        return engine_refuse(ret_err, ENGINE_E_INVALID, r, "too long", "path");
-    return file_start_error(r, false, ret_err);
-}
-
-int sandbox_file_write_fd(struct sandbox *sb, const struct sshfile_write_fd_params *p,
-                          sshfile_stream_cb cb, void *userdata, struct sshfile **ret_f,
-                          struct engine_error *ret_err)
-{
-    struct sshfile *f;
-    int r = file_session(sb, &f, ret_err);
-
-    if (r == 0)
-        r = sshfile_write_fd(f, p, cb, userdata);
-    if (r == 0)
-        *ret_f = f;
-    return r < 0 ? file_start_error(r, true, ret_err) : 0;
-}
-
-int sandbox_file_read_fd(struct sandbox *sb, const char *path, uint64_t offset, uint64_t length,
-                         int fd, sshfile_stream_cb cb, void *userdata, struct sshfile **ret_f,
-                         struct engine_error *ret_err)
-{
-    struct sshfile *f;
-    int r = file_session(sb, &f, ret_err);
-
-    if (r == 0)
-        r = sshfile_read_fd(f, path, offset, length, fd, cb, userdata);
-    if (r == 0)
-        *ret_f = f;
-    return r < 0 ? file_start_error(r, false, ret_err) : 0;
-}
-
-int sandbox_exec_fd(struct sandbox *sb, struct sshfile_exec_fd *x, sshfile_exec_fd_cb cb,
-                    void *userdata, struct sshfile **ret_f, struct engine_error *ret_err)
-{
-    struct sshfile *f;
-    int r = file_session(sb, &f, ret_err);
-
-    if (r == 0)
-        r = sshfile_exec_fd(f, x, cb, userdata);
-    if (r == 0)
-        *ret_f = f;
-    return r < 0 ? file_start_error(r, false, ret_err) : 0;
 }
 
 int sandbox_sshfile_own(struct sandbox *sb, struct sshfile **ret, struct engine_error *ret_err)

@@ -112,6 +112,8 @@ int sandbox_set_state_saved(struct sandbox *sb, enum sandbox_state s, void (*cb)
     log_debug(COMP, "%s: %s -> %s (+%" PRIu64 " ms)", sb->id, sandbox_state_to_string(sb->state),
               sandbox_state_to_string(s), now_ms(sb->engine) - sb->started_ms);
     sb->state = s;
+    if (s >= SANDBOX_DESTROYING && sb->engine->pumps_stop)
+        sb->engine->pumps_stop(sb->engine, sb); /* the sandbox goes away: its pumps end */
     sandbox_observe(sb, old);
     if (s == SANDBOX_GONE || s == SANDBOX_PENDING || sb->engine->closing)
         return -ESHUTDOWN;
@@ -454,6 +456,8 @@ void engine_close(struct engine *e, void (*cb)(void *userdata), void *userdata)
     e->closing = true;
     e->closed = (struct close_notify){.cb = cb, .userdata = userdata};
     e->close_pending = 1; /* released at the end of this function */
+    if (e->pumps_stop)
+        e->pumps_stop(e, NULL);
     if (e->pool_close)
         e->pool_close(e);
     for (sb = e->sandboxes; sb; sb = sb->next) {

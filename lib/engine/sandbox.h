@@ -24,9 +24,6 @@
 #include <uv.h>
 
 #include "config.h"
-#include "sshfile.h"
-#include "sshexec.h"
-#include "sshs.h"
 #include "util.h"
 
 #define ENGINE_CLEANUP_TIMEOUT_MS 120000u /* a destroy, on its own deadline */
@@ -230,26 +227,8 @@ bool engine_was_destroyed(const struct engine *e, const char *id, uid_t uid, boo
 int engine_set_internet(struct engine *e, struct sandbox *sb, bool enabled, engine_sandbox_cb cb,
                         void *userdata, struct engine_error *ret_err);
 
-/* ---- exec and files: the sandbox's pools (state READY only) ----
- * Every call that cannot start fills ret_err (cb never runs): STATE unless READY, INVALID
- * for parameters the SSH layer refuses (param names it), SSH, FILE, BUSY or INTERNAL for
- * the rest. The errors that callbacks later report as negative errnos are classified the
- * same way by engine_error_from_io(). */
-void engine_error_from_io(int error, bool file, struct engine_error *ret);
-int sandbox_exec_start(struct sandbox *sb, const struct sshexec_params *params, sshexec_done_cb cb,
-                       void *userdata, struct sshexec **ret, struct engine_error *ret_err);
-/* file.write / file.read (sftp.h's contract: callbacks, errors, limits, deadline): SFTP on the
- * thread pool over the sandbox's own session, created on first use, each request bounded by
- * [ssh] file_timeout_ms. A successful sandbox_file_write() takes p->data. */
-int sandbox_file_write(struct sandbox *sb, const struct sshfile_write_params *p,
-                       sshfile_write_cb cb, void *userdata, struct engine_error *ret_err);
-int sandbox_file_read(struct sandbox *sb, const char *path, uint64_t offset, uint64_t length,
-                      sshfile_read_cb cb, void *userdata, struct engine_error *ret_err);
-/* The file system operations of sftp-fs.h (list, stat, remove, mkdir, rename) on the same
- * session: the session of a READY sandbox (else -EAGAIN, ret_err filled). */
-int sandbox_file_session(struct sandbox *sb, struct sshfile **ret, struct engine_error *ret_err);
-/* Fills ret_err for a file request whose submission failed with r (r < 0); returns r. */
-int sandbox_file_start_error(int r, struct engine_error *ret_err);
+/* ---- work in a READY sandbox (commands, files, transfers, background processes):
+ * sandbox-io.h ---- */
 
 /* ---- static addresses (lib/engine/sandbox-addr.c) ---- */
 bool engine_static_addresses(const struct engine *e);
@@ -257,22 +236,6 @@ bool engine_static_addresses(const struct engine *e);
  * static and in the range, is not handed out until engine_addr_release(vmid). */
 void engine_addr_hold(struct engine *e, uint32_t vmid, const char *net0);
 void engine_addr_release(struct engine *e, uint32_t vmid);
-
-/* The descriptor streams of sftp.h on the same session (the descriptor is taken on
- * success): the file timeout is an inactivity deadline for them. *ret_f is the session,
- * for sshfile_cancel(): it lives at least until the callback ran (unlike sb). */
-int sandbox_file_write_fd(struct sandbox *sb, const struct sshfile_write_fd_params *p,
-                          sshfile_stream_cb cb, void *userdata, struct sshfile **ret_f,
-                          struct engine_error *ret_err);
-int sandbox_file_read_fd(struct sandbox *sb, const char *path, uint64_t offset, uint64_t length,
-                         int fd, sshfile_stream_cb cb, void *userdata, struct sshfile **ret_f,
-                         struct engine_error *ret_err);
-int sandbox_exec_fd(struct sandbox *sb, struct sshfile_exec_fd *x, sshfile_exec_fd_cb cb,
-                    void *userdata, struct sshfile **ret_f, struct engine_error *ret_err);
-/* A session of the sftp.h kind of its own (not the sandbox's shared one), for a stream that
- * may last long (a background process's pumps): the caller owns it and sshfile_close()s it.
- * -EAGAIN (ret_err filled) unless READY. */
-int sandbox_sshfile_own(struct sandbox *sb, struct sshfile **ret, struct engine_error *ret_err);
 
 /* ---- for lib/engine/reconcile.c (registry, leases, recovery) ---- */
 struct pve_client;
