@@ -130,6 +130,23 @@ def main():
             assert r["next_offset"] == 7 and data_of(r, "data") == b"" and r["state"] == "running", r
             c2.call("process.kill", {"id": sid, "process": proc})
 
+        def long_polls_capped(c2):
+            # 16 long-polls at once per sandbox (the engine's count): the 17th is -32007, and
+            # the count comes back as they end.
+            proc = c2.call("process.start", {"id": sid, "command": "sleep 1000"})["process"]
+            c3 = env.client()
+            ids = [c3.send("process.wait", {"id": sid, "process": proc, "timeout_ms": 3000})
+                   for _ in range(16)]
+            e = c3.error("process.wait", {"id": sid, "process": proc, "timeout_ms": 3000})
+            assert e.code == -32007 and "long-polls" in e.data["reason"], e.err
+            for i in ids:
+                r = c3.wait(i, timeout=120)
+                assert r["state"] == "running", r
+            r = c3.call("process.wait", {"id": sid, "process": proc, "timeout_ms": 100})
+            assert r["state"] == "running", r
+            c3.close()
+            c2.call("process.kill", {"id": sid, "process": proc})
+
         def retention_drops_oldest(c2):
             # 64 KiB kept per stream (segments of 64 KiB): 400 KiB written, the start is dropped.
             p = c2.call("process.start", {"id": sid, "command":
@@ -264,6 +281,7 @@ print(json.dumps(codes))
         tests = [("survives client, kill -9 and restart; nothing lost or doubled", first)]
         for name, fn in [("exit code and tree kill", exit_code_and_tree_kill),
                          ("long-poll returns when data arrives", long_poll_returns_on_data),
+                         ("long-polls per sandbox are capped", long_polls_capped),
                          ("retention drops the oldest bytes", retention_drops_oldest),
                          ("50 processes and the process limit", fifty_processes_and_limits),
                          ("bad params and states", bad_params),
