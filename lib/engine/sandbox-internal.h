@@ -204,8 +204,13 @@ struct engine {
     struct {
         uid_t uid;
         bool used;
-    } transfers[TRANSFER_MAX];
-    struct sandbox_pump *pumps; /* running descriptor pumps (sandbox-pump.c) */
+    } transfer_slots[TRANSFER_MAX];
+    struct sandbox_job *transfers; /* running descriptor transfers (sandbox-job.c) */
+    struct sandbox_pump *pumps;    /* running descriptor pumps (sandbox-pump.c) */
+    /* Installed by sandbox-job.c with the first transfer, so that engine_close() in
+     * sandbox.c, below it, ends the transfers still running (their callbacks run now with
+     * -ECANCELED) and none outlives the engine; NULL while there was none. */
+    void (*transfers_stop)(struct engine *e);
     /* Installed by sandbox-pump.c with the first pump, so that sandbox.c, below it, stops
      * the pumps of a sandbox that goes away (sb) or of the engine closing (NULL), their ends
      * reported now, without calling into it; NULL while there was none. */

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "api-limits.h"
+#include "list.h"
 #include "sandbox-internal.h"
 #include "sandbox-io.h"
 
@@ -19,9 +20,9 @@ int transfer_slot_take(struct engine *e, uid_t uid, unsigned *ret, struct engine
     unsigned free_slot = TRANSFER_MAX, mine = 0;
 
     for (unsigned i = 0; i < TRANSFER_MAX; i++) {
-        if (!e->transfers[i].used)
+        if (!e->transfer_slots[i].used)
             free_slot = MIN(free_slot, i);
-        else if (e->transfers[i].uid == uid)
+        else if (e->transfer_slots[i].uid == uid)
             mine++;
     }
     if (free_slot == TRANSFER_MAX || mine >= TRANSFER_MAX_PER_UID) {
@@ -34,8 +35,8 @@ int transfer_slot_take(struct engine *e, uid_t uid, unsigned *ret, struct engine
         };
         return -EBUSY;
     }
-    e->transfers[free_slot].used = true;
-    e->transfers[free_slot].uid = uid;
+    e->transfer_slots[free_slot].used = true;
+    e->transfer_slots[free_slot].uid = uid;
     *ret = free_slot;
     return 0;
 }
@@ -43,18 +44,19 @@ int transfer_slot_take(struct engine *e, uid_t uid, unsigned *ret, struct engine
 void transfer_slot_put(struct engine *e, unsigned slot)
 {
     if (slot < TRANSFER_MAX)
-        e->transfers[slot].used = false;
+        e->transfer_slots[slot].used = false;
 }
 
 /* ---- jobs ---- */
 
 struct sandbox_job {
-    struct sandbox *sb;   /* held (a reference) while a command runs on its pool */
-    struct engine *e;     /* a transfer's, for its slot */
-    struct sshexec *exec; /* a command on the pool */
-    struct sshfile *f;    /* a transfer's session, for the cancel */
-    unsigned slot;        /* a transfer's; TRANSFER_MAX: none */
-    bool long_poll;       /* counted in sb->long_polls */
+    struct sandbox_job *next, *prev; /* a transfer's, in e->transfers */
+    struct sandbox *sb;              /* held (a reference) while a command runs on its pool */
+    struct engine *e;                /* a transfer's, for its slot */
+    struct sshexec *exec;            /* a command on the pool */
+    struct sshfile *f;               /* a transfer's session, for the cancel */
+    unsigned slot;                   /* a transfer's; TRANSFER_MAX: none */
+    bool long_poll;                  /* counted in sb->long_polls */
     sandbox_exec_cb exec_cb;
     sandbox_count_cb count_cb;
     sandbox_output_cb on_output;
@@ -76,8 +78,10 @@ static struct sandbox_job *job_new(void *userdata)
 
 static void job_free(struct sandbox_job *j)
 {
-    if (j->e)
+    if (j->e) {
+        LIST_REMOVE(j->e->transfers, j);
         transfer_slot_put(j->e, j->slot);
+    }
     if (j->sb) {
         if (j->long_poll)
             j->sb->long_polls--;
@@ -253,6 +257,17 @@ static struct sandbox_job *transfer_job(struct sandbox *sb, uid_t uid, void *use
     return j;
 }
 
+/* Ends the transfers still running: the engine closes. */
+static void transfers_stop(struct engine *e)
+{
+    struct sandbox_job *j, *next;
+
+    for (j = e->transfers; j; j = next) {
+        next = j->next;
+        sshfile_cancel(j->f, j); /* runs the callback now, which frees j */
+    }
+}
+
 /* A transfer's submission (r) is over: on success the job runs (*ret), else it is freed. */
 static int transfer_started(struct sandbox_job *j, struct sshfile *f, int r, bool write,
                             struct sandbox_job **ret, struct engine_error *ret_err)
@@ -262,6 +277,8 @@ static int transfer_started(struct sandbox_job *j, struct sshfile *f, int r, boo
         return sandbox_file_refused(r, write, ret_err);
     }
     j->f = f;
+    LIST_PREPEND(j->e->transfers, j);
+    j->e->transfers_stop = transfers_stop;
     if (ret)
         *ret = j;
     return 0;

@@ -458,6 +458,8 @@ void engine_close(struct engine *e, void (*cb)(void *userdata), void *userdata)
     e->close_pending = 1; /* released at the end of this function */
     if (e->pumps_stop)
         e->pumps_stop(e, NULL);
+    if (e->transfers_stop)
+        e->transfers_stop(e);
     if (e->pool_close)
         e->pool_close(e);
     for (sb = e->sandboxes; sb; sb = sb->next) {
