@@ -26,6 +26,7 @@
 #include "sandboxctl-mcp.h"
 #include "util.h"
 #include "buf.h"
+#include "frame.h"
 #include "openrpc.h"
 #include "rpc.h"
 
@@ -34,12 +35,6 @@
 #define MCP_DISCOVER_WAIT_MS 10000         /* rpc.discover at startup */
 #define MCP_EXIT_WAIT_MS (10u * 60 * 1000) /* --destroy-on-exit: creates, then destroys */
 #define EXIT_USAGE 64
-
-struct linebuf {
-    char *buf;
-    size_t start, len, cap; /* unread bytes are buf[start..len) */
-    bool discarding;        /* skipping the rest of an overlong line */
-};
 
 /* The replies to one batch, sent together as one array when the last is in. */
 struct batch {
@@ -73,12 +68,13 @@ struct mcp {
     json_object *doc;    /* OpenRPC document the tools come from */
     bool doc_live;       /* doc came from the daemon */
     char *tool_names;
-    struct linebuf in;
-    bool reading; /* standard input is open and wanted */
+    struct frame_buf in; /* standard input, in resync mode: an overlong message is skipped */
+    char *chunk;         /* MCP_READ_CHUNK bytes for read(2) */
+    bool reading;        /* standard input is open and wanted */
     bool stdout_broken;
-    int fd; /* daemon connection; -1 when closed */
-    struct linebuf dr;
-    struct buf w; /* requests not yet sent, from woff on */
+    int fd;              /* daemon connection; -1 when closed */
+    struct frame_buf dr; /* the daemon connection */
+    struct buf w;        /* requests not yet sent, from woff on */
     size_t woff;
     uint64_t queued, sent; /* bytes on this connection */
     int64_t next_rid;
@@ -98,78 +94,20 @@ static void on_signal(int sig)
 
 /* ---- line framing ------------------------------------------------------------ */
 
-/* One read(2) into lb. Returns bytes read, 0 at EOF, or -errno. */
-static ssize_t linebuf_fill(struct linebuf *lb, int fd)
+/* One read(2) of fd into f (proto's framing). Returns the bytes read, 0 at the end, or
+ * -errno. A line over the cap is not an error here: frame_buf_next() reports it. */
+static ssize_t frame_fill(struct frame_buf *f, int fd, char *chunk)
 {
     ssize_t k;
+    int r;
 
-    if (lb->start > 0) {
-        memmove(lb->buf, lb->buf + lb->start, lb->len - lb->start);
-        lb->len -= lb->start;
-        lb->start = 0;
-    }
-    if (lb->cap - lb->len < MCP_READ_CHUNK) {
-        size_t cap = MAX(lb->cap * 2, lb->len + MCP_READ_CHUNK);
-        char *p = realloc(lb->buf, cap + 1);
-
-        if (!p)
-            return -ENOMEM;
-        lb->buf = p;
-        lb->cap = cap;
-    }
     do
-        k = read(fd, lb->buf + lb->len, lb->cap - lb->len);
+        k = read(fd, chunk, MCP_READ_CHUNK);
     while (k < 0 && errno == EINTR);
     if (k < 0)
         return -errno;
-    lb->len += (size_t)k;
-    return k;
-}
-
-/* The next complete line, NUL-terminated in place (valid until the next fill):
- * 1 with *ret_line set, 0 when none is complete, -EMSGSIZE once for a line over
- * MCP_LINE_MAX (whose rest is then skipped). With at_eof an unterminated last
- * line counts as complete. */
-static int linebuf_next(struct linebuf *lb, bool at_eof, char **ret_line, size_t *ret_n)
-{
-    for (;;) {
-        char *s = lb->buf + lb->start, *nl;
-        size_t avail = lb->len - lb->start, n;
-
-        nl = avail ? memchr(s, '\n', avail) : NULL;
-        if (lb->discarding) {
-            if (!nl) {
-                lb->start = lb->len;
-                return 0;
-            }
-            lb->discarding = false;
-            lb->start += (size_t)(nl - s) + 1;
-            continue;
-        }
-        if (!nl && at_eof && avail > 0)
-            nl = s + avail; /* buf has one spare byte for the NUL */
-        if (!nl) {
-            if (avail <= MCP_LINE_MAX)
-                return 0;
-            lb->discarding = true;
-            lb->start = lb->len;
-            return -EMSGSIZE;
-        }
-        n = (size_t)(nl - s);
-        lb->start = MIN(lb->start + n + 1, lb->len);
-        if (n > MCP_LINE_MAX)
-            return -EMSGSIZE;
-        *nl = '\0';
-        *ret_line = s;
-        *ret_n = n;
-        return 1;
-    }
-}
-
-static void linebuf_done(struct linebuf *lb)
-{
-    free(lb->buf);
-    *lb = (struct linebuf){};
+    r = frame_buf_append(f, chunk, (size_t)k);
+    return r < 0 && r != -EMSGSIZE ? r : k;
 }
 
 /* ---- writing to the host ----------------------------------------------------- */
@@ -235,8 +173,8 @@ static void dconn_close(struct mcp *m, const char *why)
     m->fd = -1;
     m->woff = 0;
     buf_clear(&m->w, false);
-    m->dr.start = m->dr.len = 0;
-    m->dr.discarding = false;
+    frame_buf_done(&m->dr); /* the next connection starts afresh, an overflow forgotten */
+    frame_buf_init(&m->dr, MCP_LINE_MAX);
     m->pending = NULL;
     while (list) {
         struct pending *p = list;
@@ -393,14 +331,14 @@ static void dconn_io(struct mcp *m, short revents)
     if (revents & POLLOUT)
         dconn_flush(m);
     if (m->fd >= 0 && (revents & (POLLIN | POLLHUP | POLLERR))) {
-        ssize_t k = linebuf_fill(&m->dr, m->fd);
+        ssize_t k = frame_fill(&m->dr, m->fd, m->chunk);
         char *line;
         size_t n;
         int r;
 
         if (k == -EAGAIN)
             return;
-        while (m->fd >= 0 && (r = linebuf_next(&m->dr, false, &line, &n)) != 0) {
+        while (m->fd >= 0 && (r = frame_buf_next(&m->dr, &line, &n)) != 0) {
             if (r < 0) {
                 dconn_close(m, "a reply from sandboxd was too long");
                 return;
@@ -729,7 +667,7 @@ static void host_line(struct mcp *m, const char *line, size_t n)
 
 static void host_io(struct mcp *m)
 {
-    ssize_t k = linebuf_fill(&m->in, STDIN_FILENO);
+    ssize_t k = frame_fill(&m->in, STDIN_FILENO, m->chunk);
     char *line;
     size_t n;
     int r;
@@ -740,10 +678,14 @@ static void host_io(struct mcp *m)
         fprintf(stderr, "sandboxctl mcp: reading standard input: %s\n", strerror((int)-k));
         k = 0;
     }
-    while (!m->stdout_broken && (r = linebuf_next(&m->in, k == 0, &line, &n)) != 0) {
-        if (r < 0)
+    /* At the end of input an unterminated last message counts too. */
+    while (!m->stdout_broken && ((r = frame_buf_next(&m->in, &line, &n)) != 0 ||
+                                 (k == 0 && (r = frame_buf_finish(&m->in, &line, &n)) != 0))) {
+        if (r == -EMSGSIZE)
             host_send(
                 m, rpc_error_reason_new(NULL, RPC_INVALID_REQUEST, "message longer than 64 MiB"));
+        else if (r < 0)
+            break; /* out of memory */
         else
             host_line(m, line, n);
     }
@@ -1006,6 +948,14 @@ int mcp_main(const char *socket, int argc, char **argv)
     r = mcp_options(&m.cfg, argc, argv);
     if (r != 0)
         return r > 0 ? 0 : EXIT_USAGE;
+    frame_buf_init(&m.in, MCP_LINE_MAX);
+    frame_buf_set_resync(&m.in, true);
+    frame_buf_init(&m.dr, MCP_LINE_MAX);
+    m.chunk = malloc(MCP_READ_CHUNK);
+    if (!m.chunk) {
+        fprintf(stderr, "sandboxctl mcp: out of memory\n");
+        return 1;
+    }
     if (signals_setup(&m.waitmask) < 0) {
         fprintf(stderr, "sandboxctl mcp: signals: %s\n", strerror(errno));
         return 1;
@@ -1032,7 +982,8 @@ int mcp_main(const char *socket, int argc, char **argv)
     buf_clear(&m.w, true);
     free(m.tool_names);
     json_object_put(m.doc);
-    linebuf_done(&m.in);
-    linebuf_done(&m.dr);
+    frame_buf_done(&m.in);
+    frame_buf_done(&m.dr);
+    free(m.chunk);
     return r;
 }
