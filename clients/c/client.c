@@ -456,9 +456,11 @@ int sandboxd_call_wait(struct sandboxd_client *c, const char *method, json_objec
     size_t len;
     int r;
 
-    if (!c || !method || !ret_result || (n_fds > 0 && !fds))
+    if (!c)
         return -EINVAL;
     client_error_clear(c);
+    if (!method || !ret_result || (n_fds > 0 && !fds))
+        return client_fail(c, -EINVAL, "invalid arguments");
     if (n_fds > SANDBOXD_FDS_MAX)
         return client_fail(c, -E2BIG, "%zu descriptors with one request (at most %d)", n_fds,
                            SANDBOXD_FDS_MAX);
