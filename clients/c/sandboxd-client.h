@@ -13,7 +13,8 @@
  * what went wrong (code 0).
  *
  * Threads: a client is not thread-safe; use one per thread. The library never raises
- * SIGPIPE and writes nothing to stdout or stderr.
+ * SIGPIPE and writes nothing to stdout or stderr. A program with its own poll loop can keep
+ * several calls in flight on one connection (sandboxd_call_start(), below).
  *
  * Link with `pkg-config --cflags --libs sandboxd-client` (json-c comes with it). */
 #pragma once
@@ -73,8 +74,8 @@ void sandboxd_client_set_notify(struct sandboxd_client *c, sandboxd_notify_fn fn
 /* Connects now, if not connected. Calls connect by themselves; this only tells early
  * whether the daemon is reachable (-ENOENT, -ECONNREFUSED, -EACCES, ...). */
 int sandboxd_client_connect(struct sandboxd_client *c);
-/* Closes the connection (the daemon cancels what still runs on it); the next call opens a
- * new one. */
+/* Closes the connection (the daemon cancels what still runs on it; the calls in flight
+ * complete with -ECONNRESET or -ENOTCONN); the next call opens a new one. */
 void sandboxd_client_disconnect(struct sandboxd_client *c);
 /* The connection's descriptor, or -1 when not connected. */
 int sandboxd_client_fd(const struct sandboxd_client *c);
@@ -101,6 +102,37 @@ int sandboxd_call_wait(struct sandboxd_client *c, const char *method, json_objec
 
 /* Why the last call failed, valid until the next call; NULL when it succeeded. */
 const struct sandboxd_error *sandboxd_client_error(const struct sandboxd_client *c);
+
+/* ---- several calls in flight, on the caller's own poll loop ------------------------------ */
+
+/* The completion of a call started with sandboxd_call_start(), run exactly once:
+ *   r == 0            result (borrowed; NULL for a JSON null result), error NULL;
+ *   r == -EREMOTE     the daemon answered with error;
+ *   r == -ECONNRESET  the connection closed after the whole request was sent: it may or may
+ *                     not have taken effect;
+ *   r == -ENOTCONN    the connection closed before the whole request was sent: it did not
+ *                     run (the daemon never runs a partial line).
+ * For the last two error->message says why the connection closed, and error->object (code,
+ * reason, data) is the error the daemon sent just before it closed, if it sent one (a line
+ * over its limit, a connection over a cap), else NULL. error is valid during the call only. */
+typedef void (*sandboxd_done_fn)(int r, json_object *result, const struct sandboxd_error *error,
+                                 void *userdata);
+
+/* Queues a request (params taken over; fds passed with it as sandboxd_call_fds() does) and
+ * returns without waiting for the reply, connecting first when needed. Returns 0 when done
+ * will run (possibly before this returns, when the connection fails at once), or a negative
+ * errno (sandboxd_client_error() says why) and done never runs. Replies come in through
+ * sandboxd_client_process(); the synchronous calls process them too. */
+int sandboxd_call_start(struct sandboxd_client *c, const char *method, json_object *params,
+                        const int *fds, size_t n_fds, sandboxd_done_fn done, void *userdata);
+/* What to poll sandboxd_client_fd() for: POLLIN, plus POLLOUT while requests wait to be sent;
+ * 0 when not connected. */
+short sandboxd_client_events(const struct sandboxd_client *c);
+/* After poll() reported revents on sandboxd_client_fd(): sends what waits, reads what came,
+ * runs the completions and the notification callback. Closes the connection when the daemon
+ * did (the calls in flight then complete with -ECONNRESET or -ENOTCONN); the next call opens
+ * a new one. */
+void sandboxd_client_process(struct sandboxd_client *c, short revents);
 
 #ifdef __cplusplus
 }

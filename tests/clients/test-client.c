@@ -1,7 +1,8 @@
 /* clients/c: libsandboxd-client against a scripted stand-in for the daemon on a Unix socket
  * (no simulator): framing of replies split anyhow, notifications while a call waits, errors,
  * the reconnect after the daemon's idle close, a connection lost mid-call, an error with id
- * null, descriptors, the wait hooks, and the socket path's defaults. */
+ * null, descriptors, the wait hooks, several calls in flight on the caller's poll loop, and
+ * the socket path's defaults. */
 #include "sandboxd-client.h"
 
 #include <check.h>
@@ -394,7 +395,8 @@ START_TEST(test_not_jsonrpc)
 
     srv_start(&s, script_garbage);
     c = client_for(&s);
-    ck_assert_int_eq(sandboxd_call(c, "daemon.status", NULL, &res), -EBADMSG);
+    /* the stream cannot be trusted any more: the connection is closed, the call lost */
+    ck_assert_int_eq(sandboxd_call(c, "daemon.status", NULL, &res), -ECONNRESET);
     ck_assert_ptr_nonnull(strstr(sandboxd_client_error(c)->message, "not JSON-RPC"));
     ck_assert_int_eq(sandboxd_call(c, "daemon.status", NULL, &res), 0);
     ck_assert_int_eq(json_object_get_int(res), 1);
@@ -483,6 +485,120 @@ START_TEST(test_fds_and_wait)
 }
 END_TEST
 
+/* ---- several calls in flight ---------------------------------------------------------------- */
+
+static void script_async(struct server *s)
+{
+    char line[4096];
+    long ids[3];
+    int fd = srv_accept(s);
+
+    for (int i = 0; i < 3; i++)
+        ids[i] = srv_read(s, fd, line, sizeof line, NULL, NULL);
+    /* out of order, a notification between, then the connection lost with one in flight */
+    srv_reply(fd, ids[2], "\"third\"");
+    srv_write(fd, "{\"jsonrpc\":\"2.0\",\"method\":\"sandbox.event\",\"params\":{}}\n");
+    srv_reply(fd, ids[0], "\"first\"");
+    close(fd);
+    fd = srv_accept(s);
+    srv_reply(fd, srv_read(s, fd, line, sizeof line, NULL, NULL), "\"again\"");
+    close(fd);
+}
+
+struct done_log {
+    int n;
+    int r[4];
+    char what[4][64];
+};
+
+static void on_done(int r, json_object *result, const struct sandboxd_error *e, void *userdata)
+{
+    struct done_log *d = userdata;
+
+    ck_assert_int_lt(d->n, 4);
+    d->r[d->n] = r;
+    snprintf(d->what[d->n], sizeof d->what[0], "%s",
+             r == 0 ? json_object_get_string(result) : e->message);
+    d->n++;
+}
+
+static void run_until(struct sandboxd_client *c, struct done_log *d, int n)
+{
+    while (d->n < n && sandboxd_client_events(c)) {
+        struct pollfd p = {.fd = sandboxd_client_fd(c), .events = sandboxd_client_events(c)};
+
+        ck_assert_int_eq(poll(&p, 1, 5000), 1);
+        sandboxd_client_process(c, p.revents);
+    }
+}
+
+START_TEST(test_in_flight)
+{
+    struct server s;
+    struct sandboxd_client *c;
+    struct done_log d = {};
+    struct notes notes = {};
+
+    srv_start(&s, script_async);
+    c = client_for(&s);
+    sandboxd_client_set_notify(c, on_note, &notes);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(sandboxd_call_start(c, "daemon.status", NULL, NULL, 0, on_done, &d), 0);
+    ck_assert_int_eq(d.n, 0);
+    ck_assert_int_ne(sandboxd_client_events(c) & POLLIN, 0);
+    run_until(c, &d, 3);
+    ck_assert_int_eq(d.n, 3);
+    ck_assert_int_eq(d.r[0], 0);
+    ck_assert_str_eq(d.what[0], "third");
+    ck_assert_int_eq(d.r[1], 0);
+    ck_assert_str_eq(d.what[1], "first");
+    ck_assert_int_eq(d.r[2], -ECONNRESET); /* sent whole: it may have run */
+    ck_assert_str_eq(d.what[2], "sandboxd closed the connection");
+    ck_assert_int_eq(notes.n, 1);
+    ck_assert_str_eq(notes.method, "sandbox.event");
+    ck_assert_int_eq(sandboxd_client_events(c), 0);
+    /* the next call opens a new connection */
+    ck_assert_int_eq(sandboxd_call_start(c, "daemon.status", NULL, NULL, 0, on_done, &d), 0);
+    run_until(c, &d, 4);
+    ck_assert_int_eq(d.r[3], 0);
+    ck_assert_str_eq(d.what[3], "again");
+    /* a call that cannot start never completes */
+    ck_assert_int_eq(sandboxd_call_start(c, NULL, NULL, NULL, 0, on_done, &d), -EINVAL);
+    ck_assert_int_eq(d.n, 4);
+    sandboxd_client_free(c);
+    srv_stop(&s);
+}
+END_TEST
+
+static void script_hold(struct server *s)
+{
+    char line[4096];
+    int fd = srv_accept(s);
+
+    srv_read(s, fd, line, sizeof line, NULL, NULL);
+    srv_read(s, fd, line, sizeof line, NULL, NULL); /* until the client closes */
+    close(fd);
+}
+
+START_TEST(test_disconnect_in_flight)
+{
+    struct server s;
+    struct sandboxd_client *c;
+    struct done_log d = {};
+
+    srv_start(&s, script_hold);
+    c = client_for(&s);
+    ck_assert_int_eq(sandboxd_call_start(c, "sandbox.exec", NULL, NULL, 0, on_done, &d), 0);
+    sleep_ms(100);
+    sandboxd_client_disconnect(c);
+    ck_assert_int_eq(d.n, 1);
+    ck_assert_int_eq(d.r[0], -ECONNRESET);
+    ck_assert_str_eq(d.what[0], "the client closed the connection");
+    sandboxd_client_free(c);
+    srv_stop(&s);
+}
+END_TEST
+
 /* ---- the socket path ---------------------------------------------------------------------- */
 
 START_TEST(test_socket_path)
@@ -523,6 +639,8 @@ static Suite *client_suite(void)
     tcase_add_test(tc, test_id_null_error);
     tcase_add_test(tc, test_not_jsonrpc);
     tcase_add_test(tc, test_fds_and_wait);
+    tcase_add_test(tc, test_in_flight);
+    tcase_add_test(tc, test_disconnect_in_flight);
     tcase_add_test(tc, test_socket_path);
     suite_add_tcase(s, tc);
     return s;
