@@ -1,5 +1,5 @@
-/* What client.c (the connection and the calls in flight) and client-call.c (the synchronous
- * calls and the error of the last one) share. Not installed. */
+/* What client.c (the connection and the calls in flight), client-call.c (the synchronous
+ * calls) and client-error.c (the last call's failure) share. Not installed. */
 #pragma once
 
 #include <stdbool.h>
@@ -29,7 +29,7 @@ struct sandboxd_client {
     /* An error the daemon sent with id null (a line over its limit, a connection over a
      * cap): it closes the connection next, and the calls in flight fail with it. */
     json_object *close_error;
-    /* The last call's failure (client-call.c). */
+    /* The last call's failure (client-error.c). */
     bool failed;
     json_object *err_obj;
     char *err_text;
@@ -39,10 +39,12 @@ struct sandboxd_client {
 /* client.c */
 _printf_(2, 3) void client_close(struct sandboxd_client *c, const char *fmt, ...);
 
-/* client-call.c */
+/* client-error.c */
 void client_error_clear(struct sandboxd_client *c);
 /* Records a local failure described by fmt; returns r. */
 _printf_(3, 4) int client_fail(struct sandboxd_client *c, int r, const char *fmt, ...);
+/* Records the daemon's error object e (taken over); returns -EREMOTE. */
+int client_fail_remote(struct sandboxd_client *c, json_object *e);
 /* Fills *ret with the view of the daemon's error object e (borrowed). */
 void client_error_view(json_object *e, struct sandboxd_error *ret);
 /* The string member key of object o, or NULL. */

@@ -1,6 +1,6 @@
 /* The C client library of sandboxd: the connection, its framing (proto's frame_buf), the
  * calls in flight and their completion. See sandboxd-client.h; the synchronous calls on top
- * on top of this, and the record of the last failure, are in client-call.c.
+ * of this are in client-call.c, the record of the last failure in client-error.c.
  *
  * The socket is non-blocking. Request lines wait in an output queue until the socket takes
  * them; each call in flight remembers where its line ends in the bytes queued on this
@@ -105,8 +105,9 @@ short sandboxd_client_events(const struct sandboxd_client *c)
 
 /* ---- closing ----------------------------------------------------------------------------- */
 
-/* Completes call p, which failed because the connection closed for `why`. */
-static void call_lost(struct sandboxd_client *c, struct call *p, const char *why, json_object *e)
+/* Completes call p, which failed because the connection closed for `why` after `sent` bytes
+ * of it had gone out. */
+static void call_lost(struct call *p, uint64_t sent, const char *why, json_object *e)
 {
     struct sandboxd_error err = {.message = why, .object = e};
     json_object *v;
@@ -119,7 +120,7 @@ static void call_lost(struct sandboxd_client *c, struct call *p, const char *why
             err.reason = client_obj_str(v, "reason");
         }
     }
-    p->done(c->sent >= p->end ? -ECONNRESET : -ENOTCONN, NULL, &err, p->userdata);
+    p->done(sent >= p->end ? -ECONNRESET : -ENOTCONN, NULL, &err, p->userdata);
 }
 
 /* Closes the connection and fails every call in flight, saying `why` (printf-like). The
@@ -129,6 +130,7 @@ _printf_(2, 3) void client_close(struct sandboxd_client *c, const char *fmt, ...
     _cleanup_json_ json_object *e = TAKE_PTR(c->close_error);
     _cleanup_free_ char *why = NULL, *refused = NULL;
     struct call *list = c->calls;
+    uint64_t sent = c->sent;
     va_list ap;
 
     if (c->fd < 0)
@@ -159,7 +161,8 @@ _printf_(2, 3) void client_close(struct sandboxd_client *c, const char *fmt, ...
         struct call *p = list;
 
         list = p->next;
-        call_lost(c, p, refused ? refused : why ? why : "the connection closed", e);
+        /* (a completion may open a new connection: c->sent is then that one's) */
+        call_lost(p, sent, refused ? refused : why ? why : "the connection closed", e);
         free(p);
     }
 }
