@@ -82,8 +82,10 @@ int sandboxd_client_fd(const struct sandboxd_client *c);
 
 /* Calls method with params (taken over; NULL for none) and waits for the reply. On success
  * *ret_result holds a reference to the result (the caller puts it). Returns 0, -EREMOTE when
- * the daemon answered with an error, -ECONNRESET when the connection closed while the call
- * ran (it may or may not have taken effect), or another negative errno.
+ * the daemon answered with an error (also one it closed the connection with), -ECONNRESET
+ * when the connection closed while the call ran (it may or may not have taken effect),
+ * -ENOTCONN when it closed twice before the request went out whole (it did not run), or
+ * another negative errno (-ENOENT, -ECONNREFUSED, -EACCES: the socket cannot be reached).
  *
  * A connection the daemon closed before the request was sent (the idle close) is opened
  * again and the request sent on the new one; nothing is ever sent twice once it reached
