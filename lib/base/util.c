@@ -508,38 +508,6 @@ bool hex_is_valid(const char *s, size_t len)
     return len == 0 || i == len;
 }
 
-char *shell_quote(const char *s)
-{
-    size_t n = 2, quotes = 0;
-    char *out, *o;
-
-    if (!s) {
-        errno = EINVAL;
-        return NULL;
-    }
-    for (const char *p = s; *p; p++)
-        if (*p == '\'')
-            quotes++;
-    n += strlen(s) + quotes * 3 + 1;
-    out = malloc(n);
-    if (!out)
-        return NULL;
-    o = out;
-    *o++ = '\'';
-    for (const char *p = s; *p; p++) {
-        if (*p == '\'') {
-            /* close the quote, an escaped quote, reopen */
-            memcpy(o, "'\\''", 4);
-            o += 4;
-        } else {
-            *o++ = *p;
-        }
-    }
-    *o++ = '\'';
-    *o = '\0';
-    return out;
-}
-
 const char *startswith(const char *s, const char *prefix)
 {
     size_t n;

@@ -83,9 +83,6 @@ bool hex_is_valid(const char *s, size_t len);
 /* Writes all n bytes to fd, retrying on EINTR and short writes. 0 or -errno. */
 int write_all(int fd, const void *data, size_t n);
 
-/* POSIX shell single-quoted form of s ('it'\''s'); malloc'd, NULL with
- * errno ENOMEM. The empty string becomes ''. */
-char *shell_quote(const char *s);
 /* Returns the rest of s after prefix, or NULL when s does not start with it. */
 const char *startswith(const char *s, const char *prefix);
 /* True when s ends with suffix. */
