@@ -1,5 +1,5 @@
-/* File system operations over SFTP, run as requests of sftp.c's queue (see sftp-fs.h), and
- * sshfile_write() of sftp.h, whose in-place writes are done here. */
+/* File system operations over SFTP, run as requests of sshfile.c's queue (see sshfile-fs.h),
+ * and sshfile_write() of sshfile.h, whose in-place writes are done here. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -609,7 +609,7 @@ static int write_in_place(struct sshfile *f, struct job *j)
                                   &j->op_mutated);
 }
 
-/* ---- writes: submitted here, run by sftp.c's write job ---- */
+/* ---- writes: submitted here, run by sshfile.c's write job ---- */
 
 int sshfile_write(struct sshfile *f, const struct sshfile_write_params *params, sshfile_write_cb cb,
                   void *userdata)

@@ -1,5 +1,5 @@
 /* SSH sessions on the loop and the per-sandbox session pool. See sshs.h; keys, pins
- * and session setup are sshs-connect.c's. */
+ * and session setup are sshs.c's. */
 #include <assert.h>
 #include <libssh/libssh.h>
 #include <netinet/in.h>
@@ -39,11 +39,11 @@ struct sshs_conn {
 struct sshs_session {
     struct sshpool *pool;
     unsigned index;
-    enum sshs_state state;
+    enum sshpool_state state;
     struct sshs_conn *conn;
     uv_timer_t timer; /* connect deadline, keepalive, or retry delay, by state */
     int events;       /* uv poll events armed */
-    struct sshs_chan *first, *last;
+    struct sshpool_chan *first, *last;
     unsigned nchan;
     bool retry_pending; /* DISCONNECTED, waiting before connecting again */
     unsigned failures;  /* connect attempts failed in a row (backoff), 0 once READY */
@@ -57,7 +57,7 @@ struct sshpool {
     struct sshs_conf conf;
     unsigned n;
     struct sshs_session *sessions;
-    struct sshs_chan *qfirst, *qlast;
+    struct sshpool_chan *qfirst, *qlast;
     unsigned queued;
     uv_timer_t kick;
     uv_timer_t connect_timer;
@@ -81,26 +81,26 @@ static void pool_kick(struct sshpool *p);
 
 /* ---- the pool ---- */
 
-const char *sshs_state_to_string(enum sshs_state s)
+const char *sshpool_state_to_string(enum sshpool_state s)
 {
-    static const char *const names[_SSHS_STATE_MAX] = {
-        [SSHS_STATE_DISCONNECTED] = "disconnected",
-        [SSHS_STATE_CONNECTING] = "connecting",
-        [SSHS_STATE_AUTHENTICATING] = "authenticating",
-        [SSHS_STATE_READY] = "ready",
-        [SSHS_STATE_CLOSING] = "closing",
+    static const char *const names[_SSHPOOL_STATE_MAX] = {
+        [SSHPOOL_STATE_DISCONNECTED] = "disconnected",
+        [SSHPOOL_STATE_CONNECTING] = "connecting",
+        [SSHPOOL_STATE_AUTHENTICATING] = "authenticating",
+        [SSHPOOL_STATE_READY] = "ready",
+        [SSHPOOL_STATE_CLOSING] = "closing",
     };
-    return (unsigned)s < _SSHS_STATE_MAX ? names[s] : "invalid";
+    return (unsigned)s < _SSHPOOL_STATE_MAX ? names[s] : "invalid";
 }
 
-static void session_set_state(struct sshs_session *s, enum sshs_state state)
+static void session_set_state(struct sshs_session *s, enum sshpool_state state)
 {
     if (s->state == state)
         return;
     log_debug(COMP, "%s:%u #%u: %s -> %s", s->pool->conf.host, s->pool->conf.port, s->index,
-              sshs_state_to_string(s->state), sshs_state_to_string(state));
+              sshpool_state_to_string(s->state), sshpool_state_to_string(state));
     s->state = state;
-    if (state == SSHS_STATE_READY)
+    if (state == SSHPOOL_STATE_READY)
         s->failures = 0;
 }
 
@@ -169,7 +169,7 @@ int sshpool_new(uv_loop_t *loop, const struct sshs_config *cfg, unsigned n_sessi
         struct sshs_session *s = &p->sessions[i];
         s->pool = p;
         s->index = i;
-        s->state = SSHS_STATE_DISCONNECTED;
+        s->state = SSHPOOL_STATE_DISCONNECTED;
         uv_timer_init(loop, &s->timer);
         s->timer.data = s;
     }
@@ -196,7 +196,7 @@ void sshpool_get_stats(const struct sshpool *pool, struct sshpool_stats *ret)
                                .sessions_lost = pool->lost};
 
     for (unsigned i = 0; i < pool->n; i++) {
-        if (pool->sessions[i].state == SSHS_STATE_READY)
+        if (pool->sessions[i].state == SSHPOOL_STATE_READY)
             st.sessions_ready++;
         st.channels += pool->sessions[i].nchan;
     }
@@ -205,7 +205,8 @@ void sshpool_get_stats(const struct sshpool *pool, struct sshpool_stats *ret)
 
 /* -- channel lists -- */
 
-static void list_append(struct sshs_chan **first, struct sshs_chan **last, struct sshs_chan *c)
+static void list_append(struct sshpool_chan **first, struct sshpool_chan **last,
+                        struct sshpool_chan *c)
 {
     c->prev = *last;
     c->next = NULL;
@@ -216,7 +217,8 @@ static void list_append(struct sshs_chan **first, struct sshs_chan **last, struc
     *last = c;
 }
 
-static void list_remove(struct sshs_chan **first, struct sshs_chan **last, struct sshs_chan *c)
+static void list_remove(struct sshpool_chan **first, struct sshpool_chan **last,
+                        struct sshpool_chan *c)
 {
     if (c->prev)
         c->prev->next = c->next;
@@ -229,7 +231,7 @@ static void list_remove(struct sshs_chan **first, struct sshs_chan **last, struc
     c->prev = c->next = NULL;
 }
 
-void sshpool_submit(struct sshpool *pool, struct sshs_chan *c)
+void sshpool_submit(struct sshpool *pool, struct sshpool_chan *c)
 {
     assert(!c->queued && !c->attached);
     c->pool = pool;
@@ -240,7 +242,7 @@ void sshpool_submit(struct sshpool *pool, struct sshs_chan *c)
     pool_kick(pool);
 }
 
-void sshpool_release(struct sshs_chan *c)
+void sshpool_release(struct sshpool_chan *c)
 {
     struct sshpool *p = c->pool;
 
@@ -259,12 +261,12 @@ void sshpool_release(struct sshs_chan *c)
     }
 }
 
-ssh_session sshs_chan_ssh(const struct sshs_chan *c)
+ssh_session sshpool_chan_ssh(const struct sshpool_chan *c)
 {
     return c->session && c->session->conn ? c->session->conn->ssh : NULL;
 }
 
-void sshs_chan_mark_dirty(struct sshs_chan *c)
+void sshpool_chan_mark_dirty(struct sshpool_chan *c)
 {
     if (c->session)
         c->session->dirty = true;
@@ -275,8 +277,8 @@ static void session_update_poll(struct sshs_session *s)
     struct sshs_conn *conn = s->conn;
     int events, flags;
 
-    if (!conn || !conn->poll.data || s->state == SSHS_STATE_CLOSING ||
-        s->state == SSHS_STATE_DISCONNECTED)
+    if (!conn || !conn->poll.data || s->state == SSHPOOL_STATE_CLOSING ||
+        s->state == SSHPOOL_STATE_DISCONNECTED)
         return;
     flags = ssh_get_poll_flags(conn->ssh);
     events = UV_READABLE | ((flags & SSH_WRITE_PENDING) ? UV_WRITABLE : 0);
@@ -287,7 +289,7 @@ static void session_update_poll(struct sshs_session *s)
     }
 }
 
-void sshs_chan_flush(struct sshs_chan *c)
+void sshpool_chan_flush(struct sshpool_chan *c)
 {
     if (c->session)
         session_update_poll(c->session);
@@ -335,7 +337,7 @@ static void session_drop_conn(struct sshs_session *s, bool graceful)
 
 static void fail_chans(struct sshs_session *s, int error)
 {
-    struct sshs_chan *c;
+    struct sshpool_chan *c;
 
     while ((c = s->first)) {
         list_remove(&s->first, &s->last, c);
@@ -348,7 +350,7 @@ static void fail_chans(struct sshs_session *s, int error)
 
 static void fail_queue(struct sshpool *p, int error)
 {
-    struct sshs_chan *c;
+    struct sshpool_chan *c;
 
     while ((c = p->qfirst)) {
         list_remove(&p->qfirst, &p->qlast, c);
@@ -361,9 +363,9 @@ static void fail_queue(struct sshpool *p, int error)
 static bool pool_any_ready_or_connecting(const struct sshpool *p)
 {
     for (unsigned i = 0; i < p->n; i++) {
-        enum sshs_state st = p->sessions[i].state;
-        if (st == SSHS_STATE_READY || st == SSHS_STATE_CONNECTING ||
-            st == SSHS_STATE_AUTHENTICATING)
+        enum sshpool_state st = p->sessions[i].state;
+        if (st == SSHPOOL_STATE_READY || st == SSHPOOL_STATE_CONNECTING ||
+            st == SSHPOOL_STATE_AUTHENTICATING)
             return true;
     }
     return false;
@@ -399,7 +401,7 @@ static void session_connect_failed(struct sshs_session *s, int error)
         set_last_error(p, "connect", ssh_get_error(s->conn->ssh));
     uv_timer_stop(&s->timer);
     session_drop_conn(s, false);
-    session_set_state(s, SSHS_STATE_DISCONNECTED);
+    session_set_state(s, SSHPOOL_STATE_DISCONNECTED);
     p->connect_last_error = error;
 
     if (p->connect_cb) {
@@ -442,7 +444,7 @@ static void session_lost(struct sshs_session *s, int error)
         uv_poll_stop(&s->conn->poll);
     fail_chans(s, -ECONNRESET);
     session_drop_conn(s, false);
-    session_set_state(s, SSHS_STATE_DISCONNECTED);
+    session_set_state(s, SSHPOOL_STATE_DISCONNECTED);
     if (p->qfirst)
         pool_kick(p);
 }
@@ -457,7 +459,7 @@ static void session_ready(struct sshs_session *s)
         session_connect_failed(s, -ENOMEM);
         return;
     }
-    session_set_state(s, SSHS_STATE_READY);
+    session_set_state(s, SSHPOOL_STATE_READY);
     p->connects++;
     if (s->was_lost && p->conf.observe && !p->closing)
         p->conf.observe(SSHS_EVENT_RESTORED, s->index, p->conf.observe_data);
@@ -475,7 +477,7 @@ static void session_step(struct sshs_session *s)
     struct sshs_conn *conn = s->conn;
     int rc, r;
 
-    if (s->state == SSHS_STATE_CONNECTING) {
+    if (s->state == SSHPOOL_STATE_CONNECTING) {
         rc = ssh_connect(conn->ssh);
         if (rc == SSH_AGAIN) {
             if (ssh_get_fd(conn->ssh) >= 0 && !conn->poll.data) {
@@ -499,9 +501,9 @@ static void session_step(struct sshs_session *s)
             return;
         }
         sshs_tune_socket(ssh_get_fd(conn->ssh), s->pool->conf.keepalive_ms);
-        session_set_state(s, SSHS_STATE_AUTHENTICATING);
+        session_set_state(s, SSHPOOL_STATE_AUTHENTICATING);
     }
-    if (s->state == SSHS_STATE_AUTHENTICATING) {
+    if (s->state == SSHPOOL_STATE_AUTHENTICATING) {
         rc = ssh_userauth_publickey(conn->ssh, NULL, s->pool->conf.key->key);
         if (rc == SSH_AUTH_AGAIN) {
             session_update_poll(s);
@@ -543,9 +545,9 @@ static void on_ssh_poll(uv_poll_t *h, int status, int events)
     if (!s)
         return;
     pool_ref(p);
-    if (s->state == SSHS_STATE_CONNECTING || s->state == SSHS_STATE_AUTHENTICATING) {
+    if (s->state == SSHPOOL_STATE_CONNECTING || s->state == SSHPOOL_STATE_AUTHENTICATING) {
         session_step(s);
-    } else if (s->state == SSHS_STATE_READY) {
+    } else if (s->state == SSHPOOL_STATE_READY) {
         int rc;
 
         if (status >= 0 && (events & UV_READABLE))
@@ -555,7 +557,7 @@ static void on_ssh_poll(uv_poll_t *h, int status, int events)
         /* Channels first: a command that finished just before the connection dropped still
          * reports its result. */
         session_service(s);
-        if (!p->closing && s->conn == conn && s->state == SSHS_STATE_READY &&
+        if (!p->closing && s->conn == conn && s->state == SSHPOOL_STATE_READY &&
             (status < 0 || rc == SSH_ERROR || conn_is_dead(conn->ssh)))
             session_lost(s, -ECONNRESET);
     }
@@ -569,7 +571,7 @@ static void session_service(struct sshs_session *s)
     struct sshs_conn *conn = s->conn;
 
     for (int round = 0; round < SSHS_SERVICE_ROUNDS; round++) {
-        struct sshs_chan *c, *next;
+        struct sshpool_chan *c, *next;
 
         s->dirty = false;
         for (c = s->first; c; c = next) {
@@ -593,12 +595,12 @@ static void on_session_timer(uv_timer_t *t)
 
     pool_ref(p);
     switch (s->state) {
-    case SSHS_STATE_CONNECTING:
-    case SSHS_STATE_AUTHENTICATING:
+    case SSHPOOL_STATE_CONNECTING:
+    case SSHPOOL_STATE_AUTHENTICATING:
         set_last_error(p, "connect", "timed out");
         session_connect_failed(s, -ETIMEDOUT);
         break;
-    case SSHS_STATE_READY:
+    case SSHPOOL_STATE_READY:
         if (uv_now(p->loop) - s->last_rx_ms >= p->conf.keepalive_ms) {
             if (ssh_send_ignore(s->conn->ssh, "sandboxd") != SSH_OK || conn_is_dead(s->conn->ssh)) {
                 session_lost(s, -ECONNRESET);
@@ -607,7 +609,7 @@ static void on_session_timer(uv_timer_t *t)
             session_update_poll(s);
         }
         break;
-    case SSHS_STATE_DISCONNECTED:
+    case SSHPOOL_STATE_DISCONNECTED:
         if (s->retry_pending) {
             s->retry_pending = false;
             if (p->connect_cb || p->qfirst)
@@ -624,7 +626,7 @@ static void session_connect(struct sshs_session *s)
 {
     struct sshpool *p = s->pool;
     struct sshs_conn *conn;
-    if (s->state != SSHS_STATE_DISCONNECTED || p->closing)
+    if (s->state != SSHPOOL_STATE_DISCONNECTED || p->closing)
         return;
     s->retry_pending = false;
     conn = calloc(1, sizeof(*conn));
@@ -644,7 +646,7 @@ static void session_connect(struct sshs_session *s)
     s->conn = conn;
     s->events = 0;
     pool_ref(p); /* the conn's own reference, dropped when it is freed */
-    session_set_state(s, SSHS_STATE_CONNECTING);
+    session_set_state(s, SSHPOOL_STATE_CONNECTING);
     uv_timer_start(&s->timer, on_session_timer,
                    backoff_ms(SSHS_ATTEMPT_MIN_MS, s->failures, p->conf.connect_timeout_ms), 0);
     session_step(s);
@@ -665,7 +667,7 @@ static struct sshs_session *pick_session(struct sshpool *p, bool urgent)
 
     for (unsigned i = 0; i < p->n; i++) {
         struct sshs_session *s = &p->sessions[i];
-        if (s->state != SSHS_STATE_READY || s->nchan >= cap)
+        if (s->state != SSHPOOL_STATE_READY || s->nchan >= cap)
             continue;
         if (!best || s->nchan < best->nchan)
             best = s;
@@ -676,7 +678,7 @@ static struct sshs_session *pick_session(struct sshpool *p, bool urgent)
 static void on_kick(uv_timer_t *t)
 {
     struct sshpool *p = t->data;
-    struct sshs_chan *c, *next;
+    struct sshpool_chan *c, *next;
     unsigned ready = 0, waiting = 0, touched = 0;
     struct sshs_session *touched_s[SSHS_SESSIONS_MAX];
 
@@ -705,17 +707,17 @@ static void on_kick(uv_timer_t *t)
     }
     /* Start the newly attached channels (their first step sends CHANNEL_OPEN). */
     for (unsigned i = 0; i < touched && !p->closing; i++)
-        if (touched_s[i]->state == SSHS_STATE_READY)
+        if (touched_s[i]->state == SSHPOOL_STATE_READY)
             session_service(touched_s[i]);
 
     if (!p->closing && waiting > 0) {
         /* Grow: connect idle slots when nothing is ready, or when every ready session is
          * full. */
         for (unsigned i = 0; i < p->n; i++)
-            ready += p->sessions[i].state == SSHS_STATE_READY;
+            ready += p->sessions[i].state == SSHPOOL_STATE_READY;
         for (unsigned i = 0; i < p->n; i++) {
             struct sshs_session *s = &p->sessions[i];
-            if (s->state == SSHS_STATE_DISCONNECTED && !s->retry_pending) {
+            if (s->state == SSHPOOL_STATE_DISCONNECTED && !s->retry_pending) {
                 session_connect(s);
                 if (ready > 0)
                     break; /* one more at a time when some are up */
@@ -734,7 +736,7 @@ static void on_connect_deadline(uv_timer_t *t)
 
     pool_ref(p);
     for (unsigned i = 0; i < p->n; i++)
-        if (p->sessions[i].state == SSHS_STATE_READY)
+        if (p->sessions[i].state == SSHPOOL_STATE_READY)
             error = 0;
     /* Stop retrying slots that only retried because of this connect. */
     for (unsigned i = 0; i < p->n; i++) {
@@ -761,7 +763,7 @@ int sshpool_connect(struct sshpool *pool, uint64_t deadline_ms, sshpool_connect_
     uv_update_time(pool->loop); /* the deadline counts from now, not from the last tick */
     uv_timer_start(&pool->connect_timer, on_connect_deadline, deadline_ms, 0);
     for (unsigned i = 0; i < pool->n; i++)
-        if (pool->sessions[i].state == SSHS_STATE_READY) {
+        if (pool->sessions[i].state == SSHPOOL_STATE_READY) {
             /* Already up: report from the loop, not from here. */
             uv_timer_start(&pool->connect_timer, on_connect_deadline, 0, 0);
             pool->connect_last_error = 0;
@@ -770,7 +772,7 @@ int sshpool_connect(struct sshpool *pool, uint64_t deadline_ms, sshpool_connect_
     /* Connecting may fail synchronously (no memory); report from the loop then. */
     for (unsigned i = 0; i < pool->n; i++) {
         struct sshs_session *s = &pool->sessions[i];
-        if (s->state == SSHS_STATE_DISCONNECTED) {
+        if (s->state == SSHPOOL_STATE_DISCONNECTED) {
             s->retry_pending = true;
             uv_timer_start(&s->timer, on_session_timer, 0, 0);
         }
@@ -797,12 +799,12 @@ void sshpool_close(struct sshpool *pool, sshpool_close_cb cb, void *userdata)
     fail_queue(pool, -ECANCELED);
     for (unsigned i = 0; i < pool->n; i++) {
         struct sshs_session *s = &pool->sessions[i];
-        bool ready = s->state == SSHS_STATE_READY;
+        bool ready = s->state == SSHPOOL_STATE_READY;
 
         uv_timer_stop(&s->timer);
         fail_chans(s, -ECANCELED);
         session_drop_conn(s, ready);
-        session_set_state(s, SSHS_STATE_CLOSING);
+        session_set_state(s, SSHPOOL_STATE_CLOSING);
         s->timer.data = pool;
         pool_ref(pool);
         uv_close((uv_handle_t *)&s->timer, on_handle_closed_unref);
