@@ -93,10 +93,31 @@ const char *sshpool_state_to_string(enum sshpool_state s)
     return (unsigned)s < _SSHPOOL_STATE_MAX ? names[s] : "invalid";
 }
 
+/* Whether a session may go from state a to b: disconnected -> connecting -> authenticating
+ * -> ready, back to disconnected from any of them, and to closing (for good) from any. */
+_unused_ static bool session_transition_ok(enum sshpool_state a, enum sshpool_state b)
+{
+    switch (b) {
+    case SSHPOOL_STATE_CONNECTING:
+        return a == SSHPOOL_STATE_DISCONNECTED;
+    case SSHPOOL_STATE_AUTHENTICATING:
+        return a == SSHPOOL_STATE_CONNECTING;
+    case SSHPOOL_STATE_READY:
+        return a == SSHPOOL_STATE_CONNECTING || a == SSHPOOL_STATE_AUTHENTICATING;
+    case SSHPOOL_STATE_DISCONNECTED:
+        return a != SSHPOOL_STATE_CLOSING;
+    case SSHPOOL_STATE_CLOSING:
+        return true;
+    default:
+        return false;
+    }
+}
+
 static void session_set_state(struct sshs_session *s, enum sshpool_state state)
 {
     if (s->state == state)
         return;
+    assert(session_transition_ok(s->state, state));
     log_debug(COMP, "%s:%u #%u: %s -> %s", s->pool->conf.host, s->pool->conf.port, s->index,
               sshpool_state_to_string(s->state), sshpool_state_to_string(state));
     s->state = state;
