@@ -286,7 +286,7 @@ static int cmp_strp(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-int json_sorted_keys(json_object *o, const char ***ret_keys, size_t *ret_n)
+int jobj_sorted_keys(json_object *o, const char ***ret_keys, size_t *ret_n)
 {
     const char **keys = NULL;
     size_t n, i = 0;

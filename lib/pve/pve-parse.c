@@ -795,7 +795,7 @@ int pve_form_encode(struct json_object *params, char **ret_s)
     bool first = true;
     int r;
 
-    if (params && (r = json_sorted_keys(params, &keys, &n)) < 0)
+    if (params && (r = jobj_sorted_keys(params, &keys, &n)) < 0)
         return r;
     f = open_memstream(&s, &size);
     if (!f)

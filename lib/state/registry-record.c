@@ -507,7 +507,7 @@ static int canon(struct buf *b, json_object *o, int depth)
 
         if ((size_t)json_object_object_length(o) > REG_PARAMS_MAX / 4)
             return -E2BIG;
-        r = json_sorted_keys(o, &keys, &n);
+        r = jobj_sorted_keys(o, &keys, &n);
         if (r >= 0)
             r = buf_append(b, "{", 1);
         for (i = 0; r >= 0 && i < n; i++) {
