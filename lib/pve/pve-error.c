@@ -1,8 +1,8 @@
 /* Proxmox VE errors: classification by status and text, and the error objects built from an
- * HTTP response or a task's exit status (pve-parse.h). No I/O. */
+ * HTTP response or a task's exit status (pve-error.h). No I/O. */
 #include "macro.h"
 
-#include "pve-parse.h"
+#include "pve-error.h"
 
 #include <assert.h>
 #include <errno.h>
