@@ -14,33 +14,33 @@
 
 #define COMP "ssh"
 /* Delay between connect attempts while sshpool_connect() waits for sshd to come up: it
- * doubles after each failure up to SSHS_RETRY_MAX_MS. One attempt (TCP, handshake, auth) is
- * given SSHS_ATTEMPT_MIN_MS at first, doubling up to the configured connect timeout, so that
+ * doubles after each failure up to SSHPOOL_RETRY_MAX_MS. One attempt (TCP, handshake, auth) is
+ * given SSHPOOL_ATTEMPT_MIN_MS at first, doubling up to the configured connect timeout, so that
  * a SYN dropped while a firewall catches up is retried soon rather than after the whole
  * connect timeout. */
-#define SSHS_RETRY_MS 200u
-#define SSHS_RETRY_MAX_MS 2000u
-#define SSHS_ATTEMPT_MIN_MS 2000u
-#define SSHS_BACKOFF_MAX 8u /* doublings */
+#define SSHPOOL_RETRY_MS 200u
+#define SSHPOOL_RETRY_MAX_MS 2000u
+#define SSHPOOL_ATTEMPT_MIN_MS 2000u
+#define SSHPOOL_BACKOFF_MAX 8u /* doublings */
 /* Kill channels may use this many slots beyond channels_per_session. */
-#define SSHS_URGENT_SPARE 2u
+#define SSHPOOL_URGENT_SPARE 2u
 /* Rounds of channel servicing per event before waiting on the socket again. */
-#define SSHS_SERVICE_ROUNDS 16
+#define SSHPOOL_SERVICE_ROUNDS 16
 
-struct sshs_conn {
+struct sshpool_conn {
     uv_poll_t poll;
     ssh_session ssh;
     ssh_event event;
-    struct sshs_session *session; /* NULL once detached (closing) */
+    struct sshpool_session *session; /* NULL once detached (closing) */
     struct sshpool *pool;
     bool graceful; /* send SSH_MSG_DISCONNECT when freeing */
 };
 
-struct sshs_session {
+struct sshpool_session {
     struct sshpool *pool;
     unsigned index;
     enum sshpool_state state;
-    struct sshs_conn *conn;
+    struct sshpool_conn *conn;
     uv_timer_t timer; /* connect deadline, keepalive, or retry delay, by state */
     int events;       /* uv poll events armed */
     struct sshpool_chan *first, *last;
@@ -56,7 +56,7 @@ struct sshpool {
     uv_loop_t *loop;
     struct sshs_conf conf;
     unsigned n;
-    struct sshs_session *sessions;
+    struct sshpool_session *sessions;
     struct sshpool_chan *qfirst, *qlast;
     unsigned queued;
     uv_timer_t kick;
@@ -75,8 +75,8 @@ struct sshpool {
 static void on_session_timer(uv_timer_t *t);
 static void on_kick(uv_timer_t *t);
 static void on_ssh_poll(uv_poll_t *h, int status, int events);
-static void session_connect(struct sshs_session *s);
-static void session_service(struct sshs_session *s);
+static void session_connect(struct sshpool_session *s);
+static void session_service(struct sshpool_session *s);
 static void pool_kick(struct sshpool *p);
 
 /* ---- the pool ---- */
@@ -113,7 +113,7 @@ _unused_ static bool session_transition_ok(enum sshpool_state a, enum sshpool_st
     }
 }
 
-static void session_set_state(struct sshs_session *s, enum sshpool_state state)
+static void session_set_state(struct sshpool_session *s, enum sshpool_state state)
 {
     if (s->state == state)
         return;
@@ -127,7 +127,7 @@ static void session_set_state(struct sshs_session *s, enum sshpool_state state)
 
 static uint64_t backoff_ms(unsigned base_ms, unsigned failures, uint64_t max_ms)
 {
-    return MIN((uint64_t)base_ms << MIN(failures, SSHS_BACKOFF_MAX), max_ms);
+    return MIN((uint64_t)base_ms << MIN(failures, SSHPOOL_BACKOFF_MAX), max_ms);
 }
 
 static void pool_ref(struct sshpool *p)
@@ -166,7 +166,7 @@ int sshpool_new(uv_loop_t *loop, const struct sshs_config *cfg, unsigned n_sessi
                 struct sshpool **ret)
 {
     _cleanup_free_ struct sshpool *p = NULL;
-    _cleanup_free_ struct sshs_session *sessions = NULL;
+    _cleanup_free_ struct sshpool_session *sessions = NULL;
     int r;
 
     if (!loop || !ret || n_sessions < 1 || n_sessions > SSHS_SESSIONS_MAX)
@@ -187,7 +187,7 @@ int sshpool_new(uv_loop_t *loop, const struct sshs_config *cfg, unsigned n_sessi
     uv_timer_init(loop, &p->connect_timer);
     p->connect_timer.data = p;
     for (unsigned i = 0; i < n_sessions; i++) {
-        struct sshs_session *s = &p->sessions[i];
+        struct sshpool_session *s = &p->sessions[i];
         s->pool = p;
         s->index = i;
         s->state = SSHPOOL_STATE_DISCONNECTED;
@@ -272,7 +272,7 @@ void sshpool_release(struct sshpool_chan *c)
         c->queued = false;
         p->queued--;
     } else if (c->attached) {
-        struct sshs_session *s = c->session;
+        struct sshpool_session *s = c->session;
         list_remove(&s->first, &s->last, c);
         c->attached = false;
         s->nchan--;
@@ -293,9 +293,9 @@ void sshpool_chan_mark_dirty(struct sshpool_chan *c)
         c->session->dirty = true;
 }
 
-static void session_update_poll(struct sshs_session *s)
+static void session_update_poll(struct sshpool_session *s)
 {
-    struct sshs_conn *conn = s->conn;
+    struct sshpool_conn *conn = s->conn;
     int events, flags;
 
     if (!conn || !conn->poll.data || s->state == SSHPOOL_STATE_CLOSING ||
@@ -320,7 +320,7 @@ void sshpool_chan_flush(struct sshpool_chan *c)
 
 static void on_conn_closed(uv_handle_t *h)
 {
-    struct sshs_conn *conn = container_of(h, struct sshs_conn, poll);
+    struct sshpool_conn *conn = container_of(h, struct sshpool_conn, poll);
     struct sshpool *p = conn->pool;
 
     if (conn->event) {
@@ -336,9 +336,9 @@ static void on_conn_closed(uv_handle_t *h)
 
 /* Detaches and closes the connection. The libssh session is freed in the close callback;
  * the poll handle stops watching the fd now, before libssh closes it. */
-static void session_drop_conn(struct sshs_session *s, bool graceful)
+static void session_drop_conn(struct sshpool_session *s, bool graceful)
 {
-    struct sshs_conn *conn = s->conn;
+    struct sshpool_conn *conn = s->conn;
 
     if (!conn)
         return;
@@ -356,7 +356,7 @@ static void session_drop_conn(struct sshs_session *s, bool graceful)
     }
 }
 
-static void fail_chans(struct sshs_session *s, int error)
+static void fail_chans(struct sshpool_session *s, int error)
 {
     struct sshpool_chan *c;
 
@@ -412,7 +412,7 @@ static bool is_retryable(int error)
 }
 
 /* A connect attempt failed (before READY). */
-static void session_connect_failed(struct sshs_session *s, int error)
+static void session_connect_failed(struct sshpool_session *s, int error)
 {
     struct sshpool *p = s->pool;
 
@@ -431,7 +431,7 @@ static void session_connect_failed(struct sshs_session *s, int error)
         } else {
             s->retry_pending = true;
             uv_timer_start(&s->timer, on_session_timer,
-                           backoff_ms(SSHS_RETRY_MS, s->failures++, SSHS_RETRY_MAX_MS), 0);
+                           backoff_ms(SSHPOOL_RETRY_MS, s->failures++, SSHPOOL_RETRY_MAX_MS), 0);
             return;
         }
     }
@@ -448,7 +448,7 @@ static void session_connect_failed(struct sshs_session *s, int error)
 }
 
 /* A READY session was lost: fail what runs on it, forget the connection. */
-static void session_lost(struct sshs_session *s, int error)
+static void session_lost(struct sshpool_session *s, int error)
 {
     struct sshpool *p = s->pool;
 
@@ -470,10 +470,10 @@ static void session_lost(struct sshs_session *s, int error)
         pool_kick(p);
 }
 
-static void session_ready(struct sshs_session *s)
+static void session_ready(struct sshpool_session *s)
 {
     struct sshpool *p = s->pool;
-    struct sshs_conn *conn = s->conn;
+    struct sshpool_conn *conn = s->conn;
 
     conn->event = ssh_event_new();
     if (!conn->event || ssh_event_add_session(conn->event, conn->ssh) != SSH_OK) {
@@ -493,9 +493,9 @@ static void session_ready(struct sshs_session *s)
     connect_op_finish(p, 0);
 }
 
-static void session_step(struct sshs_session *s)
+static void session_step(struct sshpool_session *s)
 {
-    struct sshs_conn *conn = s->conn;
+    struct sshpool_conn *conn = s->conn;
     int rc, r;
 
     if (s->state == SSHPOOL_STATE_CONNECTING) {
@@ -559,8 +559,8 @@ static bool conn_is_dead(ssh_session ssh)
 
 static void on_ssh_poll(uv_poll_t *h, int status, int events)
 {
-    struct sshs_conn *conn = h->data;
-    struct sshs_session *s = conn->session;
+    struct sshpool_conn *conn = h->data;
+    struct sshpool_session *s = conn->session;
     struct sshpool *p = conn->pool;
 
     if (!s)
@@ -586,12 +586,12 @@ static void on_ssh_poll(uv_poll_t *h, int status, int events)
 }
 
 /* Runs every channel's step function until no callback asks for another round. */
-static void session_service(struct sshs_session *s)
+static void session_service(struct sshpool_session *s)
 {
     struct sshpool *p = s->pool;
-    struct sshs_conn *conn = s->conn;
+    struct sshpool_conn *conn = s->conn;
 
-    for (int round = 0; round < SSHS_SERVICE_ROUNDS; round++) {
+    for (int round = 0; round < SSHPOOL_SERVICE_ROUNDS; round++) {
         struct sshpool_chan *c, *next;
 
         s->dirty = false;
@@ -611,7 +611,7 @@ static void session_service(struct sshs_session *s)
 
 static void on_session_timer(uv_timer_t *t)
 {
-    struct sshs_session *s = t->data;
+    struct sshpool_session *s = t->data;
     struct sshpool *p = s->pool;
 
     pool_ref(p);
@@ -643,10 +643,10 @@ static void on_session_timer(uv_timer_t *t)
     pool_unref(p);
 }
 
-static void session_connect(struct sshs_session *s)
+static void session_connect(struct sshpool_session *s)
 {
     struct sshpool *p = s->pool;
-    struct sshs_conn *conn;
+    struct sshpool_conn *conn;
     if (s->state != SSHPOOL_STATE_DISCONNECTED || p->closing)
         return;
     s->retry_pending = false;
@@ -669,7 +669,7 @@ static void session_connect(struct sshs_session *s)
     pool_ref(p); /* the conn's own reference, dropped when it is freed */
     session_set_state(s, SSHPOOL_STATE_CONNECTING);
     uv_timer_start(&s->timer, on_session_timer,
-                   backoff_ms(SSHS_ATTEMPT_MIN_MS, s->failures, p->conf.connect_timeout_ms), 0);
+                   backoff_ms(SSHPOOL_ATTEMPT_MIN_MS, s->failures, p->conf.connect_timeout_ms), 0);
     session_step(s);
 }
 
@@ -681,13 +681,13 @@ static void pool_kick(struct sshpool *p)
         uv_timer_start(&p->kick, on_kick, 0, 0);
 }
 
-static struct sshs_session *pick_session(struct sshpool *p, bool urgent)
+static struct sshpool_session *pick_session(struct sshpool *p, bool urgent)
 {
-    struct sshs_session *best = NULL;
-    unsigned cap = p->conf.channels_per_session + (urgent ? SSHS_URGENT_SPARE : 0);
+    struct sshpool_session *best = NULL;
+    unsigned cap = p->conf.channels_per_session + (urgent ? SSHPOOL_URGENT_SPARE : 0);
 
     for (unsigned i = 0; i < p->n; i++) {
-        struct sshs_session *s = &p->sessions[i];
+        struct sshpool_session *s = &p->sessions[i];
         if (s->state != SSHPOOL_STATE_READY || s->nchan >= cap)
             continue;
         if (!best || s->nchan < best->nchan)
@@ -701,11 +701,11 @@ static void on_kick(uv_timer_t *t)
     struct sshpool *p = t->data;
     struct sshpool_chan *c, *next;
     unsigned ready = 0, waiting = 0, touched = 0;
-    struct sshs_session *touched_s[SSHS_SESSIONS_MAX];
+    struct sshpool_session *touched_s[SSHS_SESSIONS_MAX];
 
     pool_ref(p);
     for (c = p->qfirst; c && !p->closing; c = next) {
-        struct sshs_session *s;
+        struct sshpool_session *s;
         bool seen = false;
 
         next = c->next;
@@ -737,7 +737,7 @@ static void on_kick(uv_timer_t *t)
         for (unsigned i = 0; i < p->n; i++)
             ready += p->sessions[i].state == SSHPOOL_STATE_READY;
         for (unsigned i = 0; i < p->n; i++) {
-            struct sshs_session *s = &p->sessions[i];
+            struct sshpool_session *s = &p->sessions[i];
             if (s->state == SSHPOOL_STATE_DISCONNECTED && !s->retry_pending) {
                 session_connect(s);
                 if (ready > 0)
@@ -761,7 +761,7 @@ static void on_connect_deadline(uv_timer_t *t)
             error = 0;
     /* Stop retrying slots that only retried because of this connect. */
     for (unsigned i = 0; i < p->n; i++) {
-        struct sshs_session *s = &p->sessions[i];
+        struct sshpool_session *s = &p->sessions[i];
         if (s->retry_pending && !p->qfirst) {
             s->retry_pending = false;
             uv_timer_stop(&s->timer);
@@ -792,7 +792,7 @@ int sshpool_connect(struct sshpool *pool, uint64_t deadline_ms, sshpool_connect_
         }
     /* Connecting may fail synchronously (no memory); report from the loop then. */
     for (unsigned i = 0; i < pool->n; i++) {
-        struct sshs_session *s = &pool->sessions[i];
+        struct sshpool_session *s = &pool->sessions[i];
         if (s->state == SSHPOOL_STATE_DISCONNECTED) {
             s->retry_pending = true;
             uv_timer_start(&s->timer, on_session_timer, 0, 0);
@@ -819,7 +819,7 @@ void sshpool_close(struct sshpool *pool, sshpool_close_cb cb, void *userdata)
     }
     fail_queue(pool, -ECANCELED);
     for (unsigned i = 0; i < pool->n; i++) {
-        struct sshs_session *s = &pool->sessions[i];
+        struct sshpool_session *s = &pool->sessions[i];
         bool ready = s->state == SSHPOOL_STATE_READY;
 
         uv_timer_stop(&s->timer);

@@ -51,7 +51,7 @@ void sshs_tune_socket(int fd, uint32_t keepalive_ms);
  * SSH_OPTIONS_TIMEOUT = io_timeout_s for every later blocking call. */
 int sshs_connect_blocking(const struct sshs_conf *conf, unsigned io_timeout_s, ssh_session *ret);
 
-struct sshs_session;
+struct sshpool_session;
 struct sshpool_chan;
 
 struct sshpool_chan_ops {
@@ -67,7 +67,7 @@ struct sshpool_chan_ops {
 struct sshpool_chan {
     const struct sshpool_chan_ops *ops;
     struct sshpool *pool;
-    struct sshs_session *session; /* NULL while queued */
+    struct sshpool_session *session; /* NULL while queued */
     struct sshpool_chan *prev, *next;
     bool queued;   /* in the pool's queue */
     bool attached; /* in a session's list */
