@@ -30,6 +30,8 @@ struct req {
     uint64_t started_ns;
     uv_loop_t *loop;
     const struct config *config;
+    const struct req_observer *observer; /* NULL: none */
+    struct server *server;
     const struct params_spec *spec; /* of parsed */
     void *parsed;
     req_event_cb on_disconnect;
@@ -40,13 +42,6 @@ struct req {
     struct req_fds fds;  /* passed with the line; closed at completion unless taken */
     struct req *prev, *next;
 };
-
-static const struct req_observer *observer;
-
-void req_set_observer(const struct req_observer *o)
-{
-    observer = o;
-}
 
 bool req_in_batch(const struct req *r)
 {
@@ -109,6 +104,8 @@ int req_new(struct req_port *port, const struct rpc_call *call, struct req_batch
     r->admin = admin_set_has(port->admins, port->uid, port->gid);
     r->loop = port->loop;
     r->config = port->config;
+    r->observer = port->observer;
+    r->server = port->server;
     if (!b) {
         r->fds = port->fds;
         port->fds.n = 0;
@@ -118,8 +115,8 @@ int req_new(struct req_port *port, const struct rpc_call *call, struct req_batch
     if (b)
         b->pending++;
     r->started_ns = uv_hrtime();
-    if (observer)
-        observer->started(r);
+    if (r->observer)
+        r->observer->started(r);
     *ret = r;
     return 0;
 }
@@ -203,8 +200,8 @@ static void req_complete(struct req *r, json_object *response)
         json_object_put(response);
         response = NULL;
     }
-    if (observer)
-        observer->completed(r, response);
+    if (r->observer)
+        r->observer->completed(r, response);
     if (b) {
         req_batch_add(b, response);
         req_batch_release(b, p);
@@ -302,6 +299,11 @@ uv_loop_t *req_loop(const struct req *r)
 const struct config *req_config(const struct req *r)
 {
     return r->config;
+}
+
+struct server *req_server(const struct req *r)
+{
+    return r->server;
 }
 
 bool req_connected(const struct req *r)
