@@ -97,13 +97,13 @@ void methods_dispatch(const struct method_table *t, struct req *r)
 }
 
 static void dispatch_call(const struct method_table *t, struct req_port *port,
-                          struct rpc_call *call, struct req_batch *b, bool stopping)
+                          struct rpc_call *call, struct rpc_batch *b, bool stopping)
 {
     struct req *r;
 
     if (call->error) {
         if (b)
-            req_batch_add(b, json_object_get(call->error));
+            rpc_batch_add(b, json_object_get(call->error));
         else
             (void)port->ops->send(port->conn, json_object_get(call->error));
         return;
@@ -129,7 +129,7 @@ int methods_dispatch_line(const struct method_table *t, struct req_port *port, c
                           size_t len, bool stopping)
 {
     struct rpc_message m;
-    struct req_batch *b = NULL;
+    struct rpc_batch *b = NULL;
 
     if (rpc_parse(line, len, &m) < 0) {
         rpc_message_done(&m);
@@ -141,7 +141,7 @@ int methods_dispatch_line(const struct method_table *t, struct req_port *port, c
         return 0;
     }
     if (m.batch) {
-        b = req_batch_new();
+        b = rpc_batch_new();
         if (!b) {
             rpc_message_done(&m);
             return -ENOMEM;

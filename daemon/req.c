@@ -10,14 +10,9 @@
 #include "list.h"
 #include "macro.h"
 
-struct req_batch {
-    json_object *replies; /* array */
-    unsigned pending;     /* requests not completed, plus the dispatcher's hold */
-};
-
 struct req {
     struct req_port *port; /* NULL once the client is gone */
-    struct req_batch *batch;
+    struct rpc_batch *batch;
     json_object *id;      /* owned; NULL for a notification or id null */
     json_object *request; /* owned: keeps method and params alive */
     json_object *params;  /* borrowed from request */
@@ -53,38 +48,17 @@ uint64_t req_started_ns(const struct req *r)
     return r->started_ns;
 }
 
-struct req_batch *req_batch_new(void)
+void req_batch_release(struct rpc_batch *b, struct req_port *port)
 {
-    struct req_batch *b = calloc(1, sizeof *b);
+    json_object *replies = rpc_batch_release(b);
 
-    if (!b)
-        return NULL;
-    b->replies = json_object_new_array();
-    if (!b->replies) {
-        free(b);
-        return NULL;
-    }
-    b->pending = 1;
-    return b;
+    if (replies && port)
+        (void)port->ops->send(port->conn, replies);
+    else
+        json_object_put(replies);
 }
 
-void req_batch_add(struct req_batch *b, json_object *response)
-{
-    if (response)
-        json_object_array_add(b->replies, response);
-}
-
-void req_batch_release(struct req_batch *b, struct req_port *port)
-{
-    if (--b->pending > 0)
-        return;
-    if (port && json_object_array_length(b->replies) > 0)
-        (void)port->ops->send(port->conn, json_object_get(b->replies));
-    json_object_put(b->replies);
-    free(b);
-}
-
-int req_new(struct req_port *port, const struct rpc_call *call, struct req_batch *b,
+int req_new(struct req_port *port, const struct rpc_call *call, struct rpc_batch *b,
             struct req **ret)
 {
     struct req *r = calloc(1, sizeof *r);
@@ -113,7 +87,7 @@ int req_new(struct req_port *port, const struct rpc_call *call, struct req_batch
     LIST_PREPEND(port->list.head, r);
     port->list.n++;
     if (b)
-        b->pending++;
+        rpc_batch_hold(b);
     r->started_ns = uv_hrtime();
     if (r->observer)
         r->observer->started(r);
@@ -193,7 +167,7 @@ static void req_unlink(struct req *r)
 static void req_complete(struct req *r, json_object *response)
 {
     struct req_port *p = r->port;
-    struct req_batch *b = r->batch;
+    struct rpc_batch *b = r->batch;
 
     req_unlink(r);
     if (r->notification) {
@@ -203,7 +177,7 @@ static void req_complete(struct req *r, json_object *response)
     if (r->observer)
         r->observer->completed(r, response);
     if (b) {
-        req_batch_add(b, response);
+        rpc_batch_add(b, response);
         req_batch_release(b, p);
     } else if (response) {
         if (p)

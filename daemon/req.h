@@ -23,6 +23,7 @@
 #include "admin.h"
 #include "api-limits.h" /* REQ_FDS_MAX */
 #include "params.h"
+#include "rpc-batch.h"
 #include "rpc.h"
 
 struct req;
@@ -157,19 +158,15 @@ struct req_port {
     struct req_fds fds;
 };
 
-/* A batch is answered as one array once every entry has completed. */
-struct req_batch;
-/* A batch holding one reference for its dispatcher; NULL on -ENOMEM. */
-struct req_batch *req_batch_new(void);
-/* Adds a ready response (taken over) to the batch. */
-void req_batch_add(struct req_batch *b, json_object *response);
-/* Drops the dispatcher's reference: the last one sends the array to port (if
- * any entry is in it and port is not NULL) and frees the batch. */
-void req_batch_release(struct req_batch *b, struct req_port *port);
+/* A batch is answered as one array once every entry has completed (proto/rpc-batch.h):
+ * the dispatcher holds it while it dispatches, each request while it runs. */
+/* Drops one reference to b: the last one sends the array of replies to port (if there
+ * is one and port is not NULL). */
+void req_batch_release(struct rpc_batch *b, struct req_port *port);
 
 /* Attaches a new request for call to port (linked into port->list; b may be
  * NULL). The request takes its own references to call's id and request. */
-int req_new(struct req_port *port, const struct rpc_call *call, struct req_batch *b,
+int req_new(struct req_port *port, const struct rpc_call *call, struct rpc_batch *b,
             struct req **ret);
 /* The dispatcher's parsed params: stored with the request and released with
  * spec->done() when it completes. */
