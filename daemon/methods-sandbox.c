@@ -354,6 +354,7 @@ struct pending_internet {
     bool wait;
     uint64_t wait_ms;
 };
+static_assert(offsetof(struct pending_internet, p) == 0, "struct pending comes first");
 
 static void on_internet(const struct engine_error *err, struct sandbox *sb, void *userdata)
 {

@@ -2,6 +2,7 @@
  * connection fires. See req.h. */
 #include "req.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -158,6 +159,7 @@ static void req_unlink(struct req *r)
 
     if (!p)
         return;
+    assert(p->list.n > 0);
     LIST_REMOVE(p->list.head, r);
     p->list.n--;
     r->port = NULL;

@@ -174,6 +174,7 @@ static void server_conn_uncount(void *owner, struct conn *c)
     if (!c->counted)
         return;
     c->counted = false;
+    assert(s->n_conns > 0);
     s->n_conns--;
     u = uid_slot(s, c->port.uid, false);
     if (u && --u->n == 0) {
@@ -185,6 +186,7 @@ static void server_conn_closed(void *owner, struct conn *c)
 {
     struct server *s = owner;
 
+    assert(s->n_handles > 0);
     LIST_REMOVE(s->conns, c);
     s->n_handles--;
     server_maybe_finish(s);
