@@ -50,8 +50,8 @@ static inline struct daemon *req_daemon(const struct req *r)
     return s ? s->daemon : NULL;
 }
 
-/* Starts d on loop with config (taken over, also on failure) and serves. d->on_stopped
- * and d->userdata are set by the caller before. On failure (logged) the parts that started
+/* Starts d on loop with config (taken over, also on failure) and serves. d is
+ * zero-initialised but for on_stopped and userdata, which the caller sets. On failure (logged) the parts that started
  * are being stopped: the caller runs the loop until on_stopped, then calls daemon_done(),
  * as after a shutdown. Returns 0 or a negative errno. */
 int daemon_start(struct daemon *d, uv_loop_t *loop, struct config *config,
