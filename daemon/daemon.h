@@ -51,9 +51,9 @@ static inline struct daemon *req_daemon(const struct req *r)
 }
 
 /* Starts d on loop with config (taken over, also on failure) and serves. d is
- * zero-initialised but for on_stopped and userdata, which the caller sets. On failure (logged) the parts that started
- * are being stopped: the caller runs the loop until on_stopped, then calls daemon_done(),
- * as after a shutdown. Returns 0 or a negative errno. */
+ * zero-initialised but for on_stopped and userdata, which the caller sets. On failure (logged) the
+ * parts that started are being stopped: the caller runs the loop until on_stopped, then calls
+ * daemon_done(), as after a shutdown. Returns 0 or a negative errno. */
 int daemon_start(struct daemon *d, uv_loop_t *loop, struct config *config,
                  const struct daemon_options *o);
 /* Starts stopping: subscriptions end, the server stops accepting and lets the requests in
