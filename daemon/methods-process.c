@@ -256,7 +256,7 @@ static void on_call_disconnect(struct req *r, void *userdata)
 static void call_run(struct req *r, const char *id, struct call *c,
                      const struct sandbox_process_call *pc)
 {
-    struct engine *e = methods_sandbox_engine();
+    struct engine *e = methods_sandbox(r)->engine;
     struct engine_error err;
     struct sandbox *sb = e ? engine_lookup(e, id, req_uid(r), req_is_admin(r)) : NULL;
     struct sandbox_info v;
@@ -321,7 +321,7 @@ static void on_pump_end(int error, const struct sandbox_pump_end *end, void *use
 static bool pump_prepare(struct req *r, const struct params_process_start *p,
                          struct sandbox_pump **ret)
 {
-    struct engine *e = methods_sandbox_engine();
+    struct engine *e = methods_sandbox(r)->engine;
     int fds[3] = {-1, -1, -1};
     struct engine_error err;
 
@@ -370,14 +370,14 @@ static char **env_strings(const struct params_kv_list *l)
     return v;
 }
 
-static void method_start(struct req *r, void *params, void *userdata)
+void method_process_start(struct req *r, void *params, void *userdata)
 {
     struct params_process_start *p = params;
     struct sandbox_process_call pc = {.op = SANDBOX_PROCESS_START};
     char **env = NULL;
     struct call *c;
 
-    if (methods_sandbox_park(r, p->id, method_start, params, userdata))
+    if (methods_sandbox_park(r, p->id, method_process_start, params, userdata))
         return;
     /* Descriptors and a transfer slot first: a refused request launches nothing. */
     if (!pump_prepare(r, p, &pc.pump))
@@ -492,22 +492,27 @@ static void method_op(struct req *r, void *params, void *userdata)
     call_run(r, t->id, c, &pc);
 }
 
-static const struct method_def process_rows[] = {
-    {"process.start", &params_process_start_spec, method_start, NULL, false},
-    {"process.read", &params_process_read_spec, method_op, (void *)&op_read, false},
-    {"process.write", &params_process_write_spec, method_op, (void *)&op_write, false},
-    {"process.wait", &params_process_wait_spec, method_op, (void *)&op_wait, false},
-    {"process.kill", &params_process_kill_spec, method_op, (void *)&op_kill, false},
-    {"process.list", &params_process_list_spec, method_op, (void *)&op_list, false},
-    {},
-};
-
-int methods_process_start(void)
+void method_process_read(struct req *r, void *params, void *userdata)
 {
-    return methods_register(process_rows);
+    method_op(r, params, (void *)&op_read);
 }
 
-void methods_process_stop(void)
+void method_process_write(struct req *r, void *params, void *userdata)
 {
-    methods_unregister(process_rows);
+    method_op(r, params, (void *)&op_write);
+}
+
+void method_process_wait(struct req *r, void *params, void *userdata)
+{
+    method_op(r, params, (void *)&op_wait);
+}
+
+void method_process_kill(struct req *r, void *params, void *userdata)
+{
+    method_op(r, params, (void *)&op_kill);
+}
+
+void method_process_list(struct req *r, void *params, void *userdata)
+{
+    method_op(r, params, (void *)&op_list);
 }
