@@ -84,8 +84,10 @@ static void on_fw_set(const struct pve_result *res, void *userdata)
                                     .message = "the sandbox is being destroyed",
                                     .state = sandbox_state_to_public(SANDBOX_DESTROYING)};
         fw_fail_waiting(sb, &err);
-        sb->destroy_requested = false;
-        destroy_start(sb);
+        if (!sb->resize_op) { /* else the resize starts it when it ends (sandbox-resize.c) */
+            sb->destroy_requested = false;
+            destroy_start(sb);
+        }
     } else {
         fw_start_next(sb);
     }
