@@ -216,6 +216,7 @@ static bool skip_clone_wait(const struct sandbox *sb)
 
 static int start_clone_wait(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
 {
+    assert(sb->resumed && sb->upid); /* resumed from a record with the clone task's UPID */
     return pve_wait_task(sb->engine->pve, sb->node, sb->upid, timeout_ms, op_step_pve, sb,
                          &sb->call);
 }
@@ -486,6 +487,7 @@ static int start_ipset_create(struct sandbox *sb, uint64_t timeout_ms, const cha
 
 static int start_ipset_add(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
 {
+    assert(sb->ip); /* the address wait before it found the lease */
     return pve_fw_ipset_add(sb->engine->pve, sb->node, sb->vmid, IPFILTER_NEW, sb->ip, timeout_ms,
                             on_ipset, sb, &sb->call);
 }

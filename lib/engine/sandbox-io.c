@@ -2,6 +2,7 @@
  * (one firewall change at a time, in order). See sandbox.h. */
 #include "macro.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +100,7 @@ static int fw_start(struct sandbox *sb, struct fw_op *op)
     struct engine *e = sb->engine;
     int r;
 
+    assert(!sb->fw_busy); /* one internet change at a time, the others queued */
     r = pve_fw_group_set(e->pve, sb->node, sb->vmid, e->cfg->proxmox.internet_group, op->enabled,
                          ENGINE_STEP_CONFIG_MS, on_fw_set, op, &sb->call);
     if (r < 0)

@@ -33,6 +33,7 @@ int sandbox_description(const struct sandbox *sb, char **ret)
     };
     int r;
 
+    assert(sb->labels); /* an object of strings, never NULL */
     memcpy(m.key, sb->idem_hash, sizeof m.key);
     memcpy(m.params, sb->params_hash, sizeof m.params);
     snprintf(m.instance, sizeof m.instance, "%s", registry_instance_id(sb->engine->reg));

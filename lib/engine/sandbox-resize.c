@@ -237,7 +237,6 @@ static void op_finish(struct sandbox *sb, const struct engine_error *err)
     struct engine *e = sb->engine;
     bool take = op->take;
 
-    assert(!op->call);
     op->cb(err, sb, op->userdata);
     free(op->hostname);
     free(op->description);
