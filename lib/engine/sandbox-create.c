@@ -6,7 +6,7 @@
  * function that issues its call. Every call completes through the driver, which checks for
  * an abort (shutdown, destroy), a failure and moves on; a step that polls or retries asks
  * for op_step_again() and keeps its deadline. The SSH, host key and isolation steps live in
- * sandbox-connect.c, sandbox-rekey.c and sandbox-isolation.c. */
+ * sandbox-connect.c, sandbox-rekey.c and sandbox-isolation-steps.c. */
 #include "macro.h"
 
 #include <assert.h>
