@@ -114,8 +114,8 @@ void op_step_finish(struct sandbox *sb);
 void op_step_pve_done(struct sandbox *sb, const struct pve_result *res);
 /* op_step_pve_done() as a Proxmox callback for a call kept in sb->call (userdata sb). */
 void op_step_pve(const struct pve_result *res, void *userdata);
-/* The running step runs again (its start is called anew) after delay_ms, within its
- * deadline: a poll or a retry. */
+/* The running step runs again (its start is called anew) after delay_ms on sb->timer, within
+ * its deadline: a poll or a retry. */
 void op_step_again(struct sandbox *sb, uint64_t delay_ms);
 /* Time left to the running step; 0 once its deadline passed. */
 uint64_t op_step_left(struct sandbox *sb);
