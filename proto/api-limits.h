@@ -8,7 +8,7 @@
  *
  * Not here: limits the operator sets (max_request_bytes, max_inflight_per_connection, quotas
  * and caps, file_timeout_ms, max_processes, process_output_max_bytes), which are
- * configuration (lib/config.h, docs/sandboxd.conf.5.scd); and the long-polls per sandbox
+ * configuration (lib/config/config.h, docs/sandboxd.conf.5.scd); and the long-polls per sandbox
  * (PROCESS_WAITERS_MAX, 16, in daemon/methods-process.c; doc: "long-polls per sandbox").
  *
  * The engine (lib/) checks caps of its own as a backstop; they are never below what the

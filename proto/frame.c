@@ -23,7 +23,32 @@ void frame_buf_done(struct frame_buf *f)
     if (!f)
         return;
     free(f->data);
-    *f = (struct frame_buf){.max_line = f->max_line, .overflow = f->overflow};
+    *f = (struct frame_buf){.max_line = f->max_line, .overflow = f->overflow, .resync = f->resync};
+}
+
+static void frame_set_overflow(struct frame_buf *f);
+
+void frame_buf_set_resync(struct frame_buf *f, bool resync)
+{
+    f->resync = resync;
+}
+
+/* The first pending line is longer than max_line; complete: its '\n' is held (at
+ * start + scanned). Stops the stream, or in resync mode drops what is held of the
+ * line and notes it for frame_buf_next(). Returns -EMSGSIZE. */
+static int frame_overlong(struct frame_buf *f, bool complete)
+{
+    if (!f->resync) {
+        frame_set_overflow(f);
+        return -EMSGSIZE;
+    }
+    f->start += f->scanned + (complete ? 1 : 0);
+    f->scanned = 0;
+    f->skipping = !complete;
+    f->overlong = true;
+    if (f->start == f->len)
+        f->start = f->len = 0;
+    return -EMSGSIZE;
 }
 
 static void frame_set_overflow(struct frame_buf *f)
@@ -47,18 +72,14 @@ static int frame_scan(struct frame_buf *f)
         nl = memchr(f->data + f->start + f->scanned, '\n', held - f->scanned);
         if (nl) {
             f->scanned = (size_t)(nl - (f->data + f->start));
-            if (f->scanned > f->max_line) {
-                frame_set_overflow(f);
-                return -EMSGSIZE;
-            }
+            if (f->scanned > f->max_line)
+                return frame_overlong(f, true);
             return 1;
         }
         f->scanned = held;
     }
-    if (f->scanned > f->max_line) {
-        frame_set_overflow(f);
-        return -EMSGSIZE;
-    }
+    if (f->scanned > f->max_line)
+        return frame_overlong(f, false);
     return 0;
 }
 
@@ -79,6 +100,16 @@ int frame_buf_append(struct frame_buf *f, const void *p, size_t n)
 
     if (f->overflow)
         return -EMSGSIZE;
+    if (f->skipping) {
+        /* resync: the rest of an overlong line, up to its '\n', is dropped */
+        const char *nl = n ? memchr(p, '\n', n) : NULL;
+
+        if (!nl)
+            return 0;
+        f->skipping = false;
+        n -= (size_t)(nl + 1 - (const char *)p);
+        p = nl + 1;
+    }
     if (n == 0)
         return 0;
 
@@ -95,6 +126,8 @@ int frame_buf_append(struct frame_buf *f, const void *p, size_t n)
     f->len += n;
 
     r = frame_scan(f);
+    if (r < 0 && f->resync)
+        return 0; /* frame_buf_next() reports it, in its place */
     return r < 0 ? r : 0;
 }
 
@@ -103,7 +136,13 @@ int frame_buf_next(struct frame_buf *f, char **ret_line, size_t *ret_len)
     size_t n;
     int r;
 
+    if (f->overlong) {
+        f->overlong = false;
+        return -EMSGSIZE;
+    }
     r = frame_scan(f);
+    if (r == -EMSGSIZE && f->resync)
+        f->overlong = false; /* reported now */
     if (r <= 0)
         return r;
 
@@ -115,6 +154,35 @@ int frame_buf_next(struct frame_buf *f, char **ret_line, size_t *ret_len)
     f->scanned = 0;
     if (f->start == f->len)
         f->start = f->len = 0; /* nothing held: the next append needs no memmove */
+    return 1;
+}
+
+int frame_buf_finish(struct frame_buf *f, char **ret_line, size_t *ret_len)
+{
+    size_t n;
+    int r;
+
+    r = frame_scan(f);
+    if (r < 0) {
+        f->overlong = false; /* reported now */
+        return r;
+    }
+    if (r > 0)
+        return -EINVAL; /* a complete line is still held */
+    n = f->len - f->start;
+    if (f->skipping || n == 0) {
+        f->skipping = false;
+        f->start = f->len = f->scanned = 0;
+        return 0;
+    }
+    /* room for the NUL after the last byte */
+    r = buf_grow(&f->data, &f->cap, f->len + 1, 0);
+    if (r < 0)
+        return r;
+    f->data[f->len] = '\0';
+    *ret_line = f->data + f->start;
+    *ret_len = n;
+    f->start = f->len = f->scanned = 0;
     return 1;
 }
 

@@ -3,6 +3,7 @@
 
 #include "b64.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -459,9 +460,80 @@ static int rpc_call_parse(json_object *req, const struct rpc_lex *lex, struct rp
     return 0;
 }
 
-int rpc_parse(const char *line, size_t len, struct rpc_message *ret)
+/* The JSON value of line, in json-c's strict mode: *ret_root (NULL unless *ret_error is
+ * json_tokener_success), or -ENOMEM. */
+static int rpc_json_parse(const char *line, size_t len, json_object **ret_root,
+                          enum json_tokener_error *ret_error)
 {
     json_tokener *tok;
+    json_object *root;
+    enum json_tokener_error jerr;
+
+    tok = json_tokener_new_ex(RPC_MAX_DEPTH);
+    if (!tok)
+        return -ENOMEM;
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+    root = json_tokener_parse_ex(tok, line, (int)len);
+    jerr = json_tokener_get_error(tok);
+    if (jerr == json_tokener_continue) {
+        /* A top-level number or literal needs an end marker. */
+        root = json_tokener_parse_ex(tok, "", 1);
+        jerr = json_tokener_get_error(tok);
+    } else if (jerr == json_tokener_success) {
+        /* Only whitespace may follow the value (strict mode already refuses
+         * anything else; this keeps it so whatever json-c does). */
+        for (size_t i = json_tokener_get_parse_end(tok); i < len; i++)
+            if (!strchr(" \t\r\n", line[i]) || line[i] == '\0') {
+                jerr = json_tokener_error_parse_unexpected;
+                json_object_put(root);
+                root = NULL;
+                break;
+            }
+    }
+    json_tokener_free(tok);
+    assert(jerr == json_tokener_success || !root);
+    *ret_root = root;
+    *ret_error = jerr;
+    return 0;
+}
+
+/* The calls of a parsed message, root an object (one call) or an array (a batch): into m
+ * (m->n_calls counts the calls set, also on failure). */
+static int rpc_calls_parse(json_object *root, const struct rpc_lex *lex, struct rpc_message *m)
+{
+    int r;
+
+    if (json_object_is_type(root, json_type_array)) {
+        size_t n = json_object_array_length(root);
+
+        m->batch = true;
+        if (n == 0)
+            return rpc_whole_error(m, RPC_INVALID_REQUEST, "empty batch");
+        if (n > RPC_MAX_BATCH)
+            return rpc_whole_error(m, RPC_INVALID_REQUEST, "batch has more than 64 entries");
+        m->calls = calloc(n, sizeof(*m->calls));
+        if (!m->calls)
+            return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+            r = rpc_call_parse(json_object_array_get_idx(root, i), lex, &m->calls[i]);
+            m->n_calls = i + 1;
+            if (r < 0)
+                return r;
+        }
+        return 0;
+    }
+    if (json_object_is_type(root, json_type_object)) {
+        m->calls = calloc(1, sizeof(*m->calls));
+        if (!m->calls)
+            return -ENOMEM;
+        m->n_calls = 1;
+        return rpc_call_parse(root, lex, &m->calls[0]);
+    }
+    return rpc_whole_error(m, RPC_INVALID_REQUEST, "request is not an object or an array");
+}
+
+int rpc_parse(const char *line, size_t len, struct rpc_message *ret)
+{
     json_object *root = NULL;
     enum json_tokener_error jerr;
     const char *reason;
@@ -490,74 +562,14 @@ int rpc_parse(const char *line, size_t len, struct rpc_message *ret)
         goto out;
     }
 
-    tok = json_tokener_new_ex(RPC_MAX_DEPTH);
-    if (!tok) {
-        r = -ENOMEM;
+    r = rpc_json_parse(line, len, &root, &jerr);
+    if (r < 0)
         goto out;
-    }
-    json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
-    root = json_tokener_parse_ex(tok, line, (int)len);
-    jerr = json_tokener_get_error(tok);
-    if (jerr == json_tokener_continue) {
-        /* A top-level number or literal needs an end marker. */
-        root = json_tokener_parse_ex(tok, "", 1);
-        jerr = json_tokener_get_error(tok);
-    } else if (jerr == json_tokener_success) {
-        /* Only whitespace may follow the value (strict mode already refuses
-         * anything else; this keeps it so whatever json-c does). */
-        for (size_t i = json_tokener_get_parse_end(tok); i < len; i++)
-            if (!strchr(" \t\r\n", line[i]) || line[i] == '\0') {
-                jerr = json_tokener_error_parse_unexpected;
-                json_object_put(root);
-                root = NULL;
-                break;
-            }
-    }
-    json_tokener_free(tok);
-
     if (jerr != json_tokener_success) {
         r = rpc_whole_error(&m, RPC_PARSE_ERROR, json_tokener_error_desc(jerr));
         goto out;
     }
-
-    if (json_object_is_type(root, json_type_array)) {
-        size_t n = json_object_array_length(root);
-
-        m.batch = true;
-        if (n == 0) {
-            r = rpc_whole_error(&m, RPC_INVALID_REQUEST, "empty batch");
-            goto out;
-        }
-        if (n > RPC_MAX_BATCH) {
-            r = rpc_whole_error(&m, RPC_INVALID_REQUEST, "batch has more than 64 entries");
-            goto out;
-        }
-        m.calls = calloc(n, sizeof(*m.calls));
-        if (!m.calls) {
-            r = -ENOMEM;
-            goto out;
-        }
-        for (size_t i = 0; i < n; i++) {
-            r = rpc_call_parse(json_object_array_get_idx(root, i), &lex, &m.calls[i]);
-            m.n_calls = i + 1;
-            if (r < 0)
-                goto out;
-        }
-    } else if (json_object_is_type(root, json_type_object)) {
-        m.calls = calloc(1, sizeof(*m.calls));
-        if (!m.calls) {
-            r = -ENOMEM;
-            goto out;
-        }
-        m.n_calls = 1;
-        r = rpc_call_parse(root, &lex, &m.calls[0]);
-        if (r < 0)
-            goto out;
-    } else {
-        r = rpc_whole_error(&m, RPC_INVALID_REQUEST, "request is not an object or an array");
-        goto out;
-    }
-    r = 0;
+    r = rpc_calls_parse(root, &lex, &m);
 
 out:
     json_object_put(root);

@@ -286,7 +286,7 @@ static int cmp_strp(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-int json_sorted_keys(json_object *o, const char ***ret_keys, size_t *ret_n)
+int jobj_sorted_keys(json_object *o, const char ***ret_keys, size_t *ret_n)
 {
     const char **keys = NULL;
     size_t n, i = 0;
@@ -506,38 +506,6 @@ bool hex_is_valid(const char *s, size_t len)
         if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
             return false;
     return len == 0 || i == len;
-}
-
-char *shell_quote(const char *s)
-{
-    size_t n = 2, quotes = 0;
-    char *out, *o;
-
-    if (!s) {
-        errno = EINVAL;
-        return NULL;
-    }
-    for (const char *p = s; *p; p++)
-        if (*p == '\'')
-            quotes++;
-    n += strlen(s) + quotes * 3 + 1;
-    out = malloc(n);
-    if (!out)
-        return NULL;
-    o = out;
-    *o++ = '\'';
-    for (const char *p = s; *p; p++) {
-        if (*p == '\'') {
-            /* close the quote, an escaped quote, reopen */
-            memcpy(o, "'\\''", 4);
-            o += 4;
-        } else {
-            *o++ = *p;
-        }
-    }
-    *o++ = '\'';
-    *o = '\0';
-    return out;
 }
 
 const char *startswith(const char *s, const char *prefix)

@@ -54,7 +54,7 @@ int read_file_flags(int dirfd, const char *path, size_t max, unsigned flags, cha
                     size_t *ret_n);
 /* The keys of a JSON object in strcmp() order, borrowed from o: *ret_keys (free()
  * the array only) is NULL when o has no key. -EINVAL when o is not an object. */
-int json_sorted_keys(json_object *o, const char ***ret_keys, size_t *ret_n);
+int jobj_sorted_keys(json_object *o, const char ***ret_keys, size_t *ret_n);
 /* mkdir -p with mode for each created component; existing folders are kept
  * as they are. Returns 0 or a negative errno. */
 int mkdir_p(const char *path, mode_t mode);
@@ -83,9 +83,6 @@ bool hex_is_valid(const char *s, size_t len);
 /* Writes all n bytes to fd, retrying on EINTR and short writes. 0 or -errno. */
 int write_all(int fd, const void *data, size_t n);
 
-/* POSIX shell single-quoted form of s ('it'\''s'); malloc'd, NULL with
- * errno ENOMEM. The empty string becomes ''. */
-char *shell_quote(const char *s);
 /* Returns the rest of s after prefix, or NULL when s does not start with it. */
 const char *startswith(const char *s, const char *prefix);
 /* True when s ends with suffix. */

@@ -86,7 +86,7 @@ struct outbuf {
 };
 
 struct sshexec {
-    struct sshs_chan chan;
+    struct sshpool_chan chan;
     enum exec_state state;
     struct sshpool *pool;
     ssh_channel ch;
@@ -119,7 +119,7 @@ struct sshexec {
 
 static void exec_finish(struct sshexec *e, int error);
 static void on_exec_timer(uv_timer_t *t);
-static const struct sshs_chan_ops exec_ops;
+static const struct sshpool_chan_ops exec_ops;
 
 static const char *exec_state_to_string(enum exec_state s)
 {
@@ -430,7 +430,7 @@ static int on_channel_data(ssh_session session, ssh_channel channel, void *data,
                 else
                     e->chunks_first = c;
                 e->chunks_last = c;
-                sshs_chan_mark_dirty(&e->chan);
+                sshpool_chan_mark_dirty(&e->chan);
             } else {
                 o->truncated = true;
             }
@@ -468,14 +468,14 @@ static void on_channel_close(ssh_session session, ssh_channel channel, void *use
     struct sshexec *e = userdata;
 
     e->remote_closed = true;
-    sshs_chan_mark_dirty(&e->chan);
+    sshpool_chan_mark_dirty(&e->chan);
 }
 
 static void on_channel_eof(ssh_session session, ssh_channel channel, void *userdata)
 {
     struct sshexec *e = userdata;
 
-    sshs_chan_mark_dirty(&e->chan);
+    sshpool_chan_mark_dirty(&e->chan);
 }
 
 /* ---- the exec state machine ---- */
@@ -496,7 +496,7 @@ static void flush_chunks(struct sshexec *e, bool deliver)
 
 static void drop_channel(struct sshexec *e)
 {
-    ssh_session ssh = sshs_chan_ssh(&e->chan);
+    ssh_session ssh = sshpool_chan_ssh(&e->chan);
 
     if (!e->ch)
         return;
@@ -506,7 +506,7 @@ static void drop_channel(struct sshexec *e)
         (void)ssh_channel_close(e->ch);
     ssh_channel_free(e->ch);
     e->ch = NULL;
-    sshs_chan_flush(&e->chan);
+    sshpool_chan_flush(&e->chan);
 }
 
 static void on_exec_timer_closed(uv_handle_t *h)
@@ -600,10 +600,10 @@ static void on_kill_done(struct sshexec *k, int error, struct sshexec_result *re
         uv_timer_start(&e->timer, on_exec_timer, SSHEXEC_KILL_GRACE_MS, 0);
 }
 
-static void exec_process(struct sshs_chan *c)
+static void exec_process(struct sshpool_chan *c)
 {
     struct sshexec *e = container_of(c, struct sshexec, chan);
-    ssh_session ssh = sshs_chan_ssh(c);
+    ssh_session ssh = sshpool_chan_ssh(c);
     int rc;
 
     if (e->state == EXEC_QUEUED) {
@@ -693,10 +693,10 @@ static void exec_process(struct sshs_chan *c)
         }
     }
 out:
-    sshs_chan_flush(c);
+    sshpool_chan_flush(c);
 }
 
-static void exec_fail(struct sshs_chan *c, int error)
+static void exec_fail(struct sshpool_chan *c, int error)
 {
     struct sshexec *e = container_of(c, struct sshexec, chan);
 
@@ -711,7 +711,7 @@ static void exec_fail(struct sshs_chan *c, int error)
     exec_finish(e, error);
 }
 
-static const struct sshs_chan_ops exec_ops = {
+static const struct sshpool_chan_ops exec_ops = {
     .process = exec_process,
     .fail = exec_fail,
 };

@@ -137,7 +137,7 @@ int sshexec_cancel(struct sshexec *e);
  * shell. marker is the SANDBOXD_EXEC_ID value ([0-9a-f]+). -EINVAL/-E2BIG as above. */
 int sshexec_build_command(const struct sshexec_params *params, const char *marker, char **ret);
 /* The command line that kills every process of the exec with this marker (the script a
- * timeout runs; exposed for execs run on another session, such as sftp-stream.c's). */
+ * timeout runs; exposed for execs run on another session, such as sshfile-stream.c's). */
 int sshexec_kill_command(const char *marker, char **ret);
 /* Quotes s as one POSIX shell word, the shorter of 'single' ('it'\''s') and "double"
  * ("it's") quoting, single on a tie; never longer than EXEC_QUOTED_MAX(strlen(s)). */

@@ -1,5 +1,5 @@
-/* File system operations over SFTP, run as requests of sftp.c's queue (see sftp-fs.h), and
- * sshfile_write() of sftp.h, whose in-place writes are done here. */
+/* File system operations over SFTP, run as requests of sshfile.c's queue (see sshfile-fs.h),
+ * and sshfile_write() of sshfile.h, whose in-place writes are done here. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -28,33 +28,6 @@ const char *sshfile_type_to_string(enum sshfile_type t)
 }
 
 /* ---- worker side: helpers ---- */
-
-/* The errno for the last failed SFTP call; a dead session is an SSH-level error. */
-static int fs_last_error(struct sshfile *f)
-{
-    int st = sftp_get_error(sshfile_sftp(f));
-
-    if (!ssh_is_connected(sshfile_ssh(f)))
-        return -ECONNRESET;
-    if (st == SSH_FX_OK)
-        return -EPROTO; /* failed without a status: a protocol or channel error */
-    return sshfile_status_to_errno(st);
-}
-
-/* stat (following links): 0 missing, SSH_FILEXFER_TYPE_* when present, < 0 other errors. */
-static int fs_path_type(struct sshfile *f, const char *path)
-{
-    sftp_attributes a = sftp_stat(sshfile_sftp(f), path);
-    int type;
-
-    if (!a) {
-        int r = fs_last_error(f);
-        return r == -ENOENT ? 0 : r;
-    }
-    type = a->type > 0 ? a->type : SSH_FILEXFER_TYPE_UNKNOWN;
-    sftp_attributes_free(a);
-    return type;
-}
 
 static enum sshfile_type type_of(const struct sftp_attributes_struct *a)
 {
@@ -110,7 +83,7 @@ static bool is_dot(const char *name)
 /* The error of a failed call that created or changed path (in folder dir). */
 static int change_error(struct sshfile *f, const char *path, const char *dir)
 {
-    int r = fs_last_error(f);
+    int r = sshfile_last_error(f);
 
     if (r == -ENOENT)
         return sshfile_refine_enoent(f, path);
@@ -125,7 +98,7 @@ static int lstat_type(struct sshfile *f, const char *path, enum sshfile_type *re
     sftp_attributes a = sftp_lstat(sshfile_sftp(f), path);
 
     if (!a) {
-        int r = fs_last_error(f);
+        int r = sshfile_last_error(f);
         return r == -ENOENT ? 0 : r;
     }
     *ret_type = type_of(a);
@@ -202,7 +175,7 @@ static int list_run(struct sshfile *f, struct fs_op *o)
     sftp_dir d;
     int t, r = 0;
 
-    t = fs_path_type(f, o->path);
+    t = sshfile_path_type(f, o->path, NULL);
     if (t == 0)
         return sshfile_refine_enoent(f, o->path);
     if (t < 0)
@@ -211,7 +184,7 @@ static int list_run(struct sshfile *f, struct fs_op *o)
         return -ENOTDIR;
     d = sftp_opendir(s, o->path);
     if (!d) {
-        r = fs_last_error(f);
+        r = sshfile_last_error(f);
         return r == -ENOENT ? sshfile_refine_enoent(f, o->path) : r;
     }
     while (r == 0 && (a = sftp_readdir(s, d))) {
@@ -226,7 +199,7 @@ static int list_run(struct sshfile *f, struct fs_op *o)
             break;
     }
     if (r == 0 && !o->list.truncated && !sftp_dir_eof(d))
-        r = fs_last_error(f);
+        r = sshfile_last_error(f);
     sftp_closedir(d);
     if (r == 0 && o->list.n > 1)
         qsort(o->list.entries, o->list.n, sizeof(*o->list.entries), entry_cmp);
@@ -242,7 +215,7 @@ static int stat_run(struct sshfile *f, struct fs_op *o)
     int r;
 
     if (!a) {
-        r = fs_last_error(f);
+        r = sshfile_last_error(f);
         return r == -ENOENT ? sshfile_refine_enoent(f, o->path) : r;
     }
     r = entry_fill(a, path_base(o->path), &o->st);
@@ -288,7 +261,7 @@ static int read_names(struct sshfile *f, const char *path, size_t max, struct na
 
     d = sftp_opendir(s, path);
     if (!d)
-        return fs_last_error(f);
+        return sshfile_last_error(f);
     while (r == 0 && (a = sftp_readdir(s, d))) {
         if (a->name && !is_dot(a->name)) {
             if (n == max)
@@ -313,7 +286,7 @@ static int read_names(struct sshfile *f, const char *path, size_t max, struct na
         sftp_attributes_free(a);
     }
     if (r == 0 && !sftp_dir_eof(d))
-        r = fs_last_error(f);
+        r = sshfile_last_error(f);
     sftp_closedir(d);
     if (r < 0) {
         dirents_free(v, n);
@@ -374,7 +347,7 @@ static int rmdir_error(struct sshfile *f, const char *path, const char *dir)
 {
     struct name_entry *v = NULL;
     size_t n = 0;
-    int r = fs_last_error(f);
+    int r = sshfile_last_error(f);
 
     if (r != -EIO)
         return r == -ENOENT ? sshfile_refine_enoent(f, path) : r;
@@ -464,14 +437,14 @@ static int mkdir_run(struct sshfile *f, struct fs_op *o)
         if (r < 0)
             return r;
     }
-    r = fs_path_type(f, o->path);
+    r = sshfile_path_type(f, o->path, NULL);
     if (r < 0)
         return r;
     if (r > 0)
         return o->flag && r == SSH_FILEXFER_TYPE_DIRECTORY ? 0 : -EEXIST;
     o->op.mutated = true;
     if (sftp_mkdir(s, o->path, o->mode & 0777) < 0) {
-        r = fs_last_error(f);
+        r = sshfile_last_error(f);
         if (r == -ENOENT)
             return sshfile_refine_enoent(f, o->path);
         if (lstat_type(f, o->path, &t) > 0)
@@ -479,7 +452,7 @@ static int mkdir_run(struct sshfile *f, struct fs_op *o)
         return r == -EIO ? sshfile_refine_failure(f, NULL, dir) : r;
     }
     if (sftp_chmod(s, o->path, o->mode) < 0)
-        return fs_last_error(f);
+        return sshfile_last_error(f);
     o->count = 1;
     return 0;
 }
@@ -558,7 +531,7 @@ static int rename_run(struct sshfile *f, struct fs_op *o)
     if (r > 0 && sftp_unlink(s, o->to) < 0)
         return change_error(f, o->to, dir);
     if (sftp_rename(s, o->path, o->to) < 0) {
-        r = fs_last_error(f);
+        r = sshfile_last_error(f);
         if (r == -ENOENT)
             return sshfile_refine_enoent(f, o->to);
         return r == -EIO ? sshfile_refine_failure(f, NULL, dir) : r;
@@ -593,7 +566,7 @@ int sshfile_write_in_place(struct sshfile *f, const char *path, const void *data
         sftp_attributes a = sftp_fstat(file);
 
         if (!a) {
-            r = fs_last_error(f);
+            r = sshfile_last_error(f);
             sftp_close(file);
             return r;
         }
@@ -605,12 +578,12 @@ int sshfile_write_in_place(struct sshfile *f, const char *path, const void *data
         size_t n = MIN(len - off, (size_t)WRITE_CHUNK);
         ssize_t w = sftp_write(file, (const char *)data + off, n);
         if (w <= 0)
-            r = fs_last_error(f);
+            r = sshfile_last_error(f);
         else
             off += (size_t)w;
     }
     if (r == 0 && sftp_extension_supported(s, "fsync@openssh.com", "1") && sftp_fsync(file) < 0)
-        r = fs_last_error(f);
+        r = sshfile_last_error(f);
     if (r < 0) {
         sftp_close(file);
         /* EINVAL from the seek or the write: past the largest file the file system holds. */
@@ -623,9 +596,9 @@ int sshfile_write_in_place(struct sshfile *f, const char *path, const void *data
         return r;
     }
     if (sftp_close(file) < 0)
-        return fs_last_error(f);
+        return sshfile_last_error(f);
     if (!exists && sftp_chmod(s, path, mode) < 0)
-        return fs_last_error(f);
+        return sshfile_last_error(f);
     return 0;
 }
 
@@ -636,7 +609,7 @@ static int write_in_place(struct sshfile *f, struct job *j)
                                   &j->op_mutated);
 }
 
-/* ---- writes: submitted here, run by sftp.c's write job ---- */
+/* ---- writes: submitted here, run by sshfile.c's write job ---- */
 
 int sshfile_write(struct sshfile *f, const struct sshfile_write_params *params, sshfile_write_cb cb,
                   void *userdata)

@@ -1,10 +1,10 @@
-/* File system operations in a sandbox over its SFTP session (sftp.h): list a folder, stat,
+/* File system operations in a sandbox over its SFTP session (sshfile.h): list a folder, stat,
  * remove (a tree too), make folders, rename. Each is one request of the sshfile's queue:
  * run on the thread pool, one at a time per sandbox, within the sshfile's deadline (-ETIME
- * past it, with the session dropped as sftp.h describes; an operation cut by its deadline
+ * past it, with the session dropped as sshfile.h describes; an operation cut by its deadline
  * may have done part of its work).
  *
- * Errors passed to the callbacks: those of sftp.h, plus -ENOTEMPTY (a folder that is not
+ * Errors passed to the callbacks: those of sshfile.h, plus -ENOTEMPTY (a folder that is not
  * empty), -E2BIG (a tree over SSHFILE_REMOVE_MAX entries: nothing removed), -EPERM (removing
  * the root folder). The submit functions return -EINVAL (a path not absolute), -EFBIG (a path
  * over SSHFILE_PATH_MAX, a limit over SSHFILE_LIST_MAX), -ENOMEM, -EBUSY (queue full),
@@ -18,7 +18,7 @@
 
 #include "sshfile.h"
 
-/* SSHFILE_LIST_MAX and SSHFILE_REMOVE_MAX: proto/api-limits.h (via sftp.h). */
+/* SSHFILE_LIST_MAX and SSHFILE_REMOVE_MAX: proto/api-limits.h (via sshfile.h). */
 #define SSHFILE_LINK_MAX 4096u /* bytes of a symbolic link's target reported */
 
 enum sshfile_type {

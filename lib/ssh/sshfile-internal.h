@@ -1,6 +1,7 @@
-/* Internals shared by sftp.c (the session, the queue, deadlines), sftp-fs.c (the file
- * system operations that run as requests of that queue) and sftp-stream.c (the worker side
- * of descriptor streams). Not a public interface: nothing else includes this. */
+/* Internals shared by sshfile.c (the session, the queue, deadlines), sshfile-path.c (the
+ * worker side's path helpers), sshfile-fs.c (the file system operations that run as
+ * requests of that queue) and sshfile-stream.c (the worker side of descriptor streams).
+ * Not a public interface: nothing else includes this. */
 #pragma once
 
 #include <libssh/libssh.h>
@@ -21,9 +22,9 @@
 enum job_kind {
     JOB_WRITE,
     JOB_READ,
-    JOB_OP, /* an operation of sftp-fs.c */
+    JOB_OP, /* an operation of sshfile-fs.c */
     JOB_CLOSE,
-    JOB_WRITE_FD, /* from a descriptor, to its end (sftp-stream.c) */
+    JOB_WRITE_FD, /* from a descriptor, to its end (sshfile-stream.c) */
     JOB_READ_FD,  /* into a descriptor */
     JOB_EXEC_FD,  /* a command with descriptors for stdin/stdout */
 };
@@ -62,8 +63,8 @@ struct job {
     sshfile_exec_fd_cb xcb;
     /* op */
     struct sshfile_op *op;
-    /* Set by the file that makes the job, so that sftp.c runs it without naming a function
-     * of sftp-fs.c or sftp-stream.c: */
+    /* Set by the file that makes the job, so that sshfile.c runs it without naming a
+     * function of sshfile-fs.c or sshfile-stream.c: */
     int (*write_in_place)(struct sshfile *f, struct job *j);       /* JOB_WRITE, in_place */
     int (*fill)(struct sshfile *f, struct job *j, sftp_file file); /* JOB_WRITE_FD: the data */
     int (*run)(struct sshfile *f, struct job *j);                  /* JOB_READ_FD, JOB_EXEC_FD */
@@ -104,8 +105,36 @@ static inline bool sshfile_job_is_stream(const struct job *j)
     return j->kind == JOB_WRITE_FD || j->kind == JOB_READ_FD || j->kind == JOB_EXEC_FD;
 }
 
-/* sftp.c, for the stream workers. */
+/* ---- sshfile-path.c: on a pool thread, with the job's session ---- */
+
+/* The errno for the last failed SFTP call; a dead session is an SSH-level error. */
 int sshfile_last_error(struct sshfile *f);
+/* stat (following links): 0 missing, SSH_FILEXFER_TYPE_* when present (its size in
+ * *ret_size, which may be NULL), < 0 other errors. */
+int sshfile_path_type(struct sshfile *f, const char *path, uint64_t *ret_size);
+/* ENOENT or ENOTDIR, found by walking the parents of path. */
+int sshfile_refine_enoent(struct sshfile *f, const char *path);
+/* The errno behind OpenSSH's SSH_FX_BAD_MESSAGE (-EBADMSG here), which stands for both
+ * ENAMETOOLONG and EINVAL: -ENAMETOOLONG when path a or b (either may be NULL) is longer than
+ * PATH_MAX or has a component longer than NAME_MAX, else -EINVAL. */
+int sshfile_bad_message_errno(const char *a, const char *b);
+/* A generic failure creating or changing something in dir: EISDIR (path is a folder),
+ * EROFS, ENOSPC or EIO. path may be NULL. */
+int sshfile_refine_failure(struct sshfile *f, const char *path, const char *dir);
+/* Opens a regular file for reading; *ret_size is the size stat reports. */
+int sshfile_read_open(struct sshfile *f, const char *path, uint64_t *ret_size, sftp_file *ret);
+/* mkdir -p dir (missing folders get mode 0755). */
+int sshfile_mkdir_parents(struct sshfile *f, const char *dir);
+/* rename(2) through `mv -f` on an exec channel: replaces an existing non-folder `to`. */
+int sshfile_rename_exec(struct sshfile *f, const char *from, const char *to);
+/* `rm -rf -- path` on an exec channel (never follows a link); -EIO when it fails. */
+int sshfile_remove_exec(struct sshfile *f, const char *path);
+/* What a write would replace: 0 nothing, 1 a regular file (*ret_real: what a link points
+ * to), < 0 refused (-EISDIR, -EINVAL) or an error. */
+int sshfile_write_target(struct sshfile *f, const char *path, char **ret_real);
+
+/* ---- sshfile.c ---- */
+
 /* The checks every submission makes: -ESHUTDOWN while closing, then path (NULL: none) as
  * sshfile_path_validate() wants it. */
 int sshfile_submit_check(struct sshfile *f, const char *path);
@@ -128,23 +157,13 @@ struct sshfile_read_sink {
  * caller drops it. */
 int sshfile_read_ahead(struct sshfile *f, sftp_file file, uint64_t offset, uint64_t win,
                        const struct sshfile_read_sink *sink);
-/* ENOENT or ENOTDIR, found by walking the parents of path. */
-int sshfile_refine_enoent(struct sshfile *f, const char *path);
-/* The errno behind OpenSSH's SSH_FX_BAD_MESSAGE (-EBADMSG here), which stands for both
- * ENAMETOOLONG and EINVAL: -ENAMETOOLONG when path a or b (either may be NULL) is longer than
- * PATH_MAX or has a component longer than NAME_MAX, else -EINVAL. */
-int sshfile_bad_message_errno(const char *a, const char *b);
-/* A generic failure creating or changing something in dir: EISDIR (path is a folder),
- * EROFS, ENOSPC or EIO. path may be NULL. */
-int sshfile_refine_failure(struct sshfile *f, const char *path, const char *dir);
-int sshfile_read_open(struct sshfile *f, const char *path, uint64_t *ret_size, sftp_file *ret);
 /* True once the job's deadline passed (the worker gives up). */
 bool sshfile_job_expired(struct sshfile *f, struct job *j);
 
 int sshfile_submit(struct sshfile *f, struct job *j);
 int sshfile_path_validate(const char *path);
 
-/* ---- sftp-fs.c ---- */
+/* ---- sshfile-fs.c ---- */
 
 struct sshfile_op;
 
@@ -168,23 +187,14 @@ struct sshfile_op {
 };
 
 /* Queues op (taken on success: freed through its type) with f's deadline; path (absolute)
- * names it in logs. Errors as the submit functions of sftp.h; op stays the caller's then. */
+ * names it in logs. Errors as the submit functions of sshfile.h; op stays the caller's then. */
 int sshfile_submit_op(struct sshfile *f, const char *path, struct sshfile_op *op);
 
-/* For run(): the session and the helpers sftp.c uses itself. */
+/* For run(): the session; the helpers are those of sshfile-path.c above. */
 sftp_session sshfile_sftp(struct sshfile *f);
 ssh_session sshfile_ssh(struct sshfile *f);
-/* mkdir -p dir (missing folders get mode 0755). */
-int sshfile_mkdir_parents(struct sshfile *f, const char *dir);
-/* rename(2) through `mv -f` on an exec channel: replaces an existing non-folder `to`. */
-int sshfile_rename_exec(struct sshfile *f, const char *from, const char *to);
-/* `rm -rf -- path` on an exec channel (never follows a link); -EIO when it fails. */
-int sshfile_remove_exec(struct sshfile *f, const char *path);
-/* What a write would replace: 0 nothing, 1 a regular file (*ret_real: what a link points
- * to), < 0 refused (-EISDIR, -EINVAL) or an error. */
-int sshfile_write_target(struct sshfile *f, const char *path, char **ret_real);
 
-/* The in-place write of sftp.h's sshfile_write_params (sftp-fs.c). *mutated is set before
+/* The in-place write of sshfile.h's sshfile_write_params (sshfile-fs.c). *mutated is set before
  * the first change. */
 int sshfile_write_in_place(struct sshfile *f, const char *path, const void *data, size_t len,
                            mode_t mode, uint64_t offset, bool append, bool *mutated);

@@ -1,5 +1,5 @@
 /* Descriptor streams on the sshfile's worker thread: a file written from a descriptor, a
- * file read into one, and a command whose stdin/stdout are descriptors. See sftp.h.
+ * file read into one, and a command whose stdin/stdout are descriptors. See sshfile.h.
  *
  * The worker never blocks on the descriptor for long: it polls it in STREAM_POLL_MS slices
  * and gives up (-ETIME) once the loop thread marked the job expired (no byte moved within
@@ -407,7 +407,7 @@ void sshfile_exec_fd_free(struct sshfile_exec_fd *x)
     free(x);
 }
 
-/* Gives j what sftp.c runs it with, and submits it; on failure gives the descriptors back
+/* Gives j what sshfile.c runs it with, and submits it; on failure gives the descriptors back
  * (the caller keeps them) and frees j. */
 static int stream_submit(struct sshfile *f, struct job *j)
 {

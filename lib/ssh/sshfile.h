@@ -28,7 +28,7 @@
  * never a partial one. On any failure the temporary file is removed (unless the deadline cut
  * the session first).
  *
- * Listing, stat, removal, folders and renames are in sftp-fs.h; they run as requests of the
+ * Listing, stat, removal, folders and renames are in sshfile-fs.h; they run as requests of the
  * same queue, with the same deadline.
  *
  * Reads do not trust the size from stat (0 for /proc files): they read until end of file or
@@ -151,7 +151,7 @@ struct sshfile_exec_fd {
     char *command;             /* the remote command line (sshexec_build_command()); owned */
     char marker[33];           /* its SANDBOXD_EXEC_ID, for the kill on timeout or failure */
     int fd_in, fd_out, fd_err; /* taken on success; -1: empty stdin / output captured */
-    uint64_t timeout_ms;       /* 0: none; on expiry the channel is closed (see sftp-stream.c) */
+    uint64_t timeout_ms;       /* 0: none; on expiry the channel is closed (see sshfile-stream.c) */
     size_t max_output;         /* cap of each captured stream */
     /* result */
     int exit_code; /* -1 when killed by a signal, timed out, or no status */

@@ -1,5 +1,5 @@
 /* SSH sessions on the loop and the per-sandbox session pool. See sshs.h; keys, pins
- * and session setup are sshs-connect.c's. */
+ * and session setup are sshs.c's. */
 #include <assert.h>
 #include <libssh/libssh.h>
 #include <netinet/in.h>
@@ -14,36 +14,36 @@
 
 #define COMP "ssh"
 /* Delay between connect attempts while sshpool_connect() waits for sshd to come up: it
- * doubles after each failure up to SSHS_RETRY_MAX_MS. One attempt (TCP, handshake, auth) is
- * given SSHS_ATTEMPT_MIN_MS at first, doubling up to the configured connect timeout, so that
+ * doubles after each failure up to SSHPOOL_RETRY_MAX_MS. One attempt (TCP, handshake, auth) is
+ * given SSHPOOL_ATTEMPT_MIN_MS at first, doubling up to the configured connect timeout, so that
  * a SYN dropped while a firewall catches up is retried soon rather than after the whole
  * connect timeout. */
-#define SSHS_RETRY_MS 200u
-#define SSHS_RETRY_MAX_MS 2000u
-#define SSHS_ATTEMPT_MIN_MS 2000u
-#define SSHS_BACKOFF_MAX 8u /* doublings */
+#define SSHPOOL_RETRY_MS 200u
+#define SSHPOOL_RETRY_MAX_MS 2000u
+#define SSHPOOL_ATTEMPT_MIN_MS 2000u
+#define SSHPOOL_BACKOFF_MAX 8u /* doublings */
 /* Kill channels may use this many slots beyond channels_per_session. */
-#define SSHS_URGENT_SPARE 2u
+#define SSHPOOL_URGENT_SPARE 2u
 /* Rounds of channel servicing per event before waiting on the socket again. */
-#define SSHS_SERVICE_ROUNDS 16
+#define SSHPOOL_SERVICE_ROUNDS 16
 
-struct sshs_conn {
+struct sshpool_conn {
     uv_poll_t poll;
     ssh_session ssh;
     ssh_event event;
-    struct sshs_session *session; /* NULL once detached (closing) */
+    struct sshpool_session *session; /* NULL once detached (closing) */
     struct sshpool *pool;
     bool graceful; /* send SSH_MSG_DISCONNECT when freeing */
 };
 
-struct sshs_session {
+struct sshpool_session {
     struct sshpool *pool;
     unsigned index;
-    enum sshs_state state;
-    struct sshs_conn *conn;
+    enum sshpool_state state;
+    struct sshpool_conn *conn;
     uv_timer_t timer; /* connect deadline, keepalive, or retry delay, by state */
     int events;       /* uv poll events armed */
-    struct sshs_chan *first, *last;
+    struct sshpool_chan *first, *last;
     unsigned nchan;
     bool retry_pending; /* DISCONNECTED, waiting before connecting again */
     unsigned failures;  /* connect attempts failed in a row (backoff), 0 once READY */
@@ -56,8 +56,8 @@ struct sshpool {
     uv_loop_t *loop;
     struct sshs_conf conf;
     unsigned n;
-    struct sshs_session *sessions;
-    struct sshs_chan *qfirst, *qlast;
+    struct sshpool_session *sessions;
+    struct sshpool_chan *qfirst, *qlast;
     unsigned queued;
     uv_timer_t kick;
     uv_timer_t connect_timer;
@@ -75,38 +75,59 @@ struct sshpool {
 static void on_session_timer(uv_timer_t *t);
 static void on_kick(uv_timer_t *t);
 static void on_ssh_poll(uv_poll_t *h, int status, int events);
-static void session_connect(struct sshs_session *s);
-static void session_service(struct sshs_session *s);
+static void session_connect(struct sshpool_session *s);
+static void session_service(struct sshpool_session *s);
 static void pool_kick(struct sshpool *p);
 
 /* ---- the pool ---- */
 
-const char *sshs_state_to_string(enum sshs_state s)
+const char *sshpool_state_to_string(enum sshpool_state s)
 {
-    static const char *const names[_SSHS_STATE_MAX] = {
-        [SSHS_STATE_DISCONNECTED] = "disconnected",
-        [SSHS_STATE_CONNECTING] = "connecting",
-        [SSHS_STATE_AUTHENTICATING] = "authenticating",
-        [SSHS_STATE_READY] = "ready",
-        [SSHS_STATE_CLOSING] = "closing",
+    static const char *const names[_SSHPOOL_STATE_MAX] = {
+        [SSHPOOL_STATE_DISCONNECTED] = "disconnected",
+        [SSHPOOL_STATE_CONNECTING] = "connecting",
+        [SSHPOOL_STATE_AUTHENTICATING] = "authenticating",
+        [SSHPOOL_STATE_READY] = "ready",
+        [SSHPOOL_STATE_CLOSING] = "closing",
     };
-    return (unsigned)s < _SSHS_STATE_MAX ? names[s] : "invalid";
+    return (unsigned)s < _SSHPOOL_STATE_MAX ? names[s] : "invalid";
 }
 
-static void session_set_state(struct sshs_session *s, enum sshs_state state)
+/* Whether a session may go from state a to b: disconnected -> connecting -> authenticating
+ * -> ready, back to disconnected from any of them, and to closing (for good) from any. */
+_unused_ static bool session_transition_ok(enum sshpool_state a, enum sshpool_state b)
+{
+    switch (b) {
+    case SSHPOOL_STATE_CONNECTING:
+        return a == SSHPOOL_STATE_DISCONNECTED;
+    case SSHPOOL_STATE_AUTHENTICATING:
+        return a == SSHPOOL_STATE_CONNECTING;
+    case SSHPOOL_STATE_READY:
+        return a == SSHPOOL_STATE_CONNECTING || a == SSHPOOL_STATE_AUTHENTICATING;
+    case SSHPOOL_STATE_DISCONNECTED:
+        return a != SSHPOOL_STATE_CLOSING;
+    case SSHPOOL_STATE_CLOSING:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static void session_set_state(struct sshpool_session *s, enum sshpool_state state)
 {
     if (s->state == state)
         return;
+    assert(session_transition_ok(s->state, state));
     log_debug(COMP, "%s:%u #%u: %s -> %s", s->pool->conf.host, s->pool->conf.port, s->index,
-              sshs_state_to_string(s->state), sshs_state_to_string(state));
+              sshpool_state_to_string(s->state), sshpool_state_to_string(state));
     s->state = state;
-    if (state == SSHS_STATE_READY)
+    if (state == SSHPOOL_STATE_READY)
         s->failures = 0;
 }
 
 static uint64_t backoff_ms(unsigned base_ms, unsigned failures, uint64_t max_ms)
 {
-    return MIN((uint64_t)base_ms << MIN(failures, SSHS_BACKOFF_MAX), max_ms);
+    return MIN((uint64_t)base_ms << MIN(failures, SSHPOOL_BACKOFF_MAX), max_ms);
 }
 
 static void pool_ref(struct sshpool *p)
@@ -145,7 +166,7 @@ int sshpool_new(uv_loop_t *loop, const struct sshs_config *cfg, unsigned n_sessi
                 struct sshpool **ret)
 {
     _cleanup_free_ struct sshpool *p = NULL;
-    _cleanup_free_ struct sshs_session *sessions = NULL;
+    _cleanup_free_ struct sshpool_session *sessions = NULL;
     int r;
 
     if (!loop || !ret || n_sessions < 1 || n_sessions > SSHS_SESSIONS_MAX)
@@ -166,10 +187,10 @@ int sshpool_new(uv_loop_t *loop, const struct sshs_config *cfg, unsigned n_sessi
     uv_timer_init(loop, &p->connect_timer);
     p->connect_timer.data = p;
     for (unsigned i = 0; i < n_sessions; i++) {
-        struct sshs_session *s = &p->sessions[i];
+        struct sshpool_session *s = &p->sessions[i];
         s->pool = p;
         s->index = i;
-        s->state = SSHS_STATE_DISCONNECTED;
+        s->state = SSHPOOL_STATE_DISCONNECTED;
         uv_timer_init(loop, &s->timer);
         s->timer.data = s;
     }
@@ -196,7 +217,7 @@ void sshpool_get_stats(const struct sshpool *pool, struct sshpool_stats *ret)
                                .sessions_lost = pool->lost};
 
     for (unsigned i = 0; i < pool->n; i++) {
-        if (pool->sessions[i].state == SSHS_STATE_READY)
+        if (pool->sessions[i].state == SSHPOOL_STATE_READY)
             st.sessions_ready++;
         st.channels += pool->sessions[i].nchan;
     }
@@ -205,7 +226,8 @@ void sshpool_get_stats(const struct sshpool *pool, struct sshpool_stats *ret)
 
 /* -- channel lists -- */
 
-static void list_append(struct sshs_chan **first, struct sshs_chan **last, struct sshs_chan *c)
+static void list_append(struct sshpool_chan **first, struct sshpool_chan **last,
+                        struct sshpool_chan *c)
 {
     c->prev = *last;
     c->next = NULL;
@@ -216,7 +238,8 @@ static void list_append(struct sshs_chan **first, struct sshs_chan **last, struc
     *last = c;
 }
 
-static void list_remove(struct sshs_chan **first, struct sshs_chan **last, struct sshs_chan *c)
+static void list_remove(struct sshpool_chan **first, struct sshpool_chan **last,
+                        struct sshpool_chan *c)
 {
     if (c->prev)
         c->prev->next = c->next;
@@ -229,7 +252,7 @@ static void list_remove(struct sshs_chan **first, struct sshs_chan **last, struc
     c->prev = c->next = NULL;
 }
 
-void sshpool_submit(struct sshpool *pool, struct sshs_chan *c)
+void sshpool_submit(struct sshpool *pool, struct sshpool_chan *c)
 {
     assert(!c->queued && !c->attached);
     c->pool = pool;
@@ -240,7 +263,7 @@ void sshpool_submit(struct sshpool *pool, struct sshs_chan *c)
     pool_kick(pool);
 }
 
-void sshpool_release(struct sshs_chan *c)
+void sshpool_release(struct sshpool_chan *c)
 {
     struct sshpool *p = c->pool;
 
@@ -249,7 +272,7 @@ void sshpool_release(struct sshs_chan *c)
         c->queued = false;
         p->queued--;
     } else if (c->attached) {
-        struct sshs_session *s = c->session;
+        struct sshpool_session *s = c->session;
         list_remove(&s->first, &s->last, c);
         c->attached = false;
         s->nchan--;
@@ -259,24 +282,24 @@ void sshpool_release(struct sshs_chan *c)
     }
 }
 
-ssh_session sshs_chan_ssh(const struct sshs_chan *c)
+ssh_session sshpool_chan_ssh(const struct sshpool_chan *c)
 {
     return c->session && c->session->conn ? c->session->conn->ssh : NULL;
 }
 
-void sshs_chan_mark_dirty(struct sshs_chan *c)
+void sshpool_chan_mark_dirty(struct sshpool_chan *c)
 {
     if (c->session)
         c->session->dirty = true;
 }
 
-static void session_update_poll(struct sshs_session *s)
+static void session_update_poll(struct sshpool_session *s)
 {
-    struct sshs_conn *conn = s->conn;
+    struct sshpool_conn *conn = s->conn;
     int events, flags;
 
-    if (!conn || !conn->poll.data || s->state == SSHS_STATE_CLOSING ||
-        s->state == SSHS_STATE_DISCONNECTED)
+    if (!conn || !conn->poll.data || s->state == SSHPOOL_STATE_CLOSING ||
+        s->state == SSHPOOL_STATE_DISCONNECTED)
         return;
     flags = ssh_get_poll_flags(conn->ssh);
     events = UV_READABLE | ((flags & SSH_WRITE_PENDING) ? UV_WRITABLE : 0);
@@ -287,7 +310,7 @@ static void session_update_poll(struct sshs_session *s)
     }
 }
 
-void sshs_chan_flush(struct sshs_chan *c)
+void sshpool_chan_flush(struct sshpool_chan *c)
 {
     if (c->session)
         session_update_poll(c->session);
@@ -297,7 +320,7 @@ void sshs_chan_flush(struct sshs_chan *c)
 
 static void on_conn_closed(uv_handle_t *h)
 {
-    struct sshs_conn *conn = container_of(h, struct sshs_conn, poll);
+    struct sshpool_conn *conn = container_of(h, struct sshpool_conn, poll);
     struct sshpool *p = conn->pool;
 
     if (conn->event) {
@@ -313,9 +336,9 @@ static void on_conn_closed(uv_handle_t *h)
 
 /* Detaches and closes the connection. The libssh session is freed in the close callback;
  * the poll handle stops watching the fd now, before libssh closes it. */
-static void session_drop_conn(struct sshs_session *s, bool graceful)
+static void session_drop_conn(struct sshpool_session *s, bool graceful)
 {
-    struct sshs_conn *conn = s->conn;
+    struct sshpool_conn *conn = s->conn;
 
     if (!conn)
         return;
@@ -333,9 +356,9 @@ static void session_drop_conn(struct sshs_session *s, bool graceful)
     }
 }
 
-static void fail_chans(struct sshs_session *s, int error)
+static void fail_chans(struct sshpool_session *s, int error)
 {
-    struct sshs_chan *c;
+    struct sshpool_chan *c;
 
     while ((c = s->first)) {
         list_remove(&s->first, &s->last, c);
@@ -348,7 +371,7 @@ static void fail_chans(struct sshs_session *s, int error)
 
 static void fail_queue(struct sshpool *p, int error)
 {
-    struct sshs_chan *c;
+    struct sshpool_chan *c;
 
     while ((c = p->qfirst)) {
         list_remove(&p->qfirst, &p->qlast, c);
@@ -361,9 +384,9 @@ static void fail_queue(struct sshpool *p, int error)
 static bool pool_any_ready_or_connecting(const struct sshpool *p)
 {
     for (unsigned i = 0; i < p->n; i++) {
-        enum sshs_state st = p->sessions[i].state;
-        if (st == SSHS_STATE_READY || st == SSHS_STATE_CONNECTING ||
-            st == SSHS_STATE_AUTHENTICATING)
+        enum sshpool_state st = p->sessions[i].state;
+        if (st == SSHPOOL_STATE_READY || st == SSHPOOL_STATE_CONNECTING ||
+            st == SSHPOOL_STATE_AUTHENTICATING)
             return true;
     }
     return false;
@@ -389,7 +412,7 @@ static bool is_retryable(int error)
 }
 
 /* A connect attempt failed (before READY). */
-static void session_connect_failed(struct sshs_session *s, int error)
+static void session_connect_failed(struct sshpool_session *s, int error)
 {
     struct sshpool *p = s->pool;
 
@@ -399,7 +422,7 @@ static void session_connect_failed(struct sshs_session *s, int error)
         set_last_error(p, "connect", ssh_get_error(s->conn->ssh));
     uv_timer_stop(&s->timer);
     session_drop_conn(s, false);
-    session_set_state(s, SSHS_STATE_DISCONNECTED);
+    session_set_state(s, SSHPOOL_STATE_DISCONNECTED);
     p->connect_last_error = error;
 
     if (p->connect_cb) {
@@ -408,7 +431,7 @@ static void session_connect_failed(struct sshs_session *s, int error)
         } else {
             s->retry_pending = true;
             uv_timer_start(&s->timer, on_session_timer,
-                           backoff_ms(SSHS_RETRY_MS, s->failures++, SSHS_RETRY_MAX_MS), 0);
+                           backoff_ms(SSHPOOL_RETRY_MS, s->failures++, SSHPOOL_RETRY_MAX_MS), 0);
             return;
         }
     }
@@ -425,7 +448,7 @@ static void session_connect_failed(struct sshs_session *s, int error)
 }
 
 /* A READY session was lost: fail what runs on it, forget the connection. */
-static void session_lost(struct sshs_session *s, int error)
+static void session_lost(struct sshpool_session *s, int error)
 {
     struct sshpool *p = s->pool;
 
@@ -442,22 +465,22 @@ static void session_lost(struct sshs_session *s, int error)
         uv_poll_stop(&s->conn->poll);
     fail_chans(s, -ECONNRESET);
     session_drop_conn(s, false);
-    session_set_state(s, SSHS_STATE_DISCONNECTED);
+    session_set_state(s, SSHPOOL_STATE_DISCONNECTED);
     if (p->qfirst)
         pool_kick(p);
 }
 
-static void session_ready(struct sshs_session *s)
+static void session_ready(struct sshpool_session *s)
 {
     struct sshpool *p = s->pool;
-    struct sshs_conn *conn = s->conn;
+    struct sshpool_conn *conn = s->conn;
 
     conn->event = ssh_event_new();
     if (!conn->event || ssh_event_add_session(conn->event, conn->ssh) != SSH_OK) {
         session_connect_failed(s, -ENOMEM);
         return;
     }
-    session_set_state(s, SSHS_STATE_READY);
+    session_set_state(s, SSHPOOL_STATE_READY);
     p->connects++;
     if (s->was_lost && p->conf.observe && !p->closing)
         p->conf.observe(SSHS_EVENT_RESTORED, s->index, p->conf.observe_data);
@@ -470,12 +493,12 @@ static void session_ready(struct sshs_session *s)
     connect_op_finish(p, 0);
 }
 
-static void session_step(struct sshs_session *s)
+static void session_step(struct sshpool_session *s)
 {
-    struct sshs_conn *conn = s->conn;
+    struct sshpool_conn *conn = s->conn;
     int rc, r;
 
-    if (s->state == SSHS_STATE_CONNECTING) {
+    if (s->state == SSHPOOL_STATE_CONNECTING) {
         rc = ssh_connect(conn->ssh);
         if (rc == SSH_AGAIN) {
             if (ssh_get_fd(conn->ssh) >= 0 && !conn->poll.data) {
@@ -499,9 +522,9 @@ static void session_step(struct sshs_session *s)
             return;
         }
         sshs_tune_socket(ssh_get_fd(conn->ssh), s->pool->conf.keepalive_ms);
-        session_set_state(s, SSHS_STATE_AUTHENTICATING);
+        session_set_state(s, SSHPOOL_STATE_AUTHENTICATING);
     }
-    if (s->state == SSHS_STATE_AUTHENTICATING) {
+    if (s->state == SSHPOOL_STATE_AUTHENTICATING) {
         rc = ssh_userauth_publickey(conn->ssh, NULL, s->pool->conf.key->key);
         if (rc == SSH_AUTH_AGAIN) {
             session_update_poll(s);
@@ -536,16 +559,16 @@ static bool conn_is_dead(ssh_session ssh)
 
 static void on_ssh_poll(uv_poll_t *h, int status, int events)
 {
-    struct sshs_conn *conn = h->data;
-    struct sshs_session *s = conn->session;
+    struct sshpool_conn *conn = h->data;
+    struct sshpool_session *s = conn->session;
     struct sshpool *p = conn->pool;
 
     if (!s)
         return;
     pool_ref(p);
-    if (s->state == SSHS_STATE_CONNECTING || s->state == SSHS_STATE_AUTHENTICATING) {
+    if (s->state == SSHPOOL_STATE_CONNECTING || s->state == SSHPOOL_STATE_AUTHENTICATING) {
         session_step(s);
-    } else if (s->state == SSHS_STATE_READY) {
+    } else if (s->state == SSHPOOL_STATE_READY) {
         int rc;
 
         if (status >= 0 && (events & UV_READABLE))
@@ -555,7 +578,7 @@ static void on_ssh_poll(uv_poll_t *h, int status, int events)
         /* Channels first: a command that finished just before the connection dropped still
          * reports its result. */
         session_service(s);
-        if (!p->closing && s->conn == conn && s->state == SSHS_STATE_READY &&
+        if (!p->closing && s->conn == conn && s->state == SSHPOOL_STATE_READY &&
             (status < 0 || rc == SSH_ERROR || conn_is_dead(conn->ssh)))
             session_lost(s, -ECONNRESET);
     }
@@ -563,13 +586,13 @@ static void on_ssh_poll(uv_poll_t *h, int status, int events)
 }
 
 /* Runs every channel's step function until no callback asks for another round. */
-static void session_service(struct sshs_session *s)
+static void session_service(struct sshpool_session *s)
 {
     struct sshpool *p = s->pool;
-    struct sshs_conn *conn = s->conn;
+    struct sshpool_conn *conn = s->conn;
 
-    for (int round = 0; round < SSHS_SERVICE_ROUNDS; round++) {
-        struct sshs_chan *c, *next;
+    for (int round = 0; round < SSHPOOL_SERVICE_ROUNDS; round++) {
+        struct sshpool_chan *c, *next;
 
         s->dirty = false;
         for (c = s->first; c; c = next) {
@@ -588,17 +611,17 @@ static void session_service(struct sshs_session *s)
 
 static void on_session_timer(uv_timer_t *t)
 {
-    struct sshs_session *s = t->data;
+    struct sshpool_session *s = t->data;
     struct sshpool *p = s->pool;
 
     pool_ref(p);
     switch (s->state) {
-    case SSHS_STATE_CONNECTING:
-    case SSHS_STATE_AUTHENTICATING:
+    case SSHPOOL_STATE_CONNECTING:
+    case SSHPOOL_STATE_AUTHENTICATING:
         set_last_error(p, "connect", "timed out");
         session_connect_failed(s, -ETIMEDOUT);
         break;
-    case SSHS_STATE_READY:
+    case SSHPOOL_STATE_READY:
         if (uv_now(p->loop) - s->last_rx_ms >= p->conf.keepalive_ms) {
             if (ssh_send_ignore(s->conn->ssh, "sandboxd") != SSH_OK || conn_is_dead(s->conn->ssh)) {
                 session_lost(s, -ECONNRESET);
@@ -607,7 +630,7 @@ static void on_session_timer(uv_timer_t *t)
             session_update_poll(s);
         }
         break;
-    case SSHS_STATE_DISCONNECTED:
+    case SSHPOOL_STATE_DISCONNECTED:
         if (s->retry_pending) {
             s->retry_pending = false;
             if (p->connect_cb || p->qfirst)
@@ -620,11 +643,11 @@ static void on_session_timer(uv_timer_t *t)
     pool_unref(p);
 }
 
-static void session_connect(struct sshs_session *s)
+static void session_connect(struct sshpool_session *s)
 {
     struct sshpool *p = s->pool;
-    struct sshs_conn *conn;
-    if (s->state != SSHS_STATE_DISCONNECTED || p->closing)
+    struct sshpool_conn *conn;
+    if (s->state != SSHPOOL_STATE_DISCONNECTED || p->closing)
         return;
     s->retry_pending = false;
     conn = calloc(1, sizeof(*conn));
@@ -644,9 +667,9 @@ static void session_connect(struct sshs_session *s)
     s->conn = conn;
     s->events = 0;
     pool_ref(p); /* the conn's own reference, dropped when it is freed */
-    session_set_state(s, SSHS_STATE_CONNECTING);
+    session_set_state(s, SSHPOOL_STATE_CONNECTING);
     uv_timer_start(&s->timer, on_session_timer,
-                   backoff_ms(SSHS_ATTEMPT_MIN_MS, s->failures, p->conf.connect_timeout_ms), 0);
+                   backoff_ms(SSHPOOL_ATTEMPT_MIN_MS, s->failures, p->conf.connect_timeout_ms), 0);
     session_step(s);
 }
 
@@ -658,14 +681,14 @@ static void pool_kick(struct sshpool *p)
         uv_timer_start(&p->kick, on_kick, 0, 0);
 }
 
-static struct sshs_session *pick_session(struct sshpool *p, bool urgent)
+static struct sshpool_session *pick_session(struct sshpool *p, bool urgent)
 {
-    struct sshs_session *best = NULL;
-    unsigned cap = p->conf.channels_per_session + (urgent ? SSHS_URGENT_SPARE : 0);
+    struct sshpool_session *best = NULL;
+    unsigned cap = p->conf.channels_per_session + (urgent ? SSHPOOL_URGENT_SPARE : 0);
 
     for (unsigned i = 0; i < p->n; i++) {
-        struct sshs_session *s = &p->sessions[i];
-        if (s->state != SSHS_STATE_READY || s->nchan >= cap)
+        struct sshpool_session *s = &p->sessions[i];
+        if (s->state != SSHPOOL_STATE_READY || s->nchan >= cap)
             continue;
         if (!best || s->nchan < best->nchan)
             best = s;
@@ -676,13 +699,13 @@ static struct sshs_session *pick_session(struct sshpool *p, bool urgent)
 static void on_kick(uv_timer_t *t)
 {
     struct sshpool *p = t->data;
-    struct sshs_chan *c, *next;
+    struct sshpool_chan *c, *next;
     unsigned ready = 0, waiting = 0, touched = 0;
-    struct sshs_session *touched_s[SSHS_SESSIONS_MAX];
+    struct sshpool_session *touched_s[SSHS_SESSIONS_MAX];
 
     pool_ref(p);
     for (c = p->qfirst; c && !p->closing; c = next) {
-        struct sshs_session *s;
+        struct sshpool_session *s;
         bool seen = false;
 
         next = c->next;
@@ -705,17 +728,17 @@ static void on_kick(uv_timer_t *t)
     }
     /* Start the newly attached channels (their first step sends CHANNEL_OPEN). */
     for (unsigned i = 0; i < touched && !p->closing; i++)
-        if (touched_s[i]->state == SSHS_STATE_READY)
+        if (touched_s[i]->state == SSHPOOL_STATE_READY)
             session_service(touched_s[i]);
 
     if (!p->closing && waiting > 0) {
         /* Grow: connect idle slots when nothing is ready, or when every ready session is
          * full. */
         for (unsigned i = 0; i < p->n; i++)
-            ready += p->sessions[i].state == SSHS_STATE_READY;
+            ready += p->sessions[i].state == SSHPOOL_STATE_READY;
         for (unsigned i = 0; i < p->n; i++) {
-            struct sshs_session *s = &p->sessions[i];
-            if (s->state == SSHS_STATE_DISCONNECTED && !s->retry_pending) {
+            struct sshpool_session *s = &p->sessions[i];
+            if (s->state == SSHPOOL_STATE_DISCONNECTED && !s->retry_pending) {
                 session_connect(s);
                 if (ready > 0)
                     break; /* one more at a time when some are up */
@@ -734,11 +757,11 @@ static void on_connect_deadline(uv_timer_t *t)
 
     pool_ref(p);
     for (unsigned i = 0; i < p->n; i++)
-        if (p->sessions[i].state == SSHS_STATE_READY)
+        if (p->sessions[i].state == SSHPOOL_STATE_READY)
             error = 0;
     /* Stop retrying slots that only retried because of this connect. */
     for (unsigned i = 0; i < p->n; i++) {
-        struct sshs_session *s = &p->sessions[i];
+        struct sshpool_session *s = &p->sessions[i];
         if (s->retry_pending && !p->qfirst) {
             s->retry_pending = false;
             uv_timer_stop(&s->timer);
@@ -761,7 +784,7 @@ int sshpool_connect(struct sshpool *pool, uint64_t deadline_ms, sshpool_connect_
     uv_update_time(pool->loop); /* the deadline counts from now, not from the last tick */
     uv_timer_start(&pool->connect_timer, on_connect_deadline, deadline_ms, 0);
     for (unsigned i = 0; i < pool->n; i++)
-        if (pool->sessions[i].state == SSHS_STATE_READY) {
+        if (pool->sessions[i].state == SSHPOOL_STATE_READY) {
             /* Already up: report from the loop, not from here. */
             uv_timer_start(&pool->connect_timer, on_connect_deadline, 0, 0);
             pool->connect_last_error = 0;
@@ -769,8 +792,8 @@ int sshpool_connect(struct sshpool *pool, uint64_t deadline_ms, sshpool_connect_
         }
     /* Connecting may fail synchronously (no memory); report from the loop then. */
     for (unsigned i = 0; i < pool->n; i++) {
-        struct sshs_session *s = &pool->sessions[i];
-        if (s->state == SSHS_STATE_DISCONNECTED) {
+        struct sshpool_session *s = &pool->sessions[i];
+        if (s->state == SSHPOOL_STATE_DISCONNECTED) {
             s->retry_pending = true;
             uv_timer_start(&s->timer, on_session_timer, 0, 0);
         }
@@ -796,13 +819,13 @@ void sshpool_close(struct sshpool *pool, sshpool_close_cb cb, void *userdata)
     }
     fail_queue(pool, -ECANCELED);
     for (unsigned i = 0; i < pool->n; i++) {
-        struct sshs_session *s = &pool->sessions[i];
-        bool ready = s->state == SSHS_STATE_READY;
+        struct sshpool_session *s = &pool->sessions[i];
+        bool ready = s->state == SSHPOOL_STATE_READY;
 
         uv_timer_stop(&s->timer);
         fail_chans(s, -ECANCELED);
         session_drop_conn(s, ready);
-        session_set_state(s, SSHS_STATE_CLOSING);
+        session_set_state(s, SSHPOOL_STATE_CLOSING);
         s->timer.data = pool;
         pool_ref(pool);
         uv_close((uv_handle_t *)&s->timer, on_handle_closed_unref);

@@ -1,7 +1,7 @@
-/* Internals shared by sshs.c, sshs-connect.c, sshexec.c and sftp.c: the copied
+/* Internals shared by sshpool.c, sshs.c, sshexec.c and sshfile*.c: the copied
  * configuration, session setup, the blocking connect used by SFTP workers, and the
  * channel-user interface through which sshexec.c runs channels on pooled sessions.
- * Not for use outside lib/ssh*.c and lib/ssh/sshfile.c. */
+ * Not for use outside lib/ssh/. */
 #pragma once
 
 #include <libssh/libssh.h>
@@ -51,38 +51,38 @@ void sshs_tune_socket(int fd, uint32_t keepalive_ms);
  * SSH_OPTIONS_TIMEOUT = io_timeout_s for every later blocking call. */
 int sshs_connect_blocking(const struct sshs_conf *conf, unsigned io_timeout_s, ssh_session *ret);
 
-struct sshs_session;
-struct sshs_chan;
+struct sshpool_session;
+struct sshpool_chan;
 
-struct sshs_chan_ops {
+struct sshpool_chan_ops {
     /* The chan got its session (right after attach) or its session had an event: resume the
      * pending steps. May call sshpool_release() on itself and finish. */
-    void (*process)(struct sshs_chan *c);
+    void (*process)(struct sshpool_chan *c);
     /* The session was lost, the pool could not connect, or the pool is closing. The chan is
      * already detached (c->session == NULL); it must free its ssh_channel now (before the
      * session is freed) and finish with error. */
-    void (*fail)(struct sshs_chan *c, int error);
+    void (*fail)(struct sshpool_chan *c, int error);
 };
 
-struct sshs_chan {
-    const struct sshs_chan_ops *ops;
+struct sshpool_chan {
+    const struct sshpool_chan_ops *ops;
     struct sshpool *pool;
-    struct sshs_session *session; /* NULL while queued */
-    struct sshs_chan *prev, *next;
+    struct sshpool_session *session; /* NULL while queued */
+    struct sshpool_chan *prev, *next;
     bool queued;   /* in the pool's queue */
     bool attached; /* in a session's list */
     bool urgent;   /* kill channels: may use the spare channel slots */
 };
 
 /* Queues c; it is attached to a session from a later loop iteration. */
-void sshpool_submit(struct sshpool *pool, struct sshs_chan *c);
+void sshpool_submit(struct sshpool *pool, struct sshpool_chan *c);
 /* Takes c off the queue or its session (freeing the slot). Idempotent. */
-void sshpool_release(struct sshs_chan *c);
+void sshpool_release(struct sshpool_chan *c);
 /* The libssh session a chan is attached to. */
-ssh_session sshs_chan_ssh(const struct sshs_chan *c);
+ssh_session sshpool_chan_ssh(const struct sshpool_chan *c);
 /* Channel callbacks call this so the session services its channels again before it
  * waits for the socket (packets for one channel are handled while serving another). */
-void sshs_chan_mark_dirty(struct sshs_chan *c);
+void sshpool_chan_mark_dirty(struct sshpool_chan *c);
 /* Re-arms the session's poll interest after writes. */
-void sshs_chan_flush(struct sshs_chan *c);
+void sshpool_chan_flush(struct sshpool_chan *c);
 uv_loop_t *sshpool_get_loop(const struct sshpool *pool);

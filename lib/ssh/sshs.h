@@ -6,7 +6,7 @@
  * Never: resolves names (the host must be a numeric address), reads OpenSSH config files,
  * connects without a pinned host key, logs above debug.
  * Threading: every function here runs on the loop thread, except sshs_key_* (any thread) and
- * the internal blocking connect helper used by the SFTP workers (sftp.c).
+ * the internal blocking connect helper used by the SFTP workers (sshfile.c).
  *
  * Errors (negative errno, translated once from libssh):
  *   -EBADE         the server's host key matches none of the pinned fingerprints
@@ -80,15 +80,15 @@ enum { SSHS_EVENT_LOST = 1, SSHS_EVENT_RESTORED };
  * the execs in flight on it with -ECONNRESET and is reconnected for the next request. */
 struct sshpool;
 
-enum sshs_state {
-    SSHS_STATE_DISCONNECTED, /* no socket; connected on demand */
-    SSHS_STATE_CONNECTING,   /* TCP connect + key exchange (ssh_connect() resumed) */
-    SSHS_STATE_AUTHENTICATING,
-    SSHS_STATE_READY,
-    SSHS_STATE_CLOSING, /* handle closing; the libssh session is freed in the close callback */
-    _SSHS_STATE_MAX,
+enum sshpool_state {
+    SSHPOOL_STATE_DISCONNECTED, /* no socket; connected on demand */
+    SSHPOOL_STATE_CONNECTING,   /* TCP connect + key exchange (ssh_connect() resumed) */
+    SSHPOOL_STATE_AUTHENTICATING,
+    SSHPOOL_STATE_READY,
+    SSHPOOL_STATE_CLOSING, /* handle closing; the libssh session is freed in the close callback */
+    _SSHPOOL_STATE_MAX,
 };
-const char *sshs_state_to_string(enum sshs_state s);
+const char *sshpool_state_to_string(enum sshpool_state s);
 
 typedef void (*sshpool_connect_cb)(struct sshpool *pool, int error, void *userdata);
 typedef void (*sshpool_close_cb)(void *userdata);

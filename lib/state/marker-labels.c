@@ -50,7 +50,7 @@ int marker_labels_format(const char *sandbox, json_object *labels, char **ret_li
         *ret_line = NULL;
         return 0;
     }
-    r = json_sorted_keys(labels, &keys, &n_keys);
+    r = jobj_sorted_keys(labels, &keys, &n_keys);
     if (r < 0)
         return r;
     raw = malloc(LABELS_RAW_MAX);

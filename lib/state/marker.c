@@ -59,6 +59,7 @@ static int compute_check(const char *body, char ret[CHECK_LEN + 1])
     char hex[SHA256_HEX_SIZE];
     int r;
 
+    _Static_assert(CHECK_LEN < SHA256_HEX_SIZE, "the check is a prefix of the digest");
     r = sha256_hex(body, strlen(body), hex);
     if (r < 0)
         return r;
@@ -164,6 +165,63 @@ enum {
     F_REQUIRED = F_INSTANCE | F_SANDBOX | F_OWNER | F_CREATED | F_EXPIRES | F_CHECK,
 };
 
+/* One key=value field of a marker line into m (the check into check): *ret_bit is the
+ * field's F_* bit; -EBADMSG for an unknown key or a bad value. */
+static int parse_field(struct marker *m, char check[CHECK_LEN + 1], const char *tok, size_t klen,
+                       const char *val, size_t vlen, unsigned *ret_bit)
+{
+    uint64_t v = 0;
+    unsigned bit;
+    int r;
+
+#define KEY_IS(name) (klen == strlen(name) && memcmp(tok, name, klen) == 0)
+    if (KEY_IS("instance")) {
+        bit = F_INSTANCE;
+        r = copy_id(m->instance, val, vlen);
+    } else if (KEY_IS("sandbox")) {
+        bit = F_SANDBOX;
+        r = copy_id(m->sandbox, val, vlen);
+    } else if (KEY_IS("owner")) {
+        bit = F_OWNER;
+        r = parse_u64(val, vlen, UINT32_MAX - 1, &v);
+        m->owner_uid = (uid_t)v;
+    } else if (KEY_IS("created")) {
+        bit = F_CREATED;
+        r = parse_u64(val, vlen, INT64_MAX, &v);
+        m->created = (int64_t)v;
+    } else if (KEY_IS("expires")) {
+        bit = F_EXPIRES;
+        r = parse_u64(val, vlen, INT64_MAX, &v);
+        m->expires = (int64_t)v;
+    } else if (KEY_IS("key")) {
+        bit = F_KEY;
+        r = copy_hex(m->key, val, vlen, 64);
+    } else if (KEY_IS("params")) {
+        bit = F_PARAMS;
+        r = copy_hex(m->params, val, vlen, 64);
+    } else if (KEY_IS("hostkey")) {
+        bit = F_HOSTKEY;
+        r = copy_hex(m->hostkey, val, vlen, 64);
+    } else if (KEY_IS("template")) {
+        bit = F_TEMPLATE;
+        r = copy_id(m->template, val, vlen);
+    } else if (KEY_IS("pool")) {
+        bit = F_POOL;
+        r = vlen == 1 && val[0] == '1' ? 0 : -EBADMSG;
+        m->pool = true;
+    } else if (KEY_IS("check")) {
+        bit = F_CHECK;
+        r = copy_hex(check, val, vlen, CHECK_LEN);
+    } else {
+        return -EBADMSG;
+    }
+#undef KEY_IS
+    if (r < 0)
+        return r;
+    *ret_bit = bit;
+    return 0;
+}
+
 static int parse_line(struct span s, struct marker *ret)
 {
     struct marker m = {0};
@@ -194,7 +252,7 @@ static int parse_line(struct span s, struct marker *ret)
     for (;;) {
         const char *tok, *eq, *val;
         size_t klen, vlen;
-        unsigned bit;
+        unsigned bit = 0;
 
         if (p < end && !is_sep(*p))
             return -EBADMSG;
@@ -212,48 +270,7 @@ static int parse_line(struct span s, struct marker *ret)
         val = eq + 1;
         vlen = (size_t)(p - val);
 
-#define KEY_IS(name) (klen == strlen(name) && memcmp(tok, name, klen) == 0)
-        if (KEY_IS("instance")) {
-            bit = F_INSTANCE;
-            r = copy_id(m.instance, val, vlen);
-        } else if (KEY_IS("sandbox")) {
-            bit = F_SANDBOX;
-            r = copy_id(m.sandbox, val, vlen);
-        } else if (KEY_IS("owner")) {
-            bit = F_OWNER;
-            r = parse_u64(val, vlen, UINT32_MAX - 1, &v);
-            m.owner_uid = (uid_t)v;
-        } else if (KEY_IS("created")) {
-            bit = F_CREATED;
-            r = parse_u64(val, vlen, INT64_MAX, &v);
-            m.created = (int64_t)v;
-        } else if (KEY_IS("expires")) {
-            bit = F_EXPIRES;
-            r = parse_u64(val, vlen, INT64_MAX, &v);
-            m.expires = (int64_t)v;
-        } else if (KEY_IS("key")) {
-            bit = F_KEY;
-            r = copy_hex(m.key, val, vlen, 64);
-        } else if (KEY_IS("params")) {
-            bit = F_PARAMS;
-            r = copy_hex(m.params, val, vlen, 64);
-        } else if (KEY_IS("hostkey")) {
-            bit = F_HOSTKEY;
-            r = copy_hex(m.hostkey, val, vlen, 64);
-        } else if (KEY_IS("template")) {
-            bit = F_TEMPLATE;
-            r = copy_id(m.template, val, vlen);
-        } else if (KEY_IS("pool")) {
-            bit = F_POOL;
-            r = vlen == 1 && val[0] == '1' ? 0 : -EBADMSG;
-            m.pool = true;
-        } else if (KEY_IS("check")) {
-            bit = F_CHECK;
-            r = copy_hex(check, val, vlen, CHECK_LEN);
-        } else {
-            return -EBADMSG;
-        }
-#undef KEY_IS
+        r = parse_field(&m, check, tok, klen, val, vlen, &bit);
         if (r < 0 || (seen & bit))
             return -EBADMSG;
         seen |= bit;

@@ -315,20 +315,13 @@ static int get_time(json_object *o, const char *key, time_t *ret)
     return time_parse_rfc3339(s, ret) < 0 ? -EBADMSG : 0;
 }
 
-int registry_record_from_json(const char *json, size_t n, struct registry_record **ret)
+/* The JSON object of json[0, n) (strict, nothing but whitespace after it): -EBADMSG for
+ * anything else. */
+static int object_parse(const char *json, size_t n, json_object **ret)
 {
-    _cleanup_record_ struct registry_record *r = NULL;
-    _cleanup_json_ json_object *o = NULL;
-    _cleanup_free_ char *state = NULL;
     json_tokener *tok;
-    json_object *v;
-    int64_t x;
-    int k;
+    json_object *o;
 
-    if (!json || !ret)
-        return -EINVAL;
-    if (n > REG_RECORD_MAX)
-        return -EFBIG;
     tok = json_tokener_new_ex(8);
     if (!tok)
         return -ENOMEM;
@@ -347,8 +340,30 @@ int registry_record_from_json(const char *json, size_t n, struct registry_record
         o = NULL;
     }
     json_tokener_free(tok);
-    if (!o || !json_object_is_type(o, json_type_object))
+    if (!o || !json_object_is_type(o, json_type_object)) {
+        json_object_put(o);
         return -EBADMSG;
+    }
+    *ret = o;
+    return 0;
+}
+
+int registry_record_from_json(const char *json, size_t n, struct registry_record **ret)
+{
+    _cleanup_record_ struct registry_record *r = NULL;
+    _cleanup_json_ json_object *o = NULL;
+    _cleanup_free_ char *state = NULL;
+    json_object *v;
+    int64_t x;
+    int k;
+
+    if (!json || !ret)
+        return -EINVAL;
+    if (n > REG_RECORD_MAX)
+        return -EFBIG;
+    k = object_parse(json, n, &o);
+    if (k < 0)
+        return k;
 
     if (!json_object_object_get_ex(o, "version", &v) || !json_object_is_type(v, json_type_int))
         return -EBADMSG;
@@ -492,7 +507,7 @@ static int canon(struct buf *b, json_object *o, int depth)
 
         if ((size_t)json_object_object_length(o) > REG_PARAMS_MAX / 4)
             return -E2BIG;
-        r = json_sorted_keys(o, &keys, &n);
+        r = jobj_sorted_keys(o, &keys, &n);
         if (r >= 0)
             r = buf_append(b, "{", 1);
         for (i = 0; r >= 0 && i < n; i++) {

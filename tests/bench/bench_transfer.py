@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 
 from e2elib import BUILD, Env  # noqa: E402
 
-SANDBOXCTL = os.path.join(BUILD, "daemon", "sandboxctl")
+SANDBOXCTL = os.path.join(BUILD, "clients", "cli", "sandboxctl")
 
 
 def status_kib(pid, key):

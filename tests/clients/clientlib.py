@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.join(SRC, "clients", "python"))
 import e2elib  # noqa: E402
 from e2elib import Env, run  # noqa: E402,F401
 
-SANDBOXCTL = os.path.join(BUILD, "daemon", "sandboxctl")
+SANDBOXCTL = os.path.join(BUILD, "clients", "cli", "sandboxctl")
 
 # The daemon closes idle connections after this long in these tests, so that the
 # clients' reconnects are exercised (the default is 300 s).

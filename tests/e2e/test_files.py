@@ -14,7 +14,7 @@ import sys
 
 from e2elib import BUILD, Env, RpcError, b64, data_of, run
 
-SANDBOXCTL = os.path.join(BUILD, "daemon", "sandboxctl")
+SANDBOXCTL = os.path.join(BUILD, "clients", "cli", "sandboxctl")
 CHILD_PY = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
 
 CHILD = r"""

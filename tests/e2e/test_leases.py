@@ -65,7 +65,7 @@ def main():
             x = c.call("sandbox.exec", {"id": sb["id"], "command": "echo alive"})
             assert x["stdout"] == "alive\n", x
             # sandboxctl renew ID TTL
-            ctl = os.path.join(e2elib.BUILD, "daemon", "sandboxctl")
+            ctl = os.path.join(e2elib.BUILD, "clients", "cli", "sandboxctl")
             p = subprocess.run([ctl, "--socket", env.socket, "--json", "renew", sb["id"], "120"],
                                capture_output=True, text=True, timeout=60)
             assert p.returncode == 0, (p.stdout, p.stderr)

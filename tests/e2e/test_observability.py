@@ -18,7 +18,7 @@ import time
 from e2elib import BUILD, Client, Env, RpcError, run
 from test_recovery_util import kill9, launch  # sets SANDBOXD_TEST_HOOKS=1
 
-SANDBOXCTL = os.path.join(BUILD, "daemon", "sandboxctl")
+SANDBOXCTL = os.path.join(BUILD, "clients", "cli", "sandboxctl")
 CHILD_PY = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
 NOBODY = 65534
 CREATE_STEPS = ["pending", "cloning", "configuring", "starting", "waiting_ip", "connecting", "ready"]

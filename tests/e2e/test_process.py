@@ -233,7 +233,7 @@ print(json.dumps(codes))
             assert "sleep 4242" not in ps, ps
 
         def sandboxctl_commands(c2):
-            ctl = os.path.join(e2elib.BUILD, "daemon", "sandboxctl")
+            ctl = os.path.join(e2elib.BUILD, "clients", "cli", "sandboxctl")
 
             def sc(*args, **kw):
                 return subprocess.run([ctl, "--socket", env.socket, *args], capture_output=True, timeout=120, **kw)

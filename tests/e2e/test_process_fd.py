@@ -21,7 +21,7 @@ from e2elib import BUILD, Env, RpcError, data_of, run
 from test_recovery_util import kill9, launch
 from test_transfer import call_fds, error_fds, reset_hwm, vm_hwm
 
-SANDBOXCTL = os.path.join(BUILD, "daemon", "sandboxctl")
+SANDBOXCTL = os.path.join(BUILD, "clients", "cli", "sandboxctl")
 MIB = 1 << 20
 RSS_GROWTH_MAX = 32 << 20  # what the daemon may grow by while 64 MiB moves
 

@@ -115,7 +115,7 @@ def main():
 
         def sandboxctl_start_pty():
             # Without a terminal of its own (pipes here), sandboxctl asks for 80x24.
-            ctl = os.path.join(e2elib.BUILD, "daemon", "sandboxctl")
+            ctl = os.path.join(e2elib.BUILD, "clients", "cli", "sandboxctl")
 
             def sc(*args):
                 return subprocess.run([ctl, "--socket", env.socket, *args], capture_output=True,

@@ -73,7 +73,7 @@ def main():
             data = refused(c, "sandbox.create", {"template": "nope"})
             assert data["param"] == "template" and data["templates"] == ["default", "small"], data
             # sandboxctl create --template, resize
-            ctl = os.path.join(e2elib.BUILD, "daemon", "sandboxctl")
+            ctl = os.path.join(e2elib.BUILD, "clients", "cli", "sandboxctl")
             out = subprocess.run([ctl, "--socket", env.socket, "--json", "create", "--template", "small",
                                   "--ttl", "600"], capture_output=True, text=True, timeout=120)
             assert out.returncode == 0, out.stderr

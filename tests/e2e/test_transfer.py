@@ -15,7 +15,7 @@ import time
 
 from e2elib import BUILD, Env, RpcError, run
 
-SANDBOXCTL = os.path.join(BUILD, "daemon", "sandboxctl")
+SANDBOXCTL = os.path.join(BUILD, "clients", "cli", "sandboxctl")
 GIB = 1 << 30
 RSS_GROWTH_MAX = 64 << 20  # what the daemon may grow by while 1 GiB moves
 

@@ -244,8 +244,23 @@ START_TEST(test_shell_quote)
         "trailing backslash \\",
         "tab\tand \r",
         "",
+        "plain",
+        "'",
+        "''",
+        "a b\tc",
+        "$(echo pwned)",
+        "`id`",
+        "\\n",
+        "\"q\"",
+        "*",
+        "a\nb",
+        "; rm -rf /",
+        "$HOME",
+        "--",
     };
     char *q = NULL;
+
+    ck_assert_int_eq(sshexec_shell_quote(NULL, &q), -EINVAL);
 
     for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
         ck_assert_int_eq(sshexec_shell_quote(cases[i].in, &q), 0);

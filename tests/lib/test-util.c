@@ -311,54 +311,6 @@ START_TEST(test_clock_hash)
 }
 END_TEST
 
-/* Runs printf '%s' <quoted> through /bin/sh and returns what it printed. */
-static char *through_shell(const char *quoted)
-{
-    _cleanup_free_ char *cmd = NULL;
-    char *out = calloc(1, 4096);
-    FILE *f;
-    size_t n;
-
-    ck_assert_ptr_nonnull(out);
-    ck_assert_int_ge(asprintf(&cmd, "printf '%%s' %s", quoted), 0);
-    f = popen(cmd, "r");
-    ck_assert_ptr_nonnull(f);
-    n = fread(out, 1, 4095, f);
-    out[n] = '\0';
-    ck_assert_int_eq(pclose(f), 0);
-    return out;
-}
-
-START_TEST(test_shell_quote)
-{
-    uv_loop_t loop;
-    static const char *const cases[] = {
-        "",     "plain", "it's",  "'", "''",   "a b\tc",     "$(echo pwned)",
-        "`id`", "\\n",   "\"q\"", "*", "a\nb", "; rm -rf /", "$HOME",
-        "!x",   "--",
-    };
-
-    ck_assert_int_eq(uv_loop_init(&loop), 0);
-    {
-        _cleanup_free_ char *q = shell_quote("it's");
-        ck_assert_str_eq(q, "'it'\\''s'");
-    }
-    {
-        _cleanup_free_ char *q = shell_quote("");
-        ck_assert_str_eq(q, "''");
-    }
-    ck_assert_ptr_null(shell_quote(NULL));
-    for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
-        _cleanup_free_ char *q = shell_quote(cases[i]);
-        _cleanup_free_ char *out = NULL;
-        ck_assert_ptr_nonnull(q);
-        out = through_shell(q);
-        ck_assert_str_eq(out, cases[i]);
-    }
-    check_loop_done(&loop);
-}
-END_TEST
-
 START_TEST(test_strings)
 {
     uv_loop_t loop;
@@ -482,7 +434,6 @@ int main(void)
     tcase_add_test(tc, test_mkdir_p);
     tcase_add_test(tc, test_rfc3339);
     tcase_add_test(tc, test_clock_hash);
-    tcase_add_test(tc, test_shell_quote);
     tcase_add_test(tc, test_strings);
     tcase_add_test(tc, test_free_close_many);
     tcase_add_test(tc, test_read_secret);

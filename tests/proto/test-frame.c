@@ -250,6 +250,75 @@ START_TEST(test_no_rescan)
 }
 END_TEST
 
+START_TEST(test_resync)
+{
+    /* Resync mode: an overlong line is reported once, in its place, and skipped up
+     * to its '\n'; the lines around it come through, however the input is split. */
+    static const size_t splits[][3] = {{1, 0}, {3, 0}, {7, 2, 0}, {64, 0}, {1000, 0}};
+    char in[200];
+    size_t n = 0;
+
+    n += (size_t)sprintf(in + n, "a\n");
+    memset(in + n, 'x', 40); /* over the cap of 16, complete */
+    n += 40;
+    in[n++] = '\n';
+    n += (size_t)sprintf(in + n, "b\nc\n");
+    memset(in + n, 'y', 30); /* over the cap, then the end of input */
+    n += 30;
+    for (size_t s = 0; s < sizeof splits / sizeof splits[0]; s++) {
+        struct frame_buf f;
+        char out[256] = "";
+        size_t pos = 0, ci = 0, o = 0;
+        char *line;
+        size_t len;
+        int r;
+
+        frame_buf_init(&f, 16);
+        frame_buf_set_resync(&f, true);
+        while (pos < n) {
+            size_t k = splits[s][ci] ? splits[s][ci++] : (ci = 0, splits[s][ci++]);
+
+            k = k > n - pos ? n - pos : k;
+            ck_assert_int_eq(frame_buf_append(&f, in + pos, k), 0);
+            pos += k;
+            while ((r = frame_buf_next(&f, &line, &len)) != 0)
+                o += (size_t)sprintf(out + o, "%s|", r < 0 ? "!" : line);
+        }
+        ck_assert_str_eq(out, "a|!|b|c|!|");
+        ck_assert_int_eq(frame_buf_finish(&f, &line, &len), 0); /* the rest was skipped */
+        ck_assert_int_eq(frame_buf_append(&f, "d\ne", 3), 0);
+        ck_assert_int_eq(frame_buf_next(&f, &line, &len), 1);
+        ck_assert_str_eq(line, "d");
+        frame_buf_done(&f);
+    }
+}
+END_TEST
+
+START_TEST(test_finish)
+{
+    /* At the end of input an unterminated last line counts; an empty rest is none. */
+    struct frame_buf f;
+    char *line;
+    size_t len;
+
+    frame_buf_init(&f, 8);
+    ck_assert_int_eq(frame_buf_append(&f, "one\ntwo", 7), 0);
+    ck_assert_int_eq(frame_buf_finish(&f, &line, &len), -EINVAL); /* "one" not taken yet */
+    ck_assert_int_eq(frame_buf_next(&f, &line, &len), 1);
+    ck_assert_int_eq(frame_buf_next(&f, &line, &len), 0);
+    ck_assert_int_eq(frame_buf_finish(&f, &line, &len), 1);
+    ck_assert_uint_eq(len, 3);
+    ck_assert_str_eq(line, "two");
+    ck_assert_int_eq(frame_buf_finish(&f, &line, &len), 0);
+    ck_assert_uint_eq(frame_buf_pending(&f), 0);
+    /* Exactly the capacity: the NUL still fits. */
+    ck_assert_int_eq(frame_buf_append(&f, "12345678", 8), 0);
+    ck_assert_int_eq(frame_buf_finish(&f, &line, &len), 1);
+    ck_assert_str_eq(line, "12345678");
+    frame_buf_done(&f);
+}
+END_TEST
+
 static Suite *frame_suite(void)
 {
     Suite *s = suite_create("frame");
@@ -258,6 +327,8 @@ static Suite *frame_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_byte_by_byte);
     tcase_add_test(tc, test_random_splits);
+    tcase_add_test(tc, test_resync);
+    tcase_add_test(tc, test_finish);
     tcase_add_test(tc, test_max_line_boundary);
     tcase_add_test(tc, test_crlf);
     tcase_add_test(tc, test_memory_bounded);

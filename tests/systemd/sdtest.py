@@ -110,6 +110,10 @@ def install_paths():
         "man-sandboxd": j(o["mandir"], "man8", "sandboxd.8"),
         "man-sandboxctl": j(o["mandir"], "man1", "sandboxctl.1"),
         "man-conf": j(o["mandir"], "man5", "sandboxd.conf.5"),
+        "client-header": j(o["includedir"], "sandboxd-client.h"),
+        "client-shared": j(o["libdir"], "libsandboxd-client.so"),
+        "client-static": j(o["libdir"], "libsandboxd-client.a"),
+        "client-pc": j(o["libdir"], "pkgconfig", "sandboxd-client.pc"),
         "sysconfdir": sysconf,
     }
 

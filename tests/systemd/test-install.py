@@ -2,7 +2,8 @@
 """`meson install --destdir` into a temporary folder installs every file a
 host needs: sandboxd, sandboxctl, the example configuration (never over an
 existing one), the OpenRPC document, the units, the sysusers.d and tmpfiles.d
-snippets and the man pages; the installed units point at the installed files."""
+snippets, the man pages and the C client library (header, static and shared library,
+pkg-config file); the installed units point at the installed files."""
 import json
 import os
 import re
@@ -30,7 +31,8 @@ def main():
             return dest + paths[key]
 
         for key in ("sandboxd", "sandboxctl", "config", "openrpc", "service", "socket",
-                    "sysusers", "tmpfiles", "man-sandboxd", "man-sandboxctl", "man-conf"):
+                    "sysusers", "tmpfiles", "man-sandboxd", "man-sandboxctl", "man-conf",
+                    "client-header", "client-shared", "client-static", "client-pc"):
             t.check(os.path.isfile(at(key)), f"{key} is not installed at {paths[key]}")
         for key in ("sandboxd", "sandboxctl"):
             if os.path.isfile(at(key)):

@@ -71,7 +71,7 @@ def main():
 
     for o in help_options(t.built("daemon", "sandboxd")):
         t.check(o in daemon, f"sandboxd --help lists {o}, sandboxd(8) does not")
-    for o in help_options(t.built("daemon", "sandboxctl")):
+    for o in help_options(t.built("clients", "cli", "sandboxctl")):
         t.check(o in ctl, f"sandboxctl --help lists {o}, sandboxctl(1) does not")
     t.finish()
 

@@ -1,53 +1,26 @@
-/* sandboxctl: the command-line client of sandboxd (sandboxctl(1)). One blocking
- * connection, one request at a time; each command is a thin wrapper over one
- * method of docs/protocol.md. Errors go to stderr with a non-zero exit status.
+/* sandboxctl: the command-line client of sandboxd (sandboxctl(1)). One connection
+ * through the C client library (clients/c), one request at a time; each command is a thin
+ * wrapper over one method of docs/protocol.md. Errors go to stderr with a non-zero exit status.
  * `sandboxctl mcp`, the MCP server, lives in sandboxctl-mcp.c. */
 #include "macro.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <json-c/json.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <unistd.h>
 
 #include "config-build.h"
+#include "sandboxd-client.h"
 #include "sandboxctl-mcp.h"
 #include "sandboxctl-obs.h"
 #include "sandboxctl.h"
 #include "sandboxctl-process.h"
-#include "config.h"
-#include "util.h"
-#include "b64.h"
-#include "rpc.h"
-
-static int ctl_connect(struct ctl *c)
-{
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-
-    if (strlen(c->socket) >= sizeof sa.sun_path) {
-        fprintf(stderr, "sandboxctl: socket path too long: %s\n", c->socket);
-        return -ENAMETOOLONG;
-    }
-    strcpy(sa.sun_path, c->socket);
-    c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (c->fd < 0 || connect(c->fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
-        int r = -errno;
-
-        fprintf(stderr, "sandboxctl: cannot connect to %s: %s\n", c->socket, strerror(-r));
-        return r;
-    }
-    return 0;
-}
 
 static const char *get_str(json_object *o, const char *key)
 {
@@ -329,7 +302,7 @@ static void usage(FILE *f)
             "  mcp [--sandbox ID] [--default-ttl S] [--destroy-on-exit]\n"
             "                                  serve MCP (Model Context Protocol) on stdio\n\n"
             "The socket is --socket, else $SANDBOXD_SOCKET, else %s.\n",
-            CONFIG_DEFAULT_SOCKET);
+            SANDBOXD_SOCKET_DEFAULT);
 }
 
 static int ctl_call_fds_plain(struct ctl *c, const char *method, json_object *params,
@@ -356,7 +329,7 @@ static int run_command(struct ctl *c, const char *cmd, int argc, char **argv)
     else if (strcmp(cmd, "metrics") == 0 && argc == 1)
         r = cmd_metrics(c);
     else if (strcmp(cmd, "events") == 0 && argc == 1)
-        r = ctl_events_run(c->fd, c->json);
+        r = ctl_events_run(c->client, c->json);
     else if (strcmp(cmd, "create") == 0)
         r = cmd_create(c, argc, argv);
     else if (strcmp(cmd, "list") == 0 && (argc == 1 || (argc == 2 && !strcmp(argv[1], "--all")))) {
@@ -417,13 +390,13 @@ int main(int argc, char **argv)
         {"version", no_argument, NULL, 'V'},
         {},
     };
-    struct ctl c = {.fd = -1};
+    struct ctl c = {};
     const char *cmd;
     int opt, r;
 
     c.socket = getenv("SANDBOXD_SOCKET");
     if (!c.socket || !c.socket[0])
-        c.socket = CONFIG_DEFAULT_SOCKET;
+        c.socket = SANDBOXD_SOCKET_DEFAULT;
     while ((opt = getopt_long(argc, argv, "+s:jhV", options, NULL)) >= 0) {
         switch (opt) {
         case 's':
@@ -464,11 +437,16 @@ int main(int argc, char **argv)
         usage(stderr);
         return EXIT_USAGE;
     }
-    if (ctl_connect(&c) < 0)
+    if (sandboxd_client_new(c.socket, &c.client) < 0) {
+        fprintf(stderr, "sandboxctl: out of memory\n");
         return 1;
-
+    }
+    if (sandboxd_client_connect(c.client) < 0) {
+        fprintf(stderr, "sandboxctl: %s\n", sandboxd_client_error(c.client)->message);
+        sandboxd_client_free(c.client);
+        return 1;
+    }
     r = run_command(&c, cmd, argc, argv);
-    close(c.fd);
-    free(c.buf);
+    sandboxd_client_free(c.client);
     return r;
 }

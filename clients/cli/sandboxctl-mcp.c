@@ -1,6 +1,7 @@
 /* sandboxctl mcp: the session. One poll loop over standard input (MCP requests,
- * one JSON-RPC message per line) and one connection to sandboxd, on which tool
- * calls run concurrently and are matched by id. The connection is opened when
+ * one JSON-RPC message per line, in proto's framing) and one connection to sandboxd
+ * (a client of the C client library, clients/c), on which tool calls run
+ * concurrently and are matched by id. The connection is opened when
  * needed and again after the daemon closed it (idle close, restart); a call in
  * flight when it closes gets an isError result that says so. At startup the
  * daemon's rpc.discover document decides which tools exist; when the daemon is
@@ -8,7 +9,6 @@
 #include "macro.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -17,15 +17,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "config-build.h"
+#include "sandboxd-client.h"
 #include "sandboxctl-mcp.h"
 #include "util.h"
-#include "buf.h"
+#include "frame.h"
 #include "openrpc.h"
 #include "rpc.h"
 
@@ -34,12 +33,6 @@
 #define MCP_DISCOVER_WAIT_MS 10000         /* rpc.discover at startup */
 #define MCP_EXIT_WAIT_MS (10u * 60 * 1000) /* --destroy-on-exit: creates, then destroys */
 #define EXIT_USAGE 64
-
-struct linebuf {
-    char *buf;
-    size_t start, len, cap; /* unread bytes are buf[start..len) */
-    bool discarding;        /* skipping the rest of an overlong line */
-};
 
 /* The replies to one batch, sent together as one array when the last is in. */
 struct batch {
@@ -55,9 +48,8 @@ enum pending_kind {
 
 struct pending {
     struct pending *next;
+    struct mcp *m;
     enum pending_kind kind;
-    int64_t rid;  /* id of the daemon request */
-    uint64_t end; /* offset just past its line in the bytes queued on this connection */
     const struct mcp_tool *tool;
     json_object *mcp_id; /* the host's request id */
     json_object *args;   /* the tool's arguments */
@@ -73,17 +65,13 @@ struct mcp {
     json_object *doc;    /* OpenRPC document the tools come from */
     bool doc_live;       /* doc came from the daemon */
     char *tool_names;
-    struct linebuf in;
-    bool reading; /* standard input is open and wanted */
+    struct frame_buf in; /* standard input, in resync mode: an overlong message is skipped */
+    char *chunk;         /* MCP_READ_CHUNK bytes for read(2) */
+    bool reading;        /* standard input is open and wanted */
     bool stdout_broken;
-    int fd; /* daemon connection; -1 when closed */
-    struct linebuf dr;
-    struct buf w; /* requests not yet sent, from woff on */
-    size_t woff;
-    uint64_t queued, sent; /* bytes on this connection */
-    int64_t next_rid;
-    struct pending *pending;
-    char **created; /* sandboxes this session created and did not destroy */
+    struct sandboxd_client *client; /* the daemon connection (clients/c) */
+    struct pending *pending;        /* its calls in flight */
+    char **created;                 /* sandboxes this session created and did not destroy */
     size_t n_created;
     bool destroy_failed;
     sigset_t waitmask; /* the signal mask while waiting in ppoll */
@@ -98,78 +86,20 @@ static void on_signal(int sig)
 
 /* ---- line framing ------------------------------------------------------------ */
 
-/* One read(2) into lb. Returns bytes read, 0 at EOF, or -errno. */
-static ssize_t linebuf_fill(struct linebuf *lb, int fd)
+/* One read(2) of fd into f (proto's framing). Returns the bytes read, 0 at the end, or
+ * -errno. A line over the cap is not an error here: frame_buf_next() reports it. */
+static ssize_t frame_fill(struct frame_buf *f, int fd, char *chunk)
 {
     ssize_t k;
+    int r;
 
-    if (lb->start > 0) {
-        memmove(lb->buf, lb->buf + lb->start, lb->len - lb->start);
-        lb->len -= lb->start;
-        lb->start = 0;
-    }
-    if (lb->cap - lb->len < MCP_READ_CHUNK) {
-        size_t cap = MAX(lb->cap * 2, lb->len + MCP_READ_CHUNK);
-        char *p = realloc(lb->buf, cap + 1);
-
-        if (!p)
-            return -ENOMEM;
-        lb->buf = p;
-        lb->cap = cap;
-    }
     do
-        k = read(fd, lb->buf + lb->len, lb->cap - lb->len);
+        k = read(fd, chunk, MCP_READ_CHUNK);
     while (k < 0 && errno == EINTR);
     if (k < 0)
         return -errno;
-    lb->len += (size_t)k;
-    return k;
-}
-
-/* The next complete line, NUL-terminated in place (valid until the next fill):
- * 1 with *ret_line set, 0 when none is complete, -EMSGSIZE once for a line over
- * MCP_LINE_MAX (whose rest is then skipped). With at_eof an unterminated last
- * line counts as complete. */
-static int linebuf_next(struct linebuf *lb, bool at_eof, char **ret_line, size_t *ret_n)
-{
-    for (;;) {
-        char *s = lb->buf + lb->start, *nl;
-        size_t avail = lb->len - lb->start, n;
-
-        nl = avail ? memchr(s, '\n', avail) : NULL;
-        if (lb->discarding) {
-            if (!nl) {
-                lb->start = lb->len;
-                return 0;
-            }
-            lb->discarding = false;
-            lb->start += (size_t)(nl - s) + 1;
-            continue;
-        }
-        if (!nl && at_eof && avail > 0)
-            nl = s + avail; /* buf has one spare byte for the NUL */
-        if (!nl) {
-            if (avail <= MCP_LINE_MAX)
-                return 0;
-            lb->discarding = true;
-            lb->start = lb->len;
-            return -EMSGSIZE;
-        }
-        n = (size_t)(nl - s);
-        lb->start = MIN(lb->start + n + 1, lb->len);
-        if (n > MCP_LINE_MAX)
-            return -EMSGSIZE;
-        *nl = '\0';
-        *ret_line = s;
-        *ret_n = n;
-        return 1;
-    }
-}
-
-static void linebuf_done(struct linebuf *lb)
-{
-    free(lb->buf);
-    *lb = (struct linebuf){};
+    r = frame_buf_append(f, chunk, (size_t)k);
+    return r < 0 && r != -EMSGSIZE ? r : k;
 }
 
 /* ---- writing to the host ----------------------------------------------------- */
@@ -225,72 +155,47 @@ static void pending_free(struct mcp *m, struct pending *p)
 static void doc_set(struct mcp *m, json_object *doc, bool live);
 static void pending_fail(struct mcp *m, struct pending *p, bool sent, const char *why);
 
-static void dconn_close(struct mcp *m, const char *why)
+static void pending_done(struct mcp *m, struct pending *p, json_object *result, json_object *err);
+
+static void pending_unlink(struct mcp *m, struct pending *p)
 {
-    struct pending *list = m->pending;
-
-    if (m->fd < 0)
-        return;
-    close(m->fd);
-    m->fd = -1;
-    m->woff = 0;
-    buf_clear(&m->w, false);
-    m->dr.start = m->dr.len = 0;
-    m->dr.discarding = false;
-    m->pending = NULL;
-    while (list) {
-        struct pending *p = list;
-
-        list = p->next;
-        pending_fail(m, p, m->sent >= p->end, why);
-        pending_free(m, p);
-    }
-}
-
-static void dconn_flush(struct mcp *m)
-{
-    while (m->fd >= 0 && m->woff < m->w.len) {
-        ssize_t k = send(m->fd, m->w.data + m->woff, m->w.len - m->woff, MSG_NOSIGNAL);
-
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return;
-        if (k < 0) {
-            dconn_close(m, strerror(errno));
+    for (struct pending **pp = &m->pending; *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
             return;
         }
-        m->woff += (size_t)k;
-        m->sent += (uint64_t)k;
-    }
-    if (m->woff == m->w.len) {
-        m->woff = 0;
-        buf_clear(&m->w, false);
-    }
 }
 
-/* Queues a request for p (linked in on success; params taken over). */
+/* The completion of a daemon call (sandboxd_done_fn). */
+static void on_daemon_done(int r, json_object *result, const struct sandboxd_error *e,
+                           void *userdata)
+{
+    struct pending *p = userdata;
+    struct mcp *m = p->m;
+
+    pending_unlink(m, p);
+    if (r == 0)
+        pending_done(m, p, result, NULL);
+    else if (r == -EREMOTE)
+        pending_done(m, p, NULL, e->object);
+    else /* the connection closed: after the request went out whole, or before */
+        pending_fail(m, p, r == -ECONNRESET, e->message);
+    pending_free(m, p);
+}
+
+/* Sends a request for p (params taken over); p completes in on_daemon_done(), unless this
+ * fails. */
 static int dconn_send(struct mcp *m, const char *method, json_object *params, struct pending *p)
 {
-    _cleanup_free_ char *line = NULL;
-    size_t len;
+    int r;
 
-    if (m->fd < 0) {
-        json_object_put(params);
-        return -ENOTCONN;
-    }
-    p->rid = ++m->next_rid;
-    line = rpc_request_line(p->rid, method, params, &len);
-    if (!line)
-        return -ENOMEM;
-    if (buf_append(&m->w, line, len) < 0)
-        return -ENOMEM;
-    m->queued += len;
-    p->end = m->queued;
+    p->m = m;
     p->next = m->pending;
     m->pending = p;
-    dconn_flush(m);
-    return 0;
+    r = sandboxd_call_start(m->client, method, params, NULL, 0, on_daemon_done, p);
+    if (r < 0)
+        pending_unlink(m, p);
+    return r;
 }
 
 static struct pending *pending_new(enum pending_kind kind)
@@ -310,108 +215,19 @@ static void dconn_discover(struct mcp *m)
         free(p);
 }
 
+/* Connects when not connected, and then asks for the daemon's document: it may have changed
+ * since the last connection. */
 static int dconn_open(struct mcp *m)
 {
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    int fd;
+    int r;
 
-    if (m->fd >= 0)
+    if (sandboxd_client_fd(m->client) >= 0)
         return 0;
-    if (strlen(m->cfg.socket) >= sizeof sa.sun_path)
-        return -ENAMETOOLONG;
-    strcpy(sa.sun_path, m->cfg.socket);
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
-        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0) {
-        int r = -errno;
-
-        close(fd);
+    r = sandboxd_client_connect(m->client);
+    if (r < 0)
         return r;
-    }
-    m->fd = fd;
-    m->queued = m->sent = 0;
-    dconn_discover(m); /* the daemon may have changed since the last connection */
+    dconn_discover(m);
     return 0;
-}
-
-static struct pending *pending_take(struct mcp *m, int64_t rid)
-{
-    for (struct pending **pp = &m->pending; *pp; pp = &(*pp)->next)
-        if ((*pp)->rid == rid) {
-            struct pending *p = *pp;
-
-            *pp = p->next;
-            return p;
-        }
-    return NULL;
-}
-
-static void pending_done(struct mcp *m, struct pending *p, json_object *result, json_object *err);
-
-static void dconn_line(struct mcp *m, const char *line, size_t n)
-{
-    _cleanup_json_ json_object *o = json_tokener_parse(line);
-    json_object *id = NULL, *result = NULL, *err = NULL;
-    struct pending *p;
-
-    if (!o || !json_object_is_type(o, json_type_object)) {
-        dconn_close(m, "sandboxd sent something that is not JSON-RPC");
-        return;
-    }
-    if (json_object_object_get_ex(o, "method", NULL))
-        return; /* a notification (exec.output): not asked for */
-    json_object_object_get_ex(o, "id", &id);
-    json_object_object_get_ex(o, "result", &result);
-    json_object_object_get_ex(o, "error", &err);
-    if (!id && err) {
-        /* An error the daemon could not tie to a request (a line over its
-         * limit, a connection over a cap): it closes the connection next. */
-        json_object *data = NULL;
-        const char *reason = NULL;
-        _cleanup_free_ char *why = NULL;
-
-        if (json_object_object_get_ex(err, "data", &data) &&
-            json_object_object_get_ex(data, "reason", &data))
-            reason = json_object_get_string(data);
-        if (asprintf(&why, "sandboxd refused the connection's input: %s",
-                     reason ? reason : json_object_to_json_string(err)) < 0)
-            why = NULL;
-        dconn_close(m, why ? why : "sandboxd refused the connection's input");
-        return;
-    }
-    if (!json_object_is_type(id, json_type_int) ||
-        !(p = pending_take(m, json_object_get_int64(id))))
-        return;
-    pending_done(m, p, result, err);
-    pending_free(m, p);
-}
-
-static void dconn_io(struct mcp *m, short revents)
-{
-    if (revents & POLLOUT)
-        dconn_flush(m);
-    if (m->fd >= 0 && (revents & (POLLIN | POLLHUP | POLLERR))) {
-        ssize_t k = linebuf_fill(&m->dr, m->fd);
-        char *line;
-        size_t n;
-        int r;
-
-        if (k == -EAGAIN)
-            return;
-        while (m->fd >= 0 && (r = linebuf_next(&m->dr, false, &line, &n)) != 0) {
-            if (r < 0) {
-                dconn_close(m, "a reply from sandboxd was too long");
-                return;
-            }
-            dconn_line(m, line, n);
-        }
-        if (k == 0)
-            dconn_close(m, "sandboxd closed the connection");
-        else if (k < 0)
-            dconn_close(m, strerror((int)-k));
-    }
 }
 
 /* ---- tool calls -------------------------------------------------------------- */
@@ -606,12 +422,12 @@ static void tool_call(struct mcp *m, struct rpc_call *c, struct batch *b)
     if (b)
         b->holds++;
     r = dconn_send(m, t->method, TAKE_PTR(params), p);
-    if (r == -ENOTCONN)
-        pending_fail(m, p, false, "the connection to sandboxd closed");
-    else if (r < 0)
-        respond(m, b, rpc_error_new(c->id, RPC_INTERNAL_ERROR, NULL, NULL));
-    if (r < 0)
+    if (r < 0) {
+        const struct sandboxd_error *e = sandboxd_client_error(m->client);
+
+        pending_fail(m, p, false, e ? e->message : strerror(-r));
         pending_free(m, p);
+    }
 }
 
 static json_object *initialize_result(struct mcp *m)
@@ -729,7 +545,7 @@ static void host_line(struct mcp *m, const char *line, size_t n)
 
 static void host_io(struct mcp *m)
 {
-    ssize_t k = linebuf_fill(&m->in, STDIN_FILENO);
+    ssize_t k = frame_fill(&m->in, STDIN_FILENO, m->chunk);
     char *line;
     size_t n;
     int r;
@@ -740,10 +556,14 @@ static void host_io(struct mcp *m)
         fprintf(stderr, "sandboxctl mcp: reading standard input: %s\n", strerror((int)-k));
         k = 0;
     }
-    while (!m->stdout_broken && (r = linebuf_next(&m->in, k == 0, &line, &n)) != 0) {
-        if (r < 0)
+    /* At the end of input an unterminated last message counts too. */
+    while (!m->stdout_broken && ((r = frame_buf_next(&m->in, &line, &n)) != 0 ||
+                                 (k == 0 && (r = frame_buf_finish(&m->in, &line, &n)) != 0))) {
+        if (r == -EMSGSIZE)
             host_send(
                 m, rpc_error_reason_new(NULL, RPC_INVALID_REQUEST, "message longer than 64 MiB"));
+        else if (r < 0)
+            break; /* out of memory */
         else
             host_line(m, line, n);
     }
@@ -764,9 +584,9 @@ static int loop_once(struct mcp *m, int timeout_ms)
         pfd[n] = (struct pollfd){.fd = STDIN_FILENO, .events = POLLIN};
         in = (int)n++;
     }
-    if (m->fd >= 0) {
-        pfd[n] =
-            (struct pollfd){.fd = m->fd, .events = POLLIN | (m->w.len > m->woff ? POLLOUT : 0)};
+    if (sandboxd_client_fd(m->client) >= 0) {
+        pfd[n] = (struct pollfd){.fd = sandboxd_client_fd(m->client),
+                                 .events = sandboxd_client_events(m->client)};
         d = (int)n++;
     }
     if (timeout_ms >= 0) {
@@ -777,7 +597,7 @@ static int loop_once(struct mcp *m, int timeout_ms)
     if (ppoll(pfd, n, tsp, &m->waitmask) < 0)
         return errno == EINTR ? 0 : -errno;
     if (d >= 0 && pfd[d].revents)
-        dconn_io(m, pfd[d].revents);
+        sandboxd_client_process(m->client, pfd[d].revents);
     if (in >= 0 && pfd[in].revents)
         host_io(m);
     return 0;
@@ -876,7 +696,7 @@ static int destroy_created(struct mcp *m)
     if (loop_while(m, create_running, deadline) < 0)
         fprintf(stderr, "sandboxctl mcp: stopped waiting for sandbox_create calls in flight; "
                         "their sandboxes stay until their lease ends\n");
-    dconn_close(m, "sandboxctl mcp is exiting"); /* the daemon cancels what still runs */
+    sandboxd_client_disconnect(m->client); /* the daemon cancels what still runs */
     n = m->n_created;
     if (n == 0)
         return 0;
@@ -1000,12 +820,20 @@ static int signals_setup(sigset_t *ret_waitmask)
 
 int mcp_main(const char *socket, int argc, char **argv)
 {
-    struct mcp m = {.cfg = {.socket = socket}, .version = MCP_PROTOCOL_LATEST, .fd = -1};
+    struct mcp m = {.cfg = {.socket = socket}, .version = MCP_PROTOCOL_LATEST};
     int r;
 
     r = mcp_options(&m.cfg, argc, argv);
     if (r != 0)
         return r > 0 ? 0 : EXIT_USAGE;
+    frame_buf_init(&m.in, MCP_LINE_MAX);
+    frame_buf_set_resync(&m.in, true);
+    m.chunk = malloc(MCP_READ_CHUNK);
+    if (!m.chunk || sandboxd_client_new(m.cfg.socket, &m.client) < 0) {
+        fprintf(stderr, "sandboxctl mcp: out of memory\n");
+        free(m.chunk);
+        return 1;
+    }
     if (signals_setup(&m.waitmask) < 0) {
         fprintf(stderr, "sandboxctl mcp: signals: %s\n", strerror(errno));
         return 1;
@@ -1025,14 +853,14 @@ int mcp_main(const char *socket, int argc, char **argv)
         (void)loop_while(&m, call_running, UINT64_MAX);
     m.reading = false;
     r = m.cfg.destroy_on_exit ? destroy_created(&m) : 0;
-    dconn_close(&m, "sandboxctl mcp is exiting");
+    sandboxd_client_disconnect(m.client);
     for (size_t i = 0; i < m.n_created; i++)
         free(m.created[i]);
     free(m.created);
-    buf_clear(&m.w, true);
     free(m.tool_names);
     json_object_put(m.doc);
-    linebuf_done(&m.in);
-    linebuf_done(&m.dr);
+    sandboxd_client_free(m.client);
+    frame_buf_done(&m.in);
+    free(m.chunk);
     return r;
 }

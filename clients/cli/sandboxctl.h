@@ -1,6 +1,6 @@
-/* What the sandboxctl commands share: the connection to sandboxd and the call helpers
- * (sandboxctl-call.c), used by sandboxctl.c and the command files beside it
- * (sandboxctl-transfer.c, sandboxctl-fs.c, sandboxctl-process.c). */
+/* What the sandboxctl commands share: the connection to sandboxd (a client of the C client
+ * library, clients/c) and the call helpers (sandboxctl-call.c), used by sandboxctl.c and the
+ * command files beside it (sandboxctl-transfer.c, sandboxctl-fs.c, sandboxctl-process.c). */
 #pragma once
 
 #include <json-c/json.h>
@@ -8,8 +8,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CTL_RESPONSE_MAX (64u * 1024 * 1024) /* longest response line accepted */
-#define CTL_FDS_MAX 8                        /* descriptors with one request (the daemon's cap) */
+#include "json-util.h"
+#include "sandboxd-client.h"
+
 #define CTL_WAIT_FDS 2
 #define CTL_TICK_MS 200
 #define EXIT_RPC 2         /* the daemon answered with an error */
@@ -19,10 +20,7 @@
 struct ctl {
     const char *socket;
     bool json;
-    int fd;
-    int64_t next_id;
-    char *buf; /* received bytes not yet returned */
-    size_t len, cap;
+    struct sandboxd_client *client; /* the connection (clients/c) */
 };
 
 /* While a call waits for its reply: tick() every CTL_TICK_MS (progress), on_fd() when

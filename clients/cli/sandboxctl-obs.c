@@ -4,13 +4,10 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "json-util.h"
 #include "macro.h"
-#include "util.h"
-#include "rpc.h"
 
-#define EVENTS_LINE_MAX (1024u * 1024) /* longest line accepted from the daemon */
 #define EXIT_RPC 2
 
 /* A label value or HELP text with the exposition format's escapes (quotes only in
@@ -165,85 +162,48 @@ static void print_event(json_object *p)
     putchar('\n');
 }
 
-/* Handles one line; returns 1 to go on, else the exit status. */
-static int events_line(const char *line, bool json)
+/* A notification on the subscribed connection: daemon.subscribed, then sandbox.event. */
+static void on_event(const char *method, json_object *p, void *userdata)
 {
-    _cleanup_json_ json_object *o = json_tokener_parse(line);
-    json_object *m, *p, *err, *msg, *data, *reason;
+    const bool *json = userdata;
 
-    if (!o || !json_object_is_type(o, json_type_object)) {
-        fprintf(stderr, "sandboxctl: the daemon sent something that is not JSON-RPC\n");
-        return 1;
+    if (strcmp(method, "daemon.subscribed") == 0) {
+        json_object *all = NULL;
+
+        if (p)
+            json_object_object_get_ex(p, "all", &all);
+        fprintf(stderr, "sandboxctl: subscribed (%s)\n",
+                all && json_object_get_boolean(all) ? "every sandbox" : "your sandboxes");
+        return;
     }
-    if (json_object_object_get_ex(o, "method", &m)) {
-        if (strcmp(json_object_get_string(m), "daemon.subscribed") == 0) {
-            json_object *all = NULL;
-            if (json_object_object_get_ex(o, "params", &p))
-                json_object_object_get_ex(p, "all", &all);
-            fprintf(stderr, "sandboxctl: subscribed (%s)\n",
-                    all && json_object_get_boolean(all) ? "every sandbox" : "your sandboxes");
-            return 1;
-        }
-        if (strcmp(json_object_get_string(m), "sandbox.event") != 0 ||
-            !json_object_object_get_ex(o, "params", &p))
-            return 1; /* a notification this client does not know */
-        if (json)
-            printf("%s\n", json_object_to_json_string_ext(p, JSON_C_TO_STRING_PLAIN));
-        else
-            print_event(p);
-        fflush(stdout);
-        return 1;
-    }
-    if (json_object_object_get_ex(o, "error", &err) && err) {
-        msg = data = reason = NULL;
-        json_object_object_get_ex(err, "message", &msg);
-        if (json_object_object_get_ex(err, "data", &data))
-            json_object_object_get_ex(data, "reason", &reason);
-        fprintf(stderr, "sandboxctl: daemon.subscribe: %s%s%s\n",
-                msg ? json_object_get_string(msg) : "error", reason ? ": " : "",
-                reason ? json_object_get_string(reason) : "");
-        return EXIT_RPC;
-    }
-    return 0; /* a result: the subscription ended */
+    if (strcmp(method, "sandbox.event") != 0 || !p)
+        return; /* a notification this client does not know */
+    if (*json)
+        printf("%s\n", json_object_to_json_string_ext(p, JSON_C_TO_STRING_PLAIN));
+    else
+        print_event(p);
+    fflush(stdout);
 }
 
-int ctl_events_run(int fd, bool json)
+int ctl_events_run(struct sandboxd_client *client, bool json)
 {
-    static const char req[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"daemon.subscribe\"}\n";
-    _cleanup_free_ char *buf = malloc(EVENTS_LINE_MAX);
-    size_t len = 0;
+    _cleanup_json_ json_object *res = NULL;
+    const struct sandboxd_error *e;
     int r;
 
-    if (!buf)
-        return 1;
-    r = write_all(fd, req, sizeof req - 1);
-    if (r < 0) {
-        fprintf(stderr, "sandboxctl: sending daemon.subscribe: %s\n", strerror(-r));
-        return 1;
+    /* daemon.subscribe answers only when the subscription ends; the events arrive as
+     * notifications until then. */
+    sandboxd_client_set_notify(client, on_event, &json);
+    r = sandboxd_call(client, "daemon.subscribe", NULL, &res);
+    sandboxd_client_set_notify(client, NULL, NULL);
+    if (r >= 0)
+        return 0;
+    e = sandboxd_client_error(client);
+    if (r == -EREMOTE) {
+        fprintf(stderr, "sandboxctl: daemon.subscribe: %s%s%s\n", e->message, e->reason ? ": " : "",
+                e->reason ? e->reason : "");
+        return EXIT_RPC;
     }
-    for (;;) {
-        char *nl;
-        ssize_t k = read(fd, buf + len, EVENTS_LINE_MAX - len);
-
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0) {
-            fprintf(stderr, "sandboxctl: %s\n",
-                    k == 0 ? "connection closed by the daemon" : strerror(errno));
-            return 1;
-        }
-        len += (size_t)k;
-        while ((nl = memchr(buf, '\n', len))) {
-            *nl = '\0';
-            r = events_line(buf, json);
-            if (r != 1)
-                return r;
-            len -= (size_t)(nl + 1 - buf);
-            memmove(buf, nl + 1, len);
-        }
-        if (len == EVENTS_LINE_MAX) {
-            fprintf(stderr, "sandboxctl: a line from the daemon is too long\n");
-            return 1;
-        }
-    }
+    fprintf(stderr, "sandboxctl: %s\n", e ? e->message : strerror(-r));
+    return 1;
 }
