@@ -33,17 +33,9 @@ static const char *const conn_state_names[] = {
     [CONN_CLOSED] = "closed",
 };
 
-/* One read buffer for every connection: libuv calls alloc and read back to back
- * on the loop thread, and the bytes are copied into the frame buffer at once. */
-static char read_buffer[CONN_READ_CHUNK];
-
 static void conn_process(struct conn *c);
 static void conn_update(struct conn *c);
 static void conn_flush(struct conn *c);
-
-/* Transitions the setter refused since the process started (tests and the fuzz
- * target check that it stays 0). */
-static unsigned conn_refused;
 
 static const char *conn_state_name(enum conn_state state)
 {
@@ -58,7 +50,7 @@ static const char *conn_state_name(enum conn_state state)
 int conn_set_state(struct conn *c, enum conn_state state)
 {
     if ((unsigned)state >= ELEMENTSOF(conn_state_names) || state <= c->state) {
-        conn_refused++;
+        c->host->state_refusals++;
         log_error(COMP, "#%" PRIu64 " uid=%u: refusing state change %s -> %s", c->id,
                   (unsigned)c->port.uid, conn_state_name(c->state), conn_state_name(state));
         return -EINVAL;
@@ -69,9 +61,10 @@ int conn_set_state(struct conn *c, enum conn_state state)
     return 0;
 }
 
-unsigned conn_state_refusals(void)
+/* Tests and the fuzz target check that it stays 0. */
+unsigned conn_state_refusals(const struct conn_host *h)
 {
-    return conn_refused;
+    return h->state_refusals;
 }
 
 size_t conn_output_bytes(const struct conn *c)
@@ -270,7 +263,8 @@ static void on_readable(uv_poll_t *h, int status, int events)
         char buf[CMSG_SPACE(sizeof(int) * REQ_FDS_MAX)];
         struct cmsghdr align;
     } cbuf;
-    struct iovec iov = {.iov_base = read_buffer, .iov_len = sizeof read_buffer};
+    char *read_buffer = c->host->read_buffer;
+    struct iovec iov = {.iov_base = read_buffer, .iov_len = CONN_READ_CHUNK};
     struct msghdr m = {
         .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.buf, .msg_controllen = sizeof cbuf};
     struct req_fds got = {};
@@ -468,7 +462,8 @@ static void dispatch_line(struct conn *c, const char *line, size_t len)
     /* Blank lines (keep-alives, a trailing "\r\n") are ignored. */
     if (len == 0 || (len == 1 && line[0] == '\r'))
         return;
-    if (methods_dispatch_line(&c->port, line, len, c->host->ops->stopping(c->host->owner)) < 0)
+    if (methods_dispatch_line(c->host->methods, &c->port, line, len,
+                              c->host->ops->stopping(c->host->owner)) < 0)
         conn_fail(c, RPC_INTERNAL_ERROR, "out of memory");
 }
 
@@ -632,9 +627,8 @@ static void on_close_unaccepted(uv_handle_t *h)
     free(h->data);
 }
 
-static int conn_new(const struct conn_host *h, struct conn **ret)
+static int conn_new(struct conn_host *h, struct conn **ret)
 {
-    static uint64_t next_id = 1;
     struct conn *c;
     int r;
 
@@ -642,7 +636,7 @@ static int conn_new(const struct conn_host *h, struct conn **ret)
     if (!c)
         return -ENOMEM;
     c->host = h;
-    c->id = next_id++;
+    c->id = ++h->next_id;
     c->rfd = -1;
     r = uv_pipe_init(h->loop, &c->pipe, 0);
     if (r < 0) {
@@ -658,7 +652,7 @@ static int conn_new(const struct conn_host *h, struct conn **ret)
  * failure the handle is closed (which frees c). */
 static int conn_setup(struct conn *c, struct conn **ret)
 {
-    const struct conn_host *h = c->host;
+    struct conn_host *h = c->host;
     struct ucred cred;
     socklen_t len = sizeof cred;
     uv_os_fd_t fd;
@@ -687,6 +681,8 @@ static int conn_setup(struct conn *c, struct conn **ret)
         .loop = h->loop,
         .config = h->config,
         .admins = h->admins,
+        .observer = h->observer,
+        .server = h->server,
         .uid = cred.uid,
         .gid = cred.gid,
         .pid = cred.pid,
@@ -700,7 +696,7 @@ static int conn_setup(struct conn *c, struct conn **ret)
     return 0;
 }
 
-int conn_accept(const struct conn_host *h, uv_stream_t *listener, struct conn **ret)
+int conn_accept(struct conn_host *h, uv_stream_t *listener, struct conn **ret)
 {
     struct conn *c;
     int r;
@@ -716,7 +712,7 @@ int conn_accept(const struct conn_host *h, uv_stream_t *listener, struct conn **
     return conn_setup(c, ret);
 }
 
-int conn_adopt(const struct conn_host *h, int fd, struct conn **ret)
+int conn_adopt(struct conn_host *h, int fd, struct conn **ret)
 {
     struct conn *c;
     int r;

@@ -24,6 +24,8 @@
 
 struct conn;
 struct config;
+struct method_table;
+struct server;
 
 #define CONN_READ_CHUNK (64 * 1024)
 #define CONN_OUTPUT_HIGH (1024 * 1024)      /* stop reading above this much queued output */
@@ -64,7 +66,16 @@ struct conn_host {
     const struct config *config; /* live config */
     const struct conn_limits *limits;
     const struct admin_set *admins;
-    struct ratelimit *log_rl; /* repeated messages about a uid's connections */
+    struct ratelimit *log_rl;            /* repeated messages about a uid's connections */
+    const struct method_table *methods;  /* what the lines are dispatched onto */
+    const struct req_observer *observer; /* of every request; NULL: none */
+    struct server *server;               /* what requests report (req_server()) */
+    /* Kept by the connections themselves: */
+    uint64_t next_id;        /* of the next connection, from 1 */
+    unsigned state_refusals; /* transitions conn_set_state() refused */
+    /* One read buffer for every connection: libuv calls alloc and read back to back on
+     * the loop thread, and the bytes are copied into the frame buffer at once. */
+    char read_buffer[CONN_READ_CHUNK];
 };
 
 /* Descriptors received with the line numbered line (counted from 0 on the connection). */
@@ -74,7 +85,7 @@ struct conn_fds {
 };
 
 struct conn {
-    const struct conn_host *host;
+    struct conn_host *host;
     uv_pipe_t pipe; /* writes; reads go through rpoll (recvmsg, for the descriptors) */
     uv_poll_t rpoll;
     int rfd;          /* a duplicate of the socket polled for reading; -1 before setup */
@@ -107,10 +118,10 @@ struct conn {
 };
 
 /* Accepts a pending connection from the listener. Returns 0 or a negative errno. */
-int conn_accept(const struct conn_host *h, uv_stream_t *listener, struct conn **ret);
+int conn_accept(struct conn_host *h, uv_stream_t *listener, struct conn **ret);
 /* Wraps an already connected stream Unix socket (taken over, closed on failure).
  * Returns 0 or a negative errno. */
-int conn_adopt(const struct conn_host *h, int fd, struct conn **ret);
+int conn_adopt(struct conn_host *h, int fd, struct conn **ret);
 /* Sends one error line with id null, then closes (nothing more is read). */
 void conn_fail(struct conn *c, int code, const char *reason);
 void conn_close(struct conn *c);
@@ -128,5 +139,5 @@ unsigned conn_inflight(const struct conn *c);
 /* The one setter of c->state. Only a later state is accepted; anything else is
  * logged at error level, counted, and refused with -EINVAL (the state is kept). */
 int conn_set_state(struct conn *c, enum conn_state state);
-/* How many transitions conn_set_state() refused since the process started. */
-unsigned conn_state_refusals(void);
+/* How many transitions conn_set_state() refused on h's connections. */
+unsigned conn_state_refusals(const struct conn_host *h);

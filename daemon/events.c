@@ -1,6 +1,7 @@
 /* Lifecycle events for subscribers. See events.h. */
 #include "events.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #define COMP "events"
 
 struct subscriber {
+    struct events *events;
     struct req *req; /* NULL once ended */
     uid_t uid;
     bool admin;
@@ -24,31 +26,23 @@ struct subscriber {
     struct subscriber *prev, *next;
 };
 
-static struct subscriber *subscribers;
-static unsigned n_subscribers; /* alive ones */
-static uint64_t seq;
-/* > 0 while this file runs code that can re-enter it: sending on a connection may close
- * it (its subscriptions end from on_disconnect), completing a request may make the
- * connection dispatch the lines it holds (test.events publishes, daemon.subscribe
- * subscribes). Ended subscribers are only freed at depth 0. */
-static unsigned depth;
-
-unsigned events_subscribers(void)
+unsigned events_subscribers(const struct events *e)
 {
-    return n_subscribers;
+    return e->n_subscribers;
 }
 
-static void sweep(void)
+static void sweep(struct events *e)
 {
     struct subscriber *s, *next;
 
-    if (depth > 0)
+    if (e->depth > 0)
         return;
-    for (s = subscribers; s; s = next) {
+    for (s = e->subscribers; s; s = next) {
         next = s->next;
         if (!s->dead)
             continue;
-        LIST_REMOVE(subscribers, s);
+        assert(!s->req && s->n == 0);
+        LIST_REMOVE(e->subscribers, s);
         free(s);
     }
 }
@@ -56,14 +50,16 @@ static void sweep(void)
 /* Ends a subscription: drops its queue and completes its call. */
 static void sub_end(struct subscriber *s, int code, const char *reason)
 {
+    struct events *e = s->events;
     struct req *r = s->req;
 
     if (s->dead)
         return;
+    assert(e->n_subscribers > 0);
     s->dead = true;
     s->req = NULL;
-    n_subscribers--;
-    metrics_set(M_SUBSCRIBERS, NULL, NULL, n_subscribers);
+    e->n_subscribers--;
+    metrics_set(M_SUBSCRIBERS, NULL, NULL, e->n_subscribers);
     while (s->n) {
         json_object_put(s->queue[s->head]);
         s->head = (s->head + 1) % EVENTS_QUEUE_MAX;
@@ -71,10 +67,10 @@ static void sub_end(struct subscriber *s, int code, const char *reason)
     }
     req_on_disconnect(r, NULL, NULL);
     req_on_drain(r, NULL, NULL);
-    depth++;
+    e->depth++;
     req_error(r, code, reason);
-    depth--;
-    sweep();
+    e->depth--;
+    sweep(e);
 }
 
 static void on_drain(struct req *r, void *userdata);
@@ -100,13 +96,13 @@ static void sub_flush(struct subscriber *s)
 static void on_drain(struct req *r, void *userdata)
 {
     struct subscriber *s = userdata;
+    struct events *e = s->events;
 
-    (void)r;
     s->drain_armed = false;
-    depth++;
+    e->depth++;
     sub_flush(s);
-    depth--;
-    sweep();
+    e->depth--;
+    sweep(e);
 }
 
 static void on_disconnect(struct req *r, void *userdata)
@@ -144,7 +140,7 @@ static json_object *str_or_null(const char *s)
     return s ? json_object_new_string(s) : NULL;
 }
 
-static json_object *event_json(const struct sandbox_event *ev)
+static json_object *event_json(struct events *e, const struct sandbox_event *ev)
 {
     json_object *o = json_object_new_object();
     char at[RFC3339_MAX];
@@ -161,64 +157,64 @@ static json_object *event_json(const struct sandbox_event *ev)
     json_object_object_add(o, "vmid", ev->vmid ? json_object_new_int64(ev->vmid) : NULL);
     json_object_object_add(o, "owner_uid", json_object_new_int64(ev->owner_uid));
     json_object_object_add(o, "at", json_object_new_string(at));
-    json_object_object_add(o, "seq", json_object_new_int64((int64_t)++seq));
+    json_object_object_add(o, "seq", json_object_new_int64((int64_t)++e->seq));
     return o;
 }
 
 /* An event published while another is being delivered (ending a subscription can make
  * its connection dispatch a request that changes a sandbox at once): delivered after it,
  * so that every subscriber sees the events in seq order. */
-struct pending {
+struct events_pending {
     json_object *event;
     uid_t owner;
-    struct pending *next;
+    struct events_pending *next;
 };
-static struct pending *pending_first, **pending_last = &pending_first;
-static bool delivering;
 
-static void deliver(json_object *o, uid_t owner)
+static void deliver(struct events *e, json_object *o, uid_t owner)
 {
     struct subscriber *s;
 
-    depth++; /* subscribers end, but stay linked, while the list is walked */
-    for (s = subscribers; s; s = s->next)
+    e->depth++; /* subscribers end, but stay linked, while the list is walked */
+    for (s = e->subscribers; s; s = s->next)
         if (!s->dead && (s->admin || s->uid == owner))
             sub_deliver(s, o);
-    depth--;
+    e->depth--;
     json_object_put(o);
 }
 
-void events_publish(const struct sandbox_event *ev, void *userdata)
+void events_publish(struct events *e, const struct sandbox_event *ev)
 {
-    struct pending *p;
+    struct events_pending *p;
 
-    (void)userdata;
-    if (!subscribers)
+    if (!e->subscribers)
         return;
-    if (delivering) {
+    if (!e->pending_last)
+        e->pending_last = &e->pending_first;
+    if (e->delivering) {
         p = calloc(1, sizeof *p);
         if (!p)
             return;
-        p->event = event_json(ev);
+        p->event = event_json(e, ev);
         p->owner = ev->owner_uid;
-        *pending_last = p;
-        pending_last = &p->next;
+        *e->pending_last = p;
+        e->pending_last = &p->next;
         return;
     }
-    delivering = true;
-    deliver(event_json(ev), ev->owner_uid);
-    while ((p = pending_first)) {
-        pending_first = p->next;
-        if (!pending_first)
-            pending_last = &pending_first;
-        deliver(p->event, p->owner);
+    assert(!e->pending_first);
+    e->delivering = true;
+    deliver(e, event_json(e, ev), ev->owner_uid);
+    while ((p = e->pending_first)) {
+        e->pending_first = p->next;
+        if (!e->pending_first)
+            e->pending_last = &e->pending_first;
+        deliver(e, p->event, p->owner);
         free(p);
     }
-    delivering = false;
-    sweep();
+    e->delivering = false;
+    sweep(e);
 }
 
-void events_publish_test(unsigned count, uid_t owner)
+void events_publish_test(struct events *e, unsigned count, uid_t owner)
 {
     for (unsigned i = 0; i < count; i++) {
         struct sandbox_event ev = {.id = "sb-test0000000",
@@ -230,11 +226,11 @@ void events_publish_test(unsigned count, uid_t owner)
                                    .reason = "test.events",
                                    .node = "test",
                                    .at = now_realtime()};
-        events_publish(&ev, NULL);
+        events_publish(e, &ev);
     }
 }
 
-void events_subscribe(struct req *r)
+void events_subscribe(struct events *e, struct req *r)
 {
     struct subscriber *s = calloc(1, sizeof *s);
     json_object *p;
@@ -248,29 +244,30 @@ void events_subscribe(struct req *r)
         req_error(r, RPC_INVALID_REQUEST, "daemon.subscribe cannot be part of a batch");
         return;
     }
+    s->events = e;
     s->req = r;
     s->uid = req_uid(r);
     s->admin = req_is_admin(r);
-    LIST_PREPEND(subscribers, s);
-    n_subscribers++;
-    metrics_set(M_SUBSCRIBERS, NULL, NULL, n_subscribers);
+    LIST_PREPEND(e->subscribers, s);
+    e->n_subscribers++;
+    metrics_set(M_SUBSCRIBERS, NULL, NULL, e->n_subscribers);
     req_on_disconnect(r, on_disconnect, s);
     log_debug(COMP, "subscriber uid=%u%s", (unsigned)s->uid, s->admin ? " (admin)" : "");
     p = json_object_new_object();
     json_object_object_add(p, "all", json_object_new_boolean(s->admin));
     json_object_object_add(p, "queue_max", json_object_new_int64(EVENTS_QUEUE_MAX));
-    depth++;
+    e->depth++;
     if (req_notify(r, "daemon.subscribed", p) < 0 && !s->dead)
         sub_end(s, RPC_BUSY, "the connection cannot take more output");
-    depth--;
-    sweep();
+    e->depth--;
+    sweep(e);
 }
 
-void events_shutdown(void)
+void events_shutdown(struct events *e)
 {
-    depth++;
-    for (struct subscriber *s = subscribers; s; s = s->next)
+    e->depth++;
+    for (struct subscriber *s = e->subscribers; s; s = s->next)
         sub_end(s, RPC_SHUTTING_DOWN, "the daemon is shutting down");
-    depth--;
-    sweep();
+    e->depth--;
+    sweep(e);
 }

@@ -17,13 +17,31 @@
 
 /* EVENTS_QUEUE_MAX: proto/api-limits.h */
 
-/* The engine's event hook (struct engine_hooks.event); userdata unused. */
-void events_publish(const struct sandbox_event *ev, void *userdata);
+struct subscriber;
+struct events_pending;
+
+/* The subscriptions of one daemon (zero-initialised is empty). */
+struct events {
+    struct subscriber *subscribers;
+    unsigned n_subscribers; /* alive ones */
+    uint64_t seq;           /* of the last event sent */
+    /* > 0 while this file runs code that can re-enter it: sending on a connection may
+     * close it (its subscriptions end from on_disconnect), completing a request may make
+     * the connection dispatch the lines it holds (test.events publishes, daemon.subscribe
+     * subscribes). Ended subscribers are only freed at depth 0. */
+    unsigned depth;
+    /* Events published while another is delivered, delivered after it in order. */
+    struct events_pending *pending_first, **pending_last;
+    bool delivering;
+};
+
+/* Publishes one sandbox transition (the engine's event hook calls it). */
+void events_publish(struct events *e, const struct sandbox_event *ev);
 /* Makes r a subscription (daemon.subscribe's handler); r completes when it ends. */
-void events_subscribe(struct req *r);
+void events_subscribe(struct events *e, struct req *r);
 /* Ends every subscription with -32011 (shutdown). */
-void events_shutdown(void);
-unsigned events_subscribers(void);
+void events_shutdown(struct events *e);
+unsigned events_subscribers(const struct events *e);
 /* test.events: count synthetic events of a fake sandbox owned by owner, published like
  * real ones (the slow-subscriber tests). */
-void events_publish_test(unsigned count, uid_t owner);
+void events_publish_test(struct events *e, unsigned count, uid_t owner);

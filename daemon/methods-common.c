@@ -1,6 +1,7 @@
 /* The helpers every sandbox-area method shares. See methods-common.h. */
 #include "methods-common.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,22 +10,16 @@
 #include "config.h"
 #include "macro.h"
 #include "reconcile.h"
+#include "daemon.h"
 #include "methods-pool.h"
 #include "rpc.h"
 
-/* The one instance: the userdata of the sandbox methods' rows that carry none of their own
- * (a row of a shared handler carries its op, and reaches the instance through
- * methods_sandbox_find() and methods_sandbox_park()). */
-static struct sandbox_methods instance;
-
-struct sandbox_methods *methods_sandbox_state(void)
+struct sandbox_methods *methods_sandbox(const struct req *r)
 {
-    return &instance;
-}
+    struct daemon *d = req_daemon(r);
 
-struct engine *methods_sandbox_engine(void)
-{
-    return instance.engine;
+    assert(d);
+    return &d->sandbox;
 }
 
 /* ---- replies ---- */
@@ -64,7 +59,8 @@ void methods_sandbox_reply_error(struct req *r, const struct engine_error *err)
     json_object *d;
 
     if (err->kind == ENGINE_E_INVALID) {
-        req_error_data(r, RPC_INVALID_PARAMS, NULL, pool_invalid_data(instance.engine, err));
+        req_error_data(r, RPC_INVALID_PARAMS, NULL,
+                       pool_invalid_data(methods_sandbox(r)->engine, err));
         return;
     }
     d = json_object_new_object();
@@ -185,7 +181,7 @@ static void parked_disconnect(struct req *r, void *userdata)
 bool methods_sandbox_park(struct req *r, const char *id, method_handler_t handler, void *params,
                           void *userdata)
 {
-    struct sandbox_methods *sm = &instance;
+    struct sandbox_methods *sm = methods_sandbox(r);
     struct parked *x;
 
     if (!sm->reconcile || reconcile_initial_done(sm->reconcile))
@@ -213,7 +209,7 @@ struct sandbox *methods_sandbox_find(struct req *r, const char *id, method_handl
 {
     if (methods_sandbox_park(r, id, handler, params, userdata))
         return NULL;
-    return methods_sandbox_lookup(&instance, r, id);
+    return methods_sandbox_lookup(methods_sandbox(r), r, id);
 }
 
 void methods_sandbox_unpark(struct sandbox_methods *sm)

@@ -10,24 +10,24 @@
 #include "sandbox.h"
 #include "methods.h"
 
+struct events;
 struct idem_wait;
 struct parked;
 struct reconcile;
-struct methods_daemon;
+struct waiters;
 
-/* The state of the sandbox methods: the userdata of every row of their table. */
+/* The state of the sandbox methods, a part of the daemon (daemon.h). */
 struct sandbox_methods {
-    struct engine *engine;
+    struct engine *engine;       /* NULL when not started */
     struct reconcile *reconcile; /* NULL without [proxmox] */
-    struct methods_daemon *md;   /* daemon.status, which methods-sandbox.c fills in */
+    struct events *events;       /* where the engine's events go */
     struct idem_wait *idem_waits;
     struct parked *parked;
+    struct waiters *process_waiters; /* long-polls per sandbox (methods-process.c) */
 };
 
-/* The one instance (methods_sandbox_start() fills it in). */
-struct sandbox_methods *methods_sandbox_state(void);
-/* The engine, NULL when not started. */
-struct engine *methods_sandbox_engine(void);
+/* The sandbox methods of the daemon r came to. */
+struct sandbox_methods *methods_sandbox(const struct req *r);
 
 /* The caller's sandbox, or NULL after replying -32001. */
 struct sandbox *methods_sandbox_lookup(struct sandbox_methods *sm, struct req *r, const char *id);

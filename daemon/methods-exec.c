@@ -1,7 +1,6 @@
 /* sandbox.exec: the command over the sandbox's SSH session (lib/ssh/sshexec.h), its output
  * captured into the result or streamed as exec.output notifications behind the
- * connection's writer; with descriptors it runs through methods-transfer.c. A row of the
- * sandbox methods' table (methods-sandbox.c). */
+ * connection's writer; with descriptors it runs through methods-transfer.c. */
 #include "methods-exec.h"
 
 #include <errno.h>
@@ -168,9 +167,9 @@ static void on_exec_disconnect(struct req *r, void *userdata)
         exec_ctx_free(x); /* waiting for drain only */
 }
 
-void methods_sandbox_exec(struct req *r, void *params, void *userdata)
+void method_sandbox_exec(struct req *r, void *params, void *userdata)
 {
-    struct sandbox_methods *sm = userdata;
+    struct sandbox_methods *sm = methods_sandbox(r);
     struct params_sandbox_exec *p = params;
     struct sshexec_params sp = {};
     struct exec_ctx *x;
@@ -179,7 +178,7 @@ void methods_sandbox_exec(struct req *r, void *params, void *userdata)
     struct engine_error err;
     int ret;
 
-    if (methods_sandbox_park(r, p->id, methods_sandbox_exec, params, userdata))
+    if (methods_sandbox_park(r, p->id, method_sandbox_exec, params, userdata))
         return;
     x = calloc(1, sizeof *x);
     if (!x) {
@@ -240,7 +239,3 @@ void methods_sandbox_exec(struct req *r, void *params, void *userdata)
     }
     req_on_disconnect(r, on_exec_disconnect, x);
 }
-
-const struct method_def methods_exec_rows[METHODS_EXEC_ROWS] = {
-    {"sandbox.exec", &params_sandbox_exec_spec, methods_sandbox_exec, NULL, false},
-};

@@ -239,11 +239,27 @@ static void method_fs(struct req *r, void *params, void *userdata)
     req_on_disconnect(r, fs_req_detach, x);
 }
 
-/* Their userdata is their own (methods-table.c keeps it). */
-const struct method_def methods_file_rows[METHODS_FILE_ROWS] = {
-    {"file.list", &params_file_list_spec, method_fs, (void *)&op_list, false},
-    {"file.stat", &params_file_stat_spec, method_fs, (void *)&op_stat, false},
-    {"file.remove", &params_file_remove_spec, method_fs, (void *)&op_remove, false},
-    {"file.mkdir", &params_file_mkdir_spec, method_fs, (void *)&op_mkdir, false},
-    {"file.rename", &params_file_rename_spec, method_fs, (void *)&op_rename, false},
-};
+void method_file_list(struct req *r, void *params, void *userdata)
+{
+    method_fs(r, params, (void *)&op_list);
+}
+
+void method_file_stat(struct req *r, void *params, void *userdata)
+{
+    method_fs(r, params, (void *)&op_stat);
+}
+
+void method_file_remove(struct req *r, void *params, void *userdata)
+{
+    method_fs(r, params, (void *)&op_remove);
+}
+
+void method_file_mkdir(struct req *r, void *params, void *userdata)
+{
+    method_fs(r, params, (void *)&op_mkdir);
+}
+
+void method_file_rename(struct req *r, void *params, void *userdata)
+{
+    method_fs(r, params, (void *)&op_rename);
+}

@@ -1,6 +1,6 @@
 /* The file system methods of docs/protocol.md (file.list, file.stat, file.remove, file.mkdir,
- * file.rename) over lib/ssh/sshfile-fs.h. Their rows join the sandbox methods' table
- * (methods-table.c), whose state (methods-common.h) is their userdata. Loop thread only. */
+ * file.rename) over lib/ssh/sshfile-fs.h. Their rows are in the method table
+ * (methods-table.c). Loop thread only. */
 #pragma once
 
 #include <stdbool.h>
@@ -8,5 +8,8 @@
 #include "sandbox.h"
 #include "methods.h"
 
-#define METHODS_FILE_ROWS 5
-extern const struct method_def methods_file_rows[METHODS_FILE_ROWS];
+void method_file_list(struct req *r, void *params, void *userdata);
+void method_file_stat(struct req *r, void *params, void *userdata);
+void method_file_remove(struct req *r, void *params, void *userdata);
+void method_file_mkdir(struct req *r, void *params, void *userdata);
+void method_file_rename(struct req *r, void *params, void *userdata);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "daemon.h"
 #include "events.h"
 #include "audit.h"
 #include "config.h"
@@ -16,22 +17,15 @@
 
 #define TEST_EVENTS_MAX 100000
 
-static struct engine *engine;
-static struct server *server;
-
-void methods_obs_set_engine(struct engine *e)
-{
-    engine = e;
-}
-
 /* ---- the request observer ---- */
 
 /* A bounded label: protocol and registered names as they are, anything else "other". */
 static const char *method_label(const struct req *r)
 {
+    const struct server *s = req_server(r);
     const char *m = req_method(r);
 
-    return m && (rpc_method_find(m) || methods_find(m)) ? m : "other";
+    return m && (rpc_method_find(m) || (s && methods_find(&s->methods, m))) ? m : "other";
 }
 
 static void req_started(const struct req *r)
@@ -77,11 +71,11 @@ static void req_completed(const struct req *r, json_object *response)
         audit_limit("busy", req_uid(r), reason);
 }
 
-static const struct req_observer observer = {req_started, req_completed};
+const struct req_observer methods_obs_observer = {req_started, req_completed};
 
 /* ---- daemon.metrics ---- */
 
-static void sandboxes_gauge(void)
+static void sandboxes_gauge(struct engine *engine)
 {
     static const char *const states[] = {"creating", "ready", "unreachable", "destroying",
                                          "failed"};
@@ -102,14 +96,16 @@ static void sandboxes_gauge(void)
     }
 }
 
-static void method_metrics(struct req *r, void *params, void *userdata)
+void method_daemon_metrics(struct req *r, void *params, void *userdata)
 {
+    struct daemon *d = req_daemon(r);
+    struct server *server = &d->server;
     json_object *o;
 
     (void)params;
     (void)userdata;
-    sandboxes_gauge();
-    metrics_set(M_SUBSCRIBERS, NULL, NULL, events_subscribers());
+    sandboxes_gauge(d->sandbox.engine);
+    metrics_set(M_SUBSCRIBERS, NULL, NULL, events_subscribers(&d->events));
     o = metrics_to_json();
     json_object_object_add(o, "uptime_s", json_object_new_int64((int64_t)server_uptime_s(server)));
     json_object_object_add(o, "connections", json_object_new_int64(server_connections(server)));
@@ -118,7 +114,7 @@ static void method_metrics(struct req *r, void *params, void *userdata)
 
 /* ---- daemon.subscribe ---- */
 
-static void method_subscribe(struct req *r, void *params, void *userdata)
+void method_daemon_subscribe(struct req *r, void *params, void *userdata)
 {
     (void)params;
     (void)userdata;
@@ -126,12 +122,12 @@ static void method_subscribe(struct req *r, void *params, void *userdata)
         req_reply(r, NULL); /* nowhere to deliver events to */
         return;
     }
-    events_subscribe(r);
+    events_subscribe(&req_daemon(r)->events, r);
 }
 
 /* ---- test.events {"count": N, "uid": U}: synthetic events (SANDBOXD_TEST_HOOKS=1) ---- */
 
-static void method_test_events(struct req *r, void *params, void *userdata)
+void method_test_events(struct req *r, void *params, void *userdata)
 {
     json_object *p = params, *v;
     int64_t count = -1, uid = req_uid(r);
@@ -145,40 +141,6 @@ static void method_test_events(struct req *r, void *params, void *userdata)
         req_invalid_params(r, "count", "count: 0..100000, uid: a uid");
         return;
     }
-    events_publish_test((unsigned)count, (uid_t)uid);
+    events_publish_test(&req_daemon(r)->events, (unsigned)count, (uid_t)uid);
     req_reply(r, json_object_new_int64(count));
-}
-
-static const struct method_def obs_rows[] = {
-    {"daemon.metrics", &params_none_spec, method_metrics, NULL, true},
-    {"daemon.subscribe", &params_none_spec, method_subscribe, NULL, false},
-    {},
-};
-
-static const struct method_def test_rows[] = {
-    {"test.events", NULL, method_test_events, NULL, false},
-    {},
-};
-
-int methods_obs_register(struct server *s, bool test_hooks)
-{
-    int r;
-
-    server = s;
-    r = methods_register(obs_rows);
-    if (r >= 0 && test_hooks)
-        r = methods_register(test_rows);
-    if (r < 0)
-        return r;
-    req_set_observer(&observer);
-    return 0;
-}
-
-void methods_obs_unregister(void)
-{
-    events_shutdown();
-    req_set_observer(NULL);
-    methods_unregister(obs_rows);
-    methods_unregister(test_rows);
-    metrics_free();
 }

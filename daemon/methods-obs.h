@@ -1,16 +1,16 @@
 /* Observability methods: daemon.metrics (admin only) and daemon.subscribe, the request
  * observer that feeds the request metrics and audits refusals by a limit, and the test
- * hook test.events. Loop thread only. */
+ * hook test.events. Their rows are in the method table (methods-table.c). Loop thread
+ * only. */
 #pragma once
 
-#include <stdbool.h>
+#include "methods.h"
+#include "req.h"
 
-struct engine;
-struct server;
+/* The daemon server's observer (struct server_params.observer). */
+extern const struct req_observer methods_obs_observer;
 
-/* Registers the table (test.events too when test_hooks) and the request observer. s gives
- * the connection count. 0 or a negative errno. */
-int methods_obs_register(struct server *s, bool test_hooks);
-void methods_obs_unregister(void);
-/* The engine whose sandboxes daemon.metrics counts (NULL: none). */
-void methods_obs_set_engine(struct engine *e);
+void method_daemon_metrics(struct req *r, void *params, void *userdata);
+void method_daemon_subscribe(struct req *r, void *params, void *userdata);
+/* test.events {"count": N, "uid": U}: synthetic events (SANDBOXD_TEST_HOOKS=1). */
+void method_test_events(struct req *r, void *params, void *userdata);

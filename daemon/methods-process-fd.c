@@ -25,6 +25,7 @@ struct process_pump {
     struct process_pump *next;
     char id[PARAMS_ID_MAX + 1];
     char process[PROCESS_ID_LEN + 1];
+    struct engine *engine; /* of the daemon the request came to */
     uid_t uid;
     bool admin;
     unsigned slot;
@@ -67,6 +68,7 @@ struct process_pump *process_pump_prepare(struct req *r, const struct params_pro
         return NULL;
     }
     snprintf(pm->id, sizeof pm->id, "%s", p->id);
+    pm->engine = methods_sandbox(r)->engine;
     pm->uid = req_uid(r);
     pm->admin = req_is_admin(r);
     return pm;
@@ -114,10 +116,10 @@ static void on_pump_done(int error, struct sshfile_exec_fd *x, void *userdata)
 /* Cancels the pumps whose sandbox is gone, being destroyed or failed (all of them when all). */
 static void pumps_check(bool all)
 {
-    struct engine *e = methods_sandbox_engine();
     struct process_pump *pm = pumps, *next;
 
     for (; pm; pm = next) {
+        struct engine *e = pm->engine;
         struct sandbox *sb = e && !all ? engine_lookup(e, pm->id, pm->uid, pm->admin) : NULL;
         struct sandbox_info v = {.state = SANDBOX_GONE};
 
@@ -178,7 +180,7 @@ static struct sshfile_exec_fd *pump_exec(struct process_pump *pm, uint64_t outpu
 
 void process_pump_start(struct process_pump *pm, const char *process, uint64_t output_max)
 {
-    struct engine *e = methods_sandbox_engine();
+    struct engine *e = pm->engine;
     struct sandbox *sb = e ? engine_lookup(e, pm->id, pm->uid, pm->admin) : NULL;
     struct sshfile_exec_fd *x = NULL;
     struct engine_error err;

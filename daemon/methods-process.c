@@ -36,6 +36,7 @@ enum call_kind { CALL_START, CALL_READ, CALL_WRITE, CALL_WAIT, CALL_KILL, CALL_L
 struct waiters {
     char id[ID_MAX + 1];
     unsigned n;
+    struct waiters **list; /* struct sandbox_methods.process_waiters */
     struct waiters *next;
 };
 
@@ -56,15 +57,13 @@ struct call {
     char signal[8];
 };
 
-static struct waiters *waiters;
-
 /* ---- long-polls per sandbox ---- */
 
-static struct waiters *waiter_take(const char *id)
+static struct waiters *waiter_take(struct waiters **list, const char *id)
 {
     struct waiters *w;
 
-    for (w = waiters; w; w = w->next)
+    for (w = *list; w; w = w->next)
         if (strcmp(w->id, id) == 0)
             break;
     if (!w) {
@@ -72,8 +71,9 @@ static struct waiters *waiter_take(const char *id)
         if (!w)
             return NULL;
         snprintf(w->id, sizeof w->id, "%s", id);
-        w->next = waiters;
-        waiters = w;
+        w->list = list;
+        w->next = *list;
+        *list = w;
     }
     if (w->n >= PROCESS_WAITERS_MAX)
         return NULL;
@@ -85,9 +85,12 @@ static void waiter_put(struct waiters *w)
 {
     struct waiters **pp;
 
-    if (!w || --w->n > 0)
+    if (!w)
         return;
-    for (pp = &waiters; *pp; pp = &(*pp)->next)
+    assert(w->n > 0);
+    if (--w->n > 0)
+        return;
+    for (pp = w->list; *pp; pp = &(*pp)->next)
         if (*pp == w) {
             *pp = w->next;
             free(w);
@@ -337,7 +340,8 @@ struct run {
  * Takes c and run->script. */
 static void call_run(struct req *r, const char *id, struct call *c, struct run *run)
 {
-    struct engine *e = methods_sandbox_engine();
+    struct sandbox_methods *sm = methods_sandbox(r);
+    struct engine *e = sm->engine;
     struct sshexec_params sp = {};
     struct engine_error err;
     struct sandbox *sb = e ? engine_lookup(e, id, req_uid(r), req_is_admin(r)) : NULL;
@@ -352,7 +356,7 @@ static void call_run(struct req *r, const char *id, struct call *c, struct run *
         methods_sandbox_reply_state(r, sb);
         goto fail;
     }
-    if (run->long_poll && !(c->slot = waiter_take(id))) {
+    if (run->long_poll && !(c->slot = waiter_take(&sm->process_waiters, id))) {
         reply_error(r, RPC_BUSY, "too many long-polls on this sandbox at once (limit 16)", NULL,
                     NULL);
         goto fail;
@@ -426,7 +430,7 @@ static char **env_strings(const struct params_kv_list *l)
     return v;
 }
 
-static void method_start(struct req *r, void *params, void *userdata)
+void method_process_start(struct req *r, void *params, void *userdata)
 {
     struct params_process_start *p = params;
     const struct config *cfg = req_config(r);
@@ -439,7 +443,7 @@ static void method_start(struct req *r, void *params, void *userdata)
     struct call *c;
     int k;
 
-    if (methods_sandbox_park(r, p->id, method_start, params, userdata))
+    if (methods_sandbox_park(r, p->id, method_process_start, params, userdata))
         return;
     /* Descriptors and a transfer slot first: a refused request launches nothing. */
     wants_pump = p->stdin_fd >= 0 || p->stdout_fd >= 0 || p->stderr_fd >= 0;
@@ -580,24 +584,27 @@ static void method_op(struct req *r, void *params, void *userdata)
         call_run(r, t->id, c, &run);
 }
 
-static const struct method_def process_rows[] = {
-    {"process.start", &params_process_start_spec, method_start, NULL, false},
-    {"process.read", &params_process_read_spec, method_op, (void *)&op_read, false},
-    {"process.write", &params_process_write_spec, method_op, (void *)&op_write, false},
-    {"process.wait", &params_process_wait_spec, method_op, (void *)&op_wait, false},
-    {"process.kill", &params_process_kill_spec, method_op, (void *)&op_kill, false},
-    {"process.list", &params_process_list_spec, method_op, (void *)&op_list, false},
-    {},
-};
-
-int methods_process_start(void)
+void method_process_read(struct req *r, void *params, void *userdata)
 {
-    process_pumps_init();
-    return methods_register(process_rows);
+    method_op(r, params, (void *)&op_read);
 }
 
-void methods_process_stop(void)
+void method_process_write(struct req *r, void *params, void *userdata)
 {
-    process_pumps_stop();
-    methods_unregister(process_rows);
+    method_op(r, params, (void *)&op_write);
+}
+
+void method_process_wait(struct req *r, void *params, void *userdata)
+{
+    method_op(r, params, (void *)&op_wait);
+}
+
+void method_process_kill(struct req *r, void *params, void *userdata)
+{
+    method_op(r, params, (void *)&op_kill);
+}
+
+void method_process_list(struct req *r, void *params, void *userdata)
+{
+    method_op(r, params, (void *)&op_list);
 }

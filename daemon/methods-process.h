@@ -1,7 +1,13 @@
 /* The process.* methods of docs/protocol.md: background processes in a sandbox, over the
- * sandbox methods' engine (methods-sandbox.h). Loop thread only. */
+ * sandbox methods' engine (methods-sandbox.h). Their rows are in the method table
+ * (methods-table.c). Loop thread only. */
 #pragma once
 
-/* Registers the table (after methods_sandbox_start()). 0 or a negative errno. */
-int methods_process_start(void);
-void methods_process_stop(void);
+#include "methods.h"
+
+void method_process_start(struct req *r, void *params, void *userdata);
+void method_process_read(struct req *r, void *params, void *userdata);
+void method_process_write(struct req *r, void *params, void *userdata);
+void method_process_wait(struct req *r, void *params, void *userdata);
+void method_process_kill(struct req *r, void *params, void *userdata);
+void method_process_list(struct req *r, void *params, void *userdata);

@@ -19,13 +19,11 @@
 #include "util.h"
 #include "methods-internet.h"
 #include "methods-common.h"
-#include "methods-obs.h"
 #include "methods-pool.h"
 #include "methods-transfer.h"
 #include "methods.h"
 #include "req.h"
 #include "b64.h"
-#include "methods-pool.h"
 #include "methods-cluster.h"
 #include "params.h"
 #include "rpc.h"
@@ -248,10 +246,10 @@ static bool idem_lookup(struct sandbox_methods *sm, struct req *r, const char *k
     return false;
 }
 
-static void method_create(struct req *r, void *params, void *userdata)
+void method_sandbox_create(struct req *r, void *params, void *userdata)
 {
     const struct params_sandbox_create *c = params;
-    struct sandbox_methods *sm = userdata;
+    struct sandbox_methods *sm = methods_sandbox(r);
     struct engine_error err = {};
     struct sandbox_create_opts o;
     json_object *labels;
@@ -260,7 +258,7 @@ static void method_create(struct req *r, void *params, void *userdata)
 
     char phash[SHA256_HEX_SIZE] = "";
 
-    if (methods_sandbox_park(r, NULL, method_create, params, sm))
+    if (methods_sandbox_park(r, NULL, method_sandbox_create, params, userdata))
         return;
     if (c->idempotency_key && idem_lookup(sm, r, c->idempotency_key, phash))
         return;
@@ -299,13 +297,12 @@ static void method_create(struct req *r, void *params, void *userdata)
 
 /* ---- sandbox.get / list ---- */
 
-static void method_get(struct req *r, void *params, void *userdata)
+void method_sandbox_get(struct req *r, void *params, void *userdata)
 {
-    struct sandbox_methods *sm = userdata;
     const struct params_sandbox_id *p = params;
     struct sandbox *sb;
 
-    sb = methods_sandbox_find(r, p->id, method_get, params, sm);
+    sb = methods_sandbox_find(r, p->id, method_sandbox_get, params, userdata);
     if (sb)
         req_reply(r, sandbox_json(sb));
 }
@@ -322,13 +319,13 @@ static bool labels_match(json_object *labels, const struct params_kv_list *l)
     return true;
 }
 
-static void method_list(struct req *r, void *params, void *userdata)
+void method_sandbox_list(struct req *r, void *params, void *userdata)
 {
-    struct sandbox_methods *sm = userdata;
+    struct sandbox_methods *sm = methods_sandbox(r);
     const struct params_sandbox_list *p = params;
     json_object *o, *a;
 
-    if (methods_sandbox_park(r, NULL, method_list, params, sm))
+    if (methods_sandbox_park(r, NULL, method_sandbox_list, params, userdata))
         return;
     if (p->all && !req_is_admin(r)) {
         req_error(r, RPC_PERMISSION_DENIED, "all: only admins may list every owner's sandboxes");
@@ -357,6 +354,7 @@ struct pending_internet {
     bool wait;
     uint64_t wait_ms;
 };
+static_assert(offsetof(struct pending_internet, p) == 0, "struct pending comes first");
 
 static void on_internet(const struct engine_error *err, struct sandbox *sb, void *userdata)
 {
@@ -381,9 +379,9 @@ static void on_internet(const struct engine_error *err, struct sandbox *sb, void
     free(pi);
 }
 
-static void method_set_internet(struct req *r, void *params, void *userdata)
+void method_sandbox_set_internet(struct req *r, void *params, void *userdata)
 {
-    struct sandbox_methods *sm = userdata;
+    struct sandbox_methods *sm = methods_sandbox(r);
     const struct params_sandbox_set_internet *p = params;
     const struct config *cfg = engine_config(sm->engine);
     struct engine_error err = {};
@@ -391,7 +389,7 @@ static void method_set_internet(struct req *r, void *params, void *userdata)
     struct sandbox_info v;
     struct sandbox *sb;
 
-    sb = methods_sandbox_find(r, p->id, method_set_internet, params, sm);
+    sb = methods_sandbox_find(r, p->id, method_sandbox_set_internet, params, userdata);
     if (!sb)
         return;
     if (p->wait && !cfg->network.probe_ip) {
@@ -460,7 +458,7 @@ static void method_call(struct req *r, void *params, void *userdata)
 {
     const struct sandbox_call *call = userdata;
     const struct params_sandbox_id *p = params;
-    struct sandbox_methods *sm = methods_sandbox_state();
+    struct sandbox_methods *sm = methods_sandbox(r);
     struct engine_error err = {};
     struct sandbox *sb;
     struct pending *pd;
@@ -482,6 +480,16 @@ static void method_call(struct req *r, void *params, void *userdata)
         free(pd);
         reply_engine_error(r, &err);
     }
+}
+
+void method_sandbox_renew(struct req *r, void *params, void *userdata)
+{
+    method_call(r, params, (void *)&call_renew);
+}
+
+void method_sandbox_resize(struct req *r, void *params, void *userdata)
+{
+    method_call(r, params, (void *)&call_resize);
 }
 
 /* ---- sandbox.destroy ---- */
@@ -513,9 +521,9 @@ static void on_destroyed(const struct engine_error *err, void *userdata)
     free(d);
 }
 
-static void method_destroy(struct req *r, void *params, void *userdata)
+void method_sandbox_destroy(struct req *r, void *params, void *userdata)
 {
-    struct sandbox_methods *sm = userdata;
+    struct sandbox_methods *sm = methods_sandbox(r);
     const struct params_sandbox_id *p = params;
     struct engine_error err;
     struct destroy_ctx *d;
@@ -523,7 +531,7 @@ static void method_destroy(struct req *r, void *params, void *userdata)
     bool admin = req_is_admin(r);
     int ret;
 
-    if (methods_sandbox_park(r, p->id, method_destroy, params, sm))
+    if (methods_sandbox_park(r, p->id, method_sandbox_destroy, params, userdata))
         return;
     sb = engine_lookup(sm->engine, p->id, req_uid(r), admin);
     if (!sb) {
@@ -674,11 +682,20 @@ static void method_file_rw(struct req *r, void *params, void *userdata)
 
 static const bool file_write = true, file_read = false;
 
+void method_file_write(struct req *r, void *params, void *userdata)
+{
+    method_file_rw(r, params, (void *)&file_write);
+}
+
+void method_file_read(struct req *r, void *params, void *userdata)
+{
+    method_file_rw(r, params, (void *)&file_read);
+}
+
 /* ---- daemon.status ---- */
 
-static void status_provider(json_object *status, void *userdata)
+void methods_sandbox_status(struct sandbox_methods *sm, json_object *status)
 {
-    struct sandbox_methods *sm = userdata;
     unsigned counts[_SANDBOX_STATE_MAX];
     json_object *s = json_object_new_object(), *px = json_object_new_object();
     const char *last_error;
@@ -747,24 +764,10 @@ static void status_provider(json_object *status, void *userdata)
     }
 }
 
-/* ---- table ---- */
+/* ---- start, reload, stop ---- */
 
-const struct method_def methods_sandbox_rows[METHODS_SANDBOX_ROWS] = {
-    {"sandbox.create", &params_sandbox_create_spec, method_create, NULL, false},
-    {"sandbox.get", &params_sandbox_id_spec, method_get, NULL, false},
-    {"sandbox.list", &params_sandbox_list_spec, method_list, NULL, false},
-    {"sandbox.set_internet", &params_sandbox_set_internet_spec, method_set_internet, NULL, false},
-    {"sandbox.renew", &params_sandbox_renew_spec, method_call, (void *)&call_renew, false},
-    {"sandbox.resize", &params_sandbox_resize_spec, method_call, (void *)&call_resize, false},
-    {"sandbox.destroy", &params_sandbox_id_spec, method_destroy, NULL, false},
-    {"file.write", &params_file_write_spec, method_file_rw, (void *)&file_write, false},
-    {"file.read", &params_file_read_spec, method_file_rw, (void *)&file_read, false},
-};
-
-void methods_sandbox_reload(void)
+void methods_sandbox_reload(struct sandbox_methods *sm)
 {
-    struct sandbox_methods *sm = methods_sandbox_state();
-
     if (sm->engine)
         engine_recheck(sm->engine); /* templates and the datacenter firewall, read again */
     if (sm->engine && sm->reconcile)
@@ -786,24 +789,28 @@ static void engine_resumed(const struct engine_error *err, struct sandbox *sb, v
         idem_serve(sm, sb, err);
 }
 
-int methods_sandbox_start(uv_loop_t *loop, const struct config *cfg, struct methods_daemon *md)
+static void engine_event(const struct sandbox_event *ev, void *userdata)
 {
-    struct sandbox_methods *sm = methods_sandbox_state();
-    const struct engine_hooks hooks = {.notice = engine_notice,
-                                       .resumed = engine_resumed,
-                                       .event = events_publish,
-                                       .userdata = sm};
+    struct sandbox_methods *sm = userdata;
+
+    events_publish(sm->events, ev);
+}
+
+int methods_sandbox_start(struct sandbox_methods *sm, uv_loop_t *loop, const struct config *cfg,
+                          struct events *events)
+{
+    const struct engine_hooks hooks = {
+        .notice = engine_notice, .resumed = engine_resumed, .event = engine_event, .userdata = sm};
     _cleanup_free_ char *err = NULL;
     int r;
 
+    assert(!sm->engine && !sm->reconcile && !sm->parked && !sm->idem_waits);
+    sm->events = events;
     r = engine_new(loop, cfg, &hooks, &sm->engine, &err);
     if (r < 0) {
         log_error(COMP, "cannot start the sandbox engine: %s", err ? err : strerror(-r));
         return r;
     }
-    methods_obs_set_engine(sm->engine);
-    sm->md = md;
-    methods_daemon_set_status_provider(md, status_provider, sm);
     if (engine_configured(sm->engine)) {
         r = reconcile_new(sm->engine, on_reconciled, sm, &sm->reconcile);
         if (r < 0) {
@@ -820,17 +827,13 @@ static void stop_now(void *userdata)
 
     methods_sandbox_unpark_refuse(sm);
     sm->reconcile = reconcile_free(sm->reconcile);
-    methods_obs_set_engine(NULL);
     engine_close(TAKE_PTR(sm->engine), NULL, NULL);
 }
 
-void methods_sandbox_stop(void)
+void methods_sandbox_stop(struct sandbox_methods *sm)
 {
-    struct sandbox_methods *sm = methods_sandbox_state();
     const struct config *cfg = sm->engine ? engine_config(sm->engine) : NULL;
 
-    if (sm->md)
-        methods_daemon_set_status_provider(TAKE_PTR(sm->md), NULL, NULL);
     engine_pool_pause(sm->engine); /* no refill while stopping */
     /* Sandboxes outlive the daemon unless [sandbox] destroy_on_stop says otherwise. */
     if (sm->reconcile && cfg && cfg->sandbox.destroy_on_stop) {

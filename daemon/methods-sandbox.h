@@ -1,24 +1,36 @@
 /* The sandbox methods of docs/protocol.md (sandbox.create/get/list/set_internet/renew/resize/
- * destroy, file.write, file.read) over the engine in lib/engine/sandbox.h, and the daemon.status
- * provider. Their rows join sandbox.exec (methods-exec.c) and the file system methods
- * (methods-file.c) in the sandbox methods' table (methods-table.c). Loop thread only. */
+ * destroy, file.write, file.read) over the engine in sandbox.h, and what they add to
+ * daemon.status. Their rows are in the method table (methods-table.c); their state is the
+ * daemon's struct sandbox_methods (methods-common.h). Loop thread only. */
 #pragma once
 
+#include <json-c/json.h>
 #include <uv.h>
 
 #include "config.h"
 #include "methods-common.h" /* the shared helpers, for the files that include this one */
-#include "methods-daemon.h"
 #include "methods.h"
 
-#define METHODS_SANDBOX_ROWS 9
-extern const struct method_def methods_sandbox_rows[METHODS_SANDBOX_ROWS];
+struct events;
 
-/* Creates the engine on loop with the live config (into methods_sandbox_state()), starts the
- * reconcile and the daemon.status provider with md. Returns 0 or a negative errno (the error
- * is logged). The table is registered apart (methods-table.h). */
-int methods_sandbox_start(uv_loop_t *loop, const struct config *cfg, struct methods_daemon *md);
-/* After a reload: the warm pool follows the new [pool] targets. */
-void methods_sandbox_reload(void);
-/* Closes the engine (sandboxes stay in Proxmox); the loop runs the rest. */
-void methods_sandbox_stop(void);
+void method_sandbox_create(struct req *r, void *params, void *userdata);
+void method_sandbox_get(struct req *r, void *params, void *userdata);
+void method_sandbox_list(struct req *r, void *params, void *userdata);
+void method_sandbox_set_internet(struct req *r, void *params, void *userdata);
+void method_sandbox_renew(struct req *r, void *params, void *userdata);
+void method_sandbox_resize(struct req *r, void *params, void *userdata);
+void method_sandbox_destroy(struct req *r, void *params, void *userdata);
+void method_file_write(struct req *r, void *params, void *userdata);
+void method_file_read(struct req *r, void *params, void *userdata);
+
+/* Creates the engine on loop with the live config into sm, its events published to events,
+ * and starts the reconcile. Returns 0 or a negative errno (the error is logged). */
+int methods_sandbox_start(struct sandbox_methods *sm, uv_loop_t *loop, const struct config *cfg,
+                          struct events *events);
+/* After a reload: templates are checked again and the warm pool follows the new targets. */
+void methods_sandbox_reload(struct sandbox_methods *sm);
+/* daemon.status: the sandboxes, Proxmox, the checks, the pools and the reconcile. */
+void methods_sandbox_status(struct sandbox_methods *sm, json_object *status);
+/* Closes the engine (sandboxes stay in Proxmox unless destroy_on_stop); the loop runs the
+ * rest. */
+void methods_sandbox_stop(struct sandbox_methods *sm);

@@ -1,39 +1,58 @@
-/* The sandbox methods' table. See methods-table.h. */
+/* The method table. See methods-table.h. A new method is one row here, its params kind in
+ * proto/ and its handler in the file of its area. */
 #include "methods-table.h"
 
-#include "macro.h"
-#include "methods-common.h"
+#include "methods-daemon.h"
 #include "methods-exec.h"
 #include "methods-file.h"
+#include "methods-obs.h"
+#include "methods-process.h"
 #include "methods-sandbox.h"
-#include "methods.h"
+#include "methods-test.h"
+#include "params-file.h"
+#include "params-process.h"
 
-/* Every row of each area's table, and the terminating row. */
-static struct method_def rows[METHODS_SANDBOX_ROWS + METHODS_EXEC_ROWS + METHODS_FILE_ROWS + 1];
+#define ADMIN METHOD_ADMIN
+#define TEST METHOD_TEST_HOOK
 
-static size_t add_rows(size_t n, const struct method_def *area, size_t n_area)
-{
-    for (size_t i = 0; i < n_area; i++) {
-        rows[n] = area[i];
-        if (!rows[n].userdata)
-            rows[n].userdata = methods_sandbox_state();
-        n++;
-    }
-    return n;
-}
-
-int methods_table_register(void)
-{
-    size_t n = 0;
-
-    n = add_rows(n, methods_sandbox_rows, ELEMENTSOF(methods_sandbox_rows));
-    n = add_rows(n, methods_exec_rows, ELEMENTSOF(methods_exec_rows));
-    n = add_rows(n, methods_file_rows, ELEMENTSOF(methods_file_rows));
-    rows[n] = (struct method_def){};
-    return methods_register(rows);
-}
-
-void methods_table_unregister(void)
-{
-    methods_unregister(rows);
-}
+/* clang-format off */
+/* name, params kind (proto/), handler, flags (METHOD_*) */
+const struct method_def methods_table[] = {
+    /* the daemon (methods-daemon.c, methods-obs.c) */
+    {"daemon.status",        &params_none_spec,                 method_daemon_status,        0},
+    {"rpc.discover",         &params_none_spec,                 method_rpc_discover,         0},
+    {"daemon.metrics",       &params_none_spec,                 method_daemon_metrics,       ADMIN},
+    {"daemon.subscribe",     &params_none_spec,                 method_daemon_subscribe,     0},
+    /* sandboxes (methods-sandbox.c) */
+    {"sandbox.create",       &params_sandbox_create_spec,       method_sandbox_create,       0},
+    {"sandbox.get",          &params_sandbox_id_spec,           method_sandbox_get,          0},
+    {"sandbox.list",         &params_sandbox_list_spec,         method_sandbox_list,         0},
+    {"sandbox.set_internet", &params_sandbox_set_internet_spec, method_sandbox_set_internet, 0},
+    {"sandbox.renew",        &params_sandbox_renew_spec,        method_sandbox_renew,        0},
+    {"sandbox.resize",       &params_sandbox_resize_spec,       method_sandbox_resize,       0},
+    {"sandbox.destroy",      &params_sandbox_id_spec,           method_sandbox_destroy,      0},
+    /* commands (methods-exec.c) */
+    {"sandbox.exec",         &params_sandbox_exec_spec,         method_sandbox_exec,         0},
+    /* files (methods-sandbox.c: read and write; methods-file.c: the rest) */
+    {"file.write",           &params_file_write_spec,           method_file_write,           0},
+    {"file.read",            &params_file_read_spec,            method_file_read,            0},
+    {"file.list",            &params_file_list_spec,            method_file_list,            0},
+    {"file.stat",            &params_file_stat_spec,            method_file_stat,            0},
+    {"file.remove",          &params_file_remove_spec,          method_file_remove,          0},
+    {"file.mkdir",           &params_file_mkdir_spec,           method_file_mkdir,           0},
+    {"file.rename",          &params_file_rename_spec,          method_file_rename,          0},
+    /* background processes (methods-process.c) */
+    {"process.start",        &params_process_start_spec,        method_process_start,        0},
+    {"process.read",         &params_process_read_spec,         method_process_read,         0},
+    {"process.write",        &params_process_write_spec,        method_process_write,        0},
+    {"process.wait",         &params_process_wait_spec,         method_process_wait,         0},
+    {"process.kill",         &params_process_kill_spec,         method_process_kill,         0},
+    {"process.list",         &params_process_list_spec,         method_process_list,         0},
+    /* test hooks, SANDBOXD_TEST_HOOKS=1 only (methods-test.c, methods-obs.c) */
+    {"test.sleep",           NULL,                              method_test_sleep,           TEST},
+    {"test.notify",          NULL,                              method_test_notify,          TEST},
+    {"test.clock_step",      NULL,                              method_test_clock_step,      TEST | ADMIN},
+    {"test.events",          NULL,                              method_test_events,          TEST},
+    {},
+};
+/* clang-format on */

@@ -1,11 +1,8 @@
-/* The sandbox methods' table: the rows of methods-sandbox.c, methods-exec.c and
- * methods-file.c in one table, each row's userdata the shared state of methods-common.h
- * unless the row brings its own.
- * Loop thread only. */
+/* The method table: every JSON-RPC method the daemon serves, one row each, top to bottom.
+ * The handlers live in the methods-*.c file of their area. */
 #pragma once
 
-/* Registers the table (after methods_sandbox_start()). 0 or a negative errno
- * (methods_register()). */
-int methods_table_register(void);
-/* Unregisters it (no-op when not registered). */
-void methods_table_unregister(void);
+#include "methods.h"
+
+/* Ends with a row whose name is NULL; methods_check() accepts it (a unit test checks). */
+extern const struct method_def methods_table[];

@@ -3,11 +3,9 @@
 
 #include <stdlib.h>
 
-#include "log.h"
 #include "util.h"
 #include "rpc.h"
 
-#define COMP "method"
 #define TEST_SLEEP_MAX_MS 60000
 #define TEST_NOTIFY_MAX 10000
 
@@ -66,7 +64,7 @@ static int64_t test_int_param(json_object *params, const char *name, int64_t max
     return json_object_get_int64(v);
 }
 
-static void method_test_sleep(struct req *r, void *params, void *userdata)
+void method_test_sleep(struct req *r, void *params, void *userdata)
 {
     int64_t ms = test_int_param(params, "ms", TEST_SLEEP_MAX_MS);
     struct sleeper *sl;
@@ -92,7 +90,7 @@ static void method_test_sleep(struct req *r, void *params, void *userdata)
 /* test.notify {"count": N}: sends N server notifications "test.event" with params
  * {"request_id": <id>, "seq": i} on the caller's connection, then replies
  * {"sent": N}. Test hook, like test.sleep. */
-static void method_test_notify(struct req *r, void *params, void *userdata)
+void method_test_notify(struct req *r, void *params, void *userdata)
 {
     int64_t n = test_int_param(params, "count", TEST_NOTIFY_MAX), sent = 0;
     json_object *o;
@@ -117,7 +115,7 @@ static void method_test_notify(struct req *r, void *params, void *userdata)
 
 /* test.clock_step {"seconds": N}: the engine's wall clock jumps by N seconds (-10^8..10^8),
  * as an NTP step would; replies {"stepped": N}. Test hook, like test.sleep. */
-static void method_test_clock_step(struct req *r, void *params, void *userdata)
+void method_test_clock_step(struct req *r, void *params, void *userdata)
 {
     json_object *v = NULL, *o;
     int64_t n;
@@ -134,24 +132,4 @@ static void method_test_clock_step(struct req *r, void *params, void *userdata)
     o = json_object_new_object();
     json_object_object_add(o, "stepped", json_object_new_int64(n));
     req_reply(r, o);
-}
-
-static const struct method_def test_rows[] = {
-    {"test.sleep", NULL, method_test_sleep, NULL, false},
-    {"test.notify", NULL, method_test_notify, NULL, false},
-    {"test.clock_step", NULL, method_test_clock_step, NULL, true},
-    {},
-};
-
-int methods_test_register(void)
-{
-    log_warning(
-        COMP,
-        "test hooks enabled (SANDBOXD_TEST_HOOKS=1): test.sleep and test.notify are callable");
-    return methods_register(test_rows);
-}
-
-void methods_test_unregister(void)
-{
-    methods_unregister(test_rows);
 }

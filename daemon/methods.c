@@ -8,44 +8,27 @@
 #include "macro.h"
 #include "rpc.h"
 
-#define METHOD_TABLES_MAX 8
-
-static const struct method_def *tables[METHOD_TABLES_MAX];
-static size_t n_tables;
-
-int methods_register(const struct method_def *table)
+int methods_check(const struct method_def *rows, const char **ret_name)
 {
-    for (const struct method_def *m = table; m->name; m++) {
+    for (const struct method_def *m = rows; m->name; m++) {
         const struct rpc_method_info *mi = rpc_method_find(m->name);
+        bool twice = false;
 
-        if (mi && mi->params != m->params)
+        for (const struct method_def *o = rows; o != m; o++)
+            twice = twice || strcmp(o->name, m->name) == 0;
+        if (twice || !m->handler || (mi && mi->params != m->params)) {
+            *ret_name = m->name;
             return -EINVAL;
+        }
     }
-    for (size_t i = 0; i < n_tables; i++)
-        if (tables[i] == table)
-            return 0;
-    if (n_tables >= METHOD_TABLES_MAX)
-        return -E2BIG;
-    tables[n_tables++] = table;
     return 0;
 }
 
-void methods_unregister(const struct method_def *table)
+const struct method_def *methods_find(const struct method_table *t, const char *name)
 {
-    for (size_t i = 0; i < n_tables; i++)
-        if (tables[i] == table) {
-            memmove(&tables[i], &tables[i + 1], (n_tables - i - 1) * sizeof tables[0]);
-            n_tables--;
-            return;
-        }
-}
-
-const struct method_def *methods_find(const char *name)
-{
-    for (size_t i = 0; i < n_tables; i++)
-        for (const struct method_def *m = tables[i]; m->name; m++)
-            if (strcmp(m->name, name) == 0)
-                return m;
+    for (const struct method_def *m = t->rows; m->name; m++)
+        if (strcmp(m->name, name) == 0)
+            return (m->flags & METHOD_TEST_HOOK) && !t->test_hooks ? NULL : m;
     return NULL;
 }
 
@@ -95,16 +78,16 @@ static bool parse_params(struct req *r, const struct method_def *m, void **ret)
     return true;
 }
 
-void methods_dispatch(struct req *r)
+void methods_dispatch(const struct method_table *t, struct req *r)
 {
-    const struct method_def *m = methods_find(req_method(r));
+    const struct method_def *m = methods_find(t, req_method(r));
     void *params;
 
     if (!m) {
         reply_unknown(r);
         return;
     }
-    if (m->admin_only && !req_is_admin(r)) {
+    if ((m->flags & METHOD_ADMIN) && !req_is_admin(r)) {
         req_error(r, RPC_PERMISSION_DENIED, "only admins may call this method");
         return;
     }
@@ -113,14 +96,14 @@ void methods_dispatch(struct req *r)
     m->handler(r, params, m->userdata);
 }
 
-static void dispatch_call(struct req_port *port, struct rpc_call *call, struct req_batch *b,
-                          bool stopping)
+static void dispatch_call(const struct method_table *t, struct req_port *port,
+                          struct rpc_call *call, struct rpc_batch *b, bool stopping)
 {
     struct req *r;
 
     if (call->error) {
         if (b)
-            req_batch_add(b, json_object_get(call->error));
+            rpc_batch_add(b, json_object_get(call->error));
         else
             (void)port->ops->send(port->conn, json_object_get(call->error));
         return;
@@ -139,13 +122,14 @@ static void dispatch_call(struct req_port *port, struct rpc_call *call, struct r
         req_error(r, RPC_SHUTTING_DOWN, "the daemon is shutting down");
         return;
     }
-    methods_dispatch(r);
+    methods_dispatch(t, r);
 }
 
-int methods_dispatch_line(struct req_port *port, const char *line, size_t len, bool stopping)
+int methods_dispatch_line(const struct method_table *t, struct req_port *port, const char *line,
+                          size_t len, bool stopping)
 {
     struct rpc_message m;
-    struct req_batch *b = NULL;
+    struct rpc_batch *b = NULL;
 
     if (rpc_parse(line, len, &m) < 0) {
         rpc_message_done(&m);
@@ -157,14 +141,14 @@ int methods_dispatch_line(struct req_port *port, const char *line, size_t len, b
         return 0;
     }
     if (m.batch) {
-        b = req_batch_new();
+        b = rpc_batch_new();
         if (!b) {
             rpc_message_done(&m);
             return -ENOMEM;
         }
     }
     for (size_t i = 0; i < m.n_calls; i++)
-        dispatch_call(port, &m.calls[i], b, stopping);
+        dispatch_call(t, port, &m.calls[i], b, stopping);
     rpc_message_done(&m);
     if (b)
         req_batch_release(b, port);

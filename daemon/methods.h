@@ -1,5 +1,6 @@
 /* The method table: one shape of row for every JSON-RPC method the daemon
- * serves, and the one place requests are dispatched.
+ * serves, and the one place requests are dispatched. The daemon's table is
+ * methods-table.c; a test brings its own.
  *
  * Dispatch (methods_dispatch()) looks the method up, refuses admin-only methods
  * to other callers (-32008), parses the params with the row's params kind and
@@ -23,32 +24,41 @@
  * borrowed, NULL when absent). */
 typedef void (*method_handler_t)(struct req *req, void *params, void *userdata);
 
+enum {
+    METHOD_ADMIN = 1 << 0,     /* -32008 for callers that are not admins */
+    METHOD_TEST_HOOK = 1 << 1, /* served only with SANDBOXD_TEST_HOOKS=1 */
+};
+
 struct method_def {
     const char *name;
     /* How params are parsed (proto/params.h). NULL: the handler gets the raw
      * JSON and validates it itself (test hooks only). */
     const struct params_spec *params;
     method_handler_t handler;
-    void *userdata;
-    bool admin_only; /* -32008 for callers that are not admins */
+    unsigned flags; /* METHOD_* */
+    void *userdata; /* the handler's third argument */
 };
 
-/* Registers a table ending with a row whose name is NULL. The array must stay
- * valid while registered. A row named by docs/protocol.md must use the params kind
- * proto/params.c gives that name. Returns 0, -E2BIG when too many tables are
- * registered, or -EINVAL for a row that contradicts the protocol. */
-int methods_register(const struct method_def *table);
-/* Removes a table registered before (no-op otherwise). */
-void methods_unregister(const struct method_def *table);
-/* The row for a name, or NULL. */
-const struct method_def *methods_find(const char *name);
+/* A table: rows ending with a row whose name is NULL. */
+struct method_table {
+    const struct method_def *rows;
+    bool test_hooks; /* the rows flagged METHOD_TEST_HOOK are served */
+};
+
+/* Checks a table: a name appears once, and a row named by docs/protocol.md uses the
+ * params kind proto/params.c gives that name. Returns 0, or -EINVAL naming the first
+ * row at fault in *ret_name. */
+int methods_check(const struct method_def *rows, const char **ret_name);
+/* The row t serves for a name, or NULL. */
+const struct method_def *methods_find(const struct method_table *t, const char *name);
 
 /* The one dispatch: see above. Completes r on every path it does not hand to a
  * handler. */
-void methods_dispatch(struct req *r);
+void methods_dispatch(const struct method_table *t, struct req *r);
 /* Parses one line (not blank; without its '\n') and dispatches every call in it
  * as requests on port: invalid entries are answered, a batch is answered as one
  * array once every entry completed, and while stopping every call is refused
  * with -32011. Returns 0, or -ENOMEM when the line could not be handled (the
  * connection should fail). */
-int methods_dispatch_line(struct req_port *port, const char *line, size_t len, bool stopping);
+int methods_dispatch_line(const struct method_table *t, struct req_port *port, const char *line,
+                          size_t len, bool stopping);

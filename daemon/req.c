@@ -2,6 +2,7 @@
  * connection fires. See req.h. */
 #include "req.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -10,14 +11,9 @@
 #include "list.h"
 #include "macro.h"
 
-struct req_batch {
-    json_object *replies; /* array */
-    unsigned pending;     /* requests not completed, plus the dispatcher's hold */
-};
-
 struct req {
     struct req_port *port; /* NULL once the client is gone */
-    struct req_batch *batch;
+    struct rpc_batch *batch;
     json_object *id;      /* owned; NULL for a notification or id null */
     json_object *request; /* owned: keeps method and params alive */
     json_object *params;  /* borrowed from request */
@@ -30,6 +26,8 @@ struct req {
     uint64_t started_ns;
     uv_loop_t *loop;
     const struct config *config;
+    const struct req_observer *observer; /* NULL: none */
+    struct server *server;
     const struct params_spec *spec; /* of parsed */
     void *parsed;
     req_event_cb on_disconnect;
@@ -41,13 +39,6 @@ struct req {
     struct req *prev, *next;
 };
 
-static const struct req_observer *observer;
-
-void req_set_observer(const struct req_observer *o)
-{
-    observer = o;
-}
-
 bool req_in_batch(const struct req *r)
 {
     return r->batch != NULL;
@@ -58,38 +49,17 @@ uint64_t req_started_ns(const struct req *r)
     return r->started_ns;
 }
 
-struct req_batch *req_batch_new(void)
+void req_batch_release(struct rpc_batch *b, struct req_port *port)
 {
-    struct req_batch *b = calloc(1, sizeof *b);
+    json_object *replies = rpc_batch_release(b);
 
-    if (!b)
-        return NULL;
-    b->replies = json_object_new_array();
-    if (!b->replies) {
-        free(b);
-        return NULL;
-    }
-    b->pending = 1;
-    return b;
+    if (replies && port)
+        (void)port->ops->send(port->conn, replies);
+    else
+        json_object_put(replies);
 }
 
-void req_batch_add(struct req_batch *b, json_object *response)
-{
-    if (response)
-        json_object_array_add(b->replies, response);
-}
-
-void req_batch_release(struct req_batch *b, struct req_port *port)
-{
-    if (--b->pending > 0)
-        return;
-    if (port && json_object_array_length(b->replies) > 0)
-        (void)port->ops->send(port->conn, json_object_get(b->replies));
-    json_object_put(b->replies);
-    free(b);
-}
-
-int req_new(struct req_port *port, const struct rpc_call *call, struct req_batch *b,
+int req_new(struct req_port *port, const struct rpc_call *call, struct rpc_batch *b,
             struct req **ret)
 {
     struct req *r = calloc(1, sizeof *r);
@@ -109,6 +79,8 @@ int req_new(struct req_port *port, const struct rpc_call *call, struct req_batch
     r->admin = admin_set_has(port->admins, port->uid, port->gid);
     r->loop = port->loop;
     r->config = port->config;
+    r->observer = port->observer;
+    r->server = port->server;
     if (!b) {
         r->fds = port->fds;
         port->fds.n = 0;
@@ -116,10 +88,10 @@ int req_new(struct req_port *port, const struct rpc_call *call, struct req_batch
     LIST_PREPEND(port->list.head, r);
     port->list.n++;
     if (b)
-        b->pending++;
+        rpc_batch_hold(b);
     r->started_ns = uv_hrtime();
-    if (observer)
-        observer->started(r);
+    if (r->observer)
+        r->observer->started(r);
     *ret = r;
     return 0;
 }
@@ -187,6 +159,7 @@ static void req_unlink(struct req *r)
 
     if (!p)
         return;
+    assert(p->list.n > 0);
     LIST_REMOVE(p->list.head, r);
     p->list.n--;
     r->port = NULL;
@@ -196,17 +169,17 @@ static void req_unlink(struct req *r)
 static void req_complete(struct req *r, json_object *response)
 {
     struct req_port *p = r->port;
-    struct req_batch *b = r->batch;
+    struct rpc_batch *b = r->batch;
 
     req_unlink(r);
     if (r->notification) {
         json_object_put(response);
         response = NULL;
     }
-    if (observer)
-        observer->completed(r, response);
+    if (r->observer)
+        r->observer->completed(r, response);
     if (b) {
-        req_batch_add(b, response);
+        rpc_batch_add(b, response);
         req_batch_release(b, p);
     } else if (response) {
         if (p)
@@ -302,6 +275,11 @@ uv_loop_t *req_loop(const struct req *r)
 const struct config *req_config(const struct req *r)
 {
     return r->config;
+}
+
+struct server *req_server(const struct req *r)
+{
+    return r->server;
 }
 
 bool req_connected(const struct req *r)

@@ -23,10 +23,12 @@
 #include "admin.h"
 #include "api-limits.h" /* REQ_FDS_MAX */
 #include "params.h"
+#include "rpc-batch.h"
 #include "rpc.h"
 
 struct req;
 struct config;
+struct server;
 typedef void (*req_event_cb)(struct req *req, void *userdata);
 
 /* --- For handlers: who is asking. --- */
@@ -43,6 +45,9 @@ json_object *req_params_json(const struct req *r);
 bool req_is_notification(const struct req *r);
 uv_loop_t *req_loop(const struct req *r);
 const struct config *req_config(const struct req *r); /* the live config */
+/* The server the request came through (NULL for a port without one: test drivers); from
+ * there, its daemon (daemon.h: req_daemon()). */
+struct server *req_server(const struct req *r);
 /* False once the client disconnected (replies and notifications are dropped). */
 bool req_connected(const struct req *r);
 
@@ -55,14 +60,13 @@ bool req_in_batch(const struct req *r);
 /* When the request was created (uv_hrtime() scale, ns). */
 uint64_t req_started_ns(const struct req *r);
 
-/* Observes every request (metrics, audit of refusals): started right after a request is
- * created, completed with its response (NULL when none is sent) right before it is freed.
- * One observer for the process; NULL removes it. */
+/* Observes every request of a port (metrics, audit of refusals): started right after a
+ * request is created, completed with its response (NULL when none is sent) right before it
+ * is freed (struct req_port.observer). */
 struct req_observer {
     void (*started)(const struct req *r);
     void (*completed)(const struct req *r, json_object *response);
 };
-void req_set_observer(const struct req_observer *o);
 
 /* --- Descriptors passed with the request (SCM_RIGHTS, see docs/protocol.md). ---
  * A request line may come with up to REQ_FDS_MAX open descriptors; params name them by
@@ -141,7 +145,9 @@ struct req_port {
     struct req_list list;
     uv_loop_t *loop;
     const struct config *config;
-    const struct admin_set *admins; /* NULL: only root is admin */
+    const struct admin_set *admins;      /* NULL: only root is admin */
+    const struct req_observer *observer; /* NULL: none */
+    struct server *server;               /* NULL: none (req_server()) */
     uid_t uid;
     gid_t gid;
     pid_t pid;
@@ -152,19 +158,15 @@ struct req_port {
     struct req_fds fds;
 };
 
-/* A batch is answered as one array once every entry has completed. */
-struct req_batch;
-/* A batch holding one reference for its dispatcher; NULL on -ENOMEM. */
-struct req_batch *req_batch_new(void);
-/* Adds a ready response (taken over) to the batch. */
-void req_batch_add(struct req_batch *b, json_object *response);
-/* Drops the dispatcher's reference: the last one sends the array to port (if
- * any entry is in it and port is not NULL) and frees the batch. */
-void req_batch_release(struct req_batch *b, struct req_port *port);
+/* A batch is answered as one array once every entry has completed (proto/rpc-batch.h):
+ * the dispatcher holds it while it dispatches, each request while it runs. */
+/* Drops one reference to b: the last one sends the array of replies to port (if there
+ * is one and port is not NULL). */
+void req_batch_release(struct rpc_batch *b, struct req_port *port);
 
 /* Attaches a new request for call to port (linked into port->list; b may be
  * NULL). The request takes its own references to call's id and request. */
-int req_new(struct req_port *port, const struct rpc_call *call, struct req_batch *b,
+int req_new(struct req_port *port, const struct rpc_call *call, struct rpc_batch *b,
             struct req **ret);
 /* The dispatcher's parsed params: stored with the request and released with
  * spec->done() when it completes. */

@@ -1,5 +1,6 @@
 #include "server.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <grp.h>
 #include <stdlib.h>
@@ -76,14 +77,18 @@ static const struct conn_host_ops server_conn_ops = {
     .request_done = server_request_done,
 };
 
-int server_init(struct server *s, uv_loop_t *loop, struct config *config)
+int server_init(struct server *s, const struct server_params *p)
 {
     const char *hooks = getenv("SANDBOXD_TEST_HOOKS");
+    uv_loop_t *loop = p->loop;
     int r;
 
+    assert(p->loop && p->config && p->methods.rows);
     *s = (struct server){
         .loop = loop,
-        .config = config,
+        .config = p->config,
+        .methods = p->methods,
+        .daemon = p->daemon,
         .limits =
             {
                 .conn =
@@ -108,17 +113,20 @@ int server_init(struct server *s, uv_loop_t *loop, struct config *config)
         .ops = &server_conn_ops,
         .owner = s,
         .loop = loop,
-        .config = config,
+        .config = p->config,
         .limits = &s->limits.conn,
         .admins = &s->admins,
         .log_rl = &s->log_rl,
+        .methods = &s->methods,
+        .observer = p->observer,
+        .server = s,
     };
     ratelimit_init(&s->log_rl,
                    hooks && strcmp(hooks, "1") == 0
                        ? env_ms("SANDBOXD_TEST_LOG_INTERVAL_MS", SERVER_LOG_INTERVAL_MS)
                        : SERVER_LOG_INTERVAL_MS,
                    SERVER_LOG_BURST);
-    r = admin_set_load(&s->admins, config->server.admin_group);
+    r = admin_set_load(&s->admins, p->config->server.admin_group);
     if (r < 0)
         return r;
     s->started_ms = uv_now(loop);
@@ -166,6 +174,7 @@ static void server_conn_uncount(void *owner, struct conn *c)
     if (!c->counted)
         return;
     c->counted = false;
+    assert(s->n_conns > 0);
     s->n_conns--;
     u = uid_slot(s, c->port.uid, false);
     if (u && --u->n == 0) {
@@ -177,6 +186,7 @@ static void server_conn_closed(void *owner, struct conn *c)
 {
     struct server *s = owner;
 
+    assert(s->n_handles > 0);
     LIST_REMOVE(s->conns, c);
     s->n_handles--;
     server_maybe_finish(s);

@@ -12,6 +12,9 @@
 #include "ratelimit.h"
 #include "conn.h"
 #include "config.h"
+#include "methods.h"
+
+struct daemon;
 
 /* Tunables that are not in the config file (named constants; tests may lower them
  * through SANDBOXD_TEST_HOOKS=1 and the SANDBOXD_TEST_* variables). */
@@ -39,9 +42,20 @@ struct uid_count {
     unsigned n;
 };
 
+/* What a server serves, and for whom. */
+struct server_params {
+    uv_loop_t *loop;
+    struct config *config;               /* live config (owned by the caller) */
+    struct method_table methods;         /* the rows stay valid while the server lives */
+    const struct req_observer *observer; /* of every request; NULL: none */
+    struct daemon *daemon;               /* the handlers' context (req_daemon()); may be NULL */
+};
+
 struct server {
     uv_loop_t *loop;
     struct config *config; /* live config (owned by the caller) */
+    struct method_table methods;
+    struct daemon *daemon; /* NULL for a server without one (tests of the connection layer) */
     struct server_limits limits;
     struct admin_set admins; /* [server] admin_group, resolved at init and reload */
     bool admins_resolving;   /* a reload's lookup runs on a worker thread */
@@ -74,7 +88,7 @@ struct server {
     void *userdata;
 };
 
-int server_init(struct server *s, uv_loop_t *loop, struct config *config);
+int server_init(struct server *s, const struct server_params *p);
 /* Listens on the fd systemd passed (exactly one stream Unix socket) or binds
  * `path`. Error text goes to the log. */
 int server_listen(struct server *s, const char *path);

@@ -26,6 +26,7 @@
 #include "util.h"
 #include "frame.h"
 #include "openrpc.h"
+#include "rpc-batch.h"
 #include "rpc.h"
 
 #define MCP_LINE_MAX (64u * 1024 * 1024)   /* longest message accepted, either side */
@@ -33,12 +34,6 @@
 #define MCP_DISCOVER_WAIT_MS 10000         /* rpc.discover at startup */
 #define MCP_EXIT_WAIT_MS (10u * 60 * 1000) /* --destroy-on-exit: creates, then destroys */
 #define EXIT_USAGE 64
-
-/* The replies to one batch, sent together as one array when the last is in. */
-struct batch {
-    json_object *replies;
-    unsigned holds; /* tool calls running, plus one while the batch is dispatched */
-};
 
 enum pending_kind {
     PENDING_TOOL,     /* a tools/call */
@@ -54,7 +49,7 @@ struct pending {
     json_object *mcp_id; /* the host's request id */
     json_object *args;   /* the tool's arguments */
     json_object *params; /* the daemon params sent */
-    struct batch *batch;
+    struct rpc_batch *batch;
     bool cancelled; /* notifications/cancelled: no reply */
 };
 
@@ -121,24 +116,20 @@ static void host_send(struct mcp *m, json_object *msg)
 }
 
 /* A response (taken over) to a request of batch b (NULL: alone). */
-static void respond(struct mcp *m, struct batch *b, json_object *msg)
+static void respond(struct mcp *m, struct rpc_batch *b, json_object *msg)
 {
     if (!msg)
         return;
     if (b)
-        json_object_array_add(b->replies, msg);
+        rpc_batch_add(b, msg);
     else
         host_send(m, msg);
 }
 
-static void batch_release(struct mcp *m, struct batch *b)
+static void batch_release(struct mcp *m, struct rpc_batch *b)
 {
-    if (!b || --b->holds > 0)
-        return;
-    if (json_object_array_length(b->replies) > 0)
-        host_send(m, json_object_get(b->replies));
-    json_object_put(b->replies);
-    free(b);
+    if (b)
+        host_send(m, rpc_batch_release(b)); /* NULL until the last reply, or none */
 }
 
 /* ---- the daemon connection --------------------------------------------------- */
@@ -352,12 +343,13 @@ static json_object *invalid_params(json_object *id, const char *message)
     return rpc_error_new(id, RPC_INVALID_PARAMS, message, d);
 }
 
-static void tool_reply_text(struct mcp *m, struct rpc_call *c, struct batch *b, const char *text)
+static void tool_reply_text(struct mcp *m, struct rpc_call *c, struct rpc_batch *b,
+                            const char *text)
 {
     respond(m, b, rpc_result_new(c->id, mcp_tool_error_text(text)));
 }
 
-static void tool_unreachable(struct mcp *m, struct rpc_call *c, struct batch *b, int r)
+static void tool_unreachable(struct mcp *m, struct rpc_call *c, struct rpc_batch *b, int r)
 {
     _cleanup_free_ char *text = NULL;
 
@@ -369,7 +361,7 @@ static void tool_unreachable(struct mcp *m, struct rpc_call *c, struct batch *b,
     tool_reply_text(m, c, b, text ? text : "sandboxd is not reachable");
 }
 
-static void tool_call(struct mcp *m, struct rpc_call *c, struct batch *b)
+static void tool_call(struct mcp *m, struct rpc_call *c, struct rpc_batch *b)
 {
     _cleanup_json_ json_object *empty = NULL, *params = NULL;
     _cleanup_free_ char *problem = NULL, *unknown = NULL;
@@ -420,7 +412,7 @@ static void tool_call(struct mcp *m, struct rpc_call *c, struct batch *b)
                           .params = json_object_get(params),
                           .batch = b};
     if (b)
-        b->holds++;
+        rpc_batch_hold(b);
     r = dconn_send(m, t->method, TAKE_PTR(params), p);
     if (r < 0) {
         const struct sandboxd_error *e = sandboxd_client_error(m->client);
@@ -458,7 +450,7 @@ static json_object *initialize_result(struct mcp *m)
     return res;
 }
 
-static void initialize(struct mcp *m, struct rpc_call *c, struct batch *b)
+static void initialize(struct mcp *m, struct rpc_call *c, struct rpc_batch *b)
 {
     /* Newest first (MCP "Version Negotiation"). */
     static const char *const versions[] = {MCP_PROTOCOL_LATEST, "2025-03-26", "2024-11-05"};
@@ -493,7 +485,7 @@ static void notification(struct mcp *m, struct rpc_call *c)
                 p->cancelled = true; /* the daemon has no cancel: the call runs on */
 }
 
-static void handle_call(struct mcp *m, struct rpc_call *c, struct batch *b)
+static void handle_call(struct mcp *m, struct rpc_call *c, struct rpc_batch *b)
 {
     if (c->error) {
         /* A response from the client: this server sends no requests. */
@@ -519,7 +511,7 @@ static void handle_call(struct mcp *m, struct rpc_call *c, struct batch *b)
 static void host_line(struct mcp *m, const char *line, size_t n)
 {
     struct rpc_message msg;
-    struct batch *b = NULL;
+    struct rpc_batch *b = NULL;
 
     if (rpc_parse(line, n, &msg) < 0)
         return; /* out of memory */
@@ -529,13 +521,11 @@ static void host_line(struct mcp *m, const char *line, size_t n)
         return;
     }
     if (msg.batch) {
-        b = calloc(1, sizeof *b);
-        if (!b || !(b->replies = json_object_new_array())) {
-            free(b);
+        b = rpc_batch_new();
+        if (!b) {
             rpc_message_done(&msg);
             return;
         }
-        b->holds = 1;
     }
     for (size_t i = 0; i < msg.n_calls; i++)
         handle_call(m, &msg.calls[i], b);

@@ -24,7 +24,6 @@
 static uv_loop_t loop;
 static struct config cfg;
 static struct server srv;
-static struct methods_daemon md;
 
 /* test.hold: stays in flight until released or until the client is gone. */
 static struct req *holds[MAX_HOLDS];
@@ -154,11 +153,13 @@ static void method_fd(struct req *r, void *params, void *userdata)
 }
 
 static const struct method_def hold_methods[] = {
-    {"test.fd", NULL, method_fd, NULL, false},
-    {"test.hold", NULL, method_hold, NULL, false},
-    {"test.stream", NULL, method_stream, NULL, false},
-    {"test.get", &params_sandbox_id_spec, method_get, NULL, false},
-    {"test.admin", &params_none_spec, method_admin, NULL, true},
+    {"daemon.status", &params_none_spec, method_daemon_status, 0},
+    {"rpc.discover", &params_none_spec, method_rpc_discover, 0},
+    {"test.fd", NULL, method_fd, 0},
+    {"test.hold", NULL, method_hold, 0},
+    {"test.stream", NULL, method_stream, 0},
+    {"test.get", &params_sandbox_id_spec, method_get, 0},
+    {"test.admin", &params_none_spec, method_admin, METHOD_ADMIN},
     {},
 };
 
@@ -170,6 +171,8 @@ static void spin(void)
 
 static void setup(void)
 {
+    const char *bad = NULL;
+
     signal(SIGPIPE, SIG_IGN);
     log_set_max_level(LOG_WARNING);
     ck_assert_int_eq(uv_loop_init(&loop), 0);
@@ -178,9 +181,11 @@ static void setup(void)
     cfg.server.max_connections_per_uid = 2;
     cfg.server.max_request_bytes = 1024;
     cfg.server.max_inflight_per_connection = 2;
-    ck_assert_int_eq(server_init(&srv, &loop, &cfg), 0);
-    ck_assert_int_eq(methods_daemon_register(&md, &srv), 0);
-    ck_assert_int_eq(methods_register(hold_methods), 0);
+    ck_assert_int_eq(methods_check(hold_methods, &bad), 0);
+    ck_assert_int_eq(server_init(&srv, &(struct server_params){.loop = &loop,
+                                                               .config = &cfg,
+                                                               .methods = {hold_methods}}),
+                     0);
     n_holds = n_cancelled = 0;
 }
 
@@ -197,8 +202,6 @@ static void teardown(void)
         uv_run(&loop, UV_RUN_NOWAIT);
     ck_assert_uint_eq(srv.n_handles, 0);
     server_done(&srv);
-    methods_unregister(hold_methods);
-    methods_daemon_done(&md);
     config_done(&cfg);
     check_loop_done(&loop);
 }
@@ -306,8 +309,9 @@ END_TEST
 
 START_TEST(test_setter_forward_only)
 {
-    struct conn c = {.id = 1, .state = CONN_OPEN}, d = {.id = 2, .state = CONN_OPEN};
-    unsigned before = conn_state_refusals();
+    struct conn c = {.host = &srv.host, .id = 1, .state = CONN_OPEN},
+                d = {.host = &srv.host, .id = 2, .state = CONN_OPEN};
+    unsigned before = conn_state_refusals(&srv.host);
 
     log_set_max_level(LOG_EMERG); /* the refusals below are logged at error level */
     ck_assert_int_eq(conn_set_state(&c, CONN_OPEN), -EINVAL);
@@ -325,7 +329,7 @@ START_TEST(test_setter_forward_only)
     ck_assert_int_eq(c.state, CONN_CLOSED);
     /* DRAINING may be skipped. */
     ck_assert_int_eq(conn_set_state(&d, CONN_CLOSING), 0);
-    ck_assert_uint_eq(conn_state_refusals(), before + 6);
+    ck_assert_uint_eq(conn_state_refusals(&srv.host), before + 6);
 }
 END_TEST
 
@@ -334,7 +338,7 @@ END_TEST
 START_TEST(test_refusal_after_hangup)
 {
     int a = client(), b = client(), sv[2];
-    unsigned before = conn_state_refusals();
+    unsigned before = conn_state_refusals(&srv.host);
 
     spin();
     ck_assert_uint_eq(server_connections(&srv), 2);
@@ -350,7 +354,7 @@ START_TEST(test_refusal_after_hangup)
     ck_assert_int_eq(server_adopt(&srv, sv[1]), 0);
     ck_assert_uint_eq(read_to_eof(sv[0]), 1);
     close(sv[0]);
-    ck_assert_uint_eq(conn_state_refusals(), before);
+    ck_assert_uint_eq(conn_state_refusals(&srv.host), before);
     close(a);
     close(b);
     spin();
@@ -363,7 +367,7 @@ END_TEST
 START_TEST(test_oversize_then_hangup)
 {
     char big[1500];
-    unsigned before = conn_state_refusals();
+    unsigned before = conn_state_refusals(&srv.host);
 
     memset(big, 'a', sizeof big);
     for (int i = 0; i < 10; i++) {
@@ -375,7 +379,7 @@ START_TEST(test_oversize_then_hangup)
         spin();
         ck_assert_uint_eq(srv.n_handles, 0);
     }
-    ck_assert_uint_eq(conn_state_refusals(), before);
+    ck_assert_uint_eq(conn_state_refusals(&srv.host), before);
 }
 END_TEST
 
@@ -384,7 +388,7 @@ START_TEST(test_close_is_final)
 {
     int fd = client();
     struct conn *c = srv.conns;
-    unsigned before = conn_state_refusals();
+    unsigned before = conn_state_refusals(&srv.host);
 
     ck_assert_ptr_nonnull(c);
     conn_close(c);
@@ -394,7 +398,7 @@ START_TEST(test_close_is_final)
     conn_sweep(c, uv_now(&loop) + 3600 * 1000);
     conn_abort(c);
     ck_assert_int_eq(c->state, CONN_CLOSING);
-    ck_assert_uint_eq(conn_state_refusals(), before);
+    ck_assert_uint_eq(conn_state_refusals(&srv.host), before);
     spin();
     ck_assert_uint_eq(srv.n_handles, 0);
     close(fd);

@@ -58,7 +58,6 @@ struct hold {
 };
 
 static struct hold holds[FUZZ_HOLDS];
-static struct methods_daemon daemon_methods; /* daemon.status, rpc.discover */
 static bool complete_on_disconnect;
 
 static void hold_disconnected(struct req *r, void *userdata)
@@ -181,11 +180,17 @@ static void method_admin(struct req *r, void *params, void *userdata)
     req_reply(r, json_object_new_boolean(true));
 }
 
+/* The daemon's own methods and test hooks that need no daemon behind the server, and this
+ * file's. */
 static const struct method_def fuzz_methods[] = {
-    {"fuzz.hold", NULL, method_hold, NULL, false},
-    {"fuzz.stream", NULL, method_stream, NULL, false},
-    {"fuzz.get", &params_sandbox_id_spec, method_get, NULL, false},
-    {"fuzz.admin", &params_none_spec, method_admin, NULL, true},
+    {"daemon.status", &params_none_spec, method_daemon_status, 0},
+    {"rpc.discover", &params_none_spec, method_rpc_discover, 0},
+    {"test.sleep", NULL, method_test_sleep, METHOD_TEST_HOOK},
+    {"test.notify", NULL, method_test_notify, METHOD_TEST_HOOK},
+    {"fuzz.hold", NULL, method_hold, 0},
+    {"fuzz.stream", NULL, method_stream, 0},
+    {"fuzz.get", &params_sandbox_id_spec, method_get, 0},
+    {"fuzz.admin", &params_none_spec, method_admin, METHOD_ADMIN},
     {},
 };
 
@@ -250,7 +255,7 @@ static void check_invariants(struct fuzz *f)
 {
     unsigned counted = 0;
 
-    CHECK(conn_state_refusals() == 0);
+    CHECK(conn_state_refusals(&f->srv.host) == 0);
     for (struct conn *c = f->srv.conns; c; c = c->next) {
         CHECK(c->state >= CONN_OPEN && c->state <= CONN_CLOSING);
         if (c->state == CONN_CLOSING)
@@ -525,8 +530,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         initialized = true;
         signal(SIGPIPE, SIG_IGN);
         log_set_max_level(getenv("FUZZ_CONN_LOG") ? LOG_DEBUG : LOG_CRIT);
-        CHECK(methods_test_register() == 0);
-        CHECK(methods_register(fuzz_methods) == 0);
+        CHECK(methods_check(fuzz_methods, &(const char *){NULL}) == 0);
         /* libuv opens its process-wide descriptors with the first loop. */
         CHECK(uv_loop_init(&f.loop) == 0);
         CHECK(uv_loop_close(&f.loop) == 0);
@@ -544,8 +548,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     f.cfg.server.max_inflight_per_connection = 1 + take(&f) % 4;
     f.cfg.server.max_request_bytes = 1024;
     complete_on_disconnect = take(&f) & 1;
-    CHECK(server_init(&f.srv, &f.loop, &f.cfg) == 0);
-    CHECK(methods_daemon_register(&daemon_methods, &f.srv) == 0);
+    CHECK(server_init(&f.srv, &(struct server_params){.loop = &f.loop,
+                                                      .config = &f.cfg,
+                                                      .methods = {fuzz_methods, true}}) == 0);
     for (int i = 0; i < FUZZ_CLIENTS; i++)
         f.fds[i] = -1;
 

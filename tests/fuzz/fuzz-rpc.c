@@ -137,12 +137,12 @@ static void register_rows(void)
             continue;
         CHECK(k + 2 < ELEMENTSOF(rows));
         rows[k++] =
-            (struct method_def){all[i].name, all[i].params, fuzz_handler, (void *)&all[i], false};
+            (struct method_def){all[i].name, all[i].params, fuzz_handler, 0, (void *)&all[i]};
     }
     rows[k++] =
-        (struct method_def){"fuzz.admin", &params_none_spec, fuzz_admin_handler, NULL, true};
+        (struct method_def){"fuzz.admin", &params_none_spec, fuzz_admin_handler, METHOD_ADMIN};
     rows[k] = (struct method_def){};
-    CHECK(methods_register(rows) == 0);
+    CHECK(methods_check(rows, &(const char *){NULL}) == 0);
 }
 
 static void handle_line(const char *line, size_t len)
@@ -157,7 +157,7 @@ static void handle_line(const char *line, size_t len)
 
     if (len == 0 || (len == 1 && line[0] == '\r'))
         return;
-    CHECK(methods_dispatch_line(&port, line, len, false) == 0);
+    CHECK(methods_dispatch_line(&(struct method_table){rows}, &port, line, len, false) == 0);
     /* Every handler answers at once: nothing stays in flight. */
     CHECK(port.list.head == NULL && port.list.n == 0);
 
