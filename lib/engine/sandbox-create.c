@@ -1,12 +1,15 @@
-/* The create pipeline: one table of steps, run in order by one driver. See sandbox.h.
+/* The create: one table of steps (create_steps), run in order by the operation driver
+ * (op-step.h), and engine_create(). See sandbox.h.
  *
  * Each row names the state the sandbox is in while the step runs, the step's own deadline
  * (capped by the create deadline), what the step does (for the deadline message) and the
- * function that issues its call. Every call completes through on_step_done(), the one
- * place that checks for an abort (shutdown, destroy), a failure and moves on; a step that
- * polls or retries asks for step_again() and keeps its deadline. */
+ * function that issues its call. Every call completes through the driver, which checks for
+ * an abort (shutdown, destroy), a failure and moves on; a step that polls or retries asks
+ * for op_step_again() and keeps its deadline. The SSH, host key and isolation steps live in
+ * sandbox-connect.c, sandbox-rekey.c and sandbox-isolation-steps.c. */
 #include "macro.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -17,6 +20,7 @@
 #include "audit.h"
 #include "log.h"
 #include "marker.h"
+#include "op-step.h"
 #include "pve.h"
 #include "registry.h"
 #include "sandbox-internal.h"
@@ -45,34 +49,14 @@
 #define IPFILTER_NEW "sandboxd-net0"
 #define IP_CALL_MS 10000u /* one interfaces query of the address wait */
 
-typedef int (*step_start_fn)(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
-
-struct create_step {
-    enum sandbox_state state; /* the sandbox's state while the step runs */
-    uint64_t cap_ms;          /* the step's deadline, under the create deadline; 0: none */
-    const char *what;         /* "create deadline passed while <what>" */
-    /* Issues the step's call, given at most timeout_ms; it completes through
-     * on_step_done(). Returns 0 or a negative errno; *ret_fail may name the failure more
-     * precisely than `fail`. NULL: issued elsewhere (the intent save, by engine_create). */
-    step_start_fn start;
-    const char *fail; /* when start fails: ENGINE_E_INTERNAL, or ENGINE_E_SSH with .ssh */
-    bool ssh;
-    /* True when the step has nothing to do (the next one runs). NULL: never. */
-    bool (*skip)(const struct sandbox *sb);
-    const char *crash_sent; /* test crash point once the call is issued */
-    const char *crash_done; /* test crash point once the step succeeded */
-};
-
 /* ---- outcome ---- */
 
 struct sb_op *create_op_new(void)
 {
     struct sb_op *op = calloc(1, sizeof *op);
 
-    if (op) {
+    if (op)
         op->finish = create_finish;
-        op->check_abort = create_check_abort;
-    }
     return op;
 }
 
@@ -80,6 +64,7 @@ void create_finish(struct sandbox *sb)
 {
     struct sb_op *op = TAKE_PTR(sb->create_op);
 
+    assert(op); /* reported once */
     sb->refs++;
     if (op->failed) {
         struct engine_error err = op->err;
@@ -91,11 +76,13 @@ void create_finish(struct sandbox *sb)
     sandbox_unref(sb);
 }
 
-/* A create step failed: remember the error, then destroy what was made. */
+/* A create step failed (the driver's fail hook): remember the error, then destroy what was
+ * made. */
 static void create_fail(struct sandbox *sb, const struct engine_error *err)
 {
     struct engine *e = sb->engine;
 
+    assert(sb->create_op);
     if (create_replace(sb)) /* its node went down: another node takes it */
         return;
     log_debug(COMP, "%s: create failed in %s: %s", sb->id, sandbox_state_to_string(sb->state),
@@ -120,32 +107,9 @@ void create_fail_now(struct sandbox *sb, const struct engine_error *err)
     create_fail(sb, err);
 }
 
-bool create_check_abort(struct sandbox *sb)
-{
-    struct engine_error err = {.error = -ECANCELED};
-
-    if (sb->engine->closing) {
-        err.kind = ENGINE_E_SHUTDOWN;
-        err.message = "the daemon is shutting down";
-    } else if (sb->destroy_requested) {
-        err.kind = ENGINE_E_STATE;
-        err.message = "the sandbox was destroyed while being created";
-    } else
-        return false;
-    create_fail(sb, &err);
-    return true;
-}
-
 /* ---- the steps ----
- * Each step's start issues a call that completes through the driver further down, after
- * the table of the steps: */
-static void on_step_done(struct sandbox *sb, const struct engine_error *err);
-static void step_pve_done(struct sandbox *sb, const struct pve_result *res);
-static void on_step_pve(const struct pve_result *res, void *userdata);
-static void step_again(struct sandbox *sb, uint64_t delay_ms);
-static uint64_t step_left(struct sandbox *sb);
-static struct engine_error deadline_error(const struct sandbox *sb, char *buf, size_t size);
-static void step_enter_at(struct sandbox *sb, step_start_fn start);
+ * Each step's start issues a call that completes through the driver (op-step.h). */
+static void create_enter(struct sandbox *sb, op_step_start_fn start);
 
 static bool vmid_taken(uint32_t vmid, void *userdata)
 {
@@ -164,7 +128,7 @@ static void on_vmid_picked(const struct pve_result *res, void *userdata)
     sb->call = NULL;
     if (res->error == 0)
         sb->vmid = res->vmid;
-    step_pve_done(sb, res);
+    op_step_pve_done(sb, res);
 }
 
 static int start_vmid_pick(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
@@ -185,10 +149,11 @@ static void on_step_saved(int r, void *userdata)
         sandbox_maybe_free(sb);
         return;
     }
-    on_step_done(sb, r < 0 ? &err : NULL);
+    op_step_done(sb, r < 0 ? &err : NULL);
 }
 
-static int start_vmid_save(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+/* Saves the record as it is now (the vmid before the clone, READY at the end). */
+static int start_save(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
 {
     int r;
 
@@ -233,32 +198,15 @@ static void on_cloned(const struct pve_result *res, void *userdata)
     sb->vmid = res->vmid;
     test_crash_point("create-cloned");
     if (!res->vmid && pve_error_exists(res) && sb->vmid_attempts + 1 < VMID_ATTEMPTS) {
-        if (create_check_abort(sb))
+        if (op_step_check_abort(sb))
             return;
         sb->vmid_attempts++;
         sb->clone_issued = false;
         log_debug(COMP, "%s: the container id was taken meanwhile; choosing another", sb->id);
-        step_enter_at(sb, start_vmid_pick);
+        create_enter(sb, start_vmid_pick);
         return;
     }
-    step_pve_done(sb, res);
-}
-
-/* [ssh] rekey = false: the sandbox keeps the template's host key (see hostkey.h). */
-static bool skip_rekey(const struct sandbox *sb)
-{
-    return !sb->engine->cfg->ssh.rekey;
-}
-
-/* The host key steps (sandbox-rekey.c) complete through the driver's callbacks. */
-static int start_rekey(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
-{
-    return rekey_start(sb, timeout_ms, on_step_done, ret_fail);
-}
-
-static int start_rekey_marker(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
-{
-    return rekey_marker_start(sb, timeout_ms, on_step_pve, ret_fail);
+    op_step_pve_done(sb, res);
 }
 
 static bool skip_clone_wait(const struct sandbox *sb)
@@ -268,7 +216,8 @@ static bool skip_clone_wait(const struct sandbox *sb)
 
 static int start_clone_wait(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
 {
-    return pve_wait_task(sb->engine->pve, sb->node, sb->upid, timeout_ms, on_step_pve, sb,
+    assert(sb->resumed && sb->upid); /* resumed from a record with the clone task's UPID */
+    return pve_wait_task(sb->engine->pve, sb->node, sb->upid, timeout_ms, op_step_pve, sb,
                          &sb->call);
 }
 
@@ -311,7 +260,7 @@ static int start_config_put(struct sandbox *sb, uint64_t timeout_ms, const char 
     }
     json_object_object_add(p, "cores", json_object_new_int((int)sb->cores));
     json_object_object_add(p, "memory", json_object_new_int((int)sb->memory_mb));
-    return pve_config_put(sb->engine->pve, sb->node, sb->vmid, p, timeout_ms, on_step_pve, sb,
+    return pve_config_put(sb->engine->pve, sb->node, sb->vmid, p, timeout_ms, op_step_pve, sb,
                           &sb->call);
 }
 
@@ -332,7 +281,7 @@ static void on_config_got(const struct pve_result *res, void *userdata)
 
             snprintf(buf, sizeof buf, "container %" PRIu32 " (template '%s'): %s", sb->vmid,
                      sb->template, problem);
-            on_step_done(sb, &err);
+            op_step_done(sb, &err);
             return;
         }
         json_object_object_get_ex(res->data, "rootfs", &rootfs);
@@ -352,12 +301,12 @@ static void on_config_got(const struct pve_result *res, void *userdata)
                                               "(disks only grow)",
                                    .param = "disk_gb",
                                    .limit = sb->rootfs_gb};
-        on_step_done(sb, &err);
+        op_step_done(sb, &err);
         return;
     }
     if (sb->rootfs_gb > sb->disk_gb)
         sb->disk_gb = (unsigned)sb->rootfs_gb; /* cannot shrink: report what it has */
-    step_pve_done(sb, res);
+    op_step_pve_done(sb, res);
 }
 
 static int start_config_get(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
@@ -395,7 +344,7 @@ static int start_config_net(struct sandbox *sb, uint64_t timeout_ms, const char 
     json_object_object_add(p, "net0", json_object_new_string(net0));
     if (n->dns)
         json_object_object_add(p, "nameserver", json_object_new_string(n->dns));
-    return pve_config_put(sb->engine->pve, sb->node, sb->vmid, p, timeout_ms, on_step_pve, sb,
+    return pve_config_put(sb->engine->pve, sb->node, sb->vmid, p, timeout_ms, op_step_pve, sb,
                           &sb->call);
 }
 
@@ -409,7 +358,7 @@ static int start_resize(struct sandbox *sb, uint64_t timeout_ms, const char **re
     char size[32];
 
     snprintf(size, sizeof size, "%uG", sb->disk_gb);
-    return pve_resize(sb->engine->pve, sb->node, sb->vmid, "rootfs", size, timeout_ms, on_step_pve,
+    return pve_resize(sb->engine->pve, sb->node, sb->vmid, "rootfs", size, timeout_ms, op_step_pve,
                       sb, &sb->call);
 }
 
@@ -429,7 +378,7 @@ static int start_fw_options(struct sandbox *sb, uint64_t timeout_ms, const char 
     json_object_object_add(p, "ipfilter",
                            json_object_new_int(engine_static_addresses(sb->engine) ? 1 : 0));
     json_object_object_add(p, "macfilter", json_object_new_int(1));
-    return pve_fw_options_put(sb->engine->pve, sb->node, sb->vmid, p, timeout_ms, on_step_pve, sb,
+    return pve_fw_options_put(sb->engine->pve, sb->node, sb->vmid, p, timeout_ms, op_step_pve, sb,
                               &sb->call);
 }
 
@@ -443,18 +392,7 @@ static int start_fw_group(struct sandbox *sb, uint64_t timeout_ms, const char **
     struct engine *e = sb->engine;
 
     return pve_fw_group_set(e->pve, sb->node, sb->vmid, e->cfg->proxmox.internet_group, true,
-                            timeout_ms, on_step_pve, sb, &sb->call);
-}
-
-/* The isolation steps (sandbox-isolation.c) complete through the driver's callbacks. */
-static int start_dc_firewall(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
-{
-    return isolation_dc_start(sb, timeout_ms, on_step_done, ret_fail);
-}
-
-static int start_isolation(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
-{
-    return isolation_probe_start(sb, timeout_ms, on_step_done, step_again, ret_fail);
+                            timeout_ms, op_step_pve, sb, &sb->call);
 }
 
 static void on_started(const struct pve_result *res, void *userdata)
@@ -464,7 +402,7 @@ static void on_started(const struct pve_result *res, void *userdata)
     sb->call = NULL;
     if (res->error >= 0)
         sb->ct_started_ms = now_ms(sb->engine); /* its firewall cycle counts from here */
-    step_pve_done(sb, res);
+    op_step_pve_done(sb, res);
 }
 
 static int start_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
@@ -478,7 +416,7 @@ static void on_interfaces(const struct pve_result *res, void *userdata)
 
     sb->call = NULL;
     if (res->error < 0 && res->error != -ETIMEDOUT) {
-        step_pve_done(sb, res);
+        op_step_pve_done(sb, res);
         return;
     }
     if (res->error == 0 && res->ipv4) {
@@ -491,16 +429,19 @@ static void on_interfaces(const struct pve_result *res, void *userdata)
             snprintf(msg, sizeof msg, "the container reports the address %s, refused: %s",
                      res->ipv4, why);
             err = (struct engine_error){.kind = ENGINE_E_PROXMOX, .error = -EPERM, .message = msg};
-            on_step_done(sb, &err);
+            op_step_done(sb, &err);
             return;
         }
         free(sb->ip);
         sb->ip = strdup(res->ipv4);
-        on_step_done(sb, sb->ip ? NULL : &err);
+        op_step_done(sb, sb->ip ? NULL : &err);
         return;
     }
-    step_again(sb, sb->ip_poll_ms);
-    sb->ip_poll_ms = MIN(sb->ip_poll_ms * 2, ENGINE_IP_POLL_MAX_MS);
+    /* polls back off from ENGINE_IP_POLL_MIN_MS to ENGINE_IP_POLL_MAX_MS */
+    uint64_t delay = sb->run.poll_ms ? sb->run.poll_ms : ENGINE_IP_POLL_MIN_MS;
+
+    sb->run.poll_ms = MIN(delay * 2, ENGINE_IP_POLL_MAX_MS);
+    op_step_again(sb, delay);
 }
 
 static int start_ip_poll(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
@@ -515,9 +456,9 @@ static void on_ipset(const struct pve_result *res, void *userdata)
 
     sb->call = NULL;
     if (res->error < 0 && pve_error_exists(res))
-        on_step_done(sb, NULL);
+        op_step_done(sb, NULL);
     else
-        step_pve_done(sb, res);
+        op_step_pve_done(sb, res);
 }
 
 static void on_ipset_deleted(const struct pve_result *res, void *userdata)
@@ -526,9 +467,9 @@ static void on_ipset_deleted(const struct pve_result *res, void *userdata)
 
     sb->call = NULL;
     if (res->error < 0 && pve_error_no_such(res))
-        on_step_done(sb, NULL);
+        op_step_done(sb, NULL);
     else
-        step_pve_done(sb, res);
+        op_step_pve_done(sb, res);
 }
 
 /* Before the start: a template's own ipfilter-net0 set, copied by the clone, goes. */
@@ -546,6 +487,7 @@ static int start_ipset_create(struct sandbox *sb, uint64_t timeout_ms, const cha
 
 static int start_ipset_add(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
 {
+    assert(sb->ip); /* the address wait before it found the lease */
     return pve_fw_ipset_add(sb->engine->pve, sb->node, sb->vmid, IPFILTER_NEW, sb->ip, timeout_ms,
                             on_ipset, sb, &sb->call);
 }
@@ -553,7 +495,7 @@ static int start_ipset_add(struct sandbox *sb, uint64_t timeout_ms, const char *
 static int start_ipset_rename(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
 {
     return pve_fw_ipset_rename(sb->engine->pve, sb->node, sb->vmid, IPFILTER_NEW, IPFILTER_SET,
-                               timeout_ms, on_step_pve, sb, &sb->call);
+                               timeout_ms, op_step_pve, sb, &sb->call);
 }
 
 static int start_fw_ipfilter(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
@@ -565,86 +507,19 @@ static int start_fw_ipfilter(struct sandbox *sb, uint64_t timeout_ms, const char
         return -ENOMEM;
     }
     json_object_object_add(p, "ipfilter", json_object_new_int(1));
-    return pve_fw_options_put(sb->engine->pve, sb->node, sb->vmid, p, timeout_ms, on_step_pve, sb,
+    return pve_fw_options_put(sb->engine->pve, sb->node, sb->vmid, p, timeout_ms, op_step_pve, sb,
                               &sb->call);
 }
 
-static void on_connected(struct sshpool *pool, int error, void *userdata)
-{
-    struct sandbox *sb = userdata;
-    const char *detail;
-    char buf[512];
-    struct engine_error err = {.kind = ENGINE_E_SSH, .error = error, .message = buf};
-
-    if (error >= 0) {
-        test_crash_point("create-before-ready");
-        on_step_done(sb, NULL);
-        return;
-    }
-    if (error == -ETIMEDOUT && step_left(sb) == 0) {
-        err = deadline_error(sb, buf, sizeof buf);
-        on_step_done(sb, &err);
-        return;
-    }
-    /* A fresh container's sshd may drop the first connections while it starts: retry those
-     * (never a host key or auth refusal) while the create deadline allows. */
-    if ((error == -EPROTO || error == -ECONNRESET) &&
-        sb->connect_attempts < ENGINE_CONNECT_ATTEMPTS && step_left(sb) > ENGINE_CONNECT_RETRY_MS) {
-        sb->connect_attempts++;
-        sshpool_close(TAKE_PTR(sb->pool), NULL, NULL);
-        step_again(sb, ENGINE_CONNECT_RETRY_MS);
-        return;
-    }
-    detail = sshpool_last_error(pool);
-    snprintf(buf, sizeof buf, "SSH connect to %s failed: %s%s%s", sb->ip,
-             error == -EBADE ? "host key mismatch" : strerror(-error),
-             detail && *detail ? ": " : "", detail ? detail : "");
-    on_step_done(sb, &err);
-}
-
-static int start_connect(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
-{
-    struct engine *e = sb->engine;
-    struct sshs_config sc;
-    int r;
-
-    sandbox_ssh_config(sb, &sc);
-    r = sshpool_new(e->loop, &sc, e->cfg->ssh.sessions_per_sandbox, &sb->pool);
-    if (r < 0) {
-        *ret_fail = "cannot set up the SSH pool";
-        return r;
-    }
-    return sshpool_connect(sb->pool, timeout_ms, on_connected, sb);
-}
-
-/* The same connect again, with the sandbox's own host key pinned (sandbox_ssh_config()). The
- * session pinned to the template's key is dropped; sshd may refuse connects while it
- * reloads, which the pool retries. */
-static int start_reconnect(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
-{
-    sshpool_close(TAKE_PTR(sb->pool), NULL, NULL);
-    return start_connect(sb, timeout_ms, ret_fail);
-}
-
-static int start_ready_save(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
-{
-    sb->refs++;
-    if (sandbox_save(sb, on_step_saved, sb) < 0) {
-        /* The daemon stops: the registry record is resolved at the next start. */
-        sb->refs--;
-        create_finish(sb);
-    }
-    return 0;
-}
-
-static const struct create_step create_steps[] = {
-    {SANDBOX_PENDING, 0, "recording the intent", NULL, NULL, /* by engine_create() */
+static const struct op_step create_steps[] = {
+    {SANDBOX_PENDING, OP_STEP_UNBOUNDED, "recording the intent", NULL,
+     NULL, /* by engine_create() */
      .crash_done = "create-intent-durable"},
     /* The vmid is chosen and durable in the intent before the clone: a restart finds the
      * container by it, and the clone task by the UPID recorded once the task started. */
     {SANDBOX_PENDING, ENGINE_STEP_CONFIG_MS, "choosing the container id", start_vmid_pick,
      "cannot choose a container id"},
-    {SANDBOX_PENDING, 0, "recording the container id", start_vmid_save,
+    {SANDBOX_PENDING, OP_STEP_UNBOUNDED, "recording the container id", start_save,
      "cannot write the registry record"},
     {SANDBOX_CLONING, ENGINE_STEP_CLONE_MS, "cloning", start_clone, "cannot start the clone",
      .crash_sent = "create-clone-sent"},
@@ -666,9 +541,9 @@ static const struct create_step create_steps[] = {
      "cannot set the internet rule", .skip = skip_fw_group},
     {SANDBOX_CONFIGURING, ENGINE_STEP_CONFIG_MS, "removing the template's ipfilter set",
      start_ipset_clear, "cannot remove the template's ipfilter set"},
-    /* No container starts while the datacenter firewall is off. */
+    /* No container starts while the datacenter firewall is off (sandbox-isolation.c). */
     {SANDBOX_CONFIGURING, ENGINE_STEP_CONFIG_MS, "checking the datacenter firewall",
-     start_dc_firewall, "cannot read the datacenter firewall options"},
+     isolation_dc_start, "cannot read the datacenter firewall options"},
     {SANDBOX_STARTING, ENGINE_STEP_START_MS, "starting", start_start, "cannot start the container",
      .crash_sent = "create-starting"},
     /* Polls: each query bounded by IP_CALL_MS, the wait by the step's deadline. */
@@ -685,168 +560,44 @@ static const struct create_step create_steps[] = {
      start_ipset_rename, "cannot rename the ipfilter set", .skip = skip_static},
     {SANDBOX_WAITING_IP, ENGINE_STEP_CONFIG_MS, "turning on the firewall's ipfilter",
      start_fw_ipfilter, "cannot turn on the ipfilter", .skip = skip_static},
-    /* Retries dropped connects (ENGINE_CONNECT_ATTEMPTS) under the create deadline. */
-    {SANDBOX_CONNECTING, UINT64_MAX, "connecting over SSH", start_connect,
-     "cannot start the SSH connect", .ssh = true, .crash_sent = "create-connecting"},
-    /* The sandbox's own host key (hostkey.h): regenerated over the session authenticated
-     * with the template's key, recorded in the marker, then the only key accepted. */
-    {SANDBOX_CONNECTING, ENGINE_STEP_CONFIG_MS, "regenerating the SSH host key", start_rekey,
-     "cannot regenerate the SSH host key", .ssh = true, .skip = skip_rekey,
+    /* Retries dropped connects (ENGINE_CONNECT_ATTEMPTS) under the create deadline
+     * (sandbox-connect.c). */
+    {SANDBOX_CONNECTING, OP_STEP_OP_DEADLINE, "connecting over SSH", connect_start,
+     "cannot start the SSH connect", .fail_kind = ENGINE_E_SSH, .crash_sent = "create-connecting"},
+    /* The sandbox's own host key (hostkey.h, sandbox-rekey.c): regenerated over the session
+     * authenticated with the template's key, recorded in the marker, then the only key
+     * accepted. */
+    {SANDBOX_CONNECTING, ENGINE_STEP_CONFIG_MS, "regenerating the SSH host key", rekey_start,
+     "cannot regenerate the SSH host key", .fail_kind = ENGINE_E_SSH, .skip = rekey_skip,
      .crash_done = "create-rekeyed"},
-    {SANDBOX_CONNECTING, ENGINE_STEP_CONFIG_MS, "recording the SSH host key", start_rekey_marker,
-     "cannot record the SSH host key", .skip = skip_rekey},
-    {SANDBOX_CONNECTING, UINT64_MAX, "connecting over SSH with the new host key", start_reconnect,
-     "cannot start the SSH connect", .ssh = true, .skip = skip_rekey},
+    {SANDBOX_CONNECTING, ENGINE_STEP_CONFIG_MS, "recording the SSH host key", rekey_marker_start,
+     "cannot record the SSH host key", .skip = rekey_skip},
+    {SANDBOX_CONNECTING, OP_STEP_OP_DEADLINE, "connecting over SSH with the new host key",
+     rekey_reconnect_start, "cannot start the SSH connect", .fail_kind = ENGINE_E_SSH,
+     .skip = rekey_skip},
     /* Its firewall in force, proven from inside (sandbox-isolation.c): probed again until
      * the create deadline. */
-    {SANDBOX_CONNECTING, UINT64_MAX, "verifying the sandbox's isolation", start_isolation,
-     "cannot verify the sandbox's isolation", .ssh = true},
+    {SANDBOX_CONNECTING, OP_STEP_OP_DEADLINE, "verifying the sandbox's isolation",
+     isolation_probe_start, "cannot verify the sandbox's isolation", .fail_kind = ENGINE_E_SSH},
     /* READY is durable before the caller hears of it: a restart re-attaches the sandbox. */
-    {SANDBOX_READY, 0, "recording the sandbox as ready", start_ready_save,
+    {SANDBOX_READY, OP_STEP_UNBOUNDED, "recording the sandbox as ready", start_save,
      "cannot write the registry record", .crash_done = "create-ready-durable"},
 };
 
-/* ---- the driver ---- */
-
-/* The error of a create whose deadline passed during the running step (text in buf). */
-static struct engine_error deadline_error(const struct sandbox *sb, char *buf, size_t size)
+static void create_done(struct sandbox *sb)
 {
-    snprintf(buf, size, "create deadline (%us) passed while %s",
-             sb->engine->cfg->sandbox.create_timeout_s, create_steps[sb->step].what);
-    return (struct engine_error){.kind = ENGINE_E_DEADLINE, .error = -ETIMEDOUT, .message = buf};
-}
-
-static void create_deadline(struct sandbox *sb)
-{
-    char buf[256];
-    struct engine_error err = deadline_error(sb, buf, sizeof buf);
-
-    create_fail(sb, &err);
-}
-
-/* Time left for the running step; 0 once its deadline passed. */
-static uint64_t step_left(struct sandbox *sb)
-{
-    uint64_t now = now_ms(sb->engine);
-
-    return now >= sb->step_deadline_ms ? 0 : sb->step_deadline_ms - now;
-}
-
-/* Issues the running step's call (again, for a poll or a retry). */
-static void step_issue(struct sandbox *sb)
-{
-    const struct create_step *s = &create_steps[sb->step];
-    const char *fail = s->fail;
-    uint64_t t = step_left(sb);
-    int r;
-
-    if (t == 0) {
-        create_deadline(sb);
-        return;
-    }
-    r = s->start(sb, t, &fail);
-    if (r < 0) {
-        struct engine_error err = {
-            .kind = s->ssh ? ENGINE_E_SSH : ENGINE_E_INTERNAL, .error = r, .message = fail};
-        create_fail(sb, &err);
-    } else if (s->crash_sent)
-        test_crash_point(s->crash_sent);
-}
-
-/* Enters the step sb->step (or the first one after it that has something to do); past the
- * last one, the create succeeded. */
-static void step_next(struct sandbox *sb)
-{
-    for (; sb->step < ELEMENTSOF(create_steps); sb->step++) {
-        const struct create_step *s = &create_steps[sb->step];
-        uint64_t now;
-
-        sandbox_set_state(sb, s->state);
-        if (s->skip && s->skip(sb))
-            continue;
-        sb->ip_poll_ms = ENGINE_IP_POLL_MIN_MS; /* a step's polls and retries start afresh */
-        sb->connect_attempts = 0;
-        now = now_ms(sb->engine);
-        sb->step_started_ms = now;
-        sb->step_deadline_ms = sb->deadline_ms;
-        if (s->cap_ms == 0)
-            sb->step_deadline_ms = UINT64_MAX;
-        else if (now < sb->deadline_ms && s->cap_ms < sb->deadline_ms - now)
-            sb->step_deadline_ms = now + s->cap_ms;
-        step_issue(sb);
-        return;
-    }
     create_finish(sb);
 }
 
-/* The running step completed: err NULL when it succeeded. */
-static void on_step_done(struct sandbox *sb, const struct engine_error *err)
-{
-    const struct create_step *s = &create_steps[sb->step];
-
-    if (create_check_abort(sb))
-        return;
-    if (err) {
-        create_fail(sb, err);
-        return;
-    }
-    if (s->crash_done)
-        test_crash_point(s->crash_done);
-    /* The step's duration, for the create latency figures (tests/bench). */
-    log_debug(COMP, "%s: create step '%s' done in %" PRIu64 " ms", sb->id, s->what,
-              now_ms(sb->engine) - sb->step_started_ms);
-    sb->step++;
-    step_next(sb);
-}
-
-/* The running step's Proxmox call completed. */
-static void step_pve_done(struct sandbox *sb, const struct pve_result *res)
-{
-    struct engine *e = sb->engine;
-    struct engine_error err;
-
-    if (res->error >= 0) {
-        on_step_done(sb, NULL);
-        return;
-    }
-    /* A transport failure: let daemon.status find out now, not at the next probe. */
-    if (res->error != -EREMOTEIO && res->error != -ECANCELED && !e->closing)
-        probe_schedule(e, 0);
-    error_from_pve(res, e->closing, &err);
-    on_step_done(sb, &err);
-}
-
-static void on_step_pve(const struct pve_result *res, void *userdata)
-{
-    struct sandbox *sb = userdata;
-
-    sb->call = NULL;
-    step_pve_done(sb, res);
-}
-
-static void on_step_timer(uv_timer_t *t)
-{
-    struct sandbox *sb = t->data;
-
-    if (create_check_abort(sb))
-        return;
-    step_issue(sb);
-}
-
-/* The running step runs again after delay_ms (a poll or a retry), within its deadline. */
-static void step_again(struct sandbox *sb, uint64_t delay_ms)
-{
-    uint64_t left;
-
-    if (create_check_abort(sb))
-        return;
-    left = step_left(sb);
-    if (left == 0) {
-        create_deadline(sb);
-        return;
-    }
-    uv_timer_start(&sb->timer, on_step_timer, MIN(delay_ms, left), 0);
-}
+static const struct op_kind create_kind = {
+    .name = "create",
+    .steps = create_steps,
+    .n_steps = ELEMENTSOF(create_steps),
+    .set_state = true,
+    .destroyed = "the sandbox was destroyed while being created",
+    .fail = create_fail,
+    .done = create_done,
+};
 
 static void on_intent_saved(int r, void *userdata)
 {
@@ -859,28 +610,32 @@ static void on_intent_saved(int r, void *userdata)
         sandbox_maybe_free(sb);
         return;
     }
-    on_step_done(sb, r < 0 ? &err : NULL);
+    op_step_done(sb, r < 0 ? &err : NULL);
+}
+
+/* The create's deadline, counted from its start (a resumed one: from its resumption). */
+static uint64_t create_budget_ms(const struct sandbox *sb)
+{
+    return (uint64_t)sb->engine->cfg->sandbox.create_timeout_s * 1000;
 }
 
 /* Enters the step whose start is start (a create placed again from its vmid choice, or
- * resumed after a restart). */
-static void step_enter_at(struct sandbox *sb, step_start_fn start)
+ * resumed after a restart), under the create's deadline. */
+static void create_enter(struct sandbox *sb, op_step_start_fn start)
 {
-    for (sb->step = 0; sb->step < ELEMENTSOF(create_steps); sb->step++)
-        if (create_steps[sb->step].start == start)
-            break;
-    step_next(sb);
+    op_step_enter(sb, &create_kind, sb->started_ms + create_budget_ms(sb), create_budget_ms(sb),
+                  start);
 }
 
 void create_restart(struct sandbox *sb)
 {
-    step_enter_at(sb, start_vmid_pick);
+    create_enter(sb, start_vmid_pick);
 }
 
 void create_resume(struct sandbox *sb)
 {
     sb->engine->creates_replace = creates_replace;
-    step_enter_at(sb, start_clone_wait);
+    create_enter(sb, start_clone_wait);
 }
 
 /* ---- engine_create ---- */
@@ -919,9 +674,7 @@ static int sandbox_new(struct engine *e, const struct sandbox_create_opts *opts,
     sb->created_at = now_realtime();
     sb->expires_at = sb->created_at + ttl;
     sb->started_ms = now_ms(e);
-    sb->step_started_ms = sb->started_ms;
-    sb->deadline_ms = sb->started_ms + (uint64_t)cs->create_timeout_s * 1000;
-    /* state PENDING and step 0 (the intent save) from calloc() */
+    /* state PENDING from calloc(); the create begins at the intent save (engine_create) */
     uv_timer_init(e->loop, &sb->timer);
     sb->timer.data = sb;
     if (r < 0 || !sb->node || !sb->hostname) {
@@ -933,13 +686,87 @@ static int sandbox_new(struct engine *e, const struct sandbox_create_opts *opts,
     return 0;
 }
 
+/* What engine_create() refuses before it looks at the pool: 0 when the create may go on. */
+static int create_check(struct engine *e, const struct sandbox_create_opts *opts, int64_t ttl,
+                        struct engine_error *ret_err)
+{
+    const struct config_sandbox *cs = &e->cfg->sandbox;
+    struct engine_template *t = engine_template_find(e, opts->template);
+    unsigned n_uid = 0;
+    int r;
+
+    if (ttl < 1 || ttl > (int64_t)cs->max_ttl_s)
+        return engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL,
+                             "ttl_s exceeds the configured max_ttl_s", "ttl_s");
+    r = engine_check_caps(e, t, opts->cores, opts->memory_mb, opts->disk_gb, ret_err);
+    if (r < 0)
+        return r;
+    if (!t) {
+        *ret_err = (struct engine_error){.kind = ENGINE_E_INVALID,
+                                         .error = -EINVAL,
+                                         .message = "no such template",
+                                         .param = "template",
+                                         .templates = true};
+        return -EINVAL;
+    }
+    if (t->check_error) /* sandbox-isolation.c */
+        return engine_refuse(ret_err, ENGINE_E_NOT_CONFIGURED, -EPERM, t->check_error, NULL);
+    for (struct sandbox *sb = e->sandboxes; sb; sb = sb->next)
+        if (sb->owner_uid == opts->owner_uid && !sb->pool_member)
+            n_uid++; /* pool members count towards max_total only */
+    if (!opts->pool && n_uid >= cs->max_per_uid)
+        return engine_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT,
+                             "too many sandboxes for this uid (max_per_uid)", NULL);
+    return 0;
+}
+
+/* A new sandbox on node for opts, its intent saved and its create begun: 0, or the refusal. */
+static int create_launch(struct engine *e, const struct sandbox_create_opts *opts, int64_t ttl,
+                         const char *node, struct sb_op *op, struct engine_error *ret_err)
+{
+    struct sandbox *sb;
+    int r;
+
+    r = sandbox_new(e, opts, ttl, node, &sb);
+    if (r < 0) {
+        if (r == -EINVAL)
+            return engine_refuse(ret_err, ENGINE_E_INVALID, r, "bad labels", "labels");
+        return engine_refuse(ret_err, ENGINE_E_INTERNAL, r, "out of memory", NULL);
+    }
+    if (engine_static_addresses(e)) {
+        /* chosen before the intent is saved: the record holds it from the start */
+        r = engine_addr_allocate(e, &sb->ip);
+        if (r < 0) {
+            sandbox_set_state(sb, SANDBOX_GONE);
+            sandbox_maybe_free(sb);
+            return engine_refuse(
+                ret_err, r == -ENOSPC ? ENGINE_E_BUSY : ENGINE_E_INTERNAL, r,
+                r == -ENOSPC ? "no free address in [network] addresses" : "out of memory", NULL);
+        }
+    }
+    /* The intent is durable before anything exists in Proxmox (the first step's call). */
+    test_crash_point("create-before-intent");
+    r = sandbox_save(sb, on_intent_saved, sb);
+    if (r < 0) {
+        sandbox_set_state(sb, SANDBOX_GONE);
+        sandbox_maybe_free(sb);
+        return engine_refuse(ret_err, ENGINE_E_INTERNAL, r, "cannot write the registry record",
+                             NULL);
+    }
+    sb->refs++; /* until on_intent_saved */
+    sb->create_op = op;
+    op_step_begin(sb, &create_kind, sb->started_ms + create_budget_ms(sb), create_budget_ms(sb));
+    sandbox_link(sb);
+    log_debug(COMP, "%s: create for uid %u", sb->id, (unsigned)sb->owner_uid);
+    sandbox_observe_requested(sb);
+    return 0;
+}
+
 int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engine_sandbox_cb cb,
                   void *userdata, struct engine_error *ret_err)
 {
     const struct config_sandbox *cs = &e->cfg->sandbox;
-    unsigned n_uid = 0, n_all = 0;
     const char *node = NULL;
-    struct sandbox *sb;
     struct sb_op *op;
     int64_t ttl;
     int r;
@@ -952,38 +779,15 @@ int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engi
         return engine_refuse(ret_err, ENGINE_E_NOT_CONFIGURED, -ENXIO,
                              "Proxmox is not configured ([proxmox] section)", NULL);
     ttl = opts->ttl_s < 0 ? (int64_t)cs->default_ttl_s : opts->ttl_s;
-    if (ttl < 1 || ttl > (int64_t)cs->max_ttl_s)
-        return engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL,
-                             "ttl_s exceeds the configured max_ttl_s", "ttl_s");
-    r = engine_check_caps(e, engine_template_find(e, opts->template), opts->cores, opts->memory_mb,
-                          opts->disk_gb, ret_err);
+    r = create_check(e, opts, ttl, ret_err);
     if (r < 0)
         return r;
-    if (!engine_template_find(e, opts->template)) {
-        *ret_err = (struct engine_error){.kind = ENGINE_E_INVALID,
-                                         .error = -EINVAL,
-                                         .message = "no such template",
-                                         .param = "template",
-                                         .templates = true};
-        return -EINVAL;
-    }
-    if (engine_template_find(e, opts->template)->check_error) /* sandbox-isolation.c */
-        return engine_refuse(ret_err, ENGINE_E_NOT_CONFIGURED, -EPERM,
-                             engine_template_find(e, opts->template)->check_error, NULL);
-    for (sb = e->sandboxes; sb; sb = sb->next) {
-        n_all++;
-        if (sb->owner_uid == opts->owner_uid && !sb->pool_member)
-            n_uid++; /* pool members count towards max_total only */
-    }
-    if (!opts->pool && n_uid >= cs->max_per_uid)
-        return engine_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT,
-                             "too many sandboxes for this uid (max_per_uid)", NULL);
     if (!opts->pool && !opts->no_pool) {
         r = e->pool_take ? e->pool_take(e, opts, ttl, cb, userdata, ret_err) : 0;
         if (r != 0)
             return r < 0 ? r : 0;
     }
-    if (n_all >= cs->max_total)
+    if (e->n_sandboxes >= cs->max_total)
         return engine_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT, "too many sandboxes (max_total)",
                              NULL);
     r = cluster_place(e, engine_template_find(e, opts->template), opts->node,
@@ -991,47 +795,15 @@ int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engi
                       &node, ret_err);
     if (r < 0)
         return r;
-
     op = create_op_new();
     if (!op)
         return engine_refuse_oom(ret_err);
-    r = sandbox_new(e, opts, ttl, node, &sb);
-    if (r < 0) {
-        free(op);
-        if (r == -EINVAL)
-            return engine_refuse(ret_err, ENGINE_E_INVALID, r, "bad labels", "labels");
-        return engine_refuse(ret_err, ENGINE_E_INTERNAL, r, "out of memory", NULL);
-    }
     op->cb = cb;
     op->userdata = userdata;
-    if (engine_static_addresses(e)) {
-        /* chosen before the intent is saved: the record holds it from the start */
-        r = engine_addr_allocate(e, &sb->ip);
-        if (r < 0) {
-            sandbox_set_state(sb, SANDBOX_GONE);
-            free(op);
-            sandbox_maybe_free(sb);
-            return engine_refuse(
-                ret_err, r == -ENOSPC ? ENGINE_E_BUSY : ENGINE_E_INTERNAL, r,
-                r == -ENOSPC ? "no free address in [network] addresses" : "out of memory", NULL);
-        }
-    }
-    /* The intent is durable before anything exists in Proxmox (the first step's call). */
-    test_crash_point("create-before-intent");
-    r = sandbox_save(sb, on_intent_saved, sb);
-    if (r < 0) {
-        sandbox_set_state(sb, SANDBOX_GONE);
+    r = create_launch(e, opts, ttl, node, op, ret_err);
+    if (r < 0)
         free(op);
-        sandbox_maybe_free(sb);
-        return engine_refuse(ret_err, ENGINE_E_INTERNAL, r, "cannot write the registry record",
-                             NULL);
-    }
-    sb->refs++; /* until on_intent_saved */
-    sb->create_op = op;
-    sandbox_link(sb);
-    log_debug(COMP, "%s: create for uid %u", sb->id, (unsigned)sb->owner_uid);
-    sandbox_observe_requested(sb);
-    return 0;
+    return r;
 }
 
 /* ---- placing a create again ----
@@ -1050,7 +822,7 @@ static bool replaceable(struct sandbox *sb)
     return !e->closing && !sb->destroy_requested && sb->create_op && !sb->create_op->failed &&
            sb->state < SANDBOX_READY && !sb->no_replace && sb->replacements < REPLACE_MAX &&
            sb->node && cluster_node_down(e, sb->node) && cluster_alternatives(e) &&
-           now_ms(e) < sb->deadline_ms;
+           now_ms(e) < sb->run.deadline_ms;
 }
 
 /* Moves the create to another node now. Returns 0, or -EHOSTDOWN when no node is left. */

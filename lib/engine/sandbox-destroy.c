@@ -1,12 +1,15 @@
-/* The destroy pipeline: stop, delete, and after a refused delete a look at the pool; one
- * table of steps under one deadline (ENGINE_CLEANUP_TIMEOUT_MS). See sandbox.h. */
+/* The destroy: stop, delete, and after a refused delete a look at the pool; one table of
+ * steps run by the operation driver (op-step.h) under one deadline (ENGINE_CLEANUP_TIMEOUT_MS).
+ * See sandbox.h. */
 #include "macro.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
+#include "op-step.h"
 #include "pve.h"
 #include "registry.h"
 #include "sandbox-internal.h"
@@ -14,70 +17,11 @@
 
 #define COMP "sandbox"
 
-struct destroy_step {
-    const char *what; /* for the log */
-    /* Issues the step's call; it completes through destroy_step_done(). Returns 0 or a
-     * negative errno. */
-    int (*start)(struct sandbox *sb, uint64_t timeout_ms);
-    /* When start fails: NULL to go on with the next step, else the failure's text. */
-    const char *fail;
-    bool fail_refused;      /* ... or else the Proxmox refusal kept in sb->error */
-    const char *crash_sent; /* test crash point once the call is issued */
-};
+static void destroy_finish(struct sandbox *sb, const struct engine_error *err);
 
-enum destroy_outcome {
-    DESTROY_NEXT, /* the next step runs */
-    DESTROY_GONE, /* the container is gone */
-    DESTROY_FAIL, /* the destroy failed (err) */
-};
-
-static int start_stop(struct sandbox *sb, uint64_t timeout_ms);
-static int start_delete(struct sandbox *sb, uint64_t timeout_ms);
-static int start_check_pool(struct sandbox *sb, uint64_t timeout_ms);
-
-static const struct destroy_step destroy_steps[] = {
-    {"stopping", start_stop, NULL, false, "destroy-stop-sent"},
-    {"deleting", start_delete, "cannot start the Proxmox delete", false, NULL},
-    {"checking the pool after a refused delete", start_check_pool, NULL, true, NULL},
-};
-
-/* The destroy finished (err NULL: gone). Serves the waiters and a failed create. */
-static void destroy_finish(struct sandbox *sb, const struct engine_error *err)
+static bool not_found(const struct pve_result *res)
 {
-    struct engine *e = sb->engine;
-    struct sb_waiter *w = sb->destroy_waiters;
-
-    sb->destroy_waiters = NULL;
-    if (!err) {
-        sandbox_set_state(sb, SANDBOX_GONE);
-        tomb_add(e, sb);
-        engine_addr_release(e, sb->vmid);
-        if (e->reg && !e->closing)
-            (void)registry_remove_async(e->reg, e->loop, sb->id, save_logged, NULL);
-        sandbox_unlink(sb);
-    } else {
-        log_debug(COMP, "%s: destroy failed: %s", sb->id, strna(err->message));
-        free(sb->error);
-        sb->error = strdup(err->message ? err->message : "destroy failed");
-        sandbox_set_state(sb, SANDBOX_FAILED);
-    }
-    sb->refs++;
-    while (w) {
-        struct sb_waiter *next = w->next;
-        w->cb(err, w->userdata);
-        free(w);
-        w = next;
-    }
-    if (sb->create_op)
-        sb->create_op->finish(sb);
-    sandbox_unref(sb);
-}
-
-static uint64_t destroy_left(struct sandbox *sb)
-{
-    uint64_t now = now_ms(sb->engine);
-
-    return now >= sb->destroy_deadline_ms ? 1 : sb->destroy_deadline_ms - now;
+    return res->error == -EREMOTEIO && res->perr && res->perr->kind == PVE_ERR_NOT_FOUND;
 }
 
 /* The error of a delete Proxmox refused (403), its text kept in sb->error. */
@@ -87,84 +31,18 @@ static struct engine_error refused_error(const struct sandbox *sb)
         .kind = ENGINE_E_PROXMOX, .error = -EREMOTEIO, .http_status = 403, .message = sb->error};
 }
 
-/* Runs destroy_steps[sb->step] (and the next ones while a step cannot start). */
-static void destroy_step_run(struct sandbox *sb)
-{
-    for (; sb->step < ELEMENTSOF(destroy_steps); sb->step++) {
-        const struct destroy_step *s = &destroy_steps[sb->step];
-        int r;
-
-        log_debug(COMP, "%s: destroy: %s", sb->id, s->what);
-        r = s->start(sb, destroy_left(sb));
-        if (r >= 0) {
-            if (s->crash_sent)
-                test_crash_point(s->crash_sent);
-            return;
-        }
-        if (s->fail || s->fail_refused) {
-            struct engine_error err = {.kind = ENGINE_E_INTERNAL, .error = r, .message = s->fail};
-
-            if (s->fail_refused)
-                err = refused_error(sb);
-            destroy_finish(sb, &err);
-            return;
-        }
-    }
-    destroy_finish(sb, NULL);
-}
-
-/* The running step's call completed with outcome (err: DESTROY_FAIL's error). */
-static void destroy_step_done(struct sandbox *sb, enum destroy_outcome outcome,
-                              const struct engine_error *err)
-{
-    switch (outcome) {
-    case DESTROY_NEXT:
-        sb->step++;
-        destroy_step_run(sb);
-        break;
-    case DESTROY_GONE:
-        destroy_finish(sb, NULL);
-        break;
-    case DESTROY_FAIL:
-        destroy_finish(sb, err);
-        break;
-    }
-}
-
-void destroy_start(struct sandbox *sb)
-{
-    sandbox_set_state(sb, SANDBOX_DESTROYING);
-    sandbox_close_ssh(sb);
-    if (sb->vmid == 0) {
-        destroy_finish(sb, NULL);
-        return;
-    }
-    sb->destroy_deadline_ms = now_ms(sb->engine) + ENGINE_CLEANUP_TIMEOUT_MS;
-    sb->step = 0;
-    destroy_step_run(sb);
-}
-
-static bool not_found(const struct pve_result *res)
-{
-    return res->error == -EREMOTEIO && res->perr && res->perr->kind == PVE_ERR_NOT_FOUND;
-}
-
 static void on_stopped(const struct pve_result *res, void *userdata)
 {
     struct sandbox *sb = userdata;
-    struct engine_error err;
 
     sb->call = NULL;
-    if (sb->engine->closing) {
-        error_from_pve(res, true, &err);
-        destroy_step_done(sb, DESTROY_FAIL, &err);
-    } else if (not_found(res))
-        destroy_step_done(sb, DESTROY_GONE, NULL);
+    if (not_found(res))
+        op_step_finish(sb); /* gone already */
     else /* Not running, or a stop that failed: the forced delete still stops it. */
-        destroy_step_done(sb, DESTROY_NEXT, NULL);
+        op_step_done(sb, NULL);
 }
 
-static int start_stop(struct sandbox *sb, uint64_t timeout_ms)
+static int start_stop(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
 {
     return pve_stop(sb->engine->pve, sb->node, sb->vmid, timeout_ms, on_stopped, sb, &sb->call);
 }
@@ -172,32 +50,29 @@ static int start_stop(struct sandbox *sb, uint64_t timeout_ms)
 static void on_deleted(const struct pve_result *res, void *userdata)
 {
     struct sandbox *sb = userdata;
-    struct engine *e = sb->engine;
-    struct engine_error err;
 
     sb->call = NULL;
     if (res->error == 0 || not_found(res)) {
         test_crash_point("destroy-deleted");
-        destroy_step_done(sb, DESTROY_GONE, NULL);
+        op_step_finish(sb);
         return;
     }
     if (res->error == -EREMOTEIO && res->perr && res->perr->kind == PVE_ERR_PERMISSION &&
-        !e->closing) {
+        !sb->engine->closing) {
         free(sb->error);
         sb->error = strdup(res->perr->message);
         if (sb->error) {
-            destroy_step_done(sb, DESTROY_NEXT, NULL);
+            op_step_done(sb, NULL); /* the pool tells whether it is gone */
             return;
         }
     }
-    error_from_pve(res, e->closing, &err);
-    destroy_step_done(sb, DESTROY_FAIL, &err);
+    op_step_pve_done(sb, res);
 }
 
 /* Without destroy-unreferenced-disks: it makes the task activate every storage of the node,
  * and one offline storage fails it after the container's volumes are freed and before its
  * config is removed. A repeated delete of such a half-deleted container succeeds. */
-static int start_delete(struct sandbox *sb, uint64_t timeout_ms)
+static int start_delete(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
 {
     return pve_delete(sb->engine->pve, sb->node, sb->vmid, PVE_DELETE_FORCE | PVE_DELETE_PURGE,
                       timeout_ms, on_deleted, sb, &sb->call);
@@ -212,20 +87,112 @@ static void on_pool_checked(const struct pve_result *res, void *userdata)
 
     sb->call = NULL;
     if (res->error == 0 && res->vms && !pve_vm_list_find(res->vms, sb->vmid)) {
-        destroy_step_done(sb, DESTROY_GONE, NULL);
+        op_step_finish(sb);
         return;
     }
-    if (res->error < 0 && res->error != -EREMOTEIO)
-        error_from_pve(res, sb->engine->closing, &err);
-    destroy_step_done(sb, DESTROY_FAIL, &err);
+    if (res->error < 0 && res->error != -EREMOTEIO) {
+        op_step_pve_done(sb, res);
+        return;
+    }
+    op_step_done(sb, &err);
 }
 
-static int start_check_pool(struct sandbox *sb, uint64_t timeout_ms)
+static int start_check_pool(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
 {
     struct engine *e = sb->engine;
+    int r;
 
-    return pve_pool_members(e->pve, e->cfg->proxmox.pool, timeout_ms, on_pool_checked, sb,
-                            &sb->call);
+    assert(sb->error); /* the refusal of the delete before */
+    r = pve_pool_members(e->pve, e->cfg->proxmox.pool, timeout_ms, on_pool_checked, sb, &sb->call);
+    if (r < 0) { /* the destroy fails with the refusal, as it would without this step */
+        struct engine_error err = refused_error(sb);
+
+        op_step_done(sb, &err);
+    }
+    return 0;
+}
+
+/* Stop, delete, and after a refused delete a look at the pool; a step that finds the
+ * container gone ends the destroy (op_step_finish()). */
+static const struct op_step destroy_steps[] = {
+    /* optional: a stop that cannot start leaves it to the forced delete */
+    {.what = "stopping",
+     .start = start_stop,
+     .cap_ms = OP_STEP_OP_DEADLINE,
+     .crash_sent = "destroy-stop-sent"},
+    {.what = "deleting",
+     .start = start_delete,
+     .cap_ms = OP_STEP_OP_DEADLINE,
+     .fail = "cannot start the Proxmox delete"},
+    /* only after a refused delete (the deleted one finished the destroy) */
+    {.what = "checking the pool after a refused delete",
+     .start = start_check_pool,
+     .cap_ms = OP_STEP_OP_DEADLINE},
+};
+
+static void destroy_fail(struct sandbox *sb, const struct engine_error *err)
+{
+    destroy_finish(sb, err);
+}
+
+static void destroy_done(struct sandbox *sb)
+{
+    destroy_finish(sb, NULL);
+}
+
+static const struct op_kind destroy_kind = {
+    .name = "destroy",
+    .steps = destroy_steps,
+    .n_steps = ELEMENTSOF(destroy_steps),
+    .fail = destroy_fail,
+    .done = destroy_done,
+};
+
+/* The destroy finished (err NULL: gone). Serves the waiters and a failed create. */
+static void destroy_finish(struct sandbox *sb, const struct engine_error *err)
+{
+    struct engine *e = sb->engine;
+    struct sb_waiter *w = sb->destroy_waiters;
+
+    assert(sb->state == SANDBOX_DESTROYING);
+    sb->destroy_waiters = NULL;
+    if (!err) {
+        sandbox_set_state(sb, SANDBOX_GONE);
+        tomb_add(e, sb);
+        engine_addr_release(e, sb->vmid);
+        if (e->reg && !e->closing)
+            (void)registry_remove_async(e->reg, e->loop, sb->id, save_logged, NULL);
+        sandbox_unlink(sb);
+    } else {
+        /* err->message may be sb->error itself (a refused delete) */
+        char *error = strdup(err->message ? err->message : "destroy failed");
+
+        log_debug(COMP, "%s: destroy failed: %s", sb->id, strna(err->message));
+        free(sb->error);
+        sb->error = error;
+        sandbox_set_state(sb, SANDBOX_FAILED);
+    }
+    sb->refs++;
+    while (w) {
+        struct sb_waiter *next = w->next;
+        w->cb(err, w->userdata);
+        free(w);
+        w = next;
+    }
+    if (sb->create_op)
+        sb->create_op->finish(sb);
+    sandbox_unref(sb);
+}
+
+void destroy_start(struct sandbox *sb)
+{
+    sandbox_set_state(sb, SANDBOX_DESTROYING);
+    sandbox_close_ssh(sb);
+    if (sb->vmid == 0) {
+        destroy_finish(sb, NULL);
+        return;
+    }
+    op_step_run(sb, &destroy_kind, ENGINE_CLEANUP_TIMEOUT_MS);
 }
 
 int engine_destroy(struct engine *e, struct sandbox *sb, engine_done_cb cb, void *userdata,
@@ -254,7 +221,7 @@ int engine_destroy(struct engine *e, struct sandbox *sb, engine_done_cb cb, void
         }
         if (!sb->call && uv_is_active((uv_handle_t *)&sb->timer)) {
             uv_timer_stop(&sb->timer); /* waiting between polls or retries: now */
-            (void)sb->create_op->check_abort(sb);
+            (void)op_step_check_abort(sb);
         }
         return 0;
     }

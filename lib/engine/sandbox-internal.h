@@ -12,6 +12,7 @@
 
 #include "api-limits.h"
 #include "json-util.h"
+#include "op-step.h"
 #include "sandbox.h"
 #include "sshexec.h"
 #include "sshfile.h"
@@ -62,20 +63,14 @@ struct sandbox {
     bool fw_busy;             /* a firewall call for an internet change runs */
     struct fw_op *fw_waiting; /* internet changes queued behind it, oldest first */
     unsigned n_fw_waiting;
-    unsigned step;             /* the running row of the create or destroy step table */
-    uint64_t step_deadline_ms; /* the running create step's deadline (uv_now scale) */
-    uint64_t step_started_ms;  /* when the running create step began (uv_now scale) */
-    unsigned ip_poll_ms;       /* the address wait's next poll interval */
-    unsigned connect_attempts; /* SSH connects retried so far */
-    unsigned vmid_attempts;    /* vmids found taken at clone time so far */
-    bool resumed;              /* a create interrupted by a restart, finished after it */
-    bool clone_issued;         /* the clone call went out: vmid may name a container of ours */
-    uint64_t rootfs_gb;        /* the clone's disk size (0: unknown), read while configuring */
-    char *net0;                /* static mode: the clone's net0, read while configuring */
-    uint64_t ct_started_ms;    /* the container's start completed (uv_now scale); 0: not yet */
-    uint64_t started_ms;       /* create start (uv_now scale) */
-    uint64_t deadline_ms;      /* create deadline (uv_now scale) */
-    uint64_t destroy_deadline_ms;
+    struct op_run run;           /* the running operation's steps (op-step.h) */
+    unsigned vmid_attempts;      /* vmids found taken at clone time so far */
+    bool resumed;                /* a create interrupted by a restart, finished after it */
+    bool clone_issued;           /* the clone call went out: vmid may name a container of ours */
+    uint64_t rootfs_gb;          /* the clone's disk size (0: unknown), read while configuring */
+    char *net0;                  /* static mode: the clone's net0, read while configuring */
+    uint64_t ct_started_ms;      /* the container's start completed (uv_now scale); 0: not yet */
+    uint64_t started_ms;         /* create start (uv_now scale) */
     struct resize_op *resize_op; /* a sandbox.resize or a pool take running */
     unsigned refs;               /* held by in-flight engine operations */
     unsigned long_polls;         /* process long-polls running (sandbox-job.c) */
@@ -89,17 +84,16 @@ struct sandbox {
     bool no_replace;       /* moving failed: the create fails as usual */
 };
 
-/* A create in progress: its callback and its first failure. */
+/* A create in progress: its callback and its first failure. It outlives the create's steps
+ * while the destroy that cleans up after a failed create runs. */
 struct sb_op {
     engine_sandbox_cb cb;
     void *userdata;
-    /* What the code below the create tells the create it runs beside (set by
-     * create_op_new(), so sandbox-destroy.c and sandbox.c never call into
-     * sandbox-create.c): report the create's outcome (the rollback destroy ended, or the
-     * engine closes), or a destroy was asked for while a step waits between polls (check
-     * now). */
+    /* Reports the create's outcome (the cleanup destroy ended, or the engine closes): set by
+     * create_op_new(), so sandbox-destroy.c and sandbox.c never call into sandbox-create.c.
+     * A destroy asked for while a step waits between polls is checked through
+     * op_step_check_abort(). */
     void (*finish)(struct sandbox *sb);
-    bool (*check_abort)(struct sandbox *sb);
     bool failed;
     struct engine_error err; /* first failure; strings below */
     char *msg;
@@ -296,9 +290,6 @@ void sandbox_observe_ssh(int event, unsigned session, void *userdata);
 struct sb_op *create_op_new(void);
 /* Reports the create's outcome to its caller (op->failed: the first failure). */
 void create_finish(struct sandbox *sb);
-/* Checks a running create for the daemon closing or a destroy request; when either holds,
- * the create fails (and cleans up). Returns true then. */
-bool create_check_abort(struct sandbox *sb);
 
 /* Runs a resumed create (sandbox-resume.c) from the wait for its recorded clone task. */
 void create_resume(struct sandbox *sb);
@@ -314,38 +305,39 @@ bool create_replace(struct sandbox *sb);
 /* A node went down: creates on it waiting for Proxmox move to other nodes now. */
 void creates_replace(struct engine *e);
 
-/* ---- sandbox-rekey.c: the per-sandbox host key steps ---- */
-/* Regenerates the host key (the pin into sb->host_key); done runs once with the outcome
- * (err NULL: it succeeded) unless this fails. */
-int rekey_start(struct sandbox *sb, uint64_t timeout_ms,
-                void (*done)(struct sandbox *sb, const struct engine_error *err),
-                const char **ret_fail);
-/* Writes the marker with the new pin: done is the Proxmox call's callback (userdata sb,
- * the call in sb->call). */
-int rekey_marker_start(struct sandbox *sb, uint64_t timeout_ms,
-                       void (*done)(const struct pve_result *res, void *userdata),
-                       const char **ret_fail);
+/* ---- sandbox-connect.c: the SSH connect step of the create (an op-step.h row) ---- */
+/* Connects a new sb->pool to the sandbox's address (sandbox_ssh_config()); connects a
+ * starting sshd drops are retried (ENGINE_CONNECT_ATTEMPTS) within the step's deadline. */
+int connect_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
+
+/* ---- sandbox-rekey.c: the per-sandbox host key steps (op-step.h rows of the create) ---- */
+/* True when [ssh] rekey is off: the sandbox keeps the template's host key. */
+bool rekey_skip(const struct sandbox *sb);
+/* Regenerates the host key over sb->pool (the pin into sb->host_key). */
+int rekey_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
+/* Writes the marker with the new pin (the call in sb->call). */
+int rekey_marker_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
+/* Connects again over SSH, with the sandbox's own host key pinned (the session pinned to the
+ * template's key is dropped first). */
+int rekey_reconnect_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
 /* The container's description for sb: its marker (with the pinned host key once known) and
  * its labels. */
 int sandbox_description(const struct sandbox *sb, char **ret);
 
-/* ---- sandbox-isolation.c: the isolation steps of the create ---- */
-typedef void (*isolation_done_fn)(struct sandbox *sb, const struct engine_error *err);
-typedef void (*isolation_again_fn)(struct sandbox *sb, uint64_t delay_ms);
+/* ---- sandbox-isolation-steps.c: the isolation steps of the create (op-step.h rows) ---- */
+/* Reads the datacenter firewall's options: the step succeeds when it is enabled, else fails
+ * with the refusal (ENGINE_E_NOT_CONFIGURED). The call is in sb->call. */
+int isolation_dc_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
+/* Proves the isolation from inside (over sb->pool): the step succeeds once the probe address
+ * of the sandbox's case cannot be reached, or a firewall cycle passed since the container
+ * started when none is configured; it probes again (op_step_again()) meanwhile, and fails
+ * when the address stays reachable up to the step's deadline. */
+int isolation_probe_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
+
+/* ---- sandbox-isolation.c: the isolation prerequisites ---- */
 #define ENGINE_DC_FIREWALL_OFF                                                                     \
     "the Proxmox datacenter firewall is disabled (/cluster/firewall/options enable != 1): "        \
     "sandboxes would not be isolated"
-/* Reads the datacenter firewall's options: done gets NULL when it is enabled, else the
- * refusal (ENGINE_E_NOT_CONFIGURED). The call is in sb->call. */
-int isolation_dc_start(struct sandbox *sb, uint64_t timeout_ms, isolation_done_fn done,
-                       const char **ret_fail);
-/* Proves the isolation from inside (over sb->pool): done(NULL) once the probe address of the
- * sandbox's case cannot be reached, or a firewall cycle passed since the container started
- * when none is configured; again(delay) to be issued again; done(err) when it stays
- * reachable up to the step's deadline. */
-int isolation_probe_start(struct sandbox *sb, uint64_t timeout_ms, isolation_done_fn done,
-                          isolation_again_fn again, const char **ret_fail);
-
 /* The isolation prerequisites of a container's (or template's) configuration: unprivileged,
  * and firewall=1 on net0 (Proxmox filters no NIC without it). NULL when it meets them, else
  * what is wrong (a static string naming the key). */

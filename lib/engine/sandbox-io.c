@@ -2,6 +2,7 @@
  * sessions its commands and files run on (sandbox-job.c, sandbox-fs.c). See sandbox.h. */
 #include "macro.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,8 +86,10 @@ static void on_fw_set(const struct pve_result *res, void *userdata)
                                     .message = "the sandbox is being destroyed",
                                     .state = sandbox_state_to_public(SANDBOX_DESTROYING)};
         fw_fail_waiting(sb, &err);
-        sb->destroy_requested = false;
-        destroy_start(sb);
+        if (!sb->resize_op) { /* else the resize starts it when it ends (sandbox-resize.c) */
+            sb->destroy_requested = false;
+            destroy_start(sb);
+        }
     } else {
         fw_start_next(sb);
     }
@@ -98,6 +101,7 @@ static int fw_start(struct sandbox *sb, struct fw_op *op)
     struct engine *e = sb->engine;
     int r;
 
+    assert(!sb->fw_busy); /* one internet change at a time, the others queued */
     r = pve_fw_group_set(e->pve, sb->node, sb->vmid, e->cfg->proxmox.internet_group, op->enabled,
                          ENGINE_STEP_CONFIG_MS, on_fw_set, op, &sb->call);
     if (r < 0)

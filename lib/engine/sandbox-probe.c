@@ -15,7 +15,7 @@
 #define COMP "sandbox"
 
 /* Read with every probe, for daemon.status and the warning (each create reads it itself
- * before the container starts, sandbox-isolation.c, and fails while it is off). */
+ * before the container starts, sandbox-isolation-steps.c, and fails while it is off). */
 static void on_fw_checked(const struct pve_result *res, void *userdata)
 {
     struct engine *e = userdata;

@@ -1,11 +1,11 @@
-/* The per-sandbox host key steps of the create (see hostkey.h for why): regenerate the
- * container's host key over the session authenticated with the template's key, then record
- * the new key's pin in the container's marker. The registry gets it with the READY record;
- * the connect that follows (sandbox-create.c) already pins it. The create's step table
- * passes in the completion each step reports to, so nothing here calls into
- * sandbox-create.c. */
+/* The per-sandbox host key steps of the create (see hostkey.h for why), rows of its step
+ * table (op-step.h): regenerate the container's host key over the session authenticated with
+ * the template's key, record the new key's pin in the container's marker, then connect again
+ * with only that key accepted. The registry gets it with the READY record. Each step
+ * completes through the driver (op-step.h), so nothing here calls into sandbox-create.c. */
 #include "macro.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,10 +14,12 @@
 #include "hostkey.h"
 #include "log.h"
 #include "marker.h"
+#include "op-step.h"
 #include "pve.h"
 #include "registry.h"
 #include "sandbox-internal.h"
 #include "sshexec.h"
+#include "sshs.h"
 
 #define COMP "sandbox"
 
@@ -31,6 +33,7 @@ int sandbox_description(const struct sandbox *sb, char **ret)
     };
     int r;
 
+    assert(sb->labels); /* an object of strings, never NULL */
     memcpy(m.key, sb->idem_hash, sizeof m.key);
     memcpy(m.params, sb->params_hash, sizeof m.params);
     snprintf(m.instance, sizeof m.instance, "%s", registry_instance_id(sb->engine->reg));
@@ -44,47 +47,43 @@ int sandbox_description(const struct sandbox *sb, char **ret)
     return marker_description(&m, sb->labels, ret);
 }
 
-/* A running regeneration and the completion it reports to. */
-struct rekey {
-    struct sandbox *sb;
-    void (*done)(struct sandbox *sb, const struct engine_error *err);
-};
+bool rekey_skip(const struct sandbox *sb)
+{
+    return !sb->engine->cfg->ssh.rekey;
+}
 
 static void on_rekeyed(struct sshexec *x, int error, struct sshexec_result *res, void *userdata)
 {
-    _cleanup_free_ struct rekey *k = userdata;
-    struct sandbox *sb = k->sb;
+    struct sandbox *sb = userdata;
     char buf[512], pin[HOSTKEY_PIN_MAX];
     struct engine_error err = {.kind = ENGINE_E_SSH, .error = error, .message = buf};
     int r;
 
     if (error < 0) {
         snprintf(buf, sizeof buf, "regenerating the host key failed: %s", strerror(-error));
-        k->done(sb, &err);
+        op_step_done(sb, &err);
         return;
     }
     if (res->timed_out || res->exit_code != 0) {
         snprintf(buf, sizeof buf, "regenerating the host key failed (exit %d): %.300s",
                  res->exit_code, res->err ? res->err : "");
         err.error = -EPROTO;
-        k->done(sb, &err);
+        op_step_done(sb, &err);
         return;
     }
     r = hostkey_pin_from_output(res->out, res->out_len, pin);
     if (r < 0) {
         snprintf(buf, sizeof buf, "the container printed no new ed25519 host key");
         err.error = -EPROTO;
-        k->done(sb, &err);
+        op_step_done(sb, &err);
         return;
     }
     snprintf(sb->host_key, sizeof sb->host_key, "%s", pin);
     log_debug(COMP, "%s: new host key %s (%" PRIu64 " ms)", sb->id, pin, res->duration_ms);
-    k->done(sb, NULL);
+    op_step_done(sb, NULL);
 }
 
-int rekey_start(struct sandbox *sb, uint64_t timeout_ms,
-                void (*done)(struct sandbox *sb, const struct engine_error *err),
-                const char **ret_fail)
+int rekey_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
 {
     const struct sshexec_params p = {
         .command = HOSTKEY_REKEY_SCRIPT,
@@ -93,23 +92,12 @@ int rekey_start(struct sandbox *sb, uint64_t timeout_ms,
         .max_output_bytes = HOSTKEY_OUTPUT_MAX,
         .container_pid_namespace = true,
     };
-    struct rekey *k = malloc(sizeof *k);
-    int r;
 
-    if (!k) {
-        *ret_fail = "out of memory";
-        return -ENOMEM;
-    }
-    *k = (struct rekey){.sb = sb, .done = done};
-    r = sshexec_start(sb->pool, &p, on_rekeyed, k, NULL); /* on_rekeyed runs once, frees k */
-    if (r < 0)
-        free(k);
-    return r;
+    assert(sb->pool); /* the connect step before it made the session */
+    return sshexec_start(sb->pool, &p, on_rekeyed, sb, NULL); /* on_rekeyed runs once */
 }
 
-int rekey_marker_start(struct sandbox *sb, uint64_t timeout_ms,
-                       void (*done)(const struct pve_result *res, void *userdata),
-                       const char **ret_fail)
+int rekey_marker_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
 {
     _cleanup_json_ json_object *p = json_object_new_object();
     _cleanup_free_ char *desc = NULL;
@@ -125,5 +113,16 @@ int rekey_marker_start(struct sandbox *sb, uint64_t timeout_ms,
         return -ENOMEM;
     }
     json_object_object_add(p, "description", json_object_new_string(desc));
-    return pve_config_put(sb->engine->pve, sb->node, sb->vmid, p, timeout_ms, done, sb, &sb->call);
+    return pve_config_put(sb->engine->pve, sb->node, sb->vmid, p, timeout_ms, op_step_pve, sb,
+                          &sb->call);
+}
+
+/* The same connect again, with the sandbox's own host key pinned (sandbox_ssh_config()). The
+ * session pinned to the template's key is dropped; sshd may refuse connects while it
+ * reloads, which the pool retries. */
+int rekey_reconnect_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    assert(sb->host_key[0]); /* pinned by the regeneration */
+    sshpool_close(TAKE_PTR(sb->pool), NULL, NULL);
+    return connect_start(sb, timeout_ms, ret_fail);
 }

@@ -1,17 +1,20 @@
 /* Live changes of a running sandbox: sandbox.resize (cores and memory applied to the running
  * container, the disk grown) and the hand-over of a warm pool member to its new owner (the
- * marker, hostname, size and internet group). One step table, run in order; each row is
- * skipped when it has nothing to do. hostname is a fastplug option: Proxmox writes it to the
- * config only and a running container keeps its name until its next start, so a changed
- * hostname is also set inside over SSH (hostname and /etc/hostname). See sandbox.h. */
+ * marker, hostname, size and internet group, between two registry saves). Two step tables run
+ * by the operation driver (op-step.h); each row is skipped when it has nothing to do.
+ * hostname is a fastplug option: Proxmox writes it to the config only and a running container
+ * keeps its name until its next start, so a changed hostname is also set inside over SSH
+ * (hostname and /etc/hostname). See sandbox.h. */
 #include "macro.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
+#include "op-step.h"
 #include "pve.h"
 #include "registry.h"
 #include "sandbox-internal.h"
@@ -21,38 +24,52 @@
 
 #define COMP "sandbox"
 
-struct resize_step {
-    const char *what;
-    bool (*skip)(const struct resize_op *op);
-    int (*start)(struct sandbox *sb, struct resize_op *op);
-};
-
-static bool skip_config(const struct resize_op *op)
+static bool skip_config(const struct sandbox *sb)
 {
+    const struct resize_op *op = sb->resize_op;
+
     return op->cores <= 0 && op->memory_mb <= 0 && !op->hostname && !op->description;
 }
 
-static bool skip_disk(const struct resize_op *op)
+static bool skip_disk(const struct sandbox *sb)
 {
-    return op->disk_gb <= 0;
+    return sb->resize_op->disk_gb <= 0;
 }
 
-static bool skip_fw(const struct resize_op *op)
+static bool skip_fw(const struct sandbox *sb)
 {
-    return !op->internet;
+    return !sb->resize_op->internet;
 }
 
-static bool skip_hostname(const struct resize_op *op)
+static bool skip_hostname(const struct sandbox *sb)
 {
-    return !op->hostname_inside;
+    return !sb->resize_op->hostname_inside;
 }
 
-static void on_pve(const struct pve_result *res, void *userdata);
-static void step_done(struct sandbox *sb);
-static void op_end(struct sandbox *sb, const struct engine_error *err);
-
-static int start_config(struct sandbox *sb, struct resize_op *op)
+/* What Proxmox applied is what the sandbox has now. */
+static void on_config_changed(const struct pve_result *res, void *userdata)
 {
+    struct sandbox *sb = userdata;
+    struct resize_op *op = sb->resize_op;
+
+    op->call = NULL;
+    if (res->error >= 0) {
+        if (op->cores > 0)
+            sb->cores = (unsigned)op->cores;
+        if (op->memory_mb > 0)
+            sb->memory_mb = (unsigned)op->memory_mb;
+        if (op->hostname) {
+            free(sb->hostname);
+            sb->hostname = TAKE_PTR(op->hostname);
+            op->hostname_inside = true;
+        }
+    }
+    op_step_pve_done(sb, res);
+}
+
+static int start_config(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    struct resize_op *op = sb->resize_op;
     _cleanup_json_ json_object *p = json_object_new_object();
 
     if (!p)
@@ -65,25 +82,47 @@ static int start_config(struct sandbox *sb, struct resize_op *op)
         json_object_object_add(p, "hostname", json_object_new_string(op->hostname));
     if (op->description)
         json_object_object_add(p, "description", json_object_new_string(op->description));
-    return pve_config_put(sb->engine->pve, sb->node, sb->vmid, p, ENGINE_STEP_CONFIG_MS, on_pve, sb,
+    return pve_config_put(sb->engine->pve, sb->node, sb->vmid, p, timeout_ms, on_config_changed, sb,
                           &op->call);
 }
 
-static int start_disk(struct sandbox *sb, struct resize_op *op)
+static void on_disk_grown(const struct pve_result *res, void *userdata)
 {
+    struct sandbox *sb = userdata;
+    struct resize_op *op = sb->resize_op;
+
+    op->call = NULL;
+    if (res->error >= 0)
+        sb->disk_gb = (unsigned)op->disk_gb;
+    op_step_pve_done(sb, res);
+}
+
+static int start_disk(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    struct resize_op *op = sb->resize_op;
     char size[32];
 
     snprintf(size, sizeof size, "%dG", op->disk_gb);
-    return pve_resize(sb->engine->pve, sb->node, sb->vmid, "rootfs", size, ENGINE_STEP_CONFIG_MS,
-                      on_pve, sb, &op->call);
+    return pve_resize(sb->engine->pve, sb->node, sb->vmid, "rootfs", size, timeout_ms,
+                      on_disk_grown, sb, &op->call);
 }
 
-static int start_fw(struct sandbox *sb, struct resize_op *op)
+static void on_fw_added(const struct pve_result *res, void *userdata)
+{
+    struct sandbox *sb = userdata;
+
+    sb->resize_op->call = NULL;
+    if (res->error >= 0)
+        sb->internet = true;
+    op_step_pve_done(sb, res);
+}
+
+static int start_fw(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
 {
     struct engine *e = sb->engine;
 
     return pve_fw_group_set(e->pve, sb->node, sb->vmid, e->cfg->proxmox.internet_group, true,
-                            ENGINE_STEP_CONFIG_MS, on_pve, sb, &op->call);
+                            timeout_ms, on_fw_added, sb, &sb->resize_op->call);
 }
 
 /* The name in /etc/hostname and the kernel's, as pve-container's setup writes them at start
@@ -98,7 +137,7 @@ static void on_hostname_set(struct sshexec *x, int error, struct sshexec_result 
     struct engine_error err = {.kind = ENGINE_E_SSH, .error = error, .message = buf};
 
     if (error == 0 && !res->timed_out && res->exit_code == 0) {
-        step_done(sb);
+        op_step_done(sb, NULL);
         return;
     }
     if (error < 0)
@@ -108,30 +147,22 @@ static void on_hostname_set(struct sshexec *x, int error, struct sshexec_result 
                  res->exit_code, res->err ? res->err : "");
         err.error = -EPROTO;
     }
-    op_end(sb, &err);
+    op_step_done(sb, &err);
 }
 
-static int start_hostname(struct sandbox *sb, struct resize_op *op)
+static int start_hostname(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
 {
     const char *argv[] = {"sh", "-c", HOSTNAME_SCRIPT, "sh", sb->hostname, NULL};
     const struct sshexec_params p = {
         .argv = argv,
-        .timeout_ms = ENGINE_STEP_CONFIG_MS,
+        .timeout_ms = timeout_ms,
         .container_pid_namespace = true,
     };
 
     return sshexec_start(sb->pool, &p, on_hostname_set, sb, NULL);
 }
 
-static const struct resize_step resize_steps[] = {
-    {"changing the configuration", skip_config, start_config},
-    {"growing the disk", skip_disk, start_disk},
-    {"adding the internet rule", skip_fw, start_fw},
-    {"setting the hostname inside", skip_hostname, start_hostname},
-};
-
-static void op_finish(struct sandbox *sb, const struct engine_error *err);
-
+/* A registry save of a hand-over completed (its new owner, then READY). */
 static void on_take_saved(int r, void *userdata)
 {
     struct sandbox *sb = userdata;
@@ -139,32 +170,71 @@ static void on_take_saved(int r, void *userdata)
         .kind = ENGINE_E_INTERNAL, .error = r, .message = "cannot write the registry record"};
 
     sb->refs--;
-    op_finish(sb, r < 0 && !sb->engine->closing ? &err : NULL);
+    op_step_done(sb, r < 0 ? &err : NULL);
 }
 
-/* The op is over: what succeeded is in sb and saved. A hand-over replies once its READY
- * record is durable (a restart then re-attaches it for its new owner). */
-static void op_end(struct sandbox *sb, const struct engine_error *err)
+/* Write-ahead: the new owner is durable (state CONFIGURING) before Proxmox hears of it, so a
+ * crash in between leaves a record that reconcile rolls back. */
+static int start_take_record(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
 {
-    struct resize_op *op = sb->resize_op;
-    struct engine *e = sb->engine;
+    int r;
 
-    if (!err && !e->closing && op->take) {
-        sb->refs++;
-        if (sandbox_set_state_saved(sb, SANDBOX_READY, on_take_saved, sb) == 0)
-            return;
+    sb->refs++;
+    r = sandbox_set_state_saved(sb, SANDBOX_CONFIGURING, on_take_saved, sb);
+    if (r < 0)
         sb->refs--;
-    } else if (!err && !e->closing)
-        (void)sandbox_save(sb, save_logged, NULL);
-    op_finish(sb, err);
+    return r;
 }
 
-/* The caller hears of the outcome; a destroy asked for meanwhile runs now. */
+/* A hand-over replies once its READY record is durable (a restart then re-attaches it for its
+ * new owner). */
+static int start_take_ready(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    int r;
+
+    sb->refs++;
+    r = sandbox_set_state_saved(sb, SANDBOX_READY, on_take_saved, sb);
+    if (r < 0)
+        sb->refs--;
+    return r;
+}
+
+/* A live change's row: each is skipped when it has nothing to do. */
+#define CHANGE_STEP(what_, start_, skip_, ...)                                                     \
+    {                                                                                              \
+        .what = what_, .start = start_, .cap_ms = ENGINE_STEP_CONFIG_MS,                           \
+        .fail = "cannot issue the change", .skip = skip_, __VA_ARGS__                              \
+    }
+
+static const struct op_step resize_steps[] = {
+    CHANGE_STEP("changing the configuration", start_config, skip_config),
+    CHANGE_STEP("growing the disk", start_disk, skip_disk),
+    CHANGE_STEP("adding the internet rule", start_fw, skip_fw),
+    CHANGE_STEP("setting the hostname inside", start_hostname, skip_hostname),
+};
+
+static const struct op_step take_steps[] = {
+    {.what = "recording the new owner",
+     .start = start_take_record,
+     .cap_ms = OP_STEP_UNBOUNDED,
+     .fail = "cannot write the registry record"},
+    CHANGE_STEP("changing the configuration", start_config, skip_config,
+                .crash_done = "pool-take-configured"),
+    CHANGE_STEP("growing the disk", start_disk, skip_disk),
+    CHANGE_STEP("adding the internet rule", start_fw, skip_fw),
+    CHANGE_STEP("setting the hostname inside", start_hostname, skip_hostname),
+    {.what = "recording the sandbox as ready",
+     .start = start_take_ready,
+     .cap_ms = OP_STEP_UNBOUNDED,
+     .fail = "cannot write the registry record"},
+};
+
+/* The caller hears of the outcome; a destroy asked for meanwhile runs now (once an internet
+ * change still running ended: lib/engine/sandbox-io.c starts it then). */
 static void op_finish(struct sandbox *sb, const struct engine_error *err)
 {
     struct resize_op *op = TAKE_PTR(sb->resize_op);
     struct engine *e = sb->engine;
-
     bool take = op->take;
 
     op->cb(err, sb, op->userdata);
@@ -172,7 +242,7 @@ static void op_finish(struct sandbox *sb, const struct engine_error *err)
     free(op->description);
     free(op);
     /* A hand-over that failed is destroyed: nobody heard of the sandbox. */
-    if (!e->closing && sb->state != SANDBOX_DESTROYING &&
+    if (!e->closing && sb->state != SANDBOX_DESTROYING && !sb->fw_busy &&
         (sb->destroy_requested || (err && take))) {
         sb->destroy_requested = false;
         destroy_start(sb);
@@ -180,113 +250,45 @@ static void op_finish(struct sandbox *sb, const struct engine_error *err)
     sandbox_unref(sb);
 }
 
-static void step_run(struct sandbox *sb)
+/* What succeeded is in sb; a resize saves it (a hand-over saved it with READY). */
+static void resize_done(struct sandbox *sb)
 {
-    struct resize_op *op = sb->resize_op;
-
-    for (; op->step < ELEMENTSOF(resize_steps); op->step++) {
-        const struct resize_step *s = &resize_steps[op->step];
-        int r;
-
-        if (s->skip(op))
-            continue;
-        r = s->start(sb, op);
-        if (r < 0) {
-            struct engine_error err = {
-                .kind = ENGINE_E_INTERNAL, .error = r, .message = "cannot issue the change"};
-            op_end(sb, &err);
-        }
-        return;
-    }
-    op_end(sb, NULL);
+    if (!sb->resize_op->take)
+        (void)sandbox_save(sb, save_logged, NULL);
+    op_finish(sb, NULL);
 }
 
-static void on_pve(const struct pve_result *res, void *userdata)
-{
-    struct sandbox *sb = userdata;
-    struct resize_op *op = sb->resize_op;
-    struct engine_error err;
+static const struct op_kind resize_kind = {
+    .name = "resize",
+    .steps = resize_steps,
+    .n_steps = ELEMENTSOF(resize_steps),
+    .fail = op_finish,
+    .done = resize_done,
+};
 
-    op->call = NULL;
-    if (res->error < 0) {
-        error_from_pve(res, sb->engine->closing, &err);
-        op_end(sb, &err);
-        return;
-    }
-    /* What Proxmox applied is what the sandbox has now. */
-    if (op->step == 0) {
-        if (op->cores > 0)
-            sb->cores = (unsigned)op->cores;
-        if (op->memory_mb > 0)
-            sb->memory_mb = (unsigned)op->memory_mb;
-        if (op->hostname) {
-            free(sb->hostname);
-            sb->hostname = TAKE_PTR(op->hostname);
-            op->hostname_inside = true;
-        }
-        if (op->take)
-            test_crash_point("pool-take-configured");
-    } else if (op->step == 1)
-        sb->disk_gb = (unsigned)op->disk_gb;
-    else if (op->step == 2)
-        sb->internet = true;
-    step_done(sb);
-}
-
-/* A step succeeded: the next one. */
-static void step_done(struct sandbox *sb)
-{
-    if (sb->engine->closing) {
-        struct engine_error e2 = {.kind = ENGINE_E_SHUTDOWN,
-                                  .error = -ESHUTDOWN,
-                                  .message = "the daemon is shutting down"};
-        op_end(sb, &e2);
-        return;
-    }
-    sb->resize_op->step++;
-    step_run(sb);
-}
+static const struct op_kind take_kind = {
+    .name = "pool hand-over",
+    .steps = take_steps,
+    .n_steps = ELEMENTSOF(take_steps),
+    .fail = op_finish,
+    .done = resize_done,
+};
 
 int resize_op_start(struct sandbox *sb, struct resize_op *op)
 {
+    assert(!sb->resize_op && !op->take);
     sb->resize_op = op;
     sb->refs++;
-    step_run(sb);
+    op_step_run(sb, &resize_kind, OP_NO_DEADLINE);
     return 0;
-}
-
-static void on_take_recorded(int r, void *userdata)
-{
-    struct sandbox *sb = userdata;
-    struct engine_error err = {
-        .kind = ENGINE_E_INTERNAL, .error = r, .message = "cannot write the registry record"};
-
-    if (r < 0 || sb->engine->closing) {
-        if (sb->engine->closing)
-            err = (struct engine_error){.kind = ENGINE_E_SHUTDOWN,
-                                        .error = -ESHUTDOWN,
-                                        .message = "the daemon is shutting down"};
-        op_end(sb, &err);
-        return;
-    }
-    step_run(sb);
 }
 
 int resize_op_take(struct sandbox *sb, struct resize_op *op)
 {
-    int r;
-
+    assert(!sb->resize_op && op->take);
     sb->resize_op = op;
     sb->refs++;
-    /* Write-ahead: the new owner is durable (state CONFIGURING) before Proxmox hears of it,
-     * so a crash in between leaves a record that reconcile rolls back. */
-    r = sandbox_set_state_saved(sb, SANDBOX_CONFIGURING, on_take_recorded, sb);
-    if (r < 0) {
-        struct engine_error err = {
-            .kind = ENGINE_E_INTERNAL, .error = r, .message = "cannot write the registry record"};
-
-        op_end(sb, &err);
-    }
+    op_step_run(sb, &take_kind, OP_NO_DEADLINE);
     return 0;
 }
 
@@ -301,6 +303,9 @@ int engine_resize(struct engine *e, struct sandbox *sb, int cores, int memory_mb
                              NULL);
     if (sb->state != SANDBOX_READY || sb->destroy_requested)
         return engine_refuse_not_ready(ret_err, sb->state);
+    if (sb->create_op) /* READY, its record being saved: its create's steps still run */
+        return engine_refuse(ret_err, ENGINE_E_BUSY, -EBUSY, "the sandbox's create is finishing",
+                             NULL);
     if (sb->resize_op)
         return engine_refuse(ret_err, ENGINE_E_BUSY, -EBUSY, "a resize of this sandbox is running",
                              NULL);

@@ -53,9 +53,7 @@ static int resume_one(struct engine *e, const struct registry_record *r)
         sb->memory_mb = cs->default_memory_mb;
     if (!r->disk_gb)
         sb->disk_gb = cs->default_disk_gb;
-    sb->resumed = sb->clone_issued = true;
-    sb->step_started_ms = sb->started_ms;
-    sb->deadline_ms = sb->started_ms + (uint64_t)cs->create_timeout_s * 1000;
+    sb->resumed = sb->clone_issued = true; /* its deadline counts from now (started_ms) */
     sb->upid = strdup(r->upid);
     op = create_op_new();
     if (!sb->upid || !op) {
