@@ -13,7 +13,6 @@
 #include "macro.h"
 #include "metrics.h"
 #include "daemon.h"
-#include "methods-transfer.h"
 #include "notify.h"
 
 #define COMP "main"
@@ -237,8 +236,8 @@ int main(int argc, char **argv)
 
     /* Writes to a client that went away must fail with EPIPE, not kill us. */
     signal(SIGPIPE, SIG_IGN);
-    /* Before the pool's first use: transfers through descriptors hold threads. */
-    (void)setenv("UV_THREADPOOL_SIZE", TRANSFER_THREADPOOL_SIZE, 0);
+    /* libuv's thread pool keeps its own size: file calls and transfers run on the engine's
+     * file pool (lib/ssh/filepool.h). */
     r = uv_loop_init(&p.loop);
     if (r < 0) {
         log_error(COMP, "uv_loop_init: %s", uv_strerror(r));

@@ -9,11 +9,10 @@
 #include "params.h"
 #include "req.h"
 
-/* Each running transfer holds one thread of libuv's pool for its whole length, so the engine
- * caps their number (past it: -32007; sandbox-io.h) and the pool is sized above the cap
- * (main.c), leaving threads for the short file operations of every other sandbox. */
+/* Each running transfer holds one worker of the engine's file pool (lib/ssh/filepool.h) for
+ * its whole length, so the engine caps their number (past it: -32007; sandbox-io.h); the
+ * pool's per-uid share leaves workers for the file operations of every other uid. */
 /* TRANSFER_MAX, TRANSFER_MAX_PER_UID: proto/api-limits.h (via params.h) */
-#define TRANSFER_THREADPOOL_SIZE "16" /* UV_THREADPOOL_SIZE unless set in the environment */
 
 /* params: the struct params_file_write of a file.write (write), else the struct
  * params_file_read of a file.read. */

@@ -167,8 +167,9 @@ struct engine {
     bool configured;
     struct engine_template *templates; /* the default one first */
     size_t n_templates;
-    struct pool *pool;       /* lib/engine/pool.c */
-    struct cluster *cluster; /* lib/engine/cluster.c: nodes, placement, node health */
+    struct pool *pool;         /* lib/engine/pool.c */
+    struct filepool *filepool; /* file call workers (lib/ssh/filepool.h), made at first use */
+    struct cluster *cluster;   /* lib/engine/cluster.c: nodes, placement, node health */
 
     struct sandbox *sandboxes;
     unsigned n_sandboxes;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "filepool.h"
 #include "pve.h"
 #include "sandbox-internal.h"
 #include "sandbox-io.h"
@@ -182,17 +183,37 @@ void engine_error_from_io(int error, bool file, struct engine_error *ret)
     }
 }
 
-int sandbox_file_session(struct sandbox *sb, struct sshfile **ret, struct engine_error *ret_err)
+/* A file session of sb on the engine's file pool, its share counted for sb's owner. */
+static int file_new(struct sandbox *sb, struct sshfile **ret)
 {
     struct engine *e = sb->engine;
     struct sshs_config sc;
+    struct sshfile *f;
+    int r;
+
+    if (!e->filepool) {
+        r = filepool_new(e->loop, 0, &e->filepool);
+        if (r < 0)
+            return r;
+    }
+    sandbox_ssh_config(sb, &sc);
+    r = sshfile_new(e->loop, &sc, e->cfg->ssh.file_timeout_ms, &f);
+    if (r < 0)
+        return r;
+    sshfile_set_pool(f, e->filepool, sb->owner_uid, sb);
+    *ret = f;
+    return 0;
+}
+
+int sandbox_file_session(struct sandbox *sb, struct sshfile **ret, struct engine_error *ret_err)
+{
+    struct engine *e = sb->engine;
     int r;
 
     if (sb->state != SANDBOX_READY || e->closing)
         return engine_refuse_not_ready(ret_err, sb->state);
     if (!sb->file) {
-        sandbox_ssh_config(sb, &sc);
-        r = sshfile_new(e->loop, &sc, e->cfg->ssh.file_timeout_ms, &sb->file);
+        r = file_new(sb, &sb->file);
         if (r < 0)
             return r;
     }
@@ -216,14 +237,12 @@ int sandbox_file_refused(int r, bool write, struct engine_error *ret_err)
 
 int sandbox_sshfile_own(struct sandbox *sb, struct sshfile **ret, struct engine_error *ret_err)
 {
-    struct sshs_config sc;
     struct sshfile *f;
     int r;
 
     if (sb->state != SANDBOX_READY || sb->engine->closing)
         return engine_refuse_not_ready(ret_err, sb->state);
-    sandbox_ssh_config(sb, &sc);
-    r = sshfile_new(sb->engine->loop, &sc, sb->engine->cfg->ssh.file_timeout_ms, &f);
+    r = file_new(sb, &f);
     if (r < 0) {
         engine_error_from_io(r, false, ret_err);
         return r;

@@ -18,6 +18,7 @@
 
 #include "list.h"
 #include "log.h"
+#include "filepool.h"
 #include "pve.h"
 #include "registry.h"
 #include "sandbox-internal.h"
@@ -466,6 +467,8 @@ void engine_close(struct engine *e, void (*cb)(void *userdata), void *userdata)
         uv_timer_stop(&sb->timer);
         sandbox_close_ssh(sb); /* fails execs and a running connect */
     }
+    /* Its workers end once the last file session using it is closed. */
+    filepool_unref(TAKE_PTR(e->filepool));
     /* Completes every call in flight with -ECANCELED (creates and destroys end there). */
     pve_client_close(e->pve, NULL, NULL);
     e->pve = NULL;

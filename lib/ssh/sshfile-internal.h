@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "filepool.h"
 #include "sshfile.h"
 #include "sshs-internal.h"
 #include "util.h"
@@ -32,7 +33,8 @@ enum job_kind {
 struct sshfile;
 
 struct job {
-    uv_work_t work;
+    uv_work_t work;           /* on libuv's pool, when f has no file pool */
+    struct filepool_req preq; /* on f's file pool */
     struct sshfile *f;
     enum job_kind kind;
     struct job *next;
@@ -82,6 +84,9 @@ struct sshfile {
     uv_loop_t *loop;
     struct sshs_conf conf;
     uint64_t timeout_ms;
+    struct filepool *pool; /* a reference; NULL: libuv's pool */
+    uid_t pool_uid;
+    const void *pool_group;
     uv_timer_t timer; /* the next deadline of the running or first queued request */
     /* Owned by the job on the thread pool while busy; the loop thread never touches them. */
     ssh_session ssh;

@@ -1,4 +1,4 @@
-/* SFTP file transfer on libuv's thread pool: the session, the job queue and its deadlines,
+/* SFTP file transfer on the file pool (filepool.h): the session, the job queue and its deadlines,
  * whole-file writes and reads. See sshfile.h. */
 #include <assert.h>
 #include <fcntl.h>
@@ -359,9 +359,8 @@ static int do_read(struct sshfile *f, struct job *j)
     return 0;
 }
 
-static void on_job_work(uv_work_t *w)
+static void job_work(struct job *j)
 {
-    struct job *j = container_of(w, struct job, work);
     struct sshfile *f = j->f;
     bool reused;
     int r = -ETIME;
@@ -452,6 +451,7 @@ static void job_complete(struct job *j, int error)
 }
 
 static void on_deadline(uv_timer_t *t);
+static bool job_cancel(struct sshfile *f, struct job *j);
 
 /* Arms the timer for the earliest deadline still to answer: the running job's, else the
  * first queued one's (deadlines grow along the queue). */
@@ -478,7 +478,7 @@ static void job_expire(struct sshfile *f, struct job *j, int error)
     /* Still waiting for a pool thread (all busy): it never starts. Else shut its socket down
      * so that the blocking call returns; the worker then drops the session. A worker still
      * connecting finds the flag when it is connected. */
-    if (uv_cancel((uv_req_t *)&j->work) != 0) {
+    if (!job_cancel(f, j)) {
         uv_mutex_lock(&f->mu);
         j->expired = true;
         if (f->sock >= 0 && !j->in_fd_wait)
@@ -521,7 +521,54 @@ static void on_deadline(uv_timer_t *t)
     timer_arm(f);
 }
 
-static void on_job_done(uv_work_t *w, int status);
+static void on_job_done(struct job *j, int status);
+static void on_close_done(struct job *j, int status);
+
+static void job_done(struct job *j, int status)
+{
+    if (j->kind == JOB_CLOSE)
+        on_close_done(j, status);
+    else
+        on_job_done(j, status);
+}
+
+static void on_uv_work(uv_work_t *w)
+{
+    job_work(container_of(w, struct job, work));
+}
+
+static void on_uv_done(uv_work_t *w, int status)
+{
+    job_done(container_of(w, struct job, work), status);
+}
+
+static void on_pool_work(struct filepool_req *req)
+{
+    job_work(container_of(req, struct job, preq));
+}
+
+static void on_pool_done(struct filepool_req *req, int status)
+{
+    job_done(container_of(req, struct job, preq), status);
+}
+
+/* Hands j to f's file pool (libuv's without one). */
+static int job_queue(struct sshfile *f, struct job *j)
+{
+    if (f->pool)
+        return filepool_submit(f->pool, &j->preq, f->pool_uid, f->pool_group, on_pool_work,
+                               on_pool_done);
+    return uv_queue_work(f->loop, &j->work, on_uv_work, on_uv_done);
+}
+
+/* True when j was still waiting for a worker: it never starts (its done callback runs
+ * with -ECANCELED). */
+static bool job_cancel(struct sshfile *f, struct job *j)
+{
+    if (f->pool)
+        return filepool_cancel(f->pool, &j->preq) == 0;
+    return uv_cancel((uv_req_t *)&j->work) == 0;
+}
 
 static void start_job(struct sshfile *f, struct job *j)
 {
@@ -532,11 +579,11 @@ static void start_job(struct sshfile *f, struct job *j)
     f->cur = j;
     j->fresh_session = f->stale;
     f->stale = false;
-    r = uv_queue_work(f->loop, &j->work, on_job_work, on_job_done);
+    r = job_queue(f, j);
     if (r < 0) {
-        /* Not expected (uv_queue_work only fails on bad arguments); fail in place. */
+        /* Without memory for the pool's queue: fail in place. */
         j->error = r;
-        on_job_done(&j->work, r);
+        on_job_done(j, r);
         return;
     }
     timer_arm(f);
@@ -554,14 +601,14 @@ static void on_timer_closed(uv_handle_t *h)
 /* The session is gone: free f once its timer is closed. */
 static void close_finish(struct sshfile *f)
 {
+    filepool_unref(TAKE_PTR(f->pool));
     uv_mutex_destroy(&f->mu);
     sshs_conf_done(&f->conf);
     uv_close((uv_handle_t *)&f->timer, on_timer_closed);
 }
 
-static void on_close_done(uv_work_t *w, int status)
+static void on_close_done(struct job *j, int status)
 {
-    struct job *j = container_of(w, struct job, work);
     struct sshfile *f = j->f;
 
     job_free(j);
@@ -580,7 +627,7 @@ static void start_close(struct sshfile *f)
         j->f = f;
         j->kind = JOB_CLOSE;
         j->fresh_session = f->stale;
-        r = uv_queue_work(f->loop, &j->work, on_job_work, on_close_done);
+        r = job_queue(f, j);
         if (r == 0)
             return;
         free(j);
@@ -590,9 +637,8 @@ static void start_close(struct sshfile *f)
     close_finish(f);
 }
 
-static void on_job_done(uv_work_t *w, int status)
+static void on_job_done(struct job *j, int status)
 {
-    struct job *j = container_of(w, struct job, work);
     struct sshfile *f = j->f;
     struct job *next;
 
@@ -705,6 +751,14 @@ int sshfile_new(uv_loop_t *loop, const struct sshs_config *cfg, uint64_t timeout
     f->timeout_ms = timeout_ms ? timeout_ms : SSHFILE_TIMEOUT_MS_DEFAULT;
     *ret = TAKE_PTR(f);
     return 0;
+}
+
+void sshfile_set_pool(struct sshfile *f, struct filepool *pool, uid_t uid, const void *group)
+{
+    assert(!f->busy && !f->pool);
+    f->pool = filepool_ref(pool);
+    f->pool_uid = uid;
+    f->pool_group = group;
 }
 
 void sshfile_close(struct sshfile *f, void (*cb)(void *userdata), void *userdata)

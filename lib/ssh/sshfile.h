@@ -1,4 +1,5 @@
-/* File transfer into and out of a sandbox over SFTP, on libuv's thread pool.
+/* File transfer into and out of a sandbox over SFTP, on a file pool (filepool.h: worker
+ * threads with a fair share per uid and per sandbox; libuv's thread pool without one).
  *
  * libssh 0.10's SFTP API is blocking, so each sshfile object owns one dedicated SSH session
  * (separate from the sshpool's exec sessions), connected in blocking mode inside a worker with
@@ -61,11 +62,16 @@
 #define SSHFILE_TIMEOUT_MS_DEFAULT 60000u /* per request, queueing included */
 
 struct sshfile;
+struct filepool;
 
 /* Copies cfg like sshpool_new() (takes a reference on the key). Does not connect yet.
  * timeout_ms: each request's deadline (0: SSHFILE_TIMEOUT_MS_DEFAULT). */
 int sshfile_new(uv_loop_t *loop, const struct sshs_config *cfg, uint64_t timeout_ms,
                 struct sshfile **ret);
+
+/* Runs f's requests on pool (a reference is taken until f is freed), counted for uid and
+ * group (a pointer naming the sandbox) in its shares. Before f's first request. */
+void sshfile_set_pool(struct sshfile *f, struct filepool *pool, uid_t uid, const void *group);
 
 /* Cancels queued requests (their callbacks run with -ECANCELED before this returns), lets a
  * running one finish (its callback still runs, with -ETIME at its deadline), disconnects the
