@@ -184,7 +184,8 @@ static void reload_notices(const struct config *c, const struct config *n)
         !list_eq(n->ssh.template_host_keys, n->ssh.n_template_host_keys, c->ssh.template_host_keys,
                  c->ssh.n_template_host_keys) ||
         n->ssh.rekey != c->ssh.rekey || n->ssh.connect_timeout_ms != c->ssh.connect_timeout_ms ||
-        n->ssh.sessions_per_sandbox != c->ssh.sessions_per_sandbox)
+        n->ssh.sessions_per_sandbox != c->ssh.sessions_per_sandbox ||
+        n->ssh.file_workers != c->ssh.file_workers)
         log_notice(COMP, "[ssh] changed: a restart applies it");
     if (n->network.static_mode != c->network.static_mode || n->network.first != c->network.first ||
         n->network.last != c->network.last || n->network.prefix != c->network.prefix ||

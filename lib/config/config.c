@@ -85,6 +85,7 @@ static const struct key_def keys[] = {
     UINT_KEY("ssh", "connect_timeout_ms", ssh.connect_timeout_ms, 100, 600000),
     UINT_KEY("ssh", "file_timeout_ms", ssh.file_timeout_ms, 1000, 3600000),
     UINT_KEY("ssh", "sessions_per_sandbox", ssh.sessions_per_sandbox, 1, 16),
+    UINT_KEY("ssh", "file_workers", ssh.file_workers, 2, 256),
 
     UINT_KEY("sandbox", "default_ttl_s", sandbox.default_ttl_s, 60, 31536000),
     UINT_KEY("sandbox", "max_ttl_s", sandbox.max_ttl_s, 60, 31536000),
@@ -490,6 +491,7 @@ int config_init(struct config *c)
                 .connect_timeout_ms = CONFIG_DEFAULT_SSH_CONNECT_TIMEOUT_MS,
                 .file_timeout_ms = CONFIG_DEFAULT_SSH_FILE_TIMEOUT_MS,
                 .sessions_per_sandbox = CONFIG_DEFAULT_SSH_SESSIONS,
+                .file_workers = CONFIG_DEFAULT_SSH_FILE_WORKERS,
                 .rekey = true,
             },
         .sandbox =

@@ -53,6 +53,7 @@
 #define CONFIG_DEFAULT_SSH_CONNECT_TIMEOUT_MS 10000
 #define CONFIG_DEFAULT_SSH_FILE_TIMEOUT_MS 60000
 #define CONFIG_DEFAULT_SSH_SESSIONS 2
+#define CONFIG_DEFAULT_SSH_FILE_WORKERS 16
 #define CONFIG_DEFAULT_TTL_S 3600
 #define CONFIG_DEFAULT_MAX_TTL_S 86400
 #define CONFIG_DEFAULT_MAX_PER_UID 16
@@ -136,6 +137,7 @@ struct config_ssh {
     unsigned connect_timeout_ms;   /* 100..600000 */
     unsigned file_timeout_ms;      /* 1000..3600000: deadline of one file.read/file.write */
     unsigned sessions_per_sandbox; /* 1..16 */
+    unsigned file_workers;         /* 2..256: threads of the file pool (lib/ssh/filepool.h) */
 };
 
 struct config_sandbox {

@@ -192,7 +192,7 @@ static int file_new(struct sandbox *sb, struct sshfile **ret)
     int r;
 
     if (!e->filepool) {
-        r = filepool_new(e->loop, 0, &e->filepool);
+        r = filepool_new(e->loop, e->cfg->ssh.file_workers, &e->filepool);
         if (r < 0)
             return r;
     }
