@@ -1,6 +1,6 @@
 /* File system operations in a sandbox over its SFTP session (sshfile.h): list a folder, stat,
  * remove (a tree too), make folders, rename. Each is one request of the sshfile's queue:
- * run on the thread pool, one at a time per sandbox, within the sshfile's deadline (-ETIME
+ * run on the file pool, one at a time per sandbox, within the sshfile's deadline (-ETIME
  * past it, with the session dropped as sshfile.h describes; an operation cut by its deadline
  * may have done part of its work).
  *

@@ -88,7 +88,7 @@ struct sshfile {
     uid_t pool_uid;
     const void *pool_group;
     uv_timer_t timer; /* the next deadline of the running or first queued request */
-    /* Owned by the job on the thread pool while busy; the loop thread never touches them. */
+    /* Owned by the job on a worker while busy; the loop thread never touches them. */
     ssh_session ssh;
     sftp_session sftp;
     /* Shared with the worker: the socket of the session the running job uses (-1: none).
@@ -96,7 +96,7 @@ struct sshfile {
      * shut it down under mu without racing with the close. */
     uv_mutex_t mu;
     int sock;
-    struct job *cur; /* the job handed to the thread pool */
+    struct job *cur; /* the job handed to a worker */
     bool busy;
     bool stale; /* a deadline passed: the next job starts on a new session */
     struct job *qfirst, *qlast;

@@ -475,9 +475,9 @@ static void job_expire(struct sshfile *f, struct job *j, int error)
     assert(j == f->cur && !j->answered);
     j->answered = true;
     f->stale = true;
-    /* Still waiting for a pool thread (all busy): it never starts. Else shut its socket down
-     * so that the blocking call returns; the worker then drops the session. A worker still
-     * connecting finds the flag when it is connected. */
+    /* Still waiting for a worker (all busy, or its uid's share taken): it never starts. Else
+     * shut its socket down so that the blocking call returns; the worker then drops the
+     * session. A worker still connecting finds the flag when it is connected. */
     if (!job_cancel(f, j)) {
         uv_mutex_lock(&f->mu);
         j->expired = true;
