@@ -4,8 +4,10 @@
  * Requests are queued by uid, and within a uid by group (a sandbox); idle workers take them
  * round-robin over the uids, and within a uid round-robin over its groups. A uid holds at
  * most max(1, N / (U + 1)) of the N workers, U being the number of uids with work running or
- * queued, so that a uid that arrives always finds a worker: one uid whose calls block (a
- * sandbox whose SFTP server stopped answering) takes only its share, never the whole pool.
+ * queued, so that a uid that arrives finds a free worker (while fewer uids than workers are
+ * busy): one uid whose calls block (sandboxes whose SFTP servers stopped answering) takes
+ * only its share, never the whole pool. Work already running keeps its worker: shares apply
+ * when a worker picks its next request.
  * Within a uid, a group holds at most max(1, share / G) workers, G being the uid's groups
  * with work running or queued. Workers stay idle rather than exceed a share.
  *

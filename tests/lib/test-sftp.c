@@ -15,6 +15,7 @@
 #include <sys/un.h>
 #include <uv.h>
 
+#include "filepool.h"
 #include "log.h"
 #include "sshfile.h"
 #include "sshs.h"
@@ -723,11 +724,14 @@ static void on_file_closed(void *ud)
 
 /* A request that does not finish in time is answered with -ETIME at its deadline, queued ones
  * too, and its thread is released: with more sshfiles stuck than libuv has threads, every
- * request is answered on time and each sshfile works again right after, on a new session. */
+ * request is answered on time and each sshfile works again right after, on a new session.
+ * Run twice: on libuv's pool, then on a file pool of 4 workers where a uid alone gets 2, so
+ * that most requests reach their deadline still waiting for a worker. */
 START_TEST(test_deadline)
 {
     enum { N = 6, TIMEOUT_MS = 1500 };
     struct sshs_config cfg = fixture_config(&fx);
+    struct filepool *pool = NULL;
     struct sshfile *fs[N];
     struct rd r[N + 1];
     pid_t frozen[64];
@@ -737,8 +741,12 @@ START_TEST(test_deadline)
 
     snprintf(path, sizeof(path), "%s/dl", work);
     ck_assert_int_eq(write_file(path, "data", 4, 0644, false), 0);
+    if (_i == 1)
+        ck_assert_int_eq(filepool_new(&loop, 4, &pool), 0);
     for (int i = 0; i < N; i++) {
         ck_assert_int_eq(sshfile_new(&loop, &cfg, TIMEOUT_MS, &fs[i]), 0);
+        if (pool)
+            sshfile_set_pool(fs[i], pool, 1000, &fs[i]);
         ck_assert_int_eq(read_on(fs[i], path, 0, SSHFILE_READ_MAX, &r[0]), 0);
         free(r[0].data);
     }
@@ -755,9 +763,9 @@ START_TEST(test_deadline)
         ck_assert_int_eq(r[i].error, -ETIME);
     }
     ms = (uv_hrtime() - t0) / 1000000u;
-    printf("sftp: %d stuck requests on %d sessions answered -ETIME after %" PRIu64 " ms "
+    printf("sftp: %d stuck requests on %d sessions (%s) answered -ETIME after %" PRIu64 " ms "
            "(deadline %d ms)\n",
-           N + 1, N, ms, TIMEOUT_MS);
+           N + 1, N, pool ? "file pool" : "libuv's pool", ms, TIMEOUT_MS);
     ck_assert_uint_ge(ms, TIMEOUT_MS - 100);
     ck_assert_uint_lt(ms, TIMEOUT_MS + 2500);
 
@@ -770,6 +778,7 @@ START_TEST(test_deadline)
     fixture_freeze_sessions(&fx, frozen, n_frozen, SIGCONT);
     for (int i = 0; i < N; i++)
         sshfile_close(fs[i], on_file_closed, &closed);
+    filepool_unref(pool); /* its workers end with the last sshfile */
     for (int i = 0; i < 400 && closed < N; i++)
         uv_run(&loop, UV_RUN_ONCE);
     ck_assert_int_eq(closed, N);
@@ -836,7 +845,7 @@ static Suite *sftp_suite(void)
     tcase_add_test(tc, test_wrong_host_key);
     tcase_add_test(tc, test_not_regular);
     tcase_add_test(tc, test_read_to_eof);
-    tcase_add_test(tc, test_deadline);
+    tcase_add_loop_test(tc, test_deadline, 0, 2);
     tcase_add_test(tc, test_throughput);
     suite_add_tcase(s, tc);
     return s;
