@@ -18,6 +18,7 @@
 #define SSHFILE_CHUNK (192u * 1024u)
 #define SSHFILE_READ_CHUNK (64u * 1024u)
 #define SSHFILE_READ_AHEAD 16u
+#define SSHFILE_LEFTOVERS 8u /* temporary files a failed write could not remove yet */
 
 enum job_kind {
     JOB_WRITE,
@@ -86,6 +87,9 @@ struct sshfile {
     /* Owned by the job on the thread pool while busy; the loop thread never touches them. */
     ssh_session ssh;
     sftp_session sftp;
+    /* Temporary files of failed writes whose session was cut before they could be removed:
+     * removed first thing on the next session. */
+    char *leftover[SSHFILE_LEFTOVERS];
     /* Shared with the worker: the socket of the session the running job uses (-1: none).
      * The worker clears it under mu before it may close the socket, so the loop thread can
      * shut it down under mu without racing with the close. */
@@ -132,6 +136,21 @@ int sshfile_remove_exec(struct sshfile *f, const char *path);
 /* What a write would replace: 0 nothing, 1 a regular file (*ret_real: what a link points
  * to), < 0 refused (-EISDIR, -EINVAL) or an error. */
 int sshfile_write_target(struct sshfile *f, const char *path, char **ret_real);
+
+/* ---- sshfile-stream.c: on a pool thread ---- */
+
+/* Removes the temporary file tmp of a failed write, or, when the session cannot, keeps it
+ * for sshfile_leftovers_remove(). */
+void sshfile_temp_discard(struct sshfile *f, const char *tmp);
+/* Removes the kept temporary files over a new session. */
+void sshfile_leftovers_remove(struct sshfile *f);
+/* Loop side, when job j is over: whether temporary files are left to remove (and j was not
+ * the job that tried to). */
+bool sshfile_leftovers_due(struct sshfile *f, const struct job *j);
+/* Loop side: queues a job that removes them on a new session. */
+int sshfile_leftovers_submit(struct sshfile *f);
+/* Frees the list (when f is freed). */
+void sshfile_leftovers_free(struct sshfile *f);
 
 /* ---- sshfile.c ---- */
 

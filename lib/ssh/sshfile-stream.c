@@ -208,6 +208,102 @@ static int do_read_fd(struct sshfile *f, struct job *j)
     return r;
 }
 
+/* ---- temporary files of failed writes ---- */
+
+/* 0 when tmp is gone (or was never made), < 0 when the session could not remove it. */
+static int temp_unlink(struct sshfile *f, const char *tmp)
+{
+    int r;
+
+    if (!f->ssh || !f->sftp || !ssh_is_connected(f->ssh))
+        return -ENOTCONN;
+    if (sftp_unlink(f->sftp, tmp) == 0)
+        return 0;
+    r = sshfile_last_error(f);
+    return r == -ENOENT ? 0 : r;
+}
+
+void sshfile_temp_discard(struct sshfile *f, const char *tmp)
+{
+    size_t i;
+
+    if (temp_unlink(f, tmp) == 0)
+        return;
+    for (i = 0; i < SSHFILE_LEFTOVERS && f->leftover[i]; i++)
+        ;
+    if (i == SSHFILE_LEFTOVERS) {
+        log_warning(COMP, "%s: %s: temporary file left behind", f->conf.host, f->leftover[0]);
+        free(f->leftover[0]);
+        memmove(f->leftover, f->leftover + 1, (SSHFILE_LEFTOVERS - 1) * sizeof(char *));
+        i = SSHFILE_LEFTOVERS - 1;
+    }
+    f->leftover[i] = strdup(tmp);
+    if (!f->leftover[i])
+        log_warning(COMP, "%s: %s: temporary file left behind", f->conf.host, tmp);
+}
+
+void sshfile_leftovers_remove(struct sshfile *f)
+{
+    size_t kept = 0;
+
+    for (size_t i = 0; i < SSHFILE_LEFTOVERS && f->leftover[i]; i++) {
+        int r = temp_unlink(f, f->leftover[i]);
+
+        if (r < 0 && r != -ECONNRESET && r != -ENOTCONN && r != -EPROTO && r != -EPIPE) {
+            log_warning(COMP, "%s: %s: removing the temporary file: %s", f->conf.host,
+                        f->leftover[i], strerror(-r));
+            r = 0;
+        }
+        if (r == 0)
+            free(f->leftover[i]);
+        else
+            f->leftover[kept++] = f->leftover[i];
+        f->leftover[i] = kept > i ? f->leftover[i] : NULL;
+    }
+}
+
+static int leftovers_run(struct sshfile *f, struct job *j)
+{
+    sshfile_leftovers_remove(f); /* a new session removed them already */
+    return 0;
+}
+
+static void leftovers_done(int error, uint64_t moved, void *userdata)
+{
+}
+
+bool sshfile_leftovers_due(struct sshfile *f, const struct job *j)
+{
+    return f->leftover[0] && j->run != leftovers_run;
+}
+
+int sshfile_leftovers_submit(struct sshfile *f)
+{
+    struct job *j = sshfile_job_new(JOB_READ_FD, f->leftover[0], NULL);
+    int r;
+
+    if (!j)
+        return -ENOMEM;
+    j->run = leftovers_run;
+    j->wcb = leftovers_done;
+    r = sshfile_submit(f, j);
+    if (r < 0) {
+        free(j->path);
+        free(j);
+    }
+    return r;
+}
+
+void sshfile_leftovers_free(struct sshfile *f)
+{
+    for (size_t i = 0; i < SSHFILE_LEFTOVERS; i++) {
+        if (f->leftover[i])
+            log_info(COMP, "%s: %s: temporary file left behind", f->conf.host, f->leftover[i]);
+        free(f->leftover[i]);
+        f->leftover[i] = NULL;
+    }
+}
+
 /* ---- a command with descriptors ---- */
 
 /* Appends n bytes to a captured stream, up to cap (the rest counts as truncated). */

@@ -93,6 +93,7 @@ static int session_ensure(struct sshfile *f, struct job *j)
         session_drop(f, true);
         return -EPROTO;
     }
+    sshfile_leftovers_remove(f);
     return 0;
 }
 
@@ -193,8 +194,8 @@ static int do_write(struct sshfile *f, struct job *j)
     r = write_temp(f, j, dir, tmp);
     if (r == 0)
         r = replace_target(f, tmp, target, exists > 0);
-    if (r < 0 && ssh_is_connected(f->ssh))
-        (void)sftp_unlink(f->sftp, tmp);
+    if (r < 0)
+        sshfile_temp_discard(f, tmp);
     return r;
 }
 
@@ -554,6 +555,7 @@ static void on_timer_closed(uv_handle_t *h)
 /* The session is gone: free f once its timer is closed. */
 static void close_finish(struct sshfile *f)
 {
+    sshfile_leftovers_free(f);
     uv_mutex_destroy(&f->mu);
     sshs_conf_done(&f->conf);
     uv_close((uv_handle_t *)&f->timer, on_timer_closed);
@@ -595,6 +597,7 @@ static void on_job_done(uv_work_t *w, int status)
     struct job *j = container_of(w, struct job, work);
     struct sshfile *f = j->f;
     struct job *next;
+    bool clean = sshfile_leftovers_due(f, j);
 
     f->busy = false;
     f->cur = NULL;
@@ -609,6 +612,8 @@ static void on_job_done(uv_work_t *w, int status)
         start_close(f);
         return;
     }
+    if (clean && !f->qfirst && sshfile_leftovers_submit(f) == 0)
+        return;
     next = f->qfirst;
     if (next) {
         f->qfirst = next->next;

@@ -12,6 +12,7 @@ import socket
 import stat
 import subprocess
 import tempfile
+import threading
 import time
 
 from e2elib import BUILD, Env, RpcError, run
@@ -276,6 +277,49 @@ def main():
             for other in sbs[1:]:
                 c.call("sandbox.destroy", {"id": other})
 
+        def cancelled_upload():
+            # A client that hangs up cancels its upload: it stops, and its temporary file
+            # goes (also when the cancel cut the file session in the middle of a write).
+            c2 = env.client()
+            rd, wr = os.pipe()
+            stop = threading.Event()
+
+            def feed():
+                block = os.urandom(1 << 16)
+                try:
+                    while not stop.is_set():
+                        os.write(wr, block)
+                except OSError:
+                    pass
+                finally:
+                    os.close(wr)
+
+            feeder = threading.Thread(target=feed)
+            feeder.start()
+            line = {"jsonrpc": "2.0", "id": 1, "method": "file.write",
+                    "params": {"id": sb, "path": "/root/cancelled", "content_fd": 0}}
+            socket.send_fds(c2.sock, [(json.dumps(line) + "\n").encode()], [rd])
+            os.close(rd)
+            temps = "ls -a /root | grep -c '^.cancelled.sandboxd-' || true"
+            for _ in range(200):
+                if c.call("sandbox.exec", {"id": sb, "command": temps})["stdout"] != "0\n":
+                    break
+                time.sleep(0.05)
+            else:
+                raise AssertionError("the upload did not start")
+            c2.close()
+            feeder.join(30)  # the daemon let go of the pipe: the feeder gets EPIPE
+            stop.set()
+            assert not feeder.is_alive(), "the upload went on after its client went away"
+            for _ in range(150):
+                r = c.call("sandbox.exec", {"id": sb, "command": temps + "; ls /root"})
+                if r["stdout"].startswith("0\n"):
+                    break
+                time.sleep(0.2)
+            else:
+                raise AssertionError(f"temporary file left behind: {r}")
+            assert "cancelled" not in r["stdout"], r
+
         def ctl_put_get():
             small = os.path.join(tmp, "14mb")
             with open(small, "wb") as f:
@@ -346,6 +390,7 @@ def main():
              ("bad descriptors, and no leak", bad_descriptors),
              ("exec with descriptors", exec_descriptors),
              ("inactivity deadline and transfer caps", caps_and_stalls),
+             ("a cancelled upload leaves no temporary file", cancelled_upload),
              ("sandboxctl put/get", ctl_put_get),
              ("sandboxctl put -r/get -r", ctl_tree),
              ("sandboxctl exec", ctl_exec)])
