@@ -3,8 +3,8 @@
  * it (tests/systemd/test-protocol-doc.py checks that the row exists and shows the value);
  * the README's limits table points here. The headers that used to hold these (proto/params.h,
  * proto/exec-limits.h, proto/params-file.h, proto/params-process.h, proto/rpc.h, lib/ssh/sshfile.h,
- * lib/ssh/sshfile-fs.h, lib/ssh/sshexec.h, lib/engine/sandbox.h, daemon/req.h, daemon/conn.h, daemon/events.h,
- * daemon/methods-transfer.h) include this one, so the old names keep working.
+ * lib/ssh/sshfile-fs.h, lib/ssh/sshexec.h, lib/engine/sandbox.h, daemon/req.h, daemon/conn.h,
+ * daemon/events.h, daemon/methods-transfer.h) include this one, so the old names keep working.
  *
  * Not here: limits the operator sets (max_request_bytes, max_inflight_per_connection, quotas
  * and caps, file_timeout_ms, max_processes, process_output_max_bytes), which are
@@ -140,6 +140,16 @@
 #define TRANSFER_MAX 8
 /* doc: "transfers through descriptors running" */
 #define TRANSFER_MAX_PER_UID 4
+/* Of both the transfers' and the pumps' slots, the last SLOTS_RESERVED free ones go only
+ * to a uid that holds none of them yet (past it -32007): uids already in cannot take all.
+ * doc: "descriptor slots kept for uids holding none" */
+#define SLOTS_RESERVED 2
+/* The pumps of processes started with descriptors have slots of their own, apart from the
+ * transfers' (a pump lasts as long as its process): past them -32007; each holds a thread
+ * of libuv's pool too. doc: "processes with descriptors running" */
+#define PUMP_MAX 6
+/* doc: "processes with descriptors running" */
+#define PUMP_MAX_PER_UID 4
 
 /* ---- background processes (process.*) ----------------------------------------------- */
 /* process.start takes exec's command/argv/env/cwd with tighter sizes: the command runs from
