@@ -1,7 +1,8 @@
 /* Internals shared by sshfile.c (the session, the queue, deadlines), sshfile-path.c (the
  * worker side's path helpers), sshfile-fs.c (the file system operations that run as
- * requests of that queue) and sshfile-stream.c (the worker side of descriptor streams).
- * Not a public interface: nothing else includes this. */
+ * requests of that queue), sshfile-stream.c (the worker side of descriptor streams) and
+ * sshfile-temp.c (temporary files of failed writes). Not a public interface: nothing else includes
+ * this. */
 #pragma once
 
 #include <libssh/libssh.h>
@@ -137,18 +138,13 @@ int sshfile_remove_exec(struct sshfile *f, const char *path);
  * to), < 0 refused (-EISDIR, -EINVAL) or an error. */
 int sshfile_write_target(struct sshfile *f, const char *path, char **ret_real);
 
-/* ---- sshfile-stream.c: on a pool thread ---- */
+/* ---- sshfile-temp.c: on a pool thread ---- */
 
 /* Removes the temporary file tmp of a failed write, or, when the session cannot, keeps it
  * for sshfile_leftovers_remove(). */
 void sshfile_temp_discard(struct sshfile *f, const char *tmp);
 /* Removes the kept temporary files over a new session. */
 void sshfile_leftovers_remove(struct sshfile *f);
-/* Loop side, when job j is over: whether temporary files are left to remove (and j was not
- * the job that tried to). */
-bool sshfile_leftovers_due(struct sshfile *f, const struct job *j);
-/* Loop side: queues a job that removes them on a new session. */
-int sshfile_leftovers_submit(struct sshfile *f);
 /* Frees the list (when f is freed). */
 void sshfile_leftovers_free(struct sshfile *f);
 

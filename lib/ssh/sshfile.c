@@ -592,12 +592,48 @@ static void start_close(struct sshfile *f)
     close_finish(f);
 }
 
+/* ---- loop side: temporary files of failed writes left to remove ---- */
+
+static int leftovers_run(struct sshfile *f, struct job *j)
+{
+    sshfile_leftovers_remove(f); /* a new session removed them already */
+    return 0;
+}
+
+static void leftovers_done(int error, uint64_t moved, void *userdata)
+{
+}
+
+/* Whether j left temporary files to remove (and was not the job that tried to). */
+static bool leftovers_due(struct sshfile *f, const struct job *j)
+{
+    return f->leftover[0] && j->run != leftovers_run;
+}
+
+/* Queues a job that removes them on a new session. */
+static int leftovers_submit(struct sshfile *f)
+{
+    struct job *j = sshfile_job_new(JOB_READ_FD, f->leftover[0], NULL);
+    int r;
+
+    if (!j)
+        return -ENOMEM;
+    j->run = leftovers_run;
+    j->wcb = leftovers_done;
+    r = sshfile_submit(f, j);
+    if (r < 0) {
+        free(j->path);
+        free(j);
+    }
+    return r;
+}
+
 static void on_job_done(uv_work_t *w, int status)
 {
     struct job *j = container_of(w, struct job, work);
     struct sshfile *f = j->f;
     struct job *next;
-    bool clean = sshfile_leftovers_due(f, j);
+    bool clean = leftovers_due(f, j);
 
     f->busy = false;
     f->cur = NULL;
@@ -612,7 +648,7 @@ static void on_job_done(uv_work_t *w, int status)
         start_close(f);
         return;
     }
-    if (clean && !f->qfirst && sshfile_leftovers_submit(f) == 0)
+    if (clean && !f->qfirst && leftovers_submit(f) == 0)
         return;
     next = f->qfirst;
     if (next) {
