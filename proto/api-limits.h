@@ -68,8 +68,12 @@
 /* Longest remote command line, without its terminating NUL (MAX_ARG_STRLEN - 1). */
 #define EXEC_LINE_MAX (128 * 1024 - 1)
 
-/* Bytes of `command`. doc: "`command`" */
-#define EXEC_COMMAND_MAX (48 * 1024)
+/* Bytes of `command`. Up to EXEC_COMMAND_INLINE_MAX it travels on the remote command line;
+ * a longer one through the channel's stdin, ahead of the request's own stdin (and still
+ * runs in its own PID namespace, under its timeout). doc: "`command`" */
+#define EXEC_COMMAND_MAX (2 * 1024 * 1024)
+/* The longest command put on the remote command line itself. */
+#define EXEC_COMMAND_INLINE_MAX (48 * 1024)
 /* Entries of `argv`. doc: "`argv`" */
 #define EXEC_ARGV_MAX 4096
 /* Sum over argv of (length + 1). doc: "`argv`" */
@@ -186,7 +190,7 @@ _Static_assert(PARAMS_PATH_MAX <= SSHFILE_PATH_MAX, "a valid path must pass the 
 _Static_assert(PARAMS_DATA_MAX <= SSHFILE_WRITE_MAX, "valid content must pass the SFTP layer");
 _Static_assert(PARAMS_DATA_MAX <= SSHEXEC_STDIN_MAX, "valid stdin must pass the exec layer");
 _Static_assert(PARAMS_MAX_OUTPUT_MAX <= SSHEXEC_OUTPUT_MAX, "a valid output cap must pass");
-_Static_assert(PARAMS_PROCESS_COMMAND_MAX <= EXEC_COMMAND_MAX &&
+_Static_assert(PARAMS_PROCESS_COMMAND_MAX <= EXEC_COMMAND_INLINE_MAX &&
                    PARAMS_PROCESS_ARGV_BYTES_MAX <= EXEC_ARGV_BYTES_MAX &&
                    PARAMS_PROCESS_ENV_BYTES_MAX <= EXEC_ENV_BYTES_MAX,
                "process.start sizes are within exec's");

@@ -407,8 +407,10 @@ static struct sshfile_exec_fd *exec_fd_new(const struct sandbox_exec_params *p, 
     exec_params_to(p, &sp);
     util_random_hex(x->marker, 16);
     r = sshexec_build_command(&sp, x->marker, &x->command);
+    if (r == 0)
+        r = sshexec_command_stdin(&sp, x->marker, &x->prelude, &x->prelude_len);
     if (r < 0) {
-        free(x);
+        sshfile_exec_fd_free(x);
         (void)engine_refuse(ret_err, ENGINE_E_INVALID, r,
                             r == -E2BIG ? "too long" : "cannot be run", "command");
         return NULL;

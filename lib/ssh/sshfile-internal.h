@@ -62,6 +62,7 @@ struct job {
                       * session: at the deadline it is told, not cut off (it then removes
                       * its temporary file over the intact session) */
     struct sshfile_exec_fd *exec; /* JOB_EXEC_FD: what to run, and its result */
+    size_t prelude_off;           /* JOB_EXEC_FD: bytes of exec->prelude sent */
     sshfile_exec_fd_cb xcb;
     /* op */
     struct sshfile_op *op;
