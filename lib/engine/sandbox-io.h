@@ -81,10 +81,11 @@ int sandbox_exec(struct sandbox *sb, const struct sandbox_exec_params *p, sandbo
 
 /* ---- transfers through passed descriptors (sandbox-job.c) ----
  * Each holds a pool thread for its whole length, so they are capped: TRANSFER_MAX at once,
- * TRANSFER_MAX_PER_UID per uid (proto/api-limits.h; past it: ENGINE_E_BUSY). They run on
- * the sandbox's file session; [ssh] file_timeout_ms is an inactivity deadline for them. The
- * descriptors are taken on success, left to the caller on failure. engine_close() ends the
- * transfers still running (-ECANCELED). */
+ * TRANSFER_MAX_PER_UID per uid, the last SLOTS_RESERVED free ones only for a uid running none
+ * (proto/api-limits.h; past it: ENGINE_E_BUSY). They run on the sandbox's file session;
+ * [ssh] file_timeout_ms is an inactivity deadline for them. The descriptors are taken on
+ * success, left to the caller on failure. engine_close() ends the transfers still running
+ * (-ECANCELED). */
 typedef void (*sandbox_count_cb)(int error, uint64_t count, void *userdata);
 
 /* A command with descriptors (fds: stdin, stdout, stderr; -1: empty stdin / captured). p's
