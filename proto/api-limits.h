@@ -3,8 +3,8 @@
  * it (tests/systemd/test-protocol-doc.py checks that the row exists and shows the value);
  * the README's limits table points here. The headers that used to hold these (proto/params.h,
  * proto/exec-limits.h, proto/params-file.h, proto/params-process.h, proto/rpc.h, lib/ssh/sshfile.h,
- * lib/ssh/sshfile-fs.h, lib/ssh/sshexec.h, lib/engine/sandbox.h, daemon/req.h, daemon/conn.h, daemon/events.h,
- * daemon/methods-transfer.h) include this one, so the old names keep working.
+ * lib/ssh/sshfile-fs.h, lib/ssh/sshexec.h, lib/engine/sandbox.h, daemon/req.h, daemon/conn.h,
+ * daemon/events.h, daemon/methods-transfer.h) include this one, so the old names keep working.
  *
  * Not here: limits the operator sets (max_request_bytes, max_inflight_per_connection, quotas
  * and caps, file_timeout_ms, max_processes, process_output_max_bytes), which are
@@ -68,8 +68,12 @@
 /* Longest remote command line, without its terminating NUL (MAX_ARG_STRLEN - 1). */
 #define EXEC_LINE_MAX (128 * 1024 - 1)
 
-/* Bytes of `command`. doc: "`command`" */
-#define EXEC_COMMAND_MAX (48 * 1024)
+/* Bytes of `command`. Up to EXEC_COMMAND_INLINE_MAX it travels on the remote command line;
+ * a longer one through the channel's stdin, ahead of the request's own stdin (and still
+ * runs in its own PID namespace, under its timeout). doc: "`command`" */
+#define EXEC_COMMAND_MAX (2 * 1024 * 1024)
+/* The longest command put on the remote command line itself. */
+#define EXEC_COMMAND_INLINE_MAX (48 * 1024)
 /* Entries of `argv`. doc: "`argv`" */
 #define EXEC_ARGV_MAX 4096
 /* Sum over argv of (length + 1). doc: "`argv`" */
@@ -140,6 +144,16 @@
 #define TRANSFER_MAX 8
 /* doc: "transfers through descriptors running" */
 #define TRANSFER_MAX_PER_UID 4
+/* Of both the transfers' and the pumps' slots, the last SLOTS_RESERVED free ones go only
+ * to a uid that holds none of them yet (past it -32007): uids already in cannot take all.
+ * doc: "descriptor slots kept for uids holding none" */
+#define SLOTS_RESERVED 2
+/* The pumps of processes started with descriptors have slots of their own, apart from the
+ * transfers' (a pump lasts as long as its process): past them -32007; each holds a thread
+ * of libuv's pool too. doc: "processes with descriptors running" */
+#define PUMP_MAX 6
+/* doc: "processes with descriptors running" */
+#define PUMP_MAX_PER_UID 4
 
 /* ---- background processes (process.*) ----------------------------------------------- */
 /* process.start takes exec's command/argv/env/cwd with tighter sizes: the command runs from
@@ -176,7 +190,7 @@ _Static_assert(PARAMS_PATH_MAX <= SSHFILE_PATH_MAX, "a valid path must pass the 
 _Static_assert(PARAMS_DATA_MAX <= SSHFILE_WRITE_MAX, "valid content must pass the SFTP layer");
 _Static_assert(PARAMS_DATA_MAX <= SSHEXEC_STDIN_MAX, "valid stdin must pass the exec layer");
 _Static_assert(PARAMS_MAX_OUTPUT_MAX <= SSHEXEC_OUTPUT_MAX, "a valid output cap must pass");
-_Static_assert(PARAMS_PROCESS_COMMAND_MAX <= EXEC_COMMAND_MAX &&
+_Static_assert(PARAMS_PROCESS_COMMAND_MAX <= EXEC_COMMAND_INLINE_MAX &&
                    PARAMS_PROCESS_ARGV_BYTES_MAX <= EXEC_ARGV_BYTES_MAX &&
                    PARAMS_PROCESS_ENV_BYTES_MAX <= EXEC_ENV_BYTES_MAX,
                "process.start sizes are within exec's");

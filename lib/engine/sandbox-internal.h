@@ -195,11 +195,12 @@ struct engine {
     size_t n_held;
     uint32_t addr_next; /* where the next address search starts, in the range */
 
-    /* transfers through descriptors running, by uid (sandbox-job.c) */
+    /* transfers through descriptors running, by uid (sandbox-job.c): TRANSFER_MAX for
+     * transfers, then PUMP_MAX for the pumps of processes */
     struct {
         uid_t uid;
         bool used;
-    } transfer_slots[TRANSFER_MAX];
+    } transfer_slots[TRANSFER_MAX + PUMP_MAX];
     struct sandbox_job *transfers; /* running descriptor transfers (sandbox-job.c) */
     struct sandbox_pump *pumps;    /* running descriptor pumps (sandbox-pump.c) */
     /* Installed by sandbox-job.c with the first transfer, so that engine_close() in
@@ -368,6 +369,9 @@ int sandbox_sshfile_own(struct sandbox *sb, struct sshfile **ret, struct engine_
 /* ---- sandbox-job.c: commands and descriptor transfers ---- */
 /* A transfer slot for uid; ENGINE_E_BUSY past TRANSFER_MAX or TRANSFER_MAX_PER_UID. */
 int transfer_slot_take(struct engine *e, uid_t uid, unsigned *ret, struct engine_error *ret_err);
+/* A pump slot for uid; ENGINE_E_BUSY past PUMP_MAX or PUMP_MAX_PER_UID. Given back with
+ * transfer_slot_put(). */
+int pump_slot_take(struct engine *e, uid_t uid, unsigned *ret, struct engine_error *ret_err);
 void transfer_slot_put(struct engine *e, unsigned slot);
 /* A command of the engine's own on sb's pool, whose callback gets the transport's result
  * (long_poll: counted against SANDBOX_LONG_POLLS_MAX). */

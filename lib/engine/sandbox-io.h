@@ -81,10 +81,11 @@ int sandbox_exec(struct sandbox *sb, const struct sandbox_exec_params *p, sandbo
 
 /* ---- transfers through passed descriptors (sandbox-job.c) ----
  * Each holds a pool thread for its whole length, so they are capped: TRANSFER_MAX at once,
- * TRANSFER_MAX_PER_UID per uid (proto/api-limits.h; past it: ENGINE_E_BUSY). They run on
- * the sandbox's file session; [ssh] file_timeout_ms is an inactivity deadline for them. The
- * descriptors are taken on success, left to the caller on failure. engine_close() ends the
- * transfers still running (-ECANCELED). */
+ * TRANSFER_MAX_PER_UID per uid, the last SLOTS_RESERVED free ones only for a uid running none
+ * (proto/api-limits.h; past it: ENGINE_E_BUSY). They run on the sandbox's file session;
+ * [ssh] file_timeout_ms is an inactivity deadline for them. The descriptors are taken on
+ * success, left to the caller on failure. engine_close() ends the transfers still running
+ * (-ECANCELED). */
 typedef void (*sandbox_count_cb)(int error, uint64_t count, void *userdata);
 
 /* A command with descriptors (fds: stdin, stdout, stderr; -1: empty stdin / captured). p's
@@ -165,9 +166,9 @@ int sandbox_file_rename(struct sandbox *sb, const char *from, const char *to, sa
  * into the process's stdin (closing it at the end of the input) and the process's output,
  * from offset 0, into the stdout/stderr descriptors until the process has exited and all of
  * it was copied; then the descriptors are closed. It runs on an SSH session of its own, in
- * a transfer slot for its whole length; a descriptor that takes no byte for [ssh]
- * file_timeout_ms ends it (the output stays readable by offset). It ends with the process,
- * when its sandbox leaves READY, or when the engine closes. */
+ * a pump slot for its whole length (PUMP_MAX, PUMP_MAX_PER_UID: apart from the transfers'); a
+ * descriptor that takes no byte for [ssh] file_timeout_ms ends it (the output stays readable by
+ * offset). It ends with the process, when its sandbox leaves READY, or when the engine closes. */
 struct sandbox_pump;
 struct sandbox_pump_end {
     const char *sandbox;
@@ -178,7 +179,7 @@ struct sandbox_pump_end {
     uint64_t out_bytes, err_bytes;
 };
 typedef void (*sandbox_pump_cb)(int error, const struct sandbox_pump_end *end, void *userdata);
-/* Before the launch, so that a refused request launches nothing: a transfer slot for uid
+/* Before the launch, so that a refused request launches nothing: a pump slot for uid
  * (ENGINE_E_BUSY past the caps). fds (stdin, stdout, stderr; -1: none) are taken on
  * success. cb (may be NULL) reports the end of a pump that was handed to a start. */
 int sandbox_pump_new(struct engine *e, uid_t uid, const int fds[3], sandbox_pump_cb cb,

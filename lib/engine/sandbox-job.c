@@ -4,6 +4,7 @@
 #include "macro.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -15,35 +16,68 @@
 
 /* ---- transfer slots ---- */
 
-int transfer_slot_take(struct engine *e, uid_t uid, unsigned *ret, struct engine_error *ret_err)
+/* A free slot of [first, first + n) for uid: at most per_uid of them its own, and the last
+ * SLOTS_RESERVED free ones only for a uid that holds none yet, so that the uids already in
+ * cannot take them all. -EUSERS past per_uid, -EBUSY when none is free for uid. */
+static int slot_take(struct engine *e, uid_t uid, unsigned first, unsigned n, unsigned per_uid,
+                     unsigned *ret)
 {
-    unsigned free_slot = TRANSFER_MAX, mine = 0;
+    unsigned free_slot = UINT_MAX, mine = 0, free_n = 0;
 
-    for (unsigned i = 0; i < TRANSFER_MAX; i++) {
-        if (!e->transfer_slots[i].used)
+    for (unsigned i = first; i < first + n; i++) {
+        if (!e->transfer_slots[i].used) {
             free_slot = MIN(free_slot, i);
-        else if (e->transfer_slots[i].uid == uid)
+            free_n++;
+        } else if (e->transfer_slots[i].uid == uid)
             mine++;
     }
-    if (free_slot == TRANSFER_MAX || mine >= TRANSFER_MAX_PER_UID) {
-        /* No errno: the reply carries the reason only. */
-        *ret_err = (struct engine_error){
-            .kind = ENGINE_E_BUSY,
-            .message = mine >= TRANSFER_MAX_PER_UID
-                           ? "too many transfers through descriptors for this uid (limit 4)"
-                           : "too many transfers through descriptors running (limit 8)",
-        };
+    if (mine >= per_uid)
+        return -EUSERS;
+    if (free_slot == UINT_MAX || (mine > 0 && free_n <= SLOTS_RESERVED))
         return -EBUSY;
-    }
     e->transfer_slots[free_slot].used = true;
     e->transfer_slots[free_slot].uid = uid;
     *ret = free_slot;
     return 0;
 }
 
+int transfer_slot_take(struct engine *e, uid_t uid, unsigned *ret, struct engine_error *ret_err)
+{
+    int r = slot_take(e, uid, 0, TRANSFER_MAX, TRANSFER_MAX_PER_UID, ret);
+
+    if (r < 0) {
+        /* No errno: the reply carries the reason only. */
+        *ret_err = (struct engine_error){
+            .kind = ENGINE_E_BUSY,
+            .message = r == -EUSERS
+                           ? "too many transfers through descriptors for this uid (limit 4)"
+                           : "too many transfers through descriptors running (limit 8, "
+                             "the last 2 kept for other uids)",
+        };
+        return -EBUSY;
+    }
+    return 0;
+}
+
+int pump_slot_take(struct engine *e, uid_t uid, unsigned *ret, struct engine_error *ret_err)
+{
+    int r = slot_take(e, uid, TRANSFER_MAX, PUMP_MAX, PUMP_MAX_PER_UID, ret);
+
+    if (r < 0) {
+        *ret_err = (struct engine_error){
+            .kind = ENGINE_E_BUSY,
+            .message = r == -EUSERS ? "too many processes with descriptors for this uid (limit 4)"
+                                    : "too many processes with descriptors running (limit 6, "
+                                      "the last 2 kept for other uids)",
+        };
+        return -EBUSY;
+    }
+    return 0;
+}
+
 void transfer_slot_put(struct engine *e, unsigned slot)
 {
-    if (slot < TRANSFER_MAX)
+    if (slot < TRANSFER_MAX + PUMP_MAX)
         e->transfer_slots[slot].used = false;
 }
 
@@ -55,7 +89,7 @@ struct sandbox_job {
     struct engine *e;                /* a transfer's, for its slot */
     struct sshexec *exec;            /* a command on the pool */
     struct sshfile *f;               /* a transfer's session, for the cancel */
-    unsigned slot;                   /* a transfer's; TRANSFER_MAX: none */
+    unsigned slot;                   /* a transfer's; UINT_MAX: none */
     bool long_poll;                  /* counted in sb->long_polls */
     sandbox_exec_cb exec_cb;
     sandbox_count_cb count_cb;
@@ -70,7 +104,7 @@ static struct sandbox_job *job_new(void *userdata)
     struct sandbox_job *j = calloc(1, sizeof *j);
 
     if (j) {
-        j->slot = TRANSFER_MAX;
+        j->slot = UINT_MAX;
         j->userdata = userdata;
     }
     return j;
@@ -373,8 +407,10 @@ static struct sshfile_exec_fd *exec_fd_new(const struct sandbox_exec_params *p, 
     exec_params_to(p, &sp);
     util_random_hex(x->marker, 16);
     r = sshexec_build_command(&sp, x->marker, &x->command);
+    if (r == 0)
+        r = sshexec_command_stdin(&sp, x->marker, &x->prelude, &x->prelude_len);
     if (r < 0) {
-        free(x);
+        sshfile_exec_fd_free(x);
         (void)engine_refuse(ret_err, ENGINE_E_INVALID, r,
                             r == -E2BIG ? "too long" : "cannot be run", "command");
         return NULL;

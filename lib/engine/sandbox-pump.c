@@ -1,6 +1,7 @@
 /* The descriptor pumps of background processes: one exec channel each (the attach script of
  * process.h) on an SSH session of its own, run as a descriptor stream of sshfile.h, in a
- * transfer slot for its whole length. The engine stops a sandbox's pumps when the sandbox
+ * pump slot for its whole length (apart from the transfers' slots, so that long-lived pumps
+ * never keep a short transfer from running). The engine stops a sandbox's pumps when the sandbox
  * leaves READY (sandbox_set_state()) and every pump when it closes. See sandbox-io.h. */
 #include "macro.h"
 
@@ -42,7 +43,7 @@ int sandbox_pump_new(struct engine *e, uid_t uid, const int fds[3], sandbox_pump
 
     if (!p)
         return engine_refuse_oom(ret_err);
-    r = transfer_slot_take(e, uid, &p->slot, ret_err);
+    r = pump_slot_take(e, uid, &p->slot, ret_err);
     if (r < 0) {
         free(p);
         return r;

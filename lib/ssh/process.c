@@ -186,7 +186,7 @@ static int script_finish(struct script *s, char **ret)
 {
     if (fclose(s->f) != 0 && !s->error)
         s->error = -ENOMEM;
-    if (!s->error && s->len > EXEC_COMMAND_MAX)
+    if (!s->error && s->len > EXEC_COMMAND_INLINE_MAX)
         s->error = -E2BIG;
     if (s->error) {
         free(s->buf);

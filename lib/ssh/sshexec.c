@@ -158,6 +158,15 @@ static void exec_set_state(struct sshexec *e, enum exec_state state)
 #define LINE_SH " /bin/sh -c "
 #define CMD_PREFIX "exec 3>&-;"
 #define ARGV_SCRIPT CMD_PREFIX "exec \"$@\""
+/* A command longer than EXEC_COMMAND_INLINE_MAX comes on stdin, followed by the marker, ahead
+ * of the request's own stdin: the shell reads exactly that many bytes (dd with fullblock
+ * makes no read past them), refuses them unless they end with the marker (a channel cut
+ * short), and evaluates them. %zu: the bytes, %s: the marker (twice). */
+#define LONG_SCRIPT                                                                                \
+    "__sandboxd_c=$(dd bs=%zu count=1 iflag=fullblock 2>/dev/null;echo .);"                        \
+    "case $__sandboxd_c in *%s.);;*)echo 'sandboxd: the command did not arrive whole' >&2;"        \
+    "exit 126;;esac;eval \"${__sandboxd_c%%%s.}\""
+#define LONG_SCRIPT_MAX (SLEN(LONG_SCRIPT) + 20 + 2 * MARKER_LEN)
 #define ARGV_ZERO " sh"
 #define LINE_FIFO " && f=/tmp/.sandboxd-exec-"
 #define LINE_NS                                                                                    \
@@ -193,7 +202,9 @@ static void exec_set_state(struct sshexec *e, enum exec_state state)
 #define WORST_ENV                                                                                  \
     (SLEN(LINE_ENV) + 3 * EXEC_ENV_MAX + (EXEC_ENV_BYTES_MAX + EXEC_ENV_MAX) +                     \
      (EXEC_ENV_BYTES_MAX + EXEC_ENV_MAX) * 3 / 4)
-#define WORST_COMMAND (SLEN(LINE_SH) + EXEC_QUOTED_MAX(SLEN(CMD_PREFIX) + EXEC_COMMAND_MAX))
+#define WORST_COMMAND                                                                              \
+    (SLEN(LINE_SH) +                                                                               \
+     EXEC_QUOTED_MAX(SLEN(CMD_PREFIX) + MAX(EXEC_COMMAND_INLINE_MAX, LONG_SCRIPT_MAX)))
 #define WORST_ARGV                                                                                 \
     (SLEN(LINE_SH) + EXEC_QUOTED_MAX(SLEN(ARGV_SCRIPT)) + SLEN(ARGV_ZERO) + 3 * EXEC_ARGV_MAX +    \
      (EXEC_ARGV_BYTES_MAX - EXEC_ARGV_MAX) + (EXEC_ARGV_BYTES_MAX - EXEC_ARGV_MAX) * 3 / 4)
@@ -340,7 +351,8 @@ static int params_validate(const struct sshexec_params *p)
 }
 
 /* The command vector (everything after `set --`). */
-static void sb_command_vector(struct sbuf *b, const struct sshexec_params *params)
+static void sb_command_vector(struct sbuf *b, const struct sshexec_params *params,
+                              const char *marker)
 {
     if (params->env && params->env[0]) {
         /* env(1) sets any name, even ones a login shell (bash) keeps read-only. */
@@ -351,7 +363,17 @@ static void sb_command_vector(struct sbuf *b, const struct sshexec_params *param
         }
     }
     sb_puts(b, LINE_SH);
-    if (params->command) {
+    if (params->command && strlen(params->command) > EXEC_COMMAND_INLINE_MAX) {
+        char *cmd = NULL;
+
+        if (asprintf(&cmd, CMD_PREFIX LONG_SCRIPT, strlen(params->command) + strlen(marker), marker,
+                     marker) < 0) {
+            b->error = b->error ?: -ENOMEM;
+            return;
+        }
+        sb_quote(b, cmd);
+        free(cmd);
+    } else if (params->command) {
         /* Concatenated before quoting: one word. The command's shell closes the wrapper's
          * end of the FIFO first, so only the wrapper holds it. */
         char *cmd = NULL;
@@ -394,7 +416,7 @@ int sshexec_build_command(const struct sshexec_params *params, const char *marke
     sb_puts(&b, LINE_EXPORT);
     sb_puts(&b, marker);
     sb_puts(&b, LINE_SET);
-    sb_command_vector(&b, params);
+    sb_command_vector(&b, params, marker);
     if (params->container_pid_namespace) {
         sb_puts(&b, LINE_DIRECT);
     } else {
@@ -405,6 +427,31 @@ int sshexec_build_command(const struct sshexec_params *params, const char *marke
         sb_puts(&b, LINE_END);
     }
     return sb_finish(&b, ret);
+}
+
+int sshexec_command_stdin(const struct sshexec_params *params, const char *marker, char **ret,
+                          size_t *ret_len)
+{
+    size_t n, m;
+    char *p;
+
+    if (!params || !marker || !ret || !ret_len)
+        return -EINVAL;
+    if (!params->command || strlen(params->command) <= EXEC_COMMAND_INLINE_MAX) {
+        *ret = NULL;
+        *ret_len = 0;
+        return 0;
+    }
+    n = strlen(params->command);
+    m = strlen(marker);
+    p = malloc(n + m + 1);
+    if (!p)
+        return -ENOMEM;
+    memcpy(p, params->command, n);
+    memcpy(p + n, marker, m + 1);
+    *ret = p;
+    *ret_len = n + m;
+    return 0;
 }
 
 /* ---- channel callbacks (inside libssh packet handling: record, never free) ---- */
@@ -807,6 +854,29 @@ static void on_exec_timer(uv_timer_t *t)
     }
 }
 
+/* What the channel's stdin carries: a long command (sshexec_command_stdin()), then the
+ * request's stdin. */
+static int exec_stdin_new(struct sshexec *e, const struct sshexec_params *params)
+{
+    char *pre;
+    size_t pre_len;
+    int r = sshexec_command_stdin(params, e->marker, &pre, &pre_len);
+
+    if (r < 0)
+        return r;
+    if (pre_len + params->stdin_len == 0)
+        return 0;
+    e->stdin_buf = realloc(pre, pre_len + params->stdin_len);
+    if (!e->stdin_buf) {
+        free(pre);
+        return -ENOMEM;
+    }
+    if (params->stdin_len > 0)
+        memcpy(e->stdin_buf + pre_len, params->stdin_data, params->stdin_len);
+    e->stdin_len = pre_len + params->stdin_len;
+    return 0;
+}
+
 int sshexec_start(struct sshpool *pool, const struct sshexec_params *params, sshexec_done_cb cb,
                   void *userdata, struct sshexec **ret)
 {
@@ -829,15 +899,9 @@ int sshexec_start(struct sshpool *pool, const struct sshexec_params *params, ssh
     r = sshexec_build_command(params, e->marker, &e->cmd);
     if (r < 0)
         goto fail;
-    if (params->stdin_len > 0) {
-        e->stdin_buf = malloc(params->stdin_len);
-        if (!e->stdin_buf) {
-            r = -ENOMEM;
-            goto fail;
-        }
-        memcpy(e->stdin_buf, params->stdin_data, params->stdin_len);
-        e->stdin_len = params->stdin_len;
-    }
+    r = exec_stdin_new(e, params);
+    if (r < 0)
+        goto fail;
     r = uv_timer_init(sshpool_get_loop(pool), &e->timer);
     if (r < 0)
         goto fail;

@@ -136,6 +136,11 @@ int sshexec_cancel(struct sshexec *e);
 /* Builds the remote command line (exposed for tests): *ret is a shell command for the login
  * shell. marker is the SANDBOXD_EXEC_ID value ([0-9a-f]+). -EINVAL/-E2BIG as above. */
 int sshexec_build_command(const struct sshexec_params *params, const char *marker, char **ret);
+/* A command longer than EXEC_COMMAND_INLINE_MAX is not on the command line: the channel's
+ * stdin must carry *ret (*ret_len bytes, to free) first, then the request's own stdin. For
+ * a shorter one (or argv), *ret is NULL and *ret_len 0. */
+int sshexec_command_stdin(const struct sshexec_params *params, const char *marker, char **ret,
+                          size_t *ret_len);
 /* The command line that kills every process of the exec with this marker (the script a
  * timeout runs; exposed for execs run on another session, such as sshfile-stream.c's). */
 int sshexec_kill_command(const char *marker, char **ret);

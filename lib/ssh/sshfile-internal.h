@@ -1,7 +1,8 @@
 /* Internals shared by sshfile.c (the session, the queue, deadlines), sshfile-path.c (the
  * worker side's path helpers), sshfile-fs.c (the file system operations that run as
- * requests of that queue) and sshfile-stream.c (the worker side of descriptor streams).
- * Not a public interface: nothing else includes this. */
+ * requests of that queue), sshfile-stream.c (the worker side of descriptor streams) and
+ * sshfile-temp.c (temporary files of failed writes). Not a public interface: nothing else includes
+ * this. */
 #pragma once
 
 #include <libssh/libssh.h>
@@ -19,6 +20,7 @@
 #define SSHFILE_CHUNK (192u * 1024u)
 #define SSHFILE_READ_CHUNK (64u * 1024u)
 #define SSHFILE_READ_AHEAD 16u
+#define SSHFILE_LEFTOVERS 8u /* temporary files a failed write could not remove yet */
 
 enum job_kind {
     JOB_WRITE,
@@ -62,6 +64,7 @@ struct job {
                       * session: at the deadline it is told, not cut off (it then removes
                       * its temporary file over the intact session) */
     struct sshfile_exec_fd *exec; /* JOB_EXEC_FD: what to run, and its result */
+    size_t prelude_off;           /* JOB_EXEC_FD: bytes of exec->prelude sent */
     sshfile_exec_fd_cb xcb;
     /* op */
     struct sshfile_op *op;
@@ -91,6 +94,9 @@ struct sshfile {
     /* Owned by the job on a worker while busy; the loop thread never touches them. */
     ssh_session ssh;
     sftp_session sftp;
+    /* Temporary files of failed writes whose session was cut before they could be removed:
+     * removed first thing on the next session. */
+    char *leftover[SSHFILE_LEFTOVERS];
     /* Shared with the worker: the socket of the session the running job uses (-1: none).
      * The worker clears it under mu before it may close the socket, so the loop thread can
      * shut it down under mu without racing with the close. */
@@ -137,6 +143,16 @@ int sshfile_remove_exec(struct sshfile *f, const char *path);
 /* What a write would replace: 0 nothing, 1 a regular file (*ret_real: what a link points
  * to), < 0 refused (-EISDIR, -EINVAL) or an error. */
 int sshfile_write_target(struct sshfile *f, const char *path, char **ret_real);
+
+/* ---- sshfile-temp.c: on a pool thread ---- */
+
+/* Removes the temporary file tmp of a failed write, or, when the session cannot, keeps it
+ * for sshfile_leftovers_remove(). */
+void sshfile_temp_discard(struct sshfile *f, const char *tmp);
+/* Removes the kept temporary files over a new session. */
+void sshfile_leftovers_remove(struct sshfile *f);
+/* Frees the list (when f is freed). */
+void sshfile_leftovers_free(struct sshfile *f);
 
 /* ---- sshfile.c ---- */
 

@@ -283,7 +283,28 @@ static int exec_pump_out(struct sshfile *f, struct job *j, ssh_channel ch, char 
     return moved;
 }
 
-/* Feeds the channel from fd_in as far as its window allows. Returns 1 when something moved. */
+/* Sends what is left of the prelude (a long command) as far as the channel's window allows,
+ * then the end of the input when there is no fd_in. Returns 1 when something moved. */
+static int exec_pump_prelude(struct sshfile *f, struct job *j, ssh_channel ch, size_t *off)
+{
+    struct sshfile_exec_fd *x = j->exec;
+    uint32_t win = ssh_channel_window_size(ch);
+    size_t n = MIN(x->prelude_len - *off, MIN((size_t)win, (size_t)EXEC_BLOCK));
+    int k;
+
+    if (n == 0)
+        return 0;
+    k = ssh_channel_write(ch, x->prelude + *off, (uint32_t)n);
+    if (k < 0)
+        return ssh_is_connected(f->ssh) ? -EPROTO : -ECONNRESET;
+    *off += (size_t)k;
+    if (*off == x->prelude_len && x->fd_in < 0)
+        (void)ssh_channel_send_eof(ch);
+    return k > 0;
+}
+
+/* Feeds the channel from fd_in as far as its window allows (once the prelude is sent).
+ * Returns 1 when something moved. */
 static int exec_pump_in(struct sshfile *f, struct job *j, ssh_channel ch, char *buf, bool *in_open)
 {
     struct sshfile_exec_fd *x = j->exec;
@@ -291,6 +312,8 @@ static int exec_pump_in(struct sshfile *f, struct job *j, ssh_channel ch, char *
     struct pollfd p = {.fd = x->fd_in, .events = POLLIN};
     ssize_t k;
 
+    if (j->prelude_off < x->prelude_len)
+        return exec_pump_prelude(f, j, ch, &j->prelude_off);
     if (!*in_open || win == 0 || poll(&p, 1, 0) <= 0)
         return 0;
     k = read(x->fd_in, buf, MIN((size_t)win, (size_t)EXEC_BLOCK));
@@ -318,7 +341,7 @@ static int exec_loop(struct sshfile *f, struct job *j, ssh_channel ch)
 
     if (!buf)
         return -ENOMEM;
-    if (!in_open)
+    if (!in_open && x->prelude_len == 0)
         (void)ssh_channel_send_eof(ch);
     for (;;) {
         struct pollfd p[2] = {{.fd = ssh_get_fd(f->ssh), .events = POLLIN}, {.fd = -1}};
@@ -345,7 +368,7 @@ static int exec_loop(struct sshfile *f, struct job *j, ssh_channel ch)
             return -ETIME;
         if (moved)
             continue;
-        if (in_open && ssh_channel_window_size(ch) > 0)
+        if (in_open && j->prelude_off == x->prelude_len && ssh_channel_window_size(ch) > 0)
             p[1] = (struct pollfd){.fd = x->fd_in, .events = POLLIN};
         /* Not inside libssh: a deadline or a cancel need not cut the session off. */
         uv_mutex_lock(&f->mu);
@@ -403,7 +426,7 @@ void sshfile_exec_fd_free(struct sshfile_exec_fd *x)
 {
     if (!x)
         return;
-    FREE_MANY(x->command, x->out, x->err);
+    FREE_MANY(x->command, x->prelude, x->out, x->err);
     free(x);
 }
 

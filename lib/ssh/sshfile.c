@@ -93,6 +93,7 @@ static int session_ensure(struct sshfile *f, struct job *j)
         session_drop(f, true);
         return -EPROTO;
     }
+    sshfile_leftovers_remove(f);
     return 0;
 }
 
@@ -193,8 +194,8 @@ static int do_write(struct sshfile *f, struct job *j)
     r = write_temp(f, j, dir, tmp);
     if (r == 0)
         r = replace_target(f, tmp, target, exists > 0);
-    if (r < 0 && ssh_is_connected(f->ssh))
-        (void)sftp_unlink(f->sftp, tmp);
+    if (r < 0)
+        sshfile_temp_discard(f, tmp);
     return r;
 }
 
@@ -602,6 +603,7 @@ static void on_timer_closed(uv_handle_t *h)
 static void close_finish(struct sshfile *f)
 {
     filepool_unref(TAKE_PTR(f->pool));
+    sshfile_leftovers_free(f);
     uv_mutex_destroy(&f->mu);
     sshs_conf_done(&f->conf);
     uv_close((uv_handle_t *)&f->timer, on_timer_closed);
@@ -637,10 +639,47 @@ static void start_close(struct sshfile *f)
     close_finish(f);
 }
 
+/* ---- loop side: temporary files of failed writes left to remove ---- */
+
+static int leftovers_run(struct sshfile *f, struct job *j)
+{
+    sshfile_leftovers_remove(f); /* a new session removed them already */
+    return 0;
+}
+
+static void leftovers_done(int error, uint64_t moved, void *userdata)
+{
+}
+
+/* Whether j left temporary files to remove (and was not the job that tried to). */
+static bool leftovers_due(struct sshfile *f, const struct job *j)
+{
+    return f->leftover[0] && j->run != leftovers_run;
+}
+
+/* Queues a job that removes them on a new session. */
+static int leftovers_submit(struct sshfile *f)
+{
+    struct job *j = sshfile_job_new(JOB_READ_FD, f->leftover[0], NULL);
+    int r;
+
+    if (!j)
+        return -ENOMEM;
+    j->run = leftovers_run;
+    j->wcb = leftovers_done;
+    r = sshfile_submit(f, j);
+    if (r < 0) {
+        free(j->path);
+        free(j);
+    }
+    return r;
+}
+
 static void on_job_done(struct job *j, int status)
 {
     struct sshfile *f = j->f;
     struct job *next;
+    bool clean = leftovers_due(f, j);
 
     f->busy = false;
     f->cur = NULL;
@@ -655,6 +694,8 @@ static void on_job_done(struct job *j, int status)
         start_close(f);
         return;
     }
+    if (clean && !f->qfirst && leftovers_submit(f) == 0)
+        return;
     next = f->qfirst;
     if (next) {
         f->qfirst = next->next;

@@ -154,7 +154,10 @@ int sshfile_read_fd(struct sshfile *f, const char *path, uint64_t offset, uint64
 
 /* A command with descriptors for its stdin and/or stdout, run on the sshfile's session. */
 struct sshfile_exec_fd {
-    char *command;             /* the remote command line (sshexec_build_command()); owned */
+    char *command; /* the remote command line (sshexec_build_command()); owned */
+    char *prelude; /* sent on stdin before fd_in's data (sshexec_command_stdin()),
+                    * prelude_len bytes; owned, may be NULL */
+    size_t prelude_len;
     char marker[33];           /* its SANDBOXD_EXEC_ID, for the kill on timeout or failure */
     int fd_in, fd_out, fd_err; /* taken on success; -1: empty stdin / output captured */
     uint64_t timeout_ms;       /* 0: none; on expiry the channel is closed (see sshfile-stream.c) */

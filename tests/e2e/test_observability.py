@@ -392,10 +392,26 @@ def main():
                 except RpcError as e:
                     assert e.code == -32005 and time.time() < deadline, e.err
                     time.sleep(0.2)
-            recs = records_for(env, sb["id"])
-            lost = [r for r in recs if r["event"] == "ssh.session_lost"]
-            back = [r for r in recs if r["event"] == "ssh.session_restored"]
-            m1 = metrics(env)
+            # The audit records and the counters are written at the same moments but read
+            # here one after the other: read both until they agree, and stay the same.
+            deadline = time.time() + 15
+            prev = None
+            while True:
+                m1 = metrics(env)
+                recs = records_for(env, sb["id"])
+                lost = [r for r in recs if r["event"] == "ssh.session_lost"]
+                back = [r for r in recs if r["event"] == "ssh.session_restored"]
+                m2 = metrics(env)
+                cur = (len(lost), len(back), value(m1, "sandboxd_ssh_sessions_lost_total"),
+                       value(m1, "sandboxd_ssh_reconnects_total"))
+                same = all(value(m1, n) == value(m2, n) for n in
+                           ("sandboxd_ssh_sessions_lost_total", "sandboxd_ssh_reconnects_total"))
+                agree = (len(lost) == cur[2] - value(m0, "sandboxd_ssh_sessions_lost_total") and
+                         len(back) == cur[3] - value(m0, "sandboxd_ssh_reconnects_total"))
+                if (same and agree and cur == prev) or time.time() > deadline:
+                    break
+                prev = cur
+                time.sleep(0.2)
             assert lost and back, recs
             assert len(lost) == value(m1, "sandboxd_ssh_sessions_lost_total") - \
                 value(m0, "sandboxd_ssh_sessions_lost_total"), lost

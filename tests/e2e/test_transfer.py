@@ -12,12 +12,14 @@ import socket
 import stat
 import subprocess
 import tempfile
+import threading
 import time
 
 from e2elib import BUILD, Env, RpcError, run
 
 SANDBOXCTL = os.path.join(BUILD, "clients", "cli", "sandboxctl")
 GIB = 1 << 30
+MIB = 1 << 20
 RSS_GROWTH_MAX = 64 << 20  # what the daemon may grow by while 1 GiB moves
 
 
@@ -27,7 +29,7 @@ def call_fds(c, method, params, fds, timeout=600):
     line = (json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}) + "\n").encode()
     with c.lock:
         n = socket.send_fds(c.sock, [line], fds)
-        assert n == len(line), n
+        c.sock.sendall(line[n:])  # a long line: the rest after the descriptors
     return c.wait(i, timeout)
 
 
@@ -276,6 +278,84 @@ def main():
             for other in sbs[1:]:
                 c.call("sandbox.destroy", {"id": other})
 
+        def cancelled_upload():
+            # A client that hangs up cancels its upload: it stops, and its temporary file
+            # goes (also when the cancel cut the file session in the middle of a write).
+            c2 = env.client()
+            rd, wr = os.pipe()
+            stop = threading.Event()
+
+            def feed():
+                block = os.urandom(1 << 16)
+                try:
+                    while not stop.is_set():
+                        os.write(wr, block)
+                except OSError:
+                    pass
+                finally:
+                    os.close(wr)
+
+            feeder = threading.Thread(target=feed)
+            feeder.start()
+            line = {"jsonrpc": "2.0", "id": 1, "method": "file.write",
+                    "params": {"id": sb, "path": "/root/cancelled", "content_fd": 0}}
+            socket.send_fds(c2.sock, [(json.dumps(line) + "\n").encode()], [rd])
+            os.close(rd)
+            temps = "ls -a /root | grep -c '^.cancelled.sandboxd-' || true"
+            for _ in range(200):
+                if c.call("sandbox.exec", {"id": sb, "command": temps})["stdout"] != "0\n":
+                    break
+                time.sleep(0.05)
+            else:
+                raise AssertionError("the upload did not start")
+            c2.close()
+            feeder.join(30)  # the daemon let go of the pipe: the feeder gets EPIPE
+            stop.set()
+            assert not feeder.is_alive(), "the upload went on after its client went away"
+            for _ in range(150):
+                r = c.call("sandbox.exec", {"id": sb, "command": temps + "; ls /root"})
+                if r["stdout"].startswith("0\n"):
+                    break
+                time.sleep(0.2)
+            else:
+                raise AssertionError(f"temporary file left behind: {r}")
+            assert "cancelled" not in r["stdout"], r
+
+        def long_command():
+            # A 1 MiB heredoc: the command travels on its stdin, ahead of the request's own.
+            head = "cat > /root/heredoc <<'SANDBOXD_EOF'\n"
+            tail = "\nSANDBOXD_EOF\nsha256sum < /root/heredoc; cat"
+            lines = "".join(f"line {i:07d} {'x' * 40}\n" for i in range(MIB // 53 + 1))
+            body = lines[:MIB - len(head) - len(tail)]
+            want = hashlib.sha256((body + "\n").encode()).hexdigest()
+            cmd = head + body + tail
+            assert len(cmd) == MIB, len(cmd)
+            r = c.call("sandbox.exec", {"id": sb, "command": cmd, "stdin": "and its stdin"})
+            assert r["exit_code"] == 0, (r["exit_code"], r["stderr"][:500])
+            assert r["stdout"] == f"{want}  -\nand its stdin", r["stdout"][:500]
+            # With stdin_fd: the pipe's data follows the command.
+            rd, wr = os.pipe()
+            os.write(wr, b"from a pipe\n")
+            os.close(wr)
+            r = call_fds(c, "sandbox.exec", {"id": sb, "command": cmd, "stdin_fd": 0}, [rd])
+            os.close(rd)
+            assert r["exit_code"] == 0 and r["stdout"] == f"{want}  -\nfrom a pipe\n", r["stdout"][:500]
+            # Its timeout still kills everything it started.
+            pad = "#" + "p" * (200 * 1024)
+            r = c.call("sandbox.exec", {"id": sb, "timeout_ms": 2000, "command":
+                                        f"setsid sleep 7654321 & sleep 7654320 {pad}"})
+            assert r["timed_out"] is True, r
+            count = "grep -las '765432[0]\\|765432[1]' /proc/[0-9]*/cmdline | wc -l"
+            for _ in range(50):
+                if c.call("sandbox.exec", {"id": sb, "command": count})["stdout"] == "0\n":
+                    break
+                time.sleep(0.1)
+            else:
+                raise AssertionError("a long command's processes outlived its timeout")
+            # Over the cap: refused.
+            e = c.error("sandbox.exec", {"id": sb, "command": "#" * (2 * MIB + 1)})
+            assert e.code == -32602 and e.data.get("param") == "command", e.err
+
         def ctl_put_get():
             small = os.path.join(tmp, "14mb")
             with open(small, "wb") as f:
@@ -346,6 +426,8 @@ def main():
              ("bad descriptors, and no leak", bad_descriptors),
              ("exec with descriptors", exec_descriptors),
              ("inactivity deadline and transfer caps", caps_and_stalls),
+             ("a cancelled upload leaves no temporary file", cancelled_upload),
+             ("a 1 MiB command, with stdin and stdin_fd", long_command),
              ("sandboxctl put/get", ctl_put_get),
              ("sandboxctl put -r/get -r", ctl_tree),
              ("sandboxctl exec", ctl_exec)])

@@ -359,8 +359,8 @@ START_TEST(test_build_command_limits)
     ck_assert_int_eq(spawn_capture(argvx, NULL, out, sizeof(out)), -E2BIG);
     free(big);
 
-    fill_worst(command, EXEC_COMMAND_MAX);
-    memcpy(command, "echo ok #", 9); /* the rest is a comment */
+    fill_worst(command, EXEC_COMMAND_INLINE_MAX); /* longer ones come on stdin */
+    memcpy(command, "echo ok #", 9);              /* the rest is a comment */
     ck_assert_int_eq(sshexec_build_command(&p, marker, &line), 0);
     printf("sshexec: worst-case line with command, env and cwd at their limits: %zu bytes "
            "(limit %d)\n",
@@ -395,9 +395,14 @@ START_TEST(test_build_command_limits)
     ck_assert_int_eq(sshexec_build_command(&p, marker, &line), -E2BIG); /* argv entries */
     p.argv = NULL;
     p.command = command;
+    fill_worst(command, EXEC_COMMAND_MAX);
+    ck_assert_int_eq(sshexec_build_command(&p, marker, &line), 0);
+    ck_assert_uint_le(strlen(line), EXEC_LINE_MAX);
+    free(line);
+    line = NULL;
     strcat(command, "x");
     ck_assert_int_eq(sshexec_build_command(&p, marker, &line), -E2BIG);
-    command[EXEC_COMMAND_MAX] = 0;
+    command[EXEC_COMMAND_INLINE_MAX] = 0;
     cwd = realloc(cwd, EXEC_CWD_MAX + 2);
     p.cwd = strcat(cwd, "x");
     ck_assert_int_eq(sshexec_build_command(&p, marker, &line), -E2BIG);
@@ -826,6 +831,58 @@ static int wait_pgrep_gone(const char *pattern, unsigned ms)
     return n;
 }
 
+/* A command longer than the command line takes comes on stdin, ahead of the request's own
+ * stdin, which the command still reads whole; its timeout still kills its tree; one byte
+ * over EXEC_COMMAND_MAX is refused. */
+START_TEST(test_exec_long_command)
+{
+    const char head[] = "printf %s '", tail[] = "' | wc -c; cat\n\n";
+    size_t n = 1024 * 1024;
+    char *cmd = malloc(EXEC_COMMAND_MAX + 2);
+    struct sshexec_params p = {.command = cmd, .timeout_ms = 20000};
+    struct run r;
+
+    memcpy(cmd, head, sizeof(head) - 1);
+    memset(cmd + sizeof(head) - 1, 'a', n);
+    memcpy(cmd + sizeof(head) - 1 + n, tail, sizeof(tail));
+    p.stdin_data = "the request's stdin";
+    p.stdin_len = strlen(p.stdin_data);
+    run_params(&p, &r, 60000);
+    ck_assert_int_eq(r.error, 0);
+    ck_assert_int_eq(r.exit_code, 0);
+    ck_assert_str_eq(r.out, "1048576\nthe request's stdin");
+    run_clear(&r);
+
+    /* Without stdin too. */
+    p.stdin_data = NULL;
+    p.stdin_len = 0;
+    run_params(&p, &r, 60000);
+    ck_assert_str_eq(r.out, "1048576\n");
+    run_clear(&r);
+
+    /* The timeout kills what a long command started. */
+    snprintf(cmd, EXEC_COMMAND_MAX, "%s", "echo started; setsid sleep 3091 & sleep 3090 #");
+    memset(cmd + strlen(cmd), 'x', 100 * 1024);
+    cmd[strlen("echo started; setsid sleep 3091 & sleep 3090 #") + 100 * 1024] = 0;
+    p.timeout_ms = 2000;
+    run_params(&p, &r, 30000);
+    ck_assert_int_eq(r.error, 0);
+    ck_assert(r.timed_out);
+    ck_assert_str_eq(r.out, "started\n");
+    ck_assert_uint_lt(r.duration_ms, 15000);
+    if (pidns_supported())
+        ck_assert_int_eq(wait_pgrep_gone("^sleep 309[01]$", 3000), 0);
+    else
+        (void)system("pkill -KILL -f '^sleep 309[01]$'");
+    run_clear(&r);
+
+    memset(cmd, ' ', EXEC_COMMAND_MAX + 1);
+    cmd[EXEC_COMMAND_MAX + 1] = 0;
+    ck_assert_int_eq(sshexec_start(pool, &p, on_done, &r, NULL), -E2BIG);
+    free(cmd);
+}
+END_TEST
+
 START_TEST(test_exec_timeout_kills_tree)
 {
     char mark[64], cmd[2048];
@@ -1236,6 +1293,7 @@ static Suite *sshexec_suite(void)
     tcase_add_test(tc, test_exec_concurrent);
     tcase_add_test(tc, test_exec_truncation);
     tcase_add_test(tc, test_exec_timeout_kills_tree);
+    tcase_add_test(tc, test_exec_long_command);
     tcase_add_test(tc, test_exec_max_output_zero);
     tcase_add_test(tc, test_exec_timeout_shape);
     tcase_add_test(tc, test_exec_background_ends_with_command);

@@ -410,7 +410,7 @@ START_TEST(test_exec)
 #undef X
 
     /* Count and size caps of argv, env and command. */
-    size_t cap = 300 * 1024;
+    size_t cap = PARAMS_COMMAND_MAX + 300 * 1024;
     char *buf = malloc(cap), *big = malloc(cap);
     size_t k;
 
