@@ -72,6 +72,23 @@ size_t conn_output_bytes(const struct conn *c)
     return c->out.len + c->out_queued;
 }
 
+size_t conn_held_bytes(const struct conn *c)
+{
+    return c->in.cap + c->out.cap + c->out_queued;
+}
+
+/* Reports what the connection holds now to the owner's memory budget (nothing once it
+ * is closing: its buffers are being released). */
+static void conn_account(struct conn *c)
+{
+    size_t now = c->state >= CONN_CLOSING ? 0 : conn_held_bytes(c);
+
+    if (now == c->held)
+        return;
+    c->host->ops->account(c->host->owner, c, c->held, now);
+    c->held = now;
+}
+
 static unsigned max_inflight(const struct conn *c)
 {
     return c->host->config->server.max_inflight_per_connection;
@@ -428,6 +445,7 @@ static void conn_update(struct conn *c)
     size_t out = conn_output_bytes(c);
     bool want;
 
+    conn_account(c);
     if (c->state == CONN_DRAINING) {
         if (out == 0)
             conn_close(c);
@@ -448,7 +466,10 @@ static void conn_update(struct conn *c)
         if (c->state != CONN_OPEN)
             return;
     }
-    want = !c->eof && c->port.list.n < max_inflight(c) && !c->out_paused;
+    /* Over its share of the memory budget, the uid's connections are not read from until
+     * it drops below (the sweep looks again): other uids' connections are not affected. */
+    want = !c->eof && c->port.list.n < max_inflight(c) && !c->out_paused &&
+           !c->host->ops->over_share(c->host->owner, c->port.uid);
     if (want && !c->reading) {
         if (uv_poll_start(&c->rpoll, UV_READABLE, on_readable) == 0)
             c->reading = true;
@@ -462,6 +483,7 @@ static void dispatch_line(struct conn *c, const char *line, size_t len)
     /* Blank lines (keep-alives, a trailing "\r\n") are ignored. */
     if (len == 0 || (len == 1 && line[0] == '\r'))
         return;
+    c->port.inflight_max = max_inflight(c); /* live config: reloads apply */
     if (methods_dispatch_line(c->host->methods, &c->port, line, len,
                               c->host->ops->stopping(c->host->owner)) < 0)
         conn_fail(c, RPC_INTERNAL_ERROR, "out of memory");
@@ -524,6 +546,7 @@ void conn_close(struct conn *c)
     if (conn_set_state(c, CONN_CLOSING) < 0)
         return;
     buf_clear(&c->out, false);
+    conn_account(c);
     c->host->ops->uncount(c->host->owner, c);
     conn_drop_fds(c);
     uv_close((uv_handle_t *)&c->rpoll, on_close);
@@ -560,7 +583,11 @@ void conn_sweep(struct conn *c, uint64_t now)
         now - c->last_activity >= l->idle_timeout_ms) {
         log_debug(COMP, "#%" PRIu64 ": idle, closing", c->id);
         conn_close(c);
+        return;
     }
+    /* Reading may have stopped for the uid's memory share: resume once it is back under. */
+    if (c->state == CONN_OPEN && !c->reading)
+        conn_update(c);
 }
 
 void conn_shutdown(struct conn *c)

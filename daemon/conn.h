@@ -57,6 +57,10 @@ struct conn_host_ops {
     void (*uncount)(void *owner, struct conn *c); /* leaves the caps (closing) */
     void (*closed)(void *owner, struct conn *c);  /* handle closed; freed right after */
     void (*request_done)(void *owner);            /* a request completed */
+    /* The bytes c holds (partial lines, queued replies) went from old to now. */
+    void (*account)(void *owner, struct conn *c, size_t old, size_t now);
+    /* The uid holds more than its share of the memory budget: do not read from it. */
+    bool (*over_share)(void *owner, uid_t uid);
 };
 
 struct conn_host {
@@ -112,6 +116,7 @@ struct conn {
     uint64_t last_activity; /* uv_now of the last read or completion */
     uint64_t write_since;   /* uv_now of the last write progress while writes are queued */
     bool out_paused;        /* queued output went over high water; reading resumes below low */
+    size_t held;            /* bytes last reported through ops->account() */
     uint64_t drain_pass;    /* counts on_drain passes (each fires only callbacks armed before) */
 
     struct conn *prev, *next; /* the owner's list; only the owner touches them */
@@ -134,6 +139,9 @@ void conn_shutdown(struct conn *c);
 /* Shutdown deadline: detach every request and close. */
 void conn_abort(struct conn *c);
 size_t conn_output_bytes(const struct conn *c);
+/* Bytes the connection holds in memory: its input buffer (a partial line included) and
+ * its replies not yet written. */
+size_t conn_held_bytes(const struct conn *c);
 /* Requests in flight. */
 unsigned conn_inflight(const struct conn *c);
 /* The one setter of c->state. Only a later state is accepted; anything else is
