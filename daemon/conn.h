@@ -23,6 +23,7 @@
 #include "req.h"
 
 struct conn;
+struct conn_msg;
 struct config;
 struct method_table;
 struct server;
@@ -31,6 +32,9 @@ struct server;
 #define CONN_OUTPUT_HIGH (1024 * 1024)      /* stop reading above this much queued output */
 #define CONN_OUTPUT_LOW (256 * 1024)        /* resume below this */
 #define CONN_OUTPUT_HARD (64 * 1024 * 1024) /* notifications past this are refused */
+/* A message whose strings hold more than this is serialised on a worker thread, so that
+ * no reply holds the loop (the messages sent after it wait behind it, in order). */
+#define CONN_OFFLOOP_BYTES (256 * 1024)
 /* Descriptors (SCM_RIGHTS): at most REQ_FDS_MAX arrive with one request line (more is a
  * protocol error: the connection is closed), and at most this many wait for their line
  * to be dispatched (received, line not yet taken because of the in-flight cap). */
@@ -93,7 +97,7 @@ struct conn {
     uv_pipe_t pipe; /* writes; reads go through rpoll (recvmsg, for the descriptors) */
     uv_poll_t rpoll;
     int rfd;          /* a duplicate of the socket polled for reading; -1 before setup */
-    unsigned handles; /* handles not yet closed (freed when 0) */
+    unsigned handles; /* handles not yet closed, and a serialisation running (freed when 0) */
     enum conn_state state;
     uint64_t id;
     bool counted; /* holds a place in the caps (set by the owner) */
@@ -108,6 +112,11 @@ struct conn {
     unsigned n_fdq, fdq_fds;
     struct buf out;    /* responses not yet handed to the kernel/libuv */
     size_t out_queued; /* bytes in uv_write requests not yet completed */
+    /* Messages behind one being serialised off the loop, in send order; the first is the
+     * one on the worker thread when sendq_busy. Counted as output (their size hints). */
+    struct conn_msg *sendq, *sendq_tail;
+    size_t sendq_bytes;
+    bool sendq_busy;
     unsigned n_writes;
 
     /* the requests in flight (port.list) and the peer's credentials (port.uid, .gid, .pid) */
