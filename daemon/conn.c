@@ -698,6 +698,10 @@ static void conn_process(struct conn *c)
         dispatch_line(c, line, len);
         req_fds_close(&c->port.fds);
     }
+    /* The buffer of a large line is given back once the line is taken: a connection
+     * that waits holds no more than a read's worth, and its uid's share is not spent. */
+    if (frame_buf_pending(&c->in) == 0 && c->in.cap > 2 * CONN_READ_CHUNK)
+        frame_buf_done(&c->in);
     c->in_process = false;
     conn_flush(c);
     conn_update(c);

@@ -208,6 +208,13 @@ def case_partial_lines():
         again = attacker_result(pid, r, 30)
         attacker_done(pid, gw)
         check("result" in again, f"the uid is not served after its connections closed: {again}")
+        # A large line, once answered, leaves nothing held.
+        c = Client(d.sock, timeout=30)
+        m = c.call("daemon.status", {"pad": "x" * (line_max - 1024)})
+        check("result" in m or "error" in m, f"daemon.status: {str(m)[:200]}")
+        c.close()
+        held = status(d.sock)["memory"]["bytes"]
+        check(held <= MIB, f"{held} bytes still held after a large line was answered")
     finally:
         d.stop()
 
