@@ -23,7 +23,20 @@ struct wreq {
     uv_write_t w;
     struct conn *conn;
     size_t len;
+    char *owned; /* a serialised line written where it is (NULL: the bytes are in data) */
     char data[];
+};
+
+/* A message on the send queue: to be serialised on a worker thread (msg), or already
+ * serialised on the loop (line) because it is small but was sent behind a large one. */
+struct conn_msg {
+    uv_work_t work;
+    struct conn *conn;
+    json_object *msg;
+    size_t hint;
+    char *line;
+    size_t len;
+    struct conn_msg *next;
 };
 
 static const char *const conn_state_names[] = {
@@ -69,7 +82,24 @@ unsigned conn_state_refusals(const struct conn_host *h)
 
 size_t conn_output_bytes(const struct conn *c)
 {
-    return c->out.len + c->out_queued;
+    return c->out.len + c->out_queued + c->sendq_bytes;
+}
+
+size_t conn_held_bytes(const struct conn *c)
+{
+    return c->in.cap + c->out.cap + c->out_queued + c->sendq_bytes;
+}
+
+/* Reports what the connection holds now to the owner's memory budget (nothing once it
+ * is closing: its buffers are being released). */
+static void conn_account(struct conn *c)
+{
+    size_t now = c->state >= CONN_CLOSING ? 0 : conn_held_bytes(c);
+
+    if (now == c->held)
+        return;
+    c->host->ops->account(c->host->owner, c, c->held, now);
+    c->held = now;
 }
 
 static unsigned max_inflight(const struct conn *c)
@@ -312,6 +342,7 @@ static void on_write(uv_write_t *w, int status)
 
     c->out_queued -= wr->len;
     c->n_writes--;
+    free(wr->owned);
     free(wr);
     if (status < 0) {
         if (c->state < CONN_CLOSING)
@@ -361,6 +392,7 @@ static void conn_flush(struct conn *c)
         }
         wr->conn = c;
         wr->len = rest;
+        wr->owned = NULL;
         memcpy(wr->data, c->out.data + off, rest);
         b = uv_buf_init(wr->data, (unsigned)rest);
         r = uv_write(&wr->w, (uv_stream_t *)&c->pipe, &b, 1, on_write);
@@ -377,18 +409,187 @@ static void conn_flush(struct conn *c)
     buf_clear(&c->out, c->out.cap > CONN_OUTPUT_LOW);
 }
 
+/* Hands a serialised line (taken over) to the socket after the output already buffered,
+ * without copying it. */
+static void conn_write_line(struct conn *c, char *line, size_t len)
+{
+    _cleanup_free_ char *l = line;
+    struct wreq *wr;
+    size_t off = 0;
+    uv_buf_t b;
+    int r;
+
+    conn_flush(c);
+    if (c->state >= CONN_CLOSING)
+        return;
+    if (c->n_writes == 0) {
+        b = uv_buf_init(l, (unsigned)len);
+        r = uv_try_write((uv_stream_t *)&c->pipe, &b, 1);
+        if (r > 0)
+            off = (size_t)r;
+        else if (r < 0 && r != UV_EAGAIN) {
+            log_debug(COMP, "#%" PRIu64 ": write: %s", c->id, uv_strerror(r));
+            conn_close(c);
+            return;
+        }
+    }
+    if (off == len)
+        return;
+    wr = calloc(1, sizeof *wr);
+    if (!wr) {
+        conn_close(c);
+        return;
+    }
+    wr->conn = c;
+    wr->len = len - off;
+    wr->owned = TAKE_PTR(l);
+    b = uv_buf_init(wr->owned + off, (unsigned)wr->len);
+    r = uv_write(&wr->w, (uv_stream_t *)&c->pipe, &b, 1, on_write);
+    if (r < 0) {
+        free(wr->owned);
+        free(wr);
+        conn_close(c);
+        return;
+    }
+    c->out_queued += wr->len;
+    if (c->n_writes++ == 0)
+        c->write_since = uv_now(c->host->loop);
+}
+
+static void conn_msg_free(struct conn_msg *m)
+{
+    json_object_put(m->msg);
+    free(m->line);
+    free(m);
+}
+
+/* Drops the queued messages, except the one a worker thread still holds. */
+static void conn_drop_sendq(struct conn *c)
+{
+    struct conn_msg **p = c->sendq_busy ? &c->sendq->next : &c->sendq;
+
+    while (*p) {
+        struct conn_msg *m = *p;
+
+        *p = m->next;
+        c->sendq_bytes -= m->hint;
+        conn_msg_free(m);
+    }
+    c->sendq_tail = c->sendq;
+}
+
+/* Worker thread: the message is this thread's alone until sendq_done() (a reply built
+ * for one request; its id is shared, but only read). */
+static void sendq_work(uv_work_t *w)
+{
+    struct conn_msg *m = container_of(w, struct conn_msg, work);
+
+    m->line = rpc_to_line(m->msg, &m->len);
+}
+
+static void sendq_done(uv_work_t *w, int status);
+
+/* Writes the queued lines already serialised, up to the next message to serialise,
+ * which goes to a worker thread. */
+static void sendq_run(struct conn *c)
+{
+    while (c->sendq && c->state < CONN_CLOSING && !c->sendq_busy) {
+        struct conn_msg *m = c->sendq;
+
+        if (!m->line) {
+            if (uv_queue_work(c->host->loop, &m->work, sendq_work, sendq_done) < 0) {
+                conn_close(c);
+                return;
+            }
+            c->sendq_busy = true;
+            c->handles++;
+            return;
+        }
+        c->sendq = m->next;
+        if (!c->sendq)
+            c->sendq_tail = NULL;
+        c->sendq_bytes -= m->hint;
+        conn_write_line(c, TAKE_PTR(m->line), m->len);
+        conn_msg_free(m);
+    }
+}
+
+static void conn_release(struct conn *c);
+
+static void sendq_done(uv_work_t *w, int status)
+{
+    struct conn_msg *m = container_of(w, struct conn_msg, work);
+    struct conn *c = m->conn;
+
+    c->sendq_busy = false;
+    c->handles--;
+    if (c->state >= CONN_CLOSING || status < 0 || !m->line) {
+        c->sendq = m->next;
+        if (!c->sendq)
+            c->sendq_tail = NULL;
+        c->sendq_bytes -= m->hint;
+        conn_msg_free(m);
+        if (c->state < CONN_CLOSING)
+            conn_close(c); /* out of memory: a reply would be missing */
+        conn_drop_sendq(c);
+        if (c->handles == 0)
+            conn_release(c);
+        return;
+    }
+    json_object_put(TAKE_PTR(m->msg));
+    sendq_run(c);
+    conn_update(c);
+    if (c->state == CONN_OPEN && !c->in_process)
+        conn_process(c);
+}
+
+/* Queues a message (taken over) behind the send queue: serialised now when small,
+ * on a worker thread when large. */
+static int conn_queue_msg(struct conn *c, json_object *msg, size_t hint)
+{
+    struct conn_msg *m = calloc(1, sizeof *m);
+
+    if (!m) {
+        json_object_put(msg);
+        return -ENOMEM;
+    }
+    m->conn = c;
+    m->hint = MAX(hint, (size_t)1);
+    if (hint > CONN_OFFLOOP_BYTES)
+        m->msg = msg;
+    else {
+        m->line = rpc_to_line(msg, &m->len);
+        json_object_put(msg);
+        if (!m->line) {
+            free(m);
+            return -ENOMEM;
+        }
+    }
+    if (c->sendq_tail)
+        c->sendq_tail->next = m;
+    else
+        c->sendq = m;
+    c->sendq_tail = m;
+    c->sendq_bytes += m->hint;
+    sendq_run(c);
+    return 0;
+}
+
 /* Serialises and queues one message (taken over). */
 static int conn_send(struct conn *c, json_object *o)
 {
     _cleanup_json_ json_object *msg = o;
     _cleanup_free_ char *line = NULL;
-    size_t len;
+    size_t len, hint;
     int r;
 
     if (!msg)
         return -ENOMEM;
     if (c->state >= CONN_CLOSING)
         return -ENOTCONN;
+    hint = rpc_size_hint(msg);
+    if (c->sendq || hint > CONN_OFFLOOP_BYTES)
+        return conn_queue_msg(c, TAKE_PTR(msg), hint);
     line = rpc_to_line(msg, &len);
     if (!line)
         return -ENOMEM;
@@ -428,6 +629,7 @@ static void conn_update(struct conn *c)
     size_t out = conn_output_bytes(c);
     bool want;
 
+    conn_account(c);
     if (c->state == CONN_DRAINING) {
         if (out == 0)
             conn_close(c);
@@ -448,7 +650,10 @@ static void conn_update(struct conn *c)
         if (c->state != CONN_OPEN)
             return;
     }
-    want = !c->eof && c->port.list.n < max_inflight(c) && !c->out_paused;
+    /* Over its share of the memory budget, the uid's connections are not read from until
+     * it drops below (the sweep looks again): other uids' connections are not affected. */
+    want = !c->eof && c->port.list.n < max_inflight(c) && !c->out_paused &&
+           !c->host->ops->over_share(c->host->owner, c->port.uid);
     if (want && !c->reading) {
         if (uv_poll_start(&c->rpoll, UV_READABLE, on_readable) == 0)
             c->reading = true;
@@ -462,6 +667,7 @@ static void dispatch_line(struct conn *c, const char *line, size_t len)
     /* Blank lines (keep-alives, a trailing "\r\n") are ignored. */
     if (len == 0 || (len == 1 && line[0] == '\r'))
         return;
+    c->port.inflight_max = max_inflight(c); /* live config: reloads apply */
     if (methods_dispatch_line(c->host->methods, &c->port, line, len,
                               c->host->ops->stopping(c->host->owner)) < 0)
         conn_fail(c, RPC_INTERNAL_ERROR, "out of memory");
@@ -492,6 +698,10 @@ static void conn_process(struct conn *c)
         dispatch_line(c, line, len);
         req_fds_close(&c->port.fds);
     }
+    /* The buffer of a large line is given back once the line is taken: a connection
+     * that waits holds no more than a read's worth, and its uid's share is not spent. */
+    if (frame_buf_pending(&c->in) == 0 && c->in.cap > 2 * CONN_READ_CHUNK)
+        frame_buf_done(&c->in);
     c->in_process = false;
     conn_flush(c);
     conn_update(c);
@@ -507,6 +717,12 @@ static void on_close(uv_handle_t *h)
     }
     if (--c->handles > 0)
         return;
+    conn_release(c);
+}
+
+/* The last handle closed and no serialisation runs: frees c. */
+static void conn_release(struct conn *c)
+{
     conn_set_state(c, CONN_CLOSED);
     conn_drop_fds(c);
     frame_buf_done(&c->in);
@@ -524,6 +740,8 @@ void conn_close(struct conn *c)
     if (conn_set_state(c, CONN_CLOSING) < 0)
         return;
     buf_clear(&c->out, false);
+    conn_drop_sendq(c);
+    conn_account(c);
     c->host->ops->uncount(c->host->owner, c);
     conn_drop_fds(c);
     uv_close((uv_handle_t *)&c->rpoll, on_close);
@@ -560,7 +778,11 @@ void conn_sweep(struct conn *c, uint64_t now)
         now - c->last_activity >= l->idle_timeout_ms) {
         log_debug(COMP, "#%" PRIu64 ": idle, closing", c->id);
         conn_close(c);
+        return;
     }
+    /* Reading may have stopped for the uid's memory share: resume once it is back under. */
+    if (c->state == CONN_OPEN && !c->reading)
+        conn_update(c);
 }
 
 void conn_shutdown(struct conn *c)

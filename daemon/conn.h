@@ -23,6 +23,7 @@
 #include "req.h"
 
 struct conn;
+struct conn_msg;
 struct config;
 struct method_table;
 struct server;
@@ -31,6 +32,9 @@ struct server;
 #define CONN_OUTPUT_HIGH (1024 * 1024)      /* stop reading above this much queued output */
 #define CONN_OUTPUT_LOW (256 * 1024)        /* resume below this */
 #define CONN_OUTPUT_HARD (64 * 1024 * 1024) /* notifications past this are refused */
+/* A message whose strings hold more than this is serialised on a worker thread, so that
+ * no reply holds the loop (the messages sent after it wait behind it, in order). */
+#define CONN_OFFLOOP_BYTES (256 * 1024)
 /* Descriptors (SCM_RIGHTS): at most REQ_FDS_MAX arrive with one request line (more is a
  * protocol error: the connection is closed), and at most this many wait for their line
  * to be dispatched (received, line not yet taken because of the in-flight cap). */
@@ -57,6 +61,10 @@ struct conn_host_ops {
     void (*uncount)(void *owner, struct conn *c); /* leaves the caps (closing) */
     void (*closed)(void *owner, struct conn *c);  /* handle closed; freed right after */
     void (*request_done)(void *owner);            /* a request completed */
+    /* The bytes c holds (partial lines, queued replies) went from old to now. */
+    void (*account)(void *owner, struct conn *c, size_t old, size_t now);
+    /* The uid holds more than its share of the memory budget: do not read from it. */
+    bool (*over_share)(void *owner, uid_t uid);
 };
 
 struct conn_host {
@@ -89,7 +97,7 @@ struct conn {
     uv_pipe_t pipe; /* writes; reads go through rpoll (recvmsg, for the descriptors) */
     uv_poll_t rpoll;
     int rfd;          /* a duplicate of the socket polled for reading; -1 before setup */
-    unsigned handles; /* handles not yet closed (freed when 0) */
+    unsigned handles; /* handles not yet closed, and a serialisation running (freed when 0) */
     enum conn_state state;
     uint64_t id;
     bool counted; /* holds a place in the caps (set by the owner) */
@@ -104,6 +112,11 @@ struct conn {
     unsigned n_fdq, fdq_fds;
     struct buf out;    /* responses not yet handed to the kernel/libuv */
     size_t out_queued; /* bytes in uv_write requests not yet completed */
+    /* Messages behind one being serialised off the loop, in send order; the first is the
+     * one on the worker thread when sendq_busy. Counted as output (their size hints). */
+    struct conn_msg *sendq, *sendq_tail;
+    size_t sendq_bytes;
+    bool sendq_busy;
     unsigned n_writes;
 
     /* the requests in flight (port.list) and the peer's credentials (port.uid, .gid, .pid) */
@@ -112,6 +125,7 @@ struct conn {
     uint64_t last_activity; /* uv_now of the last read or completion */
     uint64_t write_since;   /* uv_now of the last write progress while writes are queued */
     bool out_paused;        /* queued output went over high water; reading resumes below low */
+    size_t held;            /* bytes last reported through ops->account() */
     uint64_t drain_pass;    /* counts on_drain passes (each fires only callbacks armed before) */
 
     struct conn *prev, *next; /* the owner's list; only the owner touches them */
@@ -134,6 +148,9 @@ void conn_shutdown(struct conn *c);
 /* Shutdown deadline: detach every request and close. */
 void conn_abort(struct conn *c);
 size_t conn_output_bytes(const struct conn *c);
+/* Bytes the connection holds in memory: its input buffer (a partial line included) and
+ * its replies not yet written. */
+size_t conn_held_bytes(const struct conn *c);
 /* Requests in flight. */
 unsigned conn_inflight(const struct conn *c);
 /* The one setter of c->state. Only a later state is accepted; anything else is

@@ -211,6 +211,7 @@ void daemon_reload(struct daemon *d, struct config *n)
     c->server.max_connections_per_uid = n->server.max_connections_per_uid;
     c->server.max_request_bytes = n->server.max_request_bytes; /* for new connections */
     c->server.max_inflight_per_connection = n->server.max_inflight_per_connection;
+    c->server.memory_budget = n->server.memory_budget;
     c->server.log_level = n->server.log_level;
     c->sandbox = n->sandbox;
     c->proxmox.max_per_node = n->proxmox.max_per_node; /* placement reads them per create */

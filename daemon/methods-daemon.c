@@ -14,7 +14,8 @@ void method_daemon_status(struct req *r, void *params, void *userdata)
     const struct server *s = req_server(r);
     struct daemon *d = s->daemon;
     const struct config *cfg = req_config(r);
-    json_object *o, *px, *caller;
+    json_object *o, *px, *caller, *mem;
+    size_t bytes, peak;
 
     (void)params;
     o = json_object_new_object();
@@ -22,6 +23,13 @@ void method_daemon_status(struct req *r, void *params, void *userdata)
     json_object_object_add(o, "uptime_s", json_object_new_int64((int64_t)server_uptime_s(s)));
     json_object_object_add(o, "connections", json_object_new_int64(server_connections(s)));
     json_object_object_add(o, "sandboxes", json_object_new_object());
+    server_memory(s, &bytes, &peak);
+    mem = json_object_new_object();
+    json_object_object_add(mem, "bytes", json_object_new_int64((int64_t)bytes));
+    json_object_object_add(mem, "peak", json_object_new_int64((int64_t)peak));
+    json_object_object_add(mem, "budget",
+                           json_object_new_int64((int64_t)cfg->server.memory_budget));
+    json_object_object_add(o, "memory", mem);
     px = json_object_new_object();
     json_object_object_add(px, "configured", json_object_new_boolean(cfg->proxmox.present));
     json_object_object_add(px, "reachable", NULL);

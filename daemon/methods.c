@@ -112,6 +112,15 @@ static void dispatch_call(const struct method_table *t, struct req_port *port,
      * already detached its requests. */
     if (!port->ops->open(port->conn))
         return;
+    if (b && port->inflight_max && port->list.n >= port->inflight_max) {
+        /* A batch's entries take places under the in-flight cap like single requests:
+         * past it they are refused rather than run (a notification is not run). */
+        if (!call->notification)
+            rpc_batch_add(b,
+                          rpc_error_reason_new(call->id, RPC_BUSY,
+                                               "too many requests in flight on this connection"));
+        return;
+    }
     if (req_new(port, call, b, &r) < 0) {
         if (!call->notification)
             (void)port->ops->send(

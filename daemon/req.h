@@ -151,8 +151,9 @@ struct req_port {
     uid_t uid;
     gid_t gid;
     pid_t pid;
-    size_t output_high; /* req_output_busy() above this many queued bytes */
-    size_t output_hard; /* req_notify() refuses above this */
+    size_t output_high;    /* req_output_busy() above this many queued bytes */
+    size_t output_hard;    /* req_notify() refuses above this */
+    unsigned inflight_max; /* batch entries past this many requests in flight: -32007; 0: none */
     /* The descriptors of the line being dispatched: req_new() moves them into the request
      * when the line holds one call (not a batch); the connection closes what is left. */
     struct req_fds fds;

@@ -70,11 +70,51 @@ static void server_request_done(void *owner)
         server_maybe_finish(s);
 }
 
+static struct uid_count *uid_slot(struct server *s, uid_t uid, bool create);
+
+static void server_account(void *owner, struct conn *c, size_t old, size_t now)
+{
+    struct server *s = owner;
+    struct uid_count *u = c->counted ? uid_slot(s, c->port.uid, false) : NULL;
+
+    s->mem_bytes = s->mem_bytes - MIN(old, s->mem_bytes) + now;
+    s->mem_peak = MAX(s->mem_peak, s->mem_bytes);
+    if (u)
+        u->bytes = u->bytes - MIN(old, u->bytes) + now;
+}
+
+/* A uid's share is a quarter of the budget, and less while the budget is exceeded: then
+ * every uid holding memory gets an equal part. */
+static bool server_over_share(void *owner, uid_t uid)
+{
+    struct server *s = owner;
+    size_t budget = s->config->server.memory_budget, holders = 0;
+    struct uid_count *u = uid_slot(s, uid, false);
+
+    if (!u || budget == 0)
+        return false;
+    if (u->bytes > budget / 4)
+        return true;
+    if (s->mem_bytes <= budget)
+        return false;
+    for (size_t i = 0; i < s->n_uids; i++)
+        holders += s->uids[i].bytes > 0;
+    return holders > 0 && u->bytes > budget / holders;
+}
+
+void server_memory(const struct server *s, size_t *ret_bytes, size_t *ret_peak)
+{
+    *ret_bytes = s->mem_bytes;
+    *ret_peak = s->mem_peak;
+}
+
 static const struct conn_host_ops server_conn_ops = {
     .stopping = server_stopping_cb,
     .uncount = server_conn_uncount,
     .closed = server_conn_closed,
     .request_done = server_request_done,
+    .account = server_account,
+    .over_share = server_over_share,
 };
 
 int server_init(struct server *s, const struct server_params *p)

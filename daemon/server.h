@@ -40,6 +40,7 @@ struct server_limits {
 struct uid_count {
     uid_t uid;
     unsigned n;
+    size_t bytes; /* held by its connections (the memory budget) */
 };
 
 /* What a server serves, and for whom. */
@@ -78,6 +79,8 @@ struct server {
     unsigned n_handles; /* connections whose handle is not closed yet */
     struct uid_count *uids;
     size_t n_uids;
+    size_t mem_bytes; /* held by every connection: partial lines, queued replies */
+    size_t mem_peak;
     uint64_t n_accepted;
     uint64_t n_rejected;
     unsigned status_conns; /* connection count last sent as STATUS= */
@@ -104,5 +107,7 @@ void server_apply_limits(struct server *s);
 void server_done(struct server *s);
 
 unsigned server_connections(const struct server *s);
+/* Bytes the connections hold now, and the most they held at once ([server] memory_budget). */
+void server_memory(const struct server *s, size_t *ret_bytes, size_t *ret_peak);
 uint64_t server_uptime_s(const struct server *s);
 bool server_stopping(const struct server *s);

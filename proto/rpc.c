@@ -208,6 +208,34 @@ char *rpc_to_line(json_object *o, size_t *ret_len)
     return line;
 }
 
+static size_t rpc_size_hint_depth(json_object *o, unsigned depth)
+{
+    size_t n = 4;
+
+    if (depth > RPC_MAX_DEPTH)
+        return n;
+    switch (json_object_get_type(o)) {
+    case json_type_string:
+        return n + (size_t)json_object_get_string_len(o);
+    case json_type_array:
+        for (size_t i = 0, k = json_object_array_length(o); i < k; i++)
+            n += rpc_size_hint_depth(json_object_array_get_idx(o, i), depth + 1);
+        return n;
+    case json_type_object: {
+        json_object_object_foreach(o, key, val) n +=
+            strlen(key) + rpc_size_hint_depth(val, depth + 1);
+        return n;
+    }
+    default:
+        return n;
+    }
+}
+
+size_t rpc_size_hint(json_object *o)
+{
+    return rpc_size_hint_depth(o, 0);
+}
+
 char *rpc_request_line(int64_t id, const char *method, json_object *params, size_t *ret_len)
 {
     _cleanup_json_ json_object *o = rpc_envelope_new();

@@ -83,6 +83,10 @@ json_object *rpc_exec_output_new(json_object *request_id, const char *stream, co
 
 /* Serialises o as one line: compact JSON plus '\n'. Caller frees. */
 char *rpc_to_line(json_object *o, size_t *ret_len);
+/* A lower bound of the length of o serialised: the bytes of its strings (each escape
+ * makes the text longer) and a few per value. Cheap: it walks the values, never the
+ * strings' bytes. Enough to tell a reply worth serialising off the loop. */
+size_t rpc_size_hint(json_object *o);
 /* A client's request {"jsonrpc", "id", "method", "params" (left out when NULL; taken over)}
  * as one line, as rpc_to_line(). NULL without memory. */
 char *rpc_request_line(int64_t id, const char *method, json_object *params, size_t *ret_len);

@@ -61,6 +61,8 @@ static const struct key_def keys[] = {
     {"server", "max_request_bytes", KEY_SIZE, F(server.max_request_bytes), 0, 1024,
      256ull * 1024 * 1024},
     UINT_KEY("server", "max_inflight_per_connection", server.max_inflight_per_connection, 1, 4096),
+    {"server", "memory_budget", KEY_SIZE, F(server.memory_budget), 0, 16ull * 1024 * 1024,
+     64ull * 1024 * 1024 * 1024},
     {"server", "log_level", KEY_LOGLEVEL, F(server.log_level), 0, 0, 0},
 
     {"proxmox", "url", KEY_STRING, F(proxmox.url), 0, 0, 0},
@@ -473,6 +475,7 @@ int config_init(struct config *c)
                 .max_connections = CONFIG_DEFAULT_MAX_CONNECTIONS,
                 .max_connections_per_uid = CONFIG_DEFAULT_MAX_CONNECTIONS_PER_UID,
                 .max_request_bytes = CONFIG_DEFAULT_MAX_REQUEST_BYTES,
+                .memory_budget = CONFIG_DEFAULT_MEMORY_BUDGET,
                 .max_inflight_per_connection = CONFIG_DEFAULT_MAX_INFLIGHT,
                 .log_level = CONFIG_DEFAULT_LOG_LEVEL,
             },

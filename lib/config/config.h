@@ -42,6 +42,7 @@
 #define CONFIG_DEFAULT_MAX_CONNECTIONS 256
 #define CONFIG_DEFAULT_MAX_CONNECTIONS_PER_UID 64
 #define CONFIG_DEFAULT_MAX_REQUEST_BYTES (16u * 1024 * 1024)
+#define CONFIG_DEFAULT_MEMORY_BUDGET ((size_t)1024 * 1024 * 1024)
 #define CONFIG_DEFAULT_MAX_INFLIGHT 32
 #define CONFIG_DEFAULT_LOG_LEVEL 6 /* LOG_INFO */
 #define CONFIG_DEFAULT_NODE "pve"
@@ -85,6 +86,7 @@ struct config_server {
     unsigned max_connections_per_uid;     /* 1..65536 */
     size_t max_request_bytes;             /* 1024..256 MiB: longest request line */
     unsigned max_inflight_per_connection; /* 1..4096 */
+    size_t memory_budget;                 /* 16 MiB..64 GiB, connection buffers; 1/4 per uid */
     int log_level;                        /* syslog level; --log-level overrides */
 };
 
