@@ -37,6 +37,24 @@ static struct fs_call *fs_call_new(void *userdata, struct engine_error *ret_err)
     return c;
 }
 
+/* The file session of sb and a call for userdata: 0, or a refusal with ret_err filled. */
+static int fs_call_begin(struct sandbox *sb, void *userdata, struct sshfile **ret_f,
+                         struct fs_call **ret_c, struct engine_error *ret_err)
+{
+    struct sshfile *f;
+    struct fs_call *c;
+    int r = sandbox_file_session(sb, &f, ret_err);
+
+    if (r < 0)
+        return sandbox_file_refused(r, false, ret_err);
+    c = fs_call_new(userdata, ret_err);
+    if (!c)
+        return -ENOMEM;
+    *ret_f = f;
+    *ret_c = c;
+    return 0;
+}
+
 int sandbox_file_write(struct sandbox *sb, const struct sandbox_write_params *p,
                        sandbox_count_cb cb, void *userdata, struct engine_error *ret_err)
 {
@@ -82,13 +100,10 @@ int sandbox_file_read(struct sandbox *sb, const char *path, uint64_t offset, uin
 {
     struct fs_call *c;
     struct sshfile *f;
-    int r = sandbox_file_session(sb, &f, ret_err);
+    int r = fs_call_begin(sb, userdata, &f, &c, ret_err);
 
     if (r < 0)
-        return sandbox_file_refused(r, false, ret_err);
-    c = fs_call_new(userdata, ret_err);
-    if (!c)
-        return -ENOMEM;
+        return r;
     c->read_cb = cb;
     r = sshfile_read(f, path, offset, length, on_read, c);
     if (r < 0) {
@@ -152,13 +167,10 @@ int sandbox_file_list(struct sandbox *sb, const char *path, size_t limit, sandbo
 {
     struct fs_call *c;
     struct sshfile *f;
-    int r = sandbox_file_session(sb, &f, ret_err);
+    int r = fs_call_begin(sb, userdata, &f, &c, ret_err);
 
     if (r < 0)
-        return fs_refused(r, ret_err);
-    c = fs_call_new(userdata, ret_err);
-    if (!c)
-        return -ENOMEM;
+        return r;
     c->list_cb = cb;
     r = sshfile_list(f, path, limit, on_listed, c);
     if (r < 0) {
@@ -173,13 +185,10 @@ int sandbox_file_stat(struct sandbox *sb, const char *path, bool follow, sandbox
 {
     struct fs_call *c;
     struct sshfile *f;
-    int r = sandbox_file_session(sb, &f, ret_err);
+    int r = fs_call_begin(sb, userdata, &f, &c, ret_err);
 
     if (r < 0)
-        return fs_refused(r, ret_err);
-    c = fs_call_new(userdata, ret_err);
-    if (!c)
-        return -ENOMEM;
+        return r;
     c->stat_cb = cb;
     r = sshfile_stat(f, path, follow, on_stat, c);
     if (r < 0) {
