@@ -39,8 +39,16 @@ __all__ = [
     "Error", "ConnectionLost", "Unavailable", "ParseError", "InvalidRequest", "MethodNotFound",
     "InvalidParams", "InternalError", "NoSuchSandbox", "BadState", "QuotaExceeded",
     "ProxmoxError", "SSHError", "DeadlineExceeded", "Busy", "PermissionDenied", "FileError",
-    "IdempotencyMismatch", "ShuttingDown",
+    "IdempotencyMismatch", "ShuttingDown", "AsyncClient",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The asyncio client (sandboxd_async.py, beside this file), loaded on first use.
+    if name in ("AsyncClient", "AsyncSandbox", "AsyncProcess", "AsyncExecStream"):
+        import sandboxd_async
+        return getattr(sandboxd_async, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 DEFAULT_SOCKET = "/run/sandboxd.sock"
 _CLOSE_WAIT_S = 5.0  # for the reader to see the end of a connection a send failed on
