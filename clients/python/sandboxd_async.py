@@ -178,20 +178,29 @@ async def _wait(call: _Call, timeout: Optional[float]) -> Any:
 
 class AsyncExecStream:
     """`async for` OutputChunk values while the command runs; afterwards `result` holds the
-    ExecResult (with the whole output). `await wait()` does both."""
+    ExecResult (with the whole output). `await wait()` does both. With a timeout,
+    TimeoutError is raised when the command has not ended that many seconds after it was
+    sent."""
 
     def __init__(self, call: _Call, timeout: Optional[float]) -> None:
         self._call = call
-        self._timeout = timeout
+        loop = asyncio.get_running_loop()
+        self._deadline = None if timeout is None else loop.time() + timeout
         self._out: Dict[str, List[bytes]] = {"stdout": [], "stderr": []}
         self.result: Optional[ExecResult] = None
 
     async def __aiter__(self) -> AsyncIterator[OutputChunk]:
         assert self._call.chunks is not None
         while self.result is None:
-            chunk = await self._call.chunks.get()
+            left = (None if self._deadline is None
+                    else max(0.0, self._deadline - asyncio.get_running_loop().time()))
+            try:
+                chunk = await asyncio.wait_for(self._call.chunks.get(), left)
+            except asyncio.TimeoutError:
+                raise TimeoutError("sandboxd: the command has not ended in time (it still "
+                                   "runs there)") from None
             if chunk is None:
-                r = await _wait(self._call, self._timeout)
+                r = await _wait(self._call, None)
                 self.result = ExecResult._from(r, b"".join(self._out["stdout"]),
                                                b"".join(self._out["stderr"]))
                 return

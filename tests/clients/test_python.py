@@ -87,6 +87,19 @@ def main():
             r = st["sb"].exec_stream(["sh", "-c", "exit 4"]).wait()
             assert r.exit_code == 4, r
 
+        def per_call_timeouts():
+            sb = st["sb"]
+            for call in (lambda: sb.exec("sleep 2", timeout=0.3),
+                         lambda: sb.exec_stream("echo x; sleep 2", timeout=0.3).wait()):
+                t0 = time.monotonic()
+                try:
+                    call()
+                    raise AssertionError("no timeout")
+                except TimeoutError:
+                    assert time.monotonic() - t0 < 1.5
+            assert sb.exec("echo after", timeout=30).stdout == "after\n"
+            assert sb.stat("/root", timeout=30)["type"] == "dir"
+
         def files():
             sb = st["sb"]
             assert sb.write_file("/root/d/e/f.txt", "héllo\n") == 7
@@ -361,6 +374,7 @@ def main():
                  ("exec: command, argv, env, cwd, stdin, bytes, signal, timeout, truncation",
                   exec_forms),
                  ("exec_stream", exec_stream),
+                 ("per-call timeouts", per_call_timeouts),
                  ("write_file and read_file", files),
                  ("list, stat, remove, mkdir, rename, offset and append", filesystem),
                  ("set_internet and renew", internet_renew),

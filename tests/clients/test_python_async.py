@@ -47,7 +47,12 @@ async def session(env):
                 raise AssertionError("no timeout")
             except TimeoutError:
                 pass
-            assert (await sb.exec("echo after")).stdout == "after\n"
+            try:
+                await (await sb.exec_stream("echo x; sleep 2", timeout=0.3)).wait()
+                raise AssertionError("no timeout")
+            except TimeoutError:
+                pass
+            assert (await sb.exec("echo after", timeout=30)).stdout == "after\n"
 
             assert await sb.write_file("/root/a/b.txt", "héllo\n", make_parents=True) == 7
             assert await sb.read_file("/root/a/b.txt") == "héllo\n".encode()
@@ -91,8 +96,9 @@ async def session(env):
             assert got == b"PIPED\n", got
             p = await sb.start_process("cat", stdin=True)
             await p.write("fed\n", close=True)
-            await p.wait(timeout_ms=10000)
-            assert b"".join([x async for x in p.output()]) == b"fed\n"
+            w = await p.wait(timeout_ms=10000)
+            got = b"".join([x async for x in p.output(follow=True)])
+            assert got == b"fed\n", (got, w)
             assert p.process in [x["process"] for x in await sb.processes()]
 
             assert (await sb.set_internet(True)).internet is True
