@@ -30,6 +30,7 @@ import json
 import os
 import queue
 import socket as _socket
+import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
@@ -52,6 +53,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 DEFAULT_SOCKET = "/run/sandboxd.sock"
+_TREE_TIMEOUT_MS = 24 * 3600 * 1000  # a tree transfer's exec: the largest exec timeout
 _CLOSE_WAIT_S = 5.0  # for the reader to see the end of a connection a send failed on
 
 Data = Union[bytes, str]
@@ -700,6 +702,47 @@ class Sandbox:
         if length is not None:
             params["length"] = length
         return self.client.call(Method.FILE_READ, params, timeout, [f.fileno()])["bytes"]
+
+    def upload_dir(self, local: str, remote: str, timeout: Optional[float] = None) -> None:
+        """Copies the folder local into the folder remote (made when missing), as
+        `sandboxctl put -r` does: a tar stream from a local tar through a descriptor passed to
+        a tar in the sandbox, keeping symbolic links, modes and empty folders."""
+        if not os.path.isdir(local):
+            raise NotADirectoryError(f"{local}: not a folder")
+        self._tree(["tar", "-C", local, "-cf", "-", "."],
+                   'mkdir -p "$1" && exec tar -C "$1" -xpf -', remote, True, timeout)
+
+    def download_dir(self, remote: str, local: str, timeout: Optional[float] = None) -> None:
+        """Copies the folder remote into the folder local (made when missing), as
+        `sandboxctl get -r` does (the reverse of upload_dir)."""
+        os.makedirs(local, exist_ok=True)
+        self._tree(["tar", "-C", local, "-xpf", "-"], 'exec tar -C "$1" -cf - .', remote, False,
+                   timeout)
+
+    def _tree(self, argv: List[str], script: str, remote: str, up: bool,
+              timeout: Optional[float]) -> None:
+        """Runs the local tar argv and the remote script on the two ends of a pipe (up: the
+        local tar feeds the remote one)."""
+        tar = subprocess.Popen(argv, stdout=subprocess.PIPE if up else None,
+                               stdin=None if up else subprocess.PIPE)
+        pipe = tar.stdout if up else tar.stdin
+        assert pipe is not None
+        params = {"id": self.id, "argv": ["sh", "-c", script, "sh", remote],
+                  "timeout_ms": _TREE_TIMEOUT_MS, "stdin_fd" if up else "stdout_fd": 0}
+        try:
+            r = ExecResult._from(self.client.call(Method.EXEC, params, timeout, [pipe.fileno()]))
+        except BaseException:
+            tar.kill()
+            raise
+        finally:
+            pipe.close()
+            status = tar.wait()
+        if not r.ok:
+            raise FileError("File error", FileError.code, {
+                "reason": f"tar in the sandbox failed ({r.exit_code or r.signal}): "
+                          f"{r.stderr.strip()}", "path": remote})
+        if status != 0:
+            raise Error(f"local tar failed (status {status}) for {argv[2]}")
 
     def list_files(self, path: str, limit: Optional[int] = None,
                    timeout: Optional[float] = None) -> List[Dict[str, Any]]:

@@ -100,6 +100,53 @@ def main():
             assert sb.exec("echo after", timeout=30).stdout == "after\n"
             assert sb.stat("/root", timeout=30)["type"] == "dir"
 
+        def trees():
+            sb = st["sb"]
+            with tempfile.TemporaryDirectory() as top:
+                src, dst = os.path.join(top, "src"), os.path.join(top, "dst")
+                os.makedirs(os.path.join(src, "sub", "deep"))
+                os.makedirs(os.path.join(src, "empty"))
+                os.chmod(os.path.join(src, "empty"), 0o700)
+                with open(os.path.join(src, "sub", "f.txt"), "wb") as f:
+                    f.write(b"tree\n" * 1000)
+                os.chmod(os.path.join(src, "sub", "f.txt"), 0o640)
+                with open(os.path.join(src, "run.sh"), "w") as f:
+                    f.write("#!/bin/sh\necho ran\n")
+                os.chmod(os.path.join(src, "run.sh"), 0o755)
+                os.symlink("sub/f.txt", os.path.join(src, "link"))
+                sb.upload_dir(src, "/root/tree/in")
+                assert sb.stat("/root/tree/in/link")["target"] == "sub/f.txt"
+                assert sb.stat("/root/tree/in/empty")["mode"] == "0700"
+                assert sb.stat("/root/tree/in/sub/f.txt")["mode"] == "0640"
+                assert sb.exec("/root/tree/in/run.sh").stdout == "ran\n"
+                assert sb.list_files("/root/tree/in/sub/deep") == []
+                sb.download_dir("/root/tree/in", dst)
+
+                def tree(root):
+                    out = {}
+                    for d, dirs, files in os.walk(root):
+                        for n in dirs + files:
+                            p = os.path.join(d, n)
+                            st_ = os.lstat(p)
+                            key = os.path.relpath(p, root)
+                            if os.path.islink(p):
+                                out[key] = ("link", os.readlink(p))
+                            elif os.path.isdir(p):
+                                out[key] = ("dir", oct(st_.st_mode & 0o7777))
+                            else:
+                                with open(p, "rb") as f:
+                                    out[key] = ("file", oct(st_.st_mode & 0o7777), f.read())
+                    return out
+
+                assert tree(src) == tree(dst), (tree(src), tree(dst))
+                assert len(tree(dst)) == 6, sorted(tree(dst))
+            try:
+                sb.download_dir("/root/no/such", os.path.join(top, "none"))
+                raise AssertionError("no error")
+            except sandboxd.FileError as e:
+                assert e.data["path"] == "/root/no/such" and "tar" in e.reason, e.data
+            sb.remove("/root/tree", recursive=True)
+
         def files():
             sb = st["sb"]
             assert sb.write_file("/root/d/e/f.txt", "héllo\n") == 7
@@ -375,6 +422,7 @@ def main():
                   exec_forms),
                  ("exec_stream", exec_stream),
                  ("per-call timeouts", per_call_timeouts),
+                 ("upload_dir and download_dir: links, modes, empty folders", trees),
                  ("write_file and read_file", files),
                  ("list, stat, remove, mkdir, rename, offset and append", filesystem),
                  ("set_internet and renew", internet_renew),
