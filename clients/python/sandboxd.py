@@ -29,6 +29,7 @@ import itertools
 import json
 import os
 import queue
+import select
 import socket as _socket
 import subprocess
 import threading
@@ -363,6 +364,19 @@ class _Connection:
             pass
 
 
+def _drain(fd: int, deadline: Optional[float]) -> bytes:
+    """Everything read from fd until its end (before the monotonic deadline, if any)."""
+    parts: List[bytes] = []
+    while True:
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        if not select.select([fd], [], [], left)[0]:
+            raise TimeoutError("no reply from sandboxd in time (the request still runs there)")
+        data = os.read(fd, 1 << 20)
+        if not data:
+            return b"".join(parts)
+        parts.append(data)
+
+
 def _wait(call: _Call, timeout: Optional[float]) -> Any:
     if not call.done.wait(timeout):
         raise TimeoutError("no reply from sandboxd in time (the request still runs there)")
@@ -679,7 +693,34 @@ class Sandbox:
 
     def read_file(self, path: str, offset: int = 0, length: Optional[int] = None,
                   timeout: Optional[float] = None) -> bytes:
-        """The file's bytes from offset: all of them, or at most length."""
+        """The file's bytes from offset: all of them, or at most length. They come through a
+        pipe passed to the daemon as a descriptor (file.read with to_fd): no base64 and one
+        request whatever the size. When the daemon has no transfer slot free (Busy), the
+        file is read in file.read chunks instead."""
+        timeout = timeout if timeout is not None else self.client.timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        params: Dict[str, Any] = {"id": self.id, "path": path, "to_fd": 0, "offset": offset}
+        if length is not None:
+            params["length"] = length
+        rfd, wfd = os.pipe()
+        try:
+            try:
+                call = self.client._start(Method.FILE_READ, params, False, [wfd])
+            finally:
+                os.close(wfd)
+            out = _drain(rfd, deadline)
+        finally:
+            os.close(rfd)
+        try:
+            _wait(call, None if deadline is None else max(0.0, deadline - time.monotonic()))
+        except Busy:
+            if out:
+                raise
+            return self._read_chunks(path, offset, length, timeout)
+        return out
+
+    def _read_chunks(self, path: str, offset: int, length: Optional[int],
+                     timeout: Optional[float]) -> bytes:
         out = bytearray()
         while True:
             params: Dict[str, Any] = {"path": path, "offset": offset + len(out)}

@@ -156,11 +156,36 @@ def main():
             assert sb.read_file("/root/blob") == blob
             assert sb.read_file("/root/blob", offset=10, length=5) == blob[10:15]
             assert sb.exec("stat -c %a /root/blob").stdout == "600\n"
-            # Larger than one file.read: the client reads on until eof.
+            # Larger than one file.read: one request, through a pipe passed as a descriptor.
             r = sb.exec("head -c 9000000 /dev/urandom > /root/big && sha256sum /root/big")
             want = r.stdout.split()[0]
             got = sb.read_file("/root/big")
             assert len(got) == 9000000 and hashlib.sha256(got).hexdigest() == want
+            assert sb.read_file("/root/big", offset=8999990, length=100) == got[8999990:]
+            # With every transfer slot of this uid held (4 reads from another sandbox into
+            # pipes nobody drains), read_file gets Busy and reads in file.read chunks instead.
+            other = client.create(memory_mb=128)
+            other.exec("head -c 9000000 /dev/zero > /root/big")
+            pipes = [os.pipe() for _ in range(4)]
+            held = [threading.Thread(target=client.call, args=(
+                "file.read", {"id": other.id, "path": "/root/big", "to_fd": 0}, None, [w]))
+                for _, w in pipes]
+            for t in held:
+                t.start()
+            time.sleep(0.5)
+            chunked = []
+            sb._read_chunks = lambda *a: chunked.append(a) or sandboxd.Sandbox._read_chunks(sb, *a)
+            assert sb.read_file("/root/big", offset=5) == got[5:] and chunked, chunked
+            del sb._read_chunks
+            for rfd, wfd in pipes:
+                os.close(wfd)
+            for rfd, _ in pipes:
+                while os.read(rfd, 1 << 20):
+                    pass
+                os.close(rfd)
+            for t in held:
+                t.join(30)
+            other.destroy()
             # File objects travel as descriptors (no size limit, nothing in memory).
             with tempfile.TemporaryFile() as f:
                 assert sb.read_file_into("/root/big", f) == 9000000
