@@ -18,6 +18,9 @@ daemon restarted, or closed it after 5 idle minutes) the calls in flight raise C
 (or the daemon's own error, such as ShuttingDown, when it sent one), and the next call opens a
 new connection.
 
+asyncio: `sandboxd.AsyncClient` (sandboxd_async.py, beside this file) has the same surface,
+every call a coroutine, usable with `async with`. Every call of both takes timeout= (seconds).
+
 Errors: every error the daemon returns is raised as the subclass of `sandboxd.Error` for its
 code (`NoSuchSandbox`, `InvalidParams`, ...), with `code`, `message` and `data`.
 """

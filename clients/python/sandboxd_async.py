@@ -24,7 +24,7 @@ import socket as _socket
 from typing import IO, Any, AsyncIterator, Dict, List, Mapping, Optional, Sequence, Union
 
 import sandboxd as _s
-from sandboxd import (DEFAULT_SOCKET, ConnectionLost, Data, ExecResult, FileError, InvalidParams,
+from sandboxd import (DEFAULT_SOCKET, Busy, ConnectionLost, Data, ExecResult, FileError, InvalidParams,
                       Method, OutputChunk, Unavailable, _error, _get_data, _put_data)
 
 __all__ = ["AsyncClient", "AsyncSandbox", "AsyncProcess", "AsyncExecStream"]
@@ -174,6 +174,31 @@ async def _wait(call: _Call, timeout: Optional[float]) -> Any:
     except asyncio.TimeoutError:
         raise TimeoutError("no reply from sandboxd in time (the request still runs there)") \
             from None
+
+
+async def _drain(fd: int, deadline: Optional[float]) -> bytes:
+    """Everything read from fd until its end (before the loop-time deadline, if any)."""
+    loop = asyncio.get_running_loop()
+    os.set_blocking(fd, False)
+    parts: List[bytes] = []
+    while True:
+        try:
+            data = os.read(fd, 1 << 20)
+        except BlockingIOError:
+            ready = loop.create_future()
+            loop.add_reader(fd, lambda: ready.done() or ready.set_result(None))
+            try:
+                left = None if deadline is None else max(0.0, deadline - loop.time())
+                await asyncio.wait_for(ready, left)
+            except asyncio.TimeoutError:
+                raise TimeoutError("no reply from sandboxd in time (the request still runs "
+                                   "there)") from None
+            finally:
+                loop.remove_reader(fd)
+            continue
+        if not data:
+            return b"".join(parts)
+        parts.append(data)
 
 
 class AsyncExecStream:
@@ -402,6 +427,33 @@ class AsyncSandbox:
 
     async def read_file(self, path: str, offset: int = 0, length: Optional[int] = None,
                         timeout: Optional[float] = None) -> bytes:
+        """As Sandbox.read_file: through a pipe passed as a descriptor, in file.read chunks
+        when the daemon answers Busy."""
+        loop = asyncio.get_running_loop()
+        timeout = self.client._timeout(timeout)
+        deadline = None if timeout is None else loop.time() + timeout
+        params: Dict[str, Any] = {"id": self.id, "path": path, "to_fd": 0, "offset": offset}
+        if length is not None:
+            params["length"] = length
+        rfd, wfd = os.pipe()
+        try:
+            try:
+                call = await self.client._start(Method.FILE_READ, params, False, [wfd])
+            finally:
+                os.close(wfd)
+            out = await _drain(rfd, deadline)
+        finally:
+            os.close(rfd)
+        try:
+            await _wait(call, None if deadline is None else max(0.0, deadline - loop.time()))
+        except Busy:
+            if out:
+                raise
+            return await self._read_chunks(path, offset, length, timeout)
+        return out
+
+    async def _read_chunks(self, path: str, offset: int, length: Optional[int],
+                           timeout: Optional[float]) -> bytes:
         out = bytearray()
         while True:
             params: Dict[str, Any] = {"path": path, "offset": offset + len(out)}

@@ -58,6 +58,15 @@ async def session(env):
             assert await sb.read_file("/root/a/b.txt") == "héllo\n".encode()
             r = await sb.exec("head -c 3000000 /dev/urandom > /root/big && sha256sum /root/big")
             want = r.stdout.split()[0]
+            big = await sb.read_file("/root/big")
+            assert len(big) == 3000000 and hashlib.sha256(big).hexdigest() == want
+            assert await sb.read_file("/root/big", offset=2999990, length=100) == big[2999990:]
+            assert await sb._read_chunks("/root/big", 0, None, None) == big
+            try:
+                await sb.read_file("/no/such/file")
+                raise AssertionError("no error")
+            except sandboxd.FileError as e:
+                assert e.data["errno"] == "ENOENT", e.data
             with tempfile.TemporaryFile() as f:
                 assert await sb.read_file_into("/root/big", f) == 3000000
                 f.seek(0)
