@@ -35,6 +35,8 @@ _READ_SIZE = 65536
 class _Call:
     def __init__(self, stream: bool) -> None:
         self.future: "asyncio.Future[Any]" = asyncio.get_running_loop().create_future()
+        # A reply after the caller's timeout is not waited for: its error is dropped.
+        self.future.add_done_callback(lambda f: f.cancelled() or f.exception())
         self.chunks: Optional["asyncio.Queue[Any]"] = asyncio.Queue() if stream else None
 
     def finish(self, result: Any = None, error: Optional[_s.Error] = None) -> None:
