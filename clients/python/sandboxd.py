@@ -27,6 +27,7 @@ code (`NoSuchSandbox`, `InvalidParams`, ...), with `code`, `message` and `data`.
 
 from __future__ import annotations
 
+import array
 import base64
 import itertools
 import json
@@ -342,7 +343,8 @@ class _Connection:
             with self.send_lock:
                 if fds:
                     # Descriptors travel with the line, alone in one sendmsg().
-                    n = _socket.send_fds(self.sock, [line], list(fds))
+                    n = self.sock.sendmsg([line], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS,
+                                                    array.array("i", fds))])
                     if n < len(line):
                         self.sock.sendall(line[n:])
                 else:
