@@ -18,19 +18,26 @@ daemon restarted, or closed it after 5 idle minutes) the calls in flight raise C
 (or the daemon's own error, such as ShuttingDown, when it sent one), and the next call opens a
 new connection.
 
+asyncio: `sandboxd.AsyncClient` (sandboxd_async.py, beside this file) has the same surface,
+every call a coroutine, usable with `async with`. Every call of both takes timeout= (seconds).
+
 Errors: every error the daemon returns is raised as the subclass of `sandboxd.Error` for its
 code (`NoSuchSandbox`, `InvalidParams`, ...), with `code`, `message` and `data`.
 """
 
 from __future__ import annotations
 
+import array
 import base64
 import itertools
 import json
 import os
 import queue
+import select
 import socket as _socket
+import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import IO, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
@@ -39,10 +46,19 @@ __all__ = [
     "Error", "ConnectionLost", "Unavailable", "ParseError", "InvalidRequest", "MethodNotFound",
     "InvalidParams", "InternalError", "NoSuchSandbox", "BadState", "QuotaExceeded",
     "ProxmoxError", "SSHError", "DeadlineExceeded", "Busy", "PermissionDenied", "FileError",
-    "IdempotencyMismatch", "ShuttingDown",
+    "IdempotencyMismatch", "ShuttingDown", "AsyncClient",
 ]
 
+
+def __getattr__(name: str) -> Any:
+    # The asyncio client (sandboxd_async.py, beside this file), loaded on first use.
+    if name in ("AsyncClient", "AsyncSandbox", "AsyncProcess", "AsyncExecStream"):
+        import sandboxd_async
+        return getattr(sandboxd_async, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 DEFAULT_SOCKET = "/run/sandboxd.sock"
+_TREE_TIMEOUT_MS = 24 * 3600 * 1000  # a tree transfer's exec: the largest exec timeout
 _CLOSE_WAIT_S = 5.0  # for the reader to see the end of a connection a send failed on
 
 Data = Union[bytes, str]
@@ -327,7 +343,8 @@ class _Connection:
             with self.send_lock:
                 if fds:
                     # Descriptors travel with the line, alone in one sendmsg().
-                    n = _socket.send_fds(self.sock, [line], list(fds))
+                    n = self.sock.sendmsg([line], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS,
+                                                    array.array("i", fds))])
                     if n < len(line):
                         self.sock.sendall(line[n:])
                 else:
@@ -350,6 +367,19 @@ class _Connection:
             self.sock.shutdown(_socket.SHUT_RDWR)
         except OSError:
             pass
+
+
+def _drain(fd: int, deadline: Optional[float]) -> bytes:
+    """Everything read from fd until its end (before the monotonic deadline, if any)."""
+    parts: List[bytes] = []
+    while True:
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        if not select.select([fd], [], [], left)[0]:
+            raise TimeoutError("no reply from sandboxd in time (the request still runs there)")
+        data = os.read(fd, 1 << 20)
+        if not data:
+            return b"".join(parts)
+        parts.append(data)
 
 
 def _wait(call: _Call, timeout: Optional[float]) -> Any:
@@ -413,17 +443,24 @@ class ExecResult:
 
 class ExecStream:
     """Iterate for OutputChunk values while the command runs; afterwards `result` holds the
-    ExecResult (with the whole output). `wait()` does both."""
+    ExecResult (with the whole output). `wait()` does both. With a timeout, TimeoutError is
+    raised when the command has not ended that many seconds after it was sent."""
 
-    def __init__(self, call: _Call) -> None:
+    def __init__(self, call: _Call, timeout: Optional[float] = None) -> None:
         self._call = call
+        self._deadline = None if timeout is None else time.monotonic() + timeout
         self._out: Dict[str, List[bytes]] = {"stdout": [], "stderr": []}
         self.result: Optional[ExecResult] = None
 
     def __iter__(self) -> Iterator[OutputChunk]:
         assert self._call.chunks is not None
         while self.result is None:
-            chunk = self._call.chunks.get()
+            left = None if self._deadline is None else max(0.0, self._deadline - time.monotonic())
+            try:
+                chunk = self._call.chunks.get(timeout=left)
+            except queue.Empty:
+                raise TimeoutError("sandboxd: the command has not ended in time (it still "
+                                   "runs there)") from None
             if chunk is None:
                 r = _wait(self._call, None)
                 self.result = ExecResult._from(r, b"".join(self._out["stdout"]),
@@ -491,8 +528,8 @@ class Client:
         self.close()
 
     # -- the daemon
-    def status(self) -> Dict[str, Any]:
-        return self.call(Method.STATUS)
+    def status(self, timeout: Optional[float] = None) -> Dict[str, Any]:
+        return self.call(Method.STATUS, timeout=timeout)
 
     def discover(self) -> Dict[str, Any]:
         """The daemon's OpenRPC document (fetched once per client)."""
@@ -509,18 +546,18 @@ class Client:
         return dict(self.discover().get("x-limits") or {})
 
     # -- sandboxes
-    def create(self, **params: Any) -> "Sandbox":
+    def create(self, *, timeout: Optional[float] = None, **params: Any) -> "Sandbox":
         """sandbox.create: template, hostname, cores, memory_mb, disk_gb, internet, ttl_s,
         labels, idempotency_key, node (admins, per the daemon's node_param). Returns once the sandbox is ready (from the daemon's warm
         pool when it keeps one for the template)."""
-        return Sandbox(self, self.call(Method.CREATE, params))
+        return Sandbox(self, self.call(Method.CREATE, params, timeout))
 
-    def get(self, id: str) -> "Sandbox":
-        return Sandbox(self, self.call(Method.GET, {"id": id}))
+    def get(self, id: str, timeout: Optional[float] = None) -> "Sandbox":
+        return Sandbox(self, self.call(Method.GET, {"id": id}, timeout))
 
-    def list(self, **params: Any) -> List["Sandbox"]:
+    def list(self, *, timeout: Optional[float] = None, **params: Any) -> List["Sandbox"]:
         """sandbox.list: all (admins), labels (filter)."""
-        return [Sandbox(self, s) for s in self.call(Method.LIST, params)["sandboxes"]]
+        return [Sandbox(self, s) for s in self.call(Method.LIST, params, timeout)["sandboxes"]]
 
 
 class Sandbox:
@@ -554,18 +591,19 @@ class Sandbox:
     def __exit__(self, *exc: Any) -> None:
         self.destroy()
 
-    def _call(self, method: str, **params: Any) -> Any:
-        return self.client.call(method, {"id": self.id, **params})
+    def _call(self, method: str, timeout: Optional[float] = None, **params: Any) -> Any:
+        return self.client.call(method, {"id": self.id, **params}, timeout)
 
     def _update(self, info: Mapping[str, Any]) -> "Sandbox":
         self.info = dict(info)
         return self
 
-    def refresh(self) -> "Sandbox":
-        return self._update(self._call(Method.GET))
+    def refresh(self, timeout: Optional[float] = None) -> "Sandbox":
+        return self._update(self._call(Method.GET, timeout))
 
     def set_internet(self, enabled: bool, wait: bool = False,
-                     wait_timeout_s: Optional[int] = None) -> "Sandbox":
+                     wait_timeout_s: Optional[int] = None,
+                     timeout: Optional[float] = None) -> "Sandbox":
         """Proxmox enforces the change at its next firewall cycle (info["effective_by"]);
         wait=True returns only once a probe from inside the sandbox confirms it."""
         kw: Dict[str, Any] = {"enabled": bool(enabled)}
@@ -573,20 +611,20 @@ class Sandbox:
             kw["wait"] = True
         if wait_timeout_s is not None:
             kw["wait_timeout_s"] = int(wait_timeout_s)
-        return self._update(self._call(Method.SET_INTERNET, **kw))
+        return self._update(self._call(Method.SET_INTERNET, timeout, **kw))
 
-    def renew(self, ttl_s: int) -> "Sandbox":
-        return self._update(self._call(Method.RENEW, ttl_s=int(ttl_s)))
+    def renew(self, ttl_s: int, timeout: Optional[float] = None) -> "Sandbox":
+        return self._update(self._call(Method.RENEW, timeout, ttl_s=int(ttl_s)))
 
     def resize(self, cores: Optional[int] = None, memory_mb: Optional[int] = None,
-               disk_gb: Optional[int] = None) -> "Sandbox":
+               disk_gb: Optional[int] = None, timeout: Optional[float] = None) -> "Sandbox":
         """sandbox.resize: cores and memory applied live, the disk only grows."""
         p = {k: int(v) for k, v in (("cores", cores), ("memory_mb", memory_mb),
                                     ("disk_gb", disk_gb)) if v is not None}
-        return self._update(self._call(Method.RESIZE, **p))
+        return self._update(self._call(Method.RESIZE, timeout, **p))
 
-    def destroy(self) -> None:
-        self._call(Method.DESTROY)
+    def destroy(self, timeout: Optional[float] = None) -> None:
+        self._call(Method.DESTROY, timeout)
         self.info["state"] = "destroyed"
 
     # -- commands
@@ -602,25 +640,27 @@ class Sandbox:
         return params
 
     def exec(self, command: Union[str, Sequence[str]], *, stdin: Optional[Data] = None,
-             **kw: Any) -> ExecResult:
+             timeout: Optional[float] = None, **kw: Any) -> ExecResult:
         """Runs command (a string for /bin/sh -c, or an argv list) and waits for it. Keyword
-        arguments are sandbox.exec's: env, cwd, timeout_ms, max_output_bytes."""
+        arguments are sandbox.exec's: env, cwd, timeout_ms, max_output_bytes. timeout (seconds)
+        bounds this client's wait for the reply, as on every call."""
         return ExecResult._from(self.client.call(Method.EXEC,
-                                                 self._exec_params(command, stdin, kw)))
+                                                 self._exec_params(command, stdin, kw), timeout))
 
     def exec_stream(self, command: Union[str, Sequence[str]], *, stdin: Optional[Data] = None,
-                    **kw: Any) -> ExecStream:
+                    timeout: Optional[float] = None, **kw: Any) -> ExecStream:
         """Like exec, with the output delivered as it arrives: iterate the returned ExecStream
         for OutputChunk values, then read its `result`."""
         params = self._exec_params(command, stdin, kw)
         params["stream"] = True
-        return ExecStream(self.client._stream(Method.EXEC, params))
+        timeout = timeout if timeout is not None else self.client.timeout
+        return ExecStream(self.client._stream(Method.EXEC, params), timeout)
 
     # -- files
     def write_file(self, path: str, data: Union[Data, IO[Any]], *,
                    mode: Optional[Union[int, str]] = None,
                    make_parents: Optional[bool] = None, offset: Optional[int] = None,
-                   append: bool = False) -> int:
+                   append: bool = False, timeout: Optional[float] = None) -> int:
         """Replaces the file at path atomically; returns the bytes written. With offset (or
         append) the data is written into the file in place at that byte offset (or at its
         end) instead: not atomic, and a missing file is created with mode. data may be an
@@ -637,7 +677,8 @@ class Sandbox:
                 params_fd["offset"] = offset
             if append:
                 params_fd["append"] = True
-            return self.client.call(Method.FILE_WRITE, params_fd, fds=[data.fileno()])["bytes"]
+            return self.client.call(Method.FILE_WRITE, params_fd, timeout,
+                                    [data.fileno()])["bytes"]
         size = len(data.encode("utf-8")) if isinstance(data, str) else len(data)
         limit = self.client.limits.get("data_max_bytes")
         if isinstance(limit, int) and size > limit:
@@ -653,23 +694,51 @@ class Sandbox:
             params["offset"] = offset
         if append:
             params["append"] = True
-        return self._call(Method.FILE_WRITE, **params)["bytes"]
+        return self._call(Method.FILE_WRITE, timeout, **params)["bytes"]
 
-    def read_file(self, path: str, offset: int = 0, length: Optional[int] = None) -> bytes:
-        """The file's bytes from offset: all of them, or at most length."""
+    def read_file(self, path: str, offset: int = 0, length: Optional[int] = None,
+                  timeout: Optional[float] = None) -> bytes:
+        """The file's bytes from offset: all of them, or at most length. They come through a
+        pipe passed to the daemon as a descriptor (file.read with to_fd): no base64 and one
+        request whatever the size. When the daemon has no transfer slot free (Busy), the
+        file is read in file.read chunks instead."""
+        timeout = timeout if timeout is not None else self.client.timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        params: Dict[str, Any] = {"id": self.id, "path": path, "to_fd": 0, "offset": offset}
+        if length is not None:
+            params["length"] = length
+        rfd, wfd = os.pipe()
+        try:
+            try:
+                call = self.client._start(Method.FILE_READ, params, False, [wfd])
+            finally:
+                os.close(wfd)
+            out = _drain(rfd, deadline)
+        finally:
+            os.close(rfd)
+        try:
+            _wait(call, None if deadline is None else max(0.0, deadline - time.monotonic()))
+        except Busy:
+            if out:
+                raise
+            return self._read_chunks(path, offset, length, timeout)
+        return out
+
+    def _read_chunks(self, path: str, offset: int, length: Optional[int],
+                     timeout: Optional[float]) -> bytes:
         out = bytearray()
         while True:
             params: Dict[str, Any] = {"path": path, "offset": offset + len(out)}
             if length is not None:
                 params["length"] = length - len(out)
-            r = self._call(Method.FILE_READ, **params)
+            r = self._call(Method.FILE_READ, timeout, **params)
             chunk = _get_data(r, "content") or b""
             out += chunk
             if r.get("eof") or not chunk or (length is not None and len(out) >= length):
                 return bytes(out)
 
     def read_file_into(self, path: str, f: IO[Any], offset: int = 0,
-                       length: Optional[int] = None) -> int:
+                       length: Optional[int] = None, timeout: Optional[float] = None) -> int:
         """Writes the file's bytes from offset (all of them, or at most length) into the open
         file object f, passed to the daemon as a descriptor: no size limit, nothing held in
         memory. Returns the bytes written."""
@@ -678,51 +747,96 @@ class Sandbox:
         params: Dict[str, Any] = {"id": self.id, "path": path, "to_fd": 0, "offset": offset}
         if length is not None:
             params["length"] = length
-        return self.client.call(Method.FILE_READ, params, fds=[f.fileno()])["bytes"]
+        return self.client.call(Method.FILE_READ, params, timeout, [f.fileno()])["bytes"]
 
-    def list_files(self, path: str, limit: Optional[int] = None) -> List[Dict[str, Any]]:
+    def upload_dir(self, local: str, remote: str, timeout: Optional[float] = None) -> None:
+        """Copies the folder local into the folder remote (made when missing), as
+        `sandboxctl put -r` does: a tar stream from a local tar through a descriptor passed to
+        a tar in the sandbox, keeping symbolic links, modes and empty folders."""
+        if not os.path.isdir(local):
+            raise NotADirectoryError(f"{local}: not a folder")
+        self._tree(["tar", "-C", local, "-cf", "-", "."],
+                   'mkdir -p "$1" && exec tar -C "$1" -xpf -', remote, True, timeout)
+
+    def download_dir(self, remote: str, local: str, timeout: Optional[float] = None) -> None:
+        """Copies the folder remote into the folder local (made when missing), as
+        `sandboxctl get -r` does (the reverse of upload_dir)."""
+        os.makedirs(local, exist_ok=True)
+        self._tree(["tar", "-C", local, "-xpf", "-"], 'exec tar -C "$1" -cf - .', remote, False,
+                   timeout)
+
+    def _tree(self, argv: List[str], script: str, remote: str, up: bool,
+              timeout: Optional[float]) -> None:
+        """Runs the local tar argv and the remote script on the two ends of a pipe (up: the
+        local tar feeds the remote one)."""
+        tar = subprocess.Popen(argv, stdout=subprocess.PIPE if up else None,
+                               stdin=None if up else subprocess.PIPE)
+        pipe = tar.stdout if up else tar.stdin
+        assert pipe is not None
+        params = {"id": self.id, "argv": ["sh", "-c", script, "sh", remote],
+                  "timeout_ms": _TREE_TIMEOUT_MS, "stdin_fd" if up else "stdout_fd": 0}
+        try:
+            r = ExecResult._from(self.client.call(Method.EXEC, params, timeout, [pipe.fileno()]))
+        except BaseException:
+            tar.kill()
+            raise
+        finally:
+            pipe.close()
+            status = tar.wait()
+        if not r.ok:
+            raise FileError("File error", FileError.code, {
+                "reason": f"tar in the sandbox failed ({r.exit_code or r.signal}): "
+                          f"{r.stderr.strip()}", "path": remote})
+        if status != 0:
+            raise Error(f"local tar failed (status {status}) for {argv[2]}")
+
+    def list_files(self, path: str, limit: Optional[int] = None,
+                   timeout: Optional[float] = None) -> List[Dict[str, Any]]:
         """The entries of a folder ({name, type, size, mode, mtime}), sorted by name. A folder
         with more than limit (default and at most 10000) entries raises FileError; use
         list_dir for the truncated listing instead."""
-        r = self.list_dir(path, limit)
+        r = self.list_dir(path, limit, timeout)
         if r["truncated"]:
             raise FileError("File error", FileError.code,
                             {"reason": f"{path} holds more than {len(r['entries'])} entries",
                              "errno": "E2BIG"})
         return r["entries"]
 
-    def list_dir(self, path: str, limit: Optional[int] = None) -> Dict[str, Any]:
+    def list_dir(self, path: str, limit: Optional[int] = None,
+                 timeout: Optional[float] = None) -> Dict[str, Any]:
         """file.list as it is: {"entries": [...], "truncated": bool}."""
-        return self._call(Method.FILE_LIST, path=path,
+        return self._call(Method.FILE_LIST, timeout, path=path,
                           **({} if limit is None else {"limit": limit}))
 
-    def stat(self, path: str, follow: bool = False) -> Dict[str, Any]:
+    def stat(self, path: str, follow: bool = False,
+             timeout: Optional[float] = None) -> Dict[str, Any]:
         """{name, type, size, mode, mtime, target?}: a symbolic link itself unless follow."""
-        return self._call(Method.FILE_STAT, path=path, **({"follow": True} if follow else {}))
+        return self._call(Method.FILE_STAT, timeout, path=path, **({"follow": True} if follow else {}))
 
-    def remove(self, path: str, recursive: bool = False) -> int:
+    def remove(self, path: str, recursive: bool = False,
+               timeout: Optional[float] = None) -> int:
         """Removes a file, a link, an empty folder or (recursive) a tree, never following a
         link; returns the entries removed."""
-        return self._call(Method.FILE_REMOVE, path=path, recursive=recursive)["removed"]
+        return self._call(Method.FILE_REMOVE, timeout, path=path, recursive=recursive)["removed"]
 
     def mkdir(self, path: str, parents: bool = False,
-              mode: Optional[Union[int, str]] = None) -> bool:
+              mode: Optional[Union[int, str]] = None, timeout: Optional[float] = None) -> bool:
         """Makes a folder (mode exactly, default 0755); False when parents and it existed."""
         params: Dict[str, Any] = {"path": path, "parents": parents}
         if mode is not None:
             params["mode"] = mode if isinstance(mode, str) else format(mode, "04o")
-        return self._call(Method.FILE_MKDIR, **params)["created"]
+        return self._call(Method.FILE_MKDIR, timeout, **params)["created"]
 
-    def rename(self, src: str, dst: str) -> None:
+    def rename(self, src: str, dst: str, timeout: Optional[float] = None) -> None:
         """Renames src to dst; an existing regular file dst is replaced atomically."""
-        self._call(Method.FILE_RENAME, **{"from": src, "to": dst})
+        self._call(Method.FILE_RENAME, timeout, **{"from": src, "to": dst})
 
     # -- background processes
     def start_process(self, command: Union[str, Sequence[str]], *,
                       stdin_fd: Optional[Union[int, IO[Any]]] = None,
                       stdout_fd: Optional[Union[int, IO[Any]]] = None,
                       stderr_fd: Optional[Union[int, IO[Any]]] = None,
-                      **kw: Any) -> "Process":
+                      timeout: Optional[float] = None, **kw: Any) -> "Process":
         """process.start; keyword arguments are its params (env, cwd, stdin, pty). stdin_fd,
         stdout_fd, stderr_fd: open descriptors (an int, or anything with fileno()) passed to
         the daemon, which feeds stdin_fd into the process's stdin until its end (then closes
@@ -736,19 +850,15 @@ class Sandbox:
             if f is not None:
                 params[name] = len(fds)
                 fds.append(f if isinstance(f, int) else f.fileno())
-        if fds:
-            r = self.client.call(Method.PROCESS_START, params, fds=fds)
-        else:
-            del params["id"]
-            r = self._call(Method.PROCESS_START, **params)
+        r = self.client.call(Method.PROCESS_START, params, timeout, fds)
         return Process(self, r["process"], r)
 
     def process(self, process: str) -> "Process":
         """A handle on a background process started before (by any client of this owner)."""
         return Process(self, process, {"process": process})
 
-    def processes(self) -> List[Dict[str, Any]]:
-        return self._call(Method.PROCESS_LIST)["processes"]
+    def processes(self, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
+        return self._call(Method.PROCESS_LIST, timeout)["processes"]
 
 
 class Process:
@@ -760,13 +870,14 @@ class Process:
         self.process = process
         self.info = dict(info)
 
-    def _call(self, method: str, **params: Any) -> Any:
-        return self.sandbox._call(method, process=self.process, **params)
+    def _call(self, method: str, timeout: Optional[float] = None, **params: Any) -> Any:
+        return self.sandbox._call(method, timeout, process=self.process, **params)
 
-    def read(self, stream: str = "stdout", offset: int = 0, **kw: Any) -> Dict[str, Any]:
+    def read(self, stream: str = "stdout", offset: int = 0, timeout: Optional[float] = None,
+             **kw: Any) -> Dict[str, Any]:
         """process.read: {data | data_b64, next_offset, eof, state, exit_code}; `bytes` holds
         the data decoded."""
-        r = dict(self._call(Method.PROCESS_READ, stream=stream, offset=offset, **kw))
+        r = dict(self._call(Method.PROCESS_READ, timeout, stream=stream, offset=offset, **kw))
         r["bytes"] = _get_data(r, "data") or b""
         return r
 
@@ -785,14 +896,15 @@ class Process:
             if r["eof"] or (not follow and not r["bytes"]):
                 return
 
-    def write(self, data: Data, close: bool = False) -> Any:
+    def write(self, data: Data, close: bool = False, timeout: Optional[float] = None) -> Any:
         params: Dict[str, Any] = {"close": close}
         _put_data(params, "data", data)
-        return self._call(Method.PROCESS_WRITE, **params)
+        return self._call(Method.PROCESS_WRITE, timeout, **params)
 
-    def wait(self, timeout_ms: Optional[int] = None) -> Dict[str, Any]:
-        return self._call(Method.PROCESS_WAIT,
+    def wait(self, timeout_ms: Optional[int] = None,
+             timeout: Optional[float] = None) -> Dict[str, Any]:
+        return self._call(Method.PROCESS_WAIT, timeout,
                           **({} if timeout_ms is None else {"timeout_ms": timeout_ms}))
 
-    def kill(self, signal: Optional[str] = None) -> Any:
-        return self._call(Method.PROCESS_KILL, **({} if signal is None else {"signal": signal}))
+    def kill(self, signal: Optional[str] = None, timeout: Optional[float] = None) -> Any:
+        return self._call(Method.PROCESS_KILL, timeout, **({} if signal is None else {"signal": signal}))

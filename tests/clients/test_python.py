@@ -87,6 +87,66 @@ def main():
             r = st["sb"].exec_stream(["sh", "-c", "exit 4"]).wait()
             assert r.exit_code == 4, r
 
+        def per_call_timeouts():
+            sb = st["sb"]
+            for call in (lambda: sb.exec("sleep 2", timeout=0.3),
+                         lambda: sb.exec_stream("echo x; sleep 2", timeout=0.3).wait()):
+                t0 = time.monotonic()
+                try:
+                    call()
+                    raise AssertionError("no timeout")
+                except TimeoutError:
+                    assert time.monotonic() - t0 < 1.5
+            assert sb.exec("echo after", timeout=30).stdout == "after\n"
+            assert sb.stat("/root", timeout=30)["type"] == "dir"
+
+        def trees():
+            sb = st["sb"]
+            with tempfile.TemporaryDirectory() as top:
+                src, dst = os.path.join(top, "src"), os.path.join(top, "dst")
+                os.makedirs(os.path.join(src, "sub", "deep"))
+                os.makedirs(os.path.join(src, "empty"))
+                os.chmod(os.path.join(src, "empty"), 0o700)
+                with open(os.path.join(src, "sub", "f.txt"), "wb") as f:
+                    f.write(b"tree\n" * 1000)
+                os.chmod(os.path.join(src, "sub", "f.txt"), 0o640)
+                with open(os.path.join(src, "run.sh"), "w") as f:
+                    f.write("#!/bin/sh\necho ran\n")
+                os.chmod(os.path.join(src, "run.sh"), 0o755)
+                os.symlink("sub/f.txt", os.path.join(src, "link"))
+                sb.upload_dir(src, "/root/tree/in")
+                assert sb.stat("/root/tree/in/link")["target"] == "sub/f.txt"
+                assert sb.stat("/root/tree/in/empty")["mode"] == "0700"
+                assert sb.stat("/root/tree/in/sub/f.txt")["mode"] == "0640"
+                assert sb.exec("/root/tree/in/run.sh").stdout == "ran\n"
+                assert sb.list_files("/root/tree/in/sub/deep") == []
+                sb.download_dir("/root/tree/in", dst)
+
+                def tree(root):
+                    out = {}
+                    for d, dirs, files in os.walk(root):
+                        for n in dirs + files:
+                            p = os.path.join(d, n)
+                            st_ = os.lstat(p)
+                            key = os.path.relpath(p, root)
+                            if os.path.islink(p):
+                                out[key] = ("link", os.readlink(p))
+                            elif os.path.isdir(p):
+                                out[key] = ("dir", oct(st_.st_mode & 0o7777))
+                            else:
+                                with open(p, "rb") as f:
+                                    out[key] = ("file", oct(st_.st_mode & 0o7777), f.read())
+                    return out
+
+                assert tree(src) == tree(dst), (tree(src), tree(dst))
+                assert len(tree(dst)) == 6, sorted(tree(dst))
+            try:
+                sb.download_dir("/root/no/such", os.path.join(top, "none"))
+                raise AssertionError("no error")
+            except sandboxd.FileError as e:
+                assert e.data["path"] == "/root/no/such" and "tar" in e.reason, e.data
+            sb.remove("/root/tree", recursive=True)
+
         def files():
             sb = st["sb"]
             assert sb.write_file("/root/d/e/f.txt", "héllo\n") == 7
@@ -96,11 +156,36 @@ def main():
             assert sb.read_file("/root/blob") == blob
             assert sb.read_file("/root/blob", offset=10, length=5) == blob[10:15]
             assert sb.exec("stat -c %a /root/blob").stdout == "600\n"
-            # Larger than one file.read: the client reads on until eof.
+            # Larger than one file.read: one request, through a pipe passed as a descriptor.
             r = sb.exec("head -c 9000000 /dev/urandom > /root/big && sha256sum /root/big")
             want = r.stdout.split()[0]
             got = sb.read_file("/root/big")
             assert len(got) == 9000000 and hashlib.sha256(got).hexdigest() == want
+            assert sb.read_file("/root/big", offset=8999990, length=100) == got[8999990:]
+            # With every transfer slot of this uid held (4 reads from another sandbox into
+            # pipes nobody drains), read_file gets Busy and reads in file.read chunks instead.
+            other = client.create(memory_mb=128)
+            other.exec("head -c 9000000 /dev/zero > /root/big")
+            pipes = [os.pipe() for _ in range(4)]
+            held = [threading.Thread(target=client.call, args=(
+                "file.read", {"id": other.id, "path": "/root/big", "to_fd": 0}, None, [w]))
+                for _, w in pipes]
+            for t in held:
+                t.start()
+            time.sleep(0.5)
+            chunked = []
+            sb._read_chunks = lambda *a: chunked.append(a) or sandboxd.Sandbox._read_chunks(sb, *a)
+            assert sb.read_file("/root/big", offset=5) == got[5:] and chunked, chunked
+            del sb._read_chunks
+            for rfd, wfd in pipes:
+                os.close(wfd)
+            for rfd, _ in pipes:
+                while os.read(rfd, 1 << 20):
+                    pass
+                os.close(rfd)
+            for t in held:
+                t.join(30)
+            other.destroy()
             # File objects travel as descriptors (no size limit, nothing in memory).
             with tempfile.TemporaryFile() as f:
                 assert sb.read_file_into("/root/big", f) == 9000000
@@ -361,6 +446,8 @@ def main():
                  ("exec: command, argv, env, cwd, stdin, bytes, signal, timeout, truncation",
                   exec_forms),
                  ("exec_stream", exec_stream),
+                 ("per-call timeouts", per_call_timeouts),
+                 ("upload_dir and download_dir: links, modes, empty folders", trees),
                  ("write_file and read_file", files),
                  ("list, stat, remove, mkdir, rename, offset and append", filesystem),
                  ("set_internet and renew", internet_renew),
