@@ -55,11 +55,13 @@ static const struct mcp_tool tools[] = {
      TOOL_TAKES_ID | TOOL_IDEMPOTENT | TOOL_OPEN_WORLD, "", render_sandbox},
     {"exec", "sandbox.exec", "Run a command",
      "Run a command in a sandbox and wait for it to end: `command` is run by /bin/sh -c (or give "
-     "`argv` to run a program directly). Returns the exit code, stdout and stderr (each cut at "
-     "max_output_bytes, flagged *_truncated). After timeout_ms the command and everything it "
-     "started are killed. Commands run as root in the home folder unless cwd is given; nothing "
-     "is read from standard input unless stdin is given.",
-     TOOL_TAKES_ID | TOOL_DESTRUCTIVE | TOOL_OPEN_WORLD, "stream ", render_exec},
+     "`argv` to run a program directly). Returns the exit code and the output. Long output is "
+     "shortened to its beginning and its end (max_output bytes of text in all), with a line "
+     "saying how much was left out. After timeout_ms the command and everything it started are "
+     "killed. Commands run as root in the home folder unless cwd is given; nothing is read from "
+     "standard input unless stdin is given.",
+     TOOL_TAKES_ID | TOOL_DESTRUCTIVE | TOOL_OPEN_WORLD | TOOL_CAPTURES,
+     "stream stdin_fd stdout_fd stderr_fd max_output_bytes ", render_exec},
     {"write_file", "file.write", "Write a file",
      "Write a file in a sandbox, replacing it atomically; missing parent folders are created. "
      "Give the text in `content`, or binary data in base64 in `content_b64`.",
@@ -231,6 +233,24 @@ char *mcp_tools_names(json_object *doc, const struct mcp_cfg *cfg)
 
 /* ---- tools/list -------------------------------------------------------------- */
 
+/* The `max_output` argument of a TOOL_CAPTURES tool (not a daemon param). */
+static json_object *output_budget_schema(const struct mcp_cfg *cfg)
+{
+    json_object *s = json_object_new_object();
+
+    json_object_object_add(s, "type", json_object_new_string("integer"));
+    json_object_object_add(s, "minimum", json_object_new_int(0));
+    json_object_object_add(s, "maximum", json_object_new_int(MCP_OUTPUT_MAX));
+    json_object_object_add(
+        s, "default",
+        json_object_new_int64(cfg->max_output > 0 ? cfg->max_output : MCP_OUTPUT_DEFAULT));
+    json_object_object_add(s, "description",
+                           json_object_new_string("bytes of output text to show in all (stdout "
+                                                  "and stderr); longer output keeps its "
+                                                  "beginning and end"));
+    return s;
+}
+
 static json_object *tool_input_schema(const struct mcp_tool *t, json_object *doc,
                                       const struct mcp_cfg *cfg)
 {
@@ -261,6 +281,8 @@ static json_object *tool_input_schema(const struct mcp_tool *t, json_object *doc
         if (jbool(p, "required"))
             json_object_array_add(required, json_object_new_string(name));
     }
+    if (t->flags & TOOL_CAPTURES)
+        json_object_object_add(props, "max_output", output_budget_schema(cfg));
     json_object_object_add(schema, "type", json_object_new_string("object"));
     json_object_object_add(schema, "properties", props);
     if (json_object_array_length(required) > 0)
@@ -400,6 +422,24 @@ static bool method_has_param(json_object *doc, const char *method, const char *n
     return false;
 }
 
+/* The schema maximum of the method's param `name`, else def. */
+static int64_t param_maximum(json_object *doc, const char *method, const char *name, int64_t def)
+{
+    json_object *params = NULL, *schema;
+
+    json_object_object_get_ex(doc_method(doc, method), "params", &params);
+    for (size_t i = 0;
+         json_object_is_type(params, json_type_array) && i < json_object_array_length(params);
+         i++) {
+        json_object *p = json_object_array_get_idx(params, i);
+        const char *n = jstr(p, "name");
+
+        if (n && strcmp(n, name) == 0 && json_object_object_get_ex(p, "schema", &schema))
+            return jint(schema, "maximum", def);
+    }
+    return def;
+}
+
 int mcp_tool_params(const struct mcp_tool *t, json_object *doc, const struct mcp_cfg *cfg,
                     json_object *args, json_object **ret_params, char **ret_problem)
 {
@@ -418,6 +458,16 @@ int mcp_tool_params(const struct mcp_tool *t, json_object *doc, const struct mcp
                                        cfg->pinned, t->name);
             return -EINVAL;
         }
+        if ((t->flags & TOOL_CAPTURES) && strcmp(k, "max_output") == 0) {
+            if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0 ||
+                json_object_get_int64(v) > MCP_OUTPUT_MAX) {
+                *ret_problem = problem_new("Invalid argument `max_output`: give a number of "
+                                           "bytes from 0 to %d. Correct it and call %s again.",
+                                           MCP_OUTPUT_MAX, t->name);
+                return -EINVAL;
+            }
+            continue;
+        }
         if (!tool_takes(t, cfg, k) || !method_has_param(doc, t->method, k)) {
             _cleanup_free_ char *names = tool_arg_names(t, doc, cfg);
 
@@ -430,6 +480,12 @@ int mcp_tool_params(const struct mcp_tool *t, json_object *doc, const struct mcp
     }
     if (cfg->pinned && (t->flags & TOOL_TAKES_ID))
         json_object_object_add(p, "id", json_object_new_string(cfg->pinned));
+    if (t->flags & TOOL_CAPTURES) { /* the output comes as exec.output, to be cut to a budget */
+        json_object_object_add(p, "stream", json_object_new_boolean(true));
+        json_object_object_add(p, "max_output_bytes",
+                               json_object_new_int64(param_maximum(
+                                   doc, t->method, "max_output_bytes", MCP_STREAMED_DEFAULT)));
+    }
     if ((t->flags & TOOL_CREATES) && cfg->default_ttl_s > 0 &&
         !json_object_object_get_ex(p, "ttl_s", NULL))
         json_object_object_add(p, "ttl_s", json_object_new_int64(cfg->default_ttl_s));
@@ -465,7 +521,7 @@ json_object *mcp_tool_error_text(const char *text)
 }
 
 json_object *mcp_tool_result(const struct mcp_tool *t, json_object *result, json_object *args,
-                             const char *version)
+                             const struct mcp_output *out, const char *version)
 {
     _cleanup_free_ char *text = NULL;
     size_t n = 0;
@@ -475,6 +531,8 @@ json_object *mcp_tool_result(const struct mcp_tool *t, json_object *result, json
     if (!f)
         return NULL;
     t->render(f, result, args);
+    if (out && (t->flags & TOOL_CAPTURES))
+        mcp_output_render_all(f, out);
     if (fclose(f) != 0)
         return NULL;
     /* The text ends without a newline: hosts show it as it is. */
@@ -482,8 +540,15 @@ json_object *mcp_tool_result(const struct mcp_tool *t, json_object *result, json
         text[--n] = '\0';
     res = call_result_new(text, false);
     if (res && mcp_version_at_least(version, MCP_PROTOCOL_STRUCTURED) &&
-        json_object_is_type(result, json_type_object))
+        json_object_is_type(result, json_type_object)) {
+        if (out && (t->flags & TOOL_CAPTURES)) { /* the output is in the text only */
+            json_object_object_add(result, "stdout_bytes",
+                                   json_object_new_int64(out->streams[0].total));
+            json_object_object_add(result, "stderr_bytes",
+                                   json_object_new_int64(out->streams[1].total));
+        }
         json_object_object_add(res, "structuredContent", json_object_get(result));
+    }
     return res;
 }
 
@@ -664,29 +729,9 @@ static void render_destroyed(FILE *f, json_object *result, json_object *args)
     fprintf(f, "Sandbox %s is destroyed.", strna(jstr(result, "id")));
 }
 
-/* A data field (`name` or `name_b64`) as a text block with a heading line. */
-static void render_block(FILE *f, json_object *o, const char *name, bool truncated,
-                         const char *how_to_get_more)
-{
-    _cleanup_free_ char *b64name = NULL;
-    const char *s = jstr(o, name), *b;
-
-    if (s && s[0])
-        fprintf(f, "--- %s ---\n%s%s", name, s, s[strlen(s) - 1] == '\n' ? "" : "\n");
-    else if (asprintf(&b64name, "%s_b64", name) >= 0 && (b = jstr(o, b64name)))
-        fprintf(f, "--- %s: %zu bytes, not UTF-8, in base64 ---\n%s\n", name,
-                b64_decoded_size(b, strlen(b)), b);
-    else if (jhas(o, name, json_type_string))
-        fprintf(f, "--- %s: empty ---\n", name);
-    if (truncated)
-        fprintf(f, "[%s was cut at the output limit: %s]\n", name, how_to_get_more);
-}
-
+/* The status line; the output follows (mcp_output_render_all()). */
 static void render_exec(FILE *f, json_object *r, json_object *args)
 {
-    static const char more[] = "pass a larger max_output_bytes, or redirect the output to a file "
-                               "and read it with read_file";
-
     if (jbool(r, "timed_out"))
         fprintf(f,
                 "Timed out after %" PRId64 " ms: the command and everything it started were "
@@ -698,8 +743,10 @@ static void render_exec(FILE *f, json_object *r, json_object *args)
     else
         fprintf(f, "Exit code %" PRId64 " after %" PRId64 " ms.\n", jint(r, "exit_code", -1),
                 jint(r, "duration_ms", 0));
-    render_block(f, r, "stdout", jbool(r, "stdout_truncated"), more);
-    render_block(f, r, "stderr", jbool(r, "stderr_truncated"), more);
+    if (jbool(r, "stdout_truncated") || jbool(r, "stderr_truncated"))
+        fputs("The command wrote more output than sandboxd passes on: what came after that is "
+              "not shown below.\n",
+              f);
 }
 
 static void render_written(FILE *f, json_object *result, json_object *args)

@@ -50,7 +50,9 @@ struct pending {
     json_object *args;   /* the tool's arguments */
     json_object *params; /* the daemon params sent */
     struct rpc_batch *batch;
-    bool cancelled; /* notifications/cancelled: no reply */
+    bool cancelled;        /* notifications/cancelled: no reply */
+    struct mcp_output out; /* TOOL_CAPTURES: the output so far */
+    int64_t daemon_id;     /* the daemon request's id (exec.output names it) */
 };
 
 struct mcp {
@@ -140,6 +142,7 @@ static void pending_free(struct mcp *m, struct pending *p)
     json_object_put(p->args);
     json_object_put(p->params);
     batch_release(m, p->batch);
+    mcp_output_done(&p->out);
     free(p);
 }
 
@@ -186,7 +189,27 @@ static int dconn_send(struct mcp *m, const char *method, json_object *params, st
     r = sandboxd_call_start(m->client, method, params, NULL, 0, on_daemon_done, p);
     if (r < 0)
         pending_unlink(m, p);
+    else
+        p->daemon_id = sandboxd_client_last_id(m->client);
     return r;
+}
+
+/* The notification callback: exec.output of a TOOL_CAPTURES call in flight. */
+static void on_notify(const char *method, json_object *params, void *userdata)
+{
+    struct mcp *m = userdata;
+    json_object *id;
+
+    if (strcmp(method, "exec.output") != 0 ||
+        !json_object_object_get_ex(params, "request_id", &id) ||
+        !json_object_is_type(id, json_type_int))
+        return;
+    for (struct pending *p = m->pending; p; p = p->next)
+        if (p->kind == PENDING_TOOL && (p->tool->flags & TOOL_CAPTURES) &&
+            p->daemon_id == json_object_get_int64(id)) {
+            mcp_output_add(&p->out, params);
+            return;
+        }
 }
 
 static struct pending *pending_new(enum pending_kind kind)
@@ -265,7 +288,7 @@ static void tool_done(struct mcp *m, struct pending *p, json_object *result, jso
     if (err)
         res = mcp_tool_error(p->tool, err, p->args, &m->cfg);
     else {
-        res = mcp_tool_result(p->tool, result, p->args, m->version);
+        res = mcp_tool_result(p->tool, result, p->args, &p->out, m->version);
         if ((p->tool->flags & TOOL_CREATES) && jstr(result, "id"))
             created_add(m, jstr(result, "id"));
         if (strcmp(p->tool->method, "sandbox.destroy") == 0 && jstr(result, "id"))
@@ -413,6 +436,12 @@ static void tool_call(struct mcp *m, struct rpc_call *c, struct rpc_batch *b)
                           .batch = b};
     if (b)
         rpc_batch_hold(b);
+    if ((t->flags & TOOL_CAPTURES) &&
+        (r = mcp_output_init(&p->out, mcp_output_budget(args, &m->cfg))) < 0) {
+        pending_fail(m, p, false, strerror(-r));
+        pending_free(m, p);
+        return;
+    }
     r = dconn_send(m, t->method, TAKE_PTR(params), p);
     if (r < 0) {
         const struct sandboxd_error *e = sandboxd_client_error(m->client);
@@ -722,11 +751,12 @@ static int destroy_created(struct mcp *m)
 static void mcp_usage(FILE *f)
 {
     fputs("Usage: sandboxctl mcp [--socket PATH] [--sandbox ID] [--default-ttl S] "
-          "[--destroy-on-exit]\n\n"
+          "[--destroy-on-exit] [--max-output BYTES]\n\n"
           "Serves the Model Context Protocol on standard input and output.\n"
           "  --sandbox ID        work on this sandbox only (the tools take no id)\n"
           "  --default-ttl S     lease of sandboxes made by sandbox_create when not given\n"
-          "  --destroy-on-exit   destroy the sandboxes this session made when input ends\n",
+          "  --destroy-on-exit   destroy the sandboxes this session made when input ends\n"
+          "  --max-output BYTES  text of a command's output shown per exec call (16384)\n",
           f);
 }
 
@@ -737,6 +767,7 @@ static int mcp_options(struct mcp_cfg *cfg, int argc, char **argv)
         {"sandbox", required_argument, NULL, 'S'},
         {"default-ttl", required_argument, NULL, 't'},
         {"destroy-on-exit", no_argument, NULL, 'd'},
+        {"max-output", required_argument, NULL, 'o'},
         {"help", no_argument, NULL, 'h'},
         {},
     };
@@ -771,6 +802,18 @@ static int mcp_options(struct mcp_cfg *cfg, int argc, char **argv)
             break;
         case 'd':
             cfg->destroy_on_exit = true;
+            break;
+        case 'o':
+            errno = 0;
+            cfg->max_output = strtoll(optarg, &end, 10);
+            if (!optarg[0] || *end || errno || cfg->max_output < 1 ||
+                cfg->max_output > MCP_OUTPUT_MAX) {
+                fprintf(stderr,
+                        "sandboxctl mcp: --max-output: '%s' is not a number of bytes "
+                        "from 1 to %d\n",
+                        optarg, MCP_OUTPUT_MAX);
+                return -EINVAL;
+            }
             break;
         case 'h':
             mcp_usage(stdout);
@@ -810,7 +853,8 @@ static int signals_setup(sigset_t *ret_waitmask)
 
 int mcp_main(const char *socket, int argc, char **argv)
 {
-    struct mcp m = {.cfg = {.socket = socket}, .version = MCP_PROTOCOL_LATEST};
+    struct mcp m = {.cfg = {.socket = socket, .max_output = MCP_OUTPUT_DEFAULT},
+                    .version = MCP_PROTOCOL_LATEST};
     int r;
 
     r = mcp_options(&m.cfg, argc, argv);
@@ -824,6 +868,7 @@ int mcp_main(const char *socket, int argc, char **argv)
         free(m.chunk);
         return 1;
     }
+    sandboxd_client_set_notify(m.client, on_notify, &m);
     if (signals_setup(&m.waitmask) < 0) {
         fprintf(stderr, "sandboxctl mcp: signals: %s\n", strerror(errno));
         return 1;

@@ -56,7 +56,10 @@ def main():
                     # Schemas come from the OpenRPC document: names and limits.
                     ex = tools["exec"]["inputSchema"]
                     params = {p["name"]: p for p in methods["sandbox.exec"]["params"]}
-                    assert set(ex["properties"]) == set(params) - {"stream"}, ex["properties"]
+                    assert set(ex["properties"]) == (set(params) - {
+                        "stream", "stdin_fd", "stdout_fd", "stderr_fd", "max_output_bytes"}) | {
+                        "max_output"}, ex["properties"]
+                    assert ex["properties"]["max_output"]["default"] == 16384, ex
                     assert ex["required"] == ["id"], ex
                     assert ex["properties"]["timeout_ms"]["maximum"] == \
                         doc["x-limits"]["timeout_ms_max"], ex["properties"]["timeout_ms"]
@@ -101,27 +104,40 @@ def main():
             i = st["id"]
             r = s.ok("exec", {"id": i, "command": "echo hello; echo oops >&2; exit 3"})
             x = r["structuredContent"]
-            assert x["exit_code"] == 3 and x["stdout"] == "hello\n" and x["stderr"] == "oops\n", x
+            assert x["exit_code"] == 3 and not x.get("stdout") and not x.get("stderr"), x
             t = text(r)
-            assert "Exit code 3" in t and "hello" in t and "oops" in t, t
+            assert t == "Exit code 3 after %d ms.\n--- stdout ---\nhello\n--- stderr ---\noops" \
+                % x["duration_ms"], t
             r = s.ok("exec", {"id": i, "argv": ["sh", "-c", "pwd; echo $A; cat"], "cwd": "/tmp",
                               "env": {"A": "b c"}, "stdin": "in"})
-            assert r["structuredContent"]["stdout"] == "/tmp\nb c\nin", r
+            assert text(r).endswith("--- stdout ---\n/tmp\nb c\nin"), r
             r = s.ok("exec", {"id": i, "command": "sleep 5", "timeout_ms": 300})
             assert r["structuredContent"]["timed_out"] is True and "Timed out" in text(r), r
-            r = s.ok("exec", {"id": i, "command": "head -c 5000 /dev/zero | tr '\\0' a",
-                              "max_output_bytes": 100})
-            assert r["structuredContent"]["stdout_truncated"] is True, r
-            assert "stdout was cut" in text(r) and "max_output_bytes" in text(r), text(r)
+            # Long output: its head and tail within the budget, what was cut said.
+            r = s.ok("exec", {"id": i, "command": "seq 1 400000"})
+            t = text(r)
+            assert len(t.encode()) < 20000 and len(json.dumps(r)) < 20000, len(json.dumps(r))
+            assert t.endswith("\n400000") and "\n1\n2\n3\n" in t, t[-200:]
+            assert "bytes of stdout omitted" in t and "read_file" in t, t
+            assert "stdout: 2688895 bytes" in t, t[:200]
+            assert r["structuredContent"]["stdout_bytes"] == 2688895, r["structuredContent"]
+            r = s.ok("exec", {"id": i, "command": "head -c 5000 /dev/zero | tr '\\0' a; echo",
+                              "max_output": 100})
+            t = text(r)
+            assert "omitted" in t and t.count("a") < 120, t
+            r = s.ok("exec", {"id": i, "command": "seq 1 3000 >&2; echo out", "max_output": 1000})
+            t = text(r)
+            assert "--- stdout ---\nout\n" in t and t.endswith("\n3000") and len(t) < 1600, t
+            t = s.fails("exec", {"id": i, "command": "true", "max_output": -1})
+            assert "max_output" in t, t
             # Concurrent calls: answered as each ends, matched by id.
             ids = {s.send("tools/call", {"name": "exec", "arguments": {
                 "id": i, "command": f"sleep 0.{8 - n}; echo {n}"}}): n for n in range(8)}
             for rid, n in ids.items():
                 r = s.wait(rid)
-                assert r["structuredContent"]["stdout"] == f"{n}\n", (n, r)
-            r = s.ok("exec", {"id": i, "command": "printf '\\377\\000'"})
-            assert base64.b64decode(r["structuredContent"]["stdout_b64"]) == b"\xff\x00", r
-            assert "base64" in text(r), text(r)
+                assert text(r).endswith(f"--- stdout ---\n{n}"), (n, r)
+            r = s.ok("exec", {"id": i, "command": "printf 'x\\377\\000y\\n'"})
+            assert text(r).endswith("--- stdout ---\nx??y"), text(r)
 
         def files():
             i = st["id"]
@@ -139,7 +155,7 @@ def main():
             r = s.ok("read_file", {"id": i, "path": "/root/b.bin"})
             assert base64.b64decode(r["structuredContent"]["content_b64"]) == blob, r
             r = s.ok("exec", {"id": i, "command": "stat -c %a /root/b.bin"})
-            assert r["structuredContent"]["stdout"] == "600\n", r
+            assert text(r).endswith("--- stdout ---\n600"), r
             if "list_files" in expected:
                 r = s.ok("list_files", {"id": i, "path": "/root/dir"})
                 assert "a.txt" in text(r), text(r)
@@ -195,8 +211,8 @@ def main():
                        f'"arguments":{{"id":"{st["id"]}","command":"echo batched"}}}}}}]')
             m = s.next_message()
             assert isinstance(m, list) and {x["id"] for x in m} == {"a", "b"}, m
-            assert [x for x in m if x["id"] == "b"][0]["result"]["structuredContent"]["stdout"] \
-                == "batched\n", m
+            assert "batched" in [x for x in m if x["id"] == "b"][0]["result"]["content"][0][
+                "text"], m
 
         def cancel():
             i = s.send("tools/call", {"name": "exec", "arguments": {"id": st["id"],
@@ -210,7 +226,7 @@ def main():
         def idle_close_and_restart():
             time.sleep(IDLE_MS / 1000 * 1.5)  # the daemon closes the idle connection
             r = s.ok("exec", {"id": st["id"], "command": "echo after-idle"})
-            assert r["structuredContent"]["stdout"] == "after-idle\n", r
+            assert text(r).endswith("--- stdout ---\nafter-idle"), r
             i = s.send("tools/call", {"name": "exec", "arguments": {"id": st["id"],
                                                                      "command": "sleep 30"}})
             time.sleep(0.5)
@@ -220,7 +236,7 @@ def main():
             assert "again" in text(r), text(r)
             print(f"  in flight across the restart: {text(r)}")
             r = s.ok("exec", {"id": st["id"], "command": "echo after-restart"})
-            assert r["structuredContent"]["stdout"] == "after-restart\n", r
+            assert text(r).endswith("--- stdout ---\nafter-restart"), r
 
         def destroy_and_exit():
             r = s.ok("sandbox_create", {})
@@ -284,7 +300,7 @@ def main():
                                capture_output=True, timeout=60)
             assert p.returncode == 0, p.stderr
             replies = {m["id"]: m for m in map(json.loads, p.stdout.splitlines())}
-            assert replies[2]["result"]["structuredContent"]["stdout"] == "piped\n", replies
+            assert "piped" in replies[2]["result"]["content"][0]["text"], replies
             rpc(env, "sandbox.destroy", {"id": sb["id"]})
 
         def sigterm_destroys():
