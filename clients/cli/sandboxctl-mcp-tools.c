@@ -33,11 +33,9 @@ static void render_fields(FILE *f, json_object *result, json_object *args);
 
 static const struct mcp_tool tools[] = {
     {"sandbox_create", "sandbox.create", "Create a sandbox",
-     "Create a new Linux sandbox (an isolated container) and wait until it is ready. The result "
-     "holds its id: pass it to exec, write_file, read_file, sandbox_set_internet and "
-     "sandbox_destroy. Outbound internet (HTTP, HTTPS, DNS) is off unless internet is true. The "
-     "sandbox is destroyed by itself when its lease (ttl_s seconds) runs out; destroy it sooner "
-     "with sandbox_destroy when you no longer need it.",
+     "Create a Linux sandbox (an isolated container) and wait until it is ready; pass its id to "
+     "the other tools. Outbound internet is off unless internet is true. It is destroyed when its "
+     "lease (ttl_s) runs out; call sandbox_destroy when you are done.",
      TOOL_UNPINNED | TOOL_CREATES | TOOL_OPEN_WORLD, "", render_created},
     {"sandbox_list", "sandbox.list", "List sandboxes",
      "List your sandboxes with their id, state, address, internet access and expiry.",
@@ -47,19 +45,15 @@ static const struct mcp_tool tools[] = {
      "succeeds again.",
      TOOL_TAKES_ID | TOOL_UNPINNED | TOOL_DESTRUCTIVE | TOOL_IDEMPOTENT, "", render_destroyed},
     {"sandbox_set_internet", "sandbox.set_internet", "Switch internet access",
-     "Allow (enabled: true) or block (enabled: false) outbound internet access of a sandbox: "
-     "HTTP, HTTPS and DNS only; other hosts on the network are never reachable. Proxmox "
-     "enforces the change at its next firewall cycle (about 10 seconds; effective_by says by "
-     "when); with wait: true the call returns only once a probe from inside the sandbox confirms "
-     "it.",
+     "Allow or block outbound internet (HTTP, HTTPS, DNS) of a sandbox. The change takes effect "
+     "within about 10 seconds (effective_by says when); with wait: true the call returns once it "
+     "is confirmed from inside the sandbox.",
      TOOL_TAKES_ID | TOOL_IDEMPOTENT | TOOL_OPEN_WORLD, "", render_sandbox},
     {"exec", "sandbox.exec", "Run a command",
-     "Run a command in a sandbox and wait for it to end: `command` is run by /bin/sh -c (or give "
-     "`argv` to run a program directly). Returns the exit code and the output. Long output is "
-     "shortened to its beginning and its end (max_output bytes of text in all), with a line "
-     "saying how much was left out. After timeout_ms the command and everything it started are "
-     "killed. Commands run as root in the home folder unless cwd is given; nothing is read from "
-     "standard input unless stdin is given.",
+     "Run a command in a sandbox and wait for it to end. Returns the exit code and the output; "
+     "long output keeps its beginning and end (max_output bytes in all) and says what was cut. "
+     "After timeout_ms the command and all it started are killed. It runs as root in the home "
+     "folder unless cwd is given.",
      TOOL_TAKES_ID | TOOL_DESTRUCTIVE | TOOL_OPEN_WORLD | TOOL_CAPTURES,
      "stream stdin_fd stdout_fd stderr_fd max_output_bytes ", render_exec},
     {"write_file", "file.write", "Write a file",
@@ -193,7 +187,7 @@ static bool word_in(const char *list, const char *word)
 /* True when the tool offers the method's param `name` as an argument. */
 static bool tool_takes(const struct mcp_tool *t, const struct mcp_cfg *cfg, const char *name)
 {
-    if (word_in(t->hidden, name))
+    if (word_in(t->hidden, name) || mcp_param_hidden(name))
         return false;
     return !(cfg->pinned && (t->flags & TOOL_TAKES_ID) && strcmp(name, "id") == 0);
 }
@@ -262,19 +256,20 @@ static json_object *tool_input_schema(const struct mcp_tool *t, json_object *doc
     for (size_t i = 0;
          json_object_is_type(params, json_type_array) && i < json_object_array_length(params);
          i++) {
-        json_object *p = json_object_array_get_idx(params, i), *s = NULL, *ps;
+        json_object *p = json_object_array_get_idx(params, i), *s = NULL, *ps, *d;
         const char *name = jstr(p, "name"), *desc = jstr(p, "description");
 
         if (!name || !tool_takes(t, cfg, name))
             continue;
         s = json_object_object_get_ex(p, "schema", &ps) ? schema_resolve(doc, ps, 0)
                                                         : json_object_new_object();
-        if (strcmp(name, "id") == 0)
-            json_object_object_add(
-                s, "description",
-                json_object_new_string("the sandbox id, from sandbox_create or sandbox_list"));
-        else if (desc && !jstr(s, "description"))
-            json_object_object_add(s, "description", json_object_new_string(desc));
+        if (!desc)
+            desc = jstr(s, "description");
+        d = json_object_new_string(mcp_param_text(t, name) ? mcp_param_text(t, name)
+                                   : desc                  ? desc
+                                                           : "");
+        mcp_schema_strip(s); /* s's own description goes too */
+        json_object_object_add(s, "description", d);
         if ((t->flags & TOOL_CREATES) && strcmp(name, "ttl_s") == 0 && cfg->default_ttl_s > 0)
             json_object_object_add(s, "default", json_object_new_int64(cfg->default_ttl_s));
         json_object_object_add(props, name, s);
@@ -291,24 +286,6 @@ static json_object *tool_input_schema(const struct mcp_tool *t, json_object *doc
         json_object_put(required);
     json_object_object_add(schema, "additionalProperties", json_object_new_boolean(false));
     return schema;
-}
-
-/* The method's result schema, when it stands alone as an object schema. */
-static json_object *tool_output_schema(const struct mcp_tool *t, json_object *doc)
-{
-    json_object *result, *schema, *out;
-    const char *type;
-
-    if (!json_object_object_get_ex(doc_method(doc, t->method), "result", &result) ||
-        !json_object_object_get_ex(result, "schema", &schema))
-        return NULL;
-    out = schema_resolve(doc, schema, 0);
-    type = jstr(out, "type");
-    if (!type || strcmp(type, "object") != 0) {
-        json_object_put(out);
-        return NULL;
-    }
-    return out;
 }
 
 static json_object *tool_annotations(const struct mcp_tool *t)
@@ -331,7 +308,7 @@ json_object *mcp_tools_list(json_object *doc, const struct mcp_cfg *cfg, const c
 
     for (size_t i = 0; i < ELEMENTSOF(tools); i++) {
         const struct mcp_tool *t = &tools[i];
-        json_object *o, *out;
+        json_object *o;
 
         if (!tool_offered(t, doc, cfg))
             continue;
@@ -349,9 +326,8 @@ json_object *mcp_tools_list(json_object *doc, const struct mcp_cfg *cfg, const c
         } else
             json_object_object_add(o, "description", json_object_new_string(t->description));
         json_object_object_add(o, "inputSchema", tool_input_schema(t, doc, cfg));
-        if (mcp_version_at_least(version, MCP_PROTOCOL_STRUCTURED) &&
-            (out = tool_output_schema(t, doc)))
-            json_object_object_add(o, "outputSchema", out);
+        /* No outputSchema: the text says what a result means, and tools/list stays
+         * small (structuredContent still carries the method's result). */
         if (mcp_version_at_least(version, MCP_PROTOCOL_ANNOTATIONS))
             json_object_object_add(o, "annotations", tool_annotations(t));
         json_object_array_add(list, o);
@@ -584,8 +560,7 @@ static void advise(FILE *f, const struct mcp_tool *t, const struct mcp_cfg *cfg,
                 jstr(data, "param") ? jstr(data, "param") : "arguments", reason, t->name);
         break;
     case RPC_METHOD_NOT_FOUND:
-        fprintf(f, "This sandboxd does not offer %s (%s): do without this tool.", t->method,
-                reason);
+        fprintf(f, "This sandboxd does not offer %s (%s): do without this tool.", t->name, reason);
         break;
     case RPC_NO_SUCH_SANDBOX:
         if (cfg->pinned)
@@ -651,7 +626,7 @@ static void advise(FILE *f, const struct mcp_tool *t, const struct mcp_cfg *cfg,
                 reason, t->name);
         break;
     default:
-        fprintf(f, "sandboxd answered with error %d: %s.", code, reason);
+        fprintf(f, "%s failed: %s.", t->name, reason);
     }
 }
 

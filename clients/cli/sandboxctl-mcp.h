@@ -107,6 +107,13 @@ json_object *mcp_tool_error(const struct mcp_tool *t, json_object *error, json_o
 /* The CallToolResult (isError) with text. */
 json_object *mcp_tool_error_text(const char *text);
 
+/* The description of t's parameter `name` for a model, or NULL (sandboxctl-mcp-schema.c). */
+const char *mcp_param_text(const struct mcp_tool *t, const char *name);
+/* True for a method parameter no tool offers: one a model cannot use over MCP. */
+bool mcp_param_hidden(const char *name);
+/* Removes the descriptions from a schema and the schemas in it (they speak to operators). */
+void mcp_schema_strip(json_object *schema);
+
 /* Protocol revision comparison: "YYYY-MM-DD" strings order by date. */
 static inline bool mcp_version_at_least(const char *version, const char *min)
 {
