@@ -15,55 +15,72 @@ static const struct {
     const char *param;
     const char *text;
 } param_texts[] = {
-    {NULL, "id", "the sandbox id, from sandbox_create or sandbox_list"},
-    {NULL, "hostname", "host name of the sandbox (one DNS label); default: its id"},
-    {NULL, "cores", "CPU cores; the operator sets the default and the maximum"},
-    {NULL, "memory_mb", "memory in MB; the operator sets the default and the maximum"},
-    {NULL, "disk_gb", "disk size in GB; the operator sets the default and the maximum"},
+    {NULL, "id", "sandbox id"},
+    {NULL, "hostname", "host name; default: the id"},
+    {NULL, "cores", "CPU cores"},
+    {NULL, "memory_mb", "memory in MB"},
+    {NULL, "disk_gb", "disk size in GB"},
     {NULL, "internet", "allow outbound HTTP, HTTPS and DNS"},
-    {NULL, "ttl_s", "lease in seconds: the sandbox is destroyed when it runs out"},
+    {NULL, "ttl_s", "lease in seconds"},
     {"sandbox_list", "labels", "only sandboxes that carry all these labels"},
-    {NULL, "labels", "your own name/value tags, shown by sandbox_list and usable to filter it"},
-    {NULL, "idempotency_key",
-     "a create whose answer was lost, repeated with the same key, "
-     "returns the same sandbox"},
-    {NULL, "template", "the system image to start from; default: the usual one"},
+    {NULL, "labels", "your own name/value tags"},
+    {NULL, "idempotency_key", "a create repeated with the same key returns the same sandbox"},
+    {NULL, "template", "system image; default: the usual one"},
     {NULL, "enabled", "true allows outbound internet, false blocks it"},
     {NULL, "wait", "return only once a probe from inside the sandbox confirms the change"},
     {NULL, "wait_timeout_s", "seconds the confirmation may take"},
     {NULL, "command", "a shell command, run by /bin/sh -c"},
-    {NULL, "argv", "a program and its arguments, run directly (instead of command)"},
+    {NULL, "argv", "program and arguments, run directly"},
     {NULL, "env", "environment variables to set"},
-    {NULL, "cwd", "working folder (absolute path); default: the home folder"},
-    {"process_start", "stdin", "true: the process reads standard input fed by process_write"},
-    {NULL, "stdin", "text given to the command on its standard input"},
-    {NULL, "stdin_b64", "binary standard input in base64 (instead of stdin)"},
-    {NULL, "timeout_ms", "milliseconds before the command and all it started are killed"},
-    {NULL, "path", "absolute path in the sandbox"},
+    {NULL, "cwd", "working folder; default: home"},
+    {"process_start", "stdin", "true: feed its stdin with process_write"},
+    {NULL, "stdin", "standard input text"},
+    {NULL, "stdin_b64", "standard input in base64"},
+    {NULL, "timeout_ms", "time limit in ms"},
+    {NULL, "path", "absolute path"},
     {NULL, "content", "the file's text"},
-    {NULL, "content_b64", "the file's bytes in base64 (instead of content)"},
+    {NULL, "content_b64", "the file's bytes in base64"},
     {NULL, "mode", "permissions in octal, e.g. 0755"},
     {NULL, "make_parents", "create missing parent folders"},
-    {"write_file", "offset", "write at this byte offset of the file instead of replacing it"},
+    {"write_file", "offset", "write in place at this byte offset"},
     {"read_file", "offset", "byte offset to start reading at"},
-    {NULL, "offset", "byte offset to read from: next_offset of the previous read"},
-    {NULL, "append", "add to the end of the file instead of replacing it"},
+    {NULL, "offset", "byte offset: the last next_offset"},
+    {NULL, "append", "add to the end of the file"},
     {NULL, "length", "bytes to read at most"},
     {NULL, "limit", "entries to list at most"},
-    {NULL, "pty", "run on a terminal of this size (cols, rows)"},
-    {NULL, "process", "the process id, from process_start"},
+    {NULL, "pty", "run on a terminal of this size"},
+    {NULL, "process", "process id"},
+    {NULL, "follow", "follow a symbolic link"},
+    {NULL, "recursive", "remove a folder with everything in it"},
+    {NULL, "parents", "create missing parent folders too"},
+    {NULL, "from", "absolute path to move"},
+    {NULL, "to", "absolute path to move it to"},
+    {NULL, "data", "text to write to its standard input"},
+    {NULL, "data_b64", "bytes to write, in base64 (instead of data)"},
+    {NULL, "close", "end its standard input (after data, if given)"},
+    {"process_wait", "timeout_ms", "milliseconds to wait at most"},
+    {"sandbox_renew", "ttl_s", "the new lease, in seconds from now"},
     {NULL, "stream", "which output to read"},
-    {NULL, "wait_ms", "milliseconds to wait for new output when there is none yet"},
+    {NULL, "wait_ms", "ms to wait for new output"},
     {NULL, "signal", "the signal to send"},
 };
 
-const char *mcp_param_text(const struct mcp_tool *t, const char *name)
+/* The text for `name` in t (tool_only) or in any tool. */
+static const char *param_text(const char *tool, const char *name, bool tool_only)
 {
     for (size_t i = 0; i < ELEMENTSOF(param_texts); i++)
-        if ((!param_texts[i].tool || strcmp(param_texts[i].tool, t->name) == 0) &&
-            strcmp(param_texts[i].param, name) == 0)
+        if (strcmp(param_texts[i].param, name) == 0 &&
+            (tool_only ? param_texts[i].tool && strcmp(param_texts[i].tool, tool) == 0
+                       : !param_texts[i].tool))
             return param_texts[i].text;
     return NULL;
+}
+
+const char *mcp_param_text(const struct mcp_tool *t, const char *name)
+{
+    const char *s = param_text(t->name, name, true);
+
+    return s ? s : param_text(t->name, name, false);
 }
 
 bool mcp_param_hidden(const char *name)
@@ -75,8 +92,8 @@ bool mcp_param_hidden(const char *name)
 /* What a model does without: descriptions for operators, and checks the daemon
  * makes anyway (its errors name the argument and the limit). */
 static const char *const stripped[] = {
-    "description",   "pattern",       "maxLength", "minLength", "contentEncoding",
-    "propertyNames", "maxProperties", "maxItems",  "minItems",  "minimum",
+    "description",   "pattern",  "maxLength", "minLength", "contentEncoding", "propertyNames",
+    "maxProperties", "maxItems", "minItems",  "minimum",   "maximum",
 };
 
 void mcp_schema_strip(json_object *schema)

@@ -33,53 +33,66 @@ static void render_fields(FILE *f, json_object *result, json_object *args);
 
 static const struct mcp_tool tools[] = {
     {"sandbox_create", "sandbox.create", "Create a sandbox",
-     "Create a Linux sandbox (an isolated container) and wait until it is ready; pass its id to "
-     "the other tools. Outbound internet is off unless internet is true. It is destroyed when its "
-     "lease (ttl_s) runs out; call sandbox_destroy when you are done.",
+     "Create a Linux sandbox (an isolated container); pass its id to the other tools. "
+     "Internet is off unless internet is true. It is destroyed when its lease (ttl_s) ends; "
+     "call sandbox_destroy when done.",
      TOOL_UNPINNED | TOOL_CREATES | TOOL_OPEN_WORLD, "", render_created},
     {"sandbox_list", "sandbox.list", "List sandboxes",
-     "List your sandboxes with their id, state, address, internet access and expiry.",
+     "List your sandboxes: id, state, IP, internet, expiry.",
      TOOL_UNPINNED | TOOL_READ_ONLY | TOOL_IDEMPOTENT, "", render_list},
     {"sandbox_destroy", "sandbox.destroy", "Destroy a sandbox",
-     "Stop a sandbox and delete it with everything in it. Destroying a destroyed sandbox "
-     "succeeds again.",
+     "Delete a sandbox with everything in it.",
      TOOL_TAKES_ID | TOOL_UNPINNED | TOOL_DESTRUCTIVE | TOOL_IDEMPOTENT, "", render_destroyed},
+    {"sandbox_renew", "sandbox.renew", "Renew a lease",
+     "Set a sandbox's lease to ttl_s seconds from now.", TOOL_TAKES_ID | TOOL_IDEMPOTENT, "",
+     render_sandbox},
     {"sandbox_set_internet", "sandbox.set_internet", "Switch internet access",
-     "Allow or block outbound internet (HTTP, HTTPS, DNS) of a sandbox. The change takes effect "
-     "within about 10 seconds (effective_by says when); with wait: true the call returns once it "
-     "is confirmed from inside the sandbox.",
+     "Allow or block outbound internet (HTTP, HTTPS, DNS). Takes effect within about 10 s; "
+     "wait: true returns once it is confirmed.",
      TOOL_TAKES_ID | TOOL_IDEMPOTENT | TOOL_OPEN_WORLD, "", render_sandbox},
     {"exec", "sandbox.exec", "Run a command",
-     "Run a command in a sandbox and wait for it to end. Returns the exit code and the output; "
-     "long output keeps its beginning and end (max_output bytes in all) and says what was cut. "
-     "After timeout_ms the command and all it started are killed. It runs as root in the home "
-     "folder unless cwd is given.",
+     "Run a command and wait for it to end. Returns the exit code and output; long output "
+     "keeps its start and end (max_output bytes) and says what was cut. After timeout_ms all "
+     "it started is killed. Runs as root in the home folder.",
      TOOL_TAKES_ID | TOOL_DESTRUCTIVE | TOOL_OPEN_WORLD | TOOL_CAPTURES,
      "stream stdin_fd stdout_fd stderr_fd max_output_bytes ", render_exec},
     {"write_file", "file.write", "Write a file",
-     "Write a file in a sandbox, replacing it atomically; missing parent folders are created. "
-     "Give the text in `content`, or binary data in base64 in `content_b64`.",
+     "Write a file (text in content, or base64 in content_b64), replacing it atomically.",
      TOOL_TAKES_ID | TOOL_DESTRUCTIVE | TOOL_IDEMPOTENT, "", render_written},
     {"read_file", "file.read", "Read a file",
-     "Read a file in a sandbox. Text comes back as text, other bytes as base64 (content_b64). "
-     "For a large file read a part at a time with offset and length; `eof` says whether the end "
-     "was reached.",
+     "Read a file: text as text, other bytes as base64. Read a large file in parts (offset, "
+     "length).",
      TOOL_TAKES_ID | TOOL_READ_ONLY | TOOL_IDEMPOTENT, "", render_read},
     {"list_files", "file.list", "List a folder",
-     "List the entries of a folder in a sandbox: name, type (file, dir, symlink, other), size, "
-     "mode and modification time. At most `limit` entries (truncated says when there were "
-     "more).",
+     "List a folder: name, type, size, mode and modification time of each entry.",
      TOOL_TAKES_ID | TOOL_READ_ONLY | TOOL_IDEMPOTENT, "", render_entries},
-    {"process_start", "process.start", "Start a background process",
-     "Start a command in the background in a sandbox and return at once with its process id. "
-     "It keeps running after this call (a server, a watcher, a long build): read its output "
-     "with process_read and stop it with process_kill.",
-     TOOL_TAKES_ID | TOOL_DESTRUCTIVE | TOOL_OPEN_WORLD, "", render_fields},
-    {"process_read", "process.read", "Read a background process's output",
-     "Read the output of a background process from a byte offset, optionally waiting for new "
-     "output; also says whether it still runs and its exit code. Continue from next_offset.",
+    {"stat_path", "file.stat", "Describe a path",
+     "Type, size, mode and modification time of a path.",
      TOOL_TAKES_ID | TOOL_READ_ONLY | TOOL_IDEMPOTENT, "", render_fields},
-    {"process_kill", "process.kill", "Stop a background process",
+    {"remove_path", "file.remove", "Remove a path", "Remove a file or folder.",
+     TOOL_TAKES_ID | TOOL_DESTRUCTIVE | TOOL_IDEMPOTENT, "", render_fields},
+    {"make_dir", "file.mkdir", "Create a folder", "Create a folder.",
+     TOOL_TAKES_ID | TOOL_IDEMPOTENT, "", render_fields},
+    {"move_path", "file.rename", "Move a path",
+     "Move or rename a file or folder, replacing what is at `to`.",
+     TOOL_TAKES_ID | TOOL_DESTRUCTIVE, "", render_fields},
+    {"process_start", "process.start", "Start a process",
+     "Start a command in the background (a server, a watcher, a long build) and return its "
+     "process id at once.",
+     TOOL_TAKES_ID | TOOL_DESTRUCTIVE | TOOL_OPEN_WORLD, "", render_fields},
+    {"process_read", "process.read", "Read process output",
+     "Read a background process's output from an offset, optionally waiting for more; says "
+     "whether it still runs.",
+     TOOL_TAKES_ID | TOOL_READ_ONLY | TOOL_IDEMPOTENT, "", render_fields},
+    {"process_write", "process.write", "Write to a process",
+     "Feed the standard input of a background process started with stdin: true or a pty.",
+     TOOL_TAKES_ID | TOOL_DESTRUCTIVE, "", render_fields},
+    {"process_wait", "process.wait", "Wait for a process",
+     "Wait up to timeout_ms for a background process to end; returns its state and exit code.",
+     TOOL_TAKES_ID | TOOL_READ_ONLY | TOOL_IDEMPOTENT, "", render_fields},
+    {"process_list", "process.list", "List processes", "List a sandbox's background processes.",
+     TOOL_TAKES_ID | TOOL_READ_ONLY | TOOL_IDEMPOTENT, "", render_fields},
+    {"process_kill", "process.kill", "Stop a process",
      "Stop a background process and everything it started.",
      TOOL_TAKES_ID | TOOL_DESTRUCTIVE | TOOL_IDEMPOTENT, "", render_fields},
 };
@@ -233,15 +246,10 @@ static json_object *output_budget_schema(const struct mcp_cfg *cfg)
     json_object *s = json_object_new_object();
 
     json_object_object_add(s, "type", json_object_new_string("integer"));
-    json_object_object_add(s, "minimum", json_object_new_int(0));
-    json_object_object_add(s, "maximum", json_object_new_int(MCP_OUTPUT_MAX));
     json_object_object_add(
         s, "default",
         json_object_new_int64(cfg->max_output > 0 ? cfg->max_output : MCP_OUTPUT_DEFAULT));
-    json_object_object_add(s, "description",
-                           json_object_new_string("bytes of output text to show in all (stdout "
-                                                  "and stderr); longer output keeps its "
-                                                  "beginning and end"));
+    json_object_object_add(s, "description", json_object_new_string("bytes of output to show"));
     return s;
 }
 
@@ -288,17 +296,22 @@ static json_object *tool_input_schema(const struct mcp_tool *t, json_object *doc
     return schema;
 }
 
-static json_object *tool_annotations(const struct mcp_tool *t)
+/* The hints that differ from the protocol's defaults (not read-only, destructive, not
+ * idempotent, open world), and the title where the tool has no title of its own. */
+static json_object *tool_annotations(const struct mcp_tool *t, const char *version)
 {
     json_object *a = json_object_new_object();
 
-    json_object_object_add(a, "title", json_object_new_string(t->title));
-    json_object_object_add(a, "readOnlyHint", json_object_new_boolean(t->flags & TOOL_READ_ONLY));
-    json_object_object_add(a, "destructiveHint",
-                           json_object_new_boolean(t->flags & TOOL_DESTRUCTIVE));
-    json_object_object_add(a, "idempotentHint",
-                           json_object_new_boolean(t->flags & TOOL_IDEMPOTENT));
-    json_object_object_add(a, "openWorldHint", json_object_new_boolean(t->flags & TOOL_OPEN_WORLD));
+    if (!mcp_version_at_least(version, MCP_PROTOCOL_STRUCTURED))
+        json_object_object_add(a, "title", json_object_new_string(t->title));
+    if (t->flags & TOOL_READ_ONLY)
+        json_object_object_add(a, "readOnlyHint", json_object_new_boolean(true));
+    else if (!(t->flags & TOOL_DESTRUCTIVE))
+        json_object_object_add(a, "destructiveHint", json_object_new_boolean(false));
+    if (t->flags & TOOL_IDEMPOTENT)
+        json_object_object_add(a, "idempotentHint", json_object_new_boolean(true));
+    if (!(t->flags & TOOL_OPEN_WORLD))
+        json_object_object_add(a, "openWorldHint", json_object_new_boolean(false));
     return a;
 }
 
@@ -329,7 +342,7 @@ json_object *mcp_tools_list(json_object *doc, const struct mcp_cfg *cfg, const c
         /* No outputSchema: the text says what a result means, and tools/list stays
          * small (structuredContent still carries the method's result). */
         if (mcp_version_at_least(version, MCP_PROTOCOL_ANNOTATIONS))
-            json_object_object_add(o, "annotations", tool_annotations(t));
+            json_object_object_add(o, "annotations", tool_annotations(t, version));
         json_object_array_add(list, o);
     }
     json_object_object_add(res, "tools", list);

@@ -17,7 +17,11 @@ from clientlib import (IDLE_MS, SANDBOXCTL, Env, Mcp, enable_test_hooks, relaunc
 BASE_TOOLS = {"sandbox_create", "sandbox_list", "sandbox_destroy", "sandbox_set_internet",
               "exec", "write_file", "read_file"}
 OPTIONAL = {"list_files": "file.list", "process_start": "process.start",
-            "process_read": "process.read", "process_kill": "process.kill"}
+            "process_read": "process.read", "process_kill": "process.kill",
+            "sandbox_renew": "sandbox.renew", "process_write": "process.write",
+            "process_wait": "process.wait", "process_list": "process.list",
+            "stat_path": "file.stat", "remove_path": "file.remove", "make_dir": "file.mkdir",
+            "move_path": "file.rename"}
 
 
 def rpc(env, method, params=None):
@@ -69,16 +73,17 @@ def main():
                         "max_output"}, ex["properties"]
                     size = len(json.dumps(s.request("tools/list"), separators=(",", ":")))
                     assert size < 12 * 1024, size
+                    print(f"  tools/list: {size} bytes, {len(tools)} tools")
                     assert ex["properties"]["max_output"]["default"] == 16384, ex
                     assert ex["required"] == ["id"], ex
-                    assert ex["properties"]["timeout_ms"]["maximum"] == \
-                        doc["x-limits"]["timeout_ms_max"], ex["properties"]["timeout_ms"]
-                    rd = tools["read_file"]["inputSchema"]["properties"]["length"]
-                    assert rd["maximum"] == doc["x-limits"]["read_length_max"], rd
+                    assert ex["properties"]["timeout_ms"]["default"] == 60000, ex
                     assert "$ref" not in str(tools), tools
                     if want >= "2025-06-18":
                         assert tools["sandbox_list"]["annotations"]["readOnlyHint"] is True
-                        assert tools["sandbox_destroy"]["annotations"]["destructiveHint"] is True
+                        # Hints are given where they differ from the defaults.
+                        assert "destructiveHint" not in tools["sandbox_destroy"]["annotations"]
+                        assert tools["make_dir"]["annotations"]["destructiveHint"] is False \
+                            if "make_dir" in tools else True
                     assert s.request("ping") == {}
                     r = s.ok("sandbox_list")
                     assert ("structuredContent" in r) == (want >= "2025-06-18"), r
@@ -186,6 +191,38 @@ def main():
                 assert time.time() < deadline
                 time.sleep(0.1)
             s.ok("process_kill", {"id": st["id"], "process": proc})
+            if "process_write" not in expected:
+                return
+            # A process fed through process_write, waited for, listed.
+            r = s.ok("process_start", {"id": st["id"], "command": "read x; echo got $x",
+                                       "stdin": True})
+            proc = r["structuredContent"]["process"]
+            r = s.ok("process_write", {"id": st["id"], "process": proc, "data": "fed\n",
+                                       "close": True})
+            assert r["structuredContent"]["written"] == 4, r
+            r = s.ok("process_wait", {"id": st["id"], "process": proc, "timeout_ms": 10000})
+            assert r["structuredContent"]["state"] == "exited", r
+            assert r["structuredContent"]["exit_code"] == 0 and "exited" in text(r), r
+            r = s.ok("process_read", {"id": st["id"], "process": proc})
+            assert "got fed" in text(r), text(r)
+            r = s.ok("process_list", {"id": st["id"]})
+            assert proc in text(r), text(r)
+
+        def more_tools():
+            if "stat_path" not in expected:
+                return
+            i = st["id"]
+            r = s.ok("make_dir", {"id": i, "path": "/root/md/sub", "parents": True})
+            assert r["structuredContent"]["created"] is True, r
+            s.ok("write_file", {"id": i, "path": "/root/md/sub/f", "content": "abc"})
+            r = s.ok("stat_path", {"id": i, "path": "/root/md/sub/f"})
+            assert r["structuredContent"]["size"] == 3 and "file" in text(r), r
+            s.ok("move_path", {"id": i, "from": "/root/md/sub/f", "to": "/root/md/g"})
+            assert "does not exist" in s.fails("stat_path", {"id": i, "path": "/root/md/sub/f"})
+            r = s.ok("remove_path", {"id": i, "path": "/root/md", "recursive": True})
+            assert r["structuredContent"]["removed"] == 3, r
+            r = s.ok("sandbox_renew", {"id": i, "ttl_s": 1200})
+            assert r["structuredContent"]["id"] == i and "expires" in text(r), r
 
         def tool_errors():
             i = st["id"]
@@ -341,6 +378,7 @@ def main():
                  ("write_file and read_file", files),
                  ("sandbox_set_internet", internet),
                  ("process tools when offered", process_tools),
+                 ("renew and the file system tools", more_tools),
                  ("tool errors are isError results", tool_errors),
                  ("protocol errors and batches", protocol_errors),
                  ("notifications/cancelled", cancel),
