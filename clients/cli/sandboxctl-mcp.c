@@ -34,6 +34,7 @@
 #define MCP_DISCOVER_WAIT_MS 10000         /* rpc.discover at startup */
 #define MCP_EXIT_WAIT_MS (10u * 60 * 1000) /* --destroy-on-exit: creates, then destroys */
 #define EXIT_USAGE 64
+#define MCP_PROGRESS_MS 1000u /* notifications/progress at most this often per call */
 
 enum pending_kind {
     PENDING_TOOL,     /* a tools/call */
@@ -50,9 +51,11 @@ struct pending {
     json_object *args;   /* the tool's arguments */
     json_object *params; /* the daemon params sent */
     struct rpc_batch *batch;
-    bool cancelled;        /* notifications/cancelled: no reply */
-    struct mcp_output out; /* TOOL_CAPTURES: the output so far */
-    int64_t daemon_id;     /* the daemon request's id (exec.output names it) */
+    bool cancelled;              /* notifications/cancelled: no reply */
+    struct mcp_output out;       /* TOOL_CAPTURES: the output so far */
+    int64_t daemon_id;           /* the daemon request's id (exec.output names it) */
+    json_object *progress_token; /* the host's _meta.progressToken, or NULL */
+    uint64_t progress_ms;        /* when the last notifications/progress went out */
 };
 
 struct mcp {
@@ -143,6 +146,7 @@ static void pending_free(struct mcp *m, struct pending *p)
     json_object_put(p->params);
     batch_release(m, p->batch);
     mcp_output_done(&p->out);
+    json_object_put(p->progress_token);
     free(p);
 }
 
@@ -194,6 +198,30 @@ static int dconn_send(struct mcp *m, const char *method, json_object *params, st
     return r;
 }
 
+/* notifications/progress for a TOOL_CAPTURES call whose host gave a progress token:
+ * the bytes of output so far, at most once per MCP_PROGRESS_MS. */
+static void progress_send(struct mcp *m, struct pending *p)
+{
+    struct timespec ts;
+    uint64_t now;
+    int64_t n = p->out.streams[0].total + p->out.streams[1].total;
+    json_object *params;
+    char msg[64];
+
+    if (!p->progress_token || p->cancelled || clock_gettime(CLOCK_MONOTONIC, &ts) < 0)
+        return;
+    now = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    if (p->progress_ms && now - p->progress_ms < MCP_PROGRESS_MS)
+        return;
+    p->progress_ms = now;
+    params = json_object_new_object();
+    json_object_object_add(params, "progressToken", json_object_get(p->progress_token));
+    json_object_object_add(params, "progress", json_object_new_int64(n));
+    snprintf(msg, sizeof msg, "%" PRId64 " bytes of output so far", n);
+    json_object_object_add(params, "message", json_object_new_string(msg));
+    host_send(m, rpc_notification_new("notifications/progress", params));
+}
+
 /* The notification callback: exec.output of a TOOL_CAPTURES call in flight. */
 static void on_notify(const char *method, json_object *params, void *userdata)
 {
@@ -208,6 +236,7 @@ static void on_notify(const char *method, json_object *params, void *userdata)
         if (p->kind == PENDING_TOOL && (p->tool->flags & TOOL_CAPTURES) &&
             p->daemon_id == json_object_get_int64(id)) {
             mcp_output_add(&p->out, params);
+            progress_send(m, p);
             return;
         }
 }
@@ -384,6 +413,18 @@ static void tool_unreachable(struct mcp *m, struct rpc_call *c, struct rpc_batch
     tool_reply_text(m, c, b, text ? text : "sandboxd is not reachable");
 }
 
+/* params._meta.progressToken (a string or an integer), or NULL. */
+static json_object *progress_token(json_object *params)
+{
+    json_object *meta, *tok;
+
+    if (!json_object_object_get_ex(params, "_meta", &meta) ||
+        !json_object_object_get_ex(meta, "progressToken", &tok) ||
+        !(json_object_is_type(tok, json_type_string) || json_object_is_type(tok, json_type_int)))
+        return NULL;
+    return json_object_get(tok);
+}
+
 static void tool_call(struct mcp *m, struct rpc_call *c, struct rpc_batch *b)
 {
     _cleanup_json_ json_object *empty = NULL, *params = NULL;
@@ -433,7 +474,8 @@ static void tool_call(struct mcp *m, struct rpc_call *c, struct rpc_batch *b)
                           .mcp_id = json_object_get(c->id),
                           .args = json_object_get(args),
                           .params = json_object_get(params),
-                          .batch = b};
+                          .batch = b,
+                          .progress_token = progress_token(c->params)};
     if (b)
         rpc_batch_hold(b);
     if ((t->flags & TOOL_CAPTURES) &&

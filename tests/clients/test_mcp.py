@@ -142,6 +142,16 @@ def main():
             assert "--- stdout ---\nout\n" in t and t.endswith("\n3000") and len(t) < 1600, t
             t = s.fails("exec", {"id": i, "command": "true", "max_output": -1})
             assert "max_output" in t, t
+            # With a progress token, output as it comes is reported as progress.
+            rid = s.send("tools/call", {"name": "exec", "_meta": {"progressToken": "tok"},
+                                        "arguments": {"id": i, "command":
+                                                      "echo a; sleep 1.2; echo b"}})
+            assert "--- stdout ---\na\nb" in text(s.wait(rid))
+            prog = [n["params"] for n in s.notes if isinstance(n, dict) and
+                    n.get("method") == "notifications/progress"]
+            assert prog and prog[0]["progressToken"] == "tok" and prog[0]["progress"] >= 2, \
+                s.notes
+            assert [p["progress"] for p in prog] == sorted({p["progress"] for p in prog}), prog
             # Concurrent calls: answered as each ends, matched by id.
             ids = {s.send("tools/call", {"name": "exec", "arguments": {
                 "id": i, "command": f"sleep 0.{8 - n}; echo {n}"}}): n for n in range(8)}
