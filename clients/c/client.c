@@ -85,6 +85,11 @@ const char *sandboxd_client_socket(const struct sandboxd_client *c)
     return c->socket;
 }
 
+int64_t sandboxd_client_last_id(const struct sandboxd_client *c)
+{
+    return c->next_id;
+}
+
 void sandboxd_client_set_notify(struct sandboxd_client *c, sandboxd_notify_fn fn, void *userdata)
 {
     c->notify = fn;

@@ -22,6 +22,7 @@
 #include <json-c/json.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -127,6 +128,8 @@ typedef void (*sandboxd_done_fn)(int r, json_object *result, const struct sandbo
  * sandboxd_client_process(); the synchronous calls process them too. */
 int sandboxd_call_start(struct sandboxd_client *c, const char *method, json_object *params,
                         const int *fds, size_t n_fds, sandboxd_done_fn done, void *userdata);
+/* The id of the request sandboxd_call_start() queued last (exec.output names it). */
+int64_t sandboxd_client_last_id(const struct sandboxd_client *c);
 /* What to poll sandboxd_client_fd() for: POLLIN, plus POLLOUT while requests wait to be sent;
  * 0 when not connected. */
 short sandboxd_client_events(const struct sandboxd_client *c);

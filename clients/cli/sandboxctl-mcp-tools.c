@@ -33,57 +33,66 @@ static void render_fields(FILE *f, json_object *result, json_object *args);
 
 static const struct mcp_tool tools[] = {
     {"sandbox_create", "sandbox.create", "Create a sandbox",
-     "Create a new Linux sandbox (an isolated container) and wait until it is ready. The result "
-     "holds its id: pass it to exec, write_file, read_file, sandbox_set_internet and "
-     "sandbox_destroy. Outbound internet (HTTP, HTTPS, DNS) is off unless internet is true. The "
-     "sandbox is destroyed by itself when its lease (ttl_s seconds) runs out; destroy it sooner "
-     "with sandbox_destroy when you no longer need it.",
+     "Create a Linux sandbox (an isolated container); pass its id to the other tools. "
+     "Internet is off unless internet is true. It is destroyed when its lease (ttl_s) ends; "
+     "call sandbox_destroy when done.",
      TOOL_UNPINNED | TOOL_CREATES | TOOL_OPEN_WORLD, "", render_created},
     {"sandbox_list", "sandbox.list", "List sandboxes",
-     "List your sandboxes with their id, state, address, internet access and expiry.",
+     "List your sandboxes: id, state, IP, internet, expiry.",
      TOOL_UNPINNED | TOOL_READ_ONLY | TOOL_IDEMPOTENT, "", render_list},
     {"sandbox_destroy", "sandbox.destroy", "Destroy a sandbox",
-     "Stop a sandbox and delete it with everything in it. Destroying a destroyed sandbox "
-     "succeeds again.",
+     "Delete a sandbox with everything in it.",
      TOOL_TAKES_ID | TOOL_UNPINNED | TOOL_DESTRUCTIVE | TOOL_IDEMPOTENT, "", render_destroyed},
+    {"sandbox_renew", "sandbox.renew", "Renew a lease",
+     "Set a sandbox's lease to ttl_s seconds from now.", TOOL_TAKES_ID | TOOL_IDEMPOTENT, "",
+     render_sandbox},
     {"sandbox_set_internet", "sandbox.set_internet", "Switch internet access",
-     "Allow (enabled: true) or block (enabled: false) outbound internet access of a sandbox: "
-     "HTTP, HTTPS and DNS only; other hosts on the network are never reachable. Proxmox "
-     "enforces the change at its next firewall cycle (about 10 seconds; effective_by says by "
-     "when); with wait: true the call returns only once a probe from inside the sandbox confirms "
-     "it.",
+     "Allow or block outbound internet (HTTP, HTTPS, DNS). Takes effect within about 10 s; "
+     "wait: true returns once it is confirmed.",
      TOOL_TAKES_ID | TOOL_IDEMPOTENT | TOOL_OPEN_WORLD, "", render_sandbox},
     {"exec", "sandbox.exec", "Run a command",
-     "Run a command in a sandbox and wait for it to end: `command` is run by /bin/sh -c (or give "
-     "`argv` to run a program directly). Returns the exit code, stdout and stderr (each cut at "
-     "max_output_bytes, flagged *_truncated). After timeout_ms the command and everything it "
-     "started are killed. Commands run as root in the home folder unless cwd is given; nothing "
-     "is read from standard input unless stdin is given.",
-     TOOL_TAKES_ID | TOOL_DESTRUCTIVE | TOOL_OPEN_WORLD, "stream ", render_exec},
+     "Run a command and wait for it to end. Returns the exit code and output; long output "
+     "keeps its start and end (max_output bytes) and says what was cut. After timeout_ms all "
+     "it started is killed. Runs as root in the home folder.",
+     TOOL_TAKES_ID | TOOL_DESTRUCTIVE | TOOL_OPEN_WORLD | TOOL_CAPTURES,
+     "stream stdin_fd stdout_fd stderr_fd max_output_bytes ", render_exec},
     {"write_file", "file.write", "Write a file",
-     "Write a file in a sandbox, replacing it atomically; missing parent folders are created. "
-     "Give the text in `content`, or binary data in base64 in `content_b64`.",
+     "Write a file (text in content, or base64 in content_b64), replacing it atomically.",
      TOOL_TAKES_ID | TOOL_DESTRUCTIVE | TOOL_IDEMPOTENT, "", render_written},
     {"read_file", "file.read", "Read a file",
-     "Read a file in a sandbox. Text comes back as text, other bytes as base64 (content_b64). "
-     "For a large file read a part at a time with offset and length; `eof` says whether the end "
-     "was reached.",
+     "Read a file: text as text, other bytes as base64. Read a large file in parts (offset, "
+     "length).",
      TOOL_TAKES_ID | TOOL_READ_ONLY | TOOL_IDEMPOTENT, "", render_read},
     {"list_files", "file.list", "List a folder",
-     "List the entries of a folder in a sandbox: name, type (file, dir, symlink, other), size, "
-     "mode and modification time. At most `limit` entries (truncated says when there were "
-     "more).",
+     "List a folder: name, type, size, mode and modification time of each entry.",
      TOOL_TAKES_ID | TOOL_READ_ONLY | TOOL_IDEMPOTENT, "", render_entries},
-    {"process_start", "process.start", "Start a background process",
-     "Start a command in the background in a sandbox and return at once with its process id. "
-     "It keeps running after this call (a server, a watcher, a long build): read its output "
-     "with process_read and stop it with process_kill.",
-     TOOL_TAKES_ID | TOOL_DESTRUCTIVE | TOOL_OPEN_WORLD, "", render_fields},
-    {"process_read", "process.read", "Read a background process's output",
-     "Read the output of a background process from a byte offset, optionally waiting for new "
-     "output; also says whether it still runs and its exit code. Continue from next_offset.",
+    {"stat_path", "file.stat", "Describe a path",
+     "Type, size, mode and modification time of a path.",
      TOOL_TAKES_ID | TOOL_READ_ONLY | TOOL_IDEMPOTENT, "", render_fields},
-    {"process_kill", "process.kill", "Stop a background process",
+    {"remove_path", "file.remove", "Remove a path", "Remove a file or folder.",
+     TOOL_TAKES_ID | TOOL_DESTRUCTIVE | TOOL_IDEMPOTENT, "", render_fields},
+    {"make_dir", "file.mkdir", "Create a folder", "Create a folder.",
+     TOOL_TAKES_ID | TOOL_IDEMPOTENT, "", render_fields},
+    {"move_path", "file.rename", "Move a path",
+     "Move or rename a file or folder, replacing what is at `to`.",
+     TOOL_TAKES_ID | TOOL_DESTRUCTIVE, "", render_fields},
+    {"process_start", "process.start", "Start a process",
+     "Start a command in the background (a server, a watcher, a long build) and return its "
+     "process id at once.",
+     TOOL_TAKES_ID | TOOL_DESTRUCTIVE | TOOL_OPEN_WORLD, "", render_fields},
+    {"process_read", "process.read", "Read process output",
+     "Read a background process's output from an offset, optionally waiting for more; says "
+     "whether it still runs.",
+     TOOL_TAKES_ID | TOOL_READ_ONLY | TOOL_IDEMPOTENT, "", render_fields},
+    {"process_write", "process.write", "Write to a process",
+     "Feed the standard input of a background process started with stdin: true or a pty.",
+     TOOL_TAKES_ID | TOOL_DESTRUCTIVE, "", render_fields},
+    {"process_wait", "process.wait", "Wait for a process",
+     "Wait up to timeout_ms for a background process to end; returns its state and exit code.",
+     TOOL_TAKES_ID | TOOL_READ_ONLY | TOOL_IDEMPOTENT, "", render_fields},
+    {"process_list", "process.list", "List processes", "List a sandbox's background processes.",
+     TOOL_TAKES_ID | TOOL_READ_ONLY | TOOL_IDEMPOTENT, "", render_fields},
+    {"process_kill", "process.kill", "Stop a process",
      "Stop a background process and everything it started.",
      TOOL_TAKES_ID | TOOL_DESTRUCTIVE | TOOL_IDEMPOTENT, "", render_fields},
 };
@@ -191,7 +200,7 @@ static bool word_in(const char *list, const char *word)
 /* True when the tool offers the method's param `name` as an argument. */
 static bool tool_takes(const struct mcp_tool *t, const struct mcp_cfg *cfg, const char *name)
 {
-    if (word_in(t->hidden, name))
+    if (word_in(t->hidden, name) || mcp_param_hidden(name))
         return false;
     return !(cfg->pinned && (t->flags & TOOL_TAKES_ID) && strcmp(name, "id") == 0);
 }
@@ -231,6 +240,19 @@ char *mcp_tools_names(json_object *doc, const struct mcp_cfg *cfg)
 
 /* ---- tools/list -------------------------------------------------------------- */
 
+/* The `max_output` argument of a TOOL_CAPTURES tool (not a daemon param). */
+static json_object *output_budget_schema(const struct mcp_cfg *cfg)
+{
+    json_object *s = json_object_new_object();
+
+    json_object_object_add(s, "type", json_object_new_string("integer"));
+    json_object_object_add(
+        s, "default",
+        json_object_new_int64(cfg->max_output > 0 ? cfg->max_output : MCP_OUTPUT_DEFAULT));
+    json_object_object_add(s, "description", json_object_new_string("bytes of output to show"));
+    return s;
+}
+
 static json_object *tool_input_schema(const struct mcp_tool *t, json_object *doc,
                                       const struct mcp_cfg *cfg)
 {
@@ -242,25 +264,28 @@ static json_object *tool_input_schema(const struct mcp_tool *t, json_object *doc
     for (size_t i = 0;
          json_object_is_type(params, json_type_array) && i < json_object_array_length(params);
          i++) {
-        json_object *p = json_object_array_get_idx(params, i), *s = NULL, *ps;
+        json_object *p = json_object_array_get_idx(params, i), *s = NULL, *ps, *d;
         const char *name = jstr(p, "name"), *desc = jstr(p, "description");
 
         if (!name || !tool_takes(t, cfg, name))
             continue;
         s = json_object_object_get_ex(p, "schema", &ps) ? schema_resolve(doc, ps, 0)
                                                         : json_object_new_object();
-        if (strcmp(name, "id") == 0)
-            json_object_object_add(
-                s, "description",
-                json_object_new_string("the sandbox id, from sandbox_create or sandbox_list"));
-        else if (desc && !jstr(s, "description"))
-            json_object_object_add(s, "description", json_object_new_string(desc));
+        if (!desc)
+            desc = jstr(s, "description");
+        d = json_object_new_string(mcp_param_text(t, name) ? mcp_param_text(t, name)
+                                   : desc                  ? desc
+                                                           : "");
+        mcp_schema_strip(s); /* s's own description goes too */
+        json_object_object_add(s, "description", d);
         if ((t->flags & TOOL_CREATES) && strcmp(name, "ttl_s") == 0 && cfg->default_ttl_s > 0)
             json_object_object_add(s, "default", json_object_new_int64(cfg->default_ttl_s));
         json_object_object_add(props, name, s);
         if (jbool(p, "required"))
             json_object_array_add(required, json_object_new_string(name));
     }
+    if (t->flags & TOOL_CAPTURES)
+        json_object_object_add(props, "max_output", output_budget_schema(cfg));
     json_object_object_add(schema, "type", json_object_new_string("object"));
     json_object_object_add(schema, "properties", props);
     if (json_object_array_length(required) > 0)
@@ -271,35 +296,22 @@ static json_object *tool_input_schema(const struct mcp_tool *t, json_object *doc
     return schema;
 }
 
-/* The method's result schema, when it stands alone as an object schema. */
-static json_object *tool_output_schema(const struct mcp_tool *t, json_object *doc)
-{
-    json_object *result, *schema, *out;
-    const char *type;
-
-    if (!json_object_object_get_ex(doc_method(doc, t->method), "result", &result) ||
-        !json_object_object_get_ex(result, "schema", &schema))
-        return NULL;
-    out = schema_resolve(doc, schema, 0);
-    type = jstr(out, "type");
-    if (!type || strcmp(type, "object") != 0) {
-        json_object_put(out);
-        return NULL;
-    }
-    return out;
-}
-
-static json_object *tool_annotations(const struct mcp_tool *t)
+/* The hints that differ from the protocol's defaults (not read-only, destructive, not
+ * idempotent, open world), and the title where the tool has no title of its own. */
+static json_object *tool_annotations(const struct mcp_tool *t, const char *version)
 {
     json_object *a = json_object_new_object();
 
-    json_object_object_add(a, "title", json_object_new_string(t->title));
-    json_object_object_add(a, "readOnlyHint", json_object_new_boolean(t->flags & TOOL_READ_ONLY));
-    json_object_object_add(a, "destructiveHint",
-                           json_object_new_boolean(t->flags & TOOL_DESTRUCTIVE));
-    json_object_object_add(a, "idempotentHint",
-                           json_object_new_boolean(t->flags & TOOL_IDEMPOTENT));
-    json_object_object_add(a, "openWorldHint", json_object_new_boolean(t->flags & TOOL_OPEN_WORLD));
+    if (!mcp_version_at_least(version, MCP_PROTOCOL_STRUCTURED))
+        json_object_object_add(a, "title", json_object_new_string(t->title));
+    if (t->flags & TOOL_READ_ONLY)
+        json_object_object_add(a, "readOnlyHint", json_object_new_boolean(true));
+    else if (!(t->flags & TOOL_DESTRUCTIVE))
+        json_object_object_add(a, "destructiveHint", json_object_new_boolean(false));
+    if (t->flags & TOOL_IDEMPOTENT)
+        json_object_object_add(a, "idempotentHint", json_object_new_boolean(true));
+    if (!(t->flags & TOOL_OPEN_WORLD))
+        json_object_object_add(a, "openWorldHint", json_object_new_boolean(false));
     return a;
 }
 
@@ -309,7 +321,7 @@ json_object *mcp_tools_list(json_object *doc, const struct mcp_cfg *cfg, const c
 
     for (size_t i = 0; i < ELEMENTSOF(tools); i++) {
         const struct mcp_tool *t = &tools[i];
-        json_object *o, *out;
+        json_object *o;
 
         if (!tool_offered(t, doc, cfg))
             continue;
@@ -327,11 +339,10 @@ json_object *mcp_tools_list(json_object *doc, const struct mcp_cfg *cfg, const c
         } else
             json_object_object_add(o, "description", json_object_new_string(t->description));
         json_object_object_add(o, "inputSchema", tool_input_schema(t, doc, cfg));
-        if (mcp_version_at_least(version, MCP_PROTOCOL_STRUCTURED) &&
-            (out = tool_output_schema(t, doc)))
-            json_object_object_add(o, "outputSchema", out);
+        /* No outputSchema: the text says what a result means, and tools/list stays
+         * small (structuredContent still carries the method's result). */
         if (mcp_version_at_least(version, MCP_PROTOCOL_ANNOTATIONS))
-            json_object_object_add(o, "annotations", tool_annotations(t));
+            json_object_object_add(o, "annotations", tool_annotations(t, version));
         json_object_array_add(list, o);
     }
     json_object_object_add(res, "tools", list);
@@ -400,6 +411,24 @@ static bool method_has_param(json_object *doc, const char *method, const char *n
     return false;
 }
 
+/* The schema maximum of the method's param `name`, else def. */
+static int64_t param_maximum(json_object *doc, const char *method, const char *name, int64_t def)
+{
+    json_object *params = NULL, *schema;
+
+    json_object_object_get_ex(doc_method(doc, method), "params", &params);
+    for (size_t i = 0;
+         json_object_is_type(params, json_type_array) && i < json_object_array_length(params);
+         i++) {
+        json_object *p = json_object_array_get_idx(params, i);
+        const char *n = jstr(p, "name");
+
+        if (n && strcmp(n, name) == 0 && json_object_object_get_ex(p, "schema", &schema))
+            return jint(schema, "maximum", def);
+    }
+    return def;
+}
+
 int mcp_tool_params(const struct mcp_tool *t, json_object *doc, const struct mcp_cfg *cfg,
                     json_object *args, json_object **ret_params, char **ret_problem)
 {
@@ -418,6 +447,16 @@ int mcp_tool_params(const struct mcp_tool *t, json_object *doc, const struct mcp
                                        cfg->pinned, t->name);
             return -EINVAL;
         }
+        if ((t->flags & TOOL_CAPTURES) && strcmp(k, "max_output") == 0) {
+            if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0 ||
+                json_object_get_int64(v) > MCP_OUTPUT_MAX) {
+                *ret_problem = problem_new("Invalid argument `max_output`: give a number of "
+                                           "bytes from 0 to %d. Correct it and call %s again.",
+                                           MCP_OUTPUT_MAX, t->name);
+                return -EINVAL;
+            }
+            continue;
+        }
         if (!tool_takes(t, cfg, k) || !method_has_param(doc, t->method, k)) {
             _cleanup_free_ char *names = tool_arg_names(t, doc, cfg);
 
@@ -430,6 +469,12 @@ int mcp_tool_params(const struct mcp_tool *t, json_object *doc, const struct mcp
     }
     if (cfg->pinned && (t->flags & TOOL_TAKES_ID))
         json_object_object_add(p, "id", json_object_new_string(cfg->pinned));
+    if (t->flags & TOOL_CAPTURES) { /* the output comes as exec.output, to be cut to a budget */
+        json_object_object_add(p, "stream", json_object_new_boolean(true));
+        json_object_object_add(p, "max_output_bytes",
+                               json_object_new_int64(param_maximum(
+                                   doc, t->method, "max_output_bytes", MCP_STREAMED_DEFAULT)));
+    }
     if ((t->flags & TOOL_CREATES) && cfg->default_ttl_s > 0 &&
         !json_object_object_get_ex(p, "ttl_s", NULL))
         json_object_object_add(p, "ttl_s", json_object_new_int64(cfg->default_ttl_s));
@@ -465,7 +510,7 @@ json_object *mcp_tool_error_text(const char *text)
 }
 
 json_object *mcp_tool_result(const struct mcp_tool *t, json_object *result, json_object *args,
-                             const char *version)
+                             const struct mcp_output *out, const char *version)
 {
     _cleanup_free_ char *text = NULL;
     size_t n = 0;
@@ -475,6 +520,8 @@ json_object *mcp_tool_result(const struct mcp_tool *t, json_object *result, json
     if (!f)
         return NULL;
     t->render(f, result, args);
+    if (out && (t->flags & TOOL_CAPTURES))
+        mcp_output_render_all(f, out);
     if (fclose(f) != 0)
         return NULL;
     /* The text ends without a newline: hosts show it as it is. */
@@ -482,8 +529,15 @@ json_object *mcp_tool_result(const struct mcp_tool *t, json_object *result, json
         text[--n] = '\0';
     res = call_result_new(text, false);
     if (res && mcp_version_at_least(version, MCP_PROTOCOL_STRUCTURED) &&
-        json_object_is_type(result, json_type_object))
+        json_object_is_type(result, json_type_object)) {
+        if (out && (t->flags & TOOL_CAPTURES)) { /* the output is in the text only */
+            json_object_object_add(result, "stdout_bytes",
+                                   json_object_new_int64(out->streams[0].total));
+            json_object_object_add(result, "stderr_bytes",
+                                   json_object_new_int64(out->streams[1].total));
+        }
         json_object_object_add(res, "structuredContent", json_object_get(result));
+    }
     return res;
 }
 
@@ -519,8 +573,7 @@ static void advise(FILE *f, const struct mcp_tool *t, const struct mcp_cfg *cfg,
                 jstr(data, "param") ? jstr(data, "param") : "arguments", reason, t->name);
         break;
     case RPC_METHOD_NOT_FOUND:
-        fprintf(f, "This sandboxd does not offer %s (%s): do without this tool.", t->method,
-                reason);
+        fprintf(f, "This sandboxd does not offer %s (%s): do without this tool.", t->name, reason);
         break;
     case RPC_NO_SUCH_SANDBOX:
         if (cfg->pinned)
@@ -586,7 +639,7 @@ static void advise(FILE *f, const struct mcp_tool *t, const struct mcp_cfg *cfg,
                 reason, t->name);
         break;
     default:
-        fprintf(f, "sandboxd answered with error %d: %s.", code, reason);
+        fprintf(f, "%s failed: %s.", t->name, reason);
     }
 }
 
@@ -664,29 +717,9 @@ static void render_destroyed(FILE *f, json_object *result, json_object *args)
     fprintf(f, "Sandbox %s is destroyed.", strna(jstr(result, "id")));
 }
 
-/* A data field (`name` or `name_b64`) as a text block with a heading line. */
-static void render_block(FILE *f, json_object *o, const char *name, bool truncated,
-                         const char *how_to_get_more)
-{
-    _cleanup_free_ char *b64name = NULL;
-    const char *s = jstr(o, name), *b;
-
-    if (s && s[0])
-        fprintf(f, "--- %s ---\n%s%s", name, s, s[strlen(s) - 1] == '\n' ? "" : "\n");
-    else if (asprintf(&b64name, "%s_b64", name) >= 0 && (b = jstr(o, b64name)))
-        fprintf(f, "--- %s: %zu bytes, not UTF-8, in base64 ---\n%s\n", name,
-                b64_decoded_size(b, strlen(b)), b);
-    else if (jhas(o, name, json_type_string))
-        fprintf(f, "--- %s: empty ---\n", name);
-    if (truncated)
-        fprintf(f, "[%s was cut at the output limit: %s]\n", name, how_to_get_more);
-}
-
+/* The status line; the output follows (mcp_output_render_all()). */
 static void render_exec(FILE *f, json_object *r, json_object *args)
 {
-    static const char more[] = "pass a larger max_output_bytes, or redirect the output to a file "
-                               "and read it with read_file";
-
     if (jbool(r, "timed_out"))
         fprintf(f,
                 "Timed out after %" PRId64 " ms: the command and everything it started were "
@@ -698,8 +731,10 @@ static void render_exec(FILE *f, json_object *r, json_object *args)
     else
         fprintf(f, "Exit code %" PRId64 " after %" PRId64 " ms.\n", jint(r, "exit_code", -1),
                 jint(r, "duration_ms", 0));
-    render_block(f, r, "stdout", jbool(r, "stdout_truncated"), more);
-    render_block(f, r, "stderr", jbool(r, "stderr_truncated"), more);
+    if (jbool(r, "stdout_truncated") || jbool(r, "stderr_truncated"))
+        fputs("The command wrote more output than sandboxd passes on: what came after that is "
+              "not shown below.\n",
+              f);
 }
 
 static void render_written(FILE *f, json_object *result, json_object *args)

@@ -34,6 +34,7 @@
 #define MCP_DISCOVER_WAIT_MS 10000         /* rpc.discover at startup */
 #define MCP_EXIT_WAIT_MS (10u * 60 * 1000) /* --destroy-on-exit: creates, then destroys */
 #define EXIT_USAGE 64
+#define MCP_PROGRESS_MS 1000u /* notifications/progress at most this often per call */
 
 enum pending_kind {
     PENDING_TOOL,     /* a tools/call */
@@ -50,7 +51,11 @@ struct pending {
     json_object *args;   /* the tool's arguments */
     json_object *params; /* the daemon params sent */
     struct rpc_batch *batch;
-    bool cancelled; /* notifications/cancelled: no reply */
+    bool cancelled;              /* notifications/cancelled: no reply */
+    struct mcp_output out;       /* TOOL_CAPTURES: the output so far */
+    int64_t daemon_id;           /* the daemon request's id (exec.output names it) */
+    json_object *progress_token; /* the host's _meta.progressToken, or NULL */
+    uint64_t progress_ms;        /* when the last notifications/progress went out */
 };
 
 struct mcp {
@@ -140,6 +145,8 @@ static void pending_free(struct mcp *m, struct pending *p)
     json_object_put(p->args);
     json_object_put(p->params);
     batch_release(m, p->batch);
+    mcp_output_done(&p->out);
+    json_object_put(p->progress_token);
     free(p);
 }
 
@@ -186,7 +193,52 @@ static int dconn_send(struct mcp *m, const char *method, json_object *params, st
     r = sandboxd_call_start(m->client, method, params, NULL, 0, on_daemon_done, p);
     if (r < 0)
         pending_unlink(m, p);
+    else
+        p->daemon_id = sandboxd_client_last_id(m->client);
     return r;
+}
+
+/* notifications/progress for a TOOL_CAPTURES call whose host gave a progress token:
+ * the bytes of output so far, at most once per MCP_PROGRESS_MS. */
+static void progress_send(struct mcp *m, struct pending *p)
+{
+    struct timespec ts;
+    uint64_t now;
+    int64_t n = p->out.streams[0].total + p->out.streams[1].total;
+    json_object *params;
+    char msg[64];
+
+    if (!p->progress_token || p->cancelled || clock_gettime(CLOCK_MONOTONIC, &ts) < 0)
+        return;
+    now = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    if (p->progress_ms && now - p->progress_ms < MCP_PROGRESS_MS)
+        return;
+    p->progress_ms = now;
+    params = json_object_new_object();
+    json_object_object_add(params, "progressToken", json_object_get(p->progress_token));
+    json_object_object_add(params, "progress", json_object_new_int64(n));
+    snprintf(msg, sizeof msg, "%" PRId64 " bytes of output so far", n);
+    json_object_object_add(params, "message", json_object_new_string(msg));
+    host_send(m, rpc_notification_new("notifications/progress", params));
+}
+
+/* The notification callback: exec.output of a TOOL_CAPTURES call in flight. */
+static void on_notify(const char *method, json_object *params, void *userdata)
+{
+    struct mcp *m = userdata;
+    json_object *id;
+
+    if (strcmp(method, "exec.output") != 0 ||
+        !json_object_object_get_ex(params, "request_id", &id) ||
+        !json_object_is_type(id, json_type_int))
+        return;
+    for (struct pending *p = m->pending; p; p = p->next)
+        if (p->kind == PENDING_TOOL && (p->tool->flags & TOOL_CAPTURES) &&
+            p->daemon_id == json_object_get_int64(id)) {
+            mcp_output_add(&p->out, params);
+            progress_send(m, p);
+            return;
+        }
 }
 
 static struct pending *pending_new(enum pending_kind kind)
@@ -265,7 +317,7 @@ static void tool_done(struct mcp *m, struct pending *p, json_object *result, jso
     if (err)
         res = mcp_tool_error(p->tool, err, p->args, &m->cfg);
     else {
-        res = mcp_tool_result(p->tool, result, p->args, m->version);
+        res = mcp_tool_result(p->tool, result, p->args, &p->out, m->version);
         if ((p->tool->flags & TOOL_CREATES) && jstr(result, "id"))
             created_add(m, jstr(result, "id"));
         if (strcmp(p->tool->method, "sandbox.destroy") == 0 && jstr(result, "id"))
@@ -361,6 +413,18 @@ static void tool_unreachable(struct mcp *m, struct rpc_call *c, struct rpc_batch
     tool_reply_text(m, c, b, text ? text : "sandboxd is not reachable");
 }
 
+/* params._meta.progressToken (a string or an integer), or NULL. */
+static json_object *progress_token(json_object *params)
+{
+    json_object *meta, *tok;
+
+    if (!json_object_object_get_ex(params, "_meta", &meta) ||
+        !json_object_object_get_ex(meta, "progressToken", &tok) ||
+        !(json_object_is_type(tok, json_type_string) || json_object_is_type(tok, json_type_int)))
+        return NULL;
+    return json_object_get(tok);
+}
+
 static void tool_call(struct mcp *m, struct rpc_call *c, struct rpc_batch *b)
 {
     _cleanup_json_ json_object *empty = NULL, *params = NULL;
@@ -410,9 +474,16 @@ static void tool_call(struct mcp *m, struct rpc_call *c, struct rpc_batch *b)
                           .mcp_id = json_object_get(c->id),
                           .args = json_object_get(args),
                           .params = json_object_get(params),
-                          .batch = b};
+                          .batch = b,
+                          .progress_token = progress_token(c->params)};
     if (b)
         rpc_batch_hold(b);
+    if ((t->flags & TOOL_CAPTURES) &&
+        (r = mcp_output_init(&p->out, mcp_output_budget(args, &m->cfg))) < 0) {
+        pending_fail(m, p, false, strerror(-r));
+        pending_free(m, p);
+        return;
+    }
     r = dconn_send(m, t->method, TAKE_PTR(params), p);
     if (r < 0) {
         const struct sandboxd_error *e = sandboxd_client_error(m->client);
@@ -722,11 +793,12 @@ static int destroy_created(struct mcp *m)
 static void mcp_usage(FILE *f)
 {
     fputs("Usage: sandboxctl mcp [--socket PATH] [--sandbox ID] [--default-ttl S] "
-          "[--destroy-on-exit]\n\n"
+          "[--destroy-on-exit] [--max-output BYTES]\n\n"
           "Serves the Model Context Protocol on standard input and output.\n"
           "  --sandbox ID        work on this sandbox only (the tools take no id)\n"
           "  --default-ttl S     lease of sandboxes made by sandbox_create when not given\n"
-          "  --destroy-on-exit   destroy the sandboxes this session made when input ends\n",
+          "  --destroy-on-exit   destroy the sandboxes this session made when input ends\n"
+          "  --max-output BYTES  text of a command's output shown per exec call (16384)\n",
           f);
 }
 
@@ -737,6 +809,7 @@ static int mcp_options(struct mcp_cfg *cfg, int argc, char **argv)
         {"sandbox", required_argument, NULL, 'S'},
         {"default-ttl", required_argument, NULL, 't'},
         {"destroy-on-exit", no_argument, NULL, 'd'},
+        {"max-output", required_argument, NULL, 'o'},
         {"help", no_argument, NULL, 'h'},
         {},
     };
@@ -771,6 +844,18 @@ static int mcp_options(struct mcp_cfg *cfg, int argc, char **argv)
             break;
         case 'd':
             cfg->destroy_on_exit = true;
+            break;
+        case 'o':
+            errno = 0;
+            cfg->max_output = strtoll(optarg, &end, 10);
+            if (!optarg[0] || *end || errno || cfg->max_output < 1 ||
+                cfg->max_output > MCP_OUTPUT_MAX) {
+                fprintf(stderr,
+                        "sandboxctl mcp: --max-output: '%s' is not a number of bytes "
+                        "from 1 to %d\n",
+                        optarg, MCP_OUTPUT_MAX);
+                return -EINVAL;
+            }
             break;
         case 'h':
             mcp_usage(stdout);
@@ -810,7 +895,8 @@ static int signals_setup(sigset_t *ret_waitmask)
 
 int mcp_main(const char *socket, int argc, char **argv)
 {
-    struct mcp m = {.cfg = {.socket = socket}, .version = MCP_PROTOCOL_LATEST};
+    struct mcp m = {.cfg = {.socket = socket, .max_output = MCP_OUTPUT_DEFAULT},
+                    .version = MCP_PROTOCOL_LATEST};
     int r;
 
     r = mcp_options(&m.cfg, argc, argv);
@@ -824,6 +910,7 @@ int mcp_main(const char *socket, int argc, char **argv)
         free(m.chunk);
         return 1;
     }
+    sandboxd_client_set_notify(m.client, on_notify, &m);
     if (signals_setup(&m.waitmask) < 0) {
         fprintf(stderr, "sandboxctl mcp: signals: %s\n", strerror(errno));
         return 1;

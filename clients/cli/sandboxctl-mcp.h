@@ -25,8 +25,17 @@ enum {
     TOOL_DESTRUCTIVE = 1 << 4,
     TOOL_IDEMPOTENT = 1 << 5,
     TOOL_OPEN_WORLD = 1 << 6,
-    TOOL_CREATES = 1 << 7, /* its result is a new sandbox (--destroy-on-exit) */
+    TOOL_CREATES = 1 << 7,  /* its result is a new sandbox (--destroy-on-exit) */
+    TOOL_CAPTURES = 1 << 8, /* its output streams in and is cut to a budget (mcp_output) */
 };
+
+/* The text budget of a command's output for the model: default, and the largest
+ * accepted (--max-output, the `max_output` argument). */
+#define MCP_OUTPUT_DEFAULT (16 * 1024)
+#define MCP_OUTPUT_MAX (1024 * 1024)
+/* The daemon's max_output_bytes for a streamed exec when its document gives no
+ * maximum: how much of a stream reaches the budget's head and tail. */
+#define MCP_STREAMED_DEFAULT (16 * 1024 * 1024)
 
 struct mcp_tool {
     const char *name;
@@ -44,6 +53,22 @@ struct mcp_cfg {
     const char *pinned;    /* --sandbox: the tools act on this sandbox only */
     int64_t default_ttl_s; /* --default-ttl; 0: the daemon's default */
     bool destroy_on_exit;
+    int64_t max_output; /* --max-output: bytes of output text per call */
+};
+
+/* One stream of a TOOL_CAPTURES call as it arrives (exec.output notifications):
+ * its first `cap` bytes and a ring of its last `cap` bytes. */
+struct mcp_stream {
+    char *head;
+    char *ring;
+    size_t cap;
+    int64_t total; /* bytes received */
+};
+
+/* The output of a TOOL_CAPTURES call (stream: true) and its text budget. */
+struct mcp_output {
+    struct mcp_stream streams[2]; /* stdout, stderr */
+    int64_t budget;
 };
 
 /* `sandboxctl mcp [OPTIONS]`: argv[0] is "mcp"; socket is the default socket.
@@ -62,14 +87,32 @@ char *mcp_tools_names(json_object *doc, const struct mcp_cfg *cfg);
  * isError result, caller frees). */
 int mcp_tool_params(const struct mcp_tool *t, json_object *doc, const struct mcp_cfg *cfg,
                     json_object *args, json_object **ret_params, char **ret_problem);
-/* The CallToolResult for a successful daemon result (borrowed). */
+/* The CallToolResult for a successful daemon result (borrowed); out is the
+ * captured output of a TOOL_CAPTURES tool, else NULL. */
 json_object *mcp_tool_result(const struct mcp_tool *t, json_object *result, json_object *args,
-                             const char *version);
+                             const struct mcp_output *out, const char *version);
+/* The budget of a TOOL_CAPTURES call: its `max_output` argument, else cfg's. */
+int64_t mcp_output_budget(json_object *args, const struct mcp_cfg *cfg);
+/* Makes out ready to collect budget bytes of text per stream. Returns 0 or -ENOMEM. */
+int mcp_output_init(struct mcp_output *out, int64_t budget);
+void mcp_output_done(struct mcp_output *out);
+/* Adds the params of an exec.output notification (borrowed) to out. */
+void mcp_output_add(struct mcp_output *out, json_object *params);
+/* Writes the output to f within its budget: a stream that fits as it is, a longer
+ * one as its head and tail around a line saying what was cut and how to get it. */
+void mcp_output_render_all(FILE *f, const struct mcp_output *out);
 /* The CallToolResult (isError) for a daemon error object (borrowed). */
 json_object *mcp_tool_error(const struct mcp_tool *t, json_object *error, json_object *args,
                             const struct mcp_cfg *cfg);
 /* The CallToolResult (isError) with text. */
 json_object *mcp_tool_error_text(const char *text);
+
+/* The description of t's parameter `name` for a model, or NULL (sandboxctl-mcp-schema.c). */
+const char *mcp_param_text(const struct mcp_tool *t, const char *name);
+/* True for a method parameter no tool offers: one a model cannot use over MCP. */
+bool mcp_param_hidden(const char *name);
+/* Removes the descriptions from a schema and the schemas in it (they speak to operators). */
+void mcp_schema_strip(json_object *schema);
 
 /* Protocol revision comparison: "YYYY-MM-DD" strings order by date. */
 static inline bool mcp_version_at_least(const char *version, const char *min)

@@ -17,7 +17,11 @@ from clientlib import (IDLE_MS, SANDBOXCTL, Env, Mcp, enable_test_hooks, relaunc
 BASE_TOOLS = {"sandbox_create", "sandbox_list", "sandbox_destroy", "sandbox_set_internet",
               "exec", "write_file", "read_file"}
 OPTIONAL = {"list_files": "file.list", "process_start": "process.start",
-            "process_read": "process.read", "process_kill": "process.kill"}
+            "process_read": "process.read", "process_kill": "process.kill",
+            "sandbox_renew": "sandbox.renew", "process_write": "process.write",
+            "process_wait": "process.wait", "process_list": "process.list",
+            "stat_path": "file.stat", "remove_path": "file.remove", "make_dir": "file.mkdir",
+            "move_path": "file.rename"}
 
 
 def rpc(env, method, params=None):
@@ -50,25 +54,36 @@ def main():
                     for t in tools.values():
                         assert t["description"] and t["inputSchema"]["type"] == "object", t
                         assert t["inputSchema"]["additionalProperties"] is False, t
-                        assert ("outputSchema" in t) == (want >= "2025-06-18"), (version, t)
+                        assert "outputSchema" not in t, (version, t)  # kept small
+                        for name, p in t["inputSchema"]["properties"].items():
+                            # Nothing a model cannot use; every parameter described for it.
+                            assert not name.endswith("_fd") and name not in ("node", "all"), t
+                            assert p["description"], (t["name"], name)
+                            assert not any(w in p["description"] for w in (
+                                "[", "-32", "data.", "process.", "sandbox.", "file.")), \
+                                (t["name"], name, p["description"])
+                            assert "pattern" not in p, (t["name"], name)
                         assert ("annotations" in t) == (want >= "2025-03-26"), (version, t)
                         assert ("title" in t) == (want >= "2025-06-18"), (version, t)
                     # Schemas come from the OpenRPC document: names and limits.
                     ex = tools["exec"]["inputSchema"]
                     params = {p["name"]: p for p in methods["sandbox.exec"]["params"]}
-                    assert set(ex["properties"]) == set(params) - {"stream"}, ex["properties"]
+                    assert set(ex["properties"]) == (set(params) - {
+                        "stream", "stdin_fd", "stdout_fd", "stderr_fd", "max_output_bytes"}) | {
+                        "max_output"}, ex["properties"]
+                    size = len(json.dumps(s.request("tools/list"), separators=(",", ":")))
+                    assert size < 12 * 1024, size
+                    print(f"  tools/list: {size} bytes, {len(tools)} tools")
+                    assert ex["properties"]["max_output"]["default"] == 16384, ex
                     assert ex["required"] == ["id"], ex
-                    assert ex["properties"]["timeout_ms"]["maximum"] == \
-                        doc["x-limits"]["timeout_ms_max"], ex["properties"]["timeout_ms"]
-                    rd = tools["read_file"]["inputSchema"]["properties"]["length"]
-                    assert rd["maximum"] == doc["x-limits"]["read_length_max"], rd
+                    assert ex["properties"]["timeout_ms"]["default"] == 60000, ex
+                    assert "$ref" not in str(tools), tools
                     if want >= "2025-06-18":
-                        out = tools["sandbox_create"]["outputSchema"]
-                        assert out["type"] == "object" and "id" in out["required"], out
-                        assert "$ref" not in str(out), out
-                        assert tools["exec"]["outputSchema"]["properties"]["exit_code"], tools
                         assert tools["sandbox_list"]["annotations"]["readOnlyHint"] is True
-                        assert tools["sandbox_destroy"]["annotations"]["destructiveHint"] is True
+                        # Hints are given where they differ from the defaults.
+                        assert "destructiveHint" not in tools["sandbox_destroy"]["annotations"]
+                        assert tools["make_dir"]["annotations"]["destructiveHint"] is False \
+                            if "make_dir" in tools else True
                     assert s.request("ping") == {}
                     r = s.ok("sandbox_list")
                     assert ("structuredContent" in r) == (want >= "2025-06-18"), r
@@ -101,27 +116,50 @@ def main():
             i = st["id"]
             r = s.ok("exec", {"id": i, "command": "echo hello; echo oops >&2; exit 3"})
             x = r["structuredContent"]
-            assert x["exit_code"] == 3 and x["stdout"] == "hello\n" and x["stderr"] == "oops\n", x
+            assert x["exit_code"] == 3 and not x.get("stdout") and not x.get("stderr"), x
             t = text(r)
-            assert "Exit code 3" in t and "hello" in t and "oops" in t, t
+            assert t == "Exit code 3 after %d ms.\n--- stdout ---\nhello\n--- stderr ---\noops" \
+                % x["duration_ms"], t
             r = s.ok("exec", {"id": i, "argv": ["sh", "-c", "pwd; echo $A; cat"], "cwd": "/tmp",
                               "env": {"A": "b c"}, "stdin": "in"})
-            assert r["structuredContent"]["stdout"] == "/tmp\nb c\nin", r
+            assert text(r).endswith("--- stdout ---\n/tmp\nb c\nin"), r
             r = s.ok("exec", {"id": i, "command": "sleep 5", "timeout_ms": 300})
             assert r["structuredContent"]["timed_out"] is True and "Timed out" in text(r), r
-            r = s.ok("exec", {"id": i, "command": "head -c 5000 /dev/zero | tr '\\0' a",
-                              "max_output_bytes": 100})
-            assert r["structuredContent"]["stdout_truncated"] is True, r
-            assert "stdout was cut" in text(r) and "max_output_bytes" in text(r), text(r)
+            # Long output: its head and tail within the budget, what was cut said.
+            r = s.ok("exec", {"id": i, "command": "seq 1 400000"})
+            t = text(r)
+            assert len(t.encode()) < 20000 and len(json.dumps(r)) < 20000, len(json.dumps(r))
+            assert t.endswith("\n400000") and "\n1\n2\n3\n" in t, t[-200:]
+            assert "bytes of stdout omitted" in t and "read_file" in t, t
+            assert "stdout: 2688895 bytes" in t, t[:200]
+            assert r["structuredContent"]["stdout_bytes"] == 2688895, r["structuredContent"]
+            r = s.ok("exec", {"id": i, "command": "head -c 5000 /dev/zero | tr '\\0' a; echo",
+                              "max_output": 100})
+            t = text(r)
+            assert "omitted" in t and t.count("a") < 120, t
+            r = s.ok("exec", {"id": i, "command": "seq 1 3000 >&2; echo out", "max_output": 1000})
+            t = text(r)
+            assert "--- stdout ---\nout\n" in t and t.endswith("\n3000") and len(t) < 1600, t
+            t = s.fails("exec", {"id": i, "command": "true", "max_output": -1})
+            assert "max_output" in t, t
+            # With a progress token, output as it comes is reported as progress.
+            rid = s.send("tools/call", {"name": "exec", "_meta": {"progressToken": "tok"},
+                                        "arguments": {"id": i, "command":
+                                                      "echo a; sleep 1.2; echo b"}})
+            assert "--- stdout ---\na\nb" in text(s.wait(rid))
+            prog = [n["params"] for n in s.notes if isinstance(n, dict) and
+                    n.get("method") == "notifications/progress"]
+            assert prog and prog[0]["progressToken"] == "tok" and prog[0]["progress"] >= 2, \
+                s.notes
+            assert [p["progress"] for p in prog] == sorted({p["progress"] for p in prog}), prog
             # Concurrent calls: answered as each ends, matched by id.
             ids = {s.send("tools/call", {"name": "exec", "arguments": {
                 "id": i, "command": f"sleep 0.{8 - n}; echo {n}"}}): n for n in range(8)}
             for rid, n in ids.items():
                 r = s.wait(rid)
-                assert r["structuredContent"]["stdout"] == f"{n}\n", (n, r)
-            r = s.ok("exec", {"id": i, "command": "printf '\\377\\000'"})
-            assert base64.b64decode(r["structuredContent"]["stdout_b64"]) == b"\xff\x00", r
-            assert "base64" in text(r), text(r)
+                assert text(r).endswith(f"--- stdout ---\n{n}"), (n, r)
+            r = s.ok("exec", {"id": i, "command": "printf 'x\\377\\000y\\n'"})
+            assert text(r).endswith("--- stdout ---\nx??y"), text(r)
 
         def files():
             i = st["id"]
@@ -139,7 +177,7 @@ def main():
             r = s.ok("read_file", {"id": i, "path": "/root/b.bin"})
             assert base64.b64decode(r["structuredContent"]["content_b64"]) == blob, r
             r = s.ok("exec", {"id": i, "command": "stat -c %a /root/b.bin"})
-            assert r["structuredContent"]["stdout"] == "600\n", r
+            assert text(r).endswith("--- stdout ---\n600"), r
             if "list_files" in expected:
                 r = s.ok("list_files", {"id": i, "path": "/root/dir"})
                 assert "a.txt" in text(r), text(r)
@@ -163,6 +201,38 @@ def main():
                 assert time.time() < deadline
                 time.sleep(0.1)
             s.ok("process_kill", {"id": st["id"], "process": proc})
+            if "process_write" not in expected:
+                return
+            # A process fed through process_write, waited for, listed.
+            r = s.ok("process_start", {"id": st["id"], "command": "read x; echo got $x",
+                                       "stdin": True})
+            proc = r["structuredContent"]["process"]
+            r = s.ok("process_write", {"id": st["id"], "process": proc, "data": "fed\n",
+                                       "close": True})
+            assert r["structuredContent"]["written"] == 4, r
+            r = s.ok("process_wait", {"id": st["id"], "process": proc, "timeout_ms": 10000})
+            assert r["structuredContent"]["state"] == "exited", r
+            assert r["structuredContent"]["exit_code"] == 0 and "exited" in text(r), r
+            r = s.ok("process_read", {"id": st["id"], "process": proc})
+            assert "got fed" in text(r), text(r)
+            r = s.ok("process_list", {"id": st["id"]})
+            assert proc in text(r), text(r)
+
+        def more_tools():
+            if "stat_path" not in expected:
+                return
+            i = st["id"]
+            r = s.ok("make_dir", {"id": i, "path": "/root/md/sub", "parents": True})
+            assert r["structuredContent"]["created"] is True, r
+            s.ok("write_file", {"id": i, "path": "/root/md/sub/f", "content": "abc"})
+            r = s.ok("stat_path", {"id": i, "path": "/root/md/sub/f"})
+            assert r["structuredContent"]["size"] == 3 and "file" in text(r), r
+            s.ok("move_path", {"id": i, "from": "/root/md/sub/f", "to": "/root/md/g"})
+            assert "does not exist" in s.fails("stat_path", {"id": i, "path": "/root/md/sub/f"})
+            r = s.ok("remove_path", {"id": i, "path": "/root/md", "recursive": True})
+            assert r["structuredContent"]["removed"] == 3, r
+            r = s.ok("sandbox_renew", {"id": i, "ttl_s": 1200})
+            assert r["structuredContent"]["id"] == i and "expires" in text(r), r
 
         def tool_errors():
             i = st["id"]
@@ -195,8 +265,8 @@ def main():
                        f'"arguments":{{"id":"{st["id"]}","command":"echo batched"}}}}}}]')
             m = s.next_message()
             assert isinstance(m, list) and {x["id"] for x in m} == {"a", "b"}, m
-            assert [x for x in m if x["id"] == "b"][0]["result"]["structuredContent"]["stdout"] \
-                == "batched\n", m
+            assert "batched" in [x for x in m if x["id"] == "b"][0]["result"]["content"][0][
+                "text"], m
 
         def cancel():
             i = s.send("tools/call", {"name": "exec", "arguments": {"id": st["id"],
@@ -210,7 +280,7 @@ def main():
         def idle_close_and_restart():
             time.sleep(IDLE_MS / 1000 * 1.5)  # the daemon closes the idle connection
             r = s.ok("exec", {"id": st["id"], "command": "echo after-idle"})
-            assert r["structuredContent"]["stdout"] == "after-idle\n", r
+            assert text(r).endswith("--- stdout ---\nafter-idle"), r
             i = s.send("tools/call", {"name": "exec", "arguments": {"id": st["id"],
                                                                      "command": "sleep 30"}})
             time.sleep(0.5)
@@ -220,7 +290,7 @@ def main():
             assert "again" in text(r), text(r)
             print(f"  in flight across the restart: {text(r)}")
             r = s.ok("exec", {"id": st["id"], "command": "echo after-restart"})
-            assert r["structuredContent"]["stdout"] == "after-restart\n", r
+            assert text(r).endswith("--- stdout ---\nafter-restart"), r
 
         def destroy_and_exit():
             r = s.ok("sandbox_create", {})
@@ -284,7 +354,7 @@ def main():
                                capture_output=True, timeout=60)
             assert p.returncode == 0, p.stderr
             replies = {m["id"]: m for m in map(json.loads, p.stdout.splitlines())}
-            assert replies[2]["result"]["structuredContent"]["stdout"] == "piped\n", replies
+            assert "piped" in replies[2]["result"]["content"][0]["text"], replies
             rpc(env, "sandbox.destroy", {"id": sb["id"]})
 
         def sigterm_destroys():
@@ -318,6 +388,7 @@ def main():
                  ("write_file and read_file", files),
                  ("sandbox_set_internet", internet),
                  ("process tools when offered", process_tools),
+                 ("renew and the file system tools", more_tools),
                  ("tool errors are isError results", tool_errors),
                  ("protocol errors and batches", protocol_errors),
                  ("notifications/cancelled", cancel),
