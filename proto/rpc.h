@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "json-util.h"    /* _cleanup_json_ */
+#include "json-util.h"  /* _cleanup_json_ */
 #include "api-limits.h" /* RPC_MAX_DEPTH, RPC_MAX_BATCH */
 
 enum rpc_code {

@@ -1,9 +1,9 @@
 /* The nodes of the cluster as the engine sees them: the periodic read of
  * /cluster/resources?type=node (and, while a one-vmid template's node is unknown, of
- * /cluster/resources?type=vm), the choice of a node for each create (lib/engine/placement.c scores),
- * and node health: a node whose calls fail to connect (595, refused, no route, TLS), or that the
- * report shows offline, is out of placement until a probe (GET /nodes/NAME/lxc) answers, with a
- * backoff between probes. See sandbox-internal.h. */
+ * /cluster/resources?type=vm), the choice of a node for each create (lib/engine/placement.c
+ * scores), and node health: a node whose calls fail to connect (595, refused, no route, TLS), or
+ * that the report shows offline, is out of placement until a probe (GET /nodes/NAME/lxc) answers,
+ * with a backoff between probes. See sandbox-internal.h. */
 #include "macro.h"
 
 #include <errno.h>

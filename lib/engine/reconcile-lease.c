@@ -138,7 +138,8 @@ static void on_renew_conf(const struct pve_result *res, void *userdata)
         renew_finish(rn, NULL);
         return;
     }
-    k = marker_update_expiry(reconcile_conf_str(res->data, "description"), (int64_t)rn->expires, &desc);
+    k = marker_update_expiry(reconcile_conf_str(res->data, "description"), (int64_t)rn->expires,
+                             &desc);
     if (k < 0) {
         struct engine_error err = {.kind = ENGINE_E_INTERNAL,
                                    .error = k,

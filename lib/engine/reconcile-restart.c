@@ -189,7 +189,7 @@ static void on_started(const struct pve_result *res, void *userdata)
 }
 
 int reconcile_restart(struct engine *e, const char *node, uint32_t vmid, const char *old_ip,
-               ct_restart_cb cb, void *userdata)
+                      ct_restart_cb cb, void *userdata)
 {
     struct ctr *x = calloc(1, sizeof *x);
     int r;

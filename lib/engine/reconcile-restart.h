@@ -25,4 +25,4 @@ typedef void (*ct_restart_cb)(int error, const char *ip, const char *reason, voi
  * NULL). cb runs once, from the loop (-ECANCELED when the engine closes meanwhile).
  * Returns 0 or a negative errno (cb never runs then). */
 int reconcile_restart(struct engine *e, const char *node, uint32_t vmid, const char *old_ip,
-               ct_restart_cb cb, void *userdata);
+                      ct_restart_cb cb, void *userdata);

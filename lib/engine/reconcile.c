@@ -899,7 +899,8 @@ int reconcile_new(struct engine *e, void (*on_initial)(void *userdata), void *us
     rc->timer.data = rc->lease.data = rc;
     rc->refs += 2; /* the two timers, dropped in their close callbacks */
     uv_timer_start(&rc->timer, on_run_timer, 0, 0);
-    uv_timer_start(&rc->lease, reconcile_lease_tick, RECONCILE_LEASE_TICK_MS, RECONCILE_LEASE_TICK_MS);
+    uv_timer_start(&rc->lease, reconcile_lease_tick, RECONCILE_LEASE_TICK_MS,
+                   RECONCILE_LEASE_TICK_MS);
     *ret = rc;
     return 0;
 }

@@ -478,7 +478,7 @@ static int job_queue(struct registry *reg, uv_loop_t *loop, enum registry_op op,
 }
 
 int registry_save_async(struct registry *reg, uv_loop_t *loop, const struct registry_record *r,
-                   registry_done_fn cb, void *userdata)
+                        registry_done_fn cb, void *userdata)
 {
     char *data = NULL;
     int k;
@@ -494,8 +494,8 @@ int registry_save_async(struct registry *reg, uv_loop_t *loop, const struct regi
     return k;
 }
 
-int registry_remove_async(struct registry *reg, uv_loop_t *loop, const char *id, registry_done_fn cb,
-                     void *userdata)
+int registry_remove_async(struct registry *reg, uv_loop_t *loop, const char *id,
+                          registry_done_fn cb, void *userdata)
 {
     if (!reg || !loop)
         return -EINVAL;
@@ -623,7 +623,7 @@ static void closedirp(DIR **d)
 }
 
 int registry_load(struct registry *reg, struct registry_record ***ret_records, size_t *ret_n,
-             struct registry_problem **ret_problems, size_t *ret_n_problems)
+                  struct registry_problem **ret_problems, size_t *ret_n_problems)
 {
     _cleanup_(closedirp) DIR *d = NULL;
     struct load_ctx c = {0};

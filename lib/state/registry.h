@@ -149,7 +149,7 @@ const char *registry_state_dir(const struct registry *reg);
  * The records come sorted by id. ret_problems/ret_n_problems may be NULL (the
  * problems are then only logged at debug level). */
 int registry_load(struct registry *reg, struct registry_record ***ret_records, size_t *ret_n,
-             struct registry_problem **ret_problems, size_t *ret_n_problems);
+                  struct registry_problem **ret_problems, size_t *ret_n_problems);
 /* Durably writes r (validated first: -EINVAL) as sandboxes/<id>.json. */
 int registry_save(struct registry *reg, const struct registry_record *r);
 /* Durably removes the record. -ENOENT if there was none, -EINVAL for a bad id. */
@@ -171,9 +171,9 @@ int registry_remove(struct registry *reg, const char *id);
  * registry_pending() is 0 before closing it. */
 typedef void (*registry_done_fn)(int r, void *userdata);
 int registry_save_async(struct registry *reg, uv_loop_t *loop, const struct registry_record *r,
-                   registry_done_fn cb, void *userdata);
-int registry_remove_async(struct registry *reg, uv_loop_t *loop, const char *id, registry_done_fn cb,
-                     void *userdata);
+                        registry_done_fn cb, void *userdata);
+int registry_remove_async(struct registry *reg, uv_loop_t *loop, const char *id,
+                          registry_done_fn cb, void *userdata);
 /* Asynchronous operations issued and not yet completed (callback not yet run). */
 size_t registry_pending(const struct registry *reg);
 

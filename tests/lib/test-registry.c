@@ -271,7 +271,8 @@ START_TEST(test_roundtrip)
 {
     uv_loop_t loop;
     struct registry *reg;
-    struct registry_record *full = full_record("sb-full0000001"), *min = min_record("sb-min00000001");
+    struct registry_record *full = full_record("sb-full0000001"),
+                           *min = min_record("sb-min00000001");
     struct registry_record **v = NULL;
     struct registry_problem *probs = NULL;
     size_t n = 0, np = 0;
@@ -353,7 +354,7 @@ START_TEST(test_invalid_save)
 #define EXPECT_INVALID(stmt, undo)                                                                 \
     do {                                                                                           \
         stmt;                                                                                      \
-        ck_assert_int_eq(registry_save(reg, r), -EINVAL);                                               \
+        ck_assert_int_eq(registry_save(reg, r), -EINVAL);                                          \
         undo;                                                                                      \
     } while (0)
     EXPECT_INVALID(free(r->id); r->id = strdup("../../etc/passwd"), (void)0);
@@ -422,7 +423,8 @@ START_TEST(test_crash_leftovers)
 {
     uv_loop_t loop;
     struct registry *reg = open_reg();
-    struct registry_record *old = full_record("sb-crash000001"), *good = min_record("sb-good0000001");
+    struct registry_record *old = full_record("sb-crash000001"),
+                           *good = min_record("sb-good0000001");
     struct registry_record **v = NULL;
     struct registry_problem *p = NULL;
     size_t n = 0, np = 0;
@@ -677,8 +679,8 @@ static void async_cb(int r, void *userdata)
 START_TEST(test_async)
 {
     static const enum registry_state states[] = {REG_PENDING,  REG_CLONING,    REG_CONFIGURING,
-                                            REG_STARTING, REG_WAITING_IP, REG_CONNECTING,
-                                            REG_READY,    REG_DESTROYING};
+                                                 REG_STARTING, REG_WAITING_IP, REG_CONNECTING,
+                                                 REG_READY,    REG_DESTROYING};
     uv_loop_t loop, other;
     struct registry *reg = open_reg();
     struct registry_record *r = full_record("sb-async000001");
@@ -711,7 +713,8 @@ START_TEST(test_async)
         free(o->id);
         o->id = strdup(id);
         t0 = now_monotonic_us();
-        ck_assert_int_eq(registry_save_async(reg, &loop, o, async_cb, (void *)(intptr_t)(10 + i)), 0);
+        ck_assert_int_eq(registry_save_async(reg, &loop, o, async_cb, (void *)(intptr_t)(10 + i)),
+                         0);
         t_calls += now_monotonic_us() - t0;
         calls++;
         registry_record_free(o); /* serialised at the call */
@@ -780,7 +783,8 @@ START_TEST(test_async)
     memset(&alog, 0, sizeof(alog));
     for (int i = 0; i < 8; i++) {
         r->expires_at += 1;
-        ck_assert_int_eq(registry_save_async(reg, &loop, r, async_cb, (void *)(intptr_t)(60 + i)), 0);
+        ck_assert_int_eq(registry_save_async(reg, &loop, r, async_cb, (void *)(intptr_t)(60 + i)),
+                         0);
     }
     for (int i = 0; i < 20; i++) {
         ck_assert_int_eq(registry_load(reg, &v, &n, NULL, NULL), 0);
