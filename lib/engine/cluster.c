@@ -58,7 +58,7 @@ struct cluster {
     struct pve_call *read;
     struct pve_call *vm_read;
     uint64_t read_at_ms;              /* when the last node read was sent */
-    bool replace_pending;             /* a node went down: move the creates on it */
+    bool replace_pending;             /* a node went down: move the creates, end the destroys */
     void (*closed)(struct engine *e); /* cluster_close's: once the timer is closed */
     bool read_once;
     /* the version of the node whose API the daemon talks to (GET /version, read once) */
@@ -424,6 +424,8 @@ static void on_timer(uv_timer_t *t)
         c->replace_pending = false;
         if (e->creates_replace)
             e->creates_replace(e);
+        if (e->destroys_yield)
+            e->destroys_yield(e);
     }
     /* one node: nothing to choose between, so no reads (its failures still count) */
     if (c->n > 1 && !c->read && (!c->read_once || now - c->read_at_ms >= CLUSTER_REFRESH_MS)) {

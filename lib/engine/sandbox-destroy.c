@@ -5,6 +5,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -184,12 +185,63 @@ static void destroy_finish(struct sandbox *sb, const struct engine_error *err)
     sandbox_unref(sb);
 }
 
+/* ---- a node that goes down ---- */
+
+/* A destroy on a node that is down (a cluster's node, offline or failing its calls) does not
+ * wait its deadline out in retries: it fails at once with this error, the sandbox is FAILED,
+ * and reconcile tries it again at each run, which reaches Proxmox once the node answers. */
+static struct engine_error node_down_error(const struct sandbox *sb, char *buf, size_t size)
+{
+    snprintf(buf, size, "the sandbox's node %s is down: its destroy is tried again once the "
+             "node answers", sb->node);
+    return (struct engine_error){.kind = ENGINE_E_PROXMOX, .error = -EHOSTDOWN, .message = buf};
+}
+
+static bool on_down_node(struct sandbox *sb)
+{
+    return sb->node && cluster_node_down(sb->engine, sb->node);
+}
+
+/* The node went down (cluster.c, from its timer): the destroys waiting on a call to it end. */
+static void destroys_yield(struct engine *e)
+{
+    struct sandbox *sb, *next;
+    char buf[160];
+
+    for (sb = e->sandboxes; sb; sb = next) {
+        struct engine_error err;
+
+        next = sb->next;
+        if (sb->state != SANDBOX_DESTROYING || !sb->run.running || sb->run.kind != &destroy_kind ||
+            !on_down_node(sb) || !(sb->call || uv_is_active((uv_handle_t *)&sb->timer)))
+            continue;
+        log_debug(COMP, "%s: node %s is down: the destroy yields", sb->id, sb->node);
+        if (sb->call)
+            pve_call_cancel(TAKE_PTR(sb->call));
+        uv_timer_stop(&sb->timer);
+        err = node_down_error(sb, buf, sizeof buf);
+        sb->refs++;
+        op_step_done(sb, &err);
+        next = sb->next;
+        sandbox_unref(sb);
+    }
+}
+
 void destroy_start(struct sandbox *sb)
 {
+    char buf[160];
+
+    sb->engine->destroys_yield = destroys_yield;
     sandbox_set_state(sb, SANDBOX_DESTROYING);
     sandbox_close_ssh(sb);
     if (sb->vmid == 0) {
         destroy_finish(sb, NULL);
+        return;
+    }
+    if (on_down_node(sb)) {
+        struct engine_error err = node_down_error(sb, buf, sizeof buf);
+
+        destroy_finish(sb, &err);
         return;
     }
     op_step_run(sb, &destroy_kind, ENGINE_CLEANUP_TIMEOUT_MS);

@@ -225,6 +225,9 @@ struct engine {
     /* Installed by sandbox-create.c with the first create, so lib/engine/cluster.c, below it, moves
      * the creates of a node that went down (creates_replace) without calling into it. */
     void (*creates_replace)(struct engine *e);
+    /* Installed by sandbox-destroy.c with the first destroy, likewise: the destroys waiting on
+     * a node that went down end (destroys_yield). */
+    void (*destroys_yield)(struct engine *e);
 };
 
 /* ---- sandbox-base.c: what every engine file may call (it calls nothing of the engine) ---- */

@@ -245,7 +245,7 @@ class Env:
                 log = self.daemon_log()  # before the folder goes
         finally:
             self.sim.destroy()
-            if self.dir:
+            if self.dir and not os.environ.get("E2E_KEEP"):
                 shutil.rmtree(self.dir, ignore_errors=True)
         if rc != 0:
             print(log[-20000:], file=sys.stderr)

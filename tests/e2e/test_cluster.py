@@ -260,6 +260,14 @@ def main():
             made.append(late)
             e = c.error("sandbox.create", {"node": "pve3"})
             assert e.code == -32007, e.err
+            # a destroy on the node that is down does not wait out its deadline: it fails at
+            # once, and reconcile destroys the sandbox once the node answers
+            doomed = next(sb for sb in before if sb["id"] == on_pve3.pop())
+            t0 = time.time()
+            e = c.error("sandbox.destroy", {"id": doomed["id"]})
+            assert time.time() - t0 < 15, f"the destroy took {time.time() - t0:.1f} s"
+            assert "pve3" in e.err["message"] and "down" in e.err["message"], e.err
+            assert c.call("sandbox.get", {"id": doomed["id"]})["state"] == "failed"
             assert time.time() < short_expiry, "pve3 was noticed down only after the lease ended"
             wait_until(lambda: time.time() > short_expiry + 2, 40, "the short lease to end")
             got = c.call("sandbox.get", {"id": short["id"]})  # kept while its node is down
@@ -268,15 +276,18 @@ def main():
             env.sim.admin("POST", "/node/pve3/up")
             wait_until(lambda: short["vmid"] not in env.containers(), 30,
                        "the expired sandbox destroyed once its node answers")
+            wait_until(lambda: doomed["vmid"] not in env.containers(), 30,
+                       "the failed destroy done once its node answers")
             wait_until(lambda: set(states(c, on_pve3).values()) == {"ready"}, 30,
                        "sandboxes on pve3 ready again")
             for sid in on_pve3:
                 out = c.call("sandbox.exec", {"id": sid, "command": "true"}, timeout=120)
                 assert out["exit_code"] == 0, out
             # every container is a live sandbox's: the leftovers of creates that moved went
-            live = {sb["vmid"] for sb in before + made}
+            kept = [sb for sb in before + made if sb["id"] != doomed["id"]]
+            live = {sb["vmid"] for sb in kept}
             wait_until(lambda: set(env.containers()) == live, 60, "only live containers")
-            for sb in before + made:
+            for sb in kept:
                 c.call("sandbox.destroy", {"id": sb["id"]})
             env.wait_no_containers(60)
 
