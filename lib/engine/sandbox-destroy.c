@@ -192,8 +192,10 @@ static void destroy_finish(struct sandbox *sb, const struct engine_error *err)
  * and reconcile tries it again at each run, which reaches Proxmox once the node answers. */
 static struct engine_error node_down_error(const struct sandbox *sb, char *buf, size_t size)
 {
-    snprintf(buf, size, "the sandbox's node %s is down: its destroy is tried again once the "
-             "node answers", sb->node);
+    snprintf(buf, size,
+             "the sandbox's node %s is down: its destroy is tried again once the "
+             "node answers",
+             sb->node);
     return (struct engine_error){.kind = ENGINE_E_PROXMOX, .error = -EHOSTDOWN, .message = buf};
 }
 
