@@ -266,7 +266,7 @@ def main():
             t0 = time.time()
             e = c.error("sandbox.destroy", {"id": doomed["id"]})
             assert time.time() - t0 < 15, f"the destroy took {time.time() - t0:.1f} s"
-            assert "pve3" in e.err["message"] and "down" in e.err["message"], e.err
+            assert e.code == -32004 and "pve3 is down" in e.data.get("reason", ""), e.err
             assert c.call("sandbox.get", {"id": doomed["id"]})["state"] == "failed"
             assert time.time() < short_expiry, "pve3 was noticed down only after the lease ended"
             wait_until(lambda: time.time() > short_expiry + 2, 40, "the short lease to end")
