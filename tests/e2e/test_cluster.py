@@ -262,7 +262,8 @@ def main():
             assert e.code == -32007, e.err
             # a destroy on the node that is down does not wait out its deadline: it fails at
             # once, and reconcile destroys the sandbox once the node answers
-            doomed = next(sb for sb in before if sb["id"] == on_pve3.pop())
+            doomed_id = on_pve3.pop()
+            doomed = next(sb for sb in before if sb["id"] == doomed_id)
             t0 = time.time()
             e = c.error("sandbox.destroy", {"id": doomed["id"]})
             assert time.time() - t0 < 15, f"the destroy took {time.time() - t0:.1f} s"
