@@ -105,6 +105,8 @@ def parse_args(argv=None):
                     help="templates' root file system: busybox (default) or a real Debian 12 (cached image)")
     ap.add_argument("--build-template-image", action="store_true",
                     help="build the cached Debian template image if missing, print its path and exit")
+    ap.add_argument("--check-only", action="store_true",
+                    help="with --build-template-image: only print the image's path; exit 1 when not built")
     ap.add_argument("--pool", action="append")
     ap.add_argument("--storage", action="append", help="NAME=TYPE[,shared] (lvmthin zfspool rbd btrfs dir nfs)")
     ap.add_argument("--token", action="append", help="ID=SECRET[:PATH=PRIV,..;PATH=..]")

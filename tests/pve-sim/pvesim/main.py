@@ -138,7 +138,7 @@ def main(argv=None):
         serve_host(args.serve_host, args.host_ip, args.dns_answer)
         return
     if args.build_template_image:
-        rootfs.main_build()
+        rootfs.main_build(check_only=args.check_only)
         return
 
     cfg = load_config(args)

@@ -250,8 +250,15 @@ def unmount_all_under(path):
             run(["umount", "-l", mp], check=False)
 
 
-def main_build():
-    """pve-sim --build-template-image: build the cache (if missing) and print its root."""
+def main_build(check_only=False):
+    """pve-sim --build-template-image: build the cache (if missing) and print its root;
+    with --check-only: print it if built, else exit 1."""
+    if check_only:
+        r = image_root()
+        if r is None:
+            sys.exit(1)
+        print(r)
+        return
     try:
         print(build_image())
     except RuntimeError as e:
