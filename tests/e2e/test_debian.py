@@ -20,7 +20,7 @@ import sandboxd  # noqa: E402
 from pvesim import rootfs  # noqa: E402
 
 INET_HTTP = "pve-sim internet http"
-IMAGE_WAIT_S = 400  # a cold build takes about a minute on an idle 2-core machine; more under load
+IMAGE_WAIT_S = 400  # a cold build took 67-90 s on a shared 2-core machine; more under heavy load
 
 TEST_FILE = """\
 def test_adds():

