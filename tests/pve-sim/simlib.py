@@ -22,6 +22,16 @@ ADMIN = "root@pam!admin"
 DAEMON = "sandboxd@pve!sandboxd"
 
 
+def unmount_overlays(path):
+    """Unmount the overlay roots below path (never remove a folder through a mounted root)."""
+    path = os.path.realpath(path).rstrip("/") + "/"
+    with open("/proc/self/mountinfo") as f:
+        mps = [l.split()[4] for l in f if l.split()[4].startswith(path)]
+    for mp in sorted(mps, reverse=True):
+        if subprocess.run(["umount", mp], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", mp], capture_output=True)
+
+
 class Resp:
     def __init__(self, status, reason, headers, body):
         self.status = status
@@ -98,6 +108,7 @@ class Sim:
     def destroy(self):
         self.stop()
         if not self.keep_state:
+            unmount_overlays(self.state_dir)  # a simulator that had to be killed left its Debian roots
             shutil.rmtree(self.state_dir, ignore_errors=True)
         shutil.rmtree(self.keydir, ignore_errors=True)
 

@@ -21,7 +21,7 @@ class TPlayground(unittest.TestCase):
         run = lambda *a: subprocess.run([sys.executable, PLAYGROUND] + list(a) + ["--dir", d],
                                         capture_output=True, text=True, timeout=120)
         try:
-            r = run("up", "--no-daemon")
+            r = run("up", "--no-daemon", "--template-os", "busybox")  # the small template: fast
             self.assertEqual(r.returncode, 0, r.stderr)
             env = dict(l.split("=", 1) for l in r.stdout.splitlines())
             for k in KEYS:

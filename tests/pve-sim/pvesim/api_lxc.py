@@ -4,7 +4,6 @@ start/stop/shutdown, status, interfaces, destroy. Long operations run as tasks."
 import copy
 import os
 import re
-import shutil
 import time
 from types import SimpleNamespace
 
@@ -185,7 +184,7 @@ def clone_copy(s, t, ferr, j):
         with s.lock:
             if s.cts.get(newid, {}).get("conf", {}).get("lock") == "create":
                 del s.cts[newid]
-                shutil.rmtree(s.ct_dir(newid), ignore_errors=True)
+                s.remove_ct(newid)
             src["conf"].pop("lock", None)
             s.save()
         raise
@@ -554,7 +553,7 @@ def destroy_volumes(s, node, vmid, ct, unreferenced):
         raise TaskFail(f"storage '{store}' is not online")
     if ct["conf"].get("template") == "1":
         return  # a base volume: checked for linked clones below
-    shutil.rmtree(os.path.join(s.ct_dir(vmid), "rootfs"), ignore_errors=True)
+    s.free_root(vmid)
     if unreferenced and offline:
         raise TaskFail(f"storage '{offline[0]}' is not online")
 
@@ -603,7 +602,7 @@ def h_destroy(c):
                 if a.get("purge"):
                     t.log(f"purging CT {vmid} from related configurations..")
                 s.save()
-            shutil.rmtree(s.ct_dir(vmid), ignore_errors=True)
+            s.remove_ct(vmid)
             with s.lock:
                 s.cts.pop(vmid, None)
                 s.save()

@@ -40,6 +40,7 @@ def default_config():
         "templates": [{"vmid": 9000, "node": "pve", "storage": "local-lvm",
                        "hostname": "sandbox-template", "memory": 512, "cores": 1,
                        "disk": "8G", "pool": None}],
+        "template_os": "busybox",        # root file system of templates without their own "os": busybox|debian
         "pools": [{"poolid": "sandboxd", "comment": "sandboxd sandboxes"}],
         "bridge_subnet": None,
         "transit_subnet": None,
@@ -100,6 +101,12 @@ def parse_args(argv=None):
     ap.add_argument("--node-count", dest="node_count", type=int,
                     help="nodes pve1..pveN, template 9000+i on node pve(i+1)")
     ap.add_argument("--template", action="append", type=int)
+    ap.add_argument("--template-os", dest="template_os", choices=["busybox", "debian"],
+                    help="templates' root file system: busybox (default) or a real Debian 12 (cached image)")
+    ap.add_argument("--build-template-image", action="store_true",
+                    help="build the cached Debian template image if missing, print its path and exit")
+    ap.add_argument("--check-only", action="store_true",
+                    help="with --build-template-image: only print the image's path; exit 1 when not built")
     ap.add_argument("--pool", action="append")
     ap.add_argument("--storage", action="append", help="NAME=TYPE[,shared] (lvmthin zfspool rbd btrfs dir nfs)")
     ap.add_argument("--token", action="append", help="ID=SECRET[:PATH=PRIV,..;PATH=..]")
@@ -188,7 +195,8 @@ def load_config(args):
         cfg.update(user)
     for k in ("listen", "port", "tls_cert", "tls_key", "state_dir", "instance", "error_format",
               "auth_error_style", "auth_failure_delay", "dhcp_delay", "firewall_period", "bridge_subnet",
-              "authorized_key", "on_restart", "daemon_address", "clone_time", "proxy_timeout"):
+              "authorized_key", "on_restart", "daemon_address", "clone_time", "proxy_timeout",
+              "template_os"):
         v = getattr(args, k, None)
         if v is not None:
             cfg[k] = v
@@ -226,6 +234,10 @@ def load_config(args):
         cfg["verbose"] = True
     if not 0 <= float(cfg["firewall_period"]) <= 60:
         raise SystemExit("pve-sim: firewall_period must be 0..60 s")
+    for t in [cfg] + list(cfg["templates"]):
+        o = t.get("template_os" if t is cfg else "os")
+        if o is not None and o not in ("busybox", "debian"):
+            raise SystemExit(f"pve-sim: template os '{o}' must be busybox or debian")
     if cfg["error_format"] not in ("old", "new"):
         raise SystemExit("pve-sim: error_format must be 'old' or 'new'")
     return cfg

@@ -9,6 +9,7 @@ import threading
 import time
 import urllib.parse
 
+from . import rootfs
 from .schema import ParamErr, die, parse_net, parse_size, random_mac, rootfs_parts
 from .util import log, run, sha1
 
@@ -61,10 +62,19 @@ class ContainersMixin:
     def ct_dir(self, vmid):
         return self.path("ct", str(vmid))
 
+    def template_os(self, vmid):
+        """busybox or debian: the template's own `os`, else the config's `template_os`."""
+        for td in self.cfg["templates"]:
+            if int(td["vmid"]) == vmid:
+                return td.get("os") or self.cfg["template_os"]
+        return self.cfg["template_os"]
+
     def make_template_root(self, vmid):
+        if self.template_os(vmid) == "debian":
+            self.make_debian_root(vmid)
+            return
         d = self.ct_dir(vmid)
-        if os.path.exists(d):
-            shutil.rmtree(d)
+        rootfs.remove_ct_dir(d)
         os.makedirs(d, mode=0o755)
         root = os.path.join(d, "rootfs")
         os.makedirs(root, mode=0o755)
@@ -125,6 +135,49 @@ class ContainersMixin:
         run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@pve-sim-template-{vmid}",
              "-f", host_key_path(d)])
 
+    def make_debian_root(self, vmid):
+        """A template on the cached Debian 12 image (built first if missing): an overlay with
+        the image below and, in its own layer, what the simulator writes into every template."""
+        d = self.ct_dir(vmid)
+        rootfs.new_overlay(d, [rootfs.build_image()])
+        root = os.path.join(d, "rootfs")
+        key = self.cfg.get("authorized_key")
+        files = {
+            "etc/hostname": self.cts[vmid]["conf"].get("hostname", "ct") + "\n",
+            "etc/hosts": "127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n",
+            "etc/resolv.conf": f"nameserver {self.net.inet_ip}\n" if getattr(self, "net", None) else "",
+            "root/.ssh/authorized_keys": (open(key).read().strip() + "\n") if key else "",
+        }
+        for fn, content in files.items():
+            with open(os.path.join(root, fn), "w") as f:
+                f.write(content)
+        os.chmod(os.path.join(root, "root/.ssh/authorized_keys"), 0o600)
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@pve-sim-template-{vmid}",
+             "-f", host_key_path(d)])
+
+    def root_os(self, vmid):
+        """What a container's root is: debian (an overlay on the image) or busybox."""
+        return "debian" if rootfs.read_layers(self.ct_dir(vmid)) is not None else "busybox"
+
+    def mount_roots(self):
+        """Mount the overlay root of every container that has one (at start)."""
+        for vmid in sorted(self.cts):
+            try:
+                rootfs.mount_root(self.ct_dir(vmid))
+            except RuntimeError as e:
+                log(f"CT {vmid}: {e}")
+
+    def unmount_roots(self):
+        for vmid in sorted(self.cts):
+            rootfs.unmount_root(self.ct_dir(vmid))
+
+    def free_root(self, vmid):
+        """A destroy frees the volume: the root file system goes (unmounted first)."""
+        rootfs.free_root(self.ct_dir(vmid))
+
+    def remove_ct(self, vmid):
+        rootfs.remove_ct_dir(self.ct_dir(vmid))
+
     def host_key_fp(self, vmid):
         r = run(["ssh-keygen", "-l", "-E", "sha256", "-f", host_key_path(self.ct_dir(vmid)) + ".pub"],
                 check=False)
@@ -133,8 +186,9 @@ class ContainersMixin:
 
     def clone_root(self, src, dst):
         sd, dd = self.ct_dir(src), self.ct_dir(dst)
-        if os.path.exists(dd):
-            shutil.rmtree(dd)
+        if rootfs.clone_overlay(sd, dd):
+            return
+        rootfs.remove_ct_dir(dd)
         os.makedirs(dd, mode=0o755)
         run(["cp", "-a", os.path.join(sd, "rootfs"), os.path.join(dd, "rootfs")])
 

@@ -81,4 +81,5 @@ class Sim(StateMixin, ContainersMixin, DhcpMixin, FirewallMixin, FaultsMixin, No
                 rt["timer"].cancel()
             self.net.kill_proc(rt.get("proc"))
         self.net.teardown()
+        self.unmount_roots()
         cleanup_instance(self.inst)

@@ -10,6 +10,7 @@ import threading
 import traceback
 
 from .config import load_config, parse_args
+from . import rootfs
 from .containers import host_key_path
 from .core import Sim
 from .hosts import serve_host
@@ -78,6 +79,7 @@ def on_exit(sim):
 def bring_up(sim, cfg):
     """State, TLS, network, templates, firewall, and the containers that were running."""
     sim.load()
+    sim.mount_roots()
     sim.prune_leases()
     ctx, fp, _ = make_tls(sim)
     sim.fingerprint = fp
@@ -110,6 +112,7 @@ def write_info(sim, cfg, url, fp):
         "url": url, "fingerprint": fp, "instance": sim.inst, "state_dir": sim.state_dir, "pid": os.getpid(),
         "nodes": cfg["nodes"], "node": cfg["nodes"][0],
         "templates": {str(t["vmid"]): {"node": t.get("node") or cfg["nodes"][0],
+                                       "os": sim.root_os(int(t["vmid"])),
                                        "host_key": sim.host_key_fp(int(t["vmid"])),
                                        "host_key_pub": open(host_key_path(sim.ct_dir(int(t["vmid"]))) +
                                                             ".pub").read().strip()}
@@ -133,6 +136,9 @@ def main(argv=None):
     args = parse_args(argv)
     if args.serve_host:
         serve_host(args.serve_host, args.host_ip, args.dns_answer)
+        return
+    if args.build_template_image:
+        rootfs.main_build(check_only=args.check_only)
         return
 
     cfg = load_config(args)

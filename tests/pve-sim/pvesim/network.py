@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 
-from . import cgroups
+from . import cgroups, rootfs
 from .schema import DNS_RE, ParamErr, parse_net
 from .util import PREFIX, RUN_DIR, SELF, log, pid_alive, run
 
@@ -61,6 +61,12 @@ def cleanup_instance(inst, kill_owner=False):
             run(["ip", "netns", "del", ns], check=False)
     run(["ip", "link", "del", f"pvs{inst}"], check=False)
     cgroups.remove_prefix(pfx)
+    try:
+        state_dir = open(pidfile).read().split(None, 1)[1].strip()
+        if state_dir:
+            rootfs.unmount_all_under(state_dir)  # overlay roots of its Debian containers
+    except (OSError, IndexError):
+        pass
     try:
         os.unlink(pidfile)
     except OSError:
