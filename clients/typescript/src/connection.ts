@@ -78,9 +78,9 @@ export class Connection {
     });
   }
 
+  /** Closes the socket: the calls in flight fail with ConnectionLost. */
   close(): void {
-    this.socket.end();
-    this.socket.destroySoon?.();
+    this.finish("the client closed the connection");
   }
 
   private drop(id: number): Pending | undefined {
