@@ -1,17 +1,18 @@
 #!/usr/bin/env python3
 """clients/typescript against pve-sim + sandboxd: `npm ci` (skipped when node_modules matches
 package-lock.json), `npm run build` (dist/index.js and its declarations), then `node --test` on
-the compiled files of clients/typescript/test/ with SANDBOXD_SOCKET set, leaving no container
-behind. A failing install or build fails the test; so does a missing node or npm
+the compiled files of clients/typescript/test/ with SANDBOXD_SOCKET set (and the daemon closing
+idle connections after 2 s, so that reconnects happen), leaving no container behind. A failing install or build fails the test; so does a missing node or npm
 (tools/bootstrap installs them)."""
 
 import glob
+import json
 import os
 import shutil
 import subprocess
 import sys
 
-from clientlib import SRC, Env, run
+from clientlib import SRC, Env, enable_test_hooks, run
 
 TS_DIR = os.path.join(SRC, "clients", "typescript")
 
@@ -51,8 +52,12 @@ def main():
         print("FAIL node or npm is not installed (tools/bootstrap installs nodejs and npm)")
         sys.exit(1)
     e = node_env()
+    enable_test_hooks()  # the daemon closes idle connections after 2 s (SANDBOXD_TEST_IDLE_MS)
 
     def build():
+        with open(os.path.join(TS_DIR, "package.json")) as f:
+            pkg = json.load(f)
+        assert not pkg.get("dependencies"), "the package must have no runtime dependencies"
         print("  node " + sh([node, "--version"], e).strip())
         if installed_current():
             print("  node_modules is current: npm ci skipped")

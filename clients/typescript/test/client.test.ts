@@ -284,6 +284,14 @@ test("env at create: passed through", async () => {
   }
 });
 
+test("a new connection after the daemon closed an idle one", async () => {
+  const idle = Number(process.env.SANDBOXD_TEST_IDLE_MS ?? "0");
+  if (idle > 0) await new Promise((r) => setTimeout(r, idle + 700));
+  const [a, b] = await Promise.all([sb.exec("echo again"), client.status()]);
+  assert.equal(a.stdout, "again\n");
+  assert.equal(typeof b.version, "string");
+});
+
 test("Symbol.asyncDispose destroys the sandbox and closes the client", async () => {
   let id = "";
   {
