@@ -85,7 +85,7 @@ export class Process {
     if (opts.offset !== undefined) params.offset = opts.offset;
     if (opts.length !== undefined) params.length = opts.length;
     if (opts.waitMs !== undefined) params.wait_ms = opts.waitMs;
-    const r = await this.call("process.read", params, opts);
+    const r = await this.call("process.read", params, { timeout: this.sandbox.waitFor(opts.timeout, opts.waitMs) });
     const data = getData(r, "data") ?? new Uint8Array();
     return {
       data,
@@ -108,7 +108,6 @@ export class Process {
         stream: opts.stream,
         offset,
         waitMs: opts.follow ? (opts.waitMs ?? 10000) : undefined,
-        timeout: opts.follow ? (opts.waitMs ?? 10000) + 60000 : undefined,
       });
       if (r.data.length > 0) yield r.data;
       offset = r.nextOffset;
@@ -129,7 +128,9 @@ export class Process {
   async wait(opts: CallOptions & { timeoutMs?: number } = {}): Promise<ProcessStatus> {
     const params: Record<string, unknown> = {};
     if (opts.timeoutMs !== undefined) params.timeout_ms = opts.timeoutMs;
-    return status(await this.call("process.wait", params, opts));
+    // The daemon's default wait is 30 s.
+    const timeout = this.sandbox.waitFor(opts.timeout, opts.timeoutMs ?? 30000);
+    return status(await this.call("process.wait", params, { timeout }));
   }
 
   /** process.kill: a signal ("SIGTERM", ...; default SIGKILL) to its process group. */

@@ -200,21 +200,34 @@ export class Sandbox {
   async exec(command: string | readonly string[], opts: ExecOptions = {}): Promise<ExecResult> {
     const params = this.execParams(command, opts);
     if (opts.onOutput === undefined) {
-      return new ExecResult((await this.call("sandbox.exec", params, opts)) as Record<string, unknown>);
+      const timeout = this.waitFor(opts.timeout, opts.timeoutMs);
+      return new ExecResult((await this.call("sandbox.exec", params, { timeout })) as Record<string, unknown>);
     }
-    return this.execStream(command, opts).result;
+    return this.streamExec(command, opts, false).result;
   }
 
   /** Runs a command with its output streamed: iterate the ExecStream for chunks, then read
    * its result. */
   execStream(command: string | readonly string[], opts: ExecOptions = {}): ExecStream {
+    return this.streamExec(command, opts, true);
+  }
+
+  private streamExec(command: string | readonly string[], opts: ExecOptions, iterate: boolean): ExecStream {
     const params = this.execParams(command, opts);
     params.stream = true;
-    const collector = new OutputCollector(true, opts.onOutput);
-    const reply = this.client.start("sandbox.exec", { id: this.id, ...params }, opts.timeout, (p) =>
-      collector.add(p),
-    );
+    const collector = new OutputCollector(iterate, opts.onOutput);
+    const timeout = this.waitFor(opts.timeout, opts.timeoutMs);
+    const reply = this.client.start("sandbox.exec", { id: this.id, ...params }, timeout, (p) => collector.add(p));
     return new ExecStream(collector, reply);
+  }
+
+  /** @internal The wait for a call that asks the daemon to take up to `ms`: the call's own
+   * timeout, else the client's, made long enough for `ms` (and 30 s more). */
+  waitFor(timeout: number | undefined, ms: number | undefined): number | undefined {
+    if (timeout !== undefined) return timeout;
+    const dflt = this.client.timeout;
+    if (dflt === undefined || ms === undefined || !(ms > 0)) return dflt;
+    return Math.max(dflt, ms + 30000);
   }
 
   // ---- files

@@ -148,6 +148,18 @@ test("per-call timeout: the wait ends, the client goes on", async () => {
   await rejects(sb.exec("sleep 2", { timeout: 300 }), TimeoutError);
   await rejects(sb.execStream("echo x; sleep 2", { timeout: 300 }).wait(), TimeoutError);
   assert.equal((await sb.exec("echo after", { timeout: 30000 })).stdout, "after\n");
+
+  // A client's default timeout: a call asking for a longer command or wait waits for it.
+  const short = new Client({ socket, timeout: 500 });
+  try {
+    const s2 = await short.get(sb.id);
+    await rejects(s2.exec("sleep 1.5"), TimeoutError);
+    assert.equal((await s2.exec("sleep 1.5; echo slow", { timeoutMs: 5000 })).stdout, "slow\n");
+    const p = await s2.startProcess("sleep 1.5; echo late");
+    assert.equal((await p.wait({ timeoutMs: 5000 })).state, "exited");
+  } finally {
+    await short.close();
+  }
 });
 
 test("files: a 5 MiB binary round trip, text, chunks, offsets", async () => {
