@@ -2,7 +2,8 @@
 """clients/typescript against pve-sim + sandboxd: `npm ci` (skipped when node_modules matches
 package-lock.json), `npm run build` (dist/index.js and its declarations), then `node --test` on
 the compiled files of clients/typescript/test/ with SANDBOXD_SOCKET set (and the daemon closing
-idle connections after 2 s, so that reconnects happen), leaving no container behind. A failing install or build fails the test; so does a missing node or npm
+idle connections after 2 s, so that reconnects happen), and examples/quickstart.ts, leaving no
+container behind. A failing install or build fails the test; so does a missing node or npm
 (tools/bootstrap installs them)."""
 
 import glob
@@ -79,7 +80,7 @@ def main():
     with Env(daemon_config={"proxmox": {"firewall_period_s": "1"},
                             "network": {"probe_address": None}}) as env:
         def node_test():
-            files = sorted(glob.glob(os.path.join(TS_DIR, "dist-test", "*.test.js")))
+            files = sorted(glob.glob(os.path.join(TS_DIR, "dist-test", "test", "*.test.js")))
             assert files, "no compiled test files in dist-test/"
             p = subprocess.run([node, "--test", *files], cwd=TS_DIR, env=node_env(env.socket),
                                capture_output=True, text=True, timeout=500)
@@ -90,7 +91,19 @@ def main():
             assert "# fail 0" in out and "# skipped 0" in out and "# pass 0" not in out, out
             env.wait_no_containers(timeout=30)
 
-        run([("npm ci and npm run build", build), ("node --test against sandboxd", node_test)])
+        def example():
+            p = subprocess.run([node, os.path.join("dist-test", "examples", "quickstart.js")],
+                               cwd=TS_DIR, env=node_env(env.socket), capture_output=True,
+                               text=True, timeout=120)
+            print("\n".join("  | " + l for l in (p.stdout + p.stderr).splitlines()))
+            assert p.returncode == 0, p.stdout + p.stderr
+            assert "sandbox sb-" in p.stdout and "exit 3: Linux" in p.stdout, p.stdout
+            assert "counting: 1 2 3" in p.stdout, p.stdout
+            assert "read 14 bytes: <h1>Hello</h1>" in p.stdout, p.stdout
+            env.wait_no_containers(timeout=30)  # `await using` destroyed it
+
+        run([("npm ci and npm run build", build), ("node --test against sandboxd", node_test),
+             ("examples/quickstart built and run", example)])
 
 
 if __name__ == "__main__":
