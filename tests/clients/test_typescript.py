@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""clients/typescript against pve-sim + sandboxd: `npm ci` (skipped when node_modules matches
-package-lock.json), `npm run build` (dist/index.js and its declarations), then `node --test` on
-the compiled files of clients/typescript/test/ with SANDBOXD_SOCKET set (and the daemon closing
-idle connections after 2 s, so that reconnects happen), and examples/quickstart.ts, leaving no
-container behind. A failing install or build fails the test; so does a missing node or npm
-(tools/bootstrap installs them)."""
+"""clients/typescript against pve-sim + sandboxd. The package is copied into the build folder
+(build/clients-typescript, so that the source tree gets no node_modules or dist written by
+root), then: `npm ci` (skipped when node_modules was installed from the same package-lock.json),
+`npm run build` (dist/index.js and its declarations), `node --test` on the compiled files of
+test/ with SANDBOXD_SOCKET set (and the daemon closing idle connections after 2 s, so that
+reconnects happen), and examples/quickstart.ts; no container is left behind. A failing install
+or build fails the test; so does a missing node or npm (tools/bootstrap installs them)."""
 
+import filecmp
 import glob
 import json
 import os
@@ -13,9 +15,11 @@ import shutil
 import subprocess
 import sys
 
-from clientlib import SRC, Env, enable_test_hooks, run
+from clientlib import BUILD, SRC, Env, enable_test_hooks, run
 
-TS_DIR = os.path.join(SRC, "clients", "typescript")
+TS_SRC = os.path.join(SRC, "clients", "typescript")
+TS_DIR = os.path.join(BUILD, "clients-typescript")
+INSTALLED_LOCK = os.path.join(TS_DIR, "node_modules", ".sandboxd-installed-lock.json")
 
 
 def node_env(socket=None):
@@ -38,13 +42,22 @@ def sh(args, env, timeout=600):
     return out
 
 
+def copy_package():
+    """The package's sources into TS_DIR; node_modules there is kept between runs."""
+    os.makedirs(TS_DIR, exist_ok=True)
+    for d in ("src", "test", "examples", "dist", "dist-test"):
+        shutil.rmtree(os.path.join(TS_DIR, d), ignore_errors=True)
+    for d in ("src", "test", "examples"):
+        shutil.copytree(os.path.join(TS_SRC, d), os.path.join(TS_DIR, d))
+    for f in ("package.json", "package-lock.json", "tsconfig.json", "tsconfig.test.json"):
+        shutil.copy2(os.path.join(TS_SRC, f), os.path.join(TS_DIR, f))
+
+
 def installed_current():
-    """npm keeps node_modules/.package-lock.json in step with what it installed."""
     lock = os.path.join(TS_DIR, "package-lock.json")
-    hidden = os.path.join(TS_DIR, "node_modules", ".package-lock.json")
     tsc = os.path.join(TS_DIR, "node_modules", "typescript", "bin", "tsc")
-    return (os.path.exists(hidden) and os.path.exists(tsc)
-            and os.path.getmtime(hidden) >= os.path.getmtime(lock))
+    return (os.path.exists(INSTALLED_LOCK) and os.path.exists(tsc)
+            and filecmp.cmp(INSTALLED_LOCK, lock, shallow=False))
 
 
 def main():
@@ -56,21 +69,21 @@ def main():
     enable_test_hooks()  # the daemon closes idle connections after 2 s (SANDBOXD_TEST_IDLE_MS)
 
     def build():
-        with open(os.path.join(TS_DIR, "package.json")) as f:
+        with open(os.path.join(TS_SRC, "package.json")) as f:
             pkg = json.load(f)
         assert not pkg.get("dependencies"), "the package must have no runtime dependencies"
-        print("  node " + sh([node, "--version"], e).strip())
+        print("  node " + subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip())
+        copy_package()
         if installed_current():
             print("  node_modules is current: npm ci skipped")
         else:
             sh([npm, "ci", "--no-audit", "--no-fund"], e)
-        for d in ("dist", "dist-test"):
-            shutil.rmtree(os.path.join(TS_DIR, d), ignore_errors=True)
+            shutil.copy2(os.path.join(TS_DIR, "package-lock.json"), INSTALLED_LOCK)
         sh([npm, "run", "build"], e)
         for f in ("index.js", "index.d.ts", "sandbox.d.ts"):
             assert os.path.exists(os.path.join(TS_DIR, "dist", f)), f"npm run build left no dist/{f}"
         sh([npm, "run", "build:test"], e)
-        # The package loads as ESM and has no runtime dependencies.
+        # The package loads as ESM, by its name.
         out = sh([node, "--input-type=module", "-e",
                   "import * as s from 'sandboxd'; console.log(typeof s.Client, "
                   "typeof s.NoSuchSandbox, new s.NoSuchSandbox('x', -32001) instanceof "
@@ -81,7 +94,7 @@ def main():
                             "network": {"probe_address": None}}) as env:
         def node_test():
             files = sorted(glob.glob(os.path.join(TS_DIR, "dist-test", "test", "*.test.js")))
-            assert files, "no compiled test files in dist-test/"
+            assert files, "no compiled test files in dist-test/test/"
             p = subprocess.run([node, "--test", *files], cwd=TS_DIR, env=node_env(env.socket),
                                capture_output=True, text=True, timeout=500)
             out = p.stdout + p.stderr
