@@ -1,7 +1,6 @@
 // The client: one connection to sandboxd, opened on first use and again after it closed.
 
-import { Connection, type OutputParams } from "./connection.js";
-import { ConnectionLost } from "./errors.js";
+import { Connection, NotSent, type OutputParams } from "./connection.js";
 import { Sandbox, type SandboxInfo } from "./sandbox.js";
 import { wireParams } from "./wire.js";
 
@@ -86,7 +85,7 @@ export class Client {
       return await conn.call(method, params, { timeout: t, onOutput });
     } catch (err) {
       // Found closed before anything was sent: once more on a new connection.
-      if (err instanceof ConnectionLost && err.rpcMessage === "connection closed") {
+      if (err instanceof NotSent) {
         return (await this.connection()).call(method, params, { timeout: t, onOutput });
       }
       throw err;

@@ -11,6 +11,9 @@ import { ConnectionLost, SandboxdError, TimeoutError, Unavailable, errorFromWire
 /** A streaming exec's notification params. */
 export type OutputParams = Record<string, unknown>;
 
+/** The connection was found closed before the request was sent: nothing reached the daemon. */
+export class NotSent extends ConnectionLost {}
+
 interface Pending {
   resolve: (result: unknown) => void;
   reject: (err: SandboxdError) => void;
@@ -58,7 +61,7 @@ export class Connection {
 
   /** Sends one request; the promise settles with its result or its error. */
   call(method: string, params: Record<string, unknown> | undefined, opts: StartOptions = {}): Promise<unknown> {
-    if (this.closed) return Promise.reject(new ConnectionLost("connection closed"));
+    if (this.closed) return Promise.reject(new NotSent("connection closed"));
     const id = this.nextId++;
     const req: Record<string, unknown> = { jsonrpc: "2.0", id, method };
     if (params !== undefined) req.params = params;

@@ -8,9 +8,11 @@ import { after, before, test } from "node:test";
 import {
   BadState,
   Client,
+  ConnectionLost,
   ExecResult,
   FileError,
   InvalidParams,
+  InvalidRequest,
   NoSuchSandbox,
   type OutputChunk,
   Sandbox,
@@ -189,6 +191,17 @@ test("files: a 5 MiB binary round trip, text, chunks, offsets", async () => {
   const ctl = new Uint8Array(4096).fill(1); // all control characters: sent as base64
   await sb.writeFile("/root/ctl", ctl);
   assert.deepEqual(await sb.readFile("/root/ctl"), ctl);
+
+  // A piece too large for the daemon's request line (16 MiB): the daemon answers -32600 and
+  // closes the connection; nothing is written, and the next call opens a new connection.
+  const huge = new Uint8Array(randomBytes(13 << 20));
+  const tooBig = await rejects(sb.writeFile("/root/huge", huge, { chunkSize: 13 << 20 }), SandboxdError);
+  assert.ok(
+    tooBig instanceof InvalidRequest || tooBig instanceof ConnectionLost,
+    `InvalidRequest or ConnectionLost, got ${String(tooBig)}`,
+  );
+  console.log(`# a line over the cap: ${tooBig.name}`);
+  assert.equal((await rejects(sb.stat("/root/huge"), FileError)).data.errno, "ENOENT");
 
   const e = await rejects(sb.readFile("/no/such/file"), FileError);
   assert.equal(e.code, -32009);
