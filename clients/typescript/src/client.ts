@@ -84,7 +84,8 @@ export class Client {
     try {
       return await conn.call(method, params, { timeout: t, onOutput });
     } catch (err) {
-      // Found closed before anything was sent: once more on a new connection.
+      // The connection closed before the whole request was sent: nothing ran; once more on
+      // a new connection.
       if (err instanceof NotSent) {
         return (await this.connection()).call(method, params, { timeout: t, onOutput });
       }

@@ -19,6 +19,8 @@ interface Pending {
   reject: (err: SandboxdError) => void;
   onOutput?: (params: OutputParams) => void;
   timer?: ReturnType<typeof setTimeout>;
+  /** The whole request line went into the socket. */
+  sent: boolean;
 }
 
 export interface StartOptions {
@@ -67,7 +69,7 @@ export class Connection {
     if (params !== undefined) req.params = params;
     const line = JSON.stringify(req) + "\n";
     return new Promise((resolve, reject) => {
-      const p: Pending = { resolve, reject, onOutput: opts.onOutput };
+      const p: Pending = { resolve, reject, onOutput: opts.onOutput, sent: false };
       if (opts.timeout !== undefined && opts.timeout > 0) {
         p.timer = setTimeout(() => {
           if (this.calls.get(id) !== p) return;
@@ -77,7 +79,9 @@ export class Connection {
       }
       this.calls.set(id, p);
       this.socket.ref();
-      this.socket.write(line);
+      this.socket.write(line, (err) => {
+        if (!err) p.sent = true;
+      });
     });
   }
 
@@ -147,7 +151,12 @@ export class Connection {
     const calls = [...this.calls.keys()];
     for (const id of calls) {
       const p = this.drop(id);
-      p?.reject(this.closeError !== null ? errorFromWire(this.closeError) : new ConnectionLost(why));
+      if (p === undefined) continue;
+      // The daemon never runs a line it did not receive whole: a call whose line was not
+      // all written (the daemon closed an idle connection meanwhile) is sent again.
+      if (this.closeError !== null) p.reject(errorFromWire(this.closeError));
+      else if (!p.sent) p.reject(new NotSent(why));
+      else p.reject(new ConnectionLost(why));
     }
     this.socket.destroy();
   }
