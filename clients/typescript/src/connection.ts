@@ -11,7 +11,7 @@ import { ConnectionLost, SandboxdError, TimeoutError, Unavailable, errorFromWire
 /** A streaming exec's notification params. */
 export type OutputParams = Record<string, unknown>;
 
-/** The connection was found closed before the request was sent: nothing reached the daemon. */
+/** The connection closed before the whole request line was written: the daemon ran nothing. */
 export class NotSent extends ConnectionLost {}
 
 interface Pending {
