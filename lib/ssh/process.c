@@ -272,7 +272,8 @@ static void script_pty_vector(struct script *s, const struct process_start_spec 
     fprintf(s->f,
             " env SANDBOXD_SHELL=\"$SHELL\" SHELL=/bin/sh TERM=xterm script -q -e -f -c "
             "'if [ -n \"$SANDBOXD_SHELL\" ]; then SHELL=$SANDBOXD_SHELL; else unset SHELL; fi; "
-            "unset SANDBOXD_SHELL; stty cols %u rows %u 2>/dev/null; . ./pty' /dev/null",
+            "unset SANDBOXD_SHELL; stty cols %u rows %u 2>/dev/null; "
+            "tty >tty.t 2>/dev/null && mv tty.t tty; . ./pty' /dev/null",
             p->pty_cols, p->pty_rows);
 }
 
@@ -468,6 +469,27 @@ int process_script_kill(const char *id, const char *sig, char **ret)
                      sig, sig, sig, sig);
 }
 
+int process_script_resize(const char *id, unsigned cols, unsigned rows, char **ret)
+{
+    if (cols < 1 || cols > 1000 || rows < 1 || rows > 1000)
+        return -EINVAL;
+    /* A process with a terminal has its pty script; the terminal's name comes once the
+     * command started on it (up to 5 s after the start). Setting the size on the terminal
+     * (TIOCSWINSZ through stty) signals its foreground process group (SIGWINCH). */
+    return script_on(
+        id, ret,
+        "[ -e pty ] || { echo '@ E notty' >&2; exit 0; }\n"
+        "st .; [ \"$x\" = - ] || { echo '@ E exited' >&2; exit 0; }\n"
+        "t=; i=0; until read -r t 2>/dev/null <tty || [ $i -ge 500 ]; do\n"
+        "  i=$((i+1)); tk 0.01; st .; [ \"$x\" = - ] || break; done\n"
+        "case $t in /dev/*) ;; *) st .\n"
+        "  [ \"$x\" = - ] && echo '@ E notty' >&2 || echo '@ E exited' >&2; exit 0;; esac\n"
+        "stty cols %u rows %u <\"$t\" 2>/dev/null || "
+        "{ st .; [ \"$x\" = - ] && echo '@ E notty' >&2 || echo '@ E exited' >&2; exit 0; }\n"
+        "st .; echo \"@ OK 0 0 0 $x\" >&2\n",
+        cols, rows);
+}
+
 /* The attach script (process_script_attach()). Its stdin goes into the process's stdin: cat
  * into the FIFO held open by fd 4 (as process.write does), and at the end of the input the
  * process's stdin is closed once the holder holds it. Only at the end of the input: when the
@@ -594,6 +616,7 @@ enum process_report process_parse_report(const char *err, size_t len, uint64_t n
         {"cwd", PROCESS_R_CWD},        {"range", PROCESS_R_RANGE},
         {"exited", PROCESS_R_EXITED},  {"nostdin", PROCESS_R_NO_STDIN},
         {"closed", PROCESS_R_CLOSED},  {"nopty", PROCESS_R_NO_PTY},
+        {"notty", PROCESS_R_NO_TTY},
     };
     const char *line = NULL;
     char buf[256], word[16] = "", x[16] = "-";

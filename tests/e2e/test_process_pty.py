@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Background processes on a terminal (process.start with pty): the command sees a /dev/pts
-terminal of the requested size, process.write reaches a program reading the terminal, the
+terminal of the requested size, process.resize changes it (SIGWINCH), process.write reaches a program reading the terminal, the
 exit status and signals come through, stderr stays empty; bad sizes are refused; a sandbox
 that cannot make a terminal refuses pty with a documented error and starts nothing."""
 
@@ -93,6 +93,35 @@ def main():
             r = c.call("process.kill", {"id": sid, "process": p["process"], "signal": "SIGTERM"})
             assert r["state"] == "exited" and r["signal"] == "SIGTERM", r
 
+        def resize():
+            # process.resize sets the terminal's size and the foreground program gets SIGWINCH;
+            # bad sizes, a process without a terminal and an ended one are refused.
+            cmd = ("trap 'echo winch; stty size' WINCH; echo ready; "
+                   "while :; do l=; read -r l </dev/tty; [ \"$l\" = q ] && exit 5; done")
+            p = c.call("process.start", {"id": sid, "command": cmd, "pty": {"cols": 80, "rows": 24}})
+            proc = p["process"]
+            read_until(c, sid, proc, b"ready")
+            r = c.call("process.resize", {"id": sid, "process": proc, "cols": 132, "rows": 7})
+            assert r == {"process": proc, "cols": 132, "rows": 7, "state": "running",
+                         "exit_code": None, "signal": None}, r
+            read_until(c, sid, proc, b"winch\r\n7 132")
+            for bad, param in (({"cols": 0, "rows": 7}, "cols"), ({"cols": 80, "rows": 1001}, "rows"),
+                               ({"cols": 80}, "rows"), ({"rows": 8}, "cols"),
+                               ({"cols": "80", "rows": 8}, "cols")):
+                expect_error(c, "process.resize", {"id": sid, "process": proc, **bad}, -32602, param)
+            c.call("process.write", {"id": sid, "process": proc, "data": "q\n"})
+            r = c.call("process.wait", {"id": sid, "process": proc, "timeout_ms": 10000})
+            assert r["exit_code"] == 5, r
+            err = expect_error(c, "process.resize", {"id": sid, "process": proc, "cols": 9, "rows": 9},
+                               -32002)
+            assert err["data"]["reason"] == "the process has ended", err
+            p = c.call("process.start", {"id": sid, "command": "sleep 30"})
+            err = expect_error(c, "process.resize", {"id": sid, "process": p["process"],
+                                                     "cols": 9, "rows": 9}, -32002)
+            assert "without a terminal" in err["data"]["reason"], err
+            assert err["data"]["process"] == p["process"], err
+            c.call("process.kill", {"id": sid, "process": p["process"]})
+
         def bad_sizes():
             for pty in ({"cols": 0, "rows": 24}, {"cols": 80, "rows": 1001}, {"cols": 80},
                         {"cols": 80, "rows": 24, "x": 1}, {"cols": "80", "rows": 24}, True, None):
@@ -135,6 +164,7 @@ def main():
         run([("a terminal of the requested size; input reaches the reader", terminal_size_and_input),
              ("argv, env and close on a terminal", argv_env_and_close),
              ("process.kill on a terminal", kill_on_terminal),
+             ("process.resize", resize),
              ("bad pty sizes", bad_sizes),
              ("sandboxctl start --pty", sandboxctl_start_pty),
              ("a sandbox without a terminal refuses pty", no_terminal_in_sandbox),
