@@ -22,7 +22,12 @@
     "  else x=-; fi; }\n"
 #define ENTER(id) "cd \"$B/" id "\" 2>/dev/null || { echo '@ E nosuch' >&2; exit 0; }\n"
 
-/* The wrapper, in its own session with the process's folder as cwd, started without the
+/* The wrapper, in its own session with the process's folder as cwd, detached by a double
+ * setsid rather than `&`: a shell without job control starts a `&` command with SIGINT and
+ * SIGQUIT ignored, a disposition every program under it would inherit and no shell can undo
+ * (process.kill SIGINT, and Ctrl-C on a terminal, would do nothing). The first setsid makes
+ * a session leader, so the second forks (busybox and util-linux alike) and its parent returns
+ * at once. The wrapper is started without the
  * launching exec's SANDBOXD_EXEC_ID (/proc/PID/environ keeps what exec(2) got, so an `unset`
  * would not hide it from that exec's kill script):
  * $1 segment size, $2 bytes kept per stream, $3 1 when stdin is a FIFO, the rest the command.
@@ -340,7 +345,7 @@ int process_script_start(const struct process_start_spec *p, char **ret)
         script_pty_file(&s, p);
     fprintf(s.f,
             "export SANDBOXD_PROCESS_DIR=\"$d\" SANDBOXD_PROCESS=%s\n"
-            "env -u SANDBOXD_EXEC_ID setsid /bin/sh -c ",
+            "env -u SANDBOXD_EXEC_ID setsid setsid /bin/sh -c ",
             p->id);
     script_quote(&s, wrapper);
     fprintf(s.f, " sandboxd-process %llu %llu %d",
@@ -350,7 +355,7 @@ int process_script_start(const struct process_start_spec *p, char **ret)
         script_pty_vector(&s, p);
     else
         script_vector(&s, p);
-    fputs(" </dev/null >/dev/null 2>&1 &\necho '@ OK' >&2\n", s.f);
+    fputs(" </dev/null >/dev/null 2>&1\necho '@ OK' >&2\n", s.f);
     free(display);
     return script_finish(&s, ret);
 }
