@@ -19,7 +19,6 @@
 #include "b64.h"
 
 #define LOGS_FOLLOW_WAIT_MS 30000
-#define ATTACH_WAIT_MS 600000
 #define ATTACH_BLOCK 65536
 
 static const char *str_of(json_object *o, const char *key)
@@ -126,45 +125,6 @@ static void attach_relay(int out_fd, int err_fd)
     for (int i = 0; i < 2; i++)
         if (from[i] >= 0)
             close(from[i]);
-}
-
-int ctl_process_status_of(json_object *res)
-{
-    json_object *v;
-    const char *st = str_of(res, "state");
-
-    if (!strcmp(st, "running"))
-        return -1;
-    if (!strcmp(st, "lost"))
-        return 1;
-    if (json_object_object_get_ex(res, "exit_code", &v) && v)
-        return json_object_get_int(v);
-    if (json_object_object_get_ex(res, "signal", &v) && v) {
-        const char *name = json_object_get_string(v);
-
-        for (int sig = 1; sig < 65; sig++)
-            if (sigabbrev_np(sig) && strlen(name) > 3 && !strcmp(name + 3, sigabbrev_np(sig)))
-                return 128 + sig;
-    }
-    return 1;
-}
-
-int ctl_process_exit_status(struct ctl *c, const struct ctl_ops *ops, const char *id,
-                            const char *process)
-{
-    for (;;) {
-        _cleanup_json_ json_object *res = NULL;
-        json_object *p = ref_params(id, process);
-        int r;
-
-        json_object_object_add(p, "timeout_ms", json_object_new_int(ATTACH_WAIT_MS));
-        r = ops->call(c, "process.wait", p, &res);
-        if (r < 0)
-            return exit_for(r);
-        r = ctl_process_status_of(res);
-        if (r >= 0)
-            return r;
-    }
 }
 
 static int cmd_start(struct ctl *c, const struct ctl_ops *ops, int argc, char **argv)

@@ -23,8 +23,8 @@ struct ctl_ops {
 bool ctl_process_is_command(const char *cmd);
 /* Runs one (argv[0] is the command); returns the exit status. */
 int ctl_process_command(struct ctl *c, const struct ctl_ops *ops, int argc, char **argv);
-/* Waits for the process to end; its exit status as ours (128 + N for signal N, 1 when it was
- * lost, the exit_for() of a failed call). */
+/* sandboxctl-tty.c: waits for the process to end; its exit status as ours (128 + N for signal N, 1
+ * when it was lost, the exit_for() of a failed call). */
 int ctl_process_exit_status(struct ctl *c, const struct ctl_ops *ops, const char *id,
                             const char *process);
 /* The status of a process.read/wait result as an exit status; -1 while it runs. */

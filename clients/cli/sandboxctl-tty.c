@@ -31,6 +31,7 @@
 
 #define TTY_BLOCK 65536
 #define TTY_SIZE_MAX 1000
+#define TTY_WAIT_MS 600000
 
 /* The self-pipe the signal handlers write to (a handler reaches nothing else). */
 static int signal_pipe[2] = {-1, -1};
@@ -123,6 +124,48 @@ json_object *ctl_pty_params(void)
     json_object_object_add(o, "cols", json_object_new_int((int)cols));
     json_object_object_add(o, "rows", json_object_new_int((int)rows));
     return o;
+}
+
+int ctl_process_status_of(json_object *res)
+{
+    json_object *v;
+    const char *st =
+        json_object_object_get_ex(res, "state", &v) && v ? json_object_get_string(v) : "-";
+
+    if (!strcmp(st, "running"))
+        return -1;
+    if (!strcmp(st, "lost"))
+        return 1;
+    if (json_object_object_get_ex(res, "exit_code", &v) && v)
+        return json_object_get_int(v);
+    if (json_object_object_get_ex(res, "signal", &v) && v) {
+        const char *name = json_object_get_string(v);
+
+        for (int sig = 1; sig < 65; sig++)
+            if (sigabbrev_np(sig) && strlen(name) > 3 && !strcmp(name + 3, sigabbrev_np(sig)))
+                return 128 + sig;
+    }
+    return 1;
+}
+
+int ctl_process_exit_status(struct ctl *c, const struct ctl_ops *ops, const char *id,
+                            const char *process)
+{
+    for (;;) {
+        _cleanup_json_ json_object *res = NULL;
+        json_object *p = id_params(id);
+        int r;
+
+        json_object_object_add(p, "process", json_object_new_string(process));
+
+        json_object_object_add(p, "timeout_ms", json_object_new_int(TTY_WAIT_MS));
+        r = ops->call(c, "process.wait", p, &res);
+        if (r < 0)
+            return exit_for(r);
+        r = ctl_process_status_of(res);
+        if (r >= 0)
+            return r;
+    }
 }
 
 /* One attached session. */
