@@ -122,6 +122,25 @@ def main():
             assert err["data"]["process"] == p["process"], err
             c.call("process.kill", {"id": sid, "process": p["process"]})
 
+        def sigint_reaches_the_command():
+            # The command does not inherit SIGINT ignored (a `&` launch would give it that):
+            # process.kill SIGINT ends it, with or without a terminal, and Ctrl-C on a terminal too.
+            for pty in (None, {"cols": 80, "rows": 24}):
+                prm = {"id": sid, "command": "grep SigIgn /proc/self/status; echo up; exec sleep 100"}
+                if pty:
+                    prm["pty"] = pty
+                p = c.call("process.start", prm)
+                out = read_until(c, sid, p["process"], b"up")
+                assert b"SigIgn:\t0000000000000000" in out, out
+                r = c.call("process.kill", {"id": sid, "process": p["process"], "signal": "SIGINT"})
+                assert r["state"] == "exited" and r["signal"] == "SIGINT", r
+            p = c.call("process.start", {"id": sid, "command": "echo up; exec sleep 100",
+                                         "pty": {"cols": 80, "rows": 24}})
+            read_until(c, sid, p["process"], b"up")
+            c.call("process.write", {"id": sid, "process": p["process"], "data": "\x03"})
+            r = c.call("process.wait", {"id": sid, "process": p["process"], "timeout_ms": 10000})
+            assert r["state"] == "exited" and r["signal"] == "SIGINT", r
+
         def bad_sizes():
             for pty in ({"cols": 0, "rows": 24}, {"cols": 80, "rows": 1001}, {"cols": 80},
                         {"cols": 80, "rows": 24, "x": 1}, {"cols": "80", "rows": 24}, True, None):
@@ -165,6 +184,7 @@ def main():
              ("argv, env and close on a terminal", argv_env_and_close),
              ("process.kill on a terminal", kill_on_terminal),
              ("process.resize", resize),
+             ("SIGINT reaches the command; Ctrl-C on a terminal", sigint_reaches_the_command),
              ("bad pty sizes", bad_sizes),
              ("sandboxctl start --pty", sandboxctl_start_pty),
              ("a sandbox without a terminal refuses pty", no_terminal_in_sandbox),
