@@ -150,6 +150,10 @@ static json_object *result_of(struct call *c, const struct sandbox_process_resul
         }
         return o;
     }
+    if (c->op == SANDBOX_PROCESS_RESIZE) {
+        json_object_object_add(o, "cols", json_object_new_int((int)c->pty_cols));
+        json_object_object_add(o, "rows", json_object_new_int((int)c->pty_rows));
+    }
     if (c->op == SANDBOX_PROCESS_WRITE) {
         json_object_object_add(o, "written", json_object_new_int64((int64_t)c->written));
         json_object_object_add(o, "closed", json_object_new_boolean(c->closed));
@@ -205,6 +209,10 @@ static void reply_report(struct req *r, struct call *c, enum sandbox_process_rep
         return;
     case SANDBOX_PROCESS_R_CLOSED:
         reply_error(r, RPC_BAD_STATE, "the process's stdin is closed", NULL, c->process);
+        return;
+    case SANDBOX_PROCESS_R_NO_TTY:
+        reply_error(r, RPC_BAD_STATE, "the process was started without a terminal (pty)", NULL,
+                    c->process);
         return;
     default:
         reply_error(r, RPC_SSH_ERROR, "unexpected answer from the sandbox", NULL, NULL);
@@ -423,6 +431,7 @@ struct process_target {
 SAME_TARGET(struct params_process_read);
 SAME_TARGET(struct params_process_write);
 SAME_TARGET(struct params_process_ref);
+SAME_TARGET(struct params_process_resize);
 
 /* One such method: how its params become the call's fields and the engine's call. */
 struct process_op {
@@ -466,11 +475,20 @@ static void build_kill(struct call *c, const void *params, struct sandbox_proces
     pc->signal = p->signal;
 }
 
+static void build_resize(struct call *c, const void *params, struct sandbox_process_call *pc)
+{
+    const struct params_process_resize *p = params;
+
+    c->pty_cols = pc->cols = p->cols;
+    c->pty_rows = pc->rows = p->rows;
+}
+
 static const struct process_op op_read = {SANDBOX_PROCESS_READ, build_read};
 static const struct process_op op_write = {SANDBOX_PROCESS_WRITE, build_write};
 static const struct process_op op_wait = {SANDBOX_PROCESS_WAIT, build_wait};
 static const struct process_op op_kill = {SANDBOX_PROCESS_KILL, build_kill};
 static const struct process_op op_list = {SANDBOX_PROCESS_LIST, NULL};
+static const struct process_op op_resize = {SANDBOX_PROCESS_RESIZE, build_resize};
 
 /* The handler of every such method: userdata is its struct process_op. */
 static void method_op(struct req *r, void *params, void *userdata)
@@ -515,4 +533,9 @@ void method_process_kill(struct req *r, void *params, void *userdata)
 void method_process_list(struct req *r, void *params, void *userdata)
 {
     method_op(r, params, (void *)&op_list);
+}
+
+void method_process_resize(struct req *r, void *params, void *userdata)
+{
+    method_op(r, params, (void *)&op_resize);
 }

@@ -11,3 +11,4 @@ void method_process_write(struct req *r, void *params, void *userdata);
 void method_process_wait(struct req *r, void *params, void *userdata);
 void method_process_kill(struct req *r, void *params, void *userdata);
 void method_process_list(struct req *r, void *params, void *userdata);
+void method_process_resize(struct req *r, void *params, void *userdata);

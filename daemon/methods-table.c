@@ -48,6 +48,7 @@ const struct method_def methods_table[] = {
     {"process.wait",         &params_process_wait_spec,         method_process_wait,         0},
     {"process.kill",         &params_process_kill_spec,         method_process_kill,         0},
     {"process.list",         &params_process_list_spec,         method_process_list,         0},
+    {"process.resize",       &params_process_resize_spec,       method_process_resize,       0},
     /* test hooks, SANDBOXD_TEST_HOOKS=1 only (methods-test.c, methods-obs.c) */
     {"test.sleep",           NULL,                              method_test_sleep,           TEST},
     {"test.notify",          NULL,                              method_test_notify,          TEST},

@@ -175,7 +175,8 @@
 /* doc: "`process.wait` `timeout_ms`" */
 #define PARAMS_PROCESS_TIMEOUT_MS_MAX (600 * 1000)
 #define PARAMS_PROCESS_TIMEOUT_MS_DEFAULT 30000
-/* Columns and rows, 1..1000 each. doc: "`process.start` `pty` `cols` / `rows`" */
+/* Columns and rows, 1..1000 each (process.start pty, process.resize).
+ * doc: "`process.start` `pty` `cols` / `rows`, `process.resize` `cols` / `rows`" */
 #define PARAMS_PROCESS_PTY_MAX 1000
 
 /* ---- subscriptions (daemon.subscribe) ----------------------------------------------- */

@@ -352,3 +352,28 @@ static int params_process_list_fill(json_object *params, void *at, struct params
 }
 
 PARAMS_SPEC(params_process_list, struct params_process_ref, NULL);
+
+/* ---- process.resize ---- */
+
+static int params_process_resize_fill(json_object *params, void *at, struct params_error *err)
+{
+    static const char *const allowed[] = {"id", "process", "cols", "rows", NULL};
+    struct params_process_resize *p = at;
+    int64_t cols = 0, rows = 0;
+    int r;
+
+    r = parse_ref(params, allowed, p->id, p->process, err);
+    if (r == 0 && !present(params, "cols"))
+        r = params_fail(err, "cols", "missing");
+    if (r == 0 && !present(params, "rows"))
+        r = params_fail(err, "rows", "missing");
+    if (r == 0)
+        r = get_int(params, "cols", 1, PARAMS_PROCESS_PTY_MAX, 0, &cols, err);
+    if (r == 0)
+        r = get_int(params, "rows", 1, PARAMS_PROCESS_PTY_MAX, 0, &rows, err);
+    p->cols = (unsigned)cols;
+    p->rows = (unsigned)rows;
+    return r;
+}
+
+PARAMS_SPEC(params_process_resize, struct params_process_resize, NULL);

@@ -51,6 +51,13 @@ struct params_process_ref {
                          * USR2, STOP, CONT */
 };
 
+/* process.resize: the new size of a process's terminal, 1..PARAMS_PROCESS_PTY_MAX each. */
+struct params_process_resize {
+    char id[PARAMS_ID_MAX + 1];
+    char process[PARAMS_PROCESS_ID_LEN + 1];
+    unsigned cols, rows;
+};
+
 void params_process_start_done(struct params_process_start *p);
 void params_process_write_done(struct params_process_write *p);
 
@@ -60,3 +67,4 @@ extern const struct params_spec params_process_write_spec;
 extern const struct params_spec params_process_wait_spec;
 extern const struct params_spec params_process_kill_spec;
 extern const struct params_spec params_process_list_spec;
+extern const struct params_spec params_process_resize_spec;

@@ -958,6 +958,7 @@ static const struct rpc_method_info rpc_method_table[] = {
     {"process.wait", false, &params_process_wait_spec},
     {"process.kill", false, &params_process_kill_spec},
     {"process.list", false, &params_process_list_spec},
+    {"process.resize", false, &params_process_resize_spec},
     {"sandbox.snapshot", true, NULL},
     {"sandbox.rollback", true, NULL},
 };

@@ -3,6 +3,7 @@
 #include "macro.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <json-c/json.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -127,4 +128,44 @@ int ctl_env_add(json_object *p, json_object **env, char *arg)
     *eq = '\0';
     json_object_object_add(*env, arg, json_object_new_string(eq + 1));
     return 0;
+}
+
+/* Whether the option word a (a short cluster or a long option) takes the next word as its
+ * argument. */
+static bool takes_next(const char *a, const char *shorts, const struct option *longs)
+{
+    if (a[1] == '-') {
+        size_t n = strcspn(a + 2, "=");
+
+        if (a[2 + n] == '=')
+            return false;
+        for (const struct option *o = longs; o && o->name; o++)
+            if (strlen(o->name) == n && strncmp(o->name, a + 2, n) == 0)
+                return o->has_arg == required_argument;
+        return false;
+    }
+    for (const char *k = a + 1; *k; k++) {
+        const char *s = strchr(shorts, *k);
+
+        if (s && s[1] == ':')
+            return k[1] == 0; /* -tT5000 holds its argument */
+    }
+    return false;
+}
+
+void ctl_id_first(int argc, char **argv, const char *shorts, const struct option *longs)
+{
+    for (int i = 1; i < argc; i++) {
+        char *a = argv[i];
+
+        if (strcmp(a, "--") == 0)
+            return;
+        if (a[0] != '-' || a[1] == 0) {
+            memmove(&argv[2], &argv[1], (size_t)(i - 1) * sizeof *argv);
+            argv[1] = a;
+            return;
+        }
+        if (takes_next(a, shorts, longs))
+            i++;
+    }
 }

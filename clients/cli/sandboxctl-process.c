@@ -19,7 +19,6 @@
 #include "b64.h"
 
 #define LOGS_FOLLOW_WAIT_MS 30000
-#define ATTACH_WAIT_MS 600000
 #define ATTACH_BLOCK 65536
 
 static const char *str_of(json_object *o, const char *key)
@@ -93,26 +92,6 @@ static int cmd_ps(struct ctl *c, const struct ctl_ops *ops, int argc, char **arg
     return 0;
 }
 
-/* --pty: the size of sandboxctl's own terminal (the first of stdin, stdout, stderr that is
- * one), else 80x24; at most the protocol's 1000. */
-static json_object *pty_params(void)
-{
-    struct winsize w = {.ws_col = 80, .ws_row = 24};
-    json_object *o = json_object_new_object();
-
-    for (int fd = 0; fd < 3; fd++) {
-        struct winsize t = {};
-
-        if (ioctl(fd, TIOCGWINSZ, &t) == 0 && t.ws_col > 0 && t.ws_row > 0) {
-            w = t;
-            break;
-        }
-    }
-    json_object_object_add(o, "cols", json_object_new_int(MIN((int)w.ws_col, 1000)));
-    json_object_object_add(o, "rows", json_object_new_int(MIN((int)w.ws_row, 1000)));
-    return o;
-}
-
 /* --attach: copies the two pipes the daemon writes the process's output into onto our stdout
  * and stderr until both ended (the daemon closes them once the process exited and all of its
  * output was copied). A stream we can no longer write is dropped (its pipe closed). */
@@ -148,39 +127,6 @@ static void attach_relay(int out_fd, int err_fd)
             close(from[i]);
 }
 
-/* --attach, once the output ended: the process's exit status as ours (128 + N for signal N,
- * 1 when it was lost). */
-static int attach_status(struct ctl *c, const struct ctl_ops *ops, const char *id,
-                         const char *process)
-{
-    for (;;) {
-        _cleanup_json_ json_object *res = NULL;
-        json_object *p = ref_params(id, process), *v;
-        const char *st;
-        int r;
-
-        json_object_object_add(p, "timeout_ms", json_object_new_int(ATTACH_WAIT_MS));
-        r = ops->call(c, "process.wait", p, &res);
-        if (r < 0)
-            return exit_for(r);
-        st = str_of(res, "state");
-        if (!strcmp(st, "running"))
-            continue;
-        if (!strcmp(st, "lost"))
-            return 1;
-        if (json_object_object_get_ex(res, "exit_code", &v) && v)
-            return json_object_get_int(v);
-        if (json_object_object_get_ex(res, "signal", &v) && v) {
-            const char *name = json_object_get_string(v);
-
-            for (int sig = 1; sig < 65; sig++)
-                if (sigabbrev_np(sig) && !strcmp(name + 3, sigabbrev_np(sig)))
-                    return 128 + sig;
-        }
-        return 1;
-    }
-}
-
 static int cmd_start(struct ctl *c, const struct ctl_ops *ops, int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -189,7 +135,7 @@ static int cmd_start(struct ctl *c, const struct ctl_ops *ops, int argc, char **
         {"attach", no_argument, NULL, 'a'},    {},
     };
     int out[2] = {-1, -1}, err[2] = {-1, -1}, fds[3];
-    bool attach = false;
+    bool attach = false, pty = false;
     _cleanup_json_ json_object *p = NULL, *res = NULL;
     json_object *env = NULL, *args;
     int opt, r;
@@ -200,6 +146,7 @@ static int cmd_start(struct ctl *c, const struct ctl_ops *ops, int argc, char **
                 "CMD...\n");
         return EXIT_USAGE;
     }
+    ctl_id_first(argc, argv, "+ite:C:a", opts);
     p = ref_params(argv[1], NULL);
     optind = 2;
     while ((opt = getopt_long(argc, argv, "+ite:C:a", opts, NULL)) >= 0) {
@@ -208,7 +155,8 @@ static int cmd_start(struct ctl *c, const struct ctl_ops *ops, int argc, char **
             json_object_object_add(p, "stdin", json_object_new_boolean(true));
             break;
         case 't':
-            json_object_object_add(p, "pty", pty_params());
+            json_object_object_add(p, "pty", ctl_pty_params());
+            pty = true;
             break;
         case 'e':
             if (ctl_env_add(p, &env, optarg) < 0)
@@ -232,6 +180,8 @@ static int cmd_start(struct ctl *c, const struct ctl_ops *ops, int argc, char **
     for (int i = optind; i < argc; i++)
         json_object_array_add(args, json_object_new_string(argv[i]));
     json_object_object_add(p, "argv", args);
+    if (attach && pty)
+        return ctl_tty_run(c, ops, argv[1], TAKE_PTR(p), 0);
     if (!attach) {
         r = ops->call(c, "process.start", TAKE_PTR(p), &res);
         if (r < 0)
@@ -264,7 +214,7 @@ static int cmd_start(struct ctl *c, const struct ctl_ops *ops, int argc, char **
     }
     fflush(stdout);
     attach_relay(out[0], err[0]);
-    return attach_status(c, ops, argv[1], str_of(res, "process"));
+    return ctl_process_exit_status(c, ops, argv[1], str_of(res, "process"));
 }
 
 /* Writes the data of a process.read result to fd. */
@@ -341,6 +291,8 @@ static int cmd_logs(struct ctl *c, const struct ctl_ops *ops, int argc, char **a
             return 1;
         empty = next == start;
         offset = next;
+        if (eof && follow)
+            return MAX(ctl_process_status_of(res), 0);
         if (eof || (!follow && empty))
             return 0;
     }

@@ -6,6 +6,7 @@
  * the file being written; for trees: what the local tar wrote or read). */
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include "sandboxctl.h"
+#include "sandboxctl-process.h"
 #include "json-util.h"
 #include "macro.h"
 #include "util.h"
@@ -201,18 +203,53 @@ static int tree_move(struct ctl *c, const char *id, char **argv, const char *scr
     return r;
 }
 
-static int put_tree(struct ctl *c, const char *id, const char *local, const char *remote)
+/* What put -r wrote: the tree's files, folders (its top one included), links and the bytes
+ * of its files. nftw() gives its callback no userdata. */
+static struct tree_count {
+    uint64_t files, folders, links, bytes;
+} tree_count;
+
+static int count_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+    if (type == FTW_D || type == FTW_DNR)
+        tree_count.folders++;
+    else if (type == FTW_SL || type == FTW_SLN)
+        tree_count.links++;
+    else if (type == FTW_F && S_ISREG(st->st_mode)) {
+        tree_count.files++;
+        tree_count.bytes += (uint64_t)st->st_size;
+    }
+    return 0;
+}
+
+static void put_tree_report(const char *local)
+{
+    tree_count = (struct tree_count){};
+    if (nftw(local, count_entry, 16, FTW_PHYS) < 0)
+        return;
+    fprintf(stderr, "%" PRIu64 " files, %" PRIu64 " folders, ", tree_count.files,
+            tree_count.folders);
+    if (tree_count.links)
+        fprintf(stderr, "%" PRIu64 " links, ", tree_count.links);
+    fprintf(stderr, "%" PRIu64 " bytes written\n", tree_count.bytes);
+}
+
+static int put_tree(struct ctl *c, const char *id, const char *local, const char *remote,
+                    bool quiet)
 {
     char *argv[] = {"tar", "-C", (char *)local, "-cf", "-", ".", NULL};
     struct progress pr = {.what = "put"};
     struct stat st;
+    int r;
 
     if (stat(local, &st) < 0 || !S_ISDIR(st.st_mode)) {
         fprintf(stderr, "sandboxctl: %s: not a folder\n", local);
         return 1;
     }
-    return tree_move(c, id, argv, "mkdir -p \"$1\" && exec tar -C \"$1\" -xpf -", remote, true,
-                     &pr);
+    r = tree_move(c, id, argv, "mkdir -p \"$1\" && exec tar -C \"$1\" -xpf -", remote, true, &pr);
+    if (r == 0 && !quiet && !c->json)
+        put_tree_report(local);
+    return r;
 }
 
 static int get_tree(struct ctl *c, const char *id, const char *remote, const char *local)
@@ -227,16 +264,26 @@ static int get_tree(struct ctl *c, const char *id, const char *remote, const cha
     return tree_move(c, id, argv, "exec tar -C \"$1\" -cf - .", remote, false, &pr);
 }
 
-/* put [-r] and get [-r]: argv[1] may be -r. */
-static bool take_recursive(int *argc, char ***argv)
+/* put [-r] [-q] and get [-r]: the flags before the ID, in any order (-q only when quiet is
+ * not NULL). */
+static bool take_recursive(int *argc, char ***argv, bool *quiet)
 {
-    if (*argc > 1 && strcmp((*argv)[1], "-r") == 0) {
+    bool r = false;
+
+    while (*argc > 1) {
+        const char *a = (*argv)[1];
+
+        if (strcmp(a, "-r") == 0)
+            r = true;
+        else if (quiet && (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0))
+            *quiet = true;
+        else
+            break;
         (*argv)[1] = (*argv)[0];
         (*argv)++;
         (*argc)--;
-        return true;
     }
-    return false;
+    return r;
 }
 
 /* ---- files ---- */
@@ -257,15 +304,15 @@ int cmd_put(struct ctl *c, int argc, char **argv)
     struct ctl_wait w;
     json_object *p;
     struct stat st;
-    bool tree = take_recursive(&argc, &argv);
+    bool quiet = false, tree = take_recursive(&argc, &argv, &quiet);
     int r;
 
     if (argc != 4) {
-        fprintf(stderr, "sandboxctl: put [-r] ID LOCAL|- REMOTE\n");
+        fprintf(stderr, "sandboxctl: put [-r] [-q] ID LOCAL|- REMOTE\n");
         return EXIT_USAGE;
     }
     if (tree)
-        return put_tree(c, argv[1], argv[2], argv[3]);
+        return put_tree(c, argv[1], argv[2], argv[3], quiet);
     fd = strcmp(argv[2], "-") == 0 ? fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3)
                                    : open(argv[2], O_RDONLY | O_CLOEXEC);
     if (fd < 0 || fstat(fd, &st) < 0) {
@@ -291,7 +338,7 @@ int cmd_put(struct ctl *c, int argc, char **argv)
         return exit_for(r);
     if (c->json)
         print_json(res);
-    else
+    else if (!quiet)
         print_bytes(res, "written");
     return 0;
 }
@@ -318,7 +365,7 @@ int cmd_get(struct ctl *c, int argc, char **argv)
     struct ctl_wait w;
     json_object *p;
     struct stat st;
-    bool tree = take_recursive(&argc, &argv), created = false;
+    bool tree = take_recursive(&argc, &argv, NULL), created = false;
     int r;
 
     if (argc != 3 && argc != 4) {
@@ -417,29 +464,52 @@ static void relay_drain(struct relay *rl)
     }
 }
 
-static int exec_options(int argc, char **argv, json_object *p, int64_t *ret_max)
+/* What exec's options asked for besides its params. */
+struct exec_opts {
+    int64_t max;     /* --max-output, -1: none */
+    int64_t timeout; /* --timeout, 0: none */
+    bool tty;        /* -t, --tty */
+};
+
+/* -t was --timeout's short form before it became --tty's: `-t 5000 -- CMD` is refused rather
+ * than run as the command "5000". */
+static bool old_timeout_form(int argc, char **argv, int i)
 {
-    static const struct option opts[] = {
-        {"timeout", required_argument, NULL, 't'},
-        {"env", required_argument, NULL, 'e'},
-        {"cwd", required_argument, NULL, 'C'},
-        {"max-output", required_argument, NULL, 'm'},
-        {},
-    };
+    return i + 1 < argc && argv[i][0] && strspn(argv[i], "0123456789") == strlen(argv[i]) &&
+           strcmp(argv[i + 1], "--") == 0;
+}
+
+static const struct option exec_opts[] = {
+    {"timeout", required_argument, NULL, 'T'},    {"tty", no_argument, NULL, 't'},
+    {"env", required_argument, NULL, 'e'},        {"cwd", required_argument, NULL, 'C'},
+    {"max-output", required_argument, NULL, 'm'}, {},
+};
+#define EXEC_SHORTS "+te:C:m:"
+
+static int exec_options(int argc, char **argv, json_object *p, struct exec_opts *o)
+{
     json_object *env = NULL;
     int64_t x;
     int opt;
 
     optind = 2;
-    while ((opt = getopt_long(argc, argv, "+t:e:C:m:", opts, NULL)) >= 0) {
+    while ((opt = getopt_long(argc, argv, EXEC_SHORTS, exec_opts, NULL)) >= 0) {
         switch (opt) {
-        case 't':
+        case 'T':
             if (parse_int(optarg, "--timeout", 1, INT32_MAX, &x) < 0)
                 return -EINVAL;
             json_object_object_add(p, "timeout_ms", json_object_new_int64(x));
+            o->timeout = x;
+            break;
+        case 't':
+            if (old_timeout_form(argc, argv, optind)) {
+                fprintf(stderr, "sandboxctl: exec: -t is --tty; a timeout is --timeout MS\n");
+                return -EINVAL;
+            }
+            o->tty = true;
             break;
         case 'm':
-            if (parse_int(optarg, "--max-output", 0, INT64_MAX, ret_max) < 0)
+            if (parse_int(optarg, "--max-output", 0, INT64_MAX, &o->max) < 0)
                 return -EINVAL;
             break;
         case 'e':
@@ -457,7 +527,26 @@ static int exec_options(int argc, char **argv, json_object *p, int64_t *ret_max)
         fprintf(stderr, "sandboxctl: exec: no command given\n");
         return -EINVAL;
     }
+    if (o->tty && o->max >= 0) {
+        fprintf(stderr, "sandboxctl: exec: --max-output does not go with --tty\n");
+        return -EINVAL;
+    }
     return 0;
+}
+
+static int call_fds_plain(struct ctl *c, const char *method, json_object *params, const int *fds,
+                          size_t n_fds, json_object **ret)
+{
+    return ctl_call_fds(c, method, params, fds, n_fds, NULL, ret);
+}
+
+/* exec --tty: the command as a process on a terminal, attached to ours. */
+static int exec_tty(struct ctl *c, const char *id, json_object *p, int64_t timeout)
+{
+    const struct ctl_ops ops = {.call = ctl_call, .call_fds = call_fds_plain, .json = c->json};
+
+    json_object_object_del(p, "timeout_ms");
+    return ctl_tty_run(c, &ops, id, p, timeout);
 }
 
 /* The descriptors of an exec: our stdin, and our stdout/stderr or the relay's pipes. */
@@ -504,7 +593,7 @@ int cmd_exec(struct ctl *c, int argc, char **argv)
     struct relay rl = {.fd = {-1, -1}, .cap = UINT64_MAX};
     struct ctl_wait w = {.on_fd = relay_fd, .userdata = &rl};
     json_object *args, *v;
-    int64_t max = -1;
+    struct exec_opts o = {.max = -1};
     size_t n_fds = 0;
     int fds[3], r;
 
@@ -513,15 +602,18 @@ int cmd_exec(struct ctl *c, int argc, char **argv)
                         "[--max-output BYTES] -- CMD...\n");
         return EXIT_USAGE;
     }
+    ctl_id_first(argc, argv, EXEC_SHORTS, exec_opts);
     p = id_params(argv[1]);
-    if (exec_options(argc, argv, p, &max) < 0)
+    if (exec_options(argc, argv, p, &o) < 0)
         return EXIT_USAGE;
     args = json_object_new_array();
     for (int i = optind; i < argc; i++)
         json_object_array_add(args, json_object_new_string(argv[i]));
     json_object_object_add(p, "argv", args);
-    if (max >= 0)
-        rl.cap = (uint64_t)max;
+    if (o.tty)
+        return exec_tty(c, argv[1], TAKE_PTR(p), o.timeout);
+    if (o.max >= 0)
+        rl.cap = (uint64_t)o.max;
     r = exec_fds(p, &rl, fds, &n_fds);
     if (r < 0) {
         fprintf(stderr, "sandboxctl: pipe: %s\n", strerror(-r));
@@ -542,13 +634,12 @@ int cmd_exec(struct ctl *c, int argc, char **argv)
         return exit_for(r);
     if (c->json)
         print_json(res);
-    if (rl.truncated) {
+    /* A cut is said, and the exit status stays the command's. */
+    if (rl.truncated)
         fprintf(stderr,
                 "sandboxctl: exec: output truncated at %" PRIu64 " bytes per stream "
                 "(--max-output)\n",
                 rl.cap);
-        return EXIT_TRUNCATED;
-    }
     if (json_object_object_get_ex(res, "timed_out", &v) && json_object_get_boolean(v)) {
         fprintf(stderr, "sandboxctl: exec: timed out\n");
         return 124;

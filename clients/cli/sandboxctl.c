@@ -277,10 +277,10 @@ static void usage(FILE *f)
             "                                  live; disks only grow\n"
             "  list [--all]                    your sandboxes (admins: --all)\n"
             "  show ID\n"
-            "  exec ID [--timeout MS] [--env K=V] [--cwd DIR] [--max-output BYTES] -- CMD...\n"
-            "                                  stdin forwarded, output streamed; exits with\n"
-            "                                  the command's status (125: output truncated)\n"
-            "  put [-r] ID LOCAL|- REMOTE      copy a file (-r: a folder tree) into the sandbox\n"
+            "  exec ID [-t|--tty] [--timeout MS] [--env K=V] [--cwd DIR] [--max-output BYTES]\n"
+            "       -- CMD...                  stdin forwarded, output streamed; exits with\n"
+            "                                  the command's status (-t: on a terminal)\n"
+            "  put [-r] [-q] ID LOCAL|- REMOTE copy a file (-r: a folder tree) into the sandbox\n"
             "  get [-r] ID REMOTE [LOCAL|-]    copy a file (-r: a tree) out (stdout: -)\n"
             "  ls ID PATH                      list a folder\n"
             "  stat [-L] ID PATH               describe a path (-L: follow a link)\n"
@@ -291,16 +291,18 @@ static void usage(FILE *f)
             "  renew ID TTL_S\n"
             "  destroy ID\n"
             "  ps ID                           background processes\n"
-            "  start ID [--stdin] [--pty] [-a|--attach] [--env K=V] [--cwd DIR] -- CMD...\n"
+            "  start ID [--stdin] [-t|--pty] [-a|--attach] [--env K=V] [--cwd DIR] -- CMD...\n"
             "                                  start one, print its id (-a: attach stdin/out/err,\n"
             "                                  wait, exit with its status)\n"
-            "  logs [-f] [--stderr] ID PROC    its output (-f: follow until it ends)\n"
+            "  logs [-f] [--stderr] ID PROC    its output (-f: follow until it ends, exit with\n"
+            "                                  its status)\n"
             "  kill ID PROC [SIGNAL]           signal it and its tree (default SIGKILL)\n"
             "  call METHOD [JSON]              raw call, prints the raw result\n"
             "  metrics                         daemon metrics, Prometheus text format (admins)\n"
             "  events                          print lifecycle events as they happen\n"
             "  mcp [--sandbox ID] [--default-ttl S] [--destroy-on-exit]\n"
             "                                  serve MCP (Model Context Protocol) on stdio\n\n"
+            "COMMAND --help prints that command's usage and options.\n"
             "The socket is --socket, else $SANDBOXD_SOCKET, else %s.\n",
             SANDBOXD_SOCKET_DEFAULT);
 }
@@ -437,6 +439,8 @@ int main(int argc, char **argv)
         usage(stderr);
         return EXIT_USAGE;
     }
+    if (ctl_help_wanted(argc, argv) && ctl_help(cmd) == 0)
+        return 0;
     if (sandboxd_client_new(c.socket, &c.client) < 0) {
         fprintf(stderr, "sandboxctl: out of memory\n");
         return 1;

@@ -13,8 +13,7 @@
 
 #define CTL_WAIT_FDS 2
 #define CTL_TICK_MS 200
-#define EXIT_RPC 2         /* the daemon answered with an error */
-#define EXIT_TRUNCATED 125 /* exec: output over --max-output was dropped */
+#define EXIT_RPC 2 /* the daemon answered with an error */
 #define EXIT_USAGE 64
 
 struct ctl {
@@ -51,6 +50,17 @@ json_object *id_params(const char *id);
 /* --env K=V: adds K to the "env" object of params p (*env, made on first use). -EINVAL after
  * saying why when arg has no '='. */
 int ctl_env_add(json_object *p, json_object **env, char *arg);
+
+/* sandboxctl-help.c: whether --help comes before any "--" in a command's arguments, and
+ * that command's help on stdout (-1 for a command without one). */
+bool ctl_help_wanted(int argc, char **argv);
+int ctl_help(const char *cmd);
+
+struct option;
+/* Options may come before the ID (`exec -t ID -- CMD`): moves the first word that is neither
+ * an option nor an option's argument (shorts and longs as for getopt_long) to argv[1], before
+ * any "--". */
+void ctl_id_first(int argc, char **argv, const char *shorts, const struct option *longs);
 
 /* sandboxctl-transfer.c */
 int cmd_put(struct ctl *c, int argc, char **argv);

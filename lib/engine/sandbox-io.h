@@ -194,6 +194,7 @@ enum sandbox_process_op {
     SANDBOX_PROCESS_WAIT,
     SANDBOX_PROCESS_KILL,
     SANDBOX_PROCESS_LIST,
+    SANDBOX_PROCESS_RESIZE,
 };
 
 struct sandbox_process_call {
@@ -219,6 +220,8 @@ struct sandbox_process_call {
     unsigned timeout_ms;
     /* kill: "KILL", "TERM", ... */
     const char *signal;
+    /* resize: the terminal's new size (1..1000 each) */
+    unsigned cols, rows;
 };
 
 /* What the script reported. */
@@ -232,6 +235,7 @@ enum sandbox_process_report {
     SANDBOX_PROCESS_R_NO_STDIN,  /* started without stdin (write) */
     SANDBOX_PROCESS_R_CLOSED,    /* stdin already closed (write) */
     SANDBOX_PROCESS_R_NO_PTY,    /* no terminal can be made in the sandbox (start) */
+    SANDBOX_PROCESS_R_NO_TTY,    /* the process has no terminal (resize) */
     SANDBOX_PROCESS_R_MALFORMED, /* no report line, or one that does not parse */
 };
 

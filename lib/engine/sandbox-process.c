@@ -101,6 +101,8 @@ static int build(struct proc_call *pc, const struct sandbox_process_call *c,
     case SANDBOX_PROCESS_LIST:
         run->max_output = PROCESS_LIST_OUTPUT_MAX;
         return process_script_list(&run->script);
+    case SANDBOX_PROCESS_RESIZE:
+        return process_script_resize(c->process, c->cols, c->rows, &run->script);
     }
     return -EINVAL;
 }
@@ -115,6 +117,7 @@ static const enum sandbox_process_report reports[] = {
     [PROCESS_R_NO_STDIN] = SANDBOX_PROCESS_R_NO_STDIN,
     [PROCESS_R_CLOSED] = SANDBOX_PROCESS_R_CLOSED,
     [PROCESS_R_NO_PTY] = SANDBOX_PROCESS_R_NO_PTY,
+    [PROCESS_R_NO_TTY] = SANDBOX_PROCESS_R_NO_TTY,
     [PROCESS_R_MALFORMED] = SANDBOX_PROCESS_R_MALFORMED,
 };
 

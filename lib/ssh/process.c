@@ -22,7 +22,12 @@
     "  else x=-; fi; }\n"
 #define ENTER(id) "cd \"$B/" id "\" 2>/dev/null || { echo '@ E nosuch' >&2; exit 0; }\n"
 
-/* The wrapper, in its own session with the process's folder as cwd, started without the
+/* The wrapper, in its own session with the process's folder as cwd, detached by a double
+ * setsid rather than `&`: a shell without job control starts a `&` command with SIGINT and
+ * SIGQUIT ignored, a disposition every program under it would inherit and no shell can undo
+ * (process.kill SIGINT, and Ctrl-C on a terminal, would do nothing). The first setsid makes
+ * a session leader, so the second forks (busybox and util-linux alike) and its parent returns
+ * at once. The wrapper is started without the
  * launching exec's SANDBOXD_EXEC_ID (/proc/PID/environ keeps what exec(2) got, so an `unset`
  * would not hide it from that exec's kill script):
  * $1 segment size, $2 bytes kept per stream, $3 1 when stdin is a FIFO, the rest the command.
@@ -272,7 +277,8 @@ static void script_pty_vector(struct script *s, const struct process_start_spec 
     fprintf(s->f,
             " env SANDBOXD_SHELL=\"$SHELL\" SHELL=/bin/sh TERM=xterm script -q -e -f -c "
             "'if [ -n \"$SANDBOXD_SHELL\" ]; then SHELL=$SANDBOXD_SHELL; else unset SHELL; fi; "
-            "unset SANDBOXD_SHELL; stty cols %u rows %u 2>/dev/null; . ./pty' /dev/null",
+            "unset SANDBOXD_SHELL; stty cols %u rows %u 2>/dev/null; "
+            "tty >tty.t 2>/dev/null && mv tty.t tty; . ./pty' /dev/null",
             p->pty_cols, p->pty_rows);
 }
 
@@ -339,7 +345,7 @@ int process_script_start(const struct process_start_spec *p, char **ret)
         script_pty_file(&s, p);
     fprintf(s.f,
             "export SANDBOXD_PROCESS_DIR=\"$d\" SANDBOXD_PROCESS=%s\n"
-            "env -u SANDBOXD_EXEC_ID setsid /bin/sh -c ",
+            "env -u SANDBOXD_EXEC_ID setsid setsid /bin/sh -c ",
             p->id);
     script_quote(&s, wrapper);
     fprintf(s.f, " sandboxd-process %llu %llu %d",
@@ -349,7 +355,7 @@ int process_script_start(const struct process_start_spec *p, char **ret)
         script_pty_vector(&s, p);
     else
         script_vector(&s, p);
-    fputs(" </dev/null >/dev/null 2>&1 &\necho '@ OK' >&2\n", s.f);
+    fputs(" </dev/null >/dev/null 2>&1\necho '@ OK' >&2\n", s.f);
     free(display);
     return script_finish(&s, ret);
 }
@@ -466,6 +472,27 @@ int process_script_kill(const char *id, const char *sig, char **ret)
                      "st .; done\n"
                      "echo \"@ OK 1 0 0 $x\" >&2\n",
                      sig, sig, sig, sig);
+}
+
+int process_script_resize(const char *id, unsigned cols, unsigned rows, char **ret)
+{
+    if (cols < 1 || cols > 1000 || rows < 1 || rows > 1000)
+        return -EINVAL;
+    /* A process with a terminal has its pty script; the terminal's name comes once the
+     * command started on it (up to 5 s after the start). Setting the size on the terminal
+     * (TIOCSWINSZ through stty) signals its foreground process group (SIGWINCH). */
+    return script_on(
+        id, ret,
+        "[ -e pty ] || { echo '@ E notty' >&2; exit 0; }\n"
+        "st .; [ \"$x\" = - ] || { echo '@ E exited' >&2; exit 0; }\n"
+        "t=; i=0; until read -r t 2>/dev/null <tty || [ $i -ge 500 ]; do\n"
+        "  i=$((i+1)); tk 0.01; st .; [ \"$x\" = - ] || break; done\n"
+        "case $t in /dev/*) ;; *) st .\n"
+        "  [ \"$x\" = - ] && echo '@ E notty' >&2 || echo '@ E exited' >&2; exit 0;; esac\n"
+        "stty cols %u rows %u <\"$t\" 2>/dev/null || "
+        "{ st .; [ \"$x\" = - ] && echo '@ E notty' >&2 || echo '@ E exited' >&2; exit 0; }\n"
+        "st .; echo \"@ OK 0 0 0 $x\" >&2\n",
+        cols, rows);
 }
 
 /* The attach script (process_script_attach()). Its stdin goes into the process's stdin: cat
@@ -594,6 +621,7 @@ enum process_report process_parse_report(const char *err, size_t len, uint64_t n
         {"cwd", PROCESS_R_CWD},        {"range", PROCESS_R_RANGE},
         {"exited", PROCESS_R_EXITED},  {"nostdin", PROCESS_R_NO_STDIN},
         {"closed", PROCESS_R_CLOSED},  {"nopty", PROCESS_R_NO_PTY},
+        {"notty", PROCESS_R_NO_TTY},
     };
     const char *line = NULL;
     char buf[256], word[16] = "", x[16] = "-";

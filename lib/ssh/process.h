@@ -20,6 +20,8 @@
  *   tick                  a FIFO nobody writes: `read -t` on it sleeps without a fork
  *   out.pin, err.pin      "pid index" of an attach script (process_script_attach()): while
  *                         that pid lives, segments from index on are not removed
+ *   pty, tty              with a terminal: the command's script, and the terminal's device
+ *                         (/dev/pts/N, as `tty` prints it inside) that process.resize sets
  *   exit                  the exit status as the shell reports it (128+N for signal N),
  *                         written by the wrapper once the command and everything left in its
  *                         PID namespace ended and the output was copied
@@ -93,6 +95,10 @@ int process_script_list(char **ret);
  * one of in/out/err. -EINVAL, -ENOMEM. */
 int process_script_attach(const char *id, uint64_t output_max, bool in, bool out, bool err,
                           char **ret);
+/* Sets the size of the process's terminal (1..1000 each; -EINVAL otherwise): the kernel
+ * sends SIGWINCH to the terminal's foreground process group. Reports "notty" for a process
+ * started without a terminal, "exited" once it ended. */
+int process_script_resize(const char *id, unsigned cols, unsigned rows, char **ret);
 /* True for the signal names process.kill takes, without "SIG" ("KILL", "TERM", ...). */
 bool process_signal_valid(const char *name);
 
@@ -114,6 +120,7 @@ enum process_report {
     PROCESS_R_NO_STDIN,  /* started without stdin (write) */
     PROCESS_R_CLOSED,    /* stdin already closed (write) */
     PROCESS_R_NO_PTY,    /* no terminal can be made in the sandbox (start with a pty) */
+    PROCESS_R_NO_TTY,    /* the process has no terminal (resize) */
     PROCESS_R_MALFORMED, /* no report line, or one that does not parse */
 };
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Background processes on a terminal (process.start with pty): the command sees a /dev/pts
-terminal of the requested size, process.write reaches a program reading the terminal, the
+terminal of the requested size, process.resize changes it (SIGWINCH), process.write reaches a program reading the terminal, the
 exit status and signals come through, stderr stays empty; bad sizes are refused; a sandbox
 that cannot make a terminal refuses pty with a documented error and starts nothing."""
 
@@ -93,6 +93,54 @@ def main():
             r = c.call("process.kill", {"id": sid, "process": p["process"], "signal": "SIGTERM"})
             assert r["state"] == "exited" and r["signal"] == "SIGTERM", r
 
+        def resize():
+            # process.resize sets the terminal's size and the foreground program gets SIGWINCH;
+            # bad sizes, a process without a terminal and an ended one are refused.
+            cmd = ("trap 'echo winch; stty size' WINCH; echo ready; "
+                   "while :; do l=; read -r l </dev/tty; [ \"$l\" = q ] && exit 5; done")
+            p = c.call("process.start", {"id": sid, "command": cmd, "pty": {"cols": 80, "rows": 24}})
+            proc = p["process"]
+            read_until(c, sid, proc, b"ready")
+            r = c.call("process.resize", {"id": sid, "process": proc, "cols": 132, "rows": 7})
+            assert r == {"process": proc, "cols": 132, "rows": 7, "state": "running",
+                         "exit_code": None, "signal": None}, r
+            read_until(c, sid, proc, b"winch\r\n7 132")
+            for bad, param in (({"cols": 0, "rows": 7}, "cols"), ({"cols": 80, "rows": 1001}, "rows"),
+                               ({"cols": 80}, "rows"), ({"rows": 8}, "cols"),
+                               ({"cols": "80", "rows": 8}, "cols")):
+                expect_error(c, "process.resize", {"id": sid, "process": proc, **bad}, -32602, param)
+            c.call("process.write", {"id": sid, "process": proc, "data": "q\n"})
+            r = c.call("process.wait", {"id": sid, "process": proc, "timeout_ms": 10000})
+            assert r["exit_code"] == 5, r
+            err = expect_error(c, "process.resize", {"id": sid, "process": proc, "cols": 9, "rows": 9},
+                               -32002)
+            assert err["data"]["reason"] == "the process has ended", err
+            p = c.call("process.start", {"id": sid, "command": "sleep 30"})
+            err = expect_error(c, "process.resize", {"id": sid, "process": p["process"],
+                                                     "cols": 9, "rows": 9}, -32002)
+            assert "without a terminal" in err["data"]["reason"], err
+            assert err["data"]["process"] == p["process"], err
+            c.call("process.kill", {"id": sid, "process": p["process"]})
+
+        def sigint_reaches_the_command():
+            # The command does not inherit SIGINT ignored (a `&` launch would give it that):
+            # process.kill SIGINT ends it, with or without a terminal, and Ctrl-C on a terminal too.
+            for pty in (None, {"cols": 80, "rows": 24}):
+                prm = {"id": sid, "command": "grep SigIgn /proc/self/status; echo up; exec sleep 100"}
+                if pty:
+                    prm["pty"] = pty
+                p = c.call("process.start", prm)
+                out = read_until(c, sid, p["process"], b"up")
+                assert b"SigIgn:\t0000000000000000" in out, out
+                r = c.call("process.kill", {"id": sid, "process": p["process"], "signal": "SIGINT"})
+                assert r["state"] == "exited" and r["signal"] == "SIGINT", r
+            p = c.call("process.start", {"id": sid, "command": "echo up; exec sleep 100",
+                                         "pty": {"cols": 80, "rows": 24}})
+            read_until(c, sid, p["process"], b"up")
+            c.call("process.write", {"id": sid, "process": p["process"], "data": "\x03"})
+            r = c.call("process.wait", {"id": sid, "process": p["process"], "timeout_ms": 10000})
+            assert r["state"] == "exited" and r["signal"] == "SIGINT", r
+
         def bad_sizes():
             for pty in ({"cols": 0, "rows": 24}, {"cols": 80, "rows": 1001}, {"cols": 80},
                         {"cols": 80, "rows": 24, "x": 1}, {"cols": "80", "rows": 24}, True, None):
@@ -135,6 +183,8 @@ def main():
         run([("a terminal of the requested size; input reaches the reader", terminal_size_and_input),
              ("argv, env and close on a terminal", argv_env_and_close),
              ("process.kill on a terminal", kill_on_terminal),
+             ("process.resize", resize),
+             ("SIGINT reaches the command; Ctrl-C on a terminal", sigint_reaches_the_command),
              ("bad pty sizes", bad_sizes),
              ("sandboxctl start --pty", sandboxctl_start_pty),
              ("a sandbox without a terminal refuses pty", no_terminal_in_sandbox),

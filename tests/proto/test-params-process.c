@@ -311,6 +311,42 @@ START_TEST(test_wait_kill_list)
 }
 END_TEST
 
+START_TEST(test_resize)
+{
+    struct params_process_resize p;
+    struct params_error e;
+    json_object *o = J("{\"id\":\"sb-1\",\"process\":" PR ",\"cols\":1000,\"rows\":1}");
+
+    ck_assert_int_eq(params_process_resize_spec.parse(o, &p, &e), 0);
+    ck_assert_uint_eq(p.cols, 1000);
+    ck_assert_uint_eq(p.rows, 1);
+    json_object_put(o);
+    ck_assert_int_eq(run(&params_process_resize_spec,
+                         "{\"id\":\"sb-1\",\"process\":" PR ",\"rows\":10}", "cols"),
+                     -EINVAL);
+    ck_assert_int_eq(run(&params_process_resize_spec,
+                         "{\"id\":\"sb-1\",\"process\":" PR ",\"cols\":10}", "rows"),
+                     -EINVAL);
+    ck_assert_int_eq(run(&params_process_resize_spec,
+                         "{\"id\":\"sb-1\",\"process\":" PR ",\"cols\":1001,\"rows\":10}", "cols"),
+                     -EINVAL);
+    ck_assert_int_eq(run(&params_process_resize_spec,
+                         "{\"id\":\"sb-1\",\"process\":" PR ",\"cols\":10,\"rows\":0}", "rows"),
+                     -EINVAL);
+    ck_assert_int_eq(run(&params_process_resize_spec,
+                         "{\"id\":\"sb-1\",\"process\":" PR ",\"cols\":\"80\",\"rows\":10}",
+                         "cols"),
+                     -EINVAL);
+    ck_assert_int_eq(
+        run(&params_process_resize_spec, "{\"id\":\"sb-1\",\"cols\":10,\"rows\":10}", "process"),
+        -EINVAL);
+    ck_assert_int_eq(run(&params_process_resize_spec,
+                         "{\"id\":\"sb-1\",\"process\":" PR ",\"cols\":10,\"rows\":10,\"x\":1}",
+                         "x"),
+                     -EINVAL);
+}
+END_TEST
+
 /* What the container scripts report, and the ids and scripts built for them. */
 START_TEST(test_reports)
 {
@@ -425,6 +461,7 @@ static Suite *params_process_suite(void)
     tcase_add_test(tc, test_read);
     tcase_add_test(tc, test_write);
     tcase_add_test(tc, test_wait_kill_list);
+    tcase_add_test(tc, test_resize);
     tcase_add_test(tc, test_reports);
     tcase_add_test(tc, test_start_script_fits);
     suite_add_tcase(s, tc);

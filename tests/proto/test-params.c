@@ -652,7 +652,8 @@ START_TEST(test_method_table)
                                            "process.write",
                                            "process.wait",
                                            "process.kill",
-                                           "process.list"};
+                                           "process.list",
+                                           "process.resize"};
     static const char *const planned[] = {"sandbox.snapshot", "sandbox.rollback"};
     const struct rpc_method_info *all;
     size_t n;
@@ -677,7 +678,7 @@ START_TEST(test_method_table)
     ck_assert_ptr_null(rpc_method_find(""));
     ck_assert_ptr_null(rpc_method_find(NULL));
     all = rpc_methods(&n);
-    ck_assert_uint_eq(n, 27);
+    ck_assert_uint_eq(n, 28);
     ck_assert_str_eq(all[0].name, "sandbox.create");
 }
 END_TEST
