@@ -150,6 +150,12 @@ func TestRequests(t *testing.T) {
 			result = `{"exit_code":null,"signal":"SIGKILL","timed_out":false,"stdout":"a","stderr_b64":"/w==","duration_ms":5}`
 		case methodDiscover:
 			result = `{"x-limits":{"timeout_ms_max":1000,"data_max_bytes":4}}`
+		case methodFileWrite:
+			if _, ok := req["params"].(map[string]any)["content_fd"]; ok {
+				c.Write([]byte(`{"jsonrpc":"2.0","id":1,"error":{"code":-32007,"message":"Busy","data":{"reason":"no transfer slot free"}}}` + "\n"))
+				return
+			}
+			result = `{"bytes":1}`
 		default:
 			result = `{}`
 		}
@@ -196,8 +202,25 @@ func TestRequests(t *testing.T) {
 	if p = (<-got)["params"].(map[string]any); p["timeout_ms"] != 2.0 {
 		t.Fatalf("timeout: %v", p)
 	}
-	if err := sb.WriteFile(ctx, "/f", "12345"); !IsCode(err, CodeInvalidParams) {
+	// Over data_max_bytes: through a descriptor, and when the daemon is busy,
+	// in pieces into a temporary file renamed at the end.
+	if err := sb.WriteFile(ctx, "/d/f", "12345"); err != nil {
 		t.Fatalf("over data_max_bytes: %v", err)
+	}
+	if p = (<-got)["params"].(map[string]any); p["content_fd"] != 0.0 || p["content"] != nil {
+		t.Fatalf("write through a descriptor: %v", p)
+	}
+	p = (<-got)["params"].(map[string]any)
+	tmp, _ := p["path"].(string)
+	if !strings.HasPrefix(tmp, "/d/.f.sandboxd-go-") || p["content"] != "1234" || p["offset"] != nil {
+		t.Fatalf("first piece: %v", p)
+	}
+	if p = (<-got)["params"].(map[string]any); p["path"] != tmp || p["content"] != "5" ||
+		p["offset"] != 4.0 {
+		t.Fatalf("second piece: %v", p)
+	}
+	if p = (<-got)["params"].(map[string]any); p["from"] != tmp || p["to"] != "/d/f" {
+		t.Fatalf("rename: %v", p)
 	}
 	if err := sb.WriteFile(ctx, "/f", "\x00\xfe"); err != nil {
 		t.Fatal(err)
