@@ -244,3 +244,64 @@ func TestNewManager(t *testing.T) {
 		t.Fatal("long path accepted")
 	}
 }
+
+// sandbox.create's env is sent only when set.
+func TestCreateEnv(t *testing.T) {
+	got := make(chan map[string]any, 4)
+	m := fakeDaemon(t, func(c net.Conn, req map[string]any) {
+		got <- req["params"].(map[string]any)
+		c.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{"id":"sb-1","state":"ready"}}` + "\n"))
+	})
+	ctx := context.Background()
+	if _, err := m.Create(ctx, WithSandboxEnv(map[string]string{"TOKEN": "s3cret"})); err != nil {
+		t.Fatal(err)
+	}
+	if env, _ := (<-got)["env"].(map[string]any); env["TOKEN"] != "s3cret" {
+		t.Fatalf("env not sent")
+	}
+	if _, err := m.Create(ctx, WithSandboxEnv(nil), WithHostname("h")); err != nil {
+		t.Fatal(err)
+	}
+	if p := <-got; p["env"] != nil || p["hostname"] != "h" {
+		t.Fatalf("env sent unset: %v", p)
+	}
+}
+
+// Errors are typed: errors.As gives the RPCError with its code, message and
+// data; errors.Is matches the sentinel of its code.
+func TestTypedErrors(t *testing.T) {
+	m := fakeDaemon(t, func(c net.Conn, req map[string]any) {
+		c.Write([]byte(`{"jsonrpc":"2.0","id":1,"error":{"code":-32009,"message":"File error","data":{"reason":"no such file","errno":"ENOENT","path":"/x","param":"path"}}}` + "\n"))
+	})
+	_, err := m.Status(context.Background())
+	var e *RPCError
+	if !errors.As(err, &e) || e.Code != CodeFileError || e.Message != "File error" ||
+		e.Reason() != "no such file" || e.Errno() != "ENOENT" || e.Path() != "/x" ||
+		e.Param() != "path" {
+		t.Fatalf("got %#v", err)
+	}
+	if !errors.Is(err, ErrFile) || errors.Is(err, ErrBusy) || errors.Is(err, ErrConnectionLost) {
+		t.Fatalf("errors.Is: %v", err)
+	}
+}
+
+// A streamed exec hands each exec.output to the callback, in order, text or base64.
+func TestExecStreamNotifications(t *testing.T) {
+	got := make(chan map[string]any, 1)
+	m := fakeDaemon(t, func(c net.Conn, req map[string]any) {
+		got <- req["params"].(map[string]any)
+		c.Write([]byte(`{"jsonrpc":"2.0","method":"exec.output","params":{"request_id":1,"stream":"stdout","data":"a"}}` + "\n"))
+		c.Write([]byte(`{"jsonrpc":"2.0","method":"exec.output","params":{"request_id":1,"stream":"stderr","data_b64":"/w=="}}` + "\n"))
+		c.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{"exit_code":3,"signal":null,"timed_out":false,"duration_ms":1}}` + "\n"))
+	})
+	sb := &Sandbox{m: m, info: Info{ID: "sb-1"}}
+	var chunks []OutputChunk
+	res, err := sb.ExecStream(context.Background(), "x", func(o OutputChunk) { chunks = append(chunks, o) })
+	if err != nil || res.ExitCode != 3 || len(chunks) != 2 || chunks[0] != (OutputChunk{"stdout", "a"}) ||
+		chunks[1] != (OutputChunk{"stderr", "\xff"}) {
+		t.Fatalf("%+v %v %v", res, chunks, err)
+	}
+	if p := <-got; p["stream"] != true || p["command"] != "x" {
+		t.Fatalf("request: %v", p)
+	}
+}
