@@ -111,6 +111,11 @@ func (s *Sandbox) execParams(ctx context.Context, params map[string]any,
 }
 
 func (s *Sandbox) exec(ctx context.Context, params map[string]any, o callOpts) (ExecResult, error) {
+	files, err := takeFiles(params)
+	if err != nil {
+		return ExecResult{}, err
+	}
+	o.files = append(o.files, files...)
 	var r execResultJSON
 	if err := s.m.callWith(ctx, methodExec, params, &r, o); err != nil {
 		return ExecResult{}, err

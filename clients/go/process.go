@@ -88,8 +88,13 @@ func (s *Sandbox) StartProcess(ctx context.Context, cmd string,
 	for _, o := range opts {
 		o(params)
 	}
+	files, err := takeFiles(params)
+	if err != nil {
+		return nil, err
+	}
 	var info ProcessInfo
-	if err := s.m.call(ctx, methodProcessStart, params, &info); err != nil {
+	if err := s.m.callWith(ctx, methodProcessStart, params, &info,
+		callOpts{files: files}); err != nil {
 		return nil, err
 	}
 	return &Process{sb: s, id: info.ID, info: info}, nil

@@ -305,3 +305,36 @@ func TestExecStreamNotifications(t *testing.T) {
 		t.Fatalf("request: %v", p)
 	}
 }
+
+// Descriptor options become indexes in params; the files themselves never
+// reach the JSON.
+func TestDescriptorParams(t *testing.T) {
+	got := make(chan map[string]any, 2)
+	m := fakeDaemon(t, func(c net.Conn, req map[string]any) {
+		got <- req["params"].(map[string]any)
+		c.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{"exit_code":0,"process":"pr-1","state":"running"}}` + "\n"))
+	})
+	sb := &Sandbox{m: m, info: Info{ID: "sb-1"}}
+	f, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ctx := context.Background()
+	if _, err := sb.Exec(ctx, "x", WithStderrFile(f), WithStdinFile(f)); err != nil {
+		t.Fatal(err)
+	}
+	if p := <-got; p["stdin_fd"] != 0.0 || p["stderr_fd"] != 1.0 || p["stdout_fd"] != nil ||
+		len(p) != 4 {
+		t.Fatalf("exec params: %v", p)
+	}
+	if _, err := sb.StartProcess(ctx, "x", WithProcessStdoutFile(f)); err != nil {
+		t.Fatal(err)
+	}
+	if p := <-got; p["stdout_fd"] != 0.0 || len(p) != 3 {
+		t.Fatalf("process params: %v", p)
+	}
+	if _, err := f.Stat(); err != nil {
+		t.Fatalf("the caller's file was closed: %v", err)
+	}
+}

@@ -250,3 +250,51 @@ func TestUploadDownloadDir(t *testing.T) {
 		t.Fatalf("upload of a file: %v", err)
 	}
 }
+
+// Commands and processes read and write local descriptors directly.
+func TestExecAndProcessDescriptors(t *testing.T) {
+	m := manager(t)
+	sb := create(t, m)
+	ctx := context.Background()
+	data := randomBytes(t, 3<<20)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		pw.Write(data)
+		pw.Close()
+	}()
+	out, err := os.CreateTemp(t.TempDir(), "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	res, err := sb.Exec(ctx, "sha256sum; head -c 2000000 /dev/zero >&2",
+		sandbox.WithStdinFile(pr), sandbox.WithStderrFile(out))
+	pr.Close()
+	if err != nil || res.ExitCode != 0 || !strings.HasPrefix(res.Stdout, sha(data)) || res.Stderr != "" {
+		t.Fatalf("exec: %+v %v", res, err)
+	}
+	if st, _ := out.Stat(); st.Size() != 2000000 {
+		t.Fatalf("stderr file: %d bytes", st.Size())
+	}
+
+	pr, pw, err = os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	p, err := sb.StartProcess(ctx, "echo a; sleep 0.3; echo b", sandbox.WithProcessStdoutFile(pw))
+	pw.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(pr) // ends when the process ended and the daemon closed its copy
+	if err != nil || string(got) != "a\nb\n" {
+		t.Fatalf("process stdout: %q %v", got, err)
+	}
+	if st, err := p.Wait(ctx, 10*time.Second); err != nil || st.State != "exited" {
+		t.Fatalf("wait: %+v %v", st, err)
+	}
+}
