@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Error codes of sandboxd (docs/protocol.md, "Errors").
@@ -36,10 +37,18 @@ type RPCError struct {
 	Data    map[string]any
 }
 
+// Error says the message, the code and the reason, and names the parameter
+// and the path the error is about when the reason does not already.
 func (e *RPCError) Error() string {
 	s := fmt.Sprintf("sandboxd: %s (%d)", e.Message, e.Code)
-	if r, ok := e.Data["reason"].(string); ok && r != "" {
+	r := e.Reason()
+	if r != "" {
 		s += ": " + r
+	}
+	for _, k := range []string{"param", "path"} {
+		if v := e.str(k); v != "" && !strings.Contains(r, v) {
+			s += fmt.Sprintf(" (%s %s)", k, v)
+		}
 	}
 	return s
 }

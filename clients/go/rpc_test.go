@@ -283,6 +283,16 @@ func TestTypedErrors(t *testing.T) {
 	if !errors.Is(err, ErrFile) || errors.Is(err, ErrBusy) || errors.Is(err, ErrConnectionLost) {
 		t.Fatalf("errors.Is: %v", err)
 	}
+	// The text names the subject when the reason does not.
+	want := "sandboxd: File error (-32009): no such file (param path) (path /x)"
+	if !strings.HasSuffix(err.Error(), want) {
+		t.Fatalf("text: %q", err.Error())
+	}
+	e = &RPCError{Code: CodeInvalidParams, Message: "Invalid params",
+		Data: map[string]any{"param": "ttl_s", "reason": "ttl_s: must be 1..3600"}}
+	if e.Error() != "sandboxd: Invalid params (-32602): ttl_s: must be 1..3600" {
+		t.Fatalf("text: %q", e.Error())
+	}
 }
 
 // A streamed exec hands each exec.output to the callback, in order, text or base64.
