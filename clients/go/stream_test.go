@@ -82,27 +82,20 @@ func TestProcesses(t *testing.T) {
 	m := manager(t)
 	sb := create(t, m)
 	ctx := context.Background()
-	p, err := sb.StartProcess(ctx, "read x; echo got-$x; echo $V >&2; sleep 60",
+	p, err := sb.StartProcess(ctx, "read x; echo got-$x; cat >/dev/null; echo eof; echo $V >&2; sleep 60",
 		sandbox.WithProcessStdin(), sandbox.WithProcessEnv(map[string]string{"V": "v1"}))
 	if err != nil || !strings.HasPrefix(p.ID(), "pr-") || p.Info().State != "running" ||
 		!p.Info().Stdin {
 		t.Fatalf("start: %+v %v", p, err)
 	}
-	if n, err := p.Write(ctx, "hello\n", true); err != nil || n != 6 {
+	if n, err := p.Write(ctx, "hello\n", false); err != nil || n != 6 {
 		t.Fatalf("write: %d %v", n, err)
 	}
-	var out string
-	for off := int64(0); !strings.Contains(out, "\n"); {
-		r, err := p.Read(ctx, "stdout", off, 0, 5*time.Second)
-		if err != nil || r.State != "running" {
-			t.Fatalf("read: %+v %v", r, err)
-		}
-		out += r.Data
-		off = r.NextOffset
+	off := readUntil(t, p, 0, "got-hello\n")
+	if _, err := p.Write(ctx, "", true); err != nil {
+		t.Fatalf("close: %v", err)
 	}
-	if out != "got-hello\n" {
-		t.Fatalf("stdout %q", out)
-	}
+	readUntil(t, p, off, "eof\n")
 	list, err := sb.Processes(ctx)
 	if err != nil || len(list) != 1 || list[0].ID != p.ID() || list[0].State != "running" {
 		t.Fatalf("list: %+v %v", list, err)
@@ -156,4 +149,26 @@ func TestProcesses(t *testing.T) {
 		!errors.Is(err, sandbox.ErrInvalidParams) {
 		t.Fatalf("unknown process: %v", err)
 	}
+}
+
+// readUntil reads p's stdout from offset until it holds exactly want, and
+// returns the offset after it.
+func readUntil(t *testing.T, p *sandbox.Process, offset int64, want string) int64 {
+	t.Helper()
+	var out string
+	for deadline := time.Now().Add(30 * time.Second); len(out) < len(want); {
+		if time.Now().After(deadline) {
+			t.Fatalf("stdout from %d: %q after 30 s, want %q", offset, out, want)
+		}
+		r, err := p.Read(context.Background(), "stdout", offset, 0, 5*time.Second)
+		if err != nil || r.State != "running" {
+			t.Fatalf("read: %+v %v", r, err)
+		}
+		out += r.Data
+		offset = r.NextOffset
+	}
+	if out != want {
+		t.Fatalf("stdout %q, want %q", out, want)
+	}
+	return offset
 }

@@ -290,6 +290,8 @@ func TestExecAndProcessDescriptors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	timer := time.AfterFunc(60*time.Second, func() { pr.Close() }) // no hang if it never ends
+	defer timer.Stop()
 	got, err := io.ReadAll(pr) // ends when the process ended and the daemon closed its copy
 	if err != nil || string(got) != "a\nb\n" {
 		t.Fatalf("process stdout: %q %v", got, err)

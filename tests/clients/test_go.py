@@ -50,7 +50,8 @@ def main():
             sh([go, "vet", "./..."], e)
 
         def go_test():
-            out = sh([go, "test", "-count=1", "-v", "./..."], e, timeout=400)
+            # -timeout: a hung test fails with every goroutine's stack before the 400 s limit.
+            out = sh([go, "test", "-count=1", "-v", "-timeout", "360s", "./..."], e, timeout=400)
             print("\n".join("  " + l.strip() for l in out.splitlines()
                              if l.startswith(("--- ", "ok ", "FAIL")) or " MiB: " in l))
             assert "--- SKIP" not in out, out
