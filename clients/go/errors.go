@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Error codes of sandboxd (docs/protocol.md, "Errors").
@@ -36,10 +37,18 @@ type RPCError struct {
 	Data    map[string]any
 }
 
+// Error says the message, the code and the reason, and names the parameter
+// and the path the error is about when the reason does not already.
 func (e *RPCError) Error() string {
 	s := fmt.Sprintf("sandboxd: %s (%d)", e.Message, e.Code)
-	if r, ok := e.Data["reason"].(string); ok && r != "" {
+	r := e.Reason()
+	if r != "" {
 		s += ": " + r
+	}
+	for _, k := range []string{"param", "path"} {
+		if v := e.str(k); v != "" && !strings.Contains(r, v) {
+			s += fmt.Sprintf(" (%s %s)", k, v)
+		}
 	}
 	return s
 }
@@ -64,6 +73,51 @@ func (e *RPCError) UnmarshalJSON(b []byte) error {
 		}
 	}
 	return nil
+}
+
+// Sentinels for errors.Is, one per error code: errors.Is(err, ErrBusy) holds
+// for any error wrapping an RPCError with that code, whatever its data.
+var (
+	ErrParse               = &RPCError{Code: CodeParseError, Message: "Parse error"}
+	ErrInvalidRequest      = &RPCError{Code: CodeInvalidRequest, Message: "Invalid Request"}
+	ErrMethodNotFound      = &RPCError{Code: CodeMethodNotFound, Message: "Method not found"}
+	ErrInvalidParams       = &RPCError{Code: CodeInvalidParams, Message: "Invalid params"}
+	ErrInternal            = &RPCError{Code: CodeInternalError, Message: "Internal error"}
+	ErrNoSuchSandbox       = &RPCError{Code: CodeNoSuchSandbox, Message: "No such sandbox"}
+	ErrBadState            = &RPCError{Code: CodeBadState, Message: "Bad state"}
+	ErrQuotaExceeded       = &RPCError{Code: CodeQuotaExceeded, Message: "Quota exceeded"}
+	ErrProxmox             = &RPCError{Code: CodeProxmoxError, Message: "Proxmox error"}
+	ErrSSH                 = &RPCError{Code: CodeSSHError, Message: "SSH error"}
+	ErrDeadlineExceeded    = &RPCError{Code: CodeDeadlineExceeded, Message: "Deadline exceeded"}
+	ErrBusy                = &RPCError{Code: CodeBusy, Message: "Busy"}
+	ErrPermissionDenied    = &RPCError{Code: CodePermissionDenied, Message: "Permission denied"}
+	ErrFile                = &RPCError{Code: CodeFileError, Message: "File error"}
+	ErrIdempotencyMismatch = &RPCError{Code: CodeIdempotencyMismatch, Message: "Idempotency mismatch"}
+	ErrShuttingDown        = &RPCError{Code: CodeShuttingDown, Message: "Shutting down"}
+)
+
+// Is makes errors.Is(err, ErrBusy) (any of the sentinels above, or any
+// *RPCError) match every RPCError with the same code.
+func (e *RPCError) Is(target error) bool {
+	t, ok := target.(*RPCError)
+	return ok && t.Code == e.Code
+}
+
+// Reason is Data["reason"]: why the call failed ("" when absent).
+func (e *RPCError) Reason() string { return e.str("reason") }
+
+// Param is Data["param"]: the parameter an invalid-params error names.
+func (e *RPCError) Param() string { return e.str("param") }
+
+// Errno is Data["errno"]: the errno name of a file error ("ENOENT").
+func (e *RPCError) Errno() string { return e.str("errno") }
+
+// Path is Data["path"]: the path an error is about, when it names one.
+func (e *RPCError) Path() string { return e.str("path") }
+
+func (e *RPCError) str(key string) string {
+	s, _ := e.Data[key].(string)
+	return s
 }
 
 // ErrConnectionLost: the connection to sandboxd closed before the reply came

@@ -150,6 +150,12 @@ func TestRequests(t *testing.T) {
 			result = `{"exit_code":null,"signal":"SIGKILL","timed_out":false,"stdout":"a","stderr_b64":"/w==","duration_ms":5}`
 		case methodDiscover:
 			result = `{"x-limits":{"timeout_ms_max":1000,"data_max_bytes":4}}`
+		case methodFileWrite:
+			if _, ok := req["params"].(map[string]any)["content_fd"]; ok {
+				c.Write([]byte(`{"jsonrpc":"2.0","id":1,"error":{"code":-32007,"message":"Busy","data":{"reason":"no transfer slot free"}}}` + "\n"))
+				return
+			}
+			result = `{"bytes":1}`
 		default:
 			result = `{}`
 		}
@@ -196,8 +202,25 @@ func TestRequests(t *testing.T) {
 	if p = (<-got)["params"].(map[string]any); p["timeout_ms"] != 2.0 {
 		t.Fatalf("timeout: %v", p)
 	}
-	if err := sb.WriteFile(ctx, "/f", "12345"); !IsCode(err, CodeInvalidParams) {
+	// Over data_max_bytes: through a descriptor, and when the daemon is busy,
+	// in pieces into a temporary file renamed at the end.
+	if err := sb.WriteFile(ctx, "/d/f", "12345"); err != nil {
 		t.Fatalf("over data_max_bytes: %v", err)
+	}
+	if p = (<-got)["params"].(map[string]any); p["content_fd"] != 0.0 || p["content"] != nil {
+		t.Fatalf("write through a descriptor: %v", p)
+	}
+	p = (<-got)["params"].(map[string]any)
+	tmp, _ := p["path"].(string)
+	if !strings.HasPrefix(tmp, "/d/.f.sandboxd-go-") || p["content"] != "1234" || p["offset"] != nil {
+		t.Fatalf("first piece: %v", p)
+	}
+	if p = (<-got)["params"].(map[string]any); p["path"] != tmp || p["content"] != "5" ||
+		p["offset"] != 4.0 {
+		t.Fatalf("second piece: %v", p)
+	}
+	if p = (<-got)["params"].(map[string]any); p["from"] != tmp || p["to"] != "/d/f" {
+		t.Fatalf("rename: %v", p)
 	}
 	if err := sb.WriteFile(ctx, "/f", "\x00\xfe"); err != nil {
 		t.Fatal(err)
@@ -219,5 +242,109 @@ func TestNewManager(t *testing.T) {
 	}
 	if _, err := NewManager(Config{Socket: "/" + strings.Repeat("x", 200)}); err == nil {
 		t.Fatal("long path accepted")
+	}
+}
+
+// sandbox.create's env is sent only when set.
+func TestCreateEnv(t *testing.T) {
+	got := make(chan map[string]any, 4)
+	m := fakeDaemon(t, func(c net.Conn, req map[string]any) {
+		got <- req["params"].(map[string]any)
+		c.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{"id":"sb-1","state":"ready"}}` + "\n"))
+	})
+	ctx := context.Background()
+	if _, err := m.Create(ctx, WithSandboxEnv(map[string]string{"TOKEN": "s3cret"})); err != nil {
+		t.Fatal(err)
+	}
+	if env, _ := (<-got)["env"].(map[string]any); env["TOKEN"] != "s3cret" {
+		t.Fatalf("env not sent")
+	}
+	if _, err := m.Create(ctx, WithSandboxEnv(nil), WithHostname("h")); err != nil {
+		t.Fatal(err)
+	}
+	if p := <-got; p["env"] != nil || p["hostname"] != "h" {
+		t.Fatalf("env sent unset: %v", p)
+	}
+}
+
+// Errors are typed: errors.As gives the RPCError with its code, message and
+// data; errors.Is matches the sentinel of its code.
+func TestTypedErrors(t *testing.T) {
+	m := fakeDaemon(t, func(c net.Conn, req map[string]any) {
+		c.Write([]byte(`{"jsonrpc":"2.0","id":1,"error":{"code":-32009,"message":"File error","data":{"reason":"no such file","errno":"ENOENT","path":"/x","param":"path"}}}` + "\n"))
+	})
+	_, err := m.Status(context.Background())
+	var e *RPCError
+	if !errors.As(err, &e) || e.Code != CodeFileError || e.Message != "File error" ||
+		e.Reason() != "no such file" || e.Errno() != "ENOENT" || e.Path() != "/x" ||
+		e.Param() != "path" {
+		t.Fatalf("got %#v", err)
+	}
+	if !errors.Is(err, ErrFile) || errors.Is(err, ErrBusy) || errors.Is(err, ErrConnectionLost) {
+		t.Fatalf("errors.Is: %v", err)
+	}
+	// The text names the subject when the reason does not.
+	want := "sandboxd: File error (-32009): no such file (param path) (path /x)"
+	if !strings.HasSuffix(err.Error(), want) {
+		t.Fatalf("text: %q", err.Error())
+	}
+	e = &RPCError{Code: CodeInvalidParams, Message: "Invalid params",
+		Data: map[string]any{"param": "ttl_s", "reason": "ttl_s: must be 1..3600"}}
+	if e.Error() != "sandboxd: Invalid params (-32602): ttl_s: must be 1..3600" {
+		t.Fatalf("text: %q", e.Error())
+	}
+}
+
+// A streamed exec hands each exec.output to the callback, in order, text or base64.
+func TestExecStreamNotifications(t *testing.T) {
+	got := make(chan map[string]any, 1)
+	m := fakeDaemon(t, func(c net.Conn, req map[string]any) {
+		got <- req["params"].(map[string]any)
+		c.Write([]byte(`{"jsonrpc":"2.0","method":"exec.output","params":{"request_id":1,"stream":"stdout","data":"a"}}` + "\n"))
+		c.Write([]byte(`{"jsonrpc":"2.0","method":"exec.output","params":{"request_id":1,"stream":"stderr","data_b64":"/w=="}}` + "\n"))
+		c.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{"exit_code":3,"signal":null,"timed_out":false,"duration_ms":1}}` + "\n"))
+	})
+	sb := &Sandbox{m: m, info: Info{ID: "sb-1"}}
+	var chunks []OutputChunk
+	res, err := sb.ExecStream(context.Background(), "x", func(o OutputChunk) { chunks = append(chunks, o) })
+	if err != nil || res.ExitCode != 3 || len(chunks) != 2 || chunks[0] != (OutputChunk{"stdout", "a"}) ||
+		chunks[1] != (OutputChunk{"stderr", "\xff"}) {
+		t.Fatalf("%+v %v %v", res, chunks, err)
+	}
+	if p := <-got; p["stream"] != true || p["command"] != "x" {
+		t.Fatalf("request: %v", p)
+	}
+}
+
+// Descriptor options become indexes in params; the files themselves never
+// reach the JSON.
+func TestDescriptorParams(t *testing.T) {
+	got := make(chan map[string]any, 2)
+	m := fakeDaemon(t, func(c net.Conn, req map[string]any) {
+		got <- req["params"].(map[string]any)
+		c.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{"exit_code":0,"process":"pr-1","state":"running"}}` + "\n"))
+	})
+	sb := &Sandbox{m: m, info: Info{ID: "sb-1"}}
+	f, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ctx := context.Background()
+	if _, err := sb.Exec(ctx, "x", WithStderrFile(f), WithStdinFile(f)); err != nil {
+		t.Fatal(err)
+	}
+	if p := <-got; p["stdin_fd"] != 0.0 || p["stderr_fd"] != 1.0 || p["stdout_fd"] != nil ||
+		len(p) != 4 {
+		t.Fatalf("exec params: %v", p)
+	}
+	if _, err := sb.StartProcess(ctx, "x", WithProcessStdoutFile(f)); err != nil {
+		t.Fatal(err)
+	}
+	if p := <-got; p["stdout_fd"] != 0.0 || len(p) != 3 {
+		t.Fatalf("process params: %v", p)
+	}
+	if _, err := f.Stat(); err != nil {
+		t.Fatalf("the caller's file was closed: %v", err)
 	}
 }

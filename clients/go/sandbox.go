@@ -38,12 +38,16 @@ type Config struct {
 	Socket string
 	// MaxConns bounds concurrent calls (0: 16); further calls wait their turn.
 	MaxConns int
+	// Timeout bounds each call whose context has no deadline (0: no bound).
+	// A call's own context, with a deadline, always wins.
+	Timeout time.Duration
 }
 
 // Manager creates and finds sandboxes.
 type Manager struct {
-	socket string
-	slots  chan struct{}
+	socket  string
+	slots   chan struct{}
+	timeout time.Duration
 
 	mu     sync.Mutex
 	limits map[string]any // x-limits of the daemon's OpenRPC document, once fetched
@@ -65,7 +69,7 @@ func NewManager(cfg Config) (*Manager, error) {
 	if n <= 0 {
 		n = defaultMaxConns
 	}
-	return &Manager{socket: socket, slots: make(chan struct{}, n)}, nil
+	return &Manager{socket: socket, slots: make(chan struct{}, n), timeout: cfg.Timeout}, nil
 }
 
 // Socket returns the socket path in use.
@@ -143,6 +147,17 @@ func WithLabels(l map[string]string) Option { return func(p map[string]any) { p[
 // WithIdempotencyKey makes a retried Create return the same sandbox.
 func WithIdempotencyKey(k string) Option {
 	return func(p map[string]any) { p["idempotency_key"] = k }
+}
+
+// WithSandboxEnv sets environment variables for every later command and
+// process of the sandbox (sandbox.create's env; the daemon keeps them out of
+// its logs and never returns them). Sent only when env is not nil.
+func WithSandboxEnv(env map[string]string) Option {
+	return func(p map[string]any) {
+		if env != nil {
+			p["env"] = env
+		}
+	}
 }
 
 // Info is the daemon's view of a sandbox (docs/protocol.md, "The sandbox object").
