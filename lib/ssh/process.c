@@ -424,6 +424,14 @@ static int script_on(const char *id, char **ret, const char *body, ...)
     return script_finish(&s, ret);
 }
 
+/* process.write's close: the holder goes, and once this script's descriptor closes too the
+ * command reads EOF after the data. The command must hold its end first (its shell has written
+ * cpid, after the wrapper opened `in` as its stdin; or it ended): a pipe that nobody holds
+ * loses what it buffered, and the command's later open would wait forever. */
+#define CLOSE_STDIN                                                                                \
+    "i=0; until [ -e cpid ] || [ -e exit ] || [ $i -ge 1000 ]; do i=$((i+1)); tk 0.01; done\n"     \
+    ": >in.closed; [ -n \"$h\" ] && kill \"$h\" 2>/dev/null\n"
+
 int process_script_write(const char *id, bool close, char **ret)
 {
     return script_on(id, ret,
@@ -436,10 +444,10 @@ int process_script_write(const char *id, bool close, char **ret)
                      "i=0; while [ -n \"$h\" ] && [ $i -lt 500 ]; do\n"
                      "  case $(readlink /proc/$h/fd/1 2>/dev/null) in */in) break;; esac\n"
                      "  i=$((i+1)); tk 0.01; done\n"
-                     "exec 4>&-\n"
                      "%s"
+                     "exec 4>&-\n"
                      "echo '@ OK 0 0 0 -' >&2\n",
-                     close ? ": >in.closed; [ -n \"$h\" ] && kill \"$h\" 2>/dev/null\n" : "");
+                     close ? CLOSE_STDIN : "");
 }
 
 int process_script_wait(const char *id, unsigned timeout_ms, char **ret)

@@ -114,6 +114,18 @@ def main():
             left = ps()
             assert "sleep 1001" not in left and "sleep 1002" not in left, left
 
+        def stdin_closed_at_once(c):
+            # data written and stdin closed right after the start, before the command may have
+            # opened its stdin: the data must reach it and the command must see EOF
+            for i in range(8):
+                p = c.call("process.start", {"id": sid, "command": "cat", "stdin": True})
+                c.call("process.write", {"id": sid, "process": p["process"], "data": f"v{i}\n",
+                                         "close": True})
+                w = c.call("process.wait", {"id": sid, "process": p["process"], "timeout_ms": 20000})
+                assert w["state"] == "exited" and w["exit_code"] == 0, w
+                out, _, _ = read_all(c, sid, p["process"])
+                assert out == f"v{i}\n".encode(), out
+
         def long_poll_returns_on_data(c2):
             p = c2.call("process.start", {"id": sid, "command": "read -r x; echo \"[$x]\"; sleep 1000",
                                           "stdin": True})
@@ -280,6 +292,7 @@ print(json.dumps(codes))
 
         tests = [("survives client, kill -9 and restart; nothing lost or doubled", first)]
         for name, fn in [("exit code and tree kill", exit_code_and_tree_kill),
+                         ("stdin written and closed at once after the start", stdin_closed_at_once),
                          ("long-poll returns when data arrives", long_poll_returns_on_data),
                          ("long-polls per sandbox are capped", long_polls_capped),
                          ("retention drops the oldest bytes", retention_drops_oldest),
