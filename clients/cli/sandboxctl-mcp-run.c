@@ -2,14 +2,14 @@
  * budget (--exec-budget, the `background_after_s` argument; 30 s by default, under the
  * 60 s request timeout of the usual MCP hosts) goes on in the background, and the call
  * returns its process id, the output so far and how to pick it up with process_wait
- * and process_read. One mechanism for every exec: process.start (with process.write
- * for stdin), then process.wait in slices until the process ends or the budget or
- * timeout_ms passes, reading both streams by offset after each slice into the same
- * head and tail budget as a streamed exec (sandboxctl-mcp-output.c), so a later
+ * and process_read. One mechanism for every exec: process.start (stdin, when given,
+ * first goes to a file the command reads and removes), then process.wait in slices until the
+ * process ends or the budget or timeout_ms passes, reading both streams by offset after each slice
+ * into the same head and tail budget as a streamed exec (sandboxctl-mcp-output.c), so a later
  * process_read from the offsets given loses nothing. At timeout_ms (when it comes
  * before the budget) process.kill ends the whole tree, as sandbox.exec would. An exec
- * that process.start cannot take (a command, argv, env or stdin past its limits, an
- * argument it does not know, a daemon without the process methods, or too many
+ * that process.start cannot take (a command, argv or env past its limits, an argument
+ * it does not know, a daemon without the process methods, or too many
  * processes running) runs as before with sandbox.exec and stream: true. */
 #include "macro.h"
 
@@ -31,10 +31,12 @@
 #define RUN_READ_MIN (64 * 1024)    /* bytes asked of process.read past the head */
 #define RUN_TIMEOUT_DEFAULT 60000   /* exec's timeout_ms when the document gives none */
 #define RUN_BUSY_SLEEP_MS 500u      /* before a process.wait again after -32007 */
+/* The file that holds an exec's stdin until its command opened it. */
+#define RUN_STDIN_DIR "/tmp/.sandboxd-"
 
 enum run_phase {
+    RUN_STDIN, /* file.write of stdin sent */
     RUN_START, /* process.start sent */
-    RUN_FEED,  /* process.write of stdin sent */
     RUN_WAIT,  /* process.wait sent */
     RUN_READ,  /* process.read of `stream` sent */
     RUN_KILL,  /* process.kill at timeout_ms sent */
@@ -46,7 +48,7 @@ struct mcp_run {
     enum run_phase phase;
     char *id;            /* the sandbox */
     char *process;       /* once started */
-    json_object *feed;   /* process.write params without id and process, or NULL */
+    json_object *start;  /* process.start params, until sent after the stdin file */
     uint64_t started_ms; /* monotonic */
     uint64_t budget_at;  /* when it goes on in the background */
     uint64_t timeout_at; /* when timeout_ms passes */
@@ -66,7 +68,7 @@ void mcp_run_free(struct mcp_run *run)
         return;
     free(run->id);
     free(run->process);
-    json_object_put(run->feed);
+    json_object_put(run->start);
     json_object_put(run->status);
     free(run);
 }
@@ -108,24 +110,45 @@ static bool start_takes(const char *k, json_object *v)
     return strcmp(k, "id") == 0 || strcmp(k, "cwd") == 0;
 }
 
-/* stdin or stdin_b64 for process.write ({data} or {data_b64}, close), into *feed. */
-static bool feed_takes(const char *k, json_object *v, json_object **feed)
+/* stdin or stdin_b64 as file.write params ({content} or {content_b64}) into *ret. */
+static bool stdin_takes(const char *k, json_object *v, json_object **ret)
 {
-    bool b64 = strcmp(k, "stdin_b64") == 0;
-    size_t n;
-
-    if (*feed || !json_object_is_type(v, json_type_string))
+    if (*ret || !json_object_is_type(v, json_type_string))
         return false; /* both, or not text: sandbox.exec says what is wrong */
-    n = (size_t)json_object_get_string_len(v);
-    if ((b64 ? b64_decoded_size(json_object_get_string(v), n) : n) > PARAMS_PROCESS_WRITE_MAX)
-        return false;
-    *feed = json_object_new_object();
-    json_object_object_add(*feed, b64 ? "data_b64" : "data", json_object_get(v));
-    json_object_object_add(*feed, "close", json_object_new_boolean(true));
+    *ret = json_object_new_object();
+    json_object_object_add(*ret, strcmp(k, "stdin_b64") == 0 ? "content_b64" : "content",
+                           json_object_get(v));
+    json_object_object_add(*ret, "mode", json_object_new_string("0600"));
     return true;
 }
 
-static bool methods_offered(json_object *doc, bool feed)
+/* The command of start made to read the file `path` as its stdin, and remove it first;
+ * false when it no longer fits process.start's limits. */
+static bool stdin_wrap(json_object *start, const char *path)
+{
+    _cleanup_free_ char *s = NULL;
+    json_object *v, *argv;
+
+    if (json_object_object_get_ex(start, "command", &v)) {
+        if (asprintf(&s, "exec <%s; rm -f %s\n%s", path, path, json_object_get_string(v)) < 0)
+            return false;
+        json_object_object_add(start, "command", json_object_new_string(s));
+        return strlen(s) <= PARAMS_PROCESS_COMMAND_MAX;
+    }
+    if (!json_object_object_get_ex(start, "argv", &v) || !json_object_is_type(v, json_type_array))
+        return false;
+    argv = json_object_new_array();
+    json_object_array_add(argv, json_object_new_string("/bin/sh"));
+    json_object_array_add(argv, json_object_new_string("-c"));
+    json_object_array_add(argv, json_object_new_string("exec <\"$0\"; rm -f \"$0\"; exec \"$@\""));
+    json_object_array_add(argv, json_object_new_string(path));
+    for (size_t i = 0; i < json_object_array_length(v); i++)
+        json_object_array_add(argv, json_object_get(json_object_array_get_idx(v, i)));
+    json_object_object_add(start, "argv", argv);
+    return strings_bytes(argv, false) <= PARAMS_PROCESS_ARGV_BYTES_MAX;
+}
+
+static bool methods_offered(json_object *doc, bool with_stdin)
 {
     static const char *const methods[] = {"process.start", "process.wait", "process.read",
                                           "process.kill"};
@@ -133,7 +156,7 @@ static bool methods_offered(json_object *doc, bool feed)
     for (size_t i = 0; i < ELEMENTSOF(methods); i++)
         if (!mcp_doc_has_method(doc, methods[i]))
             return false;
-    return !feed || mcp_doc_has_method(doc, "process.write");
+    return !with_stdin || mcp_doc_has_method(doc, "file.write");
 }
 
 /* timeout_ms as exec takes it: the document's range and default. */
@@ -156,11 +179,24 @@ static bool timeout_takes(json_object *doc, json_object *v, int64_t *ret)
     return true;
 }
 
+/* With stdin: the file.write of it (id and path added), and start reading it. */
+static bool stdin_setup(json_object *start, json_object *write)
+{
+    char rnd[ID_MAX + 1], path[sizeof RUN_STDIN_DIR + ID_MAX];
+
+    if (id_random(rnd, sizeof rnd, "mcp-stdin-") < 0)
+        return false;
+    snprintf(path, sizeof path, RUN_STDIN_DIR "%s", rnd);
+    json_object_object_add(write, "id", json_object_get(json_object_object_get(start, "id")));
+    json_object_object_add(write, "path", json_object_new_string(path));
+    return stdin_wrap(start, path);
+}
+
 struct mcp_run *mcp_run_new(const struct mcp_run_io *io, json_object *doc,
                             const struct mcp_cfg *cfg, json_object *args, json_object *params,
-                            json_object **ret_start)
+                            const char **ret_method, json_object **ret_params)
 {
-    _cleanup_json_ json_object *start = json_object_new_object(), *feed = NULL;
+    _cleanup_json_ json_object *start = json_object_new_object(), *write = NULL;
     json_object *timeout = NULL, *b;
     struct mcp_run *run;
     int64_t timeout_ms,
@@ -175,32 +211,38 @@ struct mcp_run *mcp_run_new(const struct mcp_run_io *io, json_object *doc,
         if (strcmp(k, "timeout_ms") == 0)
             timeout = v;
         else if (strcmp(k, "stdin") == 0 || strcmp(k, "stdin_b64") == 0) {
-            if (!feed_takes(k, v, &feed))
+            if (!stdin_takes(k, v, &write))
                 return NULL;
         } else if (start_takes(k, v))
             json_object_object_add(start, k, json_object_get(v));
         else
             return NULL;
     }
-    if (!json_object_object_get_ex(start, "id", NULL) || !methods_offered(doc, feed != NULL) ||
-        !timeout_takes(doc, timeout, &timeout_ms))
+    if (!json_object_object_get_ex(start, "id", NULL) || !methods_offered(doc, write != NULL) ||
+        !timeout_takes(doc, timeout, &timeout_ms) || (write && !stdin_setup(start, write)))
         return NULL;
     if (json_object_object_get_ex(args, "background_after_s", &b) &&
         json_object_is_type(b, json_type_int))
         budget_s = json_object_get_int64(b);
-    if (feed)
-        json_object_object_add(start, "stdin", json_object_new_boolean(true));
     run = calloc(1, sizeof *run);
     if (!run || !(run->id = strdup(json_object_get_string(json_object_object_get(start, "id"))))) {
         free(run);
         return NULL;
     }
     run->io = io;
-    run->feed = TAKE_PTR(feed);
     run->started_ms = now_monotonic_ms();
     run->budget_at = run->started_ms + (uint64_t)budget_s * 1000u;
     run->timeout_at = run->started_ms + (uint64_t)timeout_ms;
-    *ret_start = TAKE_PTR(start);
+    if (write) {
+        run->phase = RUN_STDIN;
+        run->start = TAKE_PTR(start);
+        *ret_method = "file.write";
+        *ret_params = TAKE_PTR(write);
+    } else {
+        run->phase = RUN_START;
+        *ret_method = "process.start";
+        *ret_params = TAKE_PTR(start);
+    }
     return run;
 }
 
@@ -516,13 +558,16 @@ int mcp_run_step(struct mcp *m, struct pending *p, json_object *result, json_obj
         }
     }
     if (p->cancelled) /* no answer: the command ends as sandbox.exec's would */
-        return run->phase == RUN_REAP ? 0 : run_kill(m, p, RUN_REAP);
+        return run->phase == RUN_REAP || !run->process ? 0 : run_kill(m, p, RUN_REAP);
     switch (run->phase) {
+    case RUN_STDIN:
+        run->phase = RUN_START;
+        if (run->io->send(m, "process.start", TAKE_PTR(run->start), p) < 0) {
+            run->io->fail(m, p, false, "cannot send process.start");
+            return 0;
+        }
+        return 1;
     case RUN_START:
-        if (run->feed)
-            return run_send(m, p, RUN_FEED, "process.write", json_object_get(run->feed));
-        return run_wait(m, p);
-    case RUN_FEED:
         return run_wait(m, p);
     case RUN_WAIT:
     case RUN_KILL:

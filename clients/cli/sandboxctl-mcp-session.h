@@ -80,11 +80,11 @@ struct mcp_run_io {
 };
 
 /* The exec driver (sandboxctl-mcp-run.c). mcp_run_new() decides whether p (an exec whose
- * params are ready) runs as a background process, and then returns its state with the
- * process.start params in *ret_start; NULL: sandbox.exec takes the call. */
+ * params are ready) runs as a background process, and then returns its state with its
+ * first request in *ret_method and *ret_params; NULL: sandbox.exec takes the call. */
 struct mcp_run *mcp_run_new(const struct mcp_run_io *io, json_object *doc,
                             const struct mcp_cfg *cfg, json_object *args, json_object *params,
-                            json_object **ret_start);
+                            const char **ret_method, json_object **ret_params);
 void mcp_run_free(struct mcp_run *run);
 /* The next step of p->run after a daemon reply (result or err). Returns 1 when another
  * request went out for p, 0 when p is answered and done. */

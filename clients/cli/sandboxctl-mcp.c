@@ -476,11 +476,12 @@ static void tool_call(struct mcp *m, struct rpc_call *c, struct rpc_batch *b)
         return;
     }
     if (t->flags & TOOL_CAPTURES) {
-        json_object *start = NULL;
+        json_object *first = NULL;
+        const char *method = NULL;
 
-        p->run = mcp_run_new(&run_io, m->doc, &m->cfg, args, params, &start);
+        p->run = mcp_run_new(&run_io, m->doc, &m->cfg, args, params, &method, &first);
         if (p->run)
-            r = dconn_send(m, "process.start", start, p);
+            r = dconn_send(m, method, first, p);
         else
             r = dconn_send(m, t->method, TAKE_PTR(params), p);
     } else

@@ -188,10 +188,24 @@ def main():
                 assert r["structuredContent"]["exit_code"] == 4, r
                 r = b.ok("process_read", {"id": i, "process": x["process"], "offset": 6})
                 assert r["structuredContent"]["data"] == "late\n", r  # nothing lost or repeated
-                # A fast command still answers directly.
-                r = b.ok("exec", {"id": i, "command": "echo quick; exit 2"})
+                # A fast command still answers directly, with stdin it does not read too.
+                r = b.ok("exec", {"id": i, "command": "echo quick; exit 2", "stdin": "unread"})
                 assert r["structuredContent"]["exit_code"] == 2 and text(r).endswith(
                     "--- stdout ---\nquick"), r
+                # stdin reaches the command whole, also where it reads only part of it.
+                t0 = time.time()
+                r = b.ok("exec", {"id": i, "command": "head -c 3; echo; exit 5",
+                                  "stdin": "y" * 300000})
+                assert r["structuredContent"]["exit_code"] == 5, r
+                assert text(r).endswith("--- stdout ---\nyyy"), text(r)
+                assert time.time() - t0 < 5, time.time() - t0
+                r = b.ok("exec", {"id": i, "command": "wc -c", "stdin": "z" * 3000000})
+                assert text(r).endswith("--- stdout ---\n3000000"), text(r)
+                r = b.ok("exec", {"id": i, "argv": ["wc", "-c"],
+                                  "stdin_b64": base64.b64encode(b"\0\1\2").decode()})
+                assert text(r).endswith("--- stdout ---\n3"), text(r)
+                r = b.ok("exec", {"id": i, "command": "ls /tmp/.sandboxd-mcp-* 2>/dev/null | wc -l"})
+                assert text(r).endswith("--- stdout ---\n0"), text(r)  # stdin files removed
                 # timeout_ms before the budget still kills the whole tree.
                 r = b.ok("exec", {"id": i, "command": "(sleep 3; touch /tmp/bg-left) & sleep 8",
                                   "timeout_ms": 1000})
