@@ -357,13 +357,16 @@ def main():
                 "text"], m
 
         def cancel():
-            i = s.send("tools/call", {"name": "exec", "arguments": {"id": st["id"],
-                                                                     "command": "sleep 1"}})
+            i = s.send("tools/call", {"name": "exec", "arguments": {
+                "id": st["id"], "command": "sleep 2; touch /tmp/cancelled-ran"}})
             s.send("notifications/cancelled", {"requestId": i, "reason": "test"}, notify=True)
             assert s.request("ping") == {}
-            time.sleep(1.5)
+            time.sleep(3)
             assert s.request("ping") == {}
             assert i not in s.replies, s.replies[i]
+            # The cancelled command was killed.
+            r = s.ok("exec", {"id": st["id"], "command": "ls /tmp/cancelled-ran 2>&1; true"})
+            assert "No such file" in text(r), text(r)
 
         def idle_close_and_restart():
             time.sleep(IDLE_MS / 1000 * 1.5)  # the daemon closes the idle connection
