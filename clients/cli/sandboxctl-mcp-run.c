@@ -41,6 +41,7 @@ enum run_phase {
     RUN_READ,  /* process.read of `stream` sent */
     RUN_KILL,  /* process.kill at timeout_ms sent */
     RUN_REAP,  /* process.kill for a cancelled call sent: no answer */
+    RUN_CLEAN, /* file.remove of the stdin file of a command that did not start sent */
 };
 
 struct mcp_run {
@@ -49,6 +50,8 @@ struct mcp_run {
     char *id;            /* the sandbox */
     char *process;       /* once started */
     json_object *start;  /* process.start params, until sent after the stdin file */
+    char *stdin_path;    /* the stdin file, until the command started */
+    json_object *error;  /* RUN_CLEAN: process.start's error */
     uint64_t started_ms; /* monotonic */
     uint64_t budget_at;  /* when it goes on in the background */
     uint64_t timeout_at; /* when timeout_ms passes */
@@ -69,6 +72,8 @@ void mcp_run_free(struct mcp_run *run)
     free(run->id);
     free(run->process);
     json_object_put(run->start);
+    free(run->stdin_path);
+    json_object_put(run->error);
     json_object_put(run->status);
     free(run);
 }
@@ -234,6 +239,11 @@ struct mcp_run *mcp_run_new(const struct mcp_run_io *io, json_object *doc,
     run->budget_at = run->started_ms + (uint64_t)budget_s * 1000u;
     run->timeout_at = run->started_ms + (uint64_t)timeout_ms;
     if (write) {
+        run->stdin_path = strdup(json_object_get_string(json_object_object_get(write, "path")));
+        if (!run->stdin_path) {
+            mcp_run_free(run);
+            return NULL;
+        }
         run->phase = RUN_STDIN;
         run->start = TAKE_PTR(start);
         *ret_method = "file.write";
@@ -519,6 +529,19 @@ static int run_error(struct mcp *m, struct pending *p, json_object *err)
 
     if (run->phase == RUN_REAP)
         return 0;
+    if (run->phase == RUN_START && run->stdin_path) {
+        /* The command did not start: its stdin file goes first, then the error. */
+        json_object *params = json_object_new_object();
+
+        json_object_object_add(params, "id", json_object_new_string(run->id));
+        json_object_object_add(params, "path", json_object_new_string(run->stdin_path));
+        run->error = json_object_get(err);
+        run->phase = RUN_CLEAN;
+        if (io->send(m, "file.remove", params, p) >= 0)
+            return 1;
+        run->phase = RUN_START;
+        json_object_put(TAKE_PTR(run->error));
+    }
     if (run->phase == RUN_START && json_object_object_get_ex(err, "code", &code) &&
         json_object_get_int(code) == RPC_QUOTA_EXCEEDED) {
         /* Too many processes running: sandbox.exec runs it, without a budget. */
@@ -548,9 +571,17 @@ int mcp_run_step(struct mcp *m, struct pending *p, json_object *result, json_obj
     struct mcp_run *run = p->run;
     const char *process;
 
+    if (run->phase == RUN_CLEAN) { /* removed or not: process.start's error now */
+        _cleanup_json_ json_object *start_err = TAKE_PTR(run->error);
+
+        free(TAKE_PTR(run->stdin_path));
+        run->phase = RUN_START;
+        return run_error(m, p, start_err);
+    }
     if (err)
         return run_error(m, p, err);
     if (run->phase == RUN_START) {
+        free(TAKE_PTR(run->stdin_path)); /* the command removes it */
         process = json_object_get_string(json_object_object_get(result, "process"));
         if (!process || !(run->process = strdup(process))) {
             run->io->fail(m, p, true, "process.start returned no process");
@@ -581,6 +612,7 @@ int mcp_run_step(struct mcp *m, struct pending *p, json_object *result, json_obj
         run_add(m, p, result);
         return run_read(m, p);
     case RUN_REAP:
+    case RUN_CLEAN:
         break;
     }
     return 0;

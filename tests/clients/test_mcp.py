@@ -204,6 +204,8 @@ def main():
                 r = b.ok("exec", {"id": i, "argv": ["wc", "-c"],
                                   "stdin_b64": base64.b64encode(b"\0\1\2").decode()})
                 assert text(r).endswith("--- stdout ---\n3"), text(r)
+                t = b.fails("exec", {"id": i, "command": "cat", "stdin": "x", "cwd": "/nope"})
+                assert "`cwd`" in t and "exec again" in t, t
                 r = b.ok("exec", {"id": i, "command": "ls /tmp/.sandboxd-mcp-* 2>/dev/null | wc -l"})
                 assert text(r).endswith("--- stdout ---\n0"), text(r)  # stdin files removed
                 # timeout_ms before the budget still kills the whole tree.
