@@ -588,6 +588,14 @@ int mcp_run_step(struct mcp *m, struct pending *p, json_object *result, json_obj
             return 0;
         }
     }
+    if (p->cancelled && run->phase == RUN_STDIN) { /* no answer, no command: no file */
+        json_object *params = json_object_new_object();
+
+        json_object_object_add(params, "id", json_object_new_string(run->id));
+        json_object_object_add(params, "path", json_object_new_string(run->stdin_path));
+        run->phase = RUN_REAP;
+        return run->io->send(m, "file.remove", params, p) >= 0 ? 1 : 0;
+    }
     if (p->cancelled) /* no answer: the command ends as sandbox.exec's would */
         return run->phase == RUN_REAP || !run->process ? 0 : run_kill(m, p, RUN_REAP);
     switch (run->phase) {
