@@ -3,14 +3,14 @@
  * 60 s request timeout of the usual MCP hosts) goes on in the background, and the call
  * returns its process id, the output so far and how to pick it up with process_wait
  * and process_read. One mechanism for every exec: process.start (stdin, when given,
- * first goes to a file the command reads and removes), then process.wait in slices until the
- * process ends or the budget or timeout_ms passes, reading both streams by offset after each slice
- * into the same head and tail budget as a streamed exec (sandboxctl-mcp-output.c), so a later
- * process_read from the offsets given loses nothing. At timeout_ms (when it comes
- * before the budget) process.kill ends the whole tree, as sandbox.exec would. An exec
- * that process.start cannot take (a command, argv or env past its limits, an argument
- * it does not know, a daemon without the process methods, or too many
- * processes running) runs as before with sandbox.exec and stream: true. */
+ * first goes to a file that the command reads and removes), then process.wait in
+ * slices until the process ends or the budget or timeout_ms passes, reading both
+ * streams by offset after each slice into the same head and tail budget as a streamed
+ * exec (sandboxctl-mcp-output.c), so that a later process_read from the offsets given
+ * loses nothing. At timeout_ms (when it comes before the budget) process.kill ends the
+ * whole tree, as sandbox.exec would. An exec that process.start cannot take (a command,
+ * argv or env past its limits, both stdin forms, a daemon without the process methods,
+ * or too many processes running) runs as before with sandbox.exec and stream: true. */
 #include "macro.h"
 
 #include <errno.h>
