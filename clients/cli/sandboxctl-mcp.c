@@ -514,11 +514,15 @@ static json_object *initialize_result(struct mcp *m)
             m->cfg.pinned
                 ? "These tools work in one Linux sandbox (an isolated container) that was "
                   "prepared for you: run commands in it with exec, and write and read its "
-                  "files with write_file and read_file."
+                  "files with write_file and read_file. A long command goes on in the "
+                  "background: exec then returns its process id for process_wait and "
+                  "process_read."
                 : "These tools give you disposable Linux sandboxes (isolated containers). Make "
                   "one with sandbox_create, then run commands with exec and write and read files "
                   "with write_file and read_file, passing the sandbox's id. Outbound internet is "
-                  "off unless you ask for it. Call sandbox_destroy when you are done."));
+                  "off unless you ask for it. A long command goes on in the background: exec "
+                  "then returns its process id for process_wait and process_read. Call "
+                  "sandbox_destroy when you are done."));
     return res;
 }
 
