@@ -77,6 +77,26 @@ static void stream_add(struct mcp_stream *s, const char *data, size_t n)
     s->total += (int64_t)n;
 }
 
+void mcp_output_add_bytes(struct mcp_output *out, unsigned i, const char *data, size_t n)
+{
+    if (out->streams[0].head && i < ELEMENTSOF(out->streams))
+        stream_add(&out->streams[i], data, n);
+}
+
+void mcp_output_skip(struct mcp_output *out, unsigned i, int64_t n)
+{
+    struct mcp_stream *s;
+
+    if (i >= ELEMENTSOF(out->streams) || !out->streams[i].head || n <= 0)
+        return;
+    s = &out->streams[i];
+    /* A head that was not whole yet shows the bytes it misses as '?'. */
+    if ((uint64_t)s->total < s->cap)
+        memset(s->head + s->total, '?',
+               (size_t)MIN((uint64_t)n, (uint64_t)s->cap - (uint64_t)s->total));
+    s->total += n; /* the ring is refilled by the bytes added next */
+}
+
 void mcp_output_add(struct mcp_output *out, json_object *params)
 {
     json_object *stream, *data;

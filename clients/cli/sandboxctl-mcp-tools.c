@@ -34,11 +34,9 @@ static void render_fields(FILE *f, json_object *result, json_object *args);
 static const struct mcp_tool tools[] = {
     {"sandbox_create", "sandbox.create", "Create a sandbox",
      "Create a Linux sandbox (an isolated container); pass its id to the other tools. "
-     "Internet is off unless internet is true. It is destroyed when its lease (ttl_s) ends; "
-     "call sandbox_destroy when done.",
+     "Internet is off unless internet is true. It is destroyed when its lease (ttl_s) ends.",
      TOOL_UNPINNED | TOOL_CREATES | TOOL_OPEN_WORLD, "", render_created},
-    {"sandbox_list", "sandbox.list", "List sandboxes",
-     "List your sandboxes: id, state, IP, internet, expiry.",
+    {"sandbox_list", "sandbox.list", "List sandboxes", "List your sandboxes.",
      TOOL_UNPINNED | TOOL_READ_ONLY | TOOL_IDEMPOTENT, "", render_list},
     {"sandbox_destroy", "sandbox.destroy", "Destroy a sandbox",
      "Delete a sandbox with everything in it.",
@@ -47,13 +45,14 @@ static const struct mcp_tool tools[] = {
      "Set a sandbox's lease to ttl_s seconds from now.", TOOL_TAKES_ID | TOOL_IDEMPOTENT, "",
      render_sandbox},
     {"sandbox_set_internet", "sandbox.set_internet", "Switch internet access",
-     "Allow or block outbound internet (HTTP, HTTPS, DNS). Takes effect within about 10 s; "
-     "wait: true returns once it is confirmed.",
+     "Allow or block outbound HTTP, HTTPS and DNS; applies within about 10 s (wait: true "
+     "waits for it).",
      TOOL_TAKES_ID | TOOL_IDEMPOTENT | TOOL_OPEN_WORLD, "", render_sandbox},
     {"exec", "sandbox.exec", "Run a command",
-     "Run a command and wait for it to end. Returns the exit code and output; long output "
-     "keeps its start and end (max_output bytes) and says what was cut. After timeout_ms all "
-     "it started is killed. Runs as root in the home folder.",
+     "Run a command; returns its exit code and output (long output: its start and end, "
+     "max_output bytes). timeout_ms kills all it started. One still running after "
+     "background_after_s goes on in the background: you get its process id for process_wait "
+     "and process_read. Runs as root in the home folder.",
      TOOL_TAKES_ID | TOOL_DESTRUCTIVE | TOOL_OPEN_WORLD | TOOL_CAPTURES,
      "stream stdin_fd stdout_fd stderr_fd max_output_bytes ", render_exec},
     {"write_file", "file.write", "Write a file",
@@ -64,7 +63,7 @@ static const struct mcp_tool tools[] = {
      "length).",
      TOOL_TAKES_ID | TOOL_READ_ONLY | TOOL_IDEMPOTENT, "", render_read},
     {"list_files", "file.list", "List a folder",
-     "List a folder: name, type, size, mode and modification time of each entry.",
+     "List a folder's entries: name, type, size, mode, mtime.",
      TOOL_TAKES_ID | TOOL_READ_ONLY | TOOL_IDEMPOTENT, "", render_entries},
     {"stat_path", "file.stat", "Describe a path",
      "Type, size, mode and modification time of a path.",
@@ -253,6 +252,43 @@ static json_object *output_budget_schema(const struct mcp_cfg *cfg)
     return s;
 }
 
+/* The `background_after_s` argument of a TOOL_CAPTURES tool (not a daemon param). */
+static json_object *exec_budget_schema(const struct mcp_cfg *cfg)
+{
+    json_object *s = json_object_new_object();
+
+    json_object_object_add(s, "type", json_object_new_string("integer"));
+    json_object_object_add(s, "default",
+                           json_object_new_int64(cfg->exec_budget_s > 0 ? cfg->exec_budget_s
+                                                                        : MCP_EXEC_BUDGET_DEFAULT));
+    json_object_object_add(s, "description",
+                           json_object_new_string("seconds to wait; then it runs on in the "
+                                                  "background"));
+    return s;
+}
+
+static bool method_has_param(json_object *doc, const char *method, const char *name);
+
+/* sandbox_create's `env` while the daemon's document does not list it: the same schema
+ * as exec's, passed on as it is (an older daemon refuses it, naming it). */
+static bool create_env(const struct mcp_tool *t, json_object *doc, const char *name)
+{
+    return (t->flags & TOOL_CREATES) && strcmp(name, "env") == 0 &&
+           !method_has_param(doc, t->method, "env");
+}
+
+static json_object *create_env_schema(void)
+{
+    json_object *s = json_object_new_object(), *v = json_object_new_object();
+
+    json_object_object_add(v, "type", json_object_new_string("string"));
+    json_object_object_add(s, "type", json_object_new_string("object"));
+    json_object_object_add(s, "additionalProperties", v);
+    json_object_object_add(s, "description",
+                           json_object_new_string("environment variables of every command"));
+    return s;
+}
+
 static json_object *tool_input_schema(const struct mcp_tool *t, json_object *doc,
                                       const struct mcp_cfg *cfg)
 {
@@ -284,8 +320,12 @@ static json_object *tool_input_schema(const struct mcp_tool *t, json_object *doc
         if (jbool(p, "required"))
             json_object_array_add(required, json_object_new_string(name));
     }
-    if (t->flags & TOOL_CAPTURES)
+    if (t->flags & TOOL_CAPTURES) {
         json_object_object_add(props, "max_output", output_budget_schema(cfg));
+        json_object_object_add(props, "background_after_s", exec_budget_schema(cfg));
+    }
+    if (create_env(t, doc, "env"))
+        json_object_object_add(props, "env", create_env_schema());
     json_object_object_add(schema, "type", json_object_new_string("object"));
     json_object_object_add(schema, "properties", props);
     if (json_object_array_length(required) > 0)
@@ -411,6 +451,28 @@ static bool method_has_param(json_object *doc, const char *method, const char *n
     return false;
 }
 
+json_object *mcp_doc_param_schema(json_object *doc, const char *method, const char *name)
+{
+    json_object *params = NULL, *schema;
+
+    json_object_object_get_ex(doc_method(doc, method), "params", &params);
+    for (size_t i = 0;
+         json_object_is_type(params, json_type_array) && i < json_object_array_length(params);
+         i++) {
+        json_object *p = json_object_array_get_idx(params, i);
+        const char *n = jstr(p, "name");
+
+        if (n && strcmp(n, name) == 0)
+            return json_object_object_get_ex(p, "schema", &schema) ? schema : NULL;
+    }
+    return NULL;
+}
+
+bool mcp_doc_has_method(json_object *doc, const char *method)
+{
+    return doc_method(doc, method) != NULL;
+}
+
 /* The schema maximum of the method's param `name`, else def. */
 static int64_t param_maximum(json_object *doc, const char *method, const char *name, int64_t def)
 {
@@ -457,7 +519,19 @@ int mcp_tool_params(const struct mcp_tool *t, json_object *doc, const struct mcp
             }
             continue;
         }
-        if (!tool_takes(t, cfg, k) || !method_has_param(doc, t->method, k)) {
+        if ((t->flags & TOOL_CAPTURES) && strcmp(k, "background_after_s") == 0) {
+            if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 1 ||
+                json_object_get_int64(v) > MCP_EXEC_BUDGET_MAX) {
+                *ret_problem = problem_new("Invalid argument `background_after_s`: give a "
+                                           "number of seconds from 1 to %d. Correct it and "
+                                           "call %s again.",
+                                           MCP_EXEC_BUDGET_MAX, t->name);
+                return -EINVAL;
+            }
+            continue;
+        }
+        if (!tool_takes(t, cfg, k) ||
+            !(method_has_param(doc, t->method, k) || create_env(t, doc, k))) {
             _cleanup_free_ char *names = tool_arg_names(t, doc, cfg);
 
             *ret_problem = problem_new("`%s` is not an argument of %s. It takes: %s. Call it "
@@ -720,7 +794,22 @@ static void render_destroyed(FILE *f, json_object *result, json_object *args)
 /* The status line; the output follows (mcp_output_render_all()). */
 static void render_exec(FILE *f, json_object *r, json_object *args)
 {
-    if (jbool(r, "timed_out"))
+    const char *state = jstr(r, "state");
+
+    if (state && strcmp(state, "running") == 0)
+        fprintf(f,
+                "Still running after %" PRId64 " s: it goes on in the background as process "
+                "%s (timeout_ms no longer applies; process_kill stops it). Call process_wait "
+                "with process \"%s\" to wait for its end and exit code, and process_read "
+                "for the rest of its output: stdout from offset %" PRId64
+                ", stderr from offset %" PRId64 ". Its output so far:\n",
+                jint(r, "duration_ms", 0) / 1000, strna(jstr(r, "process")),
+                strna(jstr(r, "process")), jint(r, "stdout_bytes", 0), jint(r, "stderr_bytes", 0));
+    else if (state && strcmp(state, "lost") == 0)
+        fputs("The command ended without an exit status (its container restarted, or it was "
+              "killed from outside).\n",
+              f);
+    else if (jbool(r, "timed_out"))
         fprintf(f,
                 "Timed out after %" PRId64 " ms: the command and everything it started were "
                 "killed. Pass a larger timeout_ms if it needs longer.\n",

@@ -23,6 +23,7 @@
 #include "config-build.h"
 #include "sandboxd-client.h"
 #include "sandboxctl-mcp.h"
+#include "sandboxctl-mcp-session.h"
 #include "util.h"
 #include "frame.h"
 #include "openrpc.h"
@@ -35,47 +36,6 @@
 #define MCP_EXIT_WAIT_MS (10u * 60 * 1000) /* --destroy-on-exit: creates, then destroys */
 #define EXIT_USAGE 64
 #define MCP_PROGRESS_MS 1000u /* notifications/progress at most this often per call */
-
-enum pending_kind {
-    PENDING_TOOL,     /* a tools/call */
-    PENDING_DISCOVER, /* rpc.discover */
-    PENDING_DESTROY,  /* --destroy-on-exit */
-};
-
-struct pending {
-    struct pending *next;
-    struct mcp *m;
-    enum pending_kind kind;
-    const struct mcp_tool *tool;
-    json_object *mcp_id; /* the host's request id */
-    json_object *args;   /* the tool's arguments */
-    json_object *params; /* the daemon params sent */
-    struct rpc_batch *batch;
-    bool cancelled;              /* notifications/cancelled: no reply */
-    struct mcp_output out;       /* TOOL_CAPTURES: the output so far */
-    int64_t daemon_id;           /* the daemon request's id (exec.output names it) */
-    json_object *progress_token; /* the host's _meta.progressToken, or NULL */
-    uint64_t progress_ms;        /* when the last notifications/progress went out */
-};
-
-struct mcp {
-    struct mcp_cfg cfg;
-    const char *version; /* negotiated protocol revision */
-    bool initialized;    /* notifications/initialized arrived */
-    json_object *doc;    /* OpenRPC document the tools come from */
-    bool doc_live;       /* doc came from the daemon */
-    char *tool_names;
-    struct frame_buf in; /* standard input, in resync mode: an overlong message is skipped */
-    char *chunk;         /* MCP_READ_CHUNK bytes for read(2) */
-    bool reading;        /* standard input is open and wanted */
-    bool stdout_broken;
-    struct sandboxd_client *client; /* the daemon connection (clients/c) */
-    struct pending *pending;        /* its calls in flight */
-    char **created;                 /* sandboxes this session created and did not destroy */
-    size_t n_created;
-    bool destroy_failed;
-    sigset_t waitmask; /* the signal mask while waiting in ppoll */
-};
 
 static volatile sig_atomic_t signals_seen;
 
@@ -147,12 +107,13 @@ static void pending_free(struct mcp *m, struct pending *p)
     batch_release(m, p->batch);
     mcp_output_done(&p->out);
     json_object_put(p->progress_token);
+    mcp_run_free(p->run);
     free(p);
 }
 
 static void doc_set(struct mcp *m, json_object *doc, bool live);
-static void pending_fail(struct mcp *m, struct pending *p, bool sent, const char *why);
 
+static void pending_fail(struct mcp *m, struct pending *p, bool sent, const char *why);
 static void pending_done(struct mcp *m, struct pending *p, json_object *result, json_object *err);
 
 static void pending_unlink(struct mcp *m, struct pending *p)
@@ -172,7 +133,11 @@ static void on_daemon_done(int r, json_object *result, const struct sandboxd_err
     struct mcp *m = p->m;
 
     pending_unlink(m, p);
-    if (r == 0)
+    if (p->run && (r == 0 || r == -EREMOTE)) {
+        /* An exec run as a background process: its next request, or its answer. */
+        if (mcp_run_step(m, p, r == 0 ? result : NULL, r == 0 ? NULL : e->object) > 0)
+            return;
+    } else if (r == 0)
         pending_done(m, p, result, NULL);
     else if (r == -EREMOTE)
         pending_done(m, p, NULL, e->object);
@@ -364,7 +329,13 @@ static void pending_fail(struct mcp *m, struct pending *p, bool sent, const char
     }
     if (p->kind != PENDING_TOOL || p->cancelled)
         return;
-    if (!sent)
+    if (p->run && mcp_run_process(p->run))
+        r = asprintf(&text,
+                     "The connection to sandboxd closed while %s ran (%s). The command goes "
+                     "on as background process %s: once sandboxd answers again, call "
+                     "process_wait and process_read with it rather than running it again.",
+                     p->tool->name, why, mcp_run_process(p->run));
+    else if (!sent)
         r = asprintf(&text,
                      "The connection to sandboxd closed before %s was sent (%s); nothing "
                      "was done. Call %s again.",
@@ -425,6 +396,26 @@ static json_object *progress_token(json_object *params)
     return json_object_get(tok);
 }
 
+static void tool_reply(struct mcp *m, struct pending *p, json_object *res)
+{
+    if (!res)
+        res = mcp_tool_error_text("sandboxctl ran out of memory");
+    if (p->cancelled)
+        json_object_put(res);
+    else
+        respond(m, p->batch, rpc_result_new(p->mcp_id, res));
+}
+
+static const struct mcp_run_io run_io = {
+    .connect = dconn_open,
+    .free = pending_free,
+    .send = dconn_send,
+    .done = tool_done,
+    .reply = tool_reply,
+    .fail = pending_fail,
+    .progress = progress_send,
+};
+
 static void tool_call(struct mcp *m, struct rpc_call *c, struct rpc_batch *b)
 {
     _cleanup_json_ json_object *empty = NULL, *params = NULL;
@@ -484,7 +475,17 @@ static void tool_call(struct mcp *m, struct rpc_call *c, struct rpc_batch *b)
         pending_free(m, p);
         return;
     }
-    r = dconn_send(m, t->method, TAKE_PTR(params), p);
+    if (t->flags & TOOL_CAPTURES) {
+        json_object *first = NULL;
+        const char *method = NULL;
+
+        p->run = mcp_run_new(&run_io, m->doc, &m->cfg, args, params, &method, &first);
+        if (p->run)
+            r = dconn_send(m, method, first, p);
+        else
+            r = dconn_send(m, t->method, TAKE_PTR(params), p);
+    } else
+        r = dconn_send(m, t->method, TAKE_PTR(params), p);
     if (r < 0) {
         const struct sandboxd_error *e = sandboxd_client_error(m->client);
 
@@ -513,11 +514,15 @@ static json_object *initialize_result(struct mcp *m)
             m->cfg.pinned
                 ? "These tools work in one Linux sandbox (an isolated container) that was "
                   "prepared for you: run commands in it with exec, and write and read its "
-                  "files with write_file and read_file."
+                  "files with write_file and read_file. A long command goes on in the "
+                  "background: exec then returns its process id for process_wait and "
+                  "process_read."
                 : "These tools give you disposable Linux sandboxes (isolated containers). Make "
                   "one with sandbox_create, then run commands with exec and write and read files "
                   "with write_file and read_file, passing the sandbox's id. Outbound internet is "
-                  "off unless you ask for it. Call sandbox_destroy when you are done."));
+                  "off unless you ask for it. A long command goes on in the background: exec "
+                  "then returns its process id for process_wait and process_read. Call "
+                  "sandbox_destroy when you are done."));
     return res;
 }
 
@@ -650,6 +655,8 @@ static int loop_once(struct mcp *m, int timeout_ms)
                                  .events = sandboxd_client_events(m->client)};
         d = (int)n++;
     }
+    if (mcp_run_next_wake(m) >= 0 && (timeout_ms < 0 || mcp_run_next_wake(m) < timeout_ms))
+        timeout_ms = mcp_run_next_wake(m);
     if (timeout_ms >= 0) {
         ts = (struct timespec){.tv_sec = timeout_ms / 1000,
                                .tv_nsec = (long)(timeout_ms % 1000) * 1000000};
@@ -661,6 +668,7 @@ static int loop_once(struct mcp *m, int timeout_ms)
         sandboxd_client_process(m->client, pfd[d].revents);
     if (in >= 0 && pfd[in].revents)
         host_io(m);
+    mcp_run_wake_due(m);
     return 0;
 }
 
@@ -677,7 +685,7 @@ static bool call_running(struct mcp *m)
     for (struct pending *p = m->pending; p; p = p->next)
         if (p->kind == PENDING_TOOL && !p->cancelled && !m->stdout_broken)
             return true;
-    return false;
+    return m->sleeping && !m->stdout_broken;
 }
 
 static bool create_running(struct mcp *m)
@@ -690,7 +698,7 @@ static bool create_running(struct mcp *m)
 
 static bool anything_running(struct mcp *m)
 {
-    return m->pending != NULL;
+    return m->pending || m->sleeping;
 }
 
 /* Runs the loop while running(m), until deadline (monotonic ms) or a new signal. */
@@ -758,6 +766,7 @@ static int destroy_created(struct mcp *m)
         fprintf(stderr, "sandboxctl mcp: stopped waiting for sandbox_create calls in flight; "
                         "their sandboxes stay until their lease ends\n");
     sandboxd_client_disconnect(m->client); /* the daemon cancels what still runs */
+    mcp_run_drop_sleeping(m);
     n = m->n_created;
     if (n == 0)
         return 0;
@@ -793,12 +802,14 @@ static int destroy_created(struct mcp *m)
 static void mcp_usage(FILE *f)
 {
     fputs("Usage: sandboxctl mcp [--socket PATH] [--sandbox ID] [--default-ttl S] "
-          "[--destroy-on-exit] [--max-output BYTES]\n\n"
+          "[--destroy-on-exit] [--max-output BYTES] [--exec-budget S]\n\n"
           "Serves the Model Context Protocol on standard input and output.\n"
           "  --sandbox ID        work on this sandbox only (the tools take no id)\n"
           "  --default-ttl S     lease of sandboxes made by sandbox_create when not given\n"
           "  --destroy-on-exit   destroy the sandboxes this session made when input ends\n"
-          "  --max-output BYTES  text of a command's output shown per exec call (16384)\n",
+          "  --max-output BYTES  text of a command's output shown per exec call (16384)\n"
+          "  --exec-budget S     seconds an exec waits before its command runs on in the\n"
+          "                      background (30)\n",
           f);
 }
 
@@ -810,6 +821,7 @@ static int mcp_options(struct mcp_cfg *cfg, int argc, char **argv)
         {"default-ttl", required_argument, NULL, 't'},
         {"destroy-on-exit", no_argument, NULL, 'd'},
         {"max-output", required_argument, NULL, 'o'},
+        {"exec-budget", required_argument, NULL, 'b'},
         {"help", no_argument, NULL, 'h'},
         {},
     };
@@ -857,6 +869,18 @@ static int mcp_options(struct mcp_cfg *cfg, int argc, char **argv)
                 return -EINVAL;
             }
             break;
+        case 'b':
+            errno = 0;
+            cfg->exec_budget_s = strtoll(optarg, &end, 10);
+            if (!optarg[0] || *end || errno || cfg->exec_budget_s < 1 ||
+                cfg->exec_budget_s > MCP_EXEC_BUDGET_MAX) {
+                fprintf(stderr,
+                        "sandboxctl mcp: --exec-budget: '%s' is not a number of seconds "
+                        "from 1 to %d\n",
+                        optarg, MCP_EXEC_BUDGET_MAX);
+                return -EINVAL;
+            }
+            break;
         case 'h':
             mcp_usage(stdout);
             return 1;
@@ -895,7 +919,9 @@ static int signals_setup(sigset_t *ret_waitmask)
 
 int mcp_main(const char *socket, int argc, char **argv)
 {
-    struct mcp m = {.cfg = {.socket = socket, .max_output = MCP_OUTPUT_DEFAULT},
+    struct mcp m = {.cfg = {.socket = socket,
+                            .max_output = MCP_OUTPUT_DEFAULT,
+                            .exec_budget_s = MCP_EXEC_BUDGET_DEFAULT},
                     .version = MCP_PROTOCOL_LATEST};
     int r;
 
@@ -931,6 +957,7 @@ int mcp_main(const char *socket, int argc, char **argv)
     m.reading = false;
     r = m.cfg.destroy_on_exit ? destroy_created(&m) : 0;
     sandboxd_client_disconnect(m.client);
+    mcp_run_drop_sleeping(&m);
     for (size_t i = 0; i < m.n_created; i++)
         free(m.created[i]);
     free(m.created);

@@ -36,6 +36,11 @@ enum {
 /* The daemon's max_output_bytes for a streamed exec when its document gives no
  * maximum: how much of a stream reaches the budget's head and tail. */
 #define MCP_STREAMED_DEFAULT (16 * 1024 * 1024)
+/* Seconds an exec waits for its command before returning with it still running as a
+ * background process: default, and the largest accepted (--exec-budget, the
+ * `background_after_s` argument). */
+#define MCP_EXEC_BUDGET_DEFAULT 30
+#define MCP_EXEC_BUDGET_MAX 600
 
 struct mcp_tool {
     const char *name;
@@ -53,7 +58,8 @@ struct mcp_cfg {
     const char *pinned;    /* --sandbox: the tools act on this sandbox only */
     int64_t default_ttl_s; /* --default-ttl; 0: the daemon's default */
     bool destroy_on_exit;
-    int64_t max_output; /* --max-output: bytes of output text per call */
+    int64_t max_output;    /* --max-output: bytes of output text per call */
+    int64_t exec_budget_s; /* --exec-budget: seconds before an exec goes on in the background */
 };
 
 /* One stream of a TOOL_CAPTURES call as it arrives (exec.output notifications):
@@ -98,9 +104,17 @@ int mcp_output_init(struct mcp_output *out, int64_t budget);
 void mcp_output_done(struct mcp_output *out);
 /* Adds the params of an exec.output notification (borrowed) to out. */
 void mcp_output_add(struct mcp_output *out, json_object *params);
+/* Adds n bytes of stream i (0 stdout, 1 stderr) to out. */
+void mcp_output_add_bytes(struct mcp_output *out, unsigned i, const char *data, size_t n);
+/* Counts n bytes of stream i that were not read (out keeps its head and the bytes
+ * added after them). */
+void mcp_output_skip(struct mcp_output *out, unsigned i, int64_t n);
 /* Writes the output to f within its budget: a stream that fits as it is, a longer
  * one as its head and tail around a line saying what was cut and how to get it. */
 void mcp_output_render_all(FILE *f, const struct mcp_output *out);
+/* The schema of method's param `name` in doc (borrowed), or NULL. */
+json_object *mcp_doc_param_schema(json_object *doc, const char *method, const char *name);
+bool mcp_doc_has_method(json_object *doc, const char *method);
 /* The CallToolResult (isError) for a daemon error object (borrowed). */
 json_object *mcp_tool_error(const struct mcp_tool *t, json_object *error, json_object *args,
                             const struct mcp_cfg *cfg);

@@ -70,7 +70,11 @@ def main():
                     params = {p["name"]: p for p in methods["sandbox.exec"]["params"]}
                     assert set(ex["properties"]) == (set(params) - {
                         "stream", "stdin_fd", "stdout_fd", "stderr_fd", "max_output_bytes"}) | {
-                        "max_output"}, ex["properties"]
+                        "max_output", "background_after_s"}, ex["properties"]
+                    assert ex["properties"]["background_after_s"]["default"] == 30, ex
+                    env_schema = tools["sandbox_create"]["inputSchema"]["properties"]["env"]
+                    assert env_schema["type"] == "object" and \
+                        env_schema["additionalProperties"] == {"type": "string"}, env_schema
                     size = len(json.dumps(s.request("tools/list"), separators=(",", ":")))
                     assert size < 12 * 1024, size
                     print(f"  tools/list: {size} bytes, {len(tools)} tools")
@@ -160,6 +164,95 @@ def main():
                 assert text(r).endswith(f"--- stdout ---\n{n}"), (n, r)
             r = s.ok("exec", {"id": i, "command": "printf 'x\\377\\000y\\n'"})
             assert text(r).endswith("--- stdout ---\nx??y"), text(r)
+
+        def background():
+            # A command still running after the budget goes on as a background process: the
+            # call returns its id and the output so far well before the host's 60 s timeout,
+            # and process_wait / process_read pick up the rest from the offset given. A sandbox
+            # of its own keeps its many processes apart from the other cases.
+            i = rpc(env, "sandbox.create", {})["id"]
+            b = Mcp(env.socket, "--exec-budget", "5")
+            try:
+                b.initialize()
+                t0 = time.time()
+                r = b.ok("exec", {"id": i, "command": "echo early; echo e1 >&2; sleep 12; "
+                                                      "echo late; exit 4"})
+                took = time.time() - t0
+                x, t = r["structuredContent"], text(r)
+                assert 4.5 <= took < 10, took
+                assert x["state"] == "running" and x["process"].startswith("pr-"), x
+                assert x["stdout_bytes"] == 6 and x["stderr_bytes"] == 3, x
+                assert "process_wait" in t and "process_read" in t and x["process"] in t, t
+                assert "offset 6" in t and "--- stdout ---\nearly" in t and "e1" in t, t
+                assert "late" not in t, t
+                r = b.ok("process_wait", {"id": i, "process": x["process"], "timeout_ms": 30000})
+                assert r["structuredContent"]["exit_code"] == 4, r
+                r = b.ok("process_read", {"id": i, "process": x["process"], "offset": 6})
+                assert r["structuredContent"]["data"] == "late\n", r  # nothing lost or repeated
+                # A fast command still answers directly, with stdin it does not read too.
+                r = b.ok("exec", {"id": i, "command": "echo quick; exit 2", "stdin": "unread"})
+                assert r["structuredContent"]["exit_code"] == 2 and text(r).endswith(
+                    "--- stdout ---\nquick"), r
+                # stdin reaches the command whole, also where it reads only part of it.
+                t0 = time.time()
+                r = b.ok("exec", {"id": i, "command": "head -c 3; echo; exit 5",
+                                  "stdin": "y" * 300000})
+                assert r["structuredContent"]["exit_code"] == 5, r
+                assert text(r).endswith("--- stdout ---\nyyy"), text(r)
+                assert time.time() - t0 < 5, time.time() - t0
+                r = b.ok("exec", {"id": i, "command": "wc -c", "stdin": "z" * 3000000})
+                assert text(r).endswith("--- stdout ---\n3000000"), text(r)
+                r = b.ok("exec", {"id": i, "argv": ["wc", "-c"],
+                                  "stdin_b64": base64.b64encode(b"\0\1\2").decode()})
+                assert text(r).endswith("--- stdout ---\n3"), text(r)
+                t = b.fails("exec", {"id": i, "command": "cat", "stdin": "x", "cwd": "/nope"})
+                assert "`cwd`" in t and "exec again" in t, t
+                r = b.ok("exec", {"id": i,
+                                  "command": "ls /tmp/.sandboxd-mcp-* 2>/dev/null | wc -l"})
+                assert text(r).endswith("--- stdout ---\n0"), text(r)  # stdin files removed
+                # timeout_ms before the budget still kills the whole tree.
+                r = b.ok("exec", {"id": i, "command": "(sleep 3; touch /tmp/bg-left) & sleep 8",
+                                  "timeout_ms": 1000})
+                assert r["structuredContent"]["timed_out"] is True, r
+                # The budget per call, and its bounds.
+                t0 = time.time()
+                r = b.ok("exec", {"id": i, "command": "sleep 6; echo x",
+                                  "background_after_s": 1})
+                assert time.time() - t0 < 4 and r["structuredContent"]["state"] == "running", r
+                t = b.fails("exec", {"id": i, "command": "true", "background_after_s": 0})
+                assert "background_after_s" in t and "600" in t, t
+                time.sleep(2.5)
+                r = b.ok("exec", {"id": i, "command": "ls /tmp/bg-left 2>&1; true"})
+                assert "No such file" in text(r), text(r)
+                # More commands at once than the sandbox has long-poll slots (16): those
+                # left out wait for one, and every call gets its own answer.
+                ids = {b.send("tools/call", {"name": "exec", "arguments": {
+                    "id": i, "command": f"sleep 1.5; echo n{n}"}}): n for n in range(20)}
+                for rid, n in ids.items():
+                    r = b.wait(rid)
+                    assert r["structuredContent"]["exit_code"] == 0, r
+                    assert text(r).endswith(f"--- stdout ---\nn{n}"), (n, r)
+                # A command past process.start's limits runs as sandbox.exec did.
+                r = b.ok("exec", {"id": i, "command": "echo " + "x" * 9000 + " | wc -c"})
+                assert "process" not in r["structuredContent"], r["structuredContent"]
+                assert text(r).endswith("--- stdout ---\n9001"), text(r)
+            finally:
+                assert b.close() == 0, b.errtext
+            p = subprocess.run([SANDBOXCTL, "mcp", "--exec-budget", "0"], capture_output=True)
+            assert p.returncode == 64 and b"--exec-budget" in p.stderr, p
+            # The default budget: 30 s, then the handle (well before the 60 s timeout).
+            t0 = time.time()
+            r = s.ok("exec", {"id": i, "command": "sleep 35; echo late"})
+            took = time.time() - t0
+            x = r["structuredContent"]
+            assert 29 <= took < 40 and x["state"] == "running", (took, x)
+            r = s.ok("process_wait", {"id": i, "process": x["process"], "timeout_ms": 20000})
+            assert r["structuredContent"]["state"] == "exited", r
+            assert r["structuredContent"]["exit_code"] == 0, r
+            r = s.ok("process_read", {"id": i, "process": x["process"]})
+            assert r["structuredContent"]["data"] == "late\n", r
+            print(f"  default budget: answered after {took:.1f} s")
+            rpc(env, "sandbox.destroy", {"id": i})
 
         def files():
             i = st["id"]
@@ -269,13 +362,20 @@ def main():
                 "text"], m
 
         def cancel():
-            i = s.send("tools/call", {"name": "exec", "arguments": {"id": st["id"],
-                                                                     "command": "sleep 1"}})
-            s.send("notifications/cancelled", {"requestId": i, "reason": "test"}, notify=True)
+            ids = [s.send("tools/call", {"name": "exec", "arguments": dict(
+                {"id": st["id"], "command": f"sleep 2; touch /tmp/cancelled-{n}"}, **extra)})
+                for n, extra in enumerate([{}, {"stdin": "x"}])]
+            for i in ids:
+                s.send("notifications/cancelled", {"requestId": i, "reason": "test"},
+                       notify=True)
             assert s.request("ping") == {}
-            time.sleep(1.5)
+            time.sleep(3)
             assert s.request("ping") == {}
-            assert i not in s.replies, s.replies[i]
+            assert not set(ids) & set(s.replies), s.replies
+            # The cancelled commands were killed (or never started), their stdin files gone.
+            r = s.ok("exec", {"id": st["id"], "command":
+                              "ls /tmp/cancelled-* /tmp/.sandboxd-mcp-* 2>/dev/null | wc -l"})
+            assert text(r).endswith("--- stdout ---\n0"), text(r)
 
         def idle_close_and_restart():
             time.sleep(IDLE_MS / 1000 * 1.5)  # the daemon closes the idle connection
@@ -385,6 +485,7 @@ def main():
             run([("initialize and tools/list, each protocol revision", versions),
                  ("sandbox_create and sandbox_list", create_and_list),
                  ("exec", exec_tool),
+                 ("exec past its budget goes on in the background", background),
                  ("write_file and read_file", files),
                  ("sandbox_set_internet", internet),
                  ("process tools when offered", process_tools),
