@@ -117,7 +117,7 @@ def main():
         def stdin_closed_at_once(c):
             # data written and stdin closed right after the start, before the command may have
             # opened its stdin: the data must reach it and the command must see EOF
-            for i in range(8):
+            for i in range(10):
                 p = c.call("process.start", {"id": sid, "command": "cat", "stdin": True})
                 c.call("process.write", {"id": sid, "process": p["process"], "data": f"v{i}\n",
                                          "close": True})
