@@ -2,6 +2,7 @@
 #include "methods-pool.h"
 
 #include <stdio.h>
+#include <string.h>
 
 json_object *pool_invalid_data(const struct engine *e, const struct engine_error *err)
 {
@@ -16,6 +17,9 @@ json_object *pool_invalid_data(const struct engine *e, const struct engine_error
     else if (err->limit)
         snprintf(reason, sizeof reason, "%s (at least %llu)", err->message ? err->message : "",
                  (unsigned long long)err->limit);
+    else if (strcmp(param, "params") != 0 && err->message &&
+             strncmp(err->message, param, strlen(param)) != 0)
+        snprintf(reason, sizeof reason, "%s: %s", param, err->message); /* names its subject */
     else
         snprintf(reason, sizeof reason, "%s", err->message ? err->message : "");
     json_object_object_add(d, "reason", json_object_new_string(reason));

@@ -379,11 +379,23 @@ void req_error(struct req *r, int code, const char *reason)
 
 void req_invalid_params(struct req *r, const char *param, const char *reason)
 {
+    struct params_error e = {};
+    json_object *d;
+
     if (req_silent(r)) {
         req_complete(r, NULL);
         return;
     }
-    req_complete(r, rpc_invalid_params_new(r->id, param, reason));
+    /* The reason names the parameter, as for the params kinds' own errors. */
+    snprintf(e.param, sizeof e.param, "%s", param ? param : "params");
+    snprintf(e.reason, sizeof e.reason, "%s", reason ? reason : "");
+    d = params_error_data(&e);
+    if (!d) {
+        req_complete(r, rpc_invalid_params_new(r->id, param, reason));
+        return;
+    }
+    req_complete(r,
+                 rpc_error_new(r->id, RPC_INVALID_PARAMS, rpc_code_message(RPC_INVALID_PARAMS), d));
 }
 
 int req_notify(struct req *r, const char *method, json_object *params)
