@@ -11,13 +11,14 @@ import json
 import os
 import secrets
 import stat
-import time
+import subprocess
 
-from e2elib import Env, RpcError, data_of, run
+from e2elib import BUILD, Env, RpcError, data_of, run
 from test_recovery_util import FAST_RECONCILE, kill9, launch, records, wait_until
 
 SECRET = "tok-" + secrets.token_hex(12)
 ENV = {"SECRET_TOKEN": SECRET, "GREETING": "hello"}
+SANDBOXCTL = os.path.join(BUILD, "clients", "cli", "sandboxctl")
 CONFIG = {"sandbox": dict(FAST_RECONCILE["sandbox"], max_ttl_s="86400", default_ttl_s="3600"),
           "pool": {"warm": "1", "max_filling": "1"}}
 
@@ -126,6 +127,24 @@ def main():
             assert "sandbox's own env" in e.data["reason"], e.err
             assert c2.call("process.list", {"id": sb["id"]})["processes"] == []
 
+        def sandboxctl_env_and_errors():
+            def ctl(*args):
+                return subprocess.run([SANDBOXCTL, "--socket", env.socket, *args],
+                                      capture_output=True, text=True, timeout=300)
+
+            p = ctl("create", "--env", f"CTL_SECRET={SECRET}", "--env", "B=x=y")
+            assert p.returncode == 0, p.stderr
+            assert SECRET not in p.stdout and "CTL_SECRET" in p.stdout, p.stdout
+            sid = [l.split()[1] for l in p.stdout.splitlines() if l.startswith("id ")][0]
+            p = ctl("exec", sid, "--", "sh", "-c", 'echo "$CTL_SECRET $B"')
+            assert p.returncode == 0 and p.stdout == f"{SECRET} x=y\n", (p.stdout, p.stderr)
+            p = ctl("create", "--env", "NOEQUALS")
+            assert p.returncode != 0 and "--env wants key=value" in p.stderr, p.stderr
+            p = ctl("renew", state["sid"], "200000")
+            assert p.returncode != 0 and "ttl_s must be 1..86400 (max_ttl_s)" in p.stderr, p.stderr
+            p = ctl("get", sid, "/no/such/file", "-")
+            assert p.returncode != 0 and "/no/such/file: " in p.stderr, p.stderr
+
         def errors_name_their_subject():
             c2 = state["c"]
             sid = state["sid"]
@@ -158,6 +177,7 @@ def main():
              ("an idempotent retry compares env", idempotent_retry_compares_env),
              ("env survives kill -9 of the daemon", survives_kill9),
              ("env limits", limits),
+             ("sandboxctl create --env; its errors name their subject", sandboxctl_env_and_errors),
              ("errors name their subject", errors_name_their_subject)])
 
 
