@@ -12,6 +12,7 @@
 #include "reconcile.h"
 #include "daemon.h"
 #include "methods-pool.h"
+#include "params.h"
 #include "rpc.h"
 
 struct sandbox_methods *methods_sandbox(const struct req *r)
@@ -136,6 +137,40 @@ void methods_sandbox_reply_file_error(struct req *r, int error, bool write)
                                      : "not a regular file (a FIFO, socket or device): not read"));
     json_object_object_add(d, "errno", json_object_new_string("EINVAL"));
     req_error_data(r, RPC_FILE_ERROR, NULL, d);
+}
+
+/* ---- env ---- */
+
+int methods_env_merge(struct req *r, const struct sandbox *sb, const struct params_kv_list *env,
+                      size_t max_vars, size_t max_bytes, char ***ret)
+{
+    char **own = calloc(env->n + 1, sizeof *own);
+    char reason[192];
+    size_t bytes = 0;
+    json_object *d;
+    int k = own ? 0 : -ENOMEM;
+
+    for (size_t i = 0; k == 0 && i < env->n; i++)
+        if (asprintf(&own[i], "%s=%s", env->items[i].key, env->items[i].value) < 0) {
+            own[i] = NULL;
+            k = -ENOMEM;
+        }
+    if (k == 0)
+        k = sandbox_env_merge(sb, (const char *const *)own, max_vars, max_bytes, ret, &bytes);
+    sandbox_env_free(own);
+    if (k == -E2BIG) {
+        snprintf(reason, sizeof reason,
+                 "env: with the sandbox's own env (sandbox.create), more than %zu variables or "
+                 "%zu bytes of names and values (%zu bytes)",
+                 max_vars, max_bytes, bytes);
+        d = json_object_new_object();
+        json_object_object_add(d, "reason", json_object_new_string(reason));
+        json_object_object_add(d, "param", json_object_new_string("env"));
+        json_object_object_add(d, "max", json_object_new_int64((int64_t)max_bytes));
+        req_error_data(r, RPC_INVALID_PARAMS, NULL, d);
+    } else if (k < 0)
+        req_error(r, RPC_INTERNAL_ERROR, "out of memory");
+    return k;
 }
 
 /* ---- lookup, and parking until the first reconcile ---- */

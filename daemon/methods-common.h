@@ -52,6 +52,14 @@ void methods_sandbox_unpark_refuse(struct sandbox_methods *sm);
  * if nothing else will. */
 bool methods_detach(struct req *r, struct req **slot, struct sandbox_job *job);
 
+/* The environment of an exec or process on sb: sb's env (sandbox.create) under the call's
+ * own (env: the call's "env" param), into *ret (NULL-terminated; NULL: no variable; free it
+ * with sandbox_env_free()). Together they must stay within max_vars variables and max_bytes
+ * bytes of names and values: else replies -32602 naming "env" with "max" and returns -E2BIG
+ * (also -ENOMEM, replied). */
+int methods_env_merge(struct req *r, const struct sandbox *sb, const struct params_kv_list *env,
+                      size_t max_vars, size_t max_bytes, char ***ret);
+
 /* Completes r with the error of docs/protocol.md for err. */
 void methods_sandbox_reply_error(struct req *r, const struct engine_error *err);
 /* -32001 for id. */

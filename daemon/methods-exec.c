@@ -46,10 +46,7 @@ static void exec_ctx_free(struct exec_ctx *x)
         free(n);
         n = next;
     }
-    if (x->env)
-        for (char **e = x->env; *e; e++)
-            free(*e);
-    free(x->env);
+    sandbox_env_free(x->env);
     if (x->result)
         json_object_put(x->result);
     params_sandbox_exec_done(&x->p);
@@ -198,20 +195,9 @@ void method_sandbox_exec(struct req *r, void *params, void *userdata)
         methods_sandbox_reply_state(r, sb);
         return;
     }
-    if (x->p.env.n > 0) {
-        x->env = calloc(x->p.env.n + 1, sizeof(char *));
-        if (!x->env) {
-            exec_ctx_free(x);
-            req_error(r, RPC_INTERNAL_ERROR, "out of memory");
-            return;
-        }
-        for (size_t i = 0; i < x->p.env.n; i++)
-            if (asprintf(&x->env[i], "%s=%s", x->p.env.items[i].key, x->p.env.items[i].value) < 0) {
-                x->env[i] = NULL;
-                exec_ctx_free(x);
-                req_error(r, RPC_INTERNAL_ERROR, "out of memory");
-                return;
-            }
+    if (methods_env_merge(r, sb, &x->p.env, PARAMS_ENV_MAX, PARAMS_ENV_BYTES_MAX, &x->env) < 0) {
+        exec_ctx_free(x);
+        return;
     }
     sp.command = x->p.command;
     sp.argv = (const char *const *)x->p.argv;

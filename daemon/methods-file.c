@@ -139,11 +139,15 @@ static void on_stat(int error, const struct sandbox_file_entry *st, void *userda
         fs_reply(x, entry_json(st));
 }
 
+static const struct fs_op op_rename;
+
 /* file.remove, file.mkdir, file.rename. */
 static void on_counted(int error, uint64_t count, void *userdata)
 {
     struct fs_req *x = userdata;
 
+    if (error < 0 && x->req && x->op == &op_rename) /* count: the side at fault */
+        req_set_subject(x->req, count ? "to" : "from");
     if (!fs_req_failed(x, error))
         fs_reply(x, x->op->counted(count));
 }

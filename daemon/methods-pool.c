@@ -1,14 +1,32 @@
 /* Templates, operator caps and the warm pool as the protocol shows them. See methods-pool.h. */
 #include "methods-pool.h"
 
+#include <stdio.h>
+#include <string.h>
+
 json_object *pool_invalid_data(const struct engine *e, const struct engine_error *err)
 {
     json_object *d = json_object_new_object();
+    const char *param = err->param ? err->param : "params";
+    char reason[256];
 
-    json_object_object_add(d, "reason", json_object_new_string(err->message ? err->message : ""));
-    json_object_object_add(d, "param", json_object_new_string(err->param ? err->param : "params"));
+    /* The reason quotes the effective limit: the operator's cap, or the template's disk. */
+    if (err->cap)
+        snprintf(reason, sizeof reason, "%s must be 1..%llu (%s)", param,
+                 (unsigned long long)err->limit, err->cap);
+    else if (err->limit)
+        snprintf(reason, sizeof reason, "%s (at least %llu)", err->message ? err->message : "",
+                 (unsigned long long)err->limit);
+    else if (strcmp(param, "params") != 0 && err->message &&
+             strncmp(err->message, param, strlen(param)) != 0)
+        snprintf(reason, sizeof reason, "%s: %s", param, err->message); /* names its subject */
+    else
+        snprintf(reason, sizeof reason, "%s", err->message ? err->message : "");
+    json_object_object_add(d, "reason", json_object_new_string(reason));
+    json_object_object_add(d, "param", json_object_new_string(param));
     if (err->cap) {
         json_object_object_add(d, "cap", json_object_new_string(err->cap));
+        json_object_object_add(d, "min", json_object_new_int64(1));
         json_object_object_add(d, "max", json_object_new_int64((int64_t)err->limit));
     } else if (err->limit)
         json_object_object_add(d, "min", json_object_new_int64((int64_t)err->limit));

@@ -262,12 +262,15 @@ static void on_call_disconnect(struct req *r, void *userdata)
 /* Finds the caller's READY sandbox for id, then runs the call; completes r on failure.
  * Takes c and pc->pump. */
 static void call_run(struct req *r, const char *id, struct call *c,
-                     const struct sandbox_process_call *pc)
+                     const struct sandbox_process_call *pc, const struct params_kv_list *env)
 {
+    struct sandbox_process_call start;
+    char **merged = NULL;
     struct engine *e = methods_sandbox(r)->engine;
     struct engine_error err;
     struct sandbox *sb = e ? engine_lookup(e, id, req_uid(r), req_is_admin(r)) : NULL;
     struct sandbox_info v;
+    int k;
 
     if (!sb) {
         methods_sandbox_reply_not_found(r, id);
@@ -278,8 +281,18 @@ static void call_run(struct req *r, const char *id, struct call *c,
         methods_sandbox_reply_state(r, sb);
         goto fail;
     }
+    if (env) { /* a start: the sandbox's env under the call's */
+        if (methods_env_merge(r, sb, env, PARAMS_ENV_MAX, PARAMS_PROCESS_ENV_BYTES_MAX, &merged) <
+            0)
+            goto fail;
+        start = *pc;
+        start.env = (const char *const *)merged;
+        pc = &start;
+    }
     c->req = r;
-    if (sandbox_process(sb, pc, on_call_done, c, &c->job, &err) < 0) {
+    k = sandbox_process(sb, pc, on_call_done, c, &c->job, &err);
+    sandbox_env_free(merged);
+    if (k < 0) {
         c->req = NULL;
         methods_sandbox_reply_error(r, &err);
         call_free(c);
@@ -358,31 +371,10 @@ fail:
 
 /* ---- handlers ---- */
 
-static void env_free(char **v)
-{
-    for (size_t i = 0; v && v[i]; i++)
-        free(v[i]);
-    free(v);
-}
-
-static char **env_strings(const struct params_kv_list *l)
-{
-    char **v = calloc(l->n + 1, sizeof *v);
-
-    for (size_t i = 0; v && i < l->n; i++)
-        if (asprintf(&v[i], "%s=%s", l->items[i].key, l->items[i].value) < 0) {
-            v[i] = NULL;
-            env_free(v);
-            return NULL;
-        }
-    return v;
-}
-
 void method_process_start(struct req *r, void *params, void *userdata)
 {
     struct params_process_start *p = params;
     struct sandbox_process_call pc = {.op = SANDBOX_PROCESS_START};
-    char **env = NULL;
     struct call *c;
 
     if (methods_sandbox_park(r, p->id, method_process_start, params, userdata))
@@ -395,15 +387,8 @@ void method_process_start(struct req *r, void *params, void *userdata)
         sandbox_pump_free(pc.pump);
         return;
     }
-    if (p->env.n > 0 && !(env = env_strings(&p->env))) {
-        sandbox_pump_free(pc.pump);
-        call_free(c);
-        req_error(r, RPC_INTERNAL_ERROR, "out of memory");
-        return;
-    }
     pc.command = p->command;
     pc.argv = (const char *const *)p->argv;
-    pc.env = (const char *const *)env;
     pc.cwd = p->cwd;
     pc.has_stdin = p->has_stdin;
     pc.pty_cols = p->pty ? p->pty_cols : 0;
@@ -411,8 +396,7 @@ void method_process_start(struct req *r, void *params, void *userdata)
     c->has_stdin = p->has_stdin;
     c->pty_cols = pc.pty_cols;
     c->pty_rows = pc.pty_rows;
-    call_run(r, p->id, c, &pc);
-    env_free(env);
+    call_run(r, p->id, c, &pc, &p->env);
 }
 
 /* ---- the methods on a started process, and process.list ---- */
@@ -507,7 +491,7 @@ static void method_op(struct req *r, void *params, void *userdata)
         pc.process = c->process;
     if (op->build)
         op->build(c, params, &pc);
-    call_run(r, t->id, c, &pc);
+    call_run(r, t->id, c, &pc, NULL);
 }
 
 void method_process_read(struct req *r, void *params, void *userdata)

@@ -32,6 +32,21 @@
 
 /* ---- results and errors ---- */
 
+/* The names of the sandbox's env (sandbox.create), never the values: they may be secrets. */
+static json_object *env_names(const struct sandbox *sb)
+{
+    json_object *a = json_object_new_array(), *env = sandbox_env(sb);
+
+    if (a && env) {
+        json_object_object_foreach(env, name, val)
+        {
+            (void)val;
+            json_object_array_add(a, json_object_new_string(name));
+        }
+    }
+    return a;
+}
+
 static json_object *sandbox_json(const struct sandbox *sb)
 {
     json_object *o = json_object_new_object();
@@ -51,6 +66,7 @@ static json_object *sandbox_json(const struct sandbox *sb)
     json_object_object_add(o, "disk_gb", json_object_new_int64(v.disk_gb));
     json_object_object_add(o, "owner_uid", json_object_new_int64(v.owner));
     json_object_object_add(o, "labels", json_object_get(v.labels));
+    json_object_object_add(o, "env_names", env_names(sb));
     json_object_object_add(o, "template", json_object_new_string(v.template));
     if (time_format_rfc3339(v.created_at, t, sizeof t) == 0)
         json_object_object_add(o, "created_at", json_object_new_string(t));
@@ -184,22 +200,57 @@ static void on_reconciled(void *userdata)
     methods_sandbox_unpark(sm);
 }
 
-/* Handles an idempotency key: true when the request was answered (or joined a create in
- * flight); false when a new create must run. ret_hash gets the params hash. */
-static bool idem_lookup(struct sandbox_methods *sm, struct req *r, const char *key,
-                        char ret_hash[SHA256_HEX_SIZE])
+/* Whether the sandbox's env is the one asked for (the same pairs, in any order). */
+static bool env_same(const struct sandbox *sb, const struct params_kv_list *want)
 {
-    json_object *params = req_params_json(r);
-    char khash[SHA256_HEX_SIZE];
+    json_object *env = sandbox_env(sb), *v;
+
+    if ((env ? (size_t)json_object_object_length(env) : 0) != want->n)
+        return false;
+    for (size_t i = 0; i < want->n; i++)
+        if (!json_object_object_get_ex(env, want->items[i].key, &v) ||
+            strcmp(json_object_get_string(v), want->items[i].value) != 0)
+            return false;
+    return true;
+}
+
+/* The params as the hash sees them: without the key, and env by its names only (the hash
+ * goes into the marker in Proxmox; the values are compared in memory, env_same()). */
+static json_object *params_for_hash(json_object *params)
+{
     json_object *copy = json_object_new_object();
-    struct idem_wait *w;
-    int k;
 
     json_object_object_foreach(params, pk, pv)
     {
-        if (strcmp(pk, "idempotency_key") != 0)
-            json_object_object_add(copy, pk, json_object_get(pv));
+        if (strcmp(pk, "idempotency_key") == 0)
+            continue;
+        if (strcmp(pk, "env") == 0 && json_object_is_type(pv, json_type_object)) {
+            json_object *names = json_object_new_object();
+
+            json_object_object_foreach(pv, name, val)
+            {
+                (void)val;
+                json_object_object_add(names, name, json_object_new_string(""));
+            }
+            json_object_object_add(copy, pk, names);
+            continue;
+        }
+        json_object_object_add(copy, pk, json_object_get(pv));
     }
+    return copy;
+}
+
+/* Handles an idempotency key: true when the request was answered (or joined a create in
+ * flight); false when a new create must run. ret_hash gets the params hash. */
+static bool idem_lookup(struct sandbox_methods *sm, struct req *r,
+                        const struct params_sandbox_create *c, char ret_hash[SHA256_HEX_SIZE])
+{
+    const char *key = c->idempotency_key;
+    char khash[SHA256_HEX_SIZE];
+    json_object *copy = params_for_hash(req_params_json(r));
+    struct idem_wait *w;
+    int k;
+
     k = registry_params_hash(copy, ret_hash);
     json_object_put(copy);
     if (k >= 0)
@@ -214,7 +265,7 @@ static bool idem_lookup(struct sandbox_methods *sm, struct req *r, const char *k
         sandbox_view(sb, &v);
         if (v.owner != req_uid(r) || strcmp(v.idem_hash, khash) != 0)
             continue;
-        if (v.params_hash[0] && strcmp(v.params_hash, ret_hash) != 0) {
+        if ((v.params_hash[0] && strcmp(v.params_hash, ret_hash) != 0) || !env_same(sb, &c->env)) {
             json_object *d = json_object_new_object();
             json_object_object_add(
                 d, "reason",
@@ -252,7 +303,7 @@ void method_sandbox_create(struct req *r, void *params, void *userdata)
     struct sandbox_methods *sm = methods_sandbox(r);
     struct engine_error err = {};
     struct sandbox_create_opts o;
-    json_object *labels;
+    json_object *labels, *env = NULL;
     struct pending *p;
     int ret;
 
@@ -260,7 +311,7 @@ void method_sandbox_create(struct req *r, void *params, void *userdata)
 
     if (methods_sandbox_park(r, NULL, method_sandbox_create, params, userdata))
         return;
-    if (c->idempotency_key && idem_lookup(sm, r, c->idempotency_key, phash))
+    if (c->idempotency_key && idem_lookup(sm, r, c, phash))
         return;
     if (c->node && !node_param_allowed(r, engine_config(sm->engine)))
         return;
@@ -268,6 +319,12 @@ void method_sandbox_create(struct req *r, void *params, void *userdata)
     for (size_t i = 0; i < c->labels.n; i++)
         json_object_object_add(labels, c->labels.items[i].key,
                                json_object_new_string(c->labels.items[i].value));
+    if (c->env.n > 0) {
+        env = json_object_new_object();
+        for (size_t i = 0; i < c->env.n; i++)
+            json_object_object_add(env, c->env.items[i].key,
+                                   json_object_new_string(c->env.items[i].value));
+    }
     o = (struct sandbox_create_opts){
         .owner_uid = req_uid(r),
         .hostname = c->hostname,
@@ -281,14 +338,17 @@ void method_sandbox_create(struct req *r, void *params, void *userdata)
         .params_hash = phash[0] ? phash : NULL,
         .template = c->template,
         .node = c->node,
+        .env = env,
     };
     p = pending_new(sm, r);
     if (!p) {
         json_object_put(labels);
+        json_object_put(env);
         return;
     }
     ret = engine_create(sm->engine, &o, on_created, p, &err);
     json_object_put(labels);
+    json_object_put(env);
     if (ret < 0) {
         free(p);
         reply_engine_error(r, &err);

@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "macro.h"
+#include "req.h"
 #include "rpc.h"
 
 int methods_check(const struct method_def *rows, const char **ret_name)
@@ -41,6 +43,51 @@ static void reply_unknown(struct req *r)
     req_error_data(r, RPC_METHOD_NOT_FOUND, NULL, data);
 }
 
+/* The operator's caps on sizes the schema bounds more loosely: a value out of range is
+ * reported against the effective limit, the configured one. */
+struct param_cap {
+    const char *param, *cap;
+    size_t offset; /* of the unsigned in struct config_sandbox */
+};
+
+static const struct param_cap param_caps[] = {
+    {"ttl_s", "max_ttl_s", offsetof(struct config_sandbox, max_ttl_s)},
+    {"cores", "max_cores", offsetof(struct config_sandbox, max_cores)},
+    {"memory_mb", "max_memory_mb", offsetof(struct config_sandbox, max_memory_mb)},
+    {"disk_gb", "max_disk_gb", offsetof(struct config_sandbox, max_disk_gb)},
+};
+
+void methods_invalid_params(struct req *r, const struct params_error *e)
+{
+    const struct config *cfg = req_config(r);
+    json_object *d;
+
+    for (size_t i = 0; cfg && e->has_range && i < ELEMENTSOF(param_caps); i++) {
+        const struct param_cap *c = &param_caps[i];
+        unsigned max = *(const unsigned *)((const char *)&cfg->sandbox + c->offset);
+        char reason[160];
+
+        if (strcmp(e->param, c->param) != 0 || (int64_t)max >= e->max)
+            continue;
+        snprintf(reason, sizeof reason, "%s must be %lld..%u (%s)", c->param, (long long)e->min,
+                 max, c->cap);
+        d = json_object_new_object();
+        json_object_object_add(d, "reason", json_object_new_string(reason));
+        json_object_object_add(d, "param", json_object_new_string(c->param));
+        json_object_object_add(d, "min", json_object_new_int64(e->min));
+        json_object_object_add(d, "max", json_object_new_int64(max));
+        json_object_object_add(d, "cap", json_object_new_string(c->cap));
+        req_error_data(r, RPC_INVALID_PARAMS, NULL, d);
+        return;
+    }
+    d = params_error_data(e);
+    if (!d) {
+        req_error(r, RPC_INTERNAL_ERROR, "out of memory");
+        return;
+    }
+    req_error_data(r, RPC_INVALID_PARAMS, NULL, d);
+}
+
 /* Parses the params of r for row m into a new struct held by r. Returns true
  * when the handler may run; otherwise r is completed. */
 static bool parse_params(struct req *r, const struct method_def *m, void **ret)
@@ -63,7 +110,7 @@ static bool parse_params(struct req *r, const struct method_def *m, void **ret)
     if (k < 0) {
         free(buf);
         if (k == -EINVAL)
-            req_invalid_params(r, e.param, e.reason);
+            methods_invalid_params(r, &e);
         else
             req_error(r, RPC_INTERNAL_ERROR, strerror(-k));
         return false;

@@ -62,3 +62,8 @@ void methods_dispatch(const struct method_table *t, struct req *r);
  * connection should fail). */
 int methods_dispatch_line(const struct method_table *t, struct req_port *port, const char *line,
                           size_t len, bool stopping);
+/* Answers r with -32602 for a params error: data as params_error_data() gives it, except
+ * that a size out of range (ttl_s, cores, memory_mb, disk_gb) is reported against the
+ * operator's cap when that is tighter than the schema's bound: "ttl_s must be 1..86400
+ * (max_ttl_s)", data {"param", "min", "max", "cap"}. */
+void methods_invalid_params(struct req *r, const struct params_error *e);

@@ -5,7 +5,9 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "list.h"
@@ -36,6 +38,7 @@ struct req {
     void *drain_data;
     uint64_t drain_pass; /* the connection's drain pass when on_drain was armed */
     struct req_fds fds;  /* passed with the line; closed at completion unless taken */
+    const char *subject; /* the param naming the file of a file error (NULL: "path") */
     struct req *prev, *next;
 };
 
@@ -321,6 +324,38 @@ void req_reply(struct req *r, json_object *result)
     req_complete(r, rpc_result_new(r->id, result));
 }
 
+void req_set_subject(struct req *r, const char *param)
+{
+    r->subject = param;
+}
+
+/* A file error names its file: data gets "path" (the value of the subject param) and, for
+ * a param other than "path" (file.rename's "from" or "to"), "side"; the reason begins with
+ * them. */
+static void file_subject(struct req *r, json_object *data)
+{
+    const char *param = r->subject ? r->subject : "path", *path, *reason;
+    json_object *v, *rv;
+    char *text = NULL;
+    bool side = strcmp(param, "path") != 0;
+
+    if (!data || !json_object_is_type(data, json_type_object) ||
+        json_object_object_get_ex(data, "path", NULL))
+        return;
+    if (!r->params || !json_object_object_get_ex(r->params, param, &v) ||
+        !json_object_is_type(v, json_type_string))
+        return;
+    path = json_object_get_string(v);
+    json_object_object_add(data, "path", json_object_new_string(path));
+    if (side)
+        json_object_object_add(data, "side", json_object_new_string(param));
+    reason = json_object_object_get_ex(data, "reason", &rv) ? json_object_get_string(rv) : "";
+    if (asprintf(&text, "%s%s%s: %s", side ? param : "", side ? " " : "", path, reason) >= 0) {
+        json_object_object_add(data, "reason", json_object_new_string(text));
+        free(text);
+    }
+}
+
 void req_error_data(struct req *r, int code, const char *message, json_object *data)
 {
     if (req_silent(r)) {
@@ -328,6 +363,8 @@ void req_error_data(struct req *r, int code, const char *message, json_object *d
         req_complete(r, NULL);
         return;
     }
+    if (code == RPC_FILE_ERROR)
+        file_subject(r, data);
     req_complete(r, rpc_error_new(r->id, code, message ? message : rpc_code_message(code), data));
 }
 
@@ -342,11 +379,23 @@ void req_error(struct req *r, int code, const char *reason)
 
 void req_invalid_params(struct req *r, const char *param, const char *reason)
 {
+    struct params_error e = {};
+    json_object *d;
+
     if (req_silent(r)) {
         req_complete(r, NULL);
         return;
     }
-    req_complete(r, rpc_invalid_params_new(r->id, param, reason));
+    /* The reason names the parameter, as for the params kinds' own errors. */
+    snprintf(e.param, sizeof e.param, "%s", param ? param : "params");
+    snprintf(e.reason, sizeof e.reason, "%s", reason ? reason : "");
+    d = params_error_data(&e);
+    if (!d) {
+        req_complete(r, rpc_invalid_params_new(r->id, param, reason));
+        return;
+    }
+    req_complete(r,
+                 rpc_error_new(r->id, RPC_INVALID_PARAMS, rpc_code_message(RPC_INVALID_PARAMS), d));
 }
 
 int req_notify(struct req *r, const char *method, json_object *params)

@@ -97,6 +97,10 @@ void req_error(struct req *r, int code, const char *reason);
 void req_error_data(struct req *r, int code, const char *message, json_object *data);
 /* -32602 with data {"reason": reason, "param": param}. */
 void req_invalid_params(struct req *r, const char *param, const char *reason);
+/* The param whose value is the file a -32009 (file error) of r concerns (a static string;
+ * default "path"): req_error_data() adds data.path (and data.side when not "path") and
+ * begins the reason with them. */
+void req_set_subject(struct req *r, const char *param);
 
 /* --- Server-to-client notifications on the request's connection (exec.output). ---
  * params is taken over. Returns 0 when queued, -ENOTCONN when the client is gone,

@@ -39,6 +39,12 @@
 #define PARAMS_LABEL_VALUE_MAX 255
 /* Printable ASCII, no space. doc: "`idempotency_key`" */
 #define PARAMS_IDEMPOTENCY_KEY_MAX 64
+/* sandbox.create's env: variables every exec and process of the sandbox gets, within
+ * process.start's env size, so that any sandbox's env alone fits every call.
+ * doc: "`sandbox.create` `env`" */
+#define PARAMS_CREATE_ENV_MAX 64
+/* Sum of names and values. doc: "`sandbox.create` `env`" */
+#define PARAMS_CREATE_ENV_BYTES_MAX 4096
 /* A template's name. doc: "`template`" */
 #define PARAMS_TEMPLATE_MAX 32
 /* A Proxmox node's name. doc: "`node`" */
@@ -191,6 +197,9 @@ _Static_assert(PARAMS_PATH_MAX <= SSHFILE_PATH_MAX, "a valid path must pass the 
 _Static_assert(PARAMS_DATA_MAX <= SSHFILE_WRITE_MAX, "valid content must pass the SFTP layer");
 _Static_assert(PARAMS_DATA_MAX <= SSHEXEC_STDIN_MAX, "valid stdin must pass the exec layer");
 _Static_assert(PARAMS_MAX_OUTPUT_MAX <= SSHEXEC_OUTPUT_MAX, "a valid output cap must pass");
+_Static_assert(PARAMS_CREATE_ENV_MAX <= EXEC_ENV_MAX &&
+                   PARAMS_CREATE_ENV_BYTES_MAX <= PARAMS_PROCESS_ENV_BYTES_MAX,
+               "a sandbox's env fits every exec and process on its own");
 _Static_assert(PARAMS_PROCESS_COMMAND_MAX <= EXEC_COMMAND_INLINE_MAX &&
                    PARAMS_PROCESS_ARGV_BYTES_MAX <= EXEC_ARGV_BYTES_MAX &&
                    PARAMS_PROCESS_ENV_BYTES_MAX <= EXEC_ENV_BYTES_MAX,

@@ -13,6 +13,21 @@
 
 int params_fail(struct params_error *err, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Checks one member of an object of string pairs under name (val not yet known to be a
+ * string); *total counts the bytes of the pairs so far for kinds that limit them to
+ * max_bytes. */
+typedef int params_pair_check(const char *name, const char *key, json_object *val, size_t max_bytes,
+                              size_t *total, struct params_error *err);
+/* An optional object of at most max string pairs (more: "more than <max> <noun>"), each
+ * passed by check, into *ret in the object's order; *ret untouched when absent. */
+int params_pairs(json_object *params, const char *name, int max, size_t max_bytes, const char *noun,
+                 params_pair_check *check, struct params_kv_list *ret, struct params_error *err);
+/* "env": an object of at most max variables ([A-Za-z_][A-Za-z0-9_]*, at most
+ * PARAMS_ENV_NAME_MAX bytes each) whose names and values sum to at most max_bytes, in the
+ * order given; *ret untouched when absent. Errors name the variable, never its value. */
+int params_env(json_object *params, int max, size_t max_bytes, struct params_kv_list *ret,
+               struct params_error *err);
+
 /* params is an object (or absent) holding only allowed names (NULL-terminated). */
 int params_check_object(json_object *params, const char *const *allowed, struct params_error *err);
 int params_int(json_object *params, const char *name, bool required, int64_t min, int64_t max,

@@ -13,19 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int params_fail(struct params_error *err, const char *param, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err) {
-        snprintf(err->param, sizeof(err->param), "%s", param);
-        va_start(ap, fmt);
-        vsnprintf(err->reason, sizeof(err->reason), fmt, ap);
-        va_end(ap);
-    }
-    return -EINVAL;
-}
-
 /* Checks that params is an object (or absent) holding only allowed names. */
 int params_check_object(json_object *params, const char *const *allowed, struct params_error *err)
 {
@@ -106,13 +93,19 @@ int params_int(json_object *params, const char *name, bool required, int64_t min
     x = json_object_get_int64(v);
     /* json-c keeps integers above INT64_MAX as uint64: out of range too. */
     if (x == INT64_MAX && json_object_get_uint64(v) != (uint64_t)INT64_MAX)
-        return params_fail(err, name, "must be between %lld and %lld", (long long)min,
-                           (long long)max);
+        goto range;
     if (x < min || x > max)
-        return params_fail(err, name, "must be between %lld and %lld", (long long)min,
-                           (long long)max);
+        goto range;
     *ret = x;
     return 0;
+range:
+    params_fail(err, name, "must be between %lld and %lld", (long long)min, (long long)max);
+    if (err) {
+        err->has_range = true;
+        err->min = min;
+        err->max = max;
+    }
+    return -EINVAL;
 }
 
 int params_bool(json_object *params, const char *name, bool required, bool *ret,
@@ -278,18 +271,6 @@ static int params_data(json_object *params, const char *name, bool required, uin
     return 0;
 }
 
-void params_kv_list_done(struct params_kv_list *l)
-{
-    if (!l)
-        return;
-    for (size_t i = 0; i < l->n; i++) {
-        free(l->items[i].key);
-        free(l->items[i].value);
-    }
-    free(l->items);
-    *l = (struct params_kv_list){};
-}
-
 static int params_kv_cmp(const void *a, const void *b)
 {
     return strcmp(((const struct params_kv *)a)->key, ((const struct params_kv *)b)->key);
@@ -309,76 +290,19 @@ static bool params_label_key_ok(const char *k, size_t n)
     return true;
 }
 
-static bool params_env_name_ok(const char *k, size_t n)
-{
-    if (n == 0 || n > PARAMS_ENV_NAME_MAX)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char c = k[i];
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
-                  (i > 0 && c >= '0' && c <= '9');
-
-        if (!ok)
-            return false;
-    }
-    return true;
-}
-
-/* Checks one member of an object of string pairs under name (val not yet known to be a
- * string); *total counts the bytes of the pairs so far for kinds that limit them. */
-typedef int params_pair_check(const char *name, const char *key, json_object *val, size_t *total,
-                              struct params_error *err);
-
-/* An optional object of at most max string pairs (more: "more than <max> <noun>"), each
- * passed by check, into *ret in the object's order; *ret untouched when absent. */
-static int params_pairs(json_object *params, const char *name, int max, const char *noun,
-                        params_pair_check *check, struct params_kv_list *ret,
-                        struct params_error *err)
-{
-    _cleanup_(params_kv_list_done) struct params_kv_list l = {};
-    bool present;
-    json_object *v = params_get(params, name, &present);
-    size_t n, total = 0;
-    int r;
-
-    if (!present)
-        return 0;
-    if (!json_object_is_type(v, json_type_object))
-        return params_fail(err, name, "must be an object of strings");
-    n = (size_t)json_object_object_length(v);
-    if (n > (size_t)max)
-        return params_fail(err, name, "more than %d %s", max, noun);
-    if (n == 0)
-        return 0;
-    l.items = calloc(n, sizeof(*l.items));
-    if (!l.items)
-        return -ENOMEM;
-    json_object_object_foreach(v, key, val)
-    {
-        r = check(name, key, val, &total, err);
-        if (r < 0)
-            return r;
-        l.items[l.n].key = strdup(key);
-        l.items[l.n].value = strdup(json_object_get_string(val));
-        l.n++;
-        if (!l.items[l.n - 1].key || !l.items[l.n - 1].value)
-            return -ENOMEM;
-    }
-    *ret = l;
-    l = (struct params_kv_list){};
-    return 0;
-}
-
-static int params_label_check(const char *name, const char *key, json_object *val, size_t *total,
-                              struct params_error *err)
+static int params_label_check(const char *name, const char *key, json_object *val, size_t max_bytes,
+                              size_t *total, struct params_error *err)
 {
     const char *s;
     size_t vn;
 
+    (void)max_bytes;
+    (void)total;
     if (!params_label_key_ok(key, strlen(key)))
         return params_fail(err, name,
-                           "label key must be 1-%d of A-Z a-z 0-9 . _ - starting alphanumeric",
-                           PARAMS_LABEL_KEY_MAX);
+                           "label key '%.64s' must be 1-%d of A-Z a-z 0-9 . _ - starting "
+                           "alphanumeric",
+                           key, PARAMS_LABEL_KEY_MAX);
     if (!json_object_is_type(val, json_type_string))
         return params_fail(err, name, "label '%s' must be a string", key);
     s = json_object_get_string(val);
@@ -396,39 +320,12 @@ static int params_label_check(const char *name, const char *key, json_object *va
 static int params_labels(json_object *params, const char *name, struct params_kv_list *ret,
                          struct params_error *err)
 {
-    int r = params_pairs(params, name, PARAMS_LABELS_MAX, "labels", params_label_check, ret, err);
+    int r =
+        params_pairs(params, name, PARAMS_LABELS_MAX, 0, "labels", params_label_check, ret, err);
 
     if (r == 0 && ret->items)
         qsort(ret->items, ret->n, sizeof(*ret->items), params_kv_cmp);
     return r;
-}
-
-static int params_env_check(const char *name, const char *key, json_object *val, size_t *total,
-                            struct params_error *err)
-{
-    size_t kn = strlen(key), vn;
-
-    if (!params_env_name_ok(key, kn))
-        return params_fail(err, name,
-                           "variable names must match [A-Za-z_][A-Za-z0-9_]*, "
-                           "at most %d bytes",
-                           PARAMS_ENV_NAME_MAX);
-    if (!json_object_is_type(val, json_type_string))
-        return params_fail(err, name, "value of %s must be a string", key);
-    vn = (size_t)json_object_get_string_len(val);
-    if (memchr(json_object_get_string(val), '\0', vn))
-        return params_fail(err, name, "value of %s contains NUL", key);
-    *total += kn + vn;
-    if (*total > PARAMS_ENV_BYTES_MAX)
-        return params_fail(err, name, "names and values exceed %d bytes in total",
-                           PARAMS_ENV_BYTES_MAX);
-    return 0;
-}
-
-/* env: an object of at most PARAMS_ENV_MAX variables, in the order given. */
-static int params_env(json_object *params, struct params_kv_list *ret, struct params_error *err)
-{
-    return params_pairs(params, "env", PARAMS_ENV_MAX, "variables", params_env_check, ret, err);
 }
 
 static bool params_hostname_ok(const char *s, size_t n)
@@ -478,7 +375,7 @@ static int params_sandbox_create_fill(json_object *params, void *at, struct para
 {
     static const char *const allowed[] = {"hostname", "cores", "memory_mb", "disk_gb",
                                           "internet", "ttl_s", "labels",    "idempotency_key",
-                                          "template", "node",  NULL};
+                                          "template", "node",  "env",       NULL};
     static const struct params_field create_fields[] = {
         PARAMS_F_INT_OF(struct params_sandbox_create, cores, PARAMS_CORES_MAX),
         PARAMS_F_INT_OF(struct params_sandbox_create, memory_mb, PARAMS_MEMORY_MB_MAX),
@@ -535,6 +432,8 @@ static int params_sandbox_create_fill(json_object *params, void *at, struct para
         return r;
 
     r = params_labels(params, "labels", &p->labels, err);
+    if (r == 0)
+        r = params_env(params, PARAMS_CREATE_ENV_MAX, PARAMS_CREATE_ENV_BYTES_MAX, &p->env, err);
     if (r < 0)
         return r;
 
@@ -555,9 +454,26 @@ void params_sandbox_create_done(struct params_sandbox_create *p)
     for (size_t i = 0; i < ELEMENTSOF(strings); i++)
         free(TAKE_PTR(*strings[i]));
     params_kv_list_done(&p->labels);
+    params_kv_list_done(&p->env);
 }
 
 PARAMS_SPEC_DONE(params_sandbox_create, struct params_sandbox_create);
+
+/* The same pairs, in any order (keys are unique). */
+static bool params_kv_list_same(const struct params_kv_list *a, const struct params_kv_list *b)
+{
+    if (a->n != b->n)
+        return false;
+    for (size_t i = 0; i < a->n; i++) {
+        size_t j = 0;
+
+        while (j < b->n && strcmp(a->items[i].key, b->items[j].key) != 0)
+            j++;
+        if (j == b->n || strcmp(a->items[i].value, b->items[j].value) != 0)
+            return false;
+    }
+    return true;
+}
 
 static bool params_streq(const char *a, const char *b)
 {
@@ -576,7 +492,7 @@ bool params_sandbox_create_equal(const struct params_sandbox_create *a,
         if (strcmp(a->labels.items[i].key, b->labels.items[i].key) != 0 ||
             strcmp(a->labels.items[i].value, b->labels.items[i].value) != 0)
             return false;
-    return true;
+    return params_kv_list_same(&a->env, &b->env);
 }
 
 /* ---- sandbox.get / destroy / list / renew / set_internet --------------------- */
@@ -727,7 +643,7 @@ static int params_sandbox_exec_fill(json_object *params, void *at, struct params
         return -ENOMEM;
     r = params_argv(params, p, err);
     if (r == 0)
-        r = params_env(params, &p->env, err);
+        r = params_env(params, PARAMS_ENV_MAX, PARAMS_ENV_BYTES_MAX, &p->env, err);
     if (r == 0)
         r = params_read(params, NULL, tail, ELEMENTSOF(tail), p, err);
     if (r < 0)

@@ -23,10 +23,15 @@
 #define PARAMS_MODE_DEFAULT 0644
 
 /* What was wrong: param names the parameter ("params" for the container
- * itself), reason says why in a sentence fragment. */
+ * itself), reason says why in a sentence fragment; variable names the variable of an "env"
+ * at fault ("" otherwise); min..max is the range a value missed (has_range). The daemon
+ * reports it as params_error_data() (params-internal.h) describes. */
 struct params_error {
     char param[64];
     char reason[192];
+    char variable[PARAMS_ENV_NAME_MAX + 1];
+    bool has_range;
+    int64_t min, max;
 };
 
 struct params_kv {
@@ -48,9 +53,10 @@ struct params_sandbox_create {
     bool internet;  /* default false */
     int64_t ttl_s;  /* -1: config default_ttl_s (max_ttl_s applies) */
     struct params_kv_list labels;
-    char *idempotency_key; /* NULL: none */
-    char *template;        /* NULL: the default template; [a-z0-9-], <= PARAMS_TEMPLATE_MAX */
-    char *node;            /* NULL: placement; [A-Za-z0-9._-], <= PARAMS_NODE_MAX */
+    char *idempotency_key;     /* NULL: none */
+    char *template;            /* NULL: the default template; [a-z0-9-], <= PARAMS_TEMPLATE_MAX */
+    char *node;                /* NULL: placement; [A-Za-z0-9._-], <= PARAMS_NODE_MAX */
+    struct params_kv_list env; /* for every exec and process: <= PARAMS_CREATE_ENV_MAX, as given */
 };
 
 /* sandbox.resize: -1 leaves a size as it is; at least one is given. */
@@ -161,6 +167,11 @@ extern const struct params_spec params_sandbox_exec_spec;
 extern const struct params_spec params_file_write_spec;
 extern const struct params_spec params_file_read_spec;
 extern const struct params_spec params_none_spec; /* daemon.status, rpc.discover */
+
+/* The data of the -32602 error for e (docs/protocol.md "Errors"): "reason", a sentence that
+ * names its subject (`unknown parameter "foo"`, `ttl_s: must be between 1 and 31622400`),
+ * "param", and "variable", "min" and "max" when e has them. NULL on ENOMEM. */
+json_object *params_error_data(const struct params_error *e);
 
 /* ---- the protocol's method names ------------------------------------------- */
 

@@ -33,9 +33,10 @@ static const char *get_str(json_object *o, const char *key)
 
 static void print_sandbox(json_object *sb)
 {
-    static const char *keys[] = {"id",        "state",    "vmid",       "node",       "hostname",
-                                 "ip",        "internet", "cores",      "memory_mb",  "disk_gb",
-                                 "owner_uid", "labels",   "created_at", "expires_at", "template"};
+    static const char *keys[] = {"id",         "state",      "vmid",      "node",
+                                 "hostname",   "ip",         "internet",  "cores",
+                                 "memory_mb",  "disk_gb",    "owner_uid", "labels",
+                                 "created_at", "expires_at", "template",  "env_names"};
 
     for (size_t i = 0; i < ELEMENTSOF(keys); i++)
         printf("%-11s %s\n", keys[i], get_str(sb, keys[i]));
@@ -106,6 +107,25 @@ static void print_destroyed(json_object *o)
     printf("%s %s\n", get_str(o, "id"), get_str(o, "state"));
 }
 
+/* --label k=v, --env NAME=VALUE: one pair into the object params[name]. */
+static int add_pair(json_object *params, const char *name, const char *option, char *arg)
+{
+    char *eq = strchr(arg, '=');
+    json_object *o;
+
+    if (!eq) {
+        fprintf(stderr, "sandboxctl: %s wants key=value\n", option);
+        return EXIT_USAGE;
+    }
+    if (!json_object_object_get_ex(params, name, &o)) {
+        o = json_object_new_object();
+        json_object_object_add(params, name, o);
+    }
+    *eq = '\0';
+    json_object_object_add(o, arg, json_object_new_string(eq + 1));
+    return 0;
+}
+
 static int cmd_create(struct ctl *c, int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -117,18 +137,18 @@ static int cmd_create(struct ctl *c, int argc, char **argv)
         {"disk", required_argument, NULL, 'd'},
         {"hostname", required_argument, NULL, 'H'},
         {"label", required_argument, NULL, 'l'},
+        {"env", required_argument, NULL, 'e'},
         {"template", required_argument, NULL, 'T'},
         {"node", required_argument, NULL, 'N'},
         {},
         /* clang-format on */
     };
     _cleanup_json_ json_object *p = json_object_new_object();
-    json_object *labels = NULL;
     int64_t x;
     int opt;
 
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "+it:c:m:d:H:l:T:N:", opts, NULL)) >= 0) {
+    while ((opt = getopt_long(argc, argv, "+it:c:m:d:H:l:e:T:N:", opts, NULL)) >= 0) {
         const char *key = NULL;
 
         switch (opt) {
@@ -156,21 +176,12 @@ static int cmd_create(struct ctl *c, int argc, char **argv)
         case 'N':
             json_object_object_add(p, "node", json_object_new_string(optarg));
             continue;
-        case 'l': {
-            char *eq = strchr(optarg, '=');
-
-            if (!eq) {
-                fprintf(stderr, "sandboxctl: --label wants key=value\n");
+        case 'l':
+        case 'e':
+            if (add_pair(p, opt == 'l' ? "labels" : "env", opt == 'l' ? "--label" : "--env",
+                         optarg) != 0)
                 return EXIT_USAGE;
-            }
-            if (!labels) {
-                labels = json_object_new_object();
-                json_object_object_add(p, "labels", labels);
-            }
-            *eq = '\0';
-            json_object_object_add(labels, optarg, json_object_new_string(eq + 1));
             continue;
-        }
         default:
             return EXIT_USAGE;
         }
@@ -272,7 +283,8 @@ static void usage(FILE *f)
             "Usage: sandboxctl [--socket PATH] [--json] COMMAND ...\n\n"
             "  status                          daemon version, uptime, counts\n"
             "  create [--internet] [--ttl S] [--cores N] [--memory MB] [--disk GB]\n"
-            "         [--hostname H] [--label k=v]... [--template NAME] [--node NODE]\n"
+            "         [--hostname H] [--label k=v]... [--env NAME=VALUE]...\n"
+            "         [--template NAME] [--node NODE]\n"
             "  resize ID [--cores N] [--memory MB] [--disk GB]\n"
             "                                  live; disks only grow\n"
             "  list [--all]                    your sandboxes (admins: --all)\n"

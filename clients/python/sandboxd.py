@@ -115,7 +115,21 @@ class Error(Exception):
 
     @property
     def reason(self) -> Optional[str]:
+        """What was wrong, a sentence naming its subject (`unknown parameter "foo"`,
+        `ttl_s must be 1..86400 (max_ttl_s)`, `to /tmp/d: Is a directory`)."""
         return self.data.get("reason")
+
+    @property
+    def param(self) -> Optional[str]:
+        """InvalidParams: the parameter at fault (data["param"]); data may also hold
+        "variable" (an env variable), "min", "max" and "cap" (the operator's key)."""
+        return self.data.get("param")
+
+    @property
+    def path(self) -> Optional[str]:
+        """FileError: the file (data["path"]); for file.rename data["side"] says which of
+        "from" and "to" it is."""
+        return self.data.get("path")
 
     def __str__(self) -> str:
         text = self.message
@@ -546,10 +560,15 @@ class Client:
         return dict(self.discover().get("x-limits") or {})
 
     # -- sandboxes
-    def create(self, *, timeout: Optional[float] = None, **params: Any) -> "Sandbox":
+    def create(self, *, env: Optional[Mapping[str, str]] = None, timeout: Optional[float] = None,
+               **params: Any) -> "Sandbox":
         """sandbox.create: template, hostname, cores, memory_mb, disk_gb, internet, ttl_s,
-        labels, idempotency_key, node (admins, per the daemon's node_param). Returns once the sandbox is ready (from the daemon's warm
-        pool when it keeps one for the template)."""
+        labels, idempotency_key, node (admins, per the daemon's node_param), env (variables
+        every later exec and process of the sandbox gets; secrets welcome: the daemon never
+        returns them, `sb.env_names` lists the names). Returns once the sandbox is ready
+        (from the daemon's warm pool when it keeps one for the template)."""
+        if env is not None:
+            params["env"] = dict(env)
         return Sandbox(self, self.call(Method.CREATE, params, timeout))
 
     def get(self, id: str, timeout: Optional[float] = None) -> "Sandbox":

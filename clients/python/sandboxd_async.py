@@ -306,7 +306,11 @@ class AsyncClient:
     async def limits(self) -> Dict[str, Any]:
         return dict((await self.discover()).get("x-limits") or {})
 
-    async def create(self, *, timeout: Optional[float] = None, **params: Any) -> "AsyncSandbox":
+    async def create(self, *, env: Optional[Mapping[str, str]] = None,
+                     timeout: Optional[float] = None, **params: Any) -> "AsyncSandbox":
+        """sandbox.create, as sandboxd.Client.create (env included)."""
+        if env is not None:
+            params["env"] = dict(env)
         return AsyncSandbox(self, await self.call(Method.CREATE, params, timeout))
 
     async def get(self, id: str, timeout: Optional[float] = None) -> "AsyncSandbox":

@@ -270,12 +270,14 @@ static struct sandbox *find_member(struct engine *e, const struct engine_templat
 /* The new owner's fields, in memory (saved by the state change that follows). */
 static int hand_over(struct sandbox *sb, const struct sandbox_create_opts *opts, int64_t ttl)
 {
-    _cleanup_json_ json_object *labels = NULL;
+    _cleanup_json_ json_object *labels = NULL, *env = NULL;
     char idem[SHA256_HEX_SIZE] = "";
     _cleanup_free_ char *key = NULL;
     int r;
 
     r = labels_copy(opts->labels, &labels);
+    if (r >= 0)
+        r = env_copy(opts->env, &env);
     if (r < 0)
         return r;
     if (opts->idempotency_key) {
@@ -287,6 +289,8 @@ static int hand_over(struct sandbox *sb, const struct sandbox_create_opts *opts,
     sb->owner_uid = opts->owner_uid;
     json_object_put(sb->labels);
     sb->labels = TAKE_PTR(labels);
+    json_object_put(sb->env);
+    sb->env = TAKE_PTR(env);
     free(sb->idempotency_key);
     sb->idempotency_key = TAKE_PTR(key);
     memcpy(sb->idem_hash, idem, sizeof idem);

@@ -196,9 +196,12 @@ int reconcile_renew(struct reconcile *rc, struct sandbox *sb, int64_t ttl_s, eng
     struct renew *rn;
     int k;
 
-    if (ttl_s < 1 || ttl_s > (int64_t)rc->cfg->sandbox.max_ttl_s)
-        return engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL, "ttl_s must be 1..max_ttl_s",
-                             "ttl_s");
+    if (ttl_s < 1 || ttl_s > (int64_t)rc->cfg->sandbox.max_ttl_s) {
+        engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL, "ttl_s must be 1..max_ttl_s", "ttl_s");
+        ret_err->cap = "max_ttl_s";
+        ret_err->limit = rc->cfg->sandbox.max_ttl_s;
+        return -EINVAL;
+    }
     if (sb->state != SANDBOX_READY || sb->create_op || sb->destroy_requested)
         return engine_refuse_not_ready(ret_err, sb->state);
     rn = calloc(1, sizeof *rn);

@@ -46,6 +46,8 @@ int sandbox_from_record(struct engine *e, const struct registry_record *r, enum 
     sb->started_ms = now_ms(e);
     k = labels_copy(r->labels, &sb->labels);
     if (k >= 0)
+        k = env_copy(r->env, &sb->env);
+    if (k >= 0)
         k = sandbox_set_idempotency(sb, r->owner_uid, r->idempotency_key, r->params_hash);
     uv_timer_init(e->loop, &sb->timer);
     sb->timer.data = sb;

@@ -654,7 +654,10 @@ static int sandbox_new(struct engine *e, const struct sandbox_create_opts *opts,
     r = id_random(sb->id, sizeof sb->id, "sb-");
     if (r >= 0)
         r = labels_copy(opts->labels, &sb->labels);
+    if (r >= 0)
+        r = env_copy(opts->env, &sb->env);
     if (r < 0) {
+        json_object_put(sb->labels);
         free(sb);
         return r == -EINVAL ? -EINVAL : -ENOMEM;
     }
@@ -695,9 +698,13 @@ static int create_check(struct engine *e, const struct sandbox_create_opts *opts
     unsigned n_uid = 0;
     int r;
 
-    if (ttl < 1 || ttl > (int64_t)cs->max_ttl_s)
-        return engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL,
-                             "ttl_s exceeds the configured max_ttl_s", "ttl_s");
+    if (ttl < 1 || ttl > (int64_t)cs->max_ttl_s) {
+        engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL, "ttl_s exceeds the configured max_ttl_s",
+                      "ttl_s");
+        ret_err->cap = "max_ttl_s";
+        ret_err->limit = cs->max_ttl_s;
+        return -EINVAL;
+    }
     r = engine_check_caps(e, t, opts->cores, opts->memory_mb, opts->disk_gb, ret_err);
     if (r < 0)
         return r;

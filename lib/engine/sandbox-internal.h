@@ -38,6 +38,8 @@ struct sandbox {
     unsigned memory_mb;
     unsigned disk_gb;
     json_object *labels; /* object of strings, never NULL */
+    json_object *env;    /* sandbox.create's env: object of strings, NULL: none. Secret: only
+                          * in the registry record and the commands it goes to */
     time_t created_at;
     time_t expires_at;
     char *error;                       /* last failure text, or NULL */
@@ -273,6 +275,8 @@ int sandbox_set_idempotency(struct sandbox *sb, uid_t owner, const char *key,
 void sandbox_unref(struct sandbox *sb);
 void tomb_add(struct engine *e, const struct sandbox *sb);
 int labels_copy(json_object *in, json_object **ret);
+/* A copy of an env (registry_env_ok()) into *ret: NULL for NULL or no variables; -EINVAL. */
+int env_copy(json_object *in, json_object **ret);
 void op_set_error(struct sb_op *op, const struct engine_error *err);
 void op_free(struct sb_op *op);
 /* The SSH settings for sb's address (strings borrowed from the engine and sb). */

@@ -75,6 +75,19 @@ struct sandbox_exec_result {
  * (a passed descriptor failed). */
 typedef void (*sandbox_exec_cb)(int error, const struct sandbox_exec_result *res, void *userdata);
 
+/* ---- the sandbox's own env (sandbox.create's env; sandbox-view.c) ---- */
+/* The variables (an object of strings, borrowed), or NULL: none. Their values are secrets:
+ * never logged, reported or sent anywhere but into the sandbox's commands. */
+json_object *sandbox_env(const struct sandbox *sb);
+/* The environment of one exec or process: sb's variables that env (NULL or NULL-terminated
+ * "NAME=value") does not set, then env's. *ret is NULL-terminated, or NULL when there is no
+ * variable; free it with sandbox_env_free(). *ret_bytes counts names and values. -E2BIG past
+ * max_vars variables or max_bytes bytes (*ret_bytes filled), -ENOMEM. */
+int sandbox_env_merge(const struct sandbox *sb, const char *const *env, size_t max_vars,
+                      size_t max_bytes, char ***ret, size_t *ret_bytes);
+/* Wipes and frees a vector of sandbox_env_merge(); NULL accepted. Returns NULL. */
+char **sandbox_env_free(char **v);
+
 /* Runs a command on the sandbox's SSH pool. *ret (optional) is its job. */
 int sandbox_exec(struct sandbox *sb, const struct sandbox_exec_params *p, sandbox_exec_cb cb,
                  void *userdata, struct sandbox_job **ret, struct engine_error *ret_err);
@@ -154,6 +167,7 @@ int sandbox_file_remove(struct sandbox *sb, const char *path, bool recursive, sa
 /* count: folders made. */
 int sandbox_file_mkdir(struct sandbox *sb, const char *path, bool parents, mode_t mode,
                        sandbox_count_cb cb, void *userdata, struct engine_error *ret_err);
+/* count: 1; on an error, the side it concerns: 0 `from`, 1 `to`. */
 int sandbox_file_rename(struct sandbox *sb, const char *from, const char *to, sandbox_count_cb cb,
                         void *userdata, struct engine_error *ret_err);
 

@@ -1,6 +1,13 @@
 /* The read-only snapshot of struct sandbox for the daemon. See lib/engine/sandbox.h. */
 #include "sandbox-internal.h"
 
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sandbox-io.h"
+
 static const char *public_state(const struct sandbox *sb)
 {
     if (sb->state == SANDBOX_READY && sb->node && sb->engine->cluster &&
@@ -33,4 +40,78 @@ void sandbox_view(const struct sandbox *sb, struct sandbox_info *ret)
         .template = sb->template,
         .pool = sb->pool_member,
     };
+}
+
+json_object *sandbox_env(const struct sandbox *sb)
+{
+    return sb->env;
+}
+
+/* Whether env (NULL-terminated "NAME=value") sets name. */
+static bool env_sets(const char *const *env, const char *name)
+{
+    size_t n = strlen(name);
+
+    for (size_t i = 0; env && env[i]; i++)
+        if (strncmp(env[i], name, n) == 0 && env[i][n] == '=')
+            return true;
+    return false;
+}
+
+int sandbox_env_merge(const struct sandbox *sb, const char *const *env, size_t max_vars,
+                      size_t max_bytes, char ***ret, size_t *ret_bytes)
+{
+    size_t n = 0, bytes = 0, k = 0;
+    char **v;
+
+    for (size_t i = 0; env && env[i]; i++, n++)
+        bytes += strlen(env[i]) - 1; /* without the '=' */
+    if (sb->env) {
+        json_object_object_foreach(sb->env, name, val)
+        {
+            if (env_sets(env, name))
+                continue;
+            n++;
+            bytes += strlen(name) + (size_t)json_object_get_string_len(val);
+        }
+    }
+    *ret_bytes = bytes;
+    if (n > max_vars || bytes > max_bytes)
+        return -E2BIG;
+    if (n == 0) {
+        *ret = NULL;
+        return 0;
+    }
+    v = calloc(n + 1, sizeof *v);
+    if (!v)
+        return -ENOMEM;
+    if (sb->env) {
+        json_object_object_foreach(sb->env, name, val)
+        {
+            if (env_sets(env, name))
+                continue;
+            if (asprintf(&v[k++], "%s=%s", name, json_object_get_string(val)) < 0) {
+                v[k - 1] = NULL;
+                sandbox_env_free(v);
+                return -ENOMEM;
+            }
+        }
+    }
+    for (size_t i = 0; env && env[i]; i++)
+        if (!(v[k++] = strdup(env[i]))) {
+            sandbox_env_free(v);
+            return -ENOMEM;
+        }
+    *ret = v;
+    return 0;
+}
+
+char **sandbox_env_free(char **v)
+{
+    for (size_t i = 0; v && v[i]; i++) {
+        explicit_bzero(v[i], strlen(v[i]));
+        free(v[i]);
+    }
+    free(v);
+    return NULL;
 }

@@ -77,6 +77,7 @@ int sandbox_save(struct sandbox *sb, registry_done_fn cb, void *userdata)
         .upid = sb->upid,
         .template = sb->template[0] ? (char *)sb->template : NULL,
         .pool = sb->pool_member,
+        .env = sb->env,
     };
 
     if (sb->error) {
@@ -157,6 +158,7 @@ static void sandbox_free_cb(uv_handle_t *h)
     FREE_MANY(sb->node, sb->hostname, sb->ip, sb->net0, sb->error, sb->idempotency_key, sb->upid);
     if (sb->labels)
         json_object_put(sb->labels);
+    json_object_put(sb->env);
     bool counted = sb->close_counted;
     free(sb);
     if (counted)
@@ -291,6 +293,18 @@ void op_free(struct sb_op *op)
     free(op->msg);
     free(op->upid);
     free(op);
+}
+
+int env_copy(json_object *in, json_object **ret)
+{
+    json_object *o = NULL;
+
+    if (!registry_env_ok(in))
+        return -EINVAL;
+    if (in && json_object_object_length(in) > 0 && json_object_deep_copy(in, &o, NULL) < 0)
+        return -ENOMEM;
+    *ret = o;
+    return 0;
 }
 
 int labels_copy(json_object *in, json_object **ret)

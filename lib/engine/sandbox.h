@@ -167,8 +167,10 @@ struct sandbox_create_opts {
     int memory_mb;
     int disk_gb;
     bool internet;
-    int64_t ttl_s;               /* -1: default_ttl_s; > max_ttl_s is ENGINE_E_INVALID */
-    json_object *labels;         /* borrowed object of strings, may be NULL */
+    int64_t ttl_s;       /* -1: default_ttl_s; > max_ttl_s is ENGINE_E_INVALID */
+    json_object *labels; /* borrowed object of strings, may be NULL */
+    json_object *env;    /* borrowed object of strings (registry_env_ok), may be NULL: set for
+                          * every exec and process (sandbox_env_merge, sandbox-io.h) */
     const char *idempotency_key; /* NULL: none (<= REG_KEY_MAX) */
     const char *params_hash;     /* NULL: none; 64 hex (registry_params_hash) */
     const char *template;        /* NULL: the default template; unknown: ENGINE_E_INVALID */

@@ -919,7 +919,9 @@ int sshexec_start(struct sshpool *pool, const struct sshexec_params *params, ssh
     uv_update_time(sshpool_get_loop(pool));
     if (e->timeout_ms > 0)
         uv_timer_start(&e->timer, on_exec_timer, e->timeout_ms, 0);
-    log_debug(COMP, "%s: queued: %s", e->marker, e->cmd);
+    /* Not the line itself: its env may hold secrets (sandbox.create's env). */
+    log_debug(COMP, "%s: queued: a command line of %zu bytes%s", e->marker, strlen(e->cmd),
+              params->env && params->env[0] ? " with env" : "");
     sshpool_submit(pool, &e->chan);
     if (ret)
         *ret = e;

@@ -142,6 +142,7 @@ struct fs_op {
     size_t cap;
     struct sshfile_entry st;
     uint64_t count;
+    bool to_side; /* rename: a failure from here on concerns `to` */
 };
 
 /* ---- list ---- */
@@ -515,6 +516,9 @@ static int rename_run(struct sshfile *f, struct fs_op *o)
         return r;
     if (strcmp(o->path, o->to) == 0)
         return 0;
+    if (strcmp(o->path, "/") == 0)
+        return -EBUSY;
+    o->to_side = true;
     r = rename_check(f, o, dir);
     if (r < 0)
         return r;
@@ -693,7 +697,7 @@ static void fs_notify(int error, struct sshfile_op *op)
         o->cb.stat(error, error == 0 ? &o->st : NULL, o->userdata);
         break;
     default:
-        o->cb.done(error, error == 0 ? o->count : 0, o->userdata);
+        o->cb.done(error, error == 0 ? o->count : (uint64_t)o->to_side, o->userdata);
         break;
     }
 }

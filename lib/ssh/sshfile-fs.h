@@ -77,6 +77,7 @@ int sshfile_mkdir(struct sshfile *f, const char *path, bool parents, mode_t mode
 
 /* Renames from to to. An existing `to` that is not a folder is replaced (a regular file
  * atomically, rename(2); a link or other entry is removed first); an existing folder `to`
- * is -EISDIR (or -EEXIST when from is a folder too) and left alone. */
+ * is -EISDIR (or -EEXIST when from is a folder too) and left alone. On an error the count
+ * the callback gets says which side it concerns: 0 `from`, 1 `to`. */
 int sshfile_rename(struct sshfile *f, const char *from, const char *to, sshfile_done_cb cb,
                    void *userdata);

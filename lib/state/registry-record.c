@@ -57,6 +57,7 @@ struct registry_record *registry_record_free(struct registry_record *r)
     FREE_MANY(r->id, r->instance, r->idempotency_key, r->params_hash, r->node, r->upid, r->hostname,
               r->ip, r->error, r->host_key, r->template);
     json_object_put(r->labels);
+    json_object_put(r->env);
     free(r);
     return NULL;
 }
@@ -73,7 +74,7 @@ struct registry_record *registry_record_dup(const struct registry_record *r)
     *c = *r;
     c->id = c->instance = c->idempotency_key = c->params_hash = c->node = c->upid = NULL;
     c->hostname = c->ip = c->error = c->host_key = c->template = NULL;
-    c->labels = NULL;
+    c->labels = c->env = NULL;
     if (strdup_replace(&c->id, r->id) < 0 || strdup_replace(&c->instance, r->instance) < 0 ||
         strdup_replace(&c->idempotency_key, r->idempotency_key) < 0 ||
         strdup_replace(&c->params_hash, r->params_hash) < 0 ||
@@ -83,6 +84,8 @@ struct registry_record *registry_record_dup(const struct registry_record *r)
         strdup_replace(&c->template, r->template) < 0)
         return NULL;
     if (r->labels && json_object_deep_copy(r->labels, &c->labels, NULL) < 0)
+        return NULL;
+    if (r->env && json_object_deep_copy(r->env, &c->env, NULL) < 0)
         return NULL;
     return TAKE_PTR(c);
 }
@@ -145,6 +148,40 @@ static bool labels_ok(json_object *labels)
     return true;
 }
 
+static bool env_name_ok(const char *k)
+{
+    size_t n = strlen(k);
+
+    if (n == 0 || n > REG_ENV_NAME_MAX || (k[0] >= '0' && k[0] <= '9'))
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((k[i] >= 'a' && k[i] <= 'z') || (k[i] >= 'A' && k[i] <= 'Z') ||
+              (k[i] >= '0' && k[i] <= '9') || k[i] == '_'))
+            return false;
+    return true;
+}
+
+bool registry_env_ok(json_object *env)
+{
+    size_t count = 0, bytes = 0;
+
+    if (!env)
+        return true;
+    if (!json_object_is_type(env, json_type_object))
+        return false;
+    json_object_object_foreach(env, k, v)
+    {
+        if (++count > REG_ENV_MAX || !env_name_ok(k) || !json_object_is_type(v, json_type_string))
+            return false;
+        if (strlen(json_object_get_string(v)) != (size_t)json_object_get_string_len(v))
+            return false;
+        bytes += strlen(k) + (size_t)json_object_get_string_len(v);
+        if (bytes > REG_ENV_BYTES_MAX)
+            return false;
+    }
+    return true;
+}
+
 int registry_record_validate(const struct registry_record *r)
 {
     if (!r)
@@ -177,7 +214,7 @@ int registry_record_validate(const struct registry_record *r)
         return -EINVAL;
     if (r->cores > CORES_MAX || r->memory_mb > MEMORY_MB_MAX || r->disk_gb > DISK_GB_MAX)
         return -EINVAL;
-    if (!labels_ok(r->labels))
+    if (!labels_ok(r->labels) || !registry_env_ok(r->env))
         return -EINVAL;
     if (r->created_at < 0 || r->expires_at < 0)
         return -EINVAL;
@@ -251,6 +288,8 @@ int registry_record_to_json(const struct registry_record *r, char **ret_json)
         (k = add_str(o, "error", r->error)) < 0 || (k = add_str(o, "host_key", r->host_key)) < 0)
         return k;
     if (r->labels && (k = add(o, "labels", json_object_get(r->labels))) < 0)
+        return k;
+    if (r->env && (k = add(o, "env", json_object_get(r->env))) < 0)
         return k;
     if ((k = add_str(o, "template", r->template)) < 0 ||
         (r->pool && (k = add(o, "pool", json_object_new_boolean(true))) < 0))
@@ -422,6 +461,8 @@ int registry_record_from_json(const char *json, size_t n, struct registry_record
     }
     if (json_object_object_get_ex(o, "labels", &v) && !json_object_is_type(v, json_type_null))
         r->labels = json_object_get(v);
+    if (json_object_object_get_ex(o, "env", &v) && !json_object_is_type(v, json_type_null))
+        r->env = json_object_get(v);
 
     k = registry_state_from_string(state);
     if (k < 0)

@@ -42,6 +42,10 @@
 #define REG_LABELS_MAX 16
 #define REG_LABEL_LEN_MAX 256
 #define REG_TEMPLATE_MAX 32 /* template name: [a-z0-9-] */
+/* sandbox.create's env (proto/api-limits.h PARAMS_CREATE_ENV_*): names [A-Za-z_][A-Za-z0-9_]* */
+#define REG_ENV_MAX 64
+#define REG_ENV_NAME_MAX 255
+#define REG_ENV_BYTES_MAX 4096 /* names and values */
 /* Canonical params JSON longer than this is refused by registry_params_hash(). */
 #define REG_PARAMS_MAX (64 * 1024)
 #define REG_PARAMS_DEPTH_MAX 32
@@ -93,6 +97,8 @@ struct registry_record {
                         * hostkey.h); unset: the template's pins apply */
     char *template;    /* optional: the template's name (NULL: the default one) */
     bool pool;         /* a warm pool member: owned by the pool, not by owner_uid */
+    json_object *env;  /* optional: an owned object of strings, the variables every exec and
+                        * process gets (secrets: this file is the only place they are kept) */
 };
 
 struct registry_record *registry_record_new(void);
@@ -106,6 +112,8 @@ static inline void registry_record_freep(struct registry_record **r)
 struct registry_record *registry_record_dup(const struct registry_record *r);
 /* Frees an array returned by registry_load() and its records. Returns NULL. */
 struct registry_record **registry_records_free(struct registry_record **v, size_t n);
+/* An env as a record keeps it (NULL included): the limits above. */
+bool registry_env_ok(json_object *env);
 /* Checks every field against the limits above. 0 or -EINVAL. */
 int registry_record_validate(const struct registry_record *r);
 /* (De)serialisation, exposed for tests and tools. The JSON is an object with

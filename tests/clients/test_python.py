@@ -271,6 +271,19 @@ def main():
                 raise AssertionError("no error")
             except sandboxd.FileError as e:
                 assert e.data["errno"] == "ENOENT", e.data
+                # The error names its file, in str() too (what a program prints).
+                assert e.path == "/no/such/file" and "/no/such/file: " in str(e), str(e)
+            try:
+                st["sb"].rename("/tmp", "/tmp/inside")
+                raise AssertionError("no error")
+            except sandboxd.FileError as e:
+                assert e.data["side"] in ("from", "to") and e.path, e.data
+            try:
+                client.create(no_such_param=1)
+                raise AssertionError("no error")
+            except sandboxd.InvalidParams as e:
+                assert e.param == "no_such_param", e.data
+                assert 'unknown parameter "no_such_param"' in str(e), str(e)
             try:
                 client.call("no.such.method")
                 raise AssertionError("no error")
@@ -281,6 +294,23 @@ def main():
                 raise AssertionError("no error")
             except sandboxd.Error as e:
                 assert type(e) is sandboxd.InvalidParams, type(e)
+                assert e.param == "ttl_s" and "ttl_s" in str(e) and e.data["max"] > 0, e.data
+
+        def create_env():
+            secret = "py-secret-" + os.urandom(6).hex()
+            with client.create(env={"PY_SECRET": secret, "MODE": "base"}) as sb:
+                assert sorted(sb.env_names) == ["MODE", "PY_SECRET"], sb.info
+                assert secret not in repr(sb.info) and secret not in repr(client.get(sb.id).info)
+                assert sb.exec('echo "$PY_SECRET $MODE"').stdout == f"{secret} base\n"
+                assert sb.exec('echo "$MODE"', env={"MODE": "call"}).stdout == "call\n"
+                p = sb.start_process('echo "$PY_SECRET"')
+                assert p.wait(timeout_ms=30000)["exit_code"] == 0
+                assert p.read()["bytes"] == f"{secret}\n".encode()
+            try:
+                client.create(env={"1BAD": "x"})
+                raise AssertionError("no error")
+            except sandboxd.InvalidParams as e:
+                assert e.param == "env" and '"1BAD"' in str(e), str(e)
 
         def reserved_methods():
             sb = st["sb"]
@@ -452,6 +482,7 @@ def main():
                  ("list, stat, remove, mkdir, rename, offset and append", filesystem),
                  ("set_internet and renew", internet_renew),
                  ("errors: one class per code", errors),
+                 ("create(env=...): every exec and process, never returned", create_env),
                  ("file and process methods (when offered)", reserved_methods),
                  ("threads on one client", threads),
                  ("with client.create() as sb", context_manager),

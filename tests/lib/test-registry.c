@@ -112,7 +112,9 @@ static struct registry_record *full_record(const char *id)
     r->error = strdup("");
     r->template = strdup("py-3");
     r->pool = true;
+    r->env = json_tokener_parse("{\"API_TOKEN\": \"s3cret\", \"A_1\": \"x=y\"}");
     ck_assert_ptr_nonnull(r->labels);
+    ck_assert_ptr_nonnull(r->env);
     return r;
 }
 
@@ -154,6 +156,9 @@ static void assert_record_eq(const struct registry_record *a, const struct regis
     ck_assert_int_eq(!!a->labels, !!b->labels);
     if (a->labels)
         ck_assert(json_object_equal(a->labels, b->labels));
+    ck_assert_int_eq(!!a->env, !!b->env);
+    if (a->env)
+        ck_assert(json_object_equal(a->env, b->env));
 }
 
 static struct registry *open_reg(void)
@@ -372,6 +377,10 @@ START_TEST(test_invalid_save)
                    (json_object_put(r->labels), r->labels = NULL));
     EXPECT_INVALID(r->labels = json_tokener_parse("[\"a\"]"),
                    (json_object_put(r->labels), r->labels = NULL));
+    EXPECT_INVALID(r->env = json_tokener_parse("{\"9A\": \"x\"}"),
+                   (json_object_put(r->env), r->env = NULL));
+    EXPECT_INVALID(r->env = json_tokener_parse("{\"A\": 1}"),
+                   (json_object_put(r->env), r->env = NULL));
     EXPECT_INVALID(r->expires_at = -1, r->expires_at = 0);
     EXPECT_INVALID(r->cores = 100000, r->cores = 0);
 #undef EXPECT_INVALID

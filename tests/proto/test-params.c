@@ -205,6 +205,77 @@ START_TEST(test_create)
 }
 END_TEST
 
+/* sandbox.create's env: the variables, their limits, idempotency, errors naming the variable. */
+START_TEST(test_create_env)
+{
+    struct params_sandbox_create c, c2;
+    struct params_error e;
+    json_object *p, *d, *v;
+    char buf[8192];
+    size_t k;
+
+    p = J("{\"env\":{\"TOKEN\":\"s3cret\",\"A_1\":\"x=y\"}}");
+    ck_assert_int_eq(params_sandbox_create_spec.parse(p, &c, &e), 0);
+    ck_assert_uint_eq(c.env.n, 2);
+    ck_assert_str_eq(c.env.items[0].key, "TOKEN");
+    ck_assert_str_eq(c.env.items[0].value, "s3cret");
+    json_object_put(p);
+    p = J("{\"env\":{\"A_1\":\"x=y\",\"TOKEN\":\"s3cret\"}}");
+    ck_assert_int_eq(params_sandbox_create_spec.parse(p, &c2, &e), 0);
+    ck_assert(params_sandbox_create_equal(&c, &c2)); /* order does not matter */
+    params_sandbox_create_done(&c2);
+    json_object_put(p);
+    p = J("{\"env\":{\"A_1\":\"x=y\",\"TOKEN\":\"other\"}}");
+    ck_assert_int_eq(params_sandbox_create_spec.parse(p, &c2, &e), 0);
+    ck_assert(!params_sandbox_create_equal(&c, &c2)); /* values do */
+    params_sandbox_create_done(&c2);
+    params_sandbox_create_done(&c);
+    json_object_put(p);
+
+    bad("sandbox.create", "{\"env\":{\"9X\":\"v\"}}", "env", "variable name \"9X\"");
+    bad("sandbox.create", "{\"env\":{\"X\":1}}", "env", "X must be a string");
+    bad("sandbox.create", "{\"env\":[]}", "env", "object");
+    /* More than 64 variables; more than 4096 bytes (naming the variable, not the value). */
+    k = (size_t)snprintf(buf, sizeof buf, "{\"env\":{");
+    for (int i = 0; i <= PARAMS_CREATE_ENV_MAX; i++)
+        k += (size_t)snprintf(buf + k, sizeof buf - k, "%s\"V%d\":\"x\"", i ? "," : "", i);
+    snprintf(buf + k, sizeof buf - k, "}}");
+    bad("sandbox.create", buf, "env", "more than 64 variables");
+    k = (size_t)snprintf(buf, sizeof buf, "{\"env\":{\"BIG\":\"");
+    memset(buf + k, 'v', PARAMS_CREATE_ENV_BYTES_MAX);
+    snprintf(buf + k + PARAMS_CREATE_ENV_BYTES_MAX, sizeof buf - k - PARAMS_CREATE_ENV_BYTES_MAX,
+             "\"}}");
+    bad("sandbox.create", buf, "env", "4096 bytes in total (at BIG)");
+    ck_assert_int_eq(run("sandbox.create", buf, &e), -EINVAL);
+    ck_assert_str_eq(e.variable, "BIG");
+    ck_assert(e.has_range && e.max == PARAMS_CREATE_ENV_BYTES_MAX);
+    ck_assert_ptr_null(strstr(e.reason, "vvvv"));
+
+    /* The error data names the subject. */
+    ck_assert_int_eq(run("sandbox.create", "{\"foo\":1}", &e), -EINVAL);
+    d = params_error_data(&e);
+    ck_assert(json_object_object_get_ex(d, "reason", &v));
+    ck_assert_str_eq(json_object_get_string(v), "unknown parameter \"foo\"");
+    ck_assert(json_object_object_get_ex(d, "param", &v));
+    ck_assert_str_eq(json_object_get_string(v), "foo");
+    json_object_put(d);
+    ck_assert_int_eq(run("sandbox.renew", "{\"id\":\"a\",\"ttl_s\":0}", &e), -EINVAL);
+    d = params_error_data(&e);
+    ck_assert(json_object_object_get_ex(d, "reason", &v));
+    ck_assert_str_eq(json_object_get_string(v), "ttl_s: must be between 1 and 31622400");
+    ck_assert(json_object_object_get_ex(d, "max", &v));
+    ck_assert_int_eq(json_object_get_int64(v), PARAMS_TTL_S_MAX);
+    ck_assert(json_object_object_get_ex(d, "min", &v));
+    ck_assert_int_eq(json_object_get_int64(v), 1);
+    json_object_put(d);
+    ck_assert_int_eq(run("sandbox.create", "{\"env\":{\"K\":5}}", &e), -EINVAL);
+    d = params_error_data(&e);
+    ck_assert(json_object_object_get_ex(d, "variable", &v));
+    ck_assert_str_eq(json_object_get_string(v), "K");
+    json_object_put(d);
+}
+END_TEST
+
 START_TEST(test_id_methods)
 {
     static const char *const methods[] = {
@@ -385,9 +456,10 @@ START_TEST(test_exec)
     bad("sandbox.exec", X(",\"argv\":[\"\"]"), "argv", "argv[0]");
     bad("sandbox.exec", X(",\"argv\":[\"ls\",\"a\\u0000\"]"), "argv", "NUL");
     bad("sandbox.exec", X(",\"command\":\"ls\",\"env\":[]"), "env", "object");
-    bad("sandbox.exec", X(",\"command\":\"ls\",\"env\":{\"1A\":\"x\"}"), "env", "names");
-    bad("sandbox.exec", X(",\"command\":\"ls\",\"env\":{\"A-B\":\"x\"}"), "env", "names");
-    bad("sandbox.exec", X(",\"command\":\"ls\",\"env\":{\"A=B\":\"x\"}"), "env", "names");
+    bad("sandbox.exec", X(",\"command\":\"ls\",\"env\":{\"1A\":\"x\"}"), "env",
+        "variable name \"1A\"");
+    bad("sandbox.exec", X(",\"command\":\"ls\",\"env\":{\"A-B\":\"x\"}"), "env", "must match");
+    bad("sandbox.exec", X(",\"command\":\"ls\",\"env\":{\"A=B\":\"x\"}"), "env", "must match");
     bad("sandbox.exec", X(",\"command\":\"ls\",\"env\":{\"A\":1}"), "env", "string");
     bad("sandbox.exec", X(",\"command\":\"ls\",\"env\":{\"A\":\"\\u0000\"}"), "env", "NUL");
     bad("sandbox.exec", X(",\"command\":\"ls\",\"cwd\":\"tmp\""), "cwd", "absolute");
@@ -780,6 +852,7 @@ static Suite *params_suite(void)
 
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_create);
+    tcase_add_test(tc, test_create_env);
     tcase_add_test(tc, test_id_methods);
     tcase_add_test(tc, test_list_renew_internet);
     tcase_add_test(tc, test_templates_and_resize);
