@@ -280,7 +280,7 @@ UseDNS no
 PrintMotd no
 PrintLastLog no
 X11Forwarding no
-AllowTcpForwarding no
+AllowTcpForwarding local
 AllowAgentForwarding no
 PermitUserEnvironment no
 MaxSessions 256
