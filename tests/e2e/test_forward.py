@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 
+import e2elib
 from e2elib import Env, RpcError, run
 from test_recovery_util import kill9, launch
 
@@ -286,9 +287,40 @@ def main():
             for f in extra:
                 c.call("sandbox.unforward", {"id": sid, "forward": f["forward"]})
 
-        def crash_leaves_nothing():
+        def cli_forward():
+            ctl = os.path.join(e2elib.BUILD, "clients", "cli", "sandboxctl")
+            for spec in (str(HTTP_PORT), f"0:{HTTP_PORT}"):
+                p = subprocess.Popen([ctl, "--socket", env.socket, "forward", sid, spec],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                line = p.stdout.readline().strip()
+                assert line.startswith("Forwarding from ") and line.endswith(f" -> {HTTP_PORT}"), \
+                    (line, p.stderr.read() if p.poll() is not None else "")
+                where = line.split()[2]
+                fw = {"socket": where[5:]} if where.startswith("unix:") else {"address": where}
+                assert http_get(fw).endswith(PAGE)
+                p.send_signal(2)
+                assert p.wait(20) == 0, p.stderr.read()
+                if "socket" in fw:
+                    assert not os.path.exists(fw["socket"])
+                ids = [f["forward"] for f in c.call("sandbox.forwards", {"id": sid})["forwards"]]
+                assert ids == [http["forward"], echo_fw["forward"]], ids
+            r = subprocess.run([ctl, "--socket", env.socket, "forward", sid, "x:80"],
+                               capture_output=True, text=True, timeout=20)
+            assert r.returncode == 64, r
+
+        def clean_stop_removes_sockets():
             fw = c.call("sandbox.forward", {"id": sid, "port": HTTP_PORT})
+            held = connect(fw)
             c.close()
+            assert env.stop_daemon() == 0, env.daemon_log()[-3000:]
+            assert os.listdir(fdir) == [], os.listdir(fdir)
+            held.close()
+            launch(env)
+
+        def crash_leaves_nothing():
+            c1 = env.client()
+            fw = c1.call("sandbox.forward", {"id": sid, "port": HTTP_PORT})
+            c1.close()
             kill9(env)
             assert os.path.exists(fw["socket"])
             launch(env)
@@ -323,6 +355,8 @@ def main():
              ("slow_and_garbage_clients_stall_nobody", slow_and_garbage_clients_stall_nobody),
              ("unforward_removes_socket", unforward_removes_socket),
              ("limits", limits),
+             ("cli_forward", cli_forward),
+             ("clean_stop_removes_sockets", clean_stop_removes_sockets),
              ("crash_leaves_nothing", crash_leaves_nothing),
              ("destroy_closes_forwards", destroy_closes_forwards)])
 
