@@ -308,6 +308,30 @@ def main():
                                capture_output=True, text=True, timeout=20)
             assert r.returncode == 64, r
 
+        def python_client():
+            sys.path.insert(0, os.path.join(e2elib.SRC, "clients", "python"))
+            import sandboxd
+            sb = sandboxd.Client(env.socket).get(sid)
+            with sb.forward(HTTP_PORT) as f:
+                assert f.socket and f.address is None and f.port == HTTP_PORT, f
+                s = f.connect(timeout=10)
+                s.sendall(b"GET /index.html HTTP/1.0\r\n\r\n")
+                assert recv_all(s).endswith(PAGE)
+                s.close()
+                assert f.forward in [x["forward"] for x in sb.forwards()]
+            assert not os.path.exists(f.socket)
+            t = sb.forward(HTTP_PORT, listen="127.0.0.1:0")
+            assert t.address.startswith("127.0.0.1:") and t.socket is None, t
+            assert http_get({"address": t.address}).endswith(PAGE)
+            t.close()
+            t.close()  # already closed: fine
+            try:
+                sb.forward(HTTP_PORT, listen="0.0.0.0:0")
+                raise AssertionError("listen 0.0.0.0 accepted")
+            except sandboxd.InvalidParams as e:
+                assert e.data["param"] == "listen", e.data
+            sb.client.close()
+
         def clean_stop_removes_sockets():
             fw = c.call("sandbox.forward", {"id": sid, "port": HTTP_PORT})
             held = connect(fw)
@@ -356,6 +380,7 @@ def main():
              ("unforward_removes_socket", unforward_removes_socket),
              ("limits", limits),
              ("cli_forward", cli_forward),
+             ("python_client", python_client),
              ("clean_stop_removes_sockets", clean_stop_removes_sockets),
              ("crash_leaves_nothing", crash_leaves_nothing),
              ("destroy_closes_forwards", destroy_closes_forwards)])
