@@ -23,7 +23,10 @@ enum fwd_state {
     FWD_QUEUED,  /* waiting for a session */
     FWD_OPENING, /* ssh_channel_open_forward() resumed */
     FWD_OPEN,
-    FWD_CLOSING, /* the client's stream is closing; freed in its close callback */
+    FWD_ABORTING, /* the client went while the open was in flight: closed once it completes
+                   * (freeing a channel sshd has not confirmed would leave its TCP connection
+                   * to the service open in the sandbox) */
+    FWD_DONE,     /* the channel is gone; freed once the client's stream is closed too */
     _FWD_STATE_MAX,
 };
 
@@ -48,6 +51,8 @@ struct sshfwd {
     bool reading, writing;
     bool client_eof, eof_sent;
     bool shut_sent, shut_done;
+    bool finishing;     /* the client's stream is closing (or closed) */
+    bool client_closed; /* ... and its close callback ran (the done callback with it) */
     int error;
     uint64_t up_total, down_total;
     sshfwd_done_cb cb;
@@ -57,10 +62,8 @@ struct sshfwd {
 static const char *fwd_state_to_string(enum fwd_state s)
 {
     static const char *const names[_FWD_STATE_MAX] = {
-        [FWD_QUEUED] = "queued",
-        [FWD_OPENING] = "opening",
-        [FWD_OPEN] = "open",
-        [FWD_CLOSING] = "closing",
+        [FWD_QUEUED] = "queued",     [FWD_OPENING] = "opening", [FWD_OPEN] = "open",
+        [FWD_ABORTING] = "aborting", [FWD_DONE] = "done",
     };
     return (unsigned)s < _FWD_STATE_MAX ? names[s] : "invalid";
 }
@@ -74,14 +77,23 @@ static void fwd_set_state(struct sshfwd *f, enum fwd_state state)
     f->state = state;
 }
 
+static void fwd_maybe_free(struct sshfwd *f)
+{
+    if (!f->client_closed || f->state != FWD_DONE)
+        return;
+    free(f->up);
+    free(f->down);
+    free(f);
+}
+
 static void on_client_closed(uv_handle_t *h)
 {
     struct sshfwd *f = h->data;
 
+    /* The callback may close the pool, which ends the channel: f stays until after it. */
     f->cb(f, f->error, f->userdata);
-    free(f->up);
-    free(f->down);
-    free(f);
+    f->client_closed = true;
+    fwd_maybe_free(f);
 }
 
 static void on_accept_failed_closed(uv_handle_t *h)
@@ -108,23 +120,34 @@ static void drop_channel(struct sshfwd *f, bool send)
         sshpool_chan_flush(&f->chan);
 }
 
-/* Ends the connection: the channel goes, the client's stream closes, then the callback. */
+/* The channel's end: closed (send) and its slot given back. */
+static void chan_done(struct sshfwd *f, bool send)
+{
+    drop_channel(f, send);
+    if (send)
+        sshpool_chan_wake(&f->chan); /* closing may have read other channels' packets */
+    sshpool_release(&f->chan);
+    fwd_set_state(f, FWD_DONE);
+}
+
+/* Ends the connection: the client's stream closes (then the callback), and the channel goes
+ * now, or once sshd answered an open in flight. */
 static void fwd_finish(struct sshfwd *f, int error)
 {
-    if (f->state == FWD_CLOSING)
+    if (f->finishing)
         return;
+    f->finishing = true;
     f->error = error;
-    drop_channel(f, true);
-    /* Closing may have read packets of other channels outside the session's service. */
-    sshpool_chan_wake(&f->chan);
-    sshpool_release(&f->chan);
-    fwd_set_state(f, FWD_CLOSING);
+    if (f->state == FWD_OPENING)
+        fwd_set_state(f, FWD_ABORTING);
+    else if (f->state != FWD_ABORTING && f->state != FWD_DONE)
+        chan_done(f, true);
     uv_close((uv_handle_t *)&f->client.stream, on_client_closed);
 }
 
 static void fwd_wake(struct sshfwd *f)
 {
-    if (f->state == FWD_OPENING || f->state == FWD_OPEN)
+    if (f->state == FWD_OPEN)
         sshpool_chan_wake(&f->chan);
 }
 
@@ -141,7 +164,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     struct sshfwd *f = s->data;
 
-    if (f->state == FWD_CLOSING)
+    if (f->finishing)
         return;
     if (nread > 0) {
         f->up_len += (size_t)nread;
@@ -168,7 +191,7 @@ static void on_written(uv_write_t *w, int status)
     struct sshfwd *f = w->data;
 
     f->writing = false;
-    if (f->state == FWD_CLOSING)
+    if (f->finishing)
         return;
     if (status < 0) {
         fwd_finish(f, -ECONNRESET);
@@ -185,7 +208,7 @@ static void on_shutdown(uv_shutdown_t *r, int status)
 {
     struct sshfwd *f = r->data;
 
-    if (f->state == FWD_CLOSING)
+    if (f->finishing)
         return;
     f->shut_done = true;
     fwd_wake(f);
@@ -302,12 +325,18 @@ static void fwd_process(struct sshpool_chan *c)
             return;
         }
     }
-    if (f->state == FWD_OPENING) {
+    if (f->state == FWD_OPENING || f->state == FWD_ABORTING) {
         r = ssh_channel_open_forward(f->ch, "127.0.0.1", f->port, "127.0.0.1", 0);
         if (r == SSH_AGAIN)
             goto out;
+        if (f->state == FWD_ABORTING) {
+            chan_done(f, true);
+            fwd_maybe_free(f);
+            return;
+        }
         if (r != SSH_OK) {
             log_debug(COMP, "port %u: channel refused: %s", f->port, ssh_get_error(ssh));
+            chan_done(f, false);
             fwd_finish(f, -ECONNREFUSED);
             return;
         }
@@ -336,8 +365,11 @@ static void fwd_fail(struct sshpool_chan *c, int error)
 {
     struct sshfwd *f = container_of(c, struct sshfwd, chan);
 
-    drop_channel(f, false); /* detached: the session is going away */
+    /* detached: the session is going away, the channel is dropped without a word */
+    drop_channel(f, false);
+    fwd_set_state(f, FWD_DONE);
     fwd_finish(f, error);
+    fwd_maybe_free(f);
 }
 
 static const struct sshpool_chan_ops fwd_ops = {

@@ -34,7 +34,8 @@
 struct sshfwd;
 
 /* Called exactly once per successful sshfwd_accept(), from the loop, once the client's
- * stream is closed and the channel freed; f is freed when it returns. */
+ * stream is closed; f is not to be used after it returns (a channel whose open was still in
+ * flight is closed once sshd answered, or with the pool). */
 typedef void (*sshfwd_done_cb)(struct sshfwd *f, int error, void *userdata);
 
 /* Accepts the pending connection of server (a listening uv_pipe_t when tcp is false, else a
