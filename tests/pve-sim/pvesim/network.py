@@ -281,6 +281,7 @@ PrintMotd no
 PrintLastLog no
 X11Forwarding no
 AllowTcpForwarding local
+PermitOpen 127.0.0.1:*
 AllowAgentForwarding no
 PermitUserEnvironment no
 MaxSessions 256
