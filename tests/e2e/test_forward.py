@@ -380,6 +380,20 @@ def main():
                 assert e.data["param"] == "listen", e.data
             sb.client.close()
 
+            async def async_twin():
+                async with sandboxd.AsyncClient(env.socket) as ac:
+                    asb = await ac.get(sid)
+                    async with await asb.forward(HTTP_PORT) as af:
+                        r, w = await af.open_connection()
+                        w.write(b"GET /index.html HTTP/1.0\r\n\r\n")
+                        body = await r.read()
+                        w.close()
+                        assert body.endswith(PAGE), body[-100:]
+                        assert af.forward in [x["forward"] for x in await asb.forwards()]
+                    assert not os.path.exists(af.socket)
+            import asyncio
+            asyncio.run(async_twin())
+
         def clean_stop_removes_sockets():
             fw = c.call("sandbox.forward", {"id": sid, "port": HTTP_PORT})
             held = connect(fw)
