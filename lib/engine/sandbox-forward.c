@@ -12,8 +12,10 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <syslog.h>
 #include <unistd.h>
 
+#include "audit.h"
 #include "log.h"
 #include "sandbox-internal.h"
 #include "sshforward.h"
@@ -108,11 +110,34 @@ static void remove_socket(struct sandbox_fwd *fw)
         (void)rmdir(fw->dir);
 }
 
-static void forward_close(struct sandbox_fwd *fw)
+/* The audit record of a forward's open ("sandbox.forward_opened") or close. */
+static void forward_audit(const struct sandbox_fwd *fw, const struct sandbox *sb, const char *event,
+                          const char *reason)
+{
+    struct audit_record rec = {
+        .event = event,
+        .priority = LOG_INFO,
+        .sandbox = fw->sandbox_id,
+        .vmid = sb ? sb->vmid : 0,
+        .node = sb ? sb->node : NULL,
+        .caller_uid = fw->uid,
+        .owner_uid = sb ? (int64_t)sb->owner_uid : AUDIT_NO_UID,
+        .reason = reason,
+    };
+
+    /* never the socket's path: its folder's random name is part of its protection */
+    audit_emit(&rec, "forward %s of sandbox %s port %u on %s for uid %u: %s", fw->id,
+               fw->sandbox_id, fw->port, fw->tcp ? fw->address : "a Unix socket", (unsigned)fw->uid,
+               reason);
+}
+
+static void forward_close(struct sandbox_fwd *fw, const char *reason)
 {
     if (fw->state == FORWARD_CLOSING)
         return;
     log_debug(COMP, "%s: %s closing (%u connections)", fw->sandbox_id, fw->id, fw->n_conns);
+    if (reason)
+        forward_audit(fw, fw->sb, "sandbox.forward_closed", reason);
     fw->state = FORWARD_CLOSING;
     fw->sb = NULL;
     remove_socket(fw);
@@ -142,7 +167,7 @@ static void forwards_stop(struct engine *e, const struct sandbox *sb)
             e->close_pending++;
         }
         if (!sb || fw->sb == sb)
-            forward_close(fw);
+            forward_close(fw, sb ? "sandbox_gone" : "shutdown");
     }
 }
 
@@ -450,7 +475,7 @@ int sandbox_forward_open(struct sandbox *sb, uid_t uid, gid_t gid, unsigned port
     r = listen ? listen_tcp(fw, lport) : listen_unix(fw, gid);
     if (r < 0) {
         log_debug(COMP, "%s: listen failed: %s", sb->id, strerror(-r));
-        forward_close(fw);
+        forward_close(fw, NULL);
         if (r == UV_EADDRINUSE)
             return engine_refuse(ret_err, ENGINE_E_BUSY, r, "the TCP port is in use", "listen");
         if (r == -ENOTSUP)
@@ -459,8 +484,7 @@ int sandbox_forward_open(struct sandbox *sb, uid_t uid, gid_t gid, unsigned port
                                  "listen");
         return engine_refuse(ret_err, ENGINE_E_INTERNAL, r, "cannot listen for the forward", NULL);
     }
-    log_debug(COMP, "%s: %s: port %u on %s", sb->id, fw->id, port,
-              fw->tcp ? fw->address : fw->path);
+    forward_audit(fw, sb, "sandbox.forward_opened", fw->tcp ? "tcp" : "unix");
     info_of(fw, ret);
     return 0;
 }
@@ -469,7 +493,7 @@ int sandbox_forward_close(struct sandbox *sb, const char *fid)
 {
     for (struct sandbox_fwd *fw = *forwards_of(sb->engine); fw; fw = fw->next)
         if (fw->state == FORWARD_OPEN && fw->sb == sb && strcmp(fw->id, fid) == 0) {
-            forward_close(fw);
+            forward_close(fw, "caller");
             return 0;
         }
     return -ENOENT;

@@ -261,6 +261,11 @@ def main():
             ids = [f["forward"] for f in lst]
             assert ids == [http["forward"], echo_fw["forward"]], lst
             assert lst[0]["socket"] == http["socket"] and lst[0]["uid"] == 0, lst
+            log = env.daemon_log()
+            assert f"event=sandbox.forward_opened sandbox={sid}" in log and "reason=unix" in log
+            assert "reason=tcp" in log and "event=sandbox.forward_closed" in log
+            audit = [ln for ln in log.splitlines() if "[audit" in ln and "forward" in ln]
+            assert audit and not [ln for ln in audit if os.path.dirname(http["socket"]) in ln]
             assert lst[1]["accepted"] >= 51 and lst[1]["bytes_in"] >= (1 << 20), lst[1]
 
         def another_uid_refused():
