@@ -128,8 +128,8 @@ static const struct key_def keys[] = {
 
 #define N_KEYS ELEMENTSOF(keys)
 
-static const char *known_sections[] = {"server", "proxmox", "ssh",     "sandbox",
-                                       "templates", "pool",  "network", "forward"};
+static const char *known_sections[] = {"server",    "proxmox", "ssh",     "sandbox",
+                                       "templates", "pool",    "network", "forward"};
 /* Keys of [templates] and [pool] other than the operator's template names. */
 static const char *const dynamic_keys[] = {"templates.default", "pool.warm", "pool.max_filling"};
 
@@ -536,8 +536,8 @@ int config_init(struct config *c)
         c->proxmox.n_nodes = 1;
     }
     if (!c->server.socket || !c->server.socket_group || !c->server.admin_group ||
-        !c->server.state_dir || !c->forward.socket_dir || !c->proxmox.internet_group || !c->ssh.user || !c->proxmox.nodes ||
-        !c->proxmox.nodes[0]) {
+        !c->server.state_dir || !c->forward.socket_dir || !c->proxmox.internet_group ||
+        !c->ssh.user || !c->proxmox.nodes || !c->proxmox.nodes[0]) {
         config_done(c);
         return -ENOMEM;
     }
