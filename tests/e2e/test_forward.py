@@ -424,6 +424,21 @@ def main():
             wait_serving(http, lambda f: PAGE in http_get(f))
             c2.close()
 
+        def expiry_closes_forwards():
+            c4 = env.client()
+            short = c4.call("sandbox.create", {"ttl_s": 8})["id"]
+            fw = c4.call("sandbox.forward", {"id": short, "port": 22})
+            held = connect(fw)
+            assert held.recv(4).startswith(b"SSH-")  # the sandbox's own sshd, through it
+            deadline = time.time() + 40
+            while os.path.exists(fw["socket"]) and time.time() < deadline:
+                time.sleep(0.3)
+            assert not os.path.exists(fw["socket"]), "forward outlived its sandbox's lease"
+            held.settimeout(10)
+            recv_all(held)  # closed
+            assert "reason=sandbox_gone" in env.daemon_log()
+            c4.close()
+
         def destroy_closes_forwards():
             c3 = env.client()
             fws = [c3.call("sandbox.forward", {"id": sid, "port": p}) for p in (HTTP_PORT, ECHO_PORT)]
@@ -451,6 +466,7 @@ def main():
              ("python_client", python_client),
              ("clean_stop_removes_sockets", clean_stop_removes_sockets),
              ("crash_leaves_nothing", crash_leaves_nothing),
+             ("expiry_closes_forwards", expiry_closes_forwards),
              ("destroy_closes_forwards", destroy_closes_forwards)])
 
 
