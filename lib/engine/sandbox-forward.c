@@ -343,7 +343,9 @@ static int listen_unix(struct sandbox_fwd *fw, gid_t gid)
     r = random_hex(hex, FORWARD_DIR_HEX);
     if (r < 0)
         return r;
-    if (mkdir(base, 0711) < 0 && errno != EEXIST)
+    if (mkdir(base, 0711) == 0)
+        (void)chmod(base, 0711); /* whatever the umask: others must pass through */
+    else if (errno != EEXIST)
         return -errno;
     if (asprintf(&fw->dir, "%s/%s", base, hex) < 0) {
         fw->dir = NULL;
