@@ -47,9 +47,21 @@ void method_sandbox_forward(struct req *r, void *params, void *userdata)
     req_reply(r, forward_json(&info, false));
 }
 
+struct list_ctx {
+    json_object *a;
+    uid_t uid;
+};
+
+/* Another uid's socket path is left out: its random folder name is part of its protection
+ * when the daemon could not give it to that uid (sandbox-forward.h). */
 static void add_forward(const struct sandbox_forward_info *info, void *userdata)
 {
-    json_object_array_add(userdata, forward_json(info, true));
+    struct list_ctx *x = userdata;
+    struct sandbox_forward_info shown = *info;
+
+    if (x->uid != 0 && x->uid != info->uid)
+        shown.socket = NULL;
+    json_object_array_add(x->a, forward_json(&shown, true));
 }
 
 void method_sandbox_forwards(struct req *r, void *params, void *userdata)
@@ -62,7 +74,7 @@ void method_sandbox_forwards(struct req *r, void *params, void *userdata)
     if (!sb)
         return;
     a = json_object_new_array();
-    sandbox_forward_list(sb, add_forward, a);
+    sandbox_forward_list(sb, add_forward, &(struct list_ctx){.a = a, .uid = req_uid(r)});
     o = json_object_new_object();
     json_object_object_add(o, "forwards", a);
     req_reply(r, o);
