@@ -67,6 +67,16 @@ static struct sandbox_fwd **forwards_of(struct engine *e)
     return &e->forwards;
 }
 
+static void forward_set_state(struct sandbox_fwd *fw, enum forward_state state)
+{
+    if (fw->state == state)
+        return;
+    log_debug(COMP, "%s: %s: %s -> %s (%u connections)", fw->sandbox_id, fw->id,
+              fw->state == FORWARD_OPEN ? "open" : "closing",
+              state == FORWARD_OPEN ? "open" : "closing", fw->n_conns);
+    fw->state = state;
+}
+
 static void forward_maybe_free(struct sandbox_fwd *fw)
 {
     struct engine *e = fw->e;
@@ -135,10 +145,9 @@ static void forward_close(struct sandbox_fwd *fw, const char *reason)
 {
     if (fw->state == FORWARD_CLOSING)
         return;
-    log_debug(COMP, "%s: %s closing (%u connections)", fw->sandbox_id, fw->id, fw->n_conns);
     if (reason)
         forward_audit(fw, fw->sb, "sandbox.forward_closed", reason);
-    fw->state = FORWARD_CLOSING;
+    forward_set_state(fw, FORWARD_CLOSING);
     fw->sb = NULL;
     remove_socket(fw);
     if (fw->listener_open) {

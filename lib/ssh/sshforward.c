@@ -404,7 +404,7 @@ int sshfwd_accept(struct sshpool *pool, uv_stream_t *server, bool tcp, uint16_t 
     f->cb = cb;
     f->userdata = userdata;
     f->chan.ops = &fwd_ops;
-    f->state = FWD_QUEUED;
+    /* f->state is FWD_QUEUED (0) from calloc */
     r = uv_accept(server, &f->client.stream);
     if (r >= 0)
         r = uv_read_start(&f->client.stream, on_alloc, on_read);
