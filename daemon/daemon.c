@@ -198,6 +198,8 @@ static void reload_notices(const struct config *c, const struct config *n)
         log_notice(COMP, "[network] or firewall_period_s changed: a restart applies it");
     if (!config_templates_equal(n, c))
         log_notice(COMP, "[templates] changed: a restart applies it");
+    if (!str_eq(n->forward.socket_dir, c->forward.socket_dir))
+        log_notice(COMP, "[forward] socket_dir changed: a restart applies it");
 }
 
 /* SIGHUP: caps, limits and the log level change live; the socket, the state folder,
@@ -214,6 +216,10 @@ void daemon_reload(struct daemon *d, struct config *n)
     c->server.memory_budget = n->server.memory_budget;
     c->server.log_level = n->server.log_level;
     c->sandbox = n->sandbox;
+    c->forward.max_per_sandbox = n->forward.max_per_sandbox; /* checked per forward */
+    c->forward.max_per_uid = n->forward.max_per_uid;
+    c->forward.max_connections = n->forward.max_connections; /* per connection accepted */
+    c->forward.buffer_bytes = n->forward.buffer_bytes;
     c->proxmox.max_per_node = n->proxmox.max_per_node; /* placement reads them per create */
     c->proxmox.node_param = n->proxmox.node_param;
     config_pool_move(c, n);

@@ -19,6 +19,7 @@
 #include "util.h"
 #include "methods-internet.h"
 #include "methods-common.h"
+#include "sandbox-forward.h"
 #include "methods-pool.h"
 #include "methods-transfer.h"
 #include "methods.h"
@@ -871,6 +872,7 @@ int methods_sandbox_start(struct sandbox_methods *sm, uv_loop_t *loop, const str
         log_error(COMP, "cannot start the sandbox engine: %s", err ? err : strerror(-r));
         return r;
     }
+    (void)engine_forward_cleanup(sm->engine); /* socket folders a crash left */
     if (engine_configured(sm->engine)) {
         r = reconcile_new(sm->engine, on_reconciled, sm, &sm->reconcile);
         if (r < 0) {

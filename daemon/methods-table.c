@@ -5,11 +5,13 @@
 #include "methods-daemon.h"
 #include "methods-exec.h"
 #include "methods-file.h"
+#include "methods-forward.h"
 #include "methods-obs.h"
 #include "methods-process.h"
 #include "methods-sandbox.h"
 #include "methods-test.h"
 #include "params-file.h"
+#include "params-forward.h"
 #include "params-process.h"
 
 #define ADMIN METHOD_ADMIN
@@ -49,6 +51,10 @@ const struct method_def methods_table[] = {
     {"process.kill",         &params_process_kill_spec,         method_process_kill,         0},
     {"process.list",         &params_process_list_spec,         method_process_list,         0},
     {"process.resize",       &params_process_resize_spec,       method_process_resize,       0},
+    /* port forwards (methods-forward.c) */
+    {"sandbox.forward",      &params_sandbox_forward_spec,      method_sandbox_forward,      0},
+    {"sandbox.forwards",     &params_sandbox_id_spec,           method_sandbox_forwards,     0},
+    {"sandbox.unforward",    &params_sandbox_unforward_spec,    method_sandbox_unforward,    0},
     /* test hooks, SANDBOXD_TEST_HOOKS=1 only (methods-test.c, methods-obs.c) */
     {"test.sleep",           NULL,                              method_test_sleep,           TEST},
     {"test.notify",          NULL,                              method_test_notify,          TEST},

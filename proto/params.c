@@ -1,6 +1,7 @@
 /* Params of every method of docs/protocol.md: types, limits, defaults. See params.h. */
 #include "params.h"
 #include "params-process.h"
+#include "params-forward.h"
 
 #include "b64.h"
 #include "params-file.h"
@@ -875,6 +876,9 @@ static const struct rpc_method_info rpc_method_table[] = {
     {"process.kill", false, &params_process_kill_spec},
     {"process.list", false, &params_process_list_spec},
     {"process.resize", false, &params_process_resize_spec},
+    {"sandbox.forward", false, &params_sandbox_forward_spec},
+    {"sandbox.forwards", false, &params_sandbox_id_spec},
+    {"sandbox.unforward", false, &params_sandbox_unforward_spec},
     {"sandbox.snapshot", true, NULL},
     {"sandbox.rollback", true, NULL},
 };

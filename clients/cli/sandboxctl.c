@@ -20,6 +20,7 @@
 #include "sandboxctl-mcp.h"
 #include "sandboxctl-obs.h"
 #include "sandboxctl.h"
+#include "sandboxctl-forward.h"
 #include "sandboxctl-process.h"
 
 static const char *get_str(json_object *o, const char *key)
@@ -302,6 +303,9 @@ static void usage(FILE *f)
             "  internet ID on|off [--wait]\n"
             "  renew ID TTL_S\n"
             "  destroy ID\n"
+            "  forward ID [LOCAL:]REMOTE       relay port REMOTE of the sandbox to a private\n"
+            "                                  Unix socket (LOCAL: to 127.0.0.1:LOCAL, open to\n"
+            "                                  every local user) until Ctrl-C\n"
             "  ps ID                           background processes\n"
             "  start ID [--stdin] [-t|--pty] [-a|--attach] [--env K=V] [--cwd DIR] -- CMD...\n"
             "                                  start one, print its id (-a: attach stdin/out/err,\n"
@@ -385,7 +389,9 @@ static int run_command(struct ctl *c, const char *cmd, int argc, char **argv)
             json_object_object_add(p, "ttl_s", json_object_new_int64(x));
             r = run_simple(c, "sandbox.renew", p, print_sandbox);
         }
-    } else if (strcmp(cmd, "destroy") == 0 && argc == 2)
+    } else if (strcmp(cmd, "forward") == 0)
+        r = cmd_forward(c, argc, argv);
+    else if (strcmp(cmd, "destroy") == 0 && argc == 2)
         r = run_simple(c, "sandbox.destroy", id_params(argv[1]), print_destroyed);
     else {
         fprintf(stderr, "sandboxctl: wrong arguments for '%s'\n", cmd);
@@ -443,7 +449,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "mcp") == 0)
         return mcp_main(c.socket, argc, argv);
     if ((!strstr(" status create list show exec put get internet renew resize destroy call metrics "
-                 "events ",
+                 "events forward ",
                  cmd) &&
          !ctl_fs_is_command(cmd) && !ctl_process_is_command(cmd)) ||
         strchr(cmd, ' ')) {

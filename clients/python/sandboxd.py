@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 __all__ = [
-    "Client", "Sandbox", "Process", "ExecResult", "ExecStream", "OutputChunk", "Method",
+    "Client", "Sandbox", "Process", "Forward", "ExecResult", "ExecStream", "OutputChunk", "Method",
     "Error", "ConnectionLost", "Unavailable", "ParseError", "InvalidRequest", "MethodNotFound",
     "InvalidParams", "InternalError", "NoSuchSandbox", "BadState", "QuotaExceeded",
     "ProxmoxError", "SSHError", "DeadlineExceeded", "Busy", "PermissionDenied", "FileError",
@@ -52,7 +52,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     # The asyncio client (sandboxd_async.py, beside this file), loaded on first use.
-    if name in ("AsyncClient", "AsyncSandbox", "AsyncProcess", "AsyncExecStream"):
+    if name in ("AsyncClient", "AsyncSandbox", "AsyncProcess", "AsyncExecStream", "AsyncForward"):
         import sandboxd_async
         return getattr(sandboxd_async, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -90,6 +90,9 @@ class Method:
     PROCESS_WAIT = "process.wait"
     PROCESS_KILL = "process.kill"
     PROCESS_LIST = "process.list"
+    FORWARD = "sandbox.forward"
+    FORWARDS = "sandbox.forwards"
+    UNFORWARD = "sandbox.unforward"
     STATUS = "daemon.status"
     DISCOVER = "rpc.discover"
     EXEC_OUTPUT = "exec.output"  # the notification a streaming exec sends
@@ -879,6 +882,20 @@ class Sandbox:
     def processes(self, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
         return self._call(Method.PROCESS_LIST, timeout)["processes"]
 
+    # -- port forwards
+    def forward(self, port: int, listen: Optional[str] = None,
+                timeout: Optional[float] = None) -> "Forward":
+        """sandbox.forward: port of the sandbox on a Unix socket only this uid can open
+        (`.socket`), or with listen="127.0.0.1:0" on a loopback TCP port (`.address`), which
+        every local user can reach. `.close()` (or the end of a with block) closes it."""
+        kw: Dict[str, Any] = {"port": int(port)}
+        if listen is not None:
+            kw["listen"] = listen
+        return Forward(self, self._call(Method.FORWARD, timeout, **kw))
+
+    def forwards(self, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
+        return self._call(Method.FORWARDS, timeout)["forwards"]
+
 
 class Process:
     """A background process started with Sandbox.start_process (process.*). It runs on in
@@ -927,3 +944,42 @@ class Process:
 
     def kill(self, signal: Optional[str] = None, timeout: Optional[float] = None) -> Any:
         return self._call(Method.PROCESS_KILL, timeout, **({} if signal is None else {"signal": signal}))
+
+
+class Forward:
+    """A port forward (Sandbox.forward): `socket` (a Unix socket's path) or `address`
+    ("127.0.0.1:N"), `port` in the sandbox, `forward` its id."""
+
+    def __init__(self, sandbox: Sandbox, info: Mapping[str, Any]) -> None:
+        self.sandbox = sandbox
+        self.info = dict(info)
+        self.forward: str = info["forward"]
+        self.port: int = info["port"]
+        self.socket: Optional[str] = info.get("socket")
+        self.address: Optional[str] = info.get("address")
+
+    def __repr__(self) -> str:
+        return f"<Forward {self.forward} {self.socket or self.address} -> {self.port}>"
+
+    def connect(self, timeout: Optional[float] = None) -> _socket.socket:
+        """A new connection through the forward (to the sandbox's port)."""
+        if self.socket:
+            s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+            s.settimeout(timeout)
+            s.connect(self.socket)
+            return s
+        host, port = str(self.address).rsplit(":", 1)
+        return _socket.create_connection((host, int(port)), timeout=timeout)
+
+    def close(self, timeout: Optional[float] = None) -> None:
+        """sandbox.unforward; a forward already gone (sandbox destroyed) is fine."""
+        try:
+            self.sandbox._call(Method.UNFORWARD, timeout, forward=self.forward)
+        except (InvalidParams, NoSuchSandbox):
+            pass
+
+    def __enter__(self) -> "Forward":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

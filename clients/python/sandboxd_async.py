@@ -25,9 +25,9 @@ from typing import IO, Any, AsyncIterator, Dict, List, Mapping, Optional, Sequen
 
 import sandboxd as _s
 from sandboxd import (DEFAULT_SOCKET, Busy, ConnectionLost, Data, ExecResult, FileError, InvalidParams,
-                      Method, OutputChunk, Unavailable, _error, _get_data, _put_data)
+                      Method, NoSuchSandbox, OutputChunk, Unavailable, _error, _get_data, _put_data)
 
-__all__ = ["AsyncClient", "AsyncSandbox", "AsyncProcess", "AsyncExecStream"]
+__all__ = ["AsyncClient", "AsyncSandbox", "AsyncProcess", "AsyncExecStream", "AsyncForward"]
 
 _READ_SIZE = 65536
 
@@ -535,6 +535,18 @@ class AsyncSandbox:
     def process(self, process: str) -> "AsyncProcess":
         return AsyncProcess(self, process, {"process": process})
 
+    async def forward(self, port: int, listen: Optional[str] = None,
+                      timeout: Optional[float] = None) -> "AsyncForward":
+        """sandbox.forward (see Sandbox.forward): `.socket` or `.address`, `await .close()`,
+        `.open_connection()` for asyncio streams through it."""
+        kw: Dict[str, Any] = {"port": int(port)}
+        if listen is not None:
+            kw["listen"] = listen
+        return AsyncForward(self, await self._call(Method.FORWARD, timeout, **kw))
+
+    async def forwards(self, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
+        return (await self._call(Method.FORWARDS, timeout))["forwards"]
+
     async def processes(self, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
         return (await self._call(Method.PROCESS_LIST, timeout))["processes"]
 
@@ -582,3 +594,35 @@ class AsyncProcess:
     async def kill(self, signal: Optional[str] = None, timeout: Optional[float] = None) -> Any:
         return await self._call(Method.PROCESS_KILL, timeout,
                                 **({} if signal is None else {"signal": signal}))
+
+
+class AsyncForward:
+    """A port forward (AsyncSandbox.forward): `socket` or `address`, `port`, `forward`."""
+
+    def __init__(self, sandbox: AsyncSandbox, info: Mapping[str, Any]) -> None:
+        self.sandbox = sandbox
+        self.info = dict(info)
+        self.forward: str = info["forward"]
+        self.port: int = info["port"]
+        self.socket: Optional[str] = info.get("socket")
+        self.address: Optional[str] = info.get("address")
+
+    async def open_connection(self) -> Any:
+        """(reader, writer) of a new connection through the forward."""
+        if self.socket:
+            return await asyncio.open_unix_connection(self.socket)
+        host, port = str(self.address).rsplit(":", 1)
+        return await asyncio.open_connection(host, int(port))
+
+    async def close(self, timeout: Optional[float] = None) -> None:
+        """sandbox.unforward; a forward already gone is fine."""
+        try:
+            await self.sandbox._call(Method.UNFORWARD, timeout, forward=self.forward)
+        except (InvalidParams, NoSuchSandbox):
+            pass
+
+    async def __aenter__(self) -> "AsyncForward":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()

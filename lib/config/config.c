@@ -119,12 +119,17 @@ static const struct key_def keys[] = {
     UINT_KEY("sandbox", "max_processes", sandbox.max_processes, 1, 1024),
     UINT_KEY("sandbox", "process_output_max_bytes", sandbox.process_output_max_bytes, 65536,
              1073741824),
+    {"forward", "socket_dir", KEY_PATH, F(forward.socket_dir), 0, 0, 0},
+    UINT_KEY("forward", "max_per_sandbox", forward.max_per_sandbox, 0, 1024),
+    UINT_KEY("forward", "max_per_uid", forward.max_per_uid, 0, 65536),
+    UINT_KEY("forward", "max_connections", forward.max_connections, 1, 1024),
+    UINT_KEY("forward", "buffer_bytes", forward.buffer_bytes, 4096, 67108864),
 };
 
 #define N_KEYS ELEMENTSOF(keys)
 
-static const char *known_sections[] = {"server",    "proxmox", "ssh",    "sandbox",
-                                       "templates", "pool",    "network"};
+static const char *known_sections[] = {"server",    "proxmox", "ssh",     "sandbox",
+                                       "templates", "pool",    "network", "forward"};
 /* Keys of [templates] and [pool] other than the operator's template names. */
 static const char *const dynamic_keys[] = {"templates.default", "pool.warm", "pool.max_filling"};
 
@@ -516,6 +521,14 @@ int config_init(struct config *c)
                 .process_output_max_bytes = CONFIG_DEFAULT_PROCESS_OUTPUT_MAX,
             },
         .pool = {.max_filling = CONFIG_DEFAULT_POOL_MAX_FILLING},
+        .forward =
+            {
+                .socket_dir = strdup(CONFIG_DEFAULT_FORWARD_SOCKET_DIR),
+                .max_per_sandbox = CONFIG_DEFAULT_FORWARD_MAX_PER_SANDBOX,
+                .max_per_uid = CONFIG_DEFAULT_FORWARD_MAX_PER_UID,
+                .max_connections = CONFIG_DEFAULT_FORWARD_MAX_CONNECTIONS,
+                .buffer_bytes = CONFIG_DEFAULT_FORWARD_BUFFER_BYTES,
+            },
     };
     c->proxmox.nodes = calloc(1, sizeof(char *));
     if (c->proxmox.nodes) {
@@ -523,8 +536,8 @@ int config_init(struct config *c)
         c->proxmox.n_nodes = 1;
     }
     if (!c->server.socket || !c->server.socket_group || !c->server.admin_group ||
-        !c->server.state_dir || !c->proxmox.internet_group || !c->ssh.user || !c->proxmox.nodes ||
-        !c->proxmox.nodes[0]) {
+        !c->server.state_dir || !c->forward.socket_dir || !c->proxmox.internet_group ||
+        !c->ssh.user || !c->proxmox.nodes || !c->proxmox.nodes[0]) {
         config_done(c);
         return -ENOMEM;
     }
@@ -548,7 +561,7 @@ void config_done(struct config *c)
               c->server.state_dir, c->proxmox.url, c->proxmox.token_id,
               c->proxmox.token_secret_file, c->proxmox.pool, c->proxmox.storage, c->proxmox.ca_file,
               c->proxmox.fingerprint, c->proxmox.internet_group, c->network.dns, c->ssh.user,
-              c->ssh.key_file);
+              c->ssh.key_file, c->forward.socket_dir);
     free_secret(&c->proxmox.token_secret);
     free_secret(&c->ssh.key);
     config_free_list(c->proxmox.nodes, c->proxmox.n_nodes);

@@ -75,6 +75,11 @@
 #define CONFIG_DEFAULT_POOL_MAX_FILLING 2
 #define CONFIG_DEFAULT_MAX_PROCESSES 64
 #define CONFIG_DEFAULT_PROCESS_OUTPUT_MAX (8u * 1024u * 1024u)
+#define CONFIG_DEFAULT_FORWARD_SOCKET_DIR "/run/sandboxd"
+#define CONFIG_DEFAULT_FORWARD_MAX_PER_SANDBOX 16
+#define CONFIG_DEFAULT_FORWARD_MAX_PER_UID 64
+#define CONFIG_DEFAULT_FORWARD_MAX_CONNECTIONS 64
+#define CONFIG_DEFAULT_FORWARD_BUFFER_BYTES (256u * 1024u)
 
 struct config_server {
     char *socket;       /* path bound when systemd passes none */
@@ -164,6 +169,15 @@ struct config_sandbox {
     unsigned max_disk_gb;   /* 1..65536 */
 };
 
+/* [forward]: port forwards (sandbox.forward). */
+struct config_forward {
+    char *socket_dir;         /* where the forwards' Unix sockets are made */
+    unsigned max_per_sandbox; /* 0..1024 forwards open at once per sandbox */
+    unsigned max_per_uid;     /* 0..65536 forwards open at once per caller uid */
+    unsigned max_connections; /* 1..1024 relayed connections at once per forward */
+    unsigned buffer_bytes;    /* 4 KiB..64 MiB buffered per connection and direction */
+};
+
 /* A template a sandbox is cloned from: [templates] NAME = VMID, NAME.host_key = pins
  * ([proxmox] template is the one named CONFIG_DEFAULT_TEMPLATE_NAME). */
 struct config_template {
@@ -195,6 +209,7 @@ struct config {
     struct config_ssh ssh;
     struct config_sandbox sandbox;
     struct config_network network;
+    struct config_forward forward;
     struct config_template *templates; /* [proxmox] template first, then [templates] in order */
     size_t n_templates;
     char *default_template; /* [templates] default; NULL: "default" or the first */

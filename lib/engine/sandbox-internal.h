@@ -24,6 +24,7 @@ struct pve_vm_list;
 struct registry_record;
 struct sandbox_job;
 struct sandbox_pump;
+struct sandbox_fwd;
 
 struct sandbox {
     char id[ID_MAX + 1];
@@ -213,6 +214,11 @@ struct engine {
      * the pumps of a sandbox that goes away (sb) or of the engine closing (NULL), their ends
      * reported now, without calling into it; NULL while there was none. */
     void (*pumps_stop)(struct engine *e, const struct sandbox *sb);
+    /* Port forwards (sandbox-forward.c), and its hook installed with the first one, so that
+     * sandbox.c closes the forwards of a sandbox that goes away (sb) or of the engine closing
+     * (NULL) without calling into it; NULL while there was none. */
+    struct sandbox_fwd *forwards;
+    void (*forwards_stop)(struct engine *e, const struct sandbox *sb);
 
     bool closing;
     unsigned close_pending;

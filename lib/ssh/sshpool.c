@@ -49,6 +49,7 @@ struct sshpool_session {
     unsigned failures;  /* connect attempts failed in a row (backoff), 0 once READY */
     bool was_lost;      /* lost since it was last ready (the observer's SSHS_EVENT_RESTORED) */
     bool dirty;
+    bool wake; /* a chan asked for a service from outside the session's events */
     uint64_t last_rx_ms;
 };
 
@@ -291,6 +292,14 @@ void sshpool_chan_mark_dirty(struct sshpool_chan *c)
 {
     if (c->session)
         c->session->dirty = true;
+}
+
+void sshpool_chan_wake(struct sshpool_chan *c)
+{
+    if (!c->session)
+        return;
+    c->session->wake = true;
+    pool_kick(c->pool);
 }
 
 static void session_update_poll(struct sshpool_session *s)
@@ -730,6 +739,15 @@ static void on_kick(uv_timer_t *t)
     for (unsigned i = 0; i < touched && !p->closing; i++)
         if (touched_s[i]->state == SSHPOOL_STATE_READY)
             session_service(touched_s[i]);
+    /* Sessions a chan woke (sshpool_chan_wake()). */
+    for (unsigned i = 0; i < p->n && !p->closing; i++) {
+        struct sshpool_session *s = &p->sessions[i];
+
+        if (s->wake && s->state == SSHPOOL_STATE_READY) {
+            s->wake = false;
+            session_service(s);
+        }
+    }
 
     if (!p->closing && waiting > 0) {
         /* Grow: connect idle slots when nothing is ready, or when every ready session is

@@ -83,6 +83,9 @@ ssh_session sshpool_chan_ssh(const struct sshpool_chan *c);
 /* Channel callbacks call this so the session services its channels again before it
  * waits for the socket (packets for one channel are handled while serving another). */
 void sshpool_chan_mark_dirty(struct sshpool_chan *c);
+/* Asks for a service of c's session (every chan's process()) from a later loop iteration:
+ * for a chan whose own events (a client socket) came outside the session's. */
+void sshpool_chan_wake(struct sshpool_chan *c);
 /* Re-arms the session's poll interest after writes. */
 void sshpool_chan_flush(struct sshpool_chan *c);
 uv_loop_t *sshpool_get_loop(const struct sshpool *pool);

@@ -180,6 +180,8 @@ class Env:
             # Without them each create would wait a whole firewall_period_s instead.
             "network": {"probe_address": f"{info['internet_ip']}:80",
                         "lan_probe_address": f"{info['lan_ip']}:80"},
+            # forward sockets in this daemon's own folder (the default /run/sandboxd is shared)
+            "forward": {"socket_dir": os.path.join(self.dir, "fwd")},
             # last: tests append [sandbox] keys to the file
             "sandbox": {"create_timeout_s": "60", "max_per_uid": "64", "max_total": "128"},
         }

@@ -750,7 +750,7 @@ START_TEST(test_method_table)
     ck_assert_ptr_null(rpc_method_find(""));
     ck_assert_ptr_null(rpc_method_find(NULL));
     all = rpc_methods(&n);
-    ck_assert_uint_eq(n, 28);
+    ck_assert_uint_eq(n, 31);
     ck_assert_str_eq(all[0].name, "sandbox.create");
 }
 END_TEST

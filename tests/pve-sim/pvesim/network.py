@@ -286,7 +286,8 @@ UseDNS no
 PrintMotd no
 PrintLastLog no
 X11Forwarding no
-AllowTcpForwarding no
+AllowTcpForwarding local
+PermitOpen 127.0.0.1:*
 AllowAgentForwarding no
 PermitUserEnvironment no
 MaxSessions 256
