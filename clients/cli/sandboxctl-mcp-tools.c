@@ -476,19 +476,9 @@ bool mcp_doc_has_method(json_object *doc, const char *method)
 /* The schema maximum of the method's param `name`, else def. */
 static int64_t param_maximum(json_object *doc, const char *method, const char *name, int64_t def)
 {
-    json_object *params = NULL, *schema;
+    json_object *schema = mcp_doc_param_schema(doc, method, name);
 
-    json_object_object_get_ex(doc_method(doc, method), "params", &params);
-    for (size_t i = 0;
-         json_object_is_type(params, json_type_array) && i < json_object_array_length(params);
-         i++) {
-        json_object *p = json_object_array_get_idx(params, i);
-        const char *n = jstr(p, "name");
-
-        if (n && strcmp(n, name) == 0 && json_object_object_get_ex(p, "schema", &schema))
-            return jint(schema, "maximum", def);
-    }
-    return def;
+    return schema ? jint(schema, "maximum", def) : def;
 }
 
 int mcp_tool_params(const struct mcp_tool *t, json_object *doc, const struct mcp_cfg *cfg,
@@ -639,12 +629,18 @@ static void advise_file_error(FILE *f, const char *errname, json_object *args)
 static void advise(FILE *f, const struct mcp_tool *t, const struct mcp_cfg *cfg, int code,
                    const char *reason, json_object *data, json_object *args)
 {
-    const char *id = cfg->pinned ? cfg->pinned : jstr(args, "id");
+    const char *id = cfg->pinned ? cfg->pinned : jstr(args, "id"), *param;
+    size_t n;
 
     switch (code) {
     case RPC_INVALID_PARAMS:
+        /* the daemon's reason names the parameter first ("cwd: not a directory ..."): once */
+        param = jstr(data, "param");
+        n = param ? strlen(param) : 0;
+        if (param && strncmp(reason, param, n) == 0 && reason[n] == ':' && reason[n + 1] == ' ')
+            reason += n + 2;
         fprintf(f, "Invalid argument `%s`: %s. Correct it and call %s again.",
-                jstr(data, "param") ? jstr(data, "param") : "arguments", reason, t->name);
+                param ? param : "arguments", reason, t->name);
         break;
     case RPC_METHOD_NOT_FOUND:
         fprintf(f, "This sandboxd does not offer %s (%s): do without this tool.", t->name, reason);

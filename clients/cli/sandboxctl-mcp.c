@@ -813,6 +813,24 @@ static void mcp_usage(FILE *f)
           f);
 }
 
+/* An option's number from 1 to max, or a message on stderr and -EINVAL. */
+static int option_number(const char *opt, const char *unit, const char *arg, long long max,
+                         int64_t *ret)
+{
+    char *end;
+    long long v;
+
+    errno = 0;
+    v = strtoll(arg, &end, 10);
+    if (!arg[0] || *end || errno || v < 1 || v > max) {
+        fprintf(stderr, "sandboxctl mcp: %s: '%s' is not a number of %s from 1 to %lld\n", opt, arg,
+                unit, max);
+        return -EINVAL;
+    }
+    *ret = v;
+    return 0;
+}
+
 static int mcp_options(struct mcp_cfg *cfg, int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -829,7 +847,6 @@ static int mcp_options(struct mcp_cfg *cfg, int argc, char **argv)
 
     optind = 1;
     while ((opt = getopt_long(argc, argv, "+s:h", opts, NULL)) >= 0) {
-        char *end;
 
         switch (opt) {
         case 's':
@@ -843,43 +860,22 @@ static int mcp_options(struct mcp_cfg *cfg, int argc, char **argv)
             cfg->pinned = optarg;
             break;
         case 't':
-            errno = 0;
-            cfg->default_ttl_s = strtoll(optarg, &end, 10);
-            if (!optarg[0] || *end || errno || cfg->default_ttl_s < 1 ||
-                cfg->default_ttl_s > INT32_MAX) {
-                fprintf(stderr,
-                        "sandboxctl mcp: --default-ttl: '%s' is not a number of "
-                        "seconds\n",
-                        optarg);
+            if (option_number("--default-ttl", "seconds", optarg, INT32_MAX, &cfg->default_ttl_s) <
+                0)
                 return -EINVAL;
-            }
             break;
         case 'd':
             cfg->destroy_on_exit = true;
             break;
         case 'o':
-            errno = 0;
-            cfg->max_output = strtoll(optarg, &end, 10);
-            if (!optarg[0] || *end || errno || cfg->max_output < 1 ||
-                cfg->max_output > MCP_OUTPUT_MAX) {
-                fprintf(stderr,
-                        "sandboxctl mcp: --max-output: '%s' is not a number of bytes "
-                        "from 1 to %d\n",
-                        optarg, MCP_OUTPUT_MAX);
+            if (option_number("--max-output", "bytes", optarg, MCP_OUTPUT_MAX, &cfg->max_output) <
+                0)
                 return -EINVAL;
-            }
             break;
         case 'b':
-            errno = 0;
-            cfg->exec_budget_s = strtoll(optarg, &end, 10);
-            if (!optarg[0] || *end || errno || cfg->exec_budget_s < 1 ||
-                cfg->exec_budget_s > MCP_EXEC_BUDGET_MAX) {
-                fprintf(stderr,
-                        "sandboxctl mcp: --exec-budget: '%s' is not a number of seconds "
-                        "from 1 to %d\n",
-                        optarg, MCP_EXEC_BUDGET_MAX);
+            if (option_number("--exec-budget", "seconds", optarg, MCP_EXEC_BUDGET_MAX,
+                              &cfg->exec_budget_s) < 0)
                 return -EINVAL;
-            }
             break;
         case 'h':
             mcp_usage(stdout);

@@ -206,7 +206,7 @@ def main():
                                   "stdin_b64": base64.b64encode(b"\0\1\2").decode()})
                 assert text(r).endswith("--- stdout ---\n3"), text(r)
                 t = b.fails("exec", {"id": i, "command": "cat", "stdin": "x", "cwd": "/nope"})
-                assert "`cwd`" in t and "exec again" in t, t
+                assert "`cwd`" in t and "exec again" in t and "cwd: cwd" not in t, t
                 r = b.ok("exec", {"id": i,
                                   "command": "ls /tmp/.sandboxd-mcp-* 2>/dev/null | wc -l"})
                 assert text(r).endswith("--- stdout ---\n0"), text(r)  # stdin files removed
@@ -337,6 +337,9 @@ def main():
             assert "sandbox_list" in t and "sb-nosuchsandbox" in t, t
             t = s.fails("exec", {"id": i})
             assert "Invalid argument" in t and "exec again" in t, t
+            # the daemon's reason names the parameter and the operator's cap, once
+            t = s.fails("sandbox_renew", {"id": i, "ttl_s": 200000})
+            assert "Invalid argument `ttl_s`" in t and "86400" in t and "ttl_s: ttl_s" not in t, t
             t = s.fails("exec", {"id": i, "command": "true", "stream": True})
             assert "`stream` is not an argument" in t and "command" in t, t
             t = s.fails("write_file", {"id": i, "path": "relative", "content": "x"})
