@@ -8,12 +8,13 @@ import (
 
 // The background process methods (docs/protocol.md, "Background processes").
 const (
-	methodProcessStart = "process.start"
-	methodProcessRead  = "process.read"
-	methodProcessWrite = "process.write"
-	methodProcessWait  = "process.wait"
-	methodProcessKill  = "process.kill"
-	methodProcessList  = "process.list"
+	methodProcessStart  = "process.start"
+	methodProcessRead   = "process.read"
+	methodProcessWrite  = "process.write"
+	methodProcessWait   = "process.wait"
+	methodProcessKill   = "process.kill"
+	methodProcessResize = "process.resize"
+	methodProcessList   = "process.list"
 )
 
 // ProcessOption sets a parameter of StartProcess.
@@ -196,6 +197,12 @@ func (p *Process) Wait(ctx context.Context, timeout time.Duration) (ProcessStatu
 	var st ProcessStatus
 	err := p.sb.m.call(ctx, methodProcessWait, params, &st)
 	return st, err
+}
+
+// Resize gives the terminal of a process started WithPTY cols x rows; the
+// program in its foreground gets SIGWINCH.
+func (p *Process) Resize(ctx context.Context, cols, rows int) error {
+	return p.sb.m.call(ctx, methodProcessResize, p.params(map[string]any{"cols": cols, "rows": rows}), nil)
 }
 
 // Kill sends signal ("" means SIGKILL, which ends everything the process

@@ -143,6 +143,24 @@ func TestProcesses(t *testing.T) {
 		t.Fatalf("pty: %+v %v", r, err)
 	}
 
+	// A terminal resized while its program waits.
+	rp, err := sb.StartProcess(ctx, "read -r x; stty size", sandbox.WithPTY(80, 24), sandbox.WithProcessStdin())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rp.Resize(ctx, 100, 30); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rp.Write(ctx, "go\n", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rp.Wait(ctx, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := rp.Read(ctx, "stdout", 0, 0, 0); err != nil || !strings.Contains(r.Data, "30 100") {
+		t.Fatalf("resized pty: %+v %v", r, err)
+	}
+
 	_, err = sb.Process("pr-0000000000000000").Wait(ctx, 0)
 	var e *sandbox.RPCError
 	if !errors.As(err, &e) || e.Code != sandbox.CodeInvalidParams || e.Param() != "process" ||

@@ -89,6 +89,7 @@ class Method:
     PROCESS_WRITE = "process.write"
     PROCESS_WAIT = "process.wait"
     PROCESS_KILL = "process.kill"
+    PROCESS_RESIZE = "process.resize"
     PROCESS_LIST = "process.list"
     FORWARD = "sandbox.forward"
     FORWARDS = "sandbox.forwards"
@@ -944,6 +945,10 @@ class Process:
 
     def kill(self, signal: Optional[str] = None, timeout: Optional[float] = None) -> Any:
         return self._call(Method.PROCESS_KILL, timeout, **({} if signal is None else {"signal": signal}))
+
+    def resize(self, cols: int, rows: int, timeout: Optional[float] = None) -> Any:
+        """process.resize: the terminal of a process started with pty takes cols x rows."""
+        return self._call(Method.PROCESS_RESIZE, timeout, cols=cols, rows=rows)
 
 
 class Forward:

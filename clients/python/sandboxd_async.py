@@ -595,6 +595,10 @@ class AsyncProcess:
         return await self._call(Method.PROCESS_KILL, timeout,
                                 **({} if signal is None else {"signal": signal}))
 
+    async def resize(self, cols: int, rows: int, timeout: Optional[float] = None) -> Any:
+        """process.resize: the terminal of a process started with pty takes cols x rows."""
+        return await self._call(Method.PROCESS_RESIZE, timeout, cols=cols, rows=rows)
+
 
 class AsyncForward:
     """A port forward (AsyncSandbox.forward): `socket` or `address`, `port`, `forward`."""

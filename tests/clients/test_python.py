@@ -332,6 +332,13 @@ def main():
                     assert time.time() < deadline
                 p.kill()
                 p.wait(timeout_ms=5000)
+                # a terminal resized while its program waits: the program sees the new size
+                p = sb.start_process("read -r x; stty size", stdin=True,
+                                     pty={"cols": 80, "rows": 24})
+                p.resize(100, 30)
+                p.write("go\n")
+                assert p.wait(timeout_ms=10000)["state"] == "exited"
+                assert b"30 100" in b"".join(p.output()), b"".join(p.output())
                 # stdin fed in two writes and closed; the output read by offset from a new
                 # handle on a new connection, followed until the end.
                 p = sb.start_process("while read -r l; do echo \"<$l>\"; done; exit 4", stdin=True)

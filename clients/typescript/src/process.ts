@@ -133,6 +133,11 @@ export class Process {
     return status(await this.call("process.wait", params, { timeout }));
   }
 
+  /** process.resize: the terminal of a process started with pty takes cols x rows. */
+  async resize(cols: number, rows: number, opts: CallOptions = {}): Promise<Record<string, unknown>> {
+    return (await this.call("process.resize", { cols, rows }, opts)) as Record<string, unknown>;
+  }
+
   /** process.kill: a signal ("SIGTERM", ...; default SIGKILL) to its process group. */
   async kill(signal?: string, opts: CallOptions = {}): Promise<ProcessStatus> {
     return status(await this.call("process.kill", signal === undefined ? {} : { signal }, opts));

@@ -265,6 +265,16 @@ test("a background process: write, read, wait, kill", async () => {
   assert.equal(e.data.param, "process");
 });
 
+test("a terminal resized while its program waits", async () => {
+  const p = await sb.startProcess("read -r x; stty size", { stdin: true, pty: { cols: 80, rows: 24 } });
+  await p.resize(100, 30);
+  await p.write("go\n");
+  assert.equal((await p.wait({ timeoutMs: 10000 })).state, "exited");
+  const all: Uint8Array[] = [];
+  for await (const b of p.output()) all.push(b);
+  assert.match(Buffer.concat(all).toString(), /30 100/);
+});
+
 test("internet and renew", async () => {
   assert.equal((await sb.setInternet(true)).internet, true);
   assert.equal(sb.internet, true);
