@@ -951,11 +951,10 @@ class Process:
         return self._call(Method.PROCESS_RESIZE, timeout, cols=cols, rows=rows)
 
 
-class Forward:
-    """A port forward (Sandbox.forward): `socket` (a Unix socket's path) or `address`
-    ("127.0.0.1:N"), `port` in the sandbox, `forward` its id."""
+class _ForwardInfo:
+    """What sandbox.forward returned, for Forward and the asyncio client's AsyncForward."""
 
-    def __init__(self, sandbox: Sandbox, info: Mapping[str, Any]) -> None:
+    def __init__(self, sandbox: Any, info: Mapping[str, Any]) -> None:
         self.sandbox = sandbox
         self.info = dict(info)
         self.forward: str = info["forward"]
@@ -964,7 +963,14 @@ class Forward:
         self.address: Optional[str] = info.get("address")
 
     def __repr__(self) -> str:
-        return f"<Forward {self.forward} {self.socket or self.address} -> {self.port}>"
+        return f"<{type(self).__name__} {self.forward} {self.socket or self.address} -> {self.port}>"
+
+
+class Forward(_ForwardInfo):
+    """A port forward (Sandbox.forward): `socket` (a Unix socket's path) or `address`
+    ("127.0.0.1:N"), `port` in the sandbox, `forward` its id."""
+
+    sandbox: Sandbox
 
     def connect(self, timeout: Optional[float] = None) -> _socket.socket:
         """A new connection through the forward (to the sandbox's port)."""

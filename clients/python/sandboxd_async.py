@@ -25,7 +25,8 @@ from typing import IO, Any, AsyncIterator, Dict, List, Mapping, Optional, Sequen
 
 import sandboxd as _s
 from sandboxd import (DEFAULT_SOCKET, Busy, ConnectionLost, Data, ExecResult, FileError, InvalidParams,
-                      Method, NoSuchSandbox, OutputChunk, Unavailable, _error, _get_data, _put_data)
+                      Method, NoSuchSandbox, OutputChunk, Unavailable, _ForwardInfo, _error, _get_data,
+                      _put_data)
 
 __all__ = ["AsyncClient", "AsyncSandbox", "AsyncProcess", "AsyncExecStream", "AsyncForward"]
 
@@ -600,16 +601,10 @@ class AsyncProcess:
         return await self._call(Method.PROCESS_RESIZE, timeout, cols=cols, rows=rows)
 
 
-class AsyncForward:
+class AsyncForward(_ForwardInfo):
     """A port forward (AsyncSandbox.forward): `socket` or `address`, `port`, `forward`."""
 
-    def __init__(self, sandbox: AsyncSandbox, info: Mapping[str, Any]) -> None:
-        self.sandbox = sandbox
-        self.info = dict(info)
-        self.forward: str = info["forward"]
-        self.port: int = info["port"]
-        self.socket: Optional[str] = info.get("socket")
-        self.address: Optional[str] = info.get("address")
+    sandbox: AsyncSandbox
 
     async def open_connection(self) -> Any:
         """(reader, writer) of a new connection through the forward."""

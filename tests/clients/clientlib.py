@@ -185,3 +185,21 @@ class Mcp:
 
 def text(result):
     return "\n".join(c["text"] for c in result["content"] if c["type"] == "text")
+
+
+def tool_env(extra=None):
+    """The environment for a client's own toolchain (go, node, npm): this one without the
+    sanitizer settings, which are for the C programs, plus extra."""
+    e = dict(os.environ)
+    for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
+        e.pop(k, None)
+    e.update(extra or {})
+    return e
+
+
+def sh(args, cwd, env, timeout=300):
+    """Runs a client's tool in cwd; its output, asserting that it succeeded."""
+    p = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, f"{' '.join(args)} exited {p.returncode}:\n{out}"
+    return out

@@ -11,28 +11,22 @@ import shutil
 import subprocess
 import sys
 
-from clientlib import BUILD, SRC, Env, run
+import clientlib
+from clientlib import BUILD, SRC, Env, run, tool_env
 
 GO_DIR = os.path.join(SRC, "clients", "go")
 
 
 def go_env(socket):
-    e = dict(os.environ)
     work = os.path.join(BUILD, "clients-go")
-    e.update({"SANDBOXD_SOCKET": socket, "GOPATH": os.path.join(work, "gopath"),
-              "GOCACHE": os.path.join(work, "gocache"), "GOFLAGS": "-mod=mod", "GOPROXY": "off",
-              "GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GO111MODULE": "on"})
-    # The sanitizer settings are for the C programs, not for go's own tools.
-    for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
-        e.pop(k, None)
-    return e
+    return tool_env({"SANDBOXD_SOCKET": socket, "GOPATH": os.path.join(work, "gopath"),
+                     "GOCACHE": os.path.join(work, "gocache"), "GOFLAGS": "-mod=mod",
+                     "GOPROXY": "off", "GOTOOLCHAIN": "local", "CGO_ENABLED": "0",
+                     "GO111MODULE": "on"})
 
 
 def sh(args, env, timeout=300):
-    p = subprocess.run(args, cwd=GO_DIR, env=env, capture_output=True, text=True, timeout=timeout)
-    out = p.stdout + p.stderr
-    assert p.returncode == 0, f"{' '.join(args)} exited {p.returncode}:\n{out}"
-    return out
+    return clientlib.sh(args, GO_DIR, env, timeout)
 
 
 def main():

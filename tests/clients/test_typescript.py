@@ -15,7 +15,8 @@ import shutil
 import subprocess
 import sys
 
-from clientlib import BUILD, SRC, Env, enable_test_hooks, run
+import clientlib
+from clientlib import BUILD, SRC, Env, enable_test_hooks, run, tool_env
 
 TS_SRC = os.path.join(SRC, "clients", "typescript")
 TS_DIR = os.path.join(BUILD, "clients-typescript")
@@ -23,23 +24,15 @@ INSTALLED_LOCK = os.path.join(TS_DIR, "node_modules", ".sandboxd-installed-lock.
 
 
 def node_env(socket=None):
-    e = dict(os.environ)
+    e = tool_env({"npm_config_update_notifier": "false", "npm_config_fund": "false",
+                  "npm_config_audit": "false"})
     if socket:
         e["SANDBOXD_SOCKET"] = socket
-    # The sanitizer settings are for the C programs, not for node.
-    for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
-        e.pop(k, None)
-    e["npm_config_update_notifier"] = "false"
-    e["npm_config_fund"] = "false"
-    e["npm_config_audit"] = "false"
     return e
 
 
 def sh(args, env, timeout=600):
-    p = subprocess.run(args, cwd=TS_DIR, env=env, capture_output=True, text=True, timeout=timeout)
-    out = p.stdout + p.stderr
-    assert p.returncode == 0, f"{' '.join(args)} exited {p.returncode}:\n{out}"
-    return out
+    return clientlib.sh(args, TS_DIR, env, timeout)
 
 
 def copy_package():
