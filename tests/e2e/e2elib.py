@@ -239,6 +239,8 @@ class Env:
             return ""
 
     def close(self):
+        """Stops the daemon and the simulator; the daemon's folder (its log, state and
+        configuration) goes too, unless E2E_KEEP is set in the environment."""
         rc = 0
         log = ""
         try:
