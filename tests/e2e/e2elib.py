@@ -34,6 +34,18 @@ class RpcError(Exception):
         self.err = err
 
 
+def expect_error(c, method, params, code, param=None):
+    """Calls method and asserts that it fails with code (and names param); the error."""
+    try:
+        c.call(method, params)
+    except RpcError as e:
+        assert e.code == code, (method, params, e.err)
+        if param is not None:
+            assert e.err["data"].get("param") == param, e.err
+        return e.err
+    raise AssertionError(f"{method} {params} succeeded")
+
+
 class Client:
     """One connection; thread-safe calls matched by id; notifications collected."""
 

@@ -15,23 +15,12 @@ import threading
 import time
 
 import e2elib
-from e2elib import Env, RpcError, run
+from e2elib import Env, RpcError, expect_error, run
 from test_recovery_util import kill9, launch
 
 CHILD_PY = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
 PAGE = b"hello from the sandbox\n" * 100
 HTTP_PORT, ECHO_PORT = 8080, 9000
-
-
-def expect_error(c, method, params, code, param=None):
-    try:
-        c.call(method, params)
-    except RpcError as e:
-        assert e.code == code, (method, params, e.err)
-        if param is not None:
-            assert e.err["data"].get("param") == param, e.err
-        return e.err
-    raise AssertionError(f"{method} {params} succeeded")
 
 
 def connect(fw, timeout=20):

@@ -12,7 +12,7 @@ import sys
 import time
 
 import e2elib
-from e2elib import Env, RpcError, b64, data_of, run
+from e2elib import Env, RpcError, b64, data_of, expect_error, run
 from test_recovery_util import kill9, launch
 
 CHILD_PY = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
@@ -31,17 +31,6 @@ def read_all(c, sid, proc, stream="stdout", offset=0, until_eof=True, wait_ms=20
         offset = r["next_offset"]
         if r["eof"] or (not until_eof and not data):
             return out, offset, r
-
-
-def expect_error(c, method, params, code, param=None):
-    try:
-        c.call(method, params)
-    except RpcError as e:
-        assert e.code == code, (method, params, e.err)
-        if param is not None:
-            assert e.err["data"].get("param") == param, e.err
-        return e.err
-    raise AssertionError(f"{method} {params} succeeded")
 
 
 def main():

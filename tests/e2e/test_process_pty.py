@@ -8,7 +8,7 @@ import os
 import subprocess
 
 import e2elib
-from e2elib import Env, RpcError, data_of, run
+from e2elib import Env, data_of, expect_error, run
 
 
 def read_all(c, sid, proc, stream="stdout"):
@@ -34,17 +34,6 @@ def read_until(c, sid, proc, want, limit=200):
             break
     assert want in out, out
     return out
-
-
-def expect_error(c, method, params, code, param=None):
-    try:
-        c.call(method, params)
-    except RpcError as e:
-        assert e.code == code, (method, params, e.err)
-        if param is not None:
-            assert e.err["data"].get("param") == param, e.err
-        return e.err
-    raise AssertionError(f"{method} {params} succeeded")
 
 
 def main():
