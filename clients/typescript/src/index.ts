@@ -3,7 +3,8 @@
 
 export { Client, DEFAULT_SOCKET } from "./client.js";
 export type { CallOptions, ClientOptions, CreateOptions, ListOptions } from "./client.js";
-export { Sandbox } from "./sandbox.js";
+export { Forward, Sandbox } from "./sandbox.js";
+export type { ForwardInfo } from "./sandbox.js";
 export type {
   ExecOptions,
   FileEntry,

@@ -3,7 +3,7 @@
 import { Buffer } from "node:buffer";
 
 import type { CallOptions, Client } from "./client.js";
-import { FileError } from "./errors.js";
+import { FileError, InvalidParams, NoSuchSandbox } from "./errors.js";
 import { ExecResult, ExecStream, OutputCollector, type OutputChunk } from "./exec.js";
 import { Process, type ProcessInfo } from "./process.js";
 import { type Data, decodeText, encodeText, getData, getText, modeString, putData, wireParams } from "./wire.js";
@@ -353,5 +353,60 @@ export class Sandbox {
   /** process.list. */
   async processes(opts: CallOptions = {}): Promise<ProcessInfo[]> {
     return ((await this.call("process.list", {}, opts)) as { processes: ProcessInfo[] }).processes;
+  }
+
+  /**
+   * sandbox.forward: the daemon relays each connection to `socket` (a Unix socket only this
+   * uid may use) or, with `listen: "127.0.0.1:0"`, to `address` (loopback TCP, which any local
+   * user can reach) to 127.0.0.1:port in the sandbox.
+   */
+  async forward(port: number, opts: CallOptions & { listen?: string } = {}): Promise<Forward> {
+    const params: Record<string, unknown> = { port };
+    if (opts.listen !== undefined) params.listen = opts.listen;
+    return new Forward(this, (await this.call("sandbox.forward", params, opts)) as ForwardInfo);
+  }
+
+  /** sandbox.forwards. */
+  async forwards(opts: CallOptions = {}): Promise<Record<string, unknown>[]> {
+    return ((await this.call("sandbox.forwards", {}, opts)) as { forwards: Record<string, unknown>[] }).forwards;
+  }
+}
+
+/** What sandbox.forward returned. */
+export interface ForwardInfo {
+  forward: string;
+  port: number;
+  socket?: string;
+  address?: string;
+}
+
+/** A port forward (Sandbox.forward); `close()` (or `await using`) ends it. */
+export class Forward {
+  readonly forward: string;
+  readonly port: number;
+  readonly socket?: string;
+  readonly address?: string;
+
+  constructor(
+    readonly sandbox: Sandbox,
+    info: ForwardInfo,
+  ) {
+    this.forward = info.forward;
+    this.port = info.port;
+    this.socket = info.socket;
+    this.address = info.address;
+  }
+
+  /** sandbox.unforward; a forward already gone (the sandbox destroyed) is fine. */
+  async close(opts: CallOptions = {}): Promise<void> {
+    try {
+      await this.sandbox.call("sandbox.unforward", { forward: this.forward }, opts);
+    } catch (e) {
+      if (!(e instanceof InvalidParams || e instanceof NoSuchSandbox)) throw e;
+    }
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
   }
 }

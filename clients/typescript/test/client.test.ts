@@ -3,6 +3,7 @@
 
 import assert from "node:assert/strict";
 import { createHash, randomBytes } from "node:crypto";
+import http from "node:http";
 import { after, before, test } from "node:test";
 
 import {
@@ -273,6 +274,29 @@ test("a terminal resized while its program waits", async () => {
   const all: Uint8Array[] = [];
   for await (const b of p.output()) all.push(b);
   assert.match(Buffer.concat(all).toString(), /30 100/);
+});
+
+test("a port forward serves a page from the sandbox", async () => {
+  await sb.writeFile("/root/www/index.html", "hello through the forward\n", { makeParents: true });
+  const httpd = await sb.startProcess(["httpd", "-f", "-p", "8080", "-h", "/root/www"]);
+  await using fwd = await sb.forward(8080);
+  assert.ok(fwd.socket && !fwd.address, JSON.stringify(fwd));
+  assert.ok((await sb.forwards()).some((f) => f.forward === fwd.forward));
+  let body = "";
+  for (let i = 0; i < 50 && !body.includes("hello"); i++) {
+    body = await new Promise<string>((resolve) => {
+      const req = http.get({ socketPath: fwd.socket, path: "/index.html" }, (res) => {
+        let b = "";
+        res.on("data", (d) => (b += d));
+        res.on("end", () => resolve(b));
+      });
+      req.on("error", () => setTimeout(() => resolve(""), 100));
+    });
+  }
+  assert.equal(body, "hello through the forward\n");
+  await fwd.close();
+  assert.ok(!(await sb.forwards()).some((f) => f.forward === fwd.forward));
+  await httpd.kill();
 });
 
 test("internet and renew", async () => {
