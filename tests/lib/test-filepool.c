@@ -145,8 +145,12 @@ START_TEST(test_group_share)
 
     uv_loop_init(&loop);
     ck_assert_int_eq(filepool_new(&loop, 8, &p), 0);
-    /* One uid: 4 workers; two busy sandboxes: 2 each. 5 calls on g1, 1 on g2. */
-    for (unsigned i = 0; i < ELEMENTSOF(a); i++) {
+    /* One uid: 4 workers; two busy sandboxes: 2 each. 1 call on g2, then 5 on g1. g2's goes
+     * first: were g1 alone for a moment, idle workers would take up to 4 of its calls before
+     * g2 came to halve its share. */
+    for (unsigned k = 0; k < ELEMENTSOF(a); k++) {
+        unsigned i = (k + 5) % ELEMENTSOF(a);
+
         a[i].uid = i == 5 ? 1 : 0; /* counted apart to see g2's */
         ck_assert_int_eq(filepool_submit(p, &a[i].req, 1000, i == 5 ? &g2 : &g1, work, done), 0);
     }
