@@ -275,6 +275,16 @@ static const char *jstr(json_object *o, const char *key)
     return json_object_get_string(v);
 }
 
+static void tool_reply(struct mcp *m, struct pending *p, json_object *res)
+{
+    if (!res)
+        res = mcp_tool_error_text("sandboxctl ran out of memory");
+    if (p->cancelled)
+        json_object_put(res);
+    else
+        respond(m, p->batch, rpc_result_new(p->mcp_id, res));
+}
+
 static void tool_done(struct mcp *m, struct pending *p, json_object *result, json_object *err)
 {
     json_object *res;
@@ -288,12 +298,7 @@ static void tool_done(struct mcp *m, struct pending *p, json_object *result, jso
         if (strcmp(p->tool->method, "sandbox.destroy") == 0 && jstr(result, "id"))
             created_remove(m, jstr(result, "id"));
     }
-    if (!res)
-        res = mcp_tool_error_text("sandboxctl ran out of memory");
-    if (p->cancelled)
-        json_object_put(res);
-    else
-        respond(m, p->batch, rpc_result_new(p->mcp_id, res));
+    tool_reply(m, p, res);
 }
 
 static void pending_done(struct mcp *m, struct pending *p, json_object *result, json_object *err)
@@ -394,16 +399,6 @@ static json_object *progress_token(json_object *params)
         !(json_object_is_type(tok, json_type_string) || json_object_is_type(tok, json_type_int)))
         return NULL;
     return json_object_get(tok);
-}
-
-static void tool_reply(struct mcp *m, struct pending *p, json_object *res)
-{
-    if (!res)
-        res = mcp_tool_error_text("sandboxctl ran out of memory");
-    if (p->cancelled)
-        json_object_put(res);
-    else
-        respond(m, p->batch, rpc_result_new(p->mcp_id, res));
 }
 
 static const struct mcp_run_io run_io = {
