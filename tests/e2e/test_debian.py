@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """sandboxd on pve-sim's Debian 12 template, through the Python client: python3, a venv, git,
-pytest, curl to the simulated internet (by address and by name), and two sandboxes cloned from
-the template that see neither each other's files nor change the template or the cached image.
+pytest, curl to the simulated internet (by address and by name), a WebSocket echo served by
+the sandbox's python3 through a port forward, and two sandboxes cloned from the template that
+see neither each other's files nor change the template or the cached image.
 
 The image is built once per machine (tools/test starts that build in the background at its
 start); this test waits for it, bounded by IMAGE_WAIT_S."""
 
+import base64
+import hashlib
 import os
+import struct
 import subprocess
 import sys
 import time
@@ -30,6 +34,80 @@ def test_adds():
 def test_joins():
     assert "-".join("ab") == "a-b"
 """
+
+# A WebSocket echo server (RFC 6455, standard library only) run by the sandbox's python3: what a
+# dev server's live reload needs through a port forward (an upgrade, then frames both ways).
+WS_SERVER = r"""
+import base64, hashlib, socket, struct
+GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+def recv_exact(c, n):
+    b = b""
+    while len(b) < n:
+        d = c.recv(n - len(b))
+        if not d:
+            raise EOFError
+        b += d
+    return b
+def serve(c):
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += c.recv(4096)
+    key = [l.split(b":", 1)[1].strip() for l in head.split(b"\r\n") if l.lower().startswith(b"sec-websocket-key:")][0]
+    acc = base64.b64encode(hashlib.sha1(key + GUID).digest())
+    c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+              b"Sec-WebSocket-Accept: " + acc + b"\r\n\r\n")
+    while True:
+        b0, b1 = recv_exact(c, 2)
+        n = b1 & 127
+        if n == 126:
+            n = struct.unpack(">H", recv_exact(c, 2))[0]
+        elif n == 127:
+            n = struct.unpack(">Q", recv_exact(c, 8))[0]
+        mask = recv_exact(c, 4)
+        data = bytes(x ^ mask[i % 4] for i, x in enumerate(recv_exact(c, n)))
+        op = b0 & 15
+        hdr = bytes([0x80 | op])
+        hdr += bytes([n]) if n < 126 else (b"\x7e" + struct.pack(">H", n) if n < 65536 else b"\x7f" + struct.pack(">Q", n))
+        c.sendall(hdr + data)
+        if op == 8:
+            return
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 8765))
+s.listen()
+while True:
+    c, _ = s.accept()
+    try:
+        serve(c)
+    except EOFError:
+        pass
+    c.close()
+"""
+
+
+def ws_frame(op, data):
+    """A client's frame (masked, as RFC 6455 requires of clients)."""
+    mask = os.urandom(4)
+    n = len(data)
+    hdr = bytes([0x80 | op])
+    if n < 126:
+        hdr += bytes([0x80 | n])
+    elif n < 65536:
+        hdr += bytes([0x80 | 126]) + struct.pack(">H", n)
+    else:
+        hdr += bytes([0x80 | 127]) + struct.pack(">Q", n)
+    return hdr + mask + bytes(x ^ mask[i % 4] for i, x in enumerate(data))
+
+
+def ws_read(f):
+    """One server frame from the file f: (opcode, payload)."""
+    b0, b1 = f.read(2)
+    n = b1 & 127
+    if n == 126:
+        n = struct.unpack(">H", f.read(2))[0]
+    elif n == 127:
+        n = struct.unpack(">Q", f.read(8))[0]
+    return b0 & 15, f.read(n)
 
 
 def ensure_image():
@@ -106,6 +184,40 @@ def main():
             assert r.exit_code == 0 and INET_HTTP in r.stdout, r
             a.set_internet(False)
 
+        def websocket_forward():
+            a = sbs[0]
+            a.write_file("/root/ws.py", WS_SERVER)
+            server = a.start_process(["python3", "/root/ws.py"])
+            with a.forward(8765) as fwd:
+                key = base64.b64encode(os.urandom(16))
+                for _ in range(50):  # until the server listens
+                    conn = fwd.connect(timeout=10)
+                    conn.sendall(b"GET /live HTTP/1.1\r\nHost: sandbox\r\nUpgrade: websocket\r\n"
+                                 b"Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                                 b"Sec-WebSocket-Key: " + key + b"\r\n\r\n")
+                    f = conn.makefile("rb")
+                    status = f.readline()
+                    if status.startswith(b"HTTP/1.1 101"):
+                        break
+                    f.close()
+                    conn.close()
+                    time.sleep(0.1)
+                assert status.startswith(b"HTTP/1.1 101"), status
+                headers = b""
+                while not headers.endswith(b"\r\n\r\n"):
+                    headers += f.readline()
+                want = base64.b64encode(hashlib.sha1(key + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest())
+                assert b"Sec-WebSocket-Accept: " + want in headers, headers
+                big = os.urandom(200_000)  # a 64-bit length, in several SSH window updates
+                for op, data in ((1, b"hello over a forward"), (2, big), (1, b"x" * 300)):
+                    conn.sendall(ws_frame(op, data))
+                    assert ws_read(f) == (op, data), op
+                conn.sendall(ws_frame(8, b""))
+                assert ws_read(f)[0] == 8
+                f.close()
+                conn.close()
+            server.kill()
+
         def clones_apart():
             a, b = sbs
             r = a.exec("echo from-a > /root/only-a; echo changed >> /etc/issue; rm /etc/debian_version; "
@@ -138,7 +250,8 @@ def main():
         code = 0
         try:
             run([("create two", create_two), ("userland", userland), ("git commit", git_commit),
-                 ("pytest", pytest_run), ("curl internet", curl_internet), ("clones apart", clones_apart),
+                 ("pytest", pytest_run), ("curl internet", curl_internet),
+                 ("a WebSocket echo through a port forward", websocket_forward), ("clones apart", clones_apart),
                  ("destroy", destroy)])
         except SystemExit as e:
             code = e.code
