@@ -122,10 +122,8 @@ int config_template_spec_parse(const char *v, uint32_t *ret_vmid,
     for (size_t i = 0; r >= 0 && i < n; i++) {
         r = copy_parse(words[i], &copies[i], ret_error);
         for (size_t j = 0; r >= 0 && j < i; j++)
-            if (strcmp(copies[j].node, copies[i].node) == 0)
-                r = config_fail(ret_error, "node '%s' has two copies", copies[i].node);
-            else if (copies[j].vmid == copies[i].vmid)
-                r = config_fail(ret_error, "vmid %u given for two nodes", copies[i].vmid);
+            if (copies[j].vmid == copies[i].vmid)
+                r = config_fail(ret_error, "vmid %u given twice", copies[i].vmid);
     }
     for (size_t i = 0; i < n; i++)
         free(words[i]);

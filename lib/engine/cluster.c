@@ -446,12 +446,17 @@ static void on_timer(uv_timer_t *t)
 
 /* ---- placement ---- */
 
-uint32_t engine_template_vmid(const struct engine_template *t, const char *node)
+size_t engine_template_vmids(const struct engine_template *t, const char *node, uint32_t *out,
+                             size_t max)
 {
+    size_t n = 0;
+
     for (size_t i = 0; node && i < t->n_copies; i++)
-        if (strcmp(t->copies[i].node, node) == 0)
-            return t->copies[i].vmid;
-    return t->vmid;
+        if (strcmp(t->copies[i].node, node) == 0 && n < max)
+            out[n++] = t->copies[i].vmid;
+    if (n == 0 && max > 0)
+        out[n++] = t->vmid;
+    return n;
 }
 
 /* The node a one-vmid template's sandboxes go to: where Proxmox lists it, else the first. */

@@ -225,6 +225,8 @@ static int start_clone(struct sandbox *sb, uint64_t timeout_ms, const char **ret
 {
     struct engine *e = sb->engine;
     _cleanup_free_ char *desc = NULL;
+    uint32_t src[PVE_CLONE_SOURCES_MAX];
+    size_t n = engine_template_vmids(sandbox_template(sb), sb->node, src, ELEMENTSOF(src));
     int r;
 
     r = sandbox_description(sb, &desc);
@@ -234,7 +236,10 @@ static int start_clone(struct sandbox *sb, uint64_t timeout_ms, const char **ret
     }
     struct pve_clone_params cp = {
         .node = sb->node,
-        .template_vmid = engine_template_vmid(sandbox_template(sb), sb->node),
+        .template_vmid = src[0],
+        .copies = src + 1,
+        .n_copies = n - 1,
+        .urgent = !sb->pool_member, /* a caller waits for it; a pool refill does not */
         .hostname = sb->hostname,
         .description = desc,
         .pool = e->cfg->proxmox.pool,

@@ -428,7 +428,10 @@ void cluster_close(struct engine *e, void (*closed)(struct engine *e));
 int cluster_place(struct engine *e, const struct engine_template *t, const char *want,
                   unsigned memory_mb, const char **ret_node, struct engine_error *ret_err);
 /* The vmid to clone for a sandbox of t on node (its copy there, or the one vmid). */
-uint32_t engine_template_vmid(const struct engine_template *t, const char *node);
+/* The template's copies on node (its one vmid when it has no copies there), at most max,
+ * into out; returns how many. */
+size_t engine_template_vmids(const struct engine_template *t, const char *node, uint32_t *out,
+                             size_t max);
 /* True while node is taken out (offline in the report, or failed calls in backoff). */
 bool cluster_node_down(struct engine *e, const char *node);
 /* The nodes that hold t and are up, in [proxmox] nodes order (the warm pool's). */

@@ -9,6 +9,13 @@
  * create deadline passes. With no probe address for the sandbox's case it waits instead
  * until a whole firewall cycle (firewall_period_s) passed since the container started.
  *
+ * With internet on, the same probe also connects to probe_address, which must succeed: the
+ * container's options and its internet rule are separate writes, and a cycle that fell
+ * between them enforces the policy without the rule (the LAN closed, the internet too) until
+ * the next cycle. A closed LAN with the internet unreachable is probed again until a whole
+ * cycle passed since the start; then the isolation holds and the create goes on (the
+ * internet itself may be down).
+ *
  * Both steps are rows of the create's step table and complete through the driver
  * (op-step.h), so nothing here calls into sandbox-create.c; the prerequisites they rely on
  * are in sandbox-isolation.c. */
@@ -69,7 +76,24 @@ int isolation_dc_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret
 struct isolation {
     struct sandbox *sb;
     char address[24]; /* the probed IP:PORT */
+    bool open_check;  /* the command also connects to the internet's probe address */
 };
+
+/* The exit statuses of the probe with the internet check (probe_command()). */
+enum {
+    PROBE_ISOLATED = 0,  /* the LAN closed, the internet reached */
+    PROBE_REACHED = 1,   /* the LAN reached */
+    PROBE_NO_ACCESS = 2, /* the LAN closed, the internet not reached */
+};
+
+/* Once a whole firewall cycle passed since the container started, a closed LAN is trusted
+ * even though the internet's probe address does not answer. */
+static bool cycle_passed(const struct sandbox *sb)
+{
+    return now_ms(sb->engine) >= sb->ct_started_ms +
+                                     1000u * (uint64_t)sb->engine->cfg->proxmox.firewall_period_s +
+                                     ISOLATION_CYCLE_MARGIN_MS;
+}
 
 static void on_probed(struct sshexec *x, int error, struct sshexec_result *res, void *userdata)
 {
@@ -77,22 +101,41 @@ static void on_probed(struct sshexec *x, int error, struct sshexec_result *res, 
     struct sandbox *sb = k->sb;
     char buf[256];
     struct engine_error err = {.kind = ENGINE_E_PROXMOX, .error = -EPERM, .message = buf};
-    bool reached = false;
+    bool reached = false, closed = false;
 
     if (error == 0 && !res->timed_out && res->exit_code >= 0) {
-        if (res->exit_code != 0) {
+        int c = res->exit_code;
+
+        if (k->open_check ? c == PROBE_ISOLATED : c != 0) {
             log_debug(COMP, "%s: isolation verified: %s is not reachable", sb->id, k->address);
             op_step_done(sb, NULL);
             return;
         }
-        reached = true;
-        log_debug(COMP, "%s: %s is reachable: the firewall is not in force yet", sb->id,
-                  k->address);
+        if (k->open_check && c == PROBE_NO_ACCESS) {
+            closed = true;
+            if (cycle_passed(sb)) {
+                log_info(COMP,
+                         "%s: isolation verified: %s is not reachable; the internet's probe "
+                         "address is not reachable either, a firewall cycle after the start",
+                         sb->id, k->address);
+                op_step_done(sb, NULL);
+                return;
+            }
+            log_debug(COMP, "%s: %s is not reachable, the internet not yet", sb->id, k->address);
+        } else {
+            reached = true;
+            log_debug(COMP, "%s: %s is reachable: the firewall is not in force yet", sb->id,
+                      k->address);
+        }
     } else
         log_debug(COMP, "%s: isolation probe could not run: %s", sb->id,
                   error < 0 ? strerror(-error) : "no exit status");
-    if (op_step_left(sb) > ISOLATION_PAUSE_MS + (ISOLATION_PROBE_S + 1) * 1000u) {
+    if (op_step_left(sb) > ISOLATION_PAUSE_MS + (2 * ISOLATION_PROBE_S + 1) * 1000u) {
         op_step_again(sb, ISOLATION_PAUSE_MS);
+        return;
+    }
+    if (closed) { /* the deadline: the isolation holds, the internet is not proven */
+        op_step_done(sb, NULL);
         return;
     }
     if (reached)
@@ -126,28 +169,50 @@ static int wait_cycle(struct sandbox *sb)
     return 0;
 }
 
+/* The probe's command: a connect to ip:port that must fail; with open_check, then a connect
+ * to the internet's probe address, exiting PROBE_*. */
+static int probe_command(const struct config_network *n, uint32_t ip, unsigned port,
+                         bool open_check, char *buf, size_t size)
+{
+    char lan[320], inet[320];
+    int r;
+
+    if (!open_check)
+        return isolation_probe_command(ip, port, ISOLATION_PROBE_S, buf, size);
+    r = isolation_probe_command(ip, port, ISOLATION_PROBE_S, lan, sizeof lan);
+    if (r == 0)
+        r = isolation_probe_command(n->probe_ip, n->probe_port, ISOLATION_PROBE_S, inet,
+                                    sizeof inet);
+    if (r < 0)
+        return r;
+    r = snprintf(buf, size, "(%s) && exit %d; (%s) && exit %d; exit %d", lan, PROBE_REACHED, inet,
+                 PROBE_ISOLATED, PROBE_NO_ACCESS);
+    return r < 0 || (size_t)r >= size ? -ENOBUFS : 0;
+}
+
 int isolation_probe_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
 {
     const struct config_network *n = &sb->engine->cfg->network;
     uint32_t ip = sb->internet ? n->lan_probe_ip : n->probe_ip;
     unsigned port = sb->internet ? n->lan_probe_port : n->probe_port;
-    char command[320], a[16];
+    bool open_check = sb->internet && n->probe_ip;
+    char command[720], a[16];
     struct sshexec_params p = {.command = command, .has_max_output = true};
     struct isolation *k;
     int r;
 
     if (!ip)
         return wait_cycle(sb);
-    r = isolation_probe_command(ip, port, ISOLATION_PROBE_S, command, sizeof command);
+    r = probe_command(n, ip, port, open_check, command, sizeof command);
     k = r < 0 ? NULL : calloc(1, sizeof *k);
     if (!k) {
         *ret_fail = "out of memory";
         return -ENOMEM;
     }
-    *k = (struct isolation){.sb = sb};
+    *k = (struct isolation){.sb = sb, .open_check = open_check};
     config_network_format(ip, a);
     snprintf(k->address, sizeof k->address, "%s:%u", a, port);
-    p.timeout_ms = MIN(timeout_ms, (ISOLATION_PROBE_S + 2) * 1000u);
+    p.timeout_ms = MIN(timeout_ms, (2 * ISOLATION_PROBE_S + 2) * 1000u);
     r = sshexec_start(sb->pool, &p, on_probed, k, NULL); /* on_probed runs once, frees k */
     if (r < 0) {
         free(k);

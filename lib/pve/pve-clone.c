@@ -1,8 +1,8 @@
-/* Clone calls (pve_clone). Proxmox locks the template for the whole clone task, so a second
- * clone of it fails with "CT is locked (disk)": clones of one template run one at a time, in
- * a FIFO per template vmid, and the next starts when the previous call has ended (its task
- * stopped, it failed or it was cancelled). With newid 0 the vmid is picked here: a random
- * free id of the client's vmid range, another one on "already exists". */
+/* Clone calls (pve_clone). Proxmox locks the source for the whole clone task, so a second
+ * clone of it fails with "CT is locked (disk)": the copies of a template on a node share one
+ * queue per client, each copy runs one clone at a time, and a waiting call starts on the first
+ * copy its predecessor frees (urgent calls wait ahead of the others). With newid 0 the vmid is
+ * picked here: a random free id of the client's vmid range, another one on "already exists". */
 #include "macro.h"
 
 #include "pve-internal.h"
@@ -16,26 +16,36 @@
 #define COMP "pve"
 
 struct pve_clone_queue {
-    uint32_t template_vmid;
-    struct pve_call *running;
-    struct pve_call *head, *tail; /* waiting, linked by u.clone.qnext */
+    uint32_t vmids[PVE_CLONE_SOURCES_MAX]; /* the copies, in the caller's order */
+    struct pve_call *running[PVE_CLONE_SOURCES_MAX];
+    unsigned n;
+    struct pve_call *head, *tail; /* waiting, linked by u.clone.qnext, the urgent first */
     size_t n_waiting;
     struct pve_clone_queue *next;
 };
 
-/* ---- the queue of a template ---- */
+/* ---- the queue of a template's copies ---- */
 
-static struct pve_clone_queue *queue_get(struct pve_client *c, uint32_t template_vmid)
+static bool queue_idle(const struct pve_clone_queue *q)
+{
+    for (unsigned i = 0; i < q->n; i++)
+        if (q->running[i])
+            return false;
+    return !q->head;
+}
+
+static struct pve_clone_queue *queue_get(struct pve_client *c, const struct pve_clone_state *s)
 {
     struct pve_clone_queue *q;
 
     for (q = c->queues; q; q = q->next)
-        if (q->template_vmid == template_vmid)
+        if (q->n == s->n_sources && memcmp(q->vmids, s->sources, q->n * sizeof *q->vmids) == 0)
             return q;
     q = calloc(1, sizeof(*q));
     if (!q)
         return NULL;
-    q->template_vmid = template_vmid;
+    q->n = s->n_sources;
+    memcpy(q->vmids, s->sources, q->n * sizeof *q->vmids);
     q->next = c->queues;
     c->queues = q;
     return q;
@@ -70,57 +80,85 @@ static void queue_unlink(struct pve_clone_queue *q, struct pve_call *call)
     call->u.clone.qnext = NULL;
 }
 
+/* Appends call to the waiting list; an urgent call goes after the last urgent one. */
+static void queue_wait(struct pve_clone_queue *q, struct pve_call *call)
+{
+    struct pve_call *prev = NULL;
+
+    if (call->u.clone.urgent)
+        for (struct pve_call *it = q->head; it && it->u.clone.urgent; it = it->u.clone.qnext)
+            prev = it;
+    else
+        prev = q->tail;
+    call->u.clone.qnext = prev ? prev->u.clone.qnext : q->head;
+    if (prev)
+        prev->u.clone.qnext = call;
+    else
+        q->head = call;
+    if (q->tail == prev)
+        q->tail = call;
+    q->n_waiting++;
+}
+
+/* call runs on copy i. */
+static void queue_assign(struct pve_clone_queue *q, unsigned i, struct pve_call *call)
+{
+    q->running[i] = call;
+    call->u.clone.template_vmid = q->vmids[i];
+}
+
 static int queue_enter(struct pve_call *call)
 {
     struct pve_clone_state *s = &call->u.clone;
-    struct pve_clone_queue *q = queue_get(call->client, s->template_vmid);
+    struct pve_clone_queue *q = queue_get(call->client, s);
 
     if (!q)
         return -ENOMEM;
-    if (q->running && q->n_waiting >= PVE_CLONE_QUEUE_MAX)
-        return -EBUSY;
     s->queue = q;
-    if (!q->running) {
-        q->running = call;
-        pve_call_queue(call, true);
-        return 0;
+    for (unsigned i = 0; i < q->n; i++)
+        if (!q->running[i]) {
+            queue_assign(q, i, call);
+            pve_call_queue(call, true);
+            return 0;
+        }
+    if (q->n_waiting >= PVE_CLONE_QUEUE_MAX) {
+        s->queue = NULL;
+        return -EBUSY;
     }
-    if (q->tail)
-        q->tail->u.clone.qnext = call;
-    else
-        q->head = call;
-    q->tail = call;
-    q->n_waiting++;
+    queue_wait(q, call);
     pve_call_queue(call, false);
-    log_debug(COMP, "call %p: clone of %u queued behind %p (%zu waiting)", (void *)call,
-              s->template_vmid, (void *)q->running, q->n_waiting);
+    log_debug(COMP, "call %p: clone of %u queued (%zu waiting for %u copies)", (void *)call,
+              q->vmids[0], q->n_waiting, q->n);
     return 0;
 }
 
-/* The call ends: leave the queue; the next clone of the template starts. */
+/* The call ends: leave the queue; the next waiting clone starts on the copy it freed. */
 static void clone_detach(struct pve_call *call)
 {
     struct pve_clone_queue *q = call->u.clone.queue;
     struct pve_client *c = call->client;
     struct pve_call *next;
+    unsigned i;
 
     if (!q)
         return;
     call->u.clone.queue = NULL;
-    if (q->running != call) {
+    for (i = 0; i < q->n && q->running[i] != call; i++)
+        ;
+    if (i == q->n) {
         queue_unlink(q, call);
     } else {
-        q->running = NULL;
+        q->running[i] = NULL;
         if (q->head && c->state == PVE_CLIENT_OPEN) {
             next = q->head;
             queue_unlink(q, next);
-            q->running = next;
-            log_debug(COMP, "template %u: next clone %p starts", q->template_vmid, (void *)next);
+            queue_assign(q, i, next);
+            log_debug(COMP, "template %u: next clone %p starts", q->vmids[i], (void *)next);
             pve_call_run(next);
             return;
         }
     }
-    if (!q->running && !q->head)
+    if (queue_idle(q))
         queue_drop(c, q);
 }
 
@@ -396,7 +434,11 @@ static int clone_init(struct pve_call *call, const struct pve_clone_params *p)
     const char *src[] = CLONE_PARAM_STRINGS(p);
     char **dst[] = CLONE_STRINGS(s);
 
-    s->template_vmid = p->template_vmid;
+    s->sources[0] = p->template_vmid;
+    for (size_t i = 0; i < p->n_copies; i++)
+        s->sources[1 + i] = p->copies[i];
+    s->n_sources = 1 + (unsigned)p->n_copies;
+    s->urgent = p->urgent;
     s->full = p->full;
     s->auto_id = p->newid == 0;
     s->taken = p->vmid_taken;
@@ -416,8 +458,12 @@ int pve_clone(struct pve_client *c, const struct pve_clone_params *p, PVE_CALL_A
     int r;
 
     if (!c || !p || !p->node || !*p->node || p->template_vmid < PVE_VMID_MIN ||
-        p->template_vmid > PVE_VMID_MAX || p->full < -1 || p->full > 1)
+        p->template_vmid > PVE_VMID_MAX || p->full < -1 || p->full > 1 ||
+        p->n_copies >= PVE_CLONE_SOURCES_MAX || (p->n_copies && !p->copies))
         return -EINVAL;
+    for (size_t i = 0; i < p->n_copies; i++)
+        if (p->copies[i] < PVE_VMID_MIN || p->copies[i] > PVE_VMID_MAX)
+            return -EINVAL;
     if (p->newid == 0 && (!c->vmid_min || !c->vmid_max))
         return -EINVAL;
     if (p->newid != 0 && (p->newid < PVE_VMID_MIN || p->newid > PVE_VMID_MAX))

@@ -208,7 +208,10 @@ struct pve_clone_state {
     struct pve_clone_queue *queue;
     struct pve_call *qnext;
     char *node, *hostname, *description, *pool, *storage, *target;
-    uint32_t template_vmid;
+    uint32_t template_vmid;                  /* the copy cloned, once the call runs */
+    uint32_t sources[PVE_CLONE_SOURCES_MAX]; /* the template's copies it may clone */
+    unsigned n_sources;
+    bool urgent;
     int full;
     bool auto_id; /* newid 0: the client picks ids */
     bool (*taken)(uint32_t vmid, void *userdata);

@@ -59,6 +59,7 @@
 #define PVE_RETRY_MAX_MS 2000
 #define PVE_VMID_ALLOC_ATTEMPTS 8 /* clone with newid 0: ids tried before giving up */
 #define PVE_CLONE_QUEUE_MAX 1024  /* clones waiting per template */
+#define PVE_CLONE_SOURCES_MAX 32  /* copies of one template on a node a clone may use */
 #define PVE_MAX_CALLS_PER_NODE_DEFAULT 4
 
 struct pve_client;
@@ -153,7 +154,12 @@ int pve_nextid(struct pve_client *c, PVE_CALL_ARGS);
 struct pve_clone_params {
     const char *node; /* the template's node */
     uint32_t template_vmid;
-    uint32_t newid;          /* 0: pick a free id from vmid_range (see below) */
+    /* Further copies of the template on the node, each as good a source (at most
+     * PVE_CLONE_SOURCES_MAX - 1): the clone takes whichever is free. May be NULL. */
+    const uint32_t *copies;
+    size_t n_copies;
+    bool urgent;    /* waits ahead of the clones that are not (a create before pool refills) */
+    uint32_t newid; /* 0: pick a free id from vmid_range (see below) */
     const char *hostname;    /* NULL: copied from the template */
     const char *description; /* NULL: copied (the registry marker goes here) */
     const char *pool;        /* NULL: none */
@@ -169,8 +175,10 @@ struct pve_clone_params {
     void (*on_task)(const char *upid, void *userdata);
     void *on_task_userdata;
 };
-/* POST /nodes/{node}/lxc/{template}/clone and wait for the task. Serialised per template
- * (FIFO; the call's deadline includes the time spent waiting in the queue).
+/* POST /nodes/{node}/lxc/{template}/clone and wait for the task. Proxmox locks the source for
+ * the whole task, so one clone runs per source at a time: the template's copies (template_vmid
+ * and copies[]) share one queue, each copy runs one clone, and the others wait in order, the
+ * urgent ones first (the call's deadline includes the time spent waiting).
  * With newid 0 the client reads /cluster/resources, picks a random free id in vmid_range
  * not in use (cluster, in-flight clones of this client, vmid_taken) and on "already exists"
  * tries another one (up to PVE_VMID_ALLOC_ATTEMPTS). res->vmid: see struct pve_result;

@@ -191,6 +191,29 @@ def main():
                 env.sim.admin("PUT", "/settings", {"firewall_period": PERIOD, "firewall_phase": None})
                 destroy_all([r["id"] for r in res])
 
+        def tick_between_options_and_rule():
+            # A cycle falls after the container's options (policy DROP) and before its internet
+            # rule: it enforces the policy alone until the next cycle, 10 s later. The create
+            # must not call the sandbox ready with the LAN closed and the internet closed too.
+            lan = env.sim.info["lan_ip"]
+            fault = env.sim.admin("POST", "/faults", {"method": "GET", "path": "/nodes/*/lxc/*/firewall/rules",
+                                                     "latency": 5, "count": 1})
+            env.sim.admin("PUT", "/settings", {"firewall_period": PERIOD, "firewall_phase": 3.0})
+            sid = None
+            try:
+                ticks = env.sim.admin("GET", "/state")["firewall"]["ticks"]
+                r = c.call("sandbox.create", {"internet": True})
+                sid = r["id"]
+                got = {ip: c.call("sandbox.exec", {"id": sid, "command": fetch_cmd(ip)})["stdout"].strip()
+                       for ip in (INTERNET, lan)}
+                assert got == {INTERNET: "OPEN", lan: "CLOSED"}, got
+                assert env.sim.admin("GET", "/state")["firewall"]["ticks"] - ticks >= 2, "the rule's cycle did not come"
+            finally:
+                env.sim.admin("DELETE", f"/faults/{fault['id']}")
+                env.sim.admin("PUT", "/settings", {"firewall_period": PERIOD, "firewall_phase": None})
+                if sid:
+                    c.call("sandbox.destroy", {"id": sid})
+
         def static_addresses():
             # the addresses come from the range, sit in net0, and take no lease
             res = [c.call("sandbox.create", {}) for _ in range(2)]
@@ -217,6 +240,7 @@ def main():
             tests.append(("static addresses in net0, no lease", static_addresses))
         else:
             tests.append(("set_internet with wait, 10 s firewall cycle", set_internet_wait))
+            tests.append(("a cycle between the options and the internet rule", tick_between_options_and_rule))
         run(tests)
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Templates, operator caps and sandbox.resize against the simulator: a second template with
-its own pinned host key and a smaller disk; every cap refusal (naming the cap and its value),
+its own pinned host key and a smaller disk, in two copies on the node that clones run on at
+once; every cap refusal (naming the cap and its value),
 a disk below the template's refused, caps changed by SIGHUP; a resize seen inside the
 running sandbox (nproc; the memory limit of its cgroup) and in Proxmox."""
 
@@ -14,18 +15,22 @@ import e2elib
 from e2elib import Env, RpcError, run
 
 SMALL = 9001
+TWIN = 9002  # a second copy of SMALL on the same node
 SIM = {
     "templates": [
         {"vmid": 9000, "node": "pve", "storage": "local-lvm", "hostname": "sandbox-template",
          "memory": 512, "cores": 1, "disk": "8G"},
         {"vmid": SMALL, "node": "pve", "storage": "local-lvm", "hostname": "small-template",
          "memory": 256, "cores": 1, "disk": "4G"},
+        {"vmid": TWIN, "node": "pve", "storage": "local-lvm", "hostname": "small-template",
+         "memory": 256, "cores": 1, "disk": "4G", "copy_of": SMALL},
     ],
     "tokens": [
         {"id": "root@pam!admin", "secret": None, "acl": {"/": "Administrator"}},
         {"id": "sandboxd@pve!sandboxd", "secret": None,
          "acl": {"/pool/sandboxd": ["PVEVMAdmin", "Pool.Audit"], "/vms/9000": "PVETemplateUser",
-                 f"/vms/{SMALL}": "PVETemplateUser", "/": ["Sys.Audit"]}},
+                 f"/vms/{SMALL}": "PVETemplateUser", f"/vms/{TWIN}": "PVETemplateUser",
+                 "/": ["Sys.Audit"]}},
     ],
 }
 
@@ -53,7 +58,7 @@ def main():
         with open(env.config) as f:
             text = f.read()
         with open(env.config, "w") as f:
-            f.write(text + f"[templates]\nsmall = {SMALL}\nsmall.host_key = {small_key}\n")
+            f.write(text + f"[templates]\nsmall = {SMALL}@pve,{TWIN}@pve\nsmall.host_key = {small_key}\n")
         from test_recovery_util import launch
         launch(env)
         c = env.client()
@@ -128,6 +133,31 @@ def main():
             assert len(env.containers()) == n, env.containers()
             c2.close()
 
+        def copies_clone_at_once():
+            # Proxmox locks a template for its whole clone: with two copies two clones run at
+            # once (seen as both copies locked together), and every create succeeds.
+            env.sim.admin("PUT", "/settings", {"clone_time": 1.5})
+            c4 = env.client()  # the daemon was restarted since c connected
+            try:
+                reqs = [c4.send("sandbox.create", {"template": "small", "ttl_s": 600}) for _ in range(4)]
+                both, left = False, set(reqs)
+                deadline = time.time() + 120
+                while left and time.time() < deadline:
+                    cts = env.sim.admin("GET", "/state")["containers"]
+                    locks = {v: (cts.get(str(v)) or {}).get("lock") for v in (SMALL, TWIN)}
+                    both = both or locks == {SMALL: "disk", TWIN: "disk"}
+                    for r in list(left):
+                        try:
+                            made.append(c4.wait(r, timeout=0.05)["id"])
+                            left.discard(r)
+                        except TimeoutError:
+                            pass
+                assert not left, "creates did not finish"
+                assert both, "the two copies never cloned at once"
+            finally:
+                env.sim.admin("PUT", "/settings", {"clone_time": 0.5})
+                c4.close()
+
         def resize_seen_inside():
             c3 = env.client()
             sb = c3.call("sandbox.create", {"ttl_s": 600})
@@ -160,6 +190,7 @@ def main():
         run([("a second template with its own host key", second_template),
              ("every cap refused, caps reloaded by SIGHUP", cap_refusals),
              ("disk below a template not yet cloned", disk_below_template_unknown_size),
+             ("two copies of a template clone at once", copies_clone_at_once),
              ("resize of a running sandbox seen inside it", resize_seen_inside)])
 
 

@@ -240,8 +240,8 @@ static const struct {
     {"[pool]\nwarm = 257\n", 2, "warm"},
     {"[proxmox]\ntemplate = 9000@\n", 2, "node name"},
     {"[proxmox]\ntemplate = 9000@pve1,9001\n", 2, "VMID@node"},
-    {"[proxmox]\ntemplate = 9000@pve1,9001@pve1\n", 2, "two copies"},
-    {"[proxmox]\ntemplate = 9000@pve1,9000@pve2\n", 2, "two nodes"},
+    {"[proxmox]\ntemplate = 9000@pve1,9000@pve1\n", 2, "given twice"},
+    {"[proxmox]\ntemplate = 9000@pve1,9000@pve2\n", 2, "given twice"},
     {"[proxmox]\ntemplate = 99@pve1\n", 2, "vmid"},
     {"[templates]\npy = 9001@pve1,x@pve2\n", 2, "vmid"},
     {"[proxmox]\nmax_per_node = -1\n", 2, "max_per_node"},
@@ -408,7 +408,7 @@ START_TEST(test_cluster_keys)
                                  "nodes = pve1, pve2, pve3\n"
                                  "template = 9000@pve1, 9001@pve2,9002@pve3\n"
                                  "max_per_node = 12\nnode_param = any\n"
-                                 "[templates]\npy = 9100@pve2\ngo = 9200\n");
+                                 "[templates]\npy = 9100@pve2,9110@pve2\ngo = 9200\n");
     ck_assert_int_eq(config_load(path, &c, &err), 0);
     ck_assert_int_eq(config_validate(&c, &err), 0);
     t = config_template_find(&c, NULL);
@@ -418,9 +418,11 @@ START_TEST(test_cluster_keys)
     ck_assert_uint_eq(t->copies[1].vmid, 9001);
     ck_assert_str_eq(t->copies[1].node, "pve2");
     ck_assert_str_eq(t->copies[2].node, "pve3");
-    t = config_template_find(&c, "py");
-    ck_assert_uint_eq(t->n_copies, 1);
+    t = config_template_find(&c, "py"); /* two copies on one node: clones run on both */
+    ck_assert_uint_eq(t->n_copies, 2);
     ck_assert_str_eq(t->copies[0].node, "pve2");
+    ck_assert_uint_eq(t->copies[1].vmid, 9110);
+    ck_assert_str_eq(t->copies[1].node, "pve2");
     ck_assert_uint_eq(config_template_find(&c, "go")->n_copies, 0); /* one vmid */
     ck_assert_uint_eq(c.proxmox.max_per_node, 12);
     ck_assert_int_eq(c.proxmox.node_param, CONFIG_NODE_PARAM_ANY);

@@ -158,6 +158,88 @@ START_TEST(test_parallel_clones_one_template)
 }
 END_TEST
 
+/* Three copies of a template on the node: the clones run on all three at once (none meets
+ * the lock), and each copy runs one at a time. */
+START_TEST(test_clones_spread_over_copies)
+{
+    struct pres r[N_PARALLEL] = {0};
+    const uint32_t copies[] = {9010, 9020};
+    struct pve_clone_params p = {.node = "pve",
+                                 .template_vmid = 9000,
+                                 .copies = copies,
+                                 .n_copies = ELEMENTSOF(copies),
+                                 .full = -1};
+    struct json_object *st;
+
+    client_open(TOKEN_SECRET, 100000, 100099);
+    fixture_fault(&fx, "{\"ct\": {\"vmid\": 9010, \"template\": 1}}");
+    fixture_fault(&fx, "{\"ct\": {\"vmid\": 9020, \"template\": 1}}");
+    for (int i = 0; i < N_PARALLEL; i++)
+        ck_assert_int_eq(pve_clone(client, &p, 0, on_pres, &r[i], NULL), 0);
+    run();
+    for (int i = 0; i < N_PARALLEL; i++)
+        ck_assert_msg(r[i].error == 0, "clone %d: %d %s", i, r[i].error, strna(r[i].message));
+    st = fixture_state(&fx);
+    ck_assert_int_eq(json_object_get_int(state_get(st, "counters", "clone_locked")), 0);
+    ck_assert_int_eq(json_object_get_int(state_get(st, "counters", "clone_ok")), N_PARALLEL);
+    ck_assert_int_eq(json_object_get_int(state_get(st, "counters", "clone_overlap_max")), 3);
+    json_object_put(st);
+    for (int i = 0; i < N_PARALLEL; i++)
+        pres_clear(&r[i]);
+    client_done();
+}
+END_TEST
+
+/* One copy busy: a waiting urgent clone (a create) goes before an earlier non-urgent one (a
+ * pool refill). */
+START_TEST(test_urgent_clone_first)
+{
+    struct pres r[3] = {0};
+    struct pve_clone_params p = {.node = "pve", .template_vmid = 9000, .full = -1};
+    const uint32_t ids[3] = {121, 122, 123};
+    const bool urgent[3] = {false, false, true};
+    struct json_object *st, *reqs;
+    uint32_t order[3];
+    size_t n = 0;
+
+    client_open(TOKEN_SECRET, 0, 0);
+    for (int i = 0; i < 3; i++) {
+        p.newid = ids[i];
+        p.urgent = urgent[i];
+        ck_assert_int_eq(pve_clone(client, &p, 0, on_pres, &r[i], NULL), 0);
+    }
+    run();
+    st = fixture_state(&fx);
+    reqs = state_get(st, "requests", NULL);
+    for (size_t i = 0; i < json_object_array_length(reqs) && n < 3; i++) {
+        struct json_object *q = json_object_array_get_idx(reqs, i), *m, *path, *body;
+
+        if (json_object_object_get_ex(q, "method", &m) &&
+            strcmp(json_object_get_string(m), "POST") == 0 &&
+            json_object_object_get_ex(q, "path", &path) &&
+            strstr(json_object_get_string(path), "/lxc/9000/clone") &&
+            json_object_object_get_ex(q, "body", &body))
+            for (int k = 0; k < 3; k++) {
+                char want[32];
+
+                snprintf(want, sizeof want, "newid=%u", ids[k]);
+                if (strstr(json_object_get_string(body), want))
+                    order[n++] = ids[k];
+            }
+    }
+    ck_assert_uint_eq(n, 3);
+    ck_assert_uint_eq(order[0], 121); /* running when the others came */
+    ck_assert_uint_eq(order[1], 123); /* urgent: ahead of 122 */
+    ck_assert_uint_eq(order[2], 122);
+    json_object_put(st);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(r[i].error, 0);
+        pres_clear(&r[i]);
+    }
+    client_done();
+}
+END_TEST
+
 START_TEST(test_clone_retries_template_lock)
 {
     struct pres a = {0};
@@ -1244,6 +1326,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_clone_explicit);
     tcase_add_test(tc, test_task_status_log_wait);
     tcase_add_test(tc, test_parallel_clones_one_template);
+    tcase_add_test(tc, test_clones_spread_over_copies);
+    tcase_add_test(tc, test_urgent_clone_first);
     tcase_add_test(tc, test_clone_retries_template_lock);
     tcase_add_test(tc, test_clone_vmid_already_exists);
     tcase_add_test(tc, test_error_body_old_form);
