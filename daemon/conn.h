@@ -18,7 +18,7 @@
 #include <sys/types.h>
 #include <uv.h>
 
-#include "buf.h"
+#include "conn-out.h"
 #include "frame.h"
 #include "req.h"
 
@@ -110,8 +110,9 @@ struct conn {
     uint64_t lines_out;   /* lines taken out of the frame buffer */
     struct conn_fds *fdq; /* descriptors waiting for their line, in line order */
     unsigned n_fdq, fdq_fds;
-    struct buf out;    /* responses not yet handed to the kernel/libuv */
-    size_t out_queued; /* bytes in uv_write requests not yet completed */
+    struct out_queue out; /* lines not yet handed to the kernel/libuv */
+    size_t out_queued;    /* bytes of the uv_write in flight (at most one: n_writes) */
+    size_t out_held;      /* memory its lines hold (their objects) */
     /* Messages behind one being serialised off the loop, in send order; the first is the
      * one on the worker thread when sendq_busy. Counted as output (their size hints). */
     struct conn_msg *sendq, *sendq_tail;
