@@ -181,9 +181,11 @@ def run_daemon(env, name, a, table, sizes):
     with open(host_file, "wb") as f:
         f.write(os.urandom(FILE_BYTES))
     results = capture(env.socket, sid)
-    assert "content_b64" in results["file.read"], list(results["file.read"])
+    with open(host_file, "rb") as f:
+        assert base64.b64decode(results["file.read"]["content_b64"]) == f.read()
     measure(name, env.socket, env.proc.pid, sid, a, table, sizes)
-    saved = open(host_file, "rb").read()
+    with open(host_file, "rb") as f:
+        saved = f.read()
     c.call("sandbox.destroy", {"id": sid})
     c.close()
     return results, saved
