@@ -150,7 +150,7 @@ void conn_shutdown(struct conn *c);
 void conn_abort(struct conn *c);
 size_t conn_output_bytes(const struct conn *c);
 /* Bytes the connection holds in memory: its input buffer (a partial line included) and
- * its replies not yet written. */
+ * its replies not yet written (their text, and the objects kept alive for it). */
 size_t conn_held_bytes(const struct conn *c);
 /* Requests in flight. */
 unsigned conn_inflight(const struct conn *c);
