@@ -16,25 +16,28 @@
 #include "ratelimit.h"
 #include "methods.h"
 #include "rpc.h"
+#include "conn-out.h"
 
 #define COMP "conn"
+/* iovecs of one write: two per line (its text, its '\n') */
+#define CONN_WRITE_IOV 128
 
+/* Lines handed to libuv in one uv_write (at most one in flight per connection): they stay
+ * alive, where they were serialised, until it completes. */
 struct wreq {
     uv_write_t w;
     struct conn *conn;
-    size_t len;
-    char *owned; /* a serialised line written where it is (NULL: the bytes are in data) */
-    char data[];
+    struct out_queue lines;
 };
 
-/* A message on the send queue: to be serialised on a worker thread (msg), or already
- * serialised on the loop (line) because it is small but was sent behind a large one. */
+/* A message on the send queue: serialised on a worker thread when large (text set once
+ * done), on the loop when it is small but was sent behind a large one. */
 struct conn_msg {
     uv_work_t work;
     struct conn *conn;
     json_object *msg;
     size_t hint;
-    char *line;
+    const char *text; /* in msg */
     size_t len;
     struct conn_msg *next;
 };
@@ -87,7 +90,7 @@ size_t conn_output_bytes(const struct conn *c)
 
 size_t conn_held_bytes(const struct conn *c)
 {
-    return c->in.cap + c->out.cap + c->out_queued + c->sendq_bytes;
+    return c->in.cap + c->out.held + c->out_held + c->sendq_bytes;
 }
 
 /* Reports what the connection holds now to the owner's memory budget (nothing once it
@@ -149,7 +152,6 @@ static bool conn_check_hangup(struct conn *c)
                      "#%" PRIu64 " uid=%u: client gone with %u request(s) in flight, cancelling%s",
                      c->id, (unsigned)c->port.uid, c->port.list.n, ratelimit_note(n, note));
     }
-    buf_clear(&c->out, false);
     conn_close(c);
     return true;
 }
@@ -340,9 +342,10 @@ static void on_write(uv_write_t *w, int status)
     struct wreq *wr = container_of(w, struct wreq, w);
     struct conn *c = wr->conn;
 
-    c->out_queued -= wr->len;
+    c->out_queued -= wr->lines.len;
+    c->out_held -= wr->lines.held;
     c->n_writes--;
-    free(wr->owned);
+    out_queue_clear(&wr->lines);
     free(wr);
     if (status < 0) {
         if (c->state < CONN_CLOSING)
@@ -358,82 +361,44 @@ static void on_write(uv_write_t *w, int status)
         conn_process(c);
 }
 
-/* Hands buffered output to the socket: directly when nothing is queued, else as
- * one uv_write. */
-static void conn_flush(struct conn *c)
+/* Writes as much of the queued lines as the socket takes now. Returns false when the
+ * connection was closed (the socket failed). */
+static bool conn_try_write(struct conn *c)
 {
-    size_t off = 0;
+    while (c->out.len > 0) {
+        uv_buf_t iov[CONN_WRITE_IOV];
+        size_t bytes;
+        unsigned k = out_queue_iov(&c->out, iov, CONN_WRITE_IOV, &bytes);
+        int n = uv_try_write((uv_stream_t *)&c->pipe, iov, k);
 
-    if (c->out.len == 0 || c->state >= CONN_CLOSING)
-        return;
-    if (c->n_writes == 0) {
-        uv_buf_t b = uv_buf_init(c->out.data, (unsigned)c->out.len);
-        int n = uv_try_write((uv_stream_t *)&c->pipe, &b, 1);
-
-        if (n > 0)
-            off = (size_t)n;
-        else if (n < 0 && n != UV_EAGAIN) {
+        if (n == UV_EAGAIN)
+            return true;
+        if (n < 0) {
             log_debug(COMP, "#%" PRIu64 ": write: %s", c->id, uv_strerror(n));
-            buf_clear(&c->out, false);
             conn_close(c);
-            return;
+            return false;
         }
+        out_queue_advance(&c->out, (size_t)n);
+        if ((size_t)n < bytes)
+            return true;
     }
-    if (off < c->out.len) {
-        size_t rest = c->out.len - off;
-        struct wreq *wr = malloc(sizeof *wr + rest);
-        uv_buf_t b;
-        int r;
-
-        if (!wr) {
-            buf_clear(&c->out, false);
-            conn_close(c);
-            return;
-        }
-        wr->conn = c;
-        wr->len = rest;
-        wr->owned = NULL;
-        memcpy(wr->data, c->out.data + off, rest);
-        b = uv_buf_init(wr->data, (unsigned)rest);
-        r = uv_write(&wr->w, (uv_stream_t *)&c->pipe, &b, 1, on_write);
-        if (r < 0) {
-            free(wr);
-            buf_clear(&c->out, false);
-            conn_close(c);
-            return;
-        }
-        c->out_queued += rest;
-        if (c->n_writes++ == 0)
-            c->write_since = uv_now(c->host->loop);
-    }
-    buf_clear(&c->out, c->out.cap > CONN_OUTPUT_LOW);
+    return true;
 }
 
-/* Hands a serialised line (taken over) to the socket after the output already buffered,
- * without copying it. */
-static void conn_write_line(struct conn *c, char *line, size_t len)
+/* Hands the queued lines to the socket where they are: directly while it takes them,
+ * the rest (from the offset reached) as one uv_write that owns its lines until it
+ * completes. One uv_write at a time: the lines queued meanwhile wait for its callback. */
+static void conn_flush(struct conn *c)
 {
-    _cleanup_free_ char *l = line;
+    uv_buf_t iov[CONN_WRITE_IOV];
     struct wreq *wr;
-    size_t off = 0;
-    uv_buf_t b;
+    size_t bytes;
+    unsigned k;
     int r;
 
-    conn_flush(c);
-    if (c->state >= CONN_CLOSING)
+    if (c->out.len == 0 || c->state >= CONN_CLOSING || c->n_writes > 0)
         return;
-    if (c->n_writes == 0) {
-        b = uv_buf_init(l, (unsigned)len);
-        r = uv_try_write((uv_stream_t *)&c->pipe, &b, 1);
-        if (r > 0)
-            off = (size_t)r;
-        else if (r < 0 && r != UV_EAGAIN) {
-            log_debug(COMP, "#%" PRIu64 ": write: %s", c->id, uv_strerror(r));
-            conn_close(c);
-            return;
-        }
-    }
-    if (off == len)
+    if (!conn_try_write(c) || c->out.len == 0)
         return;
     wr = calloc(1, sizeof *wr);
     if (!wr) {
@@ -441,25 +406,25 @@ static void conn_write_line(struct conn *c, char *line, size_t len)
         return;
     }
     wr->conn = c;
-    wr->len = len - off;
-    wr->owned = TAKE_PTR(l);
-    b = uv_buf_init(wr->owned + off, (unsigned)wr->len);
-    r = uv_write(&wr->w, (uv_stream_t *)&c->pipe, &b, 1, on_write);
+    out_queue_move(&wr->lines, &c->out, CONN_WRITE_IOV / 2);
+    k = out_queue_iov(&wr->lines, iov, CONN_WRITE_IOV, &bytes);
+    /* libuv keeps its own copy of the iovecs, not of the bytes */
+    r = uv_write(&wr->w, (uv_stream_t *)&c->pipe, iov, k, on_write);
     if (r < 0) {
-        free(wr->owned);
+        out_queue_clear(&wr->lines);
         free(wr);
         conn_close(c);
         return;
     }
-    c->out_queued += wr->len;
-    if (c->n_writes++ == 0)
-        c->write_since = uv_now(c->host->loop);
+    c->out_queued += wr->lines.len;
+    c->out_held += wr->lines.held;
+    c->n_writes++;
+    c->write_since = uv_now(c->host->loop);
 }
 
 static void conn_msg_free(struct conn_msg *m)
 {
     json_object_put(m->msg);
-    free(m->line);
     free(m);
 }
 
@@ -479,24 +444,25 @@ static void conn_drop_sendq(struct conn *c)
 }
 
 /* Worker thread: the message is this thread's alone until sendq_done() (a reply built
- * for one request; its id is shared, but only read). */
+ * for one request; its id is shared, but only read). Its text stays in it. */
 static void sendq_work(uv_work_t *w)
 {
     struct conn_msg *m = container_of(w, struct conn_msg, work);
 
-    m->line = rpc_to_line(m->msg, &m->len);
+    m->text = rpc_serialise(m->msg, &m->len);
 }
 
 static void sendq_done(uv_work_t *w, int status);
 
-/* Writes the queued lines already serialised, up to the next message to serialise,
- * which goes to a worker thread. */
+/* Moves the queued messages to the output in order, serialising the small ones here, up
+ * to the next large one to serialise, which goes to a worker thread. */
 static void sendq_run(struct conn *c)
 {
     while (c->sendq && c->state < CONN_CLOSING && !c->sendq_busy) {
         struct conn_msg *m = c->sendq;
+        int r;
 
-        if (!m->line) {
+        if (!m->text && m->hint > CONN_OFFLOOP_BYTES) {
             if (uv_queue_work(c->host->loop, &m->work, sendq_work, sendq_done) < 0) {
                 conn_close(c);
                 return;
@@ -509,8 +475,14 @@ static void sendq_run(struct conn *c)
         if (!c->sendq)
             c->sendq_tail = NULL;
         c->sendq_bytes -= m->hint;
-        conn_write_line(c, TAKE_PTR(m->line), m->len);
-        conn_msg_free(m);
+        r = m->text ? out_queue_push_text(&c->out, TAKE_PTR(m->msg), m->text, m->len, m->hint)
+                    : out_queue_push(&c->out, TAKE_PTR(m->msg), m->hint);
+        free(m);
+        if (r < 0) {
+            conn_close(c); /* out of memory: a reply would be missing */
+            return;
+        }
+        conn_flush(c);
     }
 }
 
@@ -523,7 +495,7 @@ static void sendq_done(uv_work_t *w, int status)
 
     c->sendq_busy = false;
     c->handles--;
-    if (c->state >= CONN_CLOSING || status < 0 || !m->line) {
+    if (c->state >= CONN_CLOSING || status < 0 || !m->text) {
         c->sendq = m->next;
         if (!c->sendq)
             c->sendq_tail = NULL;
@@ -536,15 +508,13 @@ static void sendq_done(uv_work_t *w, int status)
             conn_release(c);
         return;
     }
-    json_object_put(TAKE_PTR(m->msg));
     sendq_run(c);
     conn_update(c);
     if (c->state == CONN_OPEN && !c->in_process)
         conn_process(c);
 }
 
-/* Queues a message (taken over) behind the send queue: serialised now when small,
- * on a worker thread when large. */
+/* Queues a message (taken over) behind the send queue. */
 static int conn_queue_msg(struct conn *c, json_object *msg, size_t hint)
 {
     struct conn_msg *m = calloc(1, sizeof *m);
@@ -554,17 +524,8 @@ static int conn_queue_msg(struct conn *c, json_object *msg, size_t hint)
         return -ENOMEM;
     }
     m->conn = c;
+    m->msg = msg;
     m->hint = MAX(hint, (size_t)1);
-    if (hint > CONN_OFFLOOP_BYTES)
-        m->msg = msg;
-    else {
-        m->line = rpc_to_line(msg, &m->len);
-        json_object_put(msg);
-        if (!m->line) {
-            free(m);
-            return -ENOMEM;
-        }
-    }
     if (c->sendq_tail)
         c->sendq_tail->next = m;
     else
@@ -575,25 +536,24 @@ static int conn_queue_msg(struct conn *c, json_object *msg, size_t hint)
     return 0;
 }
 
-/* Serialises and queues one message (taken over). */
+/* Queues one message (taken over): serialised now into json-c's buffer, which is written
+ * from there; a large one, and whatever is sent after it until it is written, goes through
+ * the send queue. */
 static int conn_send(struct conn *c, json_object *o)
 {
-    _cleanup_json_ json_object *msg = o;
-    _cleanup_free_ char *line = NULL;
-    size_t len, hint;
+    size_t hint;
     int r;
 
-    if (!msg)
+    if (!o)
         return -ENOMEM;
-    if (c->state >= CONN_CLOSING)
+    if (c->state >= CONN_CLOSING) {
+        json_object_put(o);
         return -ENOTCONN;
-    hint = rpc_size_hint(msg);
+    }
+    hint = rpc_size_hint(o);
     if (c->sendq || hint > CONN_OFFLOOP_BYTES)
-        return conn_queue_msg(c, TAKE_PTR(msg), hint);
-    line = rpc_to_line(msg, &len);
-    if (!line)
-        return -ENOMEM;
-    r = buf_append(&c->out, line, len);
+        return conn_queue_msg(c, o, hint);
+    r = out_queue_push(&c->out, o, hint);
     if (r < 0)
         return r;
     if (!c->in_process)
@@ -726,7 +686,7 @@ static void conn_release(struct conn *c)
     conn_set_state(c, CONN_CLOSED);
     conn_drop_fds(c);
     frame_buf_done(&c->in);
-    buf_clear(&c->out, true);
+    out_queue_clear(&c->out);
     c->host->ops->closed(c->host->owner, c);
     free(c);
 }
@@ -739,7 +699,7 @@ void conn_close(struct conn *c)
     /* CLOSING is entered once, so uv_close() is called once. */
     if (conn_set_state(c, CONN_CLOSING) < 0)
         return;
-    buf_clear(&c->out, false);
+    out_queue_clear(&c->out);
     conn_drop_sendq(c);
     conn_account(c);
     c->host->ops->uncount(c->host->owner, c);

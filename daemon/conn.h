@@ -18,7 +18,7 @@
 #include <sys/types.h>
 #include <uv.h>
 
-#include "buf.h"
+#include "conn-out.h"
 #include "frame.h"
 #include "req.h"
 
@@ -110,8 +110,9 @@ struct conn {
     uint64_t lines_out;   /* lines taken out of the frame buffer */
     struct conn_fds *fdq; /* descriptors waiting for their line, in line order */
     unsigned n_fdq, fdq_fds;
-    struct buf out;    /* responses not yet handed to the kernel/libuv */
-    size_t out_queued; /* bytes in uv_write requests not yet completed */
+    struct out_queue out; /* lines not yet handed to the kernel/libuv */
+    size_t out_queued;    /* bytes of the uv_write in flight (at most one: n_writes) */
+    size_t out_held;      /* memory its lines hold (their objects) */
     /* Messages behind one being serialised off the loop, in send order; the first is the
      * one on the worker thread when sendq_busy. Counted as output (their size hints). */
     struct conn_msg *sendq, *sendq_tail;
@@ -149,7 +150,7 @@ void conn_shutdown(struct conn *c);
 void conn_abort(struct conn *c);
 size_t conn_output_bytes(const struct conn *c);
 /* Bytes the connection holds in memory: its input buffer (a partial line included) and
- * its replies not yet written. */
+ * its replies not yet written (their text, and the objects kept alive for it). */
 size_t conn_held_bytes(const struct conn *c);
 /* Requests in flight. */
 unsigned conn_inflight(const struct conn *c);

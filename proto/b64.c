@@ -2,6 +2,7 @@
 #include "b64.h"
 
 #include <errno.h>
+#include <json-c/printbuf.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,6 +135,47 @@ bool utf8_valid(const void *p, size_t n)
     return true;
 }
 
+/* Strings this long or longer that need no escape (base64 always, most text) are
+ * serialised by b64_plain_to_json(): copied as they are instead of going through json-c's
+ * escaping loop byte by byte. */
+#define B64_PLAIN_MIN 256
+
+static int b64_plain_to_json(json_object *o, struct printbuf *pb, int level, int flags)
+{
+    (void)level;
+    (void)flags;
+    if (printbuf_strappend(pb, "\"") < 0 ||
+        printbuf_memappend(pb, json_object_get_string(o), json_object_get_string_len(o)) < 0 ||
+        printbuf_strappend(pb, "\"") < 0)
+        return -1;
+    return 0;
+}
+
+/* True when json-c writes s as it is: no control character, quote or backslash ('/' is
+ * escaped only without JSON_C_TO_STRING_NOSLASHESCAPE, and is valid JSON either way). */
+static bool b64_plain(const char *s, size_t n)
+{
+    unsigned bad = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+
+        bad |= (c < 0x20) | (c == '"') | (c == '\\');
+    }
+    return bad == 0;
+}
+
+/* A new string of s[0..n); plain: known to need no escape (otherwise checked here when
+ * long). The serialiser is set before the string is shared with anyone. */
+static json_object *b64_string_new(const char *s, size_t n, bool plain)
+{
+    json_object *v = json_object_new_string_len(s, (int)n);
+
+    if (v && n >= B64_PLAIN_MIN && (plain || b64_plain(s, n)))
+        json_object_set_serializer(v, b64_plain_to_json, NULL, NULL);
+    return v;
+}
+
 int b64_object_add_data(json_object *o, const char *name, const void *p, size_t n)
 {
     json_object *v;
@@ -142,7 +184,7 @@ int b64_object_add_data(json_object *o, const char *name, const void *p, size_t 
     if (n > B64_MAX_DECODED)
         return -E2BIG;
     if (n == 0 || utf8_valid(p, n)) {
-        v = json_object_new_string_len(n ? p : "", (int)n);
+        v = b64_string_new(n ? p : "", n, false);
         if (!v || json_object_object_add(o, name, v) < 0) {
             json_object_put(v);
             return -ENOMEM;
@@ -158,7 +200,7 @@ int b64_object_add_data(json_object *o, const char *name, const void *p, size_t 
         r = b64_encode(p, n, &enc, &len);
         if (r < 0)
             return r;
-        v = json_object_new_string_len(enc, (int)len);
+        v = b64_string_new(enc, len, true);
         free(enc);
         if (!v || json_object_object_add(o, key, v) < 0) {
             json_object_put(v);

@@ -30,5 +30,6 @@ bool utf8_valid(const void *p, size_t n);
 
 /* Adds n bytes to object o as `name` (at most 120 characters; a string, when the bytes are valid
  * UTF-8) or as `name_b64` (base64) otherwise. Returns 0, -ENOMEM, or -E2BIG when n >
- * B64_MAX_DECODED. */
+ * B64_MAX_DECODED. A long string that needs no escape is serialised as it is (the bytes
+ * json-c writes, without its escaping loop). */
 int b64_object_add_data(json_object *o, const char *name, const void *p, size_t n);

@@ -187,14 +187,19 @@ json_object *rpc_exec_output_new(json_object *request_id, const char *stream, co
     return rpc_notification_new("exec.output", params);
 }
 
+const char *rpc_serialise(json_object *o, size_t *ret_len)
+{
+    return json_object_to_json_string_length(
+        o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, ret_len);
+}
+
 char *rpc_to_line(json_object *o, size_t *ret_len)
 {
     const char *s;
     size_t n;
     char *line;
 
-    s = json_object_to_json_string_length(
-        o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &n);
+    s = rpc_serialise(o, &n);
     if (!s)
         return NULL;
     line = malloc(n + 2);

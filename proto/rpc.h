@@ -81,7 +81,11 @@ json_object *rpc_notification_new(const char *method, json_object *params);
 json_object *rpc_exec_output_new(json_object *request_id, const char *stream, const void *p,
                                  size_t n);
 
-/* Serialises o as one line: compact JSON plus '\n'. Caller frees. */
+/* Serialises o as compact JSON (the form of every line sent) into json-c's buffer, which o
+ * owns: the text stays valid while o lives and is not serialised again or changed.
+ * *ret_len: its length (without the terminating NUL). NULL without memory. */
+const char *rpc_serialise(json_object *o, size_t *ret_len);
+/* Serialises o as one line: compact JSON plus '\n', a copy the caller frees. */
 char *rpc_to_line(json_object *o, size_t *ret_len);
 /* A lower bound of the length of o serialised: the bytes of its strings (each escape
  * makes the text longer) and a few per value. Cheap: it walks the values, never the

@@ -270,6 +270,9 @@ def main():
             assert r["bytes"] == len(data), r
             r = c.call("file.read", {"id": sid, "path": "/root/big", "offset": len(data) - 100, "length": 100})
             assert data_of(r, "content") == data[-100:], r
+            # a reply serialised off the loop and written in parts: whole, byte for byte
+            r = c.call("file.read", {"id": sid, "path": "/root/big", "length": 1 << 20})
+            assert data_of(r, "content") == data[:1 << 20] and not r["eof"], r["size"]
             big = env.client()
             try:
                 big.call("file.write", {"id": sid, "path": "/root/big2", "content_b64": b64(os.urandom(12 * 1024 * 1024))})

@@ -1,7 +1,9 @@
 /* proto/rpc: JSON-RPC 2.0 parsing and responses, checked against every example
  * of section 7 of the JSON-RPC 2.0 specification, plus the hostile inputs
  * docs/protocol.md promises to answer (deep nesting, invalid UTF-8, oversize). */
+#include "b64.h"
 #include "frame.h"
+#include "macro.h"
 #include "rpc.h"
 #include "tests/check-util.h"
 
@@ -708,6 +710,64 @@ START_TEST(test_builders)
 }
 END_TEST
 
+/* A reply shaped like file.read's: b64_object_add_data()'s string beside others, or (ref)
+ * the same value as a string of json-c's own. */
+static json_object *data_reply(const char *s, size_t n, bool ref)
+{
+    json_object *r = json_object_new_object(), *a = json_object_new_array();
+
+    if (ref) {
+        _cleanup_free_ char *enc = NULL;
+        size_t len;
+
+        if (utf8_valid(s, n))
+            json_object_object_add(r, "content", json_object_new_string_len(s, (int)n));
+        else {
+            ck_assert_int_eq(b64_encode(s, n, &enc, &len), 0);
+            json_object_object_add(r, "content_b64", json_object_new_string_len(enc, (int)len));
+        }
+    } else
+        ck_assert_int_eq(b64_object_add_data(r, "content", s, n), 0);
+    json_object_array_add(a, json_object_new_string("short \"quoted\""));
+    json_object_object_add(r, "list", a);
+    return rpc_result_new(NULL, r);
+}
+
+/* Long strings that need no escape (base64, most text) are copied as they are: the bytes
+ * are the ones json-c writes itself, escapes or not, below and above the length that
+ * turns it on. */
+START_TEST(test_serialise_long_strings)
+{
+    static const size_t lens[] = {100, 255, 256, 4096, 300000};
+    static const char *const tails[] = {
+        "", "/+=", "\xc3\xa9\xe2\x82\xac", "\"", "\\", "\n", "\x01", "\x7f", "\xff"};
+
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
+        for (size_t t = 0; t < sizeof tails / sizeof tails[0]; t++) {
+            size_t tl = strlen(tails[t]), n = lens[i] + tl, len, want_len;
+            char *str = malloc(n + 1), *line;
+            json_object *o, *ref;
+            const char *want;
+
+            for (size_t k = 0; k < lens[i]; k++)
+                str[k] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"[k % 62];
+            memcpy(str + lens[i], tails[t], tl + 1);
+            o = data_reply(str, n, false);
+            ref = data_reply(str, n, true);
+            want = json_object_to_json_string_length(
+                ref, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &want_len);
+            line = rpc_to_line(o, &len);
+            ck_assert_uint_eq(len, want_len + 1);
+            ck_assert_msg(memcmp(line, want, want_len) == 0 && line[want_len] == '\n',
+                          "length %zu, tail %zu differs", lens[i], t);
+            free(line);
+            json_object_put(o);
+            json_object_put(ref);
+            free(str);
+        }
+}
+END_TEST
+
 START_TEST(test_code_messages)
 {
     static const int codes[] = {-32700, -32600, -32601, -32602, -32603, -32001, -32002, -32003,
@@ -757,6 +817,7 @@ static Suite *rpc_suite(void)
     tcase_add_test(more, test_batch_limits);
     tcase_add_test(more, test_oversize_line);
     tcase_add_test(more, test_builders);
+    tcase_add_test(more, test_serialise_long_strings);
     tcase_add_test(more, test_code_messages);
     suite_add_tcase(s, more);
     return s;
