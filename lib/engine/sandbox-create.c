@@ -372,7 +372,7 @@ static int start_fw_options(struct sandbox *sb, uint64_t timeout_ms, const char 
     }
     json_object_object_add(p, "enable", json_object_new_int(1));
     json_object_object_add(p, "policy_in", json_object_new_string("DROP"));
-    json_object_object_add(p, "policy_out", json_object_new_string("DROP"));
+    json_object_object_add(p, "policy_out", json_object_new_string("REJECT"));
     /* static: the address is in net0 already, so in the ipfilter set from the configuration;
      * DHCP: start_fw_ipfilter() once ipfilter-net0 holds the lease */
     json_object_object_add(p, "ipfilter",

@@ -235,7 +235,10 @@ class Net:
         self.nsx(n, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1", "net.ipv4.conf.all.send_redirects=0",
                  "net.ipv4.conf.default.send_redirects=0", "net.ipv6.conf.all.disable_ipv6=1",
                  "net.ipv6.conf.default.disable_ipv6=1", "net.ipv4.conf.vmbr0.proxy_arp=1",
-                 "net.ipv4.conf.vmbr0.proxy_arp_pvlan=1", "net.ipv4.conf.vmbr0.send_redirects=0")
+                 "net.ipv4.conf.vmbr0.proxy_arp_pvlan=1", "net.ipv4.conf.vmbr0.send_redirects=0",
+                 # as docs/sandbox-setup.md asks of a node: no per-address limit on the ICMP
+                 # errors REJECT answers with (by default 6, then one a second per sandbox)
+                 "net.ipv4.icmp_ratelimit=0")
         for ns, net, ifn, name in hosts:
             ip = str(net.network_address + 2)
             logf = open(os.path.join(self.sim.state_dir, f"{name}-host.log"), "ab")
