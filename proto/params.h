@@ -50,6 +50,7 @@ struct params_sandbox_create {
     int cores;      /* -1: config default_cores */
     int memory_mb;  /* -1: config default_memory_mb */
     int disk_gb;    /* -1: config default_disk_gb */
+    int net_rate_mbps; /* -1: config default_net_rate_mbps; 0: no cap */
     bool internet;  /* default false */
     int64_t ttl_s;  /* -1: config default_ttl_s (max_ttl_s applies) */
     struct params_kv_list labels;
@@ -65,6 +66,7 @@ struct params_sandbox_resize {
     int cores;
     int memory_mb;
     int disk_gb;
+    int net_rate_mbps; /* -1: unchanged; 0: no cap */
 };
 
 /* sandbox.get, sandbox.destroy */

@@ -5,14 +5,20 @@ PVEFW-reject), so with internet off a name lookup fails at once instead of waiti
 resolver's timeouts, and a connection to a blocked address is refused. Checked from inside a
 Debian sandbox (glibc's resolver, python3, curl) against the simulated internet's resolver
 and one on the LAN; then with internet on, names resolve and allowed ports connect while a
-port the group does not allow is still refused at once. Prints the measured durations."""
+port the group does not allow is still refused at once. Prints the measured durations.
+
+Bandwidth caps: net_rate_mbps (Mbit/s) at create and in sandbox.resize becomes net0 rate= in
+MB/s (MiB/s, as Proxmox takes it), which pve-sim enforces with tc as pve-common does; a
+download from the simulated internet runs at the cap (within 20 %), and uncapping restores
+the speed. Prints the measured rates."""
 
 import json
 import time
 
-from e2elib import Env, run
+from e2elib import Env, expect_error, run
 
 FAST_MS = 100  # a refused lookup or connect, measured inside the sandbox
+CAP = 64  # Mbit/s at create
 PROBE = r"""
 import json, socket, sys, time
 inet, lan = sys.argv[1], sys.argv[2]
@@ -63,7 +69,7 @@ def main():
             return int(rc), int(ms)
 
         def internet_off():
-            sb.update(c.call("sandbox.create", {}))
+            sb.update(c.call("sandbox.create", {"net_rate_mbps": CAP}))
             fw = env.sim.ok("GET", f"/nodes/pve/lxc/{sb['vmid']}/firewall/options")
             assert fw.get("policy_out") == "REJECT" and fw.get("policy_in") == "DROP", fw
             m = probe()
@@ -93,7 +99,45 @@ def main():
             r = c.call("sandbox.exec", {"id": sb["id"], "command": "curl -sS -m 5 http://example.org/"})
             assert r["exit_code"] == 0 and "pve-sim internet http" in r["stdout"], r
 
-        run([("internet_off", internet_off), ("internet_on", internet_on)])
+        def download_mbps(mib):
+            r = c.call("sandbox.exec", {"id": sb["id"], "timeout_ms": 30000, "command":
+                                        "curl -sS -m 20 -o /dev/null -w '%{size_download} %{time_total}' "
+                                        f"http://{inet}/bytes/{mib << 20}"})
+            assert r["exit_code"] == 0, r
+            size, secs = r["stdout"].split()
+            assert int(size) == mib << 20, r
+            return int(size) * 8 / float(secs) / 1e6, float(secs)
+
+        def net0():
+            return env.sim.ok("GET", f"/nodes/pve/lxc/{sb['vmid']}/config")["net0"]
+
+        def rate_caps():
+            assert sb["net_rate_mbps"] == CAP, sb
+            assert "rate=7.629" in net0(), net0()  # 64 Mbit/s = 7.629 MiB/s
+            got, secs = download_mbps(20)
+            print(f"  capped at {CAP} Mbit/s: {got:.1f} Mbit/s ({secs:.2f} s for 20 MiB)", flush=True)
+            assert CAP * 0.8 <= got <= CAP * 1.2, got
+            r = c.call("sandbox.resize", {"id": sb["id"], "net_rate_mbps": 0})
+            assert r["net_rate_mbps"] == 0 and "rate=" not in net0(), (r, net0())
+            free, secs = download_mbps(20)
+            print(f"  uncapped: {free:.1f} Mbit/s ({secs:.2f} s for 20 MiB)", flush=True)
+            assert free > CAP * 2, free
+            r = c.call("sandbox.resize", {"id": sb["id"], "net_rate_mbps": CAP // 2})
+            assert r["net_rate_mbps"] == CAP // 2 and "rate=3.815" in net0(), (r, net0())
+            assert c.call("sandbox.get", {"id": sb["id"]})["net_rate_mbps"] == CAP // 2
+            got, secs = download_mbps(10)
+            print(f"  capped live at {CAP // 2} Mbit/s: {got:.1f} Mbit/s ({secs:.2f} s for 10 MiB)", flush=True)
+            assert CAP // 2 * 0.8 <= got <= CAP // 2 * 1.2, got
+
+        def rate_bad_input():
+            before = net0()
+            for bad in (-1, 100001, "fast", 1.5):
+                expect_error(c, "sandbox.resize", {"id": sb["id"], "net_rate_mbps": bad}, -32602, "net_rate_mbps")
+                expect_error(c, "sandbox.create", {"net_rate_mbps": bad}, -32602, "net_rate_mbps")
+            assert net0() == before and len(env.containers()) == 1
+
+        run([("internet_off", internet_off), ("internet_on", internet_on), ("rate_caps", rate_caps),
+             ("rate_bad_input", rate_bad_input)])
 
 
 if __name__ == "__main__":
