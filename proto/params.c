@@ -375,8 +375,8 @@ static int params_node(json_object *params, const char **ret, struct params_erro
 static int params_sandbox_create_fill(json_object *params, void *at, struct params_error *err)
 {
     static const char *const allowed[] = {
-        "hostname", "cores", "memory_mb", "disk_gb", "net_rate_mbps", "internet", "ttl_s",
-        "labels",   "idempotency_key",    "template", "node", "env",  NULL};
+        "hostname", "cores",           "memory_mb", "disk_gb", "net_rate_mbps", "internet", "ttl_s",
+        "labels",   "idempotency_key", "template",  "node",    "env",           NULL};
     static const struct params_field create_fields[] = {
         PARAMS_F_INT_OF(struct params_sandbox_create, cores, PARAMS_CORES_MAX),
         PARAMS_F_INT_OF(struct params_sandbox_create, memory_mb, PARAMS_MEMORY_MB_MAX),

@@ -105,7 +105,8 @@ static const struct key_def keys[] = {
     UINT_KEY("sandbox", "max_disk_gb", sandbox.max_disk_gb, 1, 65536),
     UINT_KEY("sandbox", "default_net_rate_mbps", sandbox.default_net_rate_mbps, 0,
              CONFIG_NET_RATE_MBPS_MAX),
-    UINT_KEY("sandbox", "max_net_rate_mbps", sandbox.max_net_rate_mbps, 0, CONFIG_NET_RATE_MBPS_MAX),
+    UINT_KEY("sandbox", "max_net_rate_mbps", sandbox.max_net_rate_mbps, 0,
+             CONFIG_NET_RATE_MBPS_MAX),
 
     UINT_KEY("proxmox", "firewall_period_s", proxmox.firewall_period_s, 1, 3600),
     UINT_KEY("proxmox", "max_per_node", proxmox.max_per_node, 0, 65536),

@@ -39,9 +39,9 @@ struct sandbox {
     unsigned memory_mb;
     unsigned disk_gb;
     unsigned net_rate_mbps; /* net0 rate=, in Mbit/s; 0: no cap */
-    json_object *labels; /* object of strings, never NULL */
-    json_object *env;    /* sandbox.create's env: object of strings, NULL: none. Secret: only
-                          * in the registry record and the commands it goes to */
+    json_object *labels;    /* object of strings, never NULL */
+    json_object *env;       /* sandbox.create's env: object of strings, NULL: none. Secret: only
+                             * in the registry record and the commands it goes to */
     time_t created_at;
     time_t expires_at;
     char *error;                       /* last failure text, or NULL */

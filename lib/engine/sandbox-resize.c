@@ -30,8 +30,7 @@ static bool skip_config(const struct sandbox *sb)
 {
     const struct resize_op *op = sb->resize_op;
 
-    return op->cores <= 0 && op->memory_mb <= 0 && !op->hostname && !op->description &&
-           !op->net0;
+    return op->cores <= 0 && op->memory_mb <= 0 && !op->hostname && !op->description && !op->net0;
 }
 
 static bool skip_net_get(const struct sandbox *sb)
@@ -44,9 +43,8 @@ static void on_net_got(const struct pve_result *res, void *userdata)
     struct sandbox *sb = userdata;
     struct resize_op *op = sb->resize_op;
     json_object *net0 = NULL;
-    struct engine_error err = {.kind = ENGINE_E_PROXMOX,
-                               .error = -ENOENT,
-                               .message = "the container has no net0"};
+    struct engine_error err = {
+        .kind = ENGINE_E_PROXMOX, .error = -ENOENT, .message = "the container has no net0"};
 
     op->call = NULL;
     if (res->error >= 0) {
@@ -54,8 +52,8 @@ static void on_net_got(const struct pve_result *res, void *userdata)
             op_step_done(sb, &err);
             return;
         }
-        if (net0_with_rate(json_object_get_string(net0), (unsigned)op->net_rate_mbps,
-                           &op->net0) < 0) {
+        if (net0_with_rate(json_object_get_string(net0), (unsigned)op->net_rate_mbps, &op->net0) <
+            0) {
             err = (struct engine_error){
                 .kind = ENGINE_E_INTERNAL, .error = -ENOMEM, .message = "out of memory"};
             op_step_done(sb, &err);

@@ -296,7 +296,7 @@ struct sandbox_info {
     unsigned memory_mb;
     unsigned disk_gb;
     unsigned net_rate_mbps; /* 0: no cap */
-    json_object *labels; /* object of strings, borrowed */
+    json_object *labels;    /* object of strings, borrowed */
     time_t created_at;
     time_t expires_at;
     const char *error; /* last failure text */
