@@ -13,9 +13,16 @@ download from the simulated internet runs at the cap (within 20 %), and uncappin
 the speed. Prints the measured rates."""
 
 import json
-import time
+import os
+import subprocess
+import sys
 
-from e2elib import Env, expect_error, run
+from e2elib import BUILD, SRC, Env, expect_error, run
+
+sys.path.insert(0, os.path.join(SRC, "clients", "python"))
+import sandboxd  # noqa: E402
+
+SANDBOXCTL = os.path.join(BUILD, "clients", "cli", "sandboxctl")
 
 FAST_MS = 100  # a refused lookup or connect, measured inside the sandbox
 CAP = 64  # Mbit/s at create
@@ -117,13 +124,17 @@ def main():
             got, secs = download_mbps(20)
             print(f"  capped at {CAP} Mbit/s: {got:.1f} Mbit/s ({secs:.2f} s for 20 MiB)", flush=True)
             assert CAP * 0.8 <= got <= CAP * 1.2, got
-            r = c.call("sandbox.resize", {"id": sb["id"], "net_rate_mbps": 0})
+            # uncapped through the Python client
+            r = sandboxd.Client(env.socket).get(sb["id"]).resize(net_rate_mbps=0).info
             assert r["net_rate_mbps"] == 0 and "rate=" not in net0(), (r, net0())
             free, secs = download_mbps(20)
             print(f"  uncapped: {free:.1f} Mbit/s ({secs:.2f} s for 20 MiB)", flush=True)
             assert free > CAP * 2, free
-            r = c.call("sandbox.resize", {"id": sb["id"], "net_rate_mbps": CAP // 2})
-            assert r["net_rate_mbps"] == CAP // 2 and "rate=3.815" in net0(), (r, net0())
+            # capped again through sandboxctl
+            p = subprocess.run([SANDBOXCTL, "--socket", env.socket, "resize", sb["id"], "--net-rate",
+                                str(CAP // 2)], capture_output=True, text=True, timeout=60)
+            assert p.returncode == 0 and f"net_rate_mbps {CAP // 2}" in p.stdout, p
+            assert "rate=3.815" in net0(), net0()
             assert c.call("sandbox.get", {"id": sb["id"]})["net_rate_mbps"] == CAP // 2
             got, secs = download_mbps(10)
             print(f"  capped live at {CAP // 2} Mbit/s: {got:.1f} Mbit/s ({secs:.2f} s for 10 MiB)", flush=True)
