@@ -188,6 +188,21 @@ int net0_with_rate(const char *net0, unsigned mbps, char **ret)
     return 0;
 }
 
+unsigned net0_rate_mbps(const char *net0)
+{
+    for (const char *p = net0; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+        if (strncmp(p, "rate=", 5) == 0) {
+            double mibs = strtod(p + 5, NULL);
+
+            if (!(mibs > 0)) /* also NaN */
+                return 0;
+            if (mibs > 1e6)
+                mibs = 1e6;
+            return (unsigned)(mibs * 8.388608 + 0.5);
+        }
+    return 0;
+}
+
 /* True when ip is one of the addresses of this host's interfaces. getifaddrs() is one
  * netlink dump, answered by the kernel at once. */
 static bool host_has_address(uint32_t ip)

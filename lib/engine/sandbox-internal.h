@@ -125,6 +125,8 @@ int net0_with_address(const char *net0, const char *ip, const struct config_netw
 /* net0 with its rate= for a cap of mbps Mbit/s (Proxmox's MB/s are MiB/s: mbps / 8.388608,
  * to the nearest thousandth), or without rate= for 0. 0 or -ENOMEM. */
 int net0_with_rate(const char *net0, unsigned mbps, char **ret);
+/* The cap in Mbit/s of net0's rate= (MiB/s), rounded; 0 without one (or NULL). */
+unsigned net0_rate_mbps(const char *net0);
 /* The cap a create or resize asking net_rate_mbps (-1: none) gets, and the operator's check
  * of it (ENGINE_E_INVALID past max_net_rate_mbps; 0, no cap, too when a maximum is set). */
 unsigned engine_net_rate(const struct engine *e, int net_rate_mbps);

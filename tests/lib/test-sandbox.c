@@ -646,7 +646,11 @@ START_TEST(test_net_rate)
 
         ck_assert_int_eq(net0_with_rate(cases[i].net0, cases[i].mbps, &out), 0);
         ck_assert_str_eq(out, cases[i].want);
+        ck_assert_uint_eq(net0_rate_mbps(out), cases[i].mbps); /* and back */
     }
+    ck_assert_uint_eq(net0_rate_mbps(NULL), 0);
+    ck_assert_uint_eq(net0_rate_mbps("name=eth0,rate=12.5"), 105);
+    ck_assert_uint_eq(net0_rate_mbps("name=eth0,rate=x"), 0);
     ck_assert_uint_eq(engine_net_rate(&e, -1), 0);
     ck_assert_uint_eq(engine_net_rate(&e, 20), 20);
     ck_assert_int_eq(engine_check_net_rate(&e, 0, &err), 0);
