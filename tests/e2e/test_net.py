@@ -9,8 +9,8 @@ port the group does not allow is still refused at once. Prints the measured dura
 
 Bandwidth caps: net_rate_mbps (Mbit/s) at create and in sandbox.resize becomes net0 rate= in
 MB/s (MiB/s, as Proxmox takes it), which pve-sim enforces with tc as pve-common does; a
-download from the simulated internet runs at the cap (within 20 %), and uncapping restores
-the speed. Prints the measured rates."""
+download from the simulated internet runs at the cap (within 20 %), an upload no faster, and
+uncapping restores the speed. Prints the measured rates."""
 
 import json
 import os
@@ -115,6 +115,16 @@ def main():
             assert int(size) == mib << 20, r
             return int(size) * 8 / float(secs) / 1e6, float(secs)
 
+        def upload_mbps(mib):
+            r = c.call("sandbox.exec", {"id": sb["id"], "timeout_ms": 30000, "command":
+                                        f"head -c {mib << 20} /dev/zero > /tmp/up && "
+                                        "curl -sS -m 20 -T /tmp/up -w ' %{size_upload} %{time_total}' "
+                                        f"http://{inet}/sink"})
+            assert r["exit_code"] == 0, r
+            got, size, secs = r["stdout"].split()
+            assert int(got) == int(size) == mib << 20, r
+            return int(size) * 8 / float(secs) / 1e6, float(secs)
+
         def net0():
             return env.sim.ok("GET", f"/nodes/pve/lxc/{sb['vmid']}/config")["net0"]
 
@@ -124,6 +134,9 @@ def main():
             got, secs = download_mbps(20)
             print(f"  capped at {CAP} Mbit/s: {got:.1f} Mbit/s ({secs:.2f} s for 20 MiB)", flush=True)
             assert CAP * 0.8 <= got <= CAP * 1.2, got
+            up, secs = upload_mbps(10)
+            print(f"  capped at {CAP} Mbit/s, upload: {up:.1f} Mbit/s ({secs:.2f} s for 10 MiB)", flush=True)
+            assert CAP * 0.5 <= up <= CAP * 1.2, up  # a police drops the excess: TCP may stay lower
             # uncapped through the Python client
             r = sandboxd.Client(env.socket).get(sb["id"]).resize(net_rate_mbps=0).info
             assert r["net_rate_mbps"] == 0 and "rate=" not in net0(), (r, net0())

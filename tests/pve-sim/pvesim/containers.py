@@ -295,7 +295,7 @@ class ContainersMixin:
         mac = self.mac_of(ct) or random_mac()
         proc = self.net.ct_up(vmid, mac, os.path.join(self.ct_dir(vmid), "rootfs"), self.ct_dir(vmid),
                               sshd=vmid not in self.no_sshd)
-        self.net.ct_rate(vmid, self.net0_rate(ct))
+        self.net.ct_rate(vmid, self.net0_rate(ct), fresh=True)
         with self.lock:
             self.rt[vmid] = {"proc": proc, "ip": None, "mac": mac, "started": time.time(), "timer": None}
             ct["running"] = True

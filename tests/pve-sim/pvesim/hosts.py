@@ -1,5 +1,6 @@
 """The simulated internet and LAN hosts: HTTP on 80 (GET /bytes/N: N zero bytes, at most
-256 MiB, for throughput checks), one-line banners on 443 and 22, and a
+256 MiB, and PUT /sink: reads a body of up to 256 MiB and answers its size, for throughput
+checks), one-line banners on 443 and 22, and a
 DNS server on 53 answering every A query with the internet host. Runs as
 "pve-sim --serve-host NAME" inside that host's namespace."""
 
@@ -44,11 +45,40 @@ def serve_host(name, ip, dns_answer):
                     n -= min(n, len(chunk))
                 conn.close()
                 return
+            m = re.match(rb"PUT /sink ", req)
+            if m:
+                sink(conn, req)
+                return
             body = f"pve-sim {name} http\n".encode()
             conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s"
                          % (len(body), body))
         except OSError:
             pass
+        conn.close()
+
+    def sink(conn, req):
+        while b"\r\n\r\n" not in req and len(req) < 16384:
+            chunk = conn.recv(4096)
+            if not chunk:
+                return
+            req += chunk
+        head, _, body = req.partition(b"\r\n\r\n")
+        m = re.search(rb"(?i)\r\ncontent-length: *(\d{1,9})", head)
+        n = int(m.group(1)) if m else 0
+        if n > BYTES_MAX:
+            conn.close()
+            return
+        if re.search(rb"(?i)\r\nexpect: *100-continue", head):
+            conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+        got = len(body)
+        conn.settimeout(60)
+        while got < n:
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            got += len(chunk)
+        text = b"%d\n" % got
+        conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(text), text))
         conn.close()
 
     def banner(text):

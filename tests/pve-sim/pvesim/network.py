@@ -359,7 +359,6 @@ LogLevel INFO
         if os.path.exists(f"/run/netns/{ns}"):
             kill_netns_pids(ns)
             run(["ip", "netns", "del", ns], check=False)
-        self.nsx(self.node_ns, "nft", "delete", "table", "netdev", f"{PREFIX}_rate{vmid}", check=False)
         cgroups.remove(ns)
 
     def ct_limits(self, vmid, cores, memory_mb):
@@ -367,34 +366,40 @@ LogLevel INFO
         if self.enabled:
             cgroups.apply(self.ct_ns(vmid), cores, memory_mb)
 
-    def ct_rate(self, vmid, rate):
+    def ct_rate(self, vmid, rate, fresh=False):
         """net0 rate= (MB/s, as Proxmox: MiB/s) on the container's host-side port, as pve-common's
         tap_rate_limit: htb on egress (towards the container) and a police on ingress (from
         it), burst 1 MiB; no rate (or 0) removes both. Applied at start and to a running
-        container on a net0 change (LXC/Config.pm). The ingress police is an nftables limit on
-        the port's netdev ingress hook (same effect: excess dropped), as kernels without
-        cls_basic/act_police have no tc police."""
-        if not self.enabled:
+        container on a net0 change (LXC/Config.pm). A kernel without tc's basic classifier
+        and police action cannot police: traffic from the container is then shaped by the
+        same htb on the container's side of the pair (eth0's egress), which the container's
+        root could remove, unlike on a node."""
+        if not self.enabled or (fresh and not rate):  # a new port has nothing to remove
             return
         port = f"veth{vmid}i0"
-        table = f"{PREFIX}_rate{vmid}"
-        run(["ip", "netns", "exec", self.node_ns, "tc", "qdisc", "del", "dev", port, "root"], check=False)
-        self.nsx(self.node_ns, "nft", "delete", "table", "netdev", table, check=False)
-        if not rate or not os.path.exists(f"/run/netns/{self.ct_ns(vmid)}"):
+        ct = self.ct_ns(vmid)
+        node_tc = ["ip", "netns", "exec", self.node_ns, "tc"]
+        ct_tc = ["ip", "netns", "exec", ct, "tc"]
+        run(node_tc + ["qdisc", "del", "dev", port, "root"], check=False)
+        run(node_tc + ["qdisc", "del", "dev", port, "ingress"], check=False)
+        if os.path.exists(f"/run/netns/{ct}"):
+            run(ct_tc + ["qdisc", "del", "dev", "eth0", "root"], check=False)
+        if not rate or not os.path.exists(f"/run/netns/{ct}"):
             return
         bps = int(float(rate) * 1024 * 1024)
         burst = 1024 * 1024
-        tc = ["ip", "netns", "exec", self.node_ns, "tc"]
-        run(tc + ["qdisc", "add", "dev", port, "root", "handle", "1:", "htb", "default", "1"])
-        run(tc + ["class", "add", "dev", port, "parent", "1:", "classid", "1:1", "htb", "rate", f"{bps}bps",
-                  "burst", f"{burst}b"])
-        self.nsx(self.node_ns, "nft", "-f", "-", input=f"""table netdev {table} {{
- chain police {{
-  type filter hook ingress device "{port}" priority 0; policy accept;
-  limit rate over {bps} bytes/second burst {burst} bytes drop
- }}
-}}
-""")
+
+        def htb(tc, dev):
+            run(tc + ["qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "1"])
+            run(tc + ["class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", f"{bps}bps",
+                      "burst", f"{burst}b"])
+        htb(node_tc, port)
+        run(node_tc + ["qdisc", "add", "dev", port, "handle", "ffff:", "ingress"])
+        r = run(node_tc + ["filter", "add", "dev", port, "parent", "ffff:", "prio", "50", "basic", "police",
+                           "rate", f"{bps}bps", "burst", f"{burst}b", "mtu", "64kb", "drop"], check=False)
+        if r.returncode != 0:
+            run(node_tc + ["qdisc", "del", "dev", port, "ingress"], check=False)
+            htb(ct_tc, "eth0")
 
     def ct_set_ip(self, vmid, ip, prefixlen=None, gw=None):
         if not self.enabled:
