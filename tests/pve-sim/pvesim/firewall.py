@@ -241,7 +241,7 @@ def ct_chains(vmid, c, groups):
             f"chain ct{vmid}_in {{\n" + "".join(f"  {l}\n" for l in il) + "}"]
 
 
-def ruleset_text(fwd, chains, br_in):
+def ruleset_text(fwd, chains, br_in, inp=()):
     text = f"""table inet {PREFIX}
 delete table inet {PREFIX}
 table bridge {PREFIX}
@@ -256,7 +256,7 @@ table inet {PREFIX} {{
   type filter hook input priority 0; policy accept;
   iifname "vmbr0" ct state established,related accept
   iifname "vmbr0" meta l4proto icmp accept
-  iifname "vmbr0" drop
+{''.join(f'  {l}{chr(10)}' for l in inp)}  iifname "vmbr0" drop
  }}
 {REJECT_CHAIN}{chr(10).join(chains)}
 }}
@@ -388,7 +388,7 @@ class FirewallMixin:
 
     def build_nft(self):
         snap = self.applied_fw or self.fw_snapshot()
-        fwd, chains, br_in, counted = [], [], [], []
+        fwd, chains, br_in, counted, inp = [], [], [], [], []
         for vmid in sorted(self.rt):
             rt = self.rt[vmid]
             if not self.fw_active(snap, vmid):
@@ -405,7 +405,10 @@ class FirewallMixin:
             chains += ct_chains(vmid, c, snap["groups"])
             fwd.append(f"ip saddr {ip} jump ct{vmid}_out")
             fwd.append(f"ip daddr {ip} jump ct{vmid}_in")
-        return ruleset_text(fwd, chains, br_in) + stats_text(counted) + node_down_text(self.node_down_ports())
+            # to the node itself too: on a node the guest's OUT chain sees every packet that
+            # leaves its port (the firewall bridge), whatever its destination
+            inp.append(f'iifname "vmbr0" ip saddr {ip} jump ct{vmid}_out')
+        return ruleset_text(fwd, chains, br_in, inp) + stats_text(counted) + node_down_text(self.node_down_ports())
 
     def apply_firewall(self):
         with self.lock:
