@@ -65,6 +65,7 @@ static json_object *sandbox_json(const struct sandbox *sb)
     json_object_object_add(o, "cores", json_object_new_int64(v.cores));
     json_object_object_add(o, "memory_mb", json_object_new_int64(v.memory_mb));
     json_object_object_add(o, "disk_gb", json_object_new_int64(v.disk_gb));
+    json_object_object_add(o, "net_rate_mbps", json_object_new_int64(v.net_rate_mbps));
     json_object_object_add(o, "owner_uid", json_object_new_int64(v.owner));
     json_object_object_add(o, "labels", json_object_get(v.labels));
     json_object_object_add(o, "env_names", env_names(sb));
@@ -332,6 +333,7 @@ void method_sandbox_create(struct req *r, void *params, void *userdata)
         .cores = c->cores,
         .memory_mb = c->memory_mb,
         .disk_gb = c->disk_gb,
+        .net_rate_mbps = c->net_rate_mbps,
         .internet = c->internet,
         .ttl_s = c->ttl_s,
         .labels = labels,
@@ -498,9 +500,14 @@ static int start_resize(struct sandbox_methods *sm, struct sandbox *sb, const vo
                         struct pending *pd, struct engine_error *err)
 {
     const struct params_sandbox_resize *p = params;
+    const struct engine_resize_sizes sz = {
+        .cores = p->cores,
+        .memory_mb = p->memory_mb,
+        .disk_gb = p->disk_gb,
+        .net_rate_mbps = p->net_rate_mbps,
+    };
 
-    return engine_resize(sm->engine, sb, p->cores, p->memory_mb, p->disk_gb, on_sandbox_done, pd,
-                         err);
+    return engine_resize(sm->engine, sb, &sz, on_sandbox_done, pd, err);
 }
 
 static int start_renew(struct sandbox_methods *sm, struct sandbox *sb, const void *params,

@@ -58,6 +58,8 @@
 #define PARAMS_DISK_GB_MAX (64 * 1024)
 /* doc: "`cores`, `memory_mb`, `disk_gb`, `ttl_s`" */
 #define PARAMS_TTL_S_MAX (366 * 24 * 3600)
+/* Mbit/s; the operator's max_net_rate_mbps applies too. doc: "`net_rate_mbps`" */
+#define PARAMS_NET_RATE_MBPS_MAX 100000
 /* sandbox.set_internet. doc: "`wait_timeout_s`" */
 #define PARAMS_INTERNET_WAIT_S_MAX 600
 /* Past it ENGINE_E_BUSY (-32007). doc: "internet changes waiting per sandbox" */

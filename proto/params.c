@@ -374,13 +374,15 @@ static int params_node(json_object *params, const char **ret, struct params_erro
 
 static int params_sandbox_create_fill(json_object *params, void *at, struct params_error *err)
 {
-    static const char *const allowed[] = {"hostname", "cores", "memory_mb", "disk_gb",
-                                          "internet", "ttl_s", "labels",    "idempotency_key",
-                                          "template", "node",  "env",       NULL};
+    static const char *const allowed[] = {
+        "hostname", "cores",           "memory_mb", "disk_gb", "net_rate_mbps", "internet", "ttl_s",
+        "labels",   "idempotency_key", "template",  "node",    "env",           NULL};
     static const struct params_field create_fields[] = {
         PARAMS_F_INT_OF(struct params_sandbox_create, cores, PARAMS_CORES_MAX),
         PARAMS_F_INT_OF(struct params_sandbox_create, memory_mb, PARAMS_MEMORY_MB_MAX),
         PARAMS_F_INT_OF(struct params_sandbox_create, disk_gb, PARAMS_DISK_GB_MAX),
+        PARAMS_FIELD(struct params_sandbox_create, net_rate_mbps, PARAMS_F_INT, false, 0,
+                     PARAMS_NET_RATE_MBPS_MAX),
         PARAMS_F_BOOL_OF(struct params_sandbox_create, internet, false),
         PARAMS_F_INT64_OF(struct params_sandbox_create, ttl_s, false, 1, PARAMS_TTL_S_MAX),
     };
@@ -389,7 +391,8 @@ static int params_sandbox_create_fill(json_object *params, void *at, struct para
     size_t n;
     int r;
 
-    *p = (struct params_sandbox_create){.cores = -1, .memory_mb = -1, .disk_gb = -1, .ttl_s = -1};
+    *p = (struct params_sandbox_create){
+        .cores = -1, .memory_mb = -1, .disk_gb = -1, .net_rate_mbps = -1, .ttl_s = -1};
     r = params_check_object(params, allowed, err);
     if (r < 0)
         return r;
@@ -485,7 +488,8 @@ bool params_sandbox_create_equal(const struct params_sandbox_create *a,
                                  const struct params_sandbox_create *b)
 {
     if (!params_streq(a->hostname, b->hostname) || a->cores != b->cores ||
-        a->memory_mb != b->memory_mb || a->disk_gb != b->disk_gb || a->internet != b->internet ||
+        a->memory_mb != b->memory_mb || a->disk_gb != b->disk_gb ||
+        a->net_rate_mbps != b->net_rate_mbps || a->internet != b->internet ||
         a->ttl_s != b->ttl_s || a->labels.n != b->labels.n ||
         !params_streq(a->template, b->template) || !params_streq(a->node, b->node))
         return false;
@@ -534,14 +538,17 @@ static int params_sandbox_resize_fill(json_object *params, void *at, struct para
         PARAMS_F_INT_OF(struct params_sandbox_resize, cores, PARAMS_CORES_MAX),
         PARAMS_F_INT_OF(struct params_sandbox_resize, memory_mb, PARAMS_MEMORY_MB_MAX),
         PARAMS_F_INT_OF(struct params_sandbox_resize, disk_gb, PARAMS_DISK_GB_MAX),
+        PARAMS_FIELD(struct params_sandbox_resize, net_rate_mbps, PARAMS_F_INT, false, 0,
+                     PARAMS_NET_RATE_MBPS_MAX),
     };
     struct params_sandbox_resize *p = at;
     int r;
 
-    p->cores = p->memory_mb = p->disk_gb = -1;
+    p->cores = p->memory_mb = p->disk_gb = p->net_rate_mbps = -1;
     r = params_read_fields(params, fields, ELEMENTSOF(fields), p, err);
-    if (r == 0 && p->cores < 0 && p->memory_mb < 0 && p->disk_gb < 0)
-        r = params_fail(err, "params", "give at least one of cores, memory_mb, disk_gb");
+    if (r == 0 && p->cores < 0 && p->memory_mb < 0 && p->disk_gb < 0 && p->net_rate_mbps < 0)
+        r = params_fail(err, "params",
+                        "give at least one of cores, memory_mb, disk_gb, net_rate_mbps");
     return r;
 }
 

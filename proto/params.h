@@ -46,12 +46,13 @@ struct params_kv_list {
 
 /* sandbox.create */
 struct params_sandbox_create {
-    char *hostname; /* NULL: derived from the id */
-    int cores;      /* -1: config default_cores */
-    int memory_mb;  /* -1: config default_memory_mb */
-    int disk_gb;    /* -1: config default_disk_gb */
-    bool internet;  /* default false */
-    int64_t ttl_s;  /* -1: config default_ttl_s (max_ttl_s applies) */
+    char *hostname;    /* NULL: derived from the id */
+    int cores;         /* -1: config default_cores */
+    int memory_mb;     /* -1: config default_memory_mb */
+    int disk_gb;       /* -1: config default_disk_gb */
+    int net_rate_mbps; /* -1: config default_net_rate_mbps; 0: no cap */
+    bool internet;     /* default false */
+    int64_t ttl_s;     /* -1: config default_ttl_s (max_ttl_s applies) */
     struct params_kv_list labels;
     char *idempotency_key;     /* NULL: none */
     char *template;            /* NULL: the default template; [a-z0-9-], <= PARAMS_TEMPLATE_MAX */
@@ -65,6 +66,7 @@ struct params_sandbox_resize {
     int cores;
     int memory_mb;
     int disk_gb;
+    int net_rate_mbps; /* -1: unchanged; 0: no cap */
 };
 
 /* sandbox.get, sandbox.destroy */

@@ -18,12 +18,14 @@ static const struct help helps[] = {
                "  --internet          outbound HTTP, HTTPS and DNS on from the start\n"
                "  --ttl S             the lease in seconds\n"
                "  --cores N, --memory MB, --disk GB\n"
+               "  --net-rate MBIT     bandwidth cap in Mbit/s (0: none)\n"
                "  --hostname H        a DNS label\n"
                "  --label K=V         a label (up to 16)\n"
                "  --template NAME     one of the daemon's templates\n"
                "  --node NODE         the Proxmox node (admins)\n"},
-    {"resize", "resize ID [--cores N] [--memory MB] [--disk GB]\n\nChange cores and memory "
-               "live and grow the disk; at least one option\n(sandbox.resize).\n"},
+    {"resize", "resize ID [--cores N] [--memory MB] [--disk GB] [--net-rate MBIT]\n\nChange "
+               "cores, memory and the bandwidth cap (Mbit/s, 0: none) live and grow\nthe disk; "
+               "at least one option (sandbox.resize).\n"},
     {"list", "list [--all]\n\nYour sandboxes; --all: every owner's (admins) (sandbox.list).\n"},
     {"show", "show ID\n\nOne sandbox (sandbox.get).\n"},
     {"exec", "exec ID [OPTIONS] -- CMD...\n\nRun CMD in the sandbox; stdin is forwarded, output "

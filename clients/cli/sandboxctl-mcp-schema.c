@@ -20,6 +20,7 @@ static const struct {
     {NULL, "cores", "CPU cores"},
     {NULL, "memory_mb", "memory in MB"},
     {NULL, "disk_gb", "disk size in GB"},
+    {NULL, "net_rate_mbps", "bandwidth cap in Mbit/s; 0: none"},
     {NULL, "internet", "allow outbound HTTP, HTTPS and DNS"},
     {NULL, "ttl_s", "lease in seconds"},
     {"sandbox_list", "labels", "only those with all these labels"},

@@ -34,13 +34,14 @@ static const char *get_str(json_object *o, const char *key)
 
 static void print_sandbox(json_object *sb)
 {
-    static const char *keys[] = {"id",         "state",      "vmid",      "node",
-                                 "hostname",   "ip",         "internet",  "cores",
-                                 "memory_mb",  "disk_gb",    "owner_uid", "labels",
-                                 "created_at", "expires_at", "template",  "env_names"};
+    static const char *keys[] = {
+        "id",       "state",      "vmid",       "node",     "hostname",      "ip",
+        "internet", "cores",      "memory_mb",  "disk_gb",  "net_rate_mbps", "owner_uid",
+        "labels",   "created_at", "expires_at", "template", "env_names"};
 
     for (size_t i = 0; i < ELEMENTSOF(keys); i++)
-        printf("%-11s %s\n", keys[i], get_str(sb, keys[i]));
+        if (strcmp(keys[i], "net_rate_mbps") != 0 || json_object_object_get_ex(sb, keys[i], NULL))
+            printf("%-11s %s\n", keys[i], get_str(sb, keys[i]));
     if (json_object_object_get_ex(sb, "effective_by", NULL)) /* sandbox.set_internet */
         printf("%-11s %s\n", "effective_by", get_str(sb, "effective_by"));
 }
@@ -136,6 +137,7 @@ static int cmd_create(struct ctl *c, int argc, char **argv)
         {"cores", required_argument, NULL, 'c'},
         {"memory", required_argument, NULL, 'm'},
         {"disk", required_argument, NULL, 'd'},
+        {"net-rate", required_argument, NULL, 'R'},
         {"hostname", required_argument, NULL, 'H'},
         {"label", required_argument, NULL, 'l'},
         {"env", required_argument, NULL, 'e'},
@@ -149,7 +151,7 @@ static int cmd_create(struct ctl *c, int argc, char **argv)
     int opt;
 
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "+it:c:m:d:H:l:e:T:N:", opts, NULL)) >= 0) {
+    while ((opt = getopt_long(argc, argv, "+it:c:m:d:R:H:l:e:T:N:", opts, NULL)) >= 0) {
         const char *key = NULL;
 
         switch (opt) {
@@ -168,6 +170,11 @@ static int cmd_create(struct ctl *c, int argc, char **argv)
         case 'd':
             key = "disk_gb";
             break;
+        case 'R': /* 0: no cap */
+            if (parse_int(optarg, "net_rate_mbps", 0, INT32_MAX, &x) < 0)
+                return EXIT_USAGE;
+            json_object_object_add(p, "net_rate_mbps", json_object_new_int64(x));
+            continue;
         case 'H':
             json_object_object_add(p, "hostname", json_object_new_string(optarg));
             continue;
@@ -203,6 +210,7 @@ static int cmd_resize(struct ctl *c, int argc, char **argv)
         {"cores", required_argument, NULL, 'c'},
         {"memory", required_argument, NULL, 'm'},
         {"disk", required_argument, NULL, 'd'},
+        {"net-rate", required_argument, NULL, 'R'},
         {},
     };
     _cleanup_json_ json_object *p = NULL;
@@ -217,18 +225,22 @@ static int cmd_resize(struct ctl *c, int argc, char **argv)
     argc--;
     argv++;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "+c:m:d:", opts, NULL)) >= 0) {
-        const char *key = opt == 'c' ? "cores" : opt == 'm' ? "memory_mb" : "disk_gb";
+    while ((opt = getopt_long(argc, argv, "+c:m:d:R:", opts, NULL)) >= 0) {
+        const char *key = opt == 'c'   ? "cores"
+                          : opt == 'm' ? "memory_mb"
+                          : opt == 'd' ? "disk_gb"
+                                       : "net_rate_mbps";
 
-        if (opt != 'c' && opt != 'm' && opt != 'd')
+        if (opt != 'c' && opt != 'm' && opt != 'd' && opt != 'R')
             return EXIT_USAGE;
-        if (parse_int(optarg, key, 1, INT32_MAX, &x) < 0)
+        if (parse_int(optarg, key, opt == 'R' ? 0 : 1, INT32_MAX, &x) < 0)
             return EXIT_USAGE;
         json_object_object_add(p, key, json_object_new_int64(x));
     }
     if (optind != argc || json_object_object_length(p) < 2) {
         fprintf(stderr,
-                "sandboxctl: resize ID [--cores N] [--memory MB] [--disk GB] (at least one)\n");
+                "sandboxctl: resize ID [--cores N] [--memory MB] [--disk GB] [--net-rate MBIT] "
+                "(at least one)\n");
         return EXIT_USAGE;
     }
     return run_simple(c, "sandbox.resize", TAKE_PTR(p), print_sandbox);
@@ -284,9 +296,9 @@ static void usage(FILE *f)
             "Usage: sandboxctl [--socket PATH] [--json] COMMAND ...\n\n"
             "  status                          daemon version, uptime, counts\n"
             "  create [--internet] [--ttl S] [--cores N] [--memory MB] [--disk GB]\n"
-            "         [--hostname H] [--label k=v]... [--env NAME=VALUE]...\n"
+            "         [--net-rate MBIT] [--hostname H] [--label k=v]... [--env NAME=VALUE]...\n"
             "         [--template NAME] [--node NODE]\n"
-            "  resize ID [--cores N] [--memory MB] [--disk GB]\n"
+            "  resize ID [--cores N] [--memory MB] [--disk GB] [--net-rate MBIT]\n"
             "                                  live; disks only grow\n"
             "  list [--all]                    your sandboxes (admins: --all)\n"
             "  show ID\n"

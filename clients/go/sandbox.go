@@ -135,6 +135,10 @@ func WithMemory(mb int) Option { return func(p map[string]any) { p["memory_mb"] 
 // WithDisk sets the disk size in GiB.
 func WithDisk(gb int) Option { return func(p map[string]any) { p["disk_gb"] = gb } }
 
+// WithNetRate caps the sandbox's bandwidth at mbps Mbit/s in each direction (0: no
+// cap; the default comes from the daemon's configuration).
+func WithNetRate(mbps int) Option { return func(p map[string]any) { p["net_rate_mbps"] = mbps } }
+
 // WithTTL sets the lease, rounded up to whole seconds: at its end the daemon
 // destroys the sandbox.
 func WithTTL(d time.Duration) Option {
@@ -172,6 +176,7 @@ type Info struct {
 	Cores     int               `json:"cores"`
 	MemoryMB  int               `json:"memory_mb"`
 	DiskGB    int               `json:"disk_gb"`
+	NetRate   int               `json:"net_rate_mbps"` // bandwidth cap in Mbit/s, 0: none
 	OwnerUID  int               `json:"owner_uid"`
 	Labels    map[string]string `json:"labels"`
 	CreatedAt time.Time         `json:"created_at"`
@@ -277,6 +282,12 @@ func (s *Sandbox) Resize(ctx context.Context, cores, memoryMB, diskGB int) error
 		}
 	}
 	return s.update(ctx, methodResize, p)
+}
+
+// SetNetRate changes the running sandbox's bandwidth cap to mbps Mbit/s (0: no cap),
+// live (sandbox.resize net_rate_mbps).
+func (s *Sandbox) SetNetRate(ctx context.Context, mbps int) error {
+	return s.update(ctx, methodResize, map[string]any{"net_rate_mbps": mbps})
 }
 
 // Renew sets the lease to ttl from now (rounded up to whole seconds).

@@ -566,8 +566,8 @@ class Client:
     # -- sandboxes
     def create(self, *, env: Optional[Mapping[str, str]] = None, timeout: Optional[float] = None,
                **params: Any) -> "Sandbox":
-        """sandbox.create: template, hostname, cores, memory_mb, disk_gb, internet, ttl_s,
-        labels, idempotency_key, node (admins, per the daemon's node_param), env (variables
+        """sandbox.create: template, hostname, cores, memory_mb, disk_gb, net_rate_mbps (a
+        bandwidth cap in Mbit/s, 0: none), internet, ttl_s, labels, idempotency_key, node (admins, per the daemon's node_param), env (variables
         every later exec and process of the sandbox gets; secrets welcome: the daemon never
         returns them, `sb.env_names` lists the names). Returns once the sandbox is ready
         (from the daemon's warm pool when it keeps one for the template)."""
@@ -640,10 +640,13 @@ class Sandbox:
         return self._update(self._call(Method.RENEW, timeout, ttl_s=int(ttl_s)))
 
     def resize(self, cores: Optional[int] = None, memory_mb: Optional[int] = None,
-               disk_gb: Optional[int] = None, timeout: Optional[float] = None) -> "Sandbox":
-        """sandbox.resize: cores and memory applied live, the disk only grows."""
+               disk_gb: Optional[int] = None, timeout: Optional[float] = None,
+               net_rate_mbps: Optional[int] = None) -> "Sandbox":
+        """sandbox.resize: cores, memory and the bandwidth cap (net_rate_mbps, Mbit/s, 0:
+        none) applied live, the disk only grows."""
         p = {k: int(v) for k, v in (("cores", cores), ("memory_mb", memory_mb),
-                                    ("disk_gb", disk_gb)) if v is not None}
+                                    ("disk_gb", disk_gb), ("net_rate_mbps", net_rate_mbps))
+             if v is not None}
         return self._update(self._call(Method.RESIZE, timeout, **p))
 
     def destroy(self, timeout: Optional[float] = None) -> None:

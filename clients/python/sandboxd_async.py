@@ -378,9 +378,11 @@ class AsyncSandbox:
 
     async def resize(self, cores: Optional[int] = None, memory_mb: Optional[int] = None,
                      disk_gb: Optional[int] = None,
-                     timeout: Optional[float] = None) -> "AsyncSandbox":
+                     timeout: Optional[float] = None,
+                     net_rate_mbps: Optional[int] = None) -> "AsyncSandbox":
         p = {k: int(v) for k, v in (("cores", cores), ("memory_mb", memory_mb),
-                                    ("disk_gb", disk_gb)) if v is not None}
+                                    ("disk_gb", disk_gb), ("net_rate_mbps", net_rate_mbps))
+             if v is not None}
         return self._update(await self._call(Method.RESIZE, timeout, **p))
 
     async def destroy(self, timeout: Optional[float] = None) -> None:

@@ -103,6 +103,10 @@ static const struct key_def keys[] = {
     UINT_KEY("sandbox", "max_cores", sandbox.max_cores, 1, 512),
     UINT_KEY("sandbox", "max_memory_mb", sandbox.max_memory_mb, 16, 1048576),
     UINT_KEY("sandbox", "max_disk_gb", sandbox.max_disk_gb, 1, 65536),
+    UINT_KEY("sandbox", "default_net_rate_mbps", sandbox.default_net_rate_mbps, 0,
+             CONFIG_NET_RATE_MBPS_MAX),
+    UINT_KEY("sandbox", "max_net_rate_mbps", sandbox.max_net_rate_mbps, 0,
+             CONFIG_NET_RATE_MBPS_MAX),
 
     UINT_KEY("proxmox", "firewall_period_s", proxmox.firewall_period_s, 1, 3600),
     UINT_KEY("proxmox", "max_per_node", proxmox.max_per_node, 0, 65536),
@@ -707,6 +711,11 @@ int config_validate(const struct config *c, char **ret_error)
     if (c->sandbox.default_memory_mb > c->sandbox.max_memory_mb)
         set_error(&err, "%s: [sandbox] default_memory_mb (%u) is larger than max_memory_mb (%u)",
                   file, c->sandbox.default_memory_mb, c->sandbox.max_memory_mb);
+    if (c->sandbox.max_net_rate_mbps &&
+        c->sandbox.default_net_rate_mbps > c->sandbox.max_net_rate_mbps)
+        set_error(&err,
+                  "%s: [sandbox] default_net_rate_mbps (%u) is larger than max_net_rate_mbps (%u)",
+                  file, c->sandbox.default_net_rate_mbps, c->sandbox.max_net_rate_mbps);
     if (c->sandbox.default_disk_gb > c->sandbox.max_disk_gb)
         set_error(&err, "%s: [sandbox] default_disk_gb (%u) is larger than max_disk_gb (%u)", file,
                   c->sandbox.default_disk_gb, c->sandbox.max_disk_gb);

@@ -167,7 +167,14 @@ struct config_sandbox {
     unsigned max_cores;     /* 1..512: largest cores a create or resize may ask for */
     unsigned max_memory_mb; /* 16..1048576 */
     unsigned max_disk_gb;   /* 1..65536 */
+    /* Bandwidth caps in Mbit/s (net0 rate=), 0..CONFIG_NET_RATE_MBPS_MAX: the default of a
+     * create that names none (0: the maximum, or none without one) and the largest a request
+     * may ask for (0: no maximum, uncapped allowed). */
+    unsigned default_net_rate_mbps;
+    unsigned max_net_rate_mbps;
 };
+
+#define CONFIG_NET_RATE_MBPS_MAX 100000u
 
 /* [forward]: port forwards (sandbox.forward). */
 struct config_forward {

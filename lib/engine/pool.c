@@ -111,6 +111,7 @@ static int fill_one(struct engine *e, struct engine_template *t, const char *nod
         .cores = -1,
         .memory_mb = -1,
         .disk_gb = -1,
+        .net_rate_mbps = -1,
         .ttl_s = e->cfg->sandbox.max_ttl_s,
         .template = t->name,
         .node = node,
@@ -330,6 +331,9 @@ static int pool_take(struct engine *e, const struct sandbox_create_opts *opts, i
     op->cores = cores != sb->cores ? (int)cores : -1;
     op->memory_mb = memory != sb->memory_mb ? (int)memory : -1;
     op->disk_gb = opts->disk_gb > 0 && (unsigned)opts->disk_gb > sb->disk_gb ? opts->disk_gb : -1;
+    op->net_rate_mbps = engine_net_rate(e, opts->net_rate_mbps) != sb->net_rate_mbps
+                            ? (int)engine_net_rate(e, opts->net_rate_mbps)
+                            : -1;
     op->internet = opts->internet && !sb->internet;
     op->take = true;
     op->cb = cb;

@@ -432,6 +432,7 @@ static void fromm_adopt(struct reconcile *rc, struct cand *c, const char *ip, bo
         .cores = conf_uint(c->conf, "cores", rc->cfg->sandbox.default_cores),
         .memory_mb = conf_uint(c->conf, "memory", rc->cfg->sandbox.default_memory_mb),
         .disk_gb = pve_rootfs_size_gb(rootfs, rc->cfg->sandbox.default_disk_gb),
+        .net_rate_mbps = net0_rate_mbps(reconcile_conf_str(c->conf, "net0")),
         .internet = internet,
         .created_at = (time_t)c->m.created,
         .expires_at = (time_t)c->m.expires,

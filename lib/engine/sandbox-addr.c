@@ -18,6 +18,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ifaddrs.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,6 +152,54 @@ int net0_with_address(const char *net0, const char *ip, const struct config_netw
     config_network_format(n->gateway, gw);
     o += (size_t)snprintf(out + o, len + 64 - o, "ip=%s/%u,gw=%s", ip, n->prefix, gw);
     *ret = TAKE_PTR(out);
+    return 0;
+}
+
+int net0_with_rate(const char *net0, unsigned mbps, char **ret)
+{
+    size_t len = strlen(net0);
+    _cleanup_free_ char *out = malloc(len + 32);
+    size_t o = 0;
+
+    if (!out)
+        return -ENOMEM;
+    for (const char *p = net0; *p;) {
+        size_t k = strcspn(p, ",");
+
+        if (strncmp(p, "rate=", 5) != 0 && k > 0) {
+            memcpy(out + o, p, k);
+            o += k;
+            out[o++] = ',';
+        }
+        p += k;
+        if (*p == ',')
+            p++;
+    }
+    if (mbps) {
+        /* thousandths of MiB/s: mbps * 10^6 / 8 / 2^20 * 1000, rounded to the nearest */
+        uint64_t milli = ((uint64_t)mbps * 1000000000u + 4194304u) / 8388608u;
+
+        o += (size_t)snprintf(out + o, len + 32 - o, "rate=%" PRIu64 ".%03" PRIu64, milli / 1000,
+                              milli % 1000);
+    } else if (o > 0)
+        o--; /* the last comma */
+    out[o] = '\0';
+    *ret = TAKE_PTR(out);
+    return 0;
+}
+
+unsigned net0_rate_mbps(const char *net0)
+{
+    for (const char *p = net0; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+        if (strncmp(p, "rate=", 5) == 0) {
+            double mibs = strtod(p + 5, NULL);
+
+            if (!(mibs > 0)) /* also NaN */
+                return 0;
+            if (mibs > 1e6)
+                mibs = 1e6;
+            return (unsigned)(mibs * 8.388608 + 0.5);
+        }
     return 0;
 }
 

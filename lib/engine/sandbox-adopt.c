@@ -40,6 +40,7 @@ int sandbox_from_record(struct engine *e, const struct registry_record *r, enum 
     sb->cores = r->cores;
     sb->memory_mb = (unsigned)r->memory_mb;
     sb->disk_gb = (unsigned)r->disk_gb;
+    sb->net_rate_mbps = r->net_rate_mbps;
     sb->created_at = r->created_at;
     sb->expires_at = r->expires_at;
     sb->state = state;

@@ -290,8 +290,7 @@ static void on_config_got(const struct pve_result *res, void *userdata)
             return;
         }
         json_object_object_get_ex(res->data, "rootfs", &rootfs);
-        if (engine_static_addresses(sb->engine) &&
-            json_object_object_get_ex(res->data, "net0", &net0)) {
+        if (json_object_object_get_ex(res->data, "net0", &net0)) {
             free(sb->net0);
             sb->net0 = strdup(json_object_get_string(net0));
         }
@@ -342,6 +341,11 @@ static int start_config_net(struct sandbox *sb, uint64_t timeout_ms, const char 
         return -ENOENT;
     }
     r = p ? net0_with_address(sb->net0, sb->ip, n, &net0) : -ENOMEM;
+    if (r >= 0 && sb->net_rate_mbps) {
+        _cleanup_free_ char *addr = TAKE_PTR(net0);
+
+        r = net0_with_rate(addr, sb->net_rate_mbps, &net0);
+    }
     if (r < 0) {
         *ret_fail = "out of memory";
         return r;
@@ -349,6 +353,33 @@ static int start_config_net(struct sandbox *sb, uint64_t timeout_ms, const char 
     json_object_object_add(p, "net0", json_object_new_string(net0));
     if (n->dns)
         json_object_object_add(p, "nameserver", json_object_new_string(n->dns));
+    return pve_config_put(sb->engine->pve, sb->node, sb->vmid, p, timeout_ms, op_step_pve, sb,
+                          &sb->call);
+}
+
+/* DHCP mode with a bandwidth cap: net0 as cloned plus rate= (static mode writes it with
+ * the address). */
+static bool skip_rate(const struct sandbox *sb)
+{
+    return engine_static_addresses(sb->engine) || !sb->net_rate_mbps;
+}
+
+static int start_config_rate(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    _cleanup_json_ json_object *p = json_object_new_object();
+    _cleanup_free_ char *net0 = NULL;
+    int r;
+
+    if (!sb->net0) {
+        *ret_fail = "the template has no net0";
+        return -ENOENT;
+    }
+    r = p ? net0_with_rate(sb->net0, sb->net_rate_mbps, &net0) : -ENOMEM;
+    if (r < 0) {
+        *ret_fail = "out of memory";
+        return r;
+    }
+    json_object_object_add(p, "net0", json_object_new_string(net0));
     return pve_config_put(sb->engine->pve, sb->node, sb->vmid, p, timeout_ms, op_step_pve, sb,
                           &sb->call);
 }
@@ -377,7 +408,7 @@ static int start_fw_options(struct sandbox *sb, uint64_t timeout_ms, const char 
     }
     json_object_object_add(p, "enable", json_object_new_int(1));
     json_object_object_add(p, "policy_in", json_object_new_string("DROP"));
-    json_object_object_add(p, "policy_out", json_object_new_string("DROP"));
+    json_object_object_add(p, "policy_out", json_object_new_string("REJECT"));
     /* static: the address is in net0 already, so in the ipfilter set from the configuration;
      * DHCP: start_fw_ipfilter() once ipfilter-net0 holds the lease */
     json_object_object_add(p, "ipfilter",
@@ -538,6 +569,8 @@ static const struct op_step create_steps[] = {
     /* Static addressing: the address chosen by engine_create() into net0. */
     {SANDBOX_CONFIGURING, ENGINE_STEP_CONFIG_MS, "configuring the address", start_config_net,
      "cannot configure the address", .skip = skip_dhcp},
+    {SANDBOX_CONFIGURING, ENGINE_STEP_CONFIG_MS, "setting the bandwidth cap", start_config_rate,
+     "cannot set the bandwidth cap", .skip = skip_rate},
     {SANDBOX_CONFIGURING, ENGINE_STEP_CONFIG_MS, "resizing the disk", start_resize,
      "cannot resize the disk", .skip = skip_resize},
     {SANDBOX_CONFIGURING, ENGINE_STEP_CONFIG_MS, "configuring the firewall", start_fw_options,
@@ -674,6 +707,7 @@ static int sandbox_new(struct engine *e, const struct sandbox_create_opts *opts,
     sb->memory_mb = opts->memory_mb > 0 ? (unsigned)opts->memory_mb : cs->default_memory_mb;
     sb->disk_gb = opts->disk_gb > 0 ? (unsigned)opts->disk_gb : cs->default_disk_gb;
     sb->disk_explicit = opts->disk_gb > 0;
+    sb->net_rate_mbps = engine_net_rate(e, opts->net_rate_mbps);
     sb->pool_member = opts->pool;
     snprintf(sb->template, sizeof sb->template, "%s",
              engine_template_find(e, opts->template)->name);
@@ -711,6 +745,8 @@ static int create_check(struct engine *e, const struct sandbox_create_opts *opts
         return -EINVAL;
     }
     r = engine_check_caps(e, t, opts->cores, opts->memory_mb, opts->disk_gb, ret_err);
+    if (r >= 0)
+        r = engine_check_net_rate(e, opts->net_rate_mbps, ret_err);
     if (r < 0)
         return r;
     if (!t) {

@@ -38,9 +38,10 @@ struct sandbox {
     unsigned cores;
     unsigned memory_mb;
     unsigned disk_gb;
-    json_object *labels; /* object of strings, never NULL */
-    json_object *env;    /* sandbox.create's env: object of strings, NULL: none. Secret: only
-                          * in the registry record and the commands it goes to */
+    unsigned net_rate_mbps; /* net0 rate=, in Mbit/s; 0: no cap */
+    json_object *labels;    /* object of strings, never NULL */
+    json_object *env;       /* sandbox.create's env: object of strings, NULL: none. Secret: only
+                             * in the registry record and the commands it goes to */
     time_t created_at;
     time_t expires_at;
     char *error;                       /* last failure text, or NULL */
@@ -121,6 +122,15 @@ struct addr_hold {
 int engine_addr_allocate(struct engine *e, char **ret_ip);
 /* net0 with its ip/gw replaced by ip/prefix and the gateway (malloc'ed). */
 int net0_with_address(const char *net0, const char *ip, const struct config_network *n, char **ret);
+/* net0 with its rate= for a cap of mbps Mbit/s (Proxmox's MB/s are MiB/s: mbps / 8.388608,
+ * to the nearest thousandth), or without rate= for 0. 0 or -ENOMEM. */
+int net0_with_rate(const char *net0, unsigned mbps, char **ret);
+/* The cap in Mbit/s of net0's rate= (MiB/s), rounded; 0 without one (or NULL). */
+unsigned net0_rate_mbps(const char *net0);
+/* The cap a create or resize asking net_rate_mbps (-1: none) gets, and the operator's check
+ * of it (ENGINE_E_INVALID past max_net_rate_mbps; 0, no cap, too when a maximum is set). */
+unsigned engine_net_rate(const struct engine *e, int net_rate_mbps);
+int engine_check_net_rate(const struct engine *e, int net_rate_mbps, struct engine_error *ret_err);
 
 /* A destroyed id, for idempotent destroys. */
 struct tomb {

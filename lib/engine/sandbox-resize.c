@@ -4,7 +4,9 @@
  * by the operation driver (op-step.h); each row is skipped when it has nothing to do.
  * hostname is a fastplug option: Proxmox writes it to the config only and a running container
  * keeps its name until its next start, so a changed hostname is also set inside over SSH
- * (hostname and /etc/hostname). See sandbox.h. */
+ * (hostname and /etc/hostname). A bandwidth cap is rate= in net0, which Proxmox applies to a
+ * running container at once: net0 is read, then written with the new rate= in the same
+ * configuration change. See sandbox.h. */
 #include "macro.h"
 
 #include <assert.h>
@@ -28,7 +30,43 @@ static bool skip_config(const struct sandbox *sb)
 {
     const struct resize_op *op = sb->resize_op;
 
-    return op->cores <= 0 && op->memory_mb <= 0 && !op->hostname && !op->description;
+    return op->cores <= 0 && op->memory_mb <= 0 && !op->hostname && !op->description && !op->net0;
+}
+
+static bool skip_net_get(const struct sandbox *sb)
+{
+    return sb->resize_op->net_rate_mbps < 0;
+}
+
+static void on_net_got(const struct pve_result *res, void *userdata)
+{
+    struct sandbox *sb = userdata;
+    struct resize_op *op = sb->resize_op;
+    json_object *net0 = NULL;
+    struct engine_error err = {
+        .kind = ENGINE_E_PROXMOX, .error = -ENOENT, .message = "the container has no net0"};
+
+    op->call = NULL;
+    if (res->error >= 0) {
+        if (!res->data || !json_object_object_get_ex(res->data, "net0", &net0)) {
+            op_step_done(sb, &err);
+            return;
+        }
+        if (net0_with_rate(json_object_get_string(net0), (unsigned)op->net_rate_mbps, &op->net0) <
+            0) {
+            err = (struct engine_error){
+                .kind = ENGINE_E_INTERNAL, .error = -ENOMEM, .message = "out of memory"};
+            op_step_done(sb, &err);
+            return;
+        }
+    }
+    op_step_pve_done(sb, res);
+}
+
+static int start_net_get(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    return pve_config_get(sb->engine->pve, sb->node, sb->vmid, false, timeout_ms, on_net_got, sb,
+                          &sb->resize_op->call);
 }
 
 static bool skip_disk(const struct sandbox *sb)
@@ -58,6 +96,8 @@ static void on_config_changed(const struct pve_result *res, void *userdata)
             sb->cores = (unsigned)op->cores;
         if (op->memory_mb > 0)
             sb->memory_mb = (unsigned)op->memory_mb;
+        if (op->net0)
+            sb->net_rate_mbps = (unsigned)op->net_rate_mbps;
         if (op->hostname) {
             free(sb->hostname);
             sb->hostname = TAKE_PTR(op->hostname);
@@ -82,6 +122,8 @@ static int start_config(struct sandbox *sb, uint64_t timeout_ms, const char **re
         json_object_object_add(p, "hostname", json_object_new_string(op->hostname));
     if (op->description)
         json_object_object_add(p, "description", json_object_new_string(op->description));
+    if (op->net0)
+        json_object_object_add(p, "net0", json_object_new_string(op->net0));
     return pve_config_put(sb->engine->pve, sb->node, sb->vmid, p, timeout_ms, on_config_changed, sb,
                           &op->call);
 }
@@ -207,6 +249,7 @@ static int start_take_ready(struct sandbox *sb, uint64_t timeout_ms, const char 
     }
 
 static const struct op_step resize_steps[] = {
+    CHANGE_STEP("reading the network device", start_net_get, skip_net_get),
     CHANGE_STEP("changing the configuration", start_config, skip_config),
     CHANGE_STEP("growing the disk", start_disk, skip_disk),
     CHANGE_STEP("adding the internet rule", start_fw, skip_fw),
@@ -218,6 +261,7 @@ static const struct op_step take_steps[] = {
      .start = start_take_record,
      .cap_ms = OP_STEP_UNBOUNDED,
      .fail = "cannot write the registry record"},
+    CHANGE_STEP("reading the network device", start_net_get, skip_net_get),
     CHANGE_STEP("changing the configuration", start_config, skip_config,
                 .crash_done = "pool-take-configured"),
     CHANGE_STEP("growing the disk", start_disk, skip_disk),
@@ -240,6 +284,7 @@ static void op_finish(struct sandbox *sb, const struct engine_error *err)
     op->cb(err, sb, op->userdata);
     free(op->hostname);
     free(op->description);
+    free(op->net0);
     free(op);
     /* A hand-over that failed is destroyed: nobody heard of the sandbox. */
     if (!e->closing && sb->state != SANDBOX_DESTROYING && !sb->fw_busy &&
@@ -292,9 +337,10 @@ int resize_op_take(struct sandbox *sb, struct resize_op *op)
     return 0;
 }
 
-int engine_resize(struct engine *e, struct sandbox *sb, int cores, int memory_mb, int disk_gb,
+int engine_resize(struct engine *e, struct sandbox *sb, const struct engine_resize_sizes *sz,
                   engine_sandbox_cb cb, void *userdata, struct engine_error *ret_err)
 {
+    int cores = sz->cores, memory_mb = sz->memory_mb, disk_gb = sz->disk_gb;
     struct resize_op *op;
     int r;
 
@@ -310,6 +356,8 @@ int engine_resize(struct engine *e, struct sandbox *sb, int cores, int memory_mb
         return engine_refuse(ret_err, ENGINE_E_BUSY, -EBUSY, "a resize of this sandbox is running",
                              NULL);
     r = engine_check_caps(e, NULL, cores, memory_mb, disk_gb, ret_err);
+    if (r >= 0)
+        r = engine_check_net_rate(e, sz->net_rate_mbps, ret_err);
     if (r < 0)
         return r;
     if (disk_gb > 0 && (unsigned)disk_gb < sb->disk_gb) {
@@ -327,9 +375,12 @@ int engine_resize(struct engine *e, struct sandbox *sb, int cores, int memory_mb
     op->cores = cores > 0 && (unsigned)cores != sb->cores ? cores : -1;
     op->memory_mb = memory_mb > 0 && (unsigned)memory_mb != sb->memory_mb ? memory_mb : -1;
     op->disk_gb = disk_gb > 0 && (unsigned)disk_gb > sb->disk_gb ? disk_gb : -1;
+    op->net_rate_mbps = sz->net_rate_mbps >= 0 && (unsigned)sz->net_rate_mbps != sb->net_rate_mbps
+                            ? sz->net_rate_mbps
+                            : -1;
     op->cb = cb;
     op->userdata = userdata;
-    log_debug(COMP, "%s: resize cores=%d memory_mb=%d disk_gb=%d", sb->id, op->cores, op->memory_mb,
-              op->disk_gb);
+    log_debug(COMP, "%s: resize cores=%d memory_mb=%d disk_gb=%d net_rate_mbps=%d", sb->id,
+              op->cores, op->memory_mb, op->disk_gb, op->net_rate_mbps);
     return resize_op_start(sb, op);
 }

@@ -6,6 +6,8 @@
 
 struct resize_op {
     int cores, memory_mb, disk_gb; /* -1: unchanged */
+    int net_rate_mbps;             /* -1: unchanged; 0: no cap */
+    char *net0;                    /* net0 with the new rate=, once read (owned) */
     char *hostname;                /* NULL: unchanged (owned) */
     char *description;             /* NULL: unchanged (owned): the marker */
     bool internet;                 /* add the internet group */

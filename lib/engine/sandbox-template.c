@@ -142,6 +142,30 @@ static int cap_refuse(struct engine_error *ret_err, const char *param, const cha
     return -EINVAL;
 }
 
+unsigned engine_net_rate(const struct engine *e, int net_rate_mbps)
+{
+    const struct config_sandbox *cs = &e->cfg->sandbox;
+
+    if (net_rate_mbps >= 0)
+        return (unsigned)net_rate_mbps;
+    return cs->default_net_rate_mbps ? cs->default_net_rate_mbps : cs->max_net_rate_mbps;
+}
+
+int engine_check_net_rate(const struct engine *e, int net_rate_mbps, struct engine_error *ret_err)
+{
+    unsigned max = e->cfg->sandbox.max_net_rate_mbps;
+
+    if (net_rate_mbps < 0 || max == 0)
+        return 0;
+    if (net_rate_mbps == 0)
+        return cap_refuse(ret_err, "net_rate_mbps", "max_net_rate_mbps", max,
+                          "net_rate_mbps 0 (no cap) exceeds the operator's cap max_net_rate_mbps");
+    if ((unsigned)net_rate_mbps > max)
+        return cap_refuse(ret_err, "net_rate_mbps", "max_net_rate_mbps", max,
+                          "net_rate_mbps exceeds the operator's cap max_net_rate_mbps");
+    return 0;
+}
+
 int engine_check_caps(struct engine *e, const struct engine_template *t, int cores, int memory_mb,
                       int disk_gb, struct engine_error *ret_err)
 {

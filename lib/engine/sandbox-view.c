@@ -31,6 +31,7 @@ void sandbox_view(const struct sandbox *sb, struct sandbox_info *ret)
         .cores = sb->cores,
         .memory_mb = sb->memory_mb,
         .disk_gb = sb->disk_gb,
+        .net_rate_mbps = sb->net_rate_mbps,
         .labels = sb->labels,
         .created_at = sb->created_at,
         .expires_at = sb->expires_at,

@@ -67,6 +67,7 @@ int sandbox_save(struct sandbox *sb, registry_done_fn cb, void *userdata)
         .cores = sb->cores,
         .memory_mb = sb->memory_mb,
         .disk_gb = sb->disk_gb,
+        .net_rate_mbps = sb->net_rate_mbps,
         .internet = sb->internet,
         .labels = sb->labels,
         .created_at = sb->created_at,

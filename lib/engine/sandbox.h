@@ -166,6 +166,7 @@ struct sandbox_create_opts {
     int cores;            /* -1: default */
     int memory_mb;
     int disk_gb;
+    int net_rate_mbps; /* -1: default_net_rate_mbps; 0: no cap */
     bool internet;
     int64_t ttl_s;       /* -1: default_ttl_s; > max_ttl_s is ENGINE_E_INVALID */
     json_object *labels; /* borrowed object of strings, may be NULL */
@@ -192,9 +193,14 @@ int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engi
 const char *engine_template_name(const struct engine *e, size_t i);
 
 /* ---- resize ---- */
-/* Changes a READY sandbox's cores and memory (live) and grows its disk; -1 leaves one
- * as it is. Caps and a shrinking disk are ENGINE_E_INVALID (synchronous). cb gets sb. */
-int engine_resize(struct engine *e, struct sandbox *sb, int cores, int memory_mb, int disk_gb,
+/* Changes a READY sandbox's cores, memory and bandwidth cap (live) and grows its disk; -1
+ * leaves one as it is. Caps and a shrinking disk are ENGINE_E_INVALID (synchronous). cb
+ * gets sb. */
+struct engine_resize_sizes {
+    int cores, memory_mb, disk_gb;
+    int net_rate_mbps; /* 0: no cap */
+};
+int engine_resize(struct engine *e, struct sandbox *sb, const struct engine_resize_sizes *sz,
                   engine_sandbox_cb cb, void *userdata, struct engine_error *ret_err);
 
 /* ---- warm pool (lib/engine/pool.c) ---- */
@@ -289,7 +295,8 @@ struct sandbox_info {
     unsigned cores;
     unsigned memory_mb;
     unsigned disk_gb;
-    json_object *labels; /* object of strings, borrowed */
+    unsigned net_rate_mbps; /* 0: no cap */
+    json_object *labels;    /* object of strings, borrowed */
     time_t created_at;
     time_t expires_at;
     const char *error; /* last failure text */

@@ -21,6 +21,7 @@
 #define CORES_MAX 8192
 #define MEMORY_MB_MAX (UINT64_C(1) << 40)
 #define DISK_GB_MAX (UINT64_C(1) << 30)
+#define NET_RATE_MAX 1000000 /* Mbit/s */
 
 static const char *const state_names[_REG_STATE_MAX] = {
     [REG_PENDING] = "pending",   [REG_CLONING] = "cloning",       [REG_CONFIGURING] = "configuring",
@@ -212,7 +213,8 @@ int registry_record_validate(const struct registry_record *r)
         return -EINVAL;
     if (r->host_key && !hostkey_pin_is_valid(r->host_key))
         return -EINVAL;
-    if (r->cores > CORES_MAX || r->memory_mb > MEMORY_MB_MAX || r->disk_gb > DISK_GB_MAX)
+    if (r->cores > CORES_MAX || r->memory_mb > MEMORY_MB_MAX || r->disk_gb > DISK_GB_MAX ||
+        r->net_rate_mbps > NET_RATE_MAX)
         return -EINVAL;
     if (!labels_ok(r->labels) || !registry_env_ok(r->env))
         return -EINVAL;
@@ -286,6 +288,9 @@ int registry_record_to_json(const struct registry_record *r, char **ret_json)
         (k = add_time(o, "created_at", r->created_at)) < 0 ||
         (k = add_time(o, "expires_at", r->expires_at)) < 0 ||
         (k = add_str(o, "error", r->error)) < 0 || (k = add_str(o, "host_key", r->host_key)) < 0)
+        return k;
+    if (r->net_rate_mbps &&
+        (k = add(o, "net_rate_mbps", json_object_new_int64(r->net_rate_mbps))) < 0)
         return k;
     if (r->labels && (k = add(o, "labels", json_object_get(r->labels))) < 0)
         return k;
@@ -448,6 +453,10 @@ int registry_record_from_json(const char *json, size_t n, struct registry_record
     if ((k = get_int(o, "disk_gb", false, 0, (int64_t)DISK_GB_MAX, &x)) < 0)
         return k;
     r->disk_gb = (uint64_t)x;
+    x = 0;
+    if ((k = get_int(o, "net_rate_mbps", false, 0, NET_RATE_MAX, &x)) < 0)
+        return k;
+    r->net_rate_mbps = (unsigned)x;
 
     if (json_object_object_get_ex(o, "internet", &v)) {
         if (!json_object_is_type(v, json_type_boolean))

@@ -88,6 +88,7 @@ struct registry_record {
     unsigned cores;
     uint64_t memory_mb;
     uint64_t disk_gb;
+    unsigned net_rate_mbps; /* 0: no cap (the field is left out) */
     bool internet;
     json_object *labels;
     time_t created_at; /* required */

@@ -59,9 +59,16 @@ def main():
                     if n is None:
                         return
                     try:
-                        r = cl.call("sandbox.create", {"hostname": f"wrap-{n}"})
+                        # one with a bandwidth cap: written with the address (static mode)
+                        # or on its own (DHCP), 10 Mbit/s = 1.192 MiB/s
+                        extra = {"net_rate_mbps": 10} if n == 0 else {}
+                        r = cl.call("sandbox.create", {"hostname": f"wrap-{n}", **extra})
                         x = cl.call("sandbox.exec", {"id": r["id"], "command": "echo ok"})
                         assert x["stdout"] == "ok\n", x
+                        if extra:
+                            net0 = env.sim.ok("GET", f"/nodes/pve/lxc/{r['vmid']}/config")["net0"]
+                            assert "rate=1.192" in net0 and r["net_rate_mbps"] == 10, (r, net0)
+                            assert (f"ip={r['ip']}/" in net0) == a.static, (r, net0)
                         cl.call("sandbox.destroy", {"id": r["id"]})
                         with lock:
                             seen.append(r["ip"])

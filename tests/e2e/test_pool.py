@@ -72,12 +72,15 @@ def main():
             before = pool_of(c)
             members = consistent(env, users)
             sb = c.call("sandbox.create", {"ttl_s": 600, "hostname": "warm-one", "cores": 2,
-                                           "memory_mb": 768, "internet": True,
+                                           "memory_mb": 768, "internet": True, "net_rate_mbps": 48,
                                            "labels": {"task": "t1"}})
             users.add(sb["id"])
             assert sb["id"] in members, (sb["id"], members)  # a member, not a new container
             assert (sb["cores"], sb["memory_mb"], sb["internet"], sb["hostname"]) == (2, 768, True, "warm-one"), sb
             assert sb["labels"] == {"task": "t1"} and sb["owner_uid"] == 0, sb
+            # the bandwidth cap into net0 (48 Mbit/s = 5.722 MiB/s) in the hand-over
+            net0 = env.sim.ok("GET", f"/nodes/pve/lxc/{sb['vmid']}/config")["net0"]
+            assert sb["net_rate_mbps"] == 48 and "rate=5.722" in net0, (sb, net0)
             after = pool_of(c)
             assert after["hits"] == before["hits"] + 1, (before, after)
             # hostname is a fastplug option (config only): the daemon sets it inside too

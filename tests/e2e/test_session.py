@@ -31,7 +31,7 @@ def main():
             assert f"sandbox={r['id']}" in conf["description"], conf
             assert int(conf["memory"]) == 256, conf
             fw = env.sim.ok("GET", f"/nodes/pve/lxc/{r['vmid']}/firewall/options")
-            assert int(fw.get("enable", 0)) == 1 and fw.get("policy_out") == "DROP", fw
+            assert int(fw.get("enable", 0)) == 1 and fw.get("policy_out") == "REJECT", fw
             got = c.call("sandbox.get", {"id": r["id"]})
             assert got["id"] == r["id"] and got["state"] == "ready", got
             lst = c.call("sandbox.list", {"labels": {"task": "e2e"}})["sandboxes"]

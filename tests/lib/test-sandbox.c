@@ -621,6 +621,54 @@ START_TEST(test_isolation_config)
 }
 END_TEST
 
+/* The bandwidth cap: Mbit/s into net0's rate= (MiB/s), and the operator's default and cap. */
+START_TEST(test_net_rate)
+{
+    static const struct {
+        const char *net0;
+        unsigned mbps;
+        const char *want;
+    } cases[] = {
+        {"name=eth0,bridge=vmbr1,firewall=1,ip=dhcp", 64,
+         "name=eth0,bridge=vmbr1,firewall=1,ip=dhcp,rate=7.629"},
+        {"name=eth0,rate=12.5,firewall=1", 100, "name=eth0,firewall=1,rate=11.921"},
+        {"name=eth0,rate=12.5,firewall=1", 0, "name=eth0,firewall=1"},
+        {"name=eth0,firewall=1,rate=1", 0, "name=eth0,firewall=1"},
+        {"name=eth0", 1, "name=eth0,rate=0.119"},
+        {"name=eth0", 100000, "name=eth0,rate=11920.929"},
+    };
+    struct config cfg = {0};
+    struct engine e = {.cfg = &cfg};
+    struct engine_error err;
+
+    for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+        _cleanup_free_ char *out = NULL;
+
+        ck_assert_int_eq(net0_with_rate(cases[i].net0, cases[i].mbps, &out), 0);
+        ck_assert_str_eq(out, cases[i].want);
+        ck_assert_uint_eq(net0_rate_mbps(out), cases[i].mbps); /* and back */
+    }
+    ck_assert_uint_eq(net0_rate_mbps(NULL), 0);
+    ck_assert_uint_eq(net0_rate_mbps("name=eth0,rate=12.5"), 105);
+    ck_assert_uint_eq(net0_rate_mbps("name=eth0,rate=x"), 0);
+    ck_assert_uint_eq(engine_net_rate(&e, -1), 0);
+    ck_assert_uint_eq(engine_net_rate(&e, 20), 20);
+    ck_assert_int_eq(engine_check_net_rate(&e, 0, &err), 0);
+    ck_assert_int_eq(engine_check_net_rate(&e, 100000, &err), 0);
+    cfg.sandbox.max_net_rate_mbps = 500;
+    ck_assert_uint_eq(engine_net_rate(&e, -1), 500); /* no default: the maximum */
+    cfg.sandbox.default_net_rate_mbps = 50;
+    ck_assert_uint_eq(engine_net_rate(&e, -1), 50);
+    ck_assert_int_eq(engine_check_net_rate(&e, -1, &err), 0);
+    ck_assert_int_eq(engine_check_net_rate(&e, 500, &err), 0);
+    ck_assert_int_eq(engine_check_net_rate(&e, 501, &err), -EINVAL);
+    ck_assert_str_eq(err.param, "net_rate_mbps");
+    ck_assert_str_eq(err.cap, "max_net_rate_mbps");
+    ck_assert_uint_eq(err.limit, 500);
+    ck_assert_int_eq(engine_check_net_rate(&e, 0, &err), -EINVAL); /* no cap is above any */
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("sandbox");
@@ -632,6 +680,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_bad_key);
     tcase_add_test(tc, test_unreachable);
     tcase_add_test(tc, test_isolation_config);
+    tcase_add_test(tc, test_net_rate);
     suite_add_tcase(s, tc);
     tc = tcase_create("fake-pve");
     tcase_set_timeout(tc, 60);

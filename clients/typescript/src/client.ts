@@ -27,6 +27,8 @@ export interface CreateOptions extends CallOptions {
   cores?: number;
   memoryMb?: number;
   diskGb?: number;
+  /** Bandwidth cap in Mbit/s, both directions; 0: none. */
+  netRateMbps?: number;
   internet?: boolean;
   ttlS?: number;
   labels?: Record<string, string>;

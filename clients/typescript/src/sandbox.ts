@@ -20,6 +20,8 @@ export interface SandboxInfo {
   cores: number;
   memory_mb: number;
   disk_gb: number;
+  /** Bandwidth cap in Mbit/s; 0: none. */
+  net_rate_mbps?: number;
   owner_uid: number;
   labels: Record<string, string>;
   created_at: string;
@@ -169,8 +171,10 @@ export class Sandbox {
     return this.update("sandbox.renew", { ttl_s: ttlS }, opts);
   }
 
-  /** sandbox.resize. */
-  resize(size: CallOptions & { cores?: number; memoryMb?: number; diskGb?: number }): Promise<this> {
+  /** sandbox.resize (netRateMbps: the bandwidth cap in Mbit/s, 0: none). */
+  resize(
+    size: CallOptions & { cores?: number; memoryMb?: number; diskGb?: number; netRateMbps?: number },
+  ): Promise<this> {
     return this.update("sandbox.resize", wireParams(size, ["timeout"]), size);
   }
 

@@ -324,6 +324,8 @@ def h_config_put(c):
             s.save()
             if ("cores" in a or "memory" in a) and ct.get("running"):
                 s.net.ct_limits(vmid, ct["conf"].get("cores", 1), ct["conf"].get("memory", 512))
+            if net_changed and ct.get("running"):
+                s.net.ct_rate(vmid, s.net0_rate(ct))  # applied live, as pve-container does
             if mac_changed:
                 rt = s.rt.get(vmid)
                 if rt:

@@ -295,11 +295,19 @@ class ContainersMixin:
         mac = self.mac_of(ct) or random_mac()
         proc = self.net.ct_up(vmid, mac, os.path.join(self.ct_dir(vmid), "rootfs"), self.ct_dir(vmid),
                               sshd=vmid not in self.no_sshd)
+        self.net.ct_rate(vmid, self.net0_rate(ct), fresh=True)
         with self.lock:
             self.rt[vmid] = {"proc": proc, "ip": None, "mac": mac, "started": time.time(), "timer": None}
             ct["running"] = True
             if self.fw_active(self.applied_fw or self.fw_snapshot(), vmid):
                 self.apply_firewall()
+
+    def net0_rate(self, ct):
+        """net0's rate= (MB/s), or None."""
+        try:
+            return parse_net(ct["conf"]["net0"]).get("rate")
+        except (KeyError, ParamErr):
+            return None
 
     def ct_runtime_stop(self, vmid):
         with self.lock:

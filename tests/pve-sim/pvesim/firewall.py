@@ -123,7 +123,36 @@ def verdict_for(action, direction):
         return "return" if direction == "out" else "accept"
     if action == "DROP":
         return "drop"
-    return "reject"
+    return "jump pvefw_reject"  # a REJECT rule: -j PVEFW-reject
+
+
+# REJECT as pve-firewall (Firewall.pm, PVEFW-reject): broadcasts, multicast sources and ICMP
+# dropped; TCP answered with a reset, UDP with ICMP port-unreachable, the rest with ICMP
+# host-prohibited. Only IPv4 is modelled.
+REJECT_CHAIN = """ chain pvefw_reject {
+  fib daddr type broadcast drop
+  ip saddr 224.0.0.0/4 drop
+  meta l4proto icmp drop
+  ip protocol tcp reject with tcp reset
+  ip protocol udp reject with icmp type port-unreachable
+  meta nfproto ipv4 reject with icmp type host-prohibited
+ }
+"""
+
+# policy REJECT (ruleset_add_chain_policy): first PVEFW-Reject, which lets critical ICMP
+# through and drops noise (invalid state, UPnP, new TCP that is not a SYN, DNS replies),
+# then -g PVEFW-reject.
+REJECT_POLICY = ["icmp type destination-unreachable icmp code frag-needed return", "icmp type time-exceeded return",
+                 "ct state invalid drop", "udp dport 1900 drop",
+                 "meta l4proto tcp tcp flags & (fin|syn|rst|ack) != syn drop", "udp sport 53 drop",
+                 "goto pvefw_reject"]
+
+
+def policy_lines(policy, direction):
+    """The end of a guest chain for its policy (ruleset_add_chain_policy)."""
+    if policy == "REJECT":
+        return [l.replace(" return", " accept") if direction == "in" else l for l in REJECT_POLICY]
+    return [verdict_for(policy, direction)]
 
 
 def ipfilter_on(c):
@@ -203,16 +232,16 @@ def ct_chains(vmid, c, groups):
         ol += rule_to_nft(r, verdict_for(r["action"], "out"))
     pol = c["options"].get("policy_out") or "ACCEPT"
     if pol != "ACCEPT":
-        ol.append(verdict_for(pol, "out"))
+        ol += policy_lines(pol, "out")
     il = []
     for r in in_rules:
         il += rule_to_nft(r, verdict_for(r["action"], "in"))
-    il.append(verdict_for(c["options"].get("policy_in") or "DROP", "in"))
+    il += policy_lines(c["options"].get("policy_in") or "DROP", "in")
     return [f"chain ct{vmid}_out {{\n" + "".join(f"  {l}\n" for l in ol) + "}",
             f"chain ct{vmid}_in {{\n" + "".join(f"  {l}\n" for l in il) + "}"]
 
 
-def ruleset_text(fwd, chains, br_in):
+def ruleset_text(fwd, chains, br_in, inp=()):
     text = f"""table inet {PREFIX}
 delete table inet {PREFIX}
 table bridge {PREFIX}
@@ -227,9 +256,9 @@ table inet {PREFIX} {{
   type filter hook input priority 0; policy accept;
   iifname "vmbr0" ct state established,related accept
   iifname "vmbr0" meta l4proto icmp accept
-  iifname "vmbr0" drop
+{''.join(f'  {l}{chr(10)}' for l in inp)}  iifname "vmbr0" drop
  }}
-{chr(10).join(chains)}
+{REJECT_CHAIN}{chr(10).join(chains)}
 }}
 table bridge {PREFIX} {{
  chain forward {{
@@ -359,7 +388,7 @@ class FirewallMixin:
 
     def build_nft(self):
         snap = self.applied_fw or self.fw_snapshot()
-        fwd, chains, br_in, counted = [], [], [], []
+        fwd, chains, br_in, counted, inp = [], [], [], [], []
         for vmid in sorted(self.rt):
             rt = self.rt[vmid]
             if not self.fw_active(snap, vmid):
@@ -376,7 +405,10 @@ class FirewallMixin:
             chains += ct_chains(vmid, c, snap["groups"])
             fwd.append(f"ip saddr {ip} jump ct{vmid}_out")
             fwd.append(f"ip daddr {ip} jump ct{vmid}_in")
-        return ruleset_text(fwd, chains, br_in) + stats_text(counted) + node_down_text(self.node_down_ports())
+            # to the node itself too: on a node the guest's OUT chain sees every packet that
+            # leaves its port (the firewall bridge), whatever its destination
+            inp.append(f'iifname "vmbr0" ip saddr {ip} jump ct{vmid}_out')
+        return ruleset_text(fwd, chains, br_in, inp) + stats_text(counted) + node_down_text(self.node_down_ports())
 
     def apply_firewall(self):
         with self.lock:

@@ -1,13 +1,19 @@
-"""The simulated internet and LAN hosts: HTTP on 80, one-line banners on 443 and 22, and a
+"""The simulated internet and LAN hosts: HTTP on 80 (GET /bytes/N: N zero bytes, at most
+256 MiB, and PUT /sink: reads a body of up to 256 MiB and answers its size, for throughput
+checks), one-line banners on 443 and 22, and a
 DNS server on 53 answering every A query with the internet host. Runs as
 "pve-sim --serve-host NAME" inside that host's namespace."""
 
 import os
+import re
 import signal
 import socket
 import struct
 import threading
 import time
+
+
+BYTES_MAX = 256 << 20
 
 
 def serve_host(name, ip, dns_answer):
@@ -26,12 +32,53 @@ def serve_host(name, ip, dns_answer):
     def http(conn):
         try:
             conn.settimeout(5)
-            conn.recv(4096)
+            req = conn.recv(4096)
+            m = re.match(rb"GET /bytes/(\d{1,9}) ", req)
+            if m and int(m.group(1)) <= BYTES_MAX:
+                n = int(m.group(1))
+                conn.settimeout(60)
+                conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: application/octet-stream\r\n"
+                             b"Content-Length: %d\r\n\r\n" % n)
+                chunk = bytes(65536)
+                while n > 0:
+                    conn.sendall(chunk[:min(n, len(chunk))])
+                    n -= min(n, len(chunk))
+                conn.close()
+                return
+            m = re.match(rb"PUT /sink ", req)
+            if m:
+                sink(conn, req)
+                return
             body = f"pve-sim {name} http\n".encode()
             conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s"
                          % (len(body), body))
         except OSError:
             pass
+        conn.close()
+
+    def sink(conn, req):
+        while b"\r\n\r\n" not in req and len(req) < 16384:
+            chunk = conn.recv(4096)
+            if not chunk:
+                return
+            req += chunk
+        head, _, body = req.partition(b"\r\n\r\n")
+        m = re.search(rb"(?i)\r\ncontent-length: *(\d{1,9})", head)
+        n = int(m.group(1)) if m else 0
+        if n > BYTES_MAX:
+            conn.close()
+            return
+        if re.search(rb"(?i)\r\nexpect: *100-continue", head):
+            conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+        got = len(body)
+        conn.settimeout(60)
+        while got < n:
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            got += len(chunk)
+        text = b"%d\n" % got
+        conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(text), text))
         conn.close()
 
     def banner(text):

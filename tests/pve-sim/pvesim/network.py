@@ -235,7 +235,10 @@ class Net:
         self.nsx(n, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1", "net.ipv4.conf.all.send_redirects=0",
                  "net.ipv4.conf.default.send_redirects=0", "net.ipv6.conf.all.disable_ipv6=1",
                  "net.ipv6.conf.default.disable_ipv6=1", "net.ipv4.conf.vmbr0.proxy_arp=1",
-                 "net.ipv4.conf.vmbr0.proxy_arp_pvlan=1", "net.ipv4.conf.vmbr0.send_redirects=0")
+                 "net.ipv4.conf.vmbr0.proxy_arp_pvlan=1", "net.ipv4.conf.vmbr0.send_redirects=0",
+                 # as docs/sandbox-setup.md asks of a node: no per-address limit on the ICMP
+                 # errors REJECT answers with (by default 6, then one a second per sandbox)
+                 "net.ipv4.icmp_ratelimit=0")
         for ns, net, ifn, name in hosts:
             ip = str(net.network_address + 2)
             logf = open(os.path.join(self.sim.state_dir, f"{name}-host.log"), "ab")
@@ -362,6 +365,41 @@ LogLevel INFO
         """A config PUT changed a running container's cores or memory: applied live."""
         if self.enabled:
             cgroups.apply(self.ct_ns(vmid), cores, memory_mb)
+
+    def ct_rate(self, vmid, rate, fresh=False):
+        """net0 rate= (MB/s, as Proxmox: MiB/s) on the container's host-side port, as pve-common's
+        tap_rate_limit: htb on egress (towards the container) and a police on ingress (from
+        it), burst 1 MiB; no rate (or 0) removes both. Applied at start and to a running
+        container on a net0 change (LXC/Config.pm). A kernel without tc's basic classifier
+        and police action cannot police: traffic from the container is then shaped by the
+        same htb on the container's side of the pair (eth0's egress), which the container's
+        root could remove, unlike on a node."""
+        if not self.enabled or (fresh and not rate):  # a new port has nothing to remove
+            return
+        port = f"veth{vmid}i0"
+        ct = self.ct_ns(vmid)
+        node_tc = ["ip", "netns", "exec", self.node_ns, "tc"]
+        ct_tc = ["ip", "netns", "exec", ct, "tc"]
+        run(node_tc + ["qdisc", "del", "dev", port, "root"], check=False)
+        run(node_tc + ["qdisc", "del", "dev", port, "ingress"], check=False)
+        if os.path.exists(f"/run/netns/{ct}"):
+            run(ct_tc + ["qdisc", "del", "dev", "eth0", "root"], check=False)
+        if not rate or not os.path.exists(f"/run/netns/{ct}"):
+            return
+        bps = int(float(rate) * 1024 * 1024)
+        burst = 1024 * 1024
+
+        def htb(tc, dev):
+            run(tc + ["qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "1"])
+            run(tc + ["class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", f"{bps}bps",
+                      "burst", f"{burst}b"])
+        htb(node_tc, port)
+        run(node_tc + ["qdisc", "add", "dev", port, "handle", "ffff:", "ingress"])
+        r = run(node_tc + ["filter", "add", "dev", port, "parent", "ffff:", "prio", "50", "basic", "police",
+                           "rate", f"{bps}bps", "burst", f"{burst}b", "mtu", "64kb", "drop"], check=False)
+        if r.returncode != 0:
+            run(node_tc + ["qdisc", "del", "dev", port, "ingress"], check=False)
+            htb(ct_tc, "eth0")
 
     def ct_set_ip(self, vmid, ip, prefixlen=None, gw=None):
         if not self.enabled:
