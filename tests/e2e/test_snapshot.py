@@ -10,7 +10,9 @@ import os
 import subprocess
 import sys
 
-from e2elib import Env, b64, data_of, expect_error, run
+from e2elib import BUILD, Env, b64, data_of, expect_error, run
+
+SANDBOXCTL = os.path.join(BUILD, "clients", "cli", "sandboxctl")
 
 CHILD_PY = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
 
@@ -108,6 +110,22 @@ def main():
             assert names(c, sid) == ["s2"]
             c.call("sandbox.snapshot", {"id": sid, "name": "s3"})
             assert names(c, sid) == ["s2", "s3"]
+            # sandboxctl: the four commands
+            def ctl(*args):
+                r = subprocess.run([SANDBOXCTL, "--socket", env.socket, *args], capture_output=True,
+                                   text=True, timeout=120)
+                return r.returncode, r.stdout, r.stderr
+            assert ctl("snapshot-delete", sid, "s2")[:2] == (0, "s2 deleted\n")
+            rc, out, err = ctl("snapshot", sid, "c1")
+            assert rc == 0 and out.startswith("c1 20"), (rc, out, err)
+            rc, out, _ = ctl("snapshots", sid)
+            assert [l.split()[0] for l in out.splitlines()] == ["s3", "c1"], out
+            sh(c, sid, "echo after > /root/keep.txt")
+            rc, out, _ = ctl("rollback", sid, "c1")
+            assert rc == 0 and out.split()[1] == "ready", out
+            assert sh(c, sid, "head -1 /root/keep.txt") == "kept\n"
+            rc, _, err = ctl("rollback", sid, "9bad")
+            assert rc == 2 and "name" in err, err
             # the container's snapshots go with it
             c.call("sandbox.destroy", {"id": sid})
             env.wait_no_containers()
