@@ -68,7 +68,13 @@ def main():
             sh(c, sid, "head -c 5000 /dev/urandom > /root/change.bin; rm /root/gone.txt; "
                        "echo new > /root/new.txt; rm -r /tmp/deep")
             assert names(c, sid) == ["s1"]
+            proc = c.call("process.start", {"id": sid, "command": "sleep 300"})["process"]
             sb2 = c.call("sandbox.rollback", {"id": sid, "name": "s1"})
+            # the background process ended with the container, and its record went with
+            # the disk it was written to after the snapshot
+            assert [p for p in c.call("process.list", {"id": sid})["processes"]
+                    if p["process"] == proc] == []
+            assert sh(c, sid, "ps -o args | grep -c '^sleep 300' || true") == "0\n"
             assert sb2["state"] == "ready" and sb2["ip"] == sb["ip"], (sb, sb2)
             for p, data in FILES.items():
                 assert read(c, sid, p) == data, p
