@@ -90,6 +90,13 @@ def main():
             expect_error(c, "sandbox.snapshot", {"id": sid, "name": "s1"}, -32602, "name")  # in use
             expect_error(c, "sandbox.rollback", {"id": sid, "name": "nope"}, -32602, "name")
             expect_error(c, "sandbox.snapshot_delete", {"id": sid, "name": "nope"}, -32602, "name")
+            # storage without the snapshot feature (as dir, NFS, thick LVM): the documented error
+            env.sim.admin("PUT", "/settings", {"snapshot_unsupported": ["local-lvm"]})
+            try:
+                e = expect_error(c, "sandbox.snapshot", {"id": sid, "name": "s9"}, -32004)
+                assert e["data"]["reason"].startswith("the sandbox's storage cannot take snapshots"), e
+            finally:
+                env.sim.admin("PUT", "/settings", {"snapshot_unsupported": []})
             assert names(c, sid) == ["s1"]
             assert sh(c, sid, "cat /root/keep.txt | wc -l") == "100\n"
 

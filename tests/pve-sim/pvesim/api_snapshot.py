@@ -39,6 +39,8 @@ def path_snapname(c):
 def can_snapshot(s, ct):
     """The storage of the CT's root has the snapshot feature (not dir, nfs, cifs, thick lvm)."""
     store = rootfs_parts(ct["conf"].get("rootfs", "")).get("volume", "").split(":", 1)[0]
+    if store in (s.settings.get("snapshot_unsupported") or []):
+        return False
     return s.cfg["storages"].get(store, {"type": "dir"}).get("type") in SNAP_TYPES
 
 
