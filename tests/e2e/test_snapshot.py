@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 from e2elib import BUILD, Env, b64, data_of, expect_error, run
+from test_recovery_util import launch
 
 SANDBOXCTL = os.path.join(BUILD, "clients", "cli", "sandboxctl")
 
@@ -113,6 +114,7 @@ def main():
             assert names(c, st["id"]) == ["s1"]
 
         def limit_and_delete():
+            nonlocal c
             sid = st["id"]
             c.call("sandbox.snapshot", {"id": sid, "name": "s2"})
             e = expect_error(c, "sandbox.snapshot", {"id": sid, "name": "s3"}, -32003)
@@ -139,6 +141,21 @@ def main():
             assert sh(c, sid, "head -1 /root/keep.txt") == "kept\n"
             rc, _, err = ctl("rollback", sid, "9bad")
             assert rc == 2 and "name" in err, err
+            # while a rollback runs, another snapshot operation and a resize are busy
+            i = c.send("sandbox.rollback", {"id": sid, "name": "c1"})
+            c2 = env.client()
+            expect_error(c2, "sandbox.snapshot", {"id": sid, "name": "c2"}, -32007)
+            expect_error(c2, "sandbox.resize", {"id": sid, "cores": 2}, -32007)
+            assert c.wait(i)["state"] == "ready"
+            c2.close()
+            # the list lives in Proxmox: a daemon restart finds it as it was (and the daemon
+            # exits clean: no sanitizer report)
+            c.close()
+            assert env.stop_daemon() == 0, env.daemon_log()[-3000:]
+            launch(env)
+            c = env.client()
+            assert names(c, sid) == ["s3", "c1"]
+            assert sh(c, sid, "head -1 /root/keep.txt") == "kept\n"
             # the container's snapshots go with it
             c.call("sandbox.destroy", {"id": sid})
             env.wait_no_containers()
