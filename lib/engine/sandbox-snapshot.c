@@ -287,7 +287,8 @@ static const struct op_step delete_steps[] = {
 
 static const struct op_step rollback_steps[] = {
     SNAP_STEP("reading the snapshots", start_check, ENGINE_STEP_CONFIG_MS),
-    SNAP_STEP("rolling back", start_rollback, OP_STEP_OP_DEADLINE, .crash_sent = "rollback-sent"),
+    SNAP_STEP("rolling back", start_rollback, OP_STEP_OP_DEADLINE, .crash_sent = "rollback-sent",
+              .crash_done = "rollback-done"),
     SNAP_STEP("restoring the marker and sizes", start_reconfig, ENGINE_STEP_CONFIG_MS),
     SNAP_STEP("starting the container", start_restart, OP_STEP_UNBOUNDED,
               .crash_done = "rollback-started"),

@@ -10,8 +10,8 @@ import os
 import subprocess
 import sys
 
-from e2elib import BUILD, Env, b64, data_of, expect_error, run
-from test_recovery_util import launch
+from e2elib import BUILD, Env, RpcError, b64, data_of, expect_error, run
+from test_recovery_util import launch, wait_dead, wait_reconciled
 
 SANDBOXCTL = os.path.join(BUILD, "clients", "cli", "sandboxctl")
 
@@ -160,10 +160,39 @@ def main():
             c.call("sandbox.destroy", {"id": sid})
             env.wait_no_containers()
 
+        def crash_mid_rollback():
+            # the daemon dies once Proxmox rolled back (the container stopped): after a
+            # restart the sandbox is back, READY, its container started again by the
+            # reconcile, with the snapshot's files
+            nonlocal c
+            sb = c.call("sandbox.create", {})
+            sid = sb["id"]
+            c.call("file.write", {"id": sid, "path": "/root/f", "content": "snap"})
+            c.call("sandbox.snapshot", {"id": sid, "name": "k1"})
+            c.call("file.write", {"id": sid, "path": "/root/f", "content": "later"})
+            c.close()
+            assert env.stop_daemon() == 0
+            launch(env, crash_at="rollback-done")
+            c = env.client()
+            try:
+                c.call("sandbox.rollback", {"id": sid, "name": "k1"}, timeout=30)
+            except (ConnectionError, OSError, RpcError):
+                pass
+            assert wait_dead(env) != 0
+            launch(env)
+            wait_reconciled(env)
+            c = env.client()
+            got = c.call("sandbox.get", {"id": sid})
+            assert got["state"] == "ready" and got["ip"] == sb["ip"], got
+            assert data_of(c.call("file.read", {"id": sid, "path": "/root/f"}), "content") == b"snap"
+            assert names(c, sid) == ["k1"]
+            c.call("sandbox.destroy", {"id": sid})
+
         run([("snapshot_and_rollback", snapshot_and_rollback),
              ("refusals_change_nothing", refusals_change_nothing),
              ("other_uid_refused", other_uid_refused),
-             ("limit_and_delete", limit_and_delete)])
+             ("limit_and_delete", limit_and_delete),
+             ("crash_mid_rollback", crash_mid_rollback)])
 
 
 if __name__ == "__main__":
