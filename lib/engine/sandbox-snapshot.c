@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "audit.h"
 #include "log.h"
 #include "op-step.h"
 #include "params-snapshot.h"
@@ -296,6 +297,31 @@ static const struct op_step rollback_steps[] = {
     SNAP_STEP("recording the address", start_save, OP_STEP_UNBOUNDED),
 };
 
+/* The audit record of an operation's outcome (err NULL: it succeeded). */
+static void snap_audit(const struct sandbox *sb, const struct snap_op *op,
+                       const struct engine_error *err)
+{
+    static const char *const done[] = {[SNAP_TAKE] = "sandbox.snapshot_taken",
+                                       [SNAP_ROLLBACK] = "sandbox.rolled_back",
+                                       [SNAP_DELETE] = "sandbox.snapshot_deleted"};
+    struct audit_record rec = {
+        .event = err ? "sandbox.snapshot_failed" : done[op->kind],
+        .priority = err ? LOG_WARNING : LOG_INFO,
+        .sandbox = sb->id,
+        .vmid = sb->vmid,
+        .node = sb->node,
+        .caller_uid = AUDIT_NO_UID,
+        .owner_uid = sb->owner_uid,
+        .reason = op->name,
+    };
+
+    audit_emit(&rec, "%s of sandbox %s, snapshot %s%s%s",
+               op->kind == SNAP_TAKE       ? "snapshot"
+               : op->kind == SNAP_ROLLBACK ? "rollback"
+                                           : "snapshot delete",
+               sb->id, op->name, err ? " failed: " : "", err ? strna(err->message) : "");
+}
+
 /* The caller hears of the outcome; a destroy asked for meanwhile runs now. */
 static void snap_finish(struct sandbox *sb, const struct engine_error *err, json_object *result)
 {
@@ -303,6 +329,7 @@ static void snap_finish(struct sandbox *sb, const struct engine_error *err, json
     struct engine *e = sb->engine;
 
     sb->rolling_back = false;
+    snap_audit(sb, op, err);
     if (err && op->kind == SNAP_ROLLBACK) {
         free(sb->error);
         sb->error = strdup(err->message);

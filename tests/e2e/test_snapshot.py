@@ -83,6 +83,9 @@ def main():
             # the rolled-back container keeps its identity: host key pinned, exec answers
             assert sh(c, sid, "echo alive") == "alive\n"
             assert c.call("sandbox.get", {"id": sid})["state"] == "ready"
+            log = env.daemon_log()
+            assert f"event=sandbox.snapshot_taken sandbox={sid}" in log, log[-2000:]
+            assert f"event=sandbox.rolled_back sandbox={sid}" in log and "reason=s1" in log
 
         def refusals_change_nothing():
             sid = st["id"]
