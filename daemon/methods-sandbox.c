@@ -912,3 +912,8 @@ void methods_sandbox_stop(struct sandbox_methods *sm)
     }
     stop_now(sm);
 }
+
+json_object *methods_sandbox_json(const struct sandbox *sb)
+{
+    return sandbox_json(sb);
+}

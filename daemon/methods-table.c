@@ -9,10 +9,12 @@
 #include "methods-obs.h"
 #include "methods-process.h"
 #include "methods-sandbox.h"
+#include "methods-snapshot.h"
 #include "methods-test.h"
 #include "params-file.h"
 #include "params-forward.h"
 #include "params-process.h"
+#include "params-snapshot.h"
 
 #define ADMIN METHOD_ADMIN
 #define TEST METHOD_TEST_HOOK
@@ -55,6 +57,11 @@ const struct method_def methods_table[] = {
     {"sandbox.forward",      &params_sandbox_forward_spec,      method_sandbox_forward,      0},
     {"sandbox.forwards",     &params_sandbox_id_spec,           method_sandbox_forwards,     0},
     {"sandbox.unforward",    &params_sandbox_unforward_spec,    method_sandbox_unforward,    0},
+    /* snapshots (methods-snapshot.c) */
+    {"sandbox.snapshot",        &params_sandbox_snapshot_spec, method_sandbox_snapshot,        0},
+    {"sandbox.snapshots",       &params_sandbox_id_spec,       method_sandbox_snapshots,       0},
+    {"sandbox.rollback",        &params_sandbox_snapshot_spec, method_sandbox_rollback,        0},
+    {"sandbox.snapshot_delete", &params_sandbox_snapshot_spec, method_sandbox_snapshot_delete, 0},
     /* test hooks, SANDBOXD_TEST_HOOKS=1 only (methods-test.c, methods-obs.c) */
     {"test.sleep",           NULL,                              method_test_sleep,           TEST},
     {"test.notify",          NULL,                              method_test_notify,          TEST},

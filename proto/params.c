@@ -2,6 +2,7 @@
 #include "params.h"
 #include "params-process.h"
 #include "params-forward.h"
+#include "params-snapshot.h"
 
 #include "b64.h"
 #include "params-file.h"
@@ -886,8 +887,10 @@ static const struct rpc_method_info rpc_method_table[] = {
     {"sandbox.forward", false, &params_sandbox_forward_spec},
     {"sandbox.forwards", false, &params_sandbox_id_spec},
     {"sandbox.unforward", false, &params_sandbox_unforward_spec},
-    {"sandbox.snapshot", true, NULL},
-    {"sandbox.rollback", true, NULL},
+    {"sandbox.snapshot", false, &params_sandbox_snapshot_spec},
+    {"sandbox.snapshots", false, &params_sandbox_id_spec},
+    {"sandbox.rollback", false, &params_sandbox_snapshot_spec},
+    {"sandbox.snapshot_delete", false, &params_sandbox_snapshot_spec},
 };
 
 const struct rpc_method_info *rpc_method_find(const char *name)

@@ -58,6 +58,13 @@ static const struct help helps[] = {
                  "probe confirms it\n(sandbox.set_internet).\n"},
     {"renew", "renew ID TTL_S\n\nExtend the lease to TTL_S seconds from now (sandbox.renew).\n"},
     {"destroy", "destroy ID\n\nStop and purge the sandbox (sandbox.destroy).\n"},
+    {"snapshot", "snapshot ID NAME\n\nSnapshot the sandbox's disk (sandbox.snapshot). NAME: a "
+                 "letter, then\nletters, digits, _ or -, 2..40 characters.\n"},
+    {"snapshots", "snapshots ID\n\nThe sandbox's snapshots, oldest first (sandbox.snapshots).\n"},
+    {"rollback", "rollback ID NAME\n\nPut the disk back to snapshot NAME; the sandbox restarts "
+                 "and is ready\nagain, its processes of before gone (sandbox.rollback).\n"},
+    {"snapshot-delete", "snapshot-delete ID NAME\n\nDelete snapshot NAME "
+                        "(sandbox.snapshot_delete).\n"},
     {"ps", "ps ID\n\nThe sandbox's background processes (process.list).\n"},
     {"start", "start ID [OPTIONS] -- CMD...\n\nStart CMD as a background process and print "
               "its id (process.start).\n\n"

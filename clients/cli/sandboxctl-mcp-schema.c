@@ -64,6 +64,7 @@ static const struct {
     {"sandbox_renew", "ttl_s", "the new lease, in seconds from now"},
     {NULL, "stream", "which output to read"},
     {NULL, "wait_ms", "ms to wait for new output"},
+    {NULL, "name", "snapshot name, e.g. before-upgrade"},
     {NULL, "signal", "the signal to send"},
 };
 

@@ -44,6 +44,11 @@ static const struct mcp_tool tools[] = {
     {"sandbox_renew", "sandbox.renew", "Renew a lease",
      "Set a sandbox's lease to ttl_s seconds from now.", TOOL_TAKES_ID | TOOL_IDEMPOTENT, "",
      render_sandbox},
+    {"sandbox_snapshot", "sandbox.snapshot", "Snapshot files", "Save the sandbox's files.",
+     TOOL_TAKES_ID, "", render_fields},
+    {"sandbox_rollback", "sandbox.rollback", "Restore a snapshot",
+     "Restore the files of a snapshot; restarts the sandbox.", TOOL_TAKES_ID | TOOL_DESTRUCTIVE, "",
+     render_sandbox},
     {"sandbox_set_internet", "sandbox.set_internet", "Switch internet access",
      "Allow or block outbound HTTP, HTTPS and DNS; applies within about 10 s (wait: true "
      "waits for it).",

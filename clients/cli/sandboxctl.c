@@ -21,6 +21,7 @@
 #include "sandboxctl-obs.h"
 #include "sandboxctl.h"
 #include "sandboxctl-forward.h"
+#include "sandboxctl-snapshot.h"
 #include "sandboxctl-process.h"
 
 static const char *get_str(json_object *o, const char *key)
@@ -315,6 +316,10 @@ static void usage(FILE *f)
             "  internet ID on|off [--wait]\n"
             "  renew ID TTL_S\n"
             "  destroy ID\n"
+            "  snapshot ID NAME                snapshot the sandbox's disk\n"
+            "  snapshots ID                    its snapshots, oldest first\n"
+            "  rollback ID NAME                back to a snapshot (restarted, ready again)\n"
+            "  snapshot-delete ID NAME         delete a snapshot\n"
             "  forward ID [LOCAL:]REMOTE       relay port REMOTE of the sandbox to a private\n"
             "                                  Unix socket (LOCAL: to 127.0.0.1:LOCAL, open to\n"
             "                                  every local user) until Ctrl-C\n"
@@ -403,6 +408,8 @@ static int run_command(struct ctl *c, const char *cmd, int argc, char **argv)
         }
     } else if (strcmp(cmd, "forward") == 0)
         r = cmd_forward(c, argc, argv);
+    else if (ctl_snapshot_is_command(cmd))
+        r = ctl_snapshot_main(c, argc, argv);
     else if (strcmp(cmd, "destroy") == 0 && argc == 2)
         r = run_simple(c, "sandbox.destroy", id_params(argv[1]), print_destroyed);
     else {
@@ -463,7 +470,8 @@ int main(int argc, char **argv)
     if ((!strstr(" status create list show exec put get internet renew resize destroy call metrics "
                  "events forward ",
                  cmd) &&
-         !ctl_fs_is_command(cmd) && !ctl_process_is_command(cmd)) ||
+         !ctl_fs_is_command(cmd) && !ctl_process_is_command(cmd) &&
+         !ctl_snapshot_is_command(cmd)) ||
         strchr(cmd, ' ')) {
         fprintf(stderr, "sandboxctl: unknown command '%s'\n", cmd);
         usage(stderr);

@@ -94,6 +94,10 @@ class Method:
     FORWARD = "sandbox.forward"
     FORWARDS = "sandbox.forwards"
     UNFORWARD = "sandbox.unforward"
+    SNAPSHOT = "sandbox.snapshot"
+    SNAPSHOTS = "sandbox.snapshots"
+    ROLLBACK = "sandbox.rollback"
+    SNAPSHOT_DELETE = "sandbox.snapshot_delete"
     STATUS = "daemon.status"
     DISCOVER = "rpc.discover"
     EXEC_OUTPUT = "exec.output"  # the notification a streaming exec sends
@@ -899,6 +903,24 @@ class Sandbox:
 
     def forwards(self, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
         return self._call(Method.FORWARDS, timeout)["forwards"]
+
+    # -- snapshots (of the disk; Proxmox keeps them with the container)
+    def snapshot(self, name: str, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """sandbox.snapshot: {"name", "created_at"}. name: a letter, then letters, digits,
+        _ or -, 2..40 characters."""
+        return self._call(Method.SNAPSHOT, timeout, name=name)["snapshot"]
+
+    def snapshots(self, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
+        """sandbox.snapshots: oldest first."""
+        return self._call(Method.SNAPSHOTS, timeout)["snapshots"]
+
+    def rollback(self, name: str, timeout: Optional[float] = None) -> "Sandbox":
+        """sandbox.rollback: the disk back to snapshot name; the sandbox restarts and is ready
+        again (its processes, commands and sessions of before end)."""
+        return self._update(self._call(Method.ROLLBACK, timeout, name=name))
+
+    def delete_snapshot(self, name: str, timeout: Optional[float] = None) -> None:
+        self._call(Method.SNAPSHOT_DELETE, timeout, name=name)
 
 
 class Process:

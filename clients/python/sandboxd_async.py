@@ -550,6 +550,18 @@ class AsyncSandbox:
     async def forwards(self, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
         return (await self._call(Method.FORWARDS, timeout))["forwards"]
 
+    async def snapshot(self, name: str, timeout: Optional[float] = None) -> Dict[str, Any]:
+        return (await self._call(Method.SNAPSHOT, timeout, name=name))["snapshot"]
+
+    async def snapshots(self, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
+        return (await self._call(Method.SNAPSHOTS, timeout))["snapshots"]
+
+    async def rollback(self, name: str, timeout: Optional[float] = None) -> "AsyncSandbox":
+        return self._update(await self._call(Method.ROLLBACK, timeout, name=name))
+
+    async def delete_snapshot(self, name: str, timeout: Optional[float] = None) -> None:
+        await self._call(Method.SNAPSHOT_DELETE, timeout, name=name)
+
     async def processes(self, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
         return (await self._call(Method.PROCESS_LIST, timeout))["processes"]
 

@@ -58,6 +58,7 @@
 #define CONFIG_DEFAULT_TTL_S 3600
 #define CONFIG_DEFAULT_MAX_TTL_S 86400
 #define CONFIG_DEFAULT_MAX_PER_UID 16
+#define CONFIG_DEFAULT_MAX_SNAPSHOTS 8
 #define CONFIG_DEFAULT_MAX_TOTAL 256
 #define CONFIG_DEFAULT_CORES 1
 #define CONFIG_DEFAULT_MEMORY_MB 512
@@ -151,6 +152,7 @@ struct config_sandbox {
     unsigned default_ttl_s;        /* 60..max_ttl_s */
     unsigned max_ttl_s;            /* 60..31536000 */
     unsigned max_per_uid;          /* 0..65536 */
+    unsigned max_snapshots;        /* 0..64 snapshots per sandbox (0: none allowed) */
     unsigned max_total;            /* 0..65536 */
     unsigned default_cores;        /* 1..512 */
     unsigned default_memory_mb;    /* 16..1048576 */

@@ -76,6 +76,8 @@ struct sandbox {
     uint64_t ct_started_ms;      /* the container's start completed (uv_now scale); 0: not yet */
     uint64_t started_ms;         /* create start (uv_now scale) */
     struct resize_op *resize_op; /* a sandbox.resize or a pool take running */
+    struct snap_op *snap_op;     /* a snapshot, rollback or snapshot delete running */
+    bool rolling_back;           /* a rollback runs: no new session, no command */
     unsigned refs;               /* held by in-flight engine operations */
     unsigned long_polls;         /* process long-polls running (sandbox-job.c) */
     /* observability (sandbox-obs.c) */

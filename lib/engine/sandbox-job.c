@@ -178,6 +178,9 @@ static void on_exec_done(struct sshexec *x, int error, struct sshexec_result *re
  * use), else ret_err filled. */
 static int exec_pool(struct sandbox *sb, struct engine_error *ret_err)
 {
+    if (sb->rolling_back)
+        return engine_refuse(ret_err, ENGINE_E_BUSY, -EBUSY,
+                             "a rollback of this sandbox is running", NULL);
     if (sb->state == SANDBOX_READY && !sb->pool && !sb->create_op && !sb->engine->closing &&
         sandbox_pool_lazy(sb) < 0)
         return engine_refuse_not_ready(ret_err, sb->state);

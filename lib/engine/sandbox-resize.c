@@ -355,6 +355,9 @@ int engine_resize(struct engine *e, struct sandbox *sb, const struct engine_resi
     if (sb->resize_op)
         return engine_refuse(ret_err, ENGINE_E_BUSY, -EBUSY, "a resize of this sandbox is running",
                              NULL);
+    if (sb->snap_op)
+        return engine_refuse(ret_err, ENGINE_E_BUSY, -EBUSY,
+                             "a snapshot operation on this sandbox is running", NULL);
     r = engine_check_caps(e, NULL, cores, memory_mb, disk_gb, ret_err);
     if (r >= 0)
         r = engine_check_net_rate(e, sz->net_rate_mbps, ret_err);

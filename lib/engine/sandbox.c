@@ -559,7 +559,7 @@ bool engine_closing(const struct engine *e)
 
 bool sandbox_busy(const struct sandbox *sb)
 {
-    return sb->create_op || sb->call || sb->fw_busy || sb->resize_op ||
+    return sb->create_op || sb->call || sb->fw_busy || sb->resize_op || sb->snap_op ||
            sb->state == SANDBOX_DESTROYING || sb->destroy_requested;
 }
 

@@ -67,6 +67,13 @@ const struct pve_endpoint pve_endpoints[_PVE_EP_MAX] = {
                             PVE_RETRY_NOTHING_DONE},
     [PVE_EP_FW_RULE_DELETE] = {"firewall rule delete", "DELETE", CT "/firewall/rules/{pos}",
                                PVE_INTO_DATA, PVE_RETRY_NOTHING_DONE},
+    [PVE_EP_SNAPSHOT_LIST] = {"snapshot list", "GET", CT "/snapshot", PVE_INTO_DATA,
+                              PVE_RETRY_ALWAYS},
+    [PVE_EP_SNAPSHOT] = {"snapshot", "POST", CT "/snapshot", PVE_INTO_TASK, PVE_RETRY_NOTHING_DONE},
+    [PVE_EP_SNAPSHOT_ROLLBACK] = {"snapshot rollback", "POST", CT "/snapshot/{name}/rollback",
+                                  PVE_INTO_TASK, PVE_RETRY_SAFE},
+    [PVE_EP_SNAPSHOT_DELETE] = {"snapshot delete", "DELETE", CT "/snapshot/{name}", PVE_INTO_TASK,
+                                PVE_RETRY_SAFE},
 };
 
 static int put_escaped(FILE *f, const char *s)

@@ -42,6 +42,7 @@ DEFINE_PLAIN_CALL(pve_cluster_fw_options_get, PVE_EP_CLUSTER_FW_OPTIONS)
 
 DEFINE_CT_CALL(pve_start, PVE_EP_START)
 DEFINE_CT_CALL(pve_stop, PVE_EP_STOP)
+DEFINE_CT_CALL(pve_snapshot_list, PVE_EP_SNAPSHOT_LIST)
 DEFINE_CT_CALL(pve_status_current, PVE_EP_STATUS_CURRENT)
 DEFINE_CT_CALL(pve_interfaces, PVE_EP_INTERFACES)
 DEFINE_CT_CALL(pve_fw_rules_list, PVE_EP_FW_RULES)
@@ -231,4 +232,39 @@ bool pve_error_exists(const struct pve_result *res)
             return true;
     }
     return false;
+}
+
+int pve_snapshot(struct pve_client *c, const char *node, uint32_t vmid, const char *name,
+                 PVE_CALL_ARGS)
+{
+    const struct pve_param pv[] = {PVE_STR("snapname", name)};
+    const struct pve_req req = {
+        .ep = PVE_EP_SNAPSHOT, .path = {.node = node, .vmid = vmid}, PVE_PARAMS(pv)};
+
+    if (!name || !*name)
+        return -EINVAL;
+    return pve_call_start(c, &req, PVE_CALL_PASS);
+}
+
+/* The snapshot's name is a path placeholder of both calls. */
+static int snapshot_named_call(struct pve_client *c, enum pve_ep ep, const char *node,
+                               uint32_t vmid, const char *name, PVE_CALL_ARGS)
+{
+    const struct pve_req req = {.ep = ep, .path = {.node = node, .vmid = vmid, .name = name}};
+
+    if (!name || !*name)
+        return -EINVAL;
+    return pve_call_start(c, &req, PVE_CALL_PASS);
+}
+
+int pve_snapshot_rollback(struct pve_client *c, const char *node, uint32_t vmid, const char *name,
+                          PVE_CALL_ARGS)
+{
+    return snapshot_named_call(c, PVE_EP_SNAPSHOT_ROLLBACK, node, vmid, name, PVE_CALL_PASS);
+}
+
+int pve_snapshot_delete(struct pve_client *c, const char *node, uint32_t vmid, const char *name,
+                        PVE_CALL_ARGS)
+{
+    return snapshot_named_call(c, PVE_EP_SNAPSHOT_DELETE, node, vmid, name, PVE_CALL_PASS);
 }

@@ -236,6 +236,17 @@ int pve_task_log(struct pve_client *c, const char *node, const char *upid, unsig
  * -> -EREMOTEIO. Its deadline defaults to the task deadline. */
 int pve_wait_task(struct pve_client *c, const char *node, const char *upid, PVE_CALL_ARGS);
 
+/* Container snapshots (disk only). GET .../snapshot: res->data, the list with its "current"
+ * entry. POST .../snapshot snapname=<name>, POST .../snapshot/{name}/rollback (the container
+ * is left stopped) and DELETE .../snapshot/{name}: each waits for its task. */
+int pve_snapshot_list(struct pve_client *c, const char *node, uint32_t vmid, PVE_CALL_ARGS);
+int pve_snapshot(struct pve_client *c, const char *node, uint32_t vmid, const char *name,
+                 PVE_CALL_ARGS);
+int pve_snapshot_rollback(struct pve_client *c, const char *node, uint32_t vmid,
+                          const char *name, PVE_CALL_ARGS);
+int pve_snapshot_delete(struct pve_client *c, const char *node, uint32_t vmid, const char *name,
+                        PVE_CALL_ARGS);
+
 /* GET /pools/{poolid}: res->vms (members). */
 int pve_pool_members(struct pve_client *c, const char *poolid, PVE_CALL_ARGS);
 /* GET /cluster/resources?type=vm: res->vms. */

@@ -312,6 +312,23 @@ def main():
             except sandboxd.InvalidParams as e:
                 assert e.param == "env" and '"1BAD"' in str(e), str(e)
 
+        def snapshots():
+            sb = st["sb"]
+            sb.write_file("/root/snap.txt", b"before")
+            snap = sb.snapshot("py1")
+            assert snap["name"] == "py1" and snap["created_at"] > 0, snap
+            sb.write_file("/root/snap.txt", b"after")
+            assert [x["name"] for x in sb.snapshots()] == ["py1"]
+            assert sb.rollback("py1") is sb and sb.state == "ready"
+            assert sb.read_file("/root/snap.txt") == b"before"
+            try:
+                sb.rollback("nope")
+                raise AssertionError("rollback to an unknown snapshot succeeded")
+            except sandboxd.InvalidParams as e:
+                assert e.data.get("param") == "name", e.data
+            sb.delete_snapshot("py1")
+            assert sb.snapshots() == []
+
         def reserved_methods():
             sb = st["sb"]
             calls = {"process.list": lambda: sb.processes()}
@@ -491,6 +508,7 @@ def main():
                  ("errors: one class per code", errors),
                  ("create(env=...): every exec and process, never returned", create_env),
                  ("file and process methods (when offered)", reserved_methods),
+                 ("snapshot, snapshots, rollback, delete_snapshot", snapshots),
                  ("threads on one client", threads),
                  ("with client.create() as sb", context_manager),
                  ("idle close and reconnect", idle_close),

@@ -124,7 +124,7 @@ static void fuzz_admin_handler(struct req *r, void *params, void *userdata)
     abort(); /* the caller is never an admin */
 }
 
-static struct method_def rows[32];
+static struct method_def rows[48];
 
 static void register_rows(void)
 {

@@ -403,6 +403,45 @@ class T2Firewall(unittest.TestCase):
             self.group_rule(200, False)
 
 
+class T2bSnapshot(unittest.TestCase):
+    def task(self, method, path, params=None):
+        return S.wait_task(S.ok(method, "/nodes/pve/lxc/400" + path, params))
+
+    def test_snapshot_rollback_delete(self):
+        S.clone(400)
+        ip = S.start_ct(400)
+        S.ssh(ip, "echo one > /root/a; echo keep > /root/b")
+        # the task holds the snapshot lock: a config change meanwhile is refused
+        upid = S.ok("POST", "/nodes/pve/lxc/400/snapshot", {"snapname": "s1", "description": "first"})
+        time.sleep(0.05)
+        r = S.api("PUT", "/nodes/pve/lxc/400/config", {"cores": 2})
+        self.assertIn("CT is locked (snapshot)", r.body.decode())
+        self.assertEqual(S.wait_task(upid)["exitstatus"], "OK")
+        self.assertIn("snapshot name 's1' already used", self.task("POST", "/snapshot", {"snapname": "s1"})["exitstatus"])
+        for bad, msg in (("current", "reserved name"), ("1x", "invalid configuration ID"), ("a" * 41, "40 characters")):
+            self.assertIn(msg, S.api("POST", "/nodes/pve/lxc/400/snapshot", {"snapname": bad}).body.decode())
+        S.ssh(ip, "echo two > /root/a; rm /root/b; echo new > /root/c")
+        lst = S.ok("GET", "/nodes/pve/lxc/400/snapshot")
+        self.assertEqual(sorted(x["name"] for x in lst), ["current", "s1"])
+        self.assertEqual([x.get("parent") for x in lst if x["name"] == "current"], ["s1"])
+        self.assertEqual(S.ok("GET", "/nodes/pve/lxc/400/config")["parent"], "s1")
+        self.assertEqual(str(S.ok("GET", "/nodes/pve/lxc/400/snapshot/s1/config")["cores"]), "1")
+        self.assertEqual(self.task("POST", "/snapshot/s1/rollback")["exitstatus"], "OK")
+        self.assertEqual(S.ok("GET", "/nodes/pve/lxc/400/status/current")["status"], "stopped")
+        ip = S.start_ct(400)
+        self.assertEqual(S.ssh(ip, "cat /root/a /root/b; ls /root/c").stdout, "one\nkeep\n")
+        self.assertIn("does not exist", self.task("POST", "/snapshot/nope/rollback")["exitstatus"])
+        self.assertEqual(self.task("DELETE", "/snapshot/s1")["exitstatus"], "OK")
+        self.assertEqual([x["name"] for x in S.ok("GET", "/nodes/pve/lxc/400/snapshot")], ["current"])
+        self.assertNotIn("parent", S.ok("GET", "/nodes/pve/lxc/400/config"))
+
+    def test_dir_storage_cannot_snapshot(self):
+        S.clone(401, full=1, storage="local")
+        st = S.wait_task(S.ok("POST", "/nodes/pve/lxc/401/snapshot", {"snapname": "s1"}))
+        self.assertEqual(st["exitstatus"], "snapshot feature is not available")
+        self.assertNotIn("lock", S.ok("GET", "/nodes/pve/lxc/401/config"))
+
+
 class T3Restart(unittest.TestCase):
     def test_restart_restores_running(self):
         S.clone(300)

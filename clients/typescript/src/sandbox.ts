@@ -374,6 +374,33 @@ export class Sandbox {
   async forwards(opts: CallOptions = {}): Promise<Record<string, unknown>[]> {
     return ((await this.call("sandbox.forwards", {}, opts)) as { forwards: Record<string, unknown>[] }).forwards;
   }
+
+  /** sandbox.snapshot: a snapshot of the disk (name: a letter, then letters, digits, _ or -; 2..40). */
+  async snapshot(name: string, opts: CallOptions = {}): Promise<SnapshotInfo> {
+    return ((await this.call("sandbox.snapshot", { name }, opts)) as { snapshot: SnapshotInfo }).snapshot;
+  }
+
+  /** sandbox.snapshots: oldest first. */
+  async snapshots(opts: CallOptions = {}): Promise<SnapshotInfo[]> {
+    return ((await this.call("sandbox.snapshots", {}, opts)) as { snapshots: SnapshotInfo[] }).snapshots;
+  }
+
+  /** sandbox.rollback: the disk back to a snapshot; the sandbox restarts and is ready again. */
+  rollback(name: string, opts: CallOptions = {}): Promise<this> {
+    return this.update("sandbox.rollback", { name }, opts);
+  }
+
+  /** sandbox.snapshot_delete. */
+  async deleteSnapshot(name: string, opts: CallOptions = {}): Promise<void> {
+    await this.call("sandbox.snapshot_delete", { name }, opts);
+  }
+}
+
+/** One snapshot of a sandbox's disk (sandbox.snapshot, sandbox.snapshots). */
+export interface SnapshotInfo {
+  name: string;
+  created_at: number;
+  description?: string;
 }
 
 /** What sandbox.forward returned. */

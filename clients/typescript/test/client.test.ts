@@ -276,6 +276,18 @@ test("a terminal resized while its program waits", async () => {
   assert.match(Buffer.concat(all).toString(), /30 100/);
 });
 
+test("snapshot, rollback restores the file, delete", async () => {
+  await sb.writeFile("/root/snap.txt", "before");
+  const snap = await sb.snapshot("ts1");
+  assert.equal(snap.name, "ts1");
+  await sb.writeFile("/root/snap.txt", "after");
+  assert.deepEqual((await sb.snapshots()).map((x) => x.name), ["ts1"]);
+  assert.equal((await sb.rollback("ts1")).info.state, "ready");
+  assert.equal(await sb.readText("/root/snap.txt"), "before");
+  await sb.deleteSnapshot("ts1");
+  assert.deepEqual(await sb.snapshots(), []);
+});
+
 test("a port forward serves a page from the sandbox", async () => {
   await sb.writeFile("/root/www/index.html", "hello through the forward\n", { makeParents: true });
   const httpd = await sb.startProcess(["httpd", "-f", "-p", "8080", "-h", "/root/www"]);

@@ -226,10 +226,14 @@ def h_config_get(c):
     c.need_vm(vmid, "VM.Audit")
     with s.lock:
         ct = s.ct_on(node, vmid)
+        conf = ct["conf"]
         if "snapshot" in a:
-            raise die(f"snapshot '{a['snapshot']}' does not exist")
+            snap = (ct.get("snapshots") or {}).get(a["snapshot"])
+            if snap is None:
+                raise die(f"snapshot '{a['snapshot']}' does not exist")
+            conf = dict(snap["conf"], snaptime=snap["snaptime"])
         d = {}
-        for k, v in ct["conf"].items():
+        for k, v in conf.items():
             if k in INT_KEYS:
                 d[k] = int(v)
             elif k in NUM_KEYS:

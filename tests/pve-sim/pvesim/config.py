@@ -56,6 +56,8 @@ def default_config():
         "start_time": 0.2,
         "stop_time": 0.1,
         "destroy_time": 0.2,
+        "snapshot_time": 0.2,            # a snapshot's, a rollback's and a snapshot delete's task
+        "snapshot_unsupported": [],      # storages treated as lacking the snapshot feature (as dir)
         "flock_timeout": 10.0,
         "cluster_firewall": {"enable": 1},
         "security_groups": None,        # None: the default sandbox-internet group

@@ -221,6 +221,15 @@ class ContainersMixin:
                 lines.append("#" + urllib.parse.quote(l, safe=" !\"$&'()*+,-./:;<=>?@[]^_`{|}~"))
         for k in sorted(ct["conf"]):
             lines.append(f"{k}: {ct['conf'][k]}")
+        for name, snap in sorted((ct.get("snapshots") or {}).items()):  # as write_pct_config
+            lines += ["", f"[{name}]"]
+            for l in (snap.get("description") or "").split("\n") if snap.get("description") else []:
+                lines.append("#" + urllib.parse.quote(l, safe=" !\"$&'()*+,-./:;<=>?@[]^_`{|}~"))
+            body = dict(snap["conf"], snaptime=str(snap["snaptime"]))
+            if snap.get("parent"):
+                body["parent"] = snap["parent"]
+            for k in sorted(body):
+                lines.append(f"{k}: {body[k]}")
         return "\n".join(lines) + "\n"
 
     def digest(self, ct):

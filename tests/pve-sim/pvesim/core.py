@@ -48,7 +48,7 @@ class Sim(StateMixin, ContainersMixin, DhcpMixin, FirewallMixin, FaultsMixin, No
         self.no_sshd = set(int(x) for x in ctf.get("no_sshd", []))
         self.settings = {k: cfg[k] for k in ("dhcp_delay", "firewall_period", "firewall_phase", "dhcp_pool_size", "auth_failure_delay", "error_format",
                                             "auth_error_style", "clone_time", "start_time", "stop_time",
-                                            "destroy_time", "flock_timeout", "ip_never", "resources_lag",
+                                            "destroy_time", "snapshot_time", "snapshot_unsupported", "flock_timeout", "ip_never", "resources_lag",
                                             "legacy_vmid_strings", "interfaces_endpoint", "node_down_delay",
                                             "interfaces_extra_ipv4", "firewall_nftables",
                                             "pvedaemon_workers", "proxy_timeout")}

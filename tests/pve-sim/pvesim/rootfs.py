@@ -210,6 +210,53 @@ def clone_overlay(src, dst):
     return True
 
 
+def snap_dir(ctdir, name):
+    return os.path.join(ctdir, "snap", name)
+
+
+def take_snapshot(ctdir, name):
+    """A snapshot of the container's disk: for an overlay root a copy of its upper layer (what
+    it changed over its lower layers, which never change), for a plain root a copy of it."""
+    dst = snap_dir(ctdir, name)
+    shutil.rmtree(dst, ignore_errors=True)
+    os.makedirs(os.path.dirname(dst), mode=0o700, exist_ok=True)
+    src = os.path.join(ctdir, "upper" if read_layers(ctdir) is not None else "rootfs")
+    tmp = dst + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    run(["cp", "-a", "--reflink=auto", src, tmp])
+    os.rename(tmp, dst)
+
+
+def rollback_snapshot(ctdir, name):
+    """The disk back to snapshot `name` (the container is stopped)."""
+    src = snap_dir(ctdir, name)
+    overlay = read_layers(ctdir) is not None
+    if overlay:
+        unmount_root(ctdir)
+    target = os.path.join(ctdir, "upper" if overlay else "rootfs")
+    shutil.rmtree(target, ignore_errors=True)
+    run(["cp", "-a", "--reflink=auto", src, target])
+    if overlay:
+        shutil.rmtree(os.path.join(ctdir, "work"), ignore_errors=True)
+        mount_root(ctdir)
+
+
+def delete_snapshot(ctdir, name):
+    shutil.rmtree(snap_dir(ctdir, name), ignore_errors=True)
+
+
+def snapshot_bytes(ctdir, name):
+    total = 0
+    for d, _, files in os.walk(snap_dir(ctdir, name)):
+        for f in files:
+            try:
+                st = os.lstat(os.path.join(d, f))
+                total += st.st_blocks * 512
+            except OSError:
+                pass
+    return total
+
+
 def remove_ct_dir(ctdir):
     """Remove a container folder, never through a mounted root."""
     if os.path.isdir(ctdir):
@@ -223,7 +270,7 @@ def remove_ct_dir(ctdir):
 def free_root(ctdir):
     """A destroy's volume free: the root and its layers go, the folder stays."""
     unmount_root(ctdir)
-    for sub in ("rootfs", "upper", "work", "base"):
+    for sub in ("rootfs", "upper", "work", "base", "snap"):
         p = os.path.join(ctdir, sub)
         if not is_mounted(p):
             shutil.rmtree(p, ignore_errors=True)
