@@ -45,8 +45,6 @@
 #define PROCESS_SEGMENT_MIN (64u * 1024u)
 /* Display text kept for process.list (bytes). */
 #define PROCESS_DISPLAY_MAX 256
-/* A long-poll sleeps this long between looks (ms). */
-#define PROCESS_POLL_MS 5u
 /* How long a start keeps the output for an attach script that has not come yet (s). */
 #define PROCESS_PIN_WAIT_S 60u
 
