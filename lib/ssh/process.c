@@ -409,12 +409,12 @@ int process_script_read(const char *id, enum process_stream stream, uint64_t off
           "sz\n"
           "if [ \"$a\" -gt \"$z\" ]; then echo \"@ E range 0 0 $z\" >&2; exit 0; fi\n"
           "if [ \"$a\" = \"$z\" ] && [ \"$w\" != 0.000 ] && [ ! -e exit ]; then\n"
-          "  q=.w.$$; rm -f \"$q\"\n"
+          "  read -r q _ </proc/self/stat; q=.w.$q; rm -f \"$q\"\n"
           "  if mkfifo -m 600 \"$q\" 2>/dev/null; then\n"
           "    sleep \"$w\" >\"$q\" 2>/dev/null & t=$!\n"
           "    exec 3<\"$q\"\n"
           "    while sz; [ \"$a\" = \"$z\" ] && [ ! -e exit ]; do read -r _ <&3 || break; done\n"
-          "    exec 3<&-; kill \"$t\" 2>/dev/null; rm -f \"$q\"\n"
+          "    exec 3<&-; kill \"$t\" 2>/dev/null; wait \"$t\" 2>/dev/null; rm -f \"$q\"\n"
           "  fi\n"
           "fi\n",
           s.f);
@@ -482,14 +482,15 @@ int process_script_wait(const char *id, unsigned timeout_ms, char **ret)
 {
     return script_on(
         id, ret,
-        "n=%u; r=%u.%03u; w=%u; st .; q=.x.$$\n"
+        "n=%u; r=%u.%03u; w=%u; st .; read -r q _ </proc/self/stat; q=.x.$q\n"
         "if [ \"$x\" = - ] && rm -f \"$q\" && mkfifo -m 600 \"$q\" 2>/dev/null; then w=0\n"
         "  while [ \"$x\" = - ]; do\n"
         "    if [ \"$n\" -gt 0 ]; then d=1; n=$((n-1))\n"
         "    elif [ \"$r\" != 0.000 ]; then d=$r; r=0.000; else break; fi\n"
         "    sleep \"$d\" >\"$q\" 2>/dev/null & t=$!\n"
         "    exec 3<\"$q\"; st .; [ \"$x\" = - ] && read -r _ <&3\n"
-        "    exec 3<&-; kill \"$t\" 2>/dev/null; st .; done; rm -f \"$q\"\n"
+        "    exec 3<&-; kill \"$t\" 2>/dev/null; wait \"$t\" 2>/dev/null; st .; done; rm -f "
+        "\"$q\"\n"
         "fi\n"
         "while [ \"$x\" = - ] && [ \"$w\" -gt 0 ]; do tk 0.05; w=$((w-1)); st .; done\n"
         "echo \"@ OK 0 0 0 $x\" >&2\n",
@@ -555,7 +556,7 @@ int process_script_resize(const char *id, unsigned cols, unsigned rows, char **r
 #define ATTACH_FOLLOW                                                                              \
     "fw() { s=$1; k=0; p=0; while :; do\n"                                                         \
     "  if [ -e exit ]; then d=1; else d=; fi\n"                                                    \
-    "  if [ -e \"$s.$k\" ]; then n=$(wc -c <\"$s.$k\")\n"                                          \
+    "  if [ -e \"$s.$k\" ]; then n=$(stat -c %%s \"$s.$k\" 2>/dev/null || wc -c <\"$s.$k\")\n"     \
     "    if [ \"$n\" -gt \"$p\" ]; then\n"                                                         \
     "      tail -c +$((p + 1)) \"$s.$k\" | head -c $((n - p)) || return 1; p=$n; continue; fi\n"   \
     "    if [ \"$p\" -ge \"$S\" ] && [ -e \"$s.$((k + 1))\" ]; then k=$((k + 1)); p=0\n"           \
