@@ -57,8 +57,8 @@ def wait_exit(c, sid, p):
 
 def capture(c, sid, mib):
     t0 = time.monotonic()
-    p = c.call("process.start", {"id": sid, "command": f"dd if=/dev/zero bs=65536 count={mib * 16} 2>/dev/null"})
-    p = p["process"]
+    cmd = f"dd if=/dev/zero bs=65536 count={mib * 16} 2>/dev/null"
+    p = c.call("process.start", {"id": sid, "command": cmd})["process"]
     r = wait_exit(c, sid, p)
     t1 = time.monotonic()
     assert r["state"] == "exited" and r["exit_code"] == 0, r
