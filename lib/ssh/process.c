@@ -31,8 +31,16 @@
  * launching exec's SANDBOXD_EXEC_ID (/proc/PID/environ keeps what exec(2) got, so an `unset`
  * would not hide it from that exec's kill script):
  * $1 segment size, $2 bytes kept per stream, $3 1 when stdin is a FIFO, the rest the command.
- * Relays copy out.p/err.p into segments (one dd per read, so bytes land as they come: head and
- * cat buffer or cannot stop at a segment's end); a trimmer removes old segments every second; the
+ * Relays copy out.p/err.p into segments, each read written as it comes (head and cat buffer
+ * or cannot stop at a segment's end). A read of a full 64 KiB (the command writes faster than
+ * the relay copies) switches to one dd of up to 64 reads for the next round, so a fast stream
+ * costs a few forks per MiB rather than two per read; sizes come from stat(1), not wc, which
+ * busybox's reads whole. After each round the relay writes a line into every long-poll's FIFO
+ * (.w.PID, process.read) and, at the end, the wrapper into every waiter's (.x.PID,
+ * process.wait); a long round that stalls (the command paused) is covered by the trimmer,
+ * which wakes the long-polls every 50 ms while a stream's busy file says a round runs. The
+ * trimmer also removes old segments every second (and a relay at each new segment), and
+ * FIFOs whose reader is gone; the
  * stdin holder keeps `in` open for writing until process.write closes it; the command runs
  * in a PID namespace of its own when the container allows (as sshexec.h's wrapper does),
  * else in a session of its own; then the exit status is written once the relays saw EOF
@@ -42,11 +50,21 @@ static const char wrapper[] =
     "read -r p _ </proc/self/stat; echo \"$p\" >wpid\n"
     "B=${PWD%/*}\n"
     "tk() { read -t \"$1\" q <>\"$B/.tick\" 2>/dev/null; [ $? -gt 128 ] || sleep \"$1\"; }\n"
-    "rl() { s=$1; k=0; n=0; : >\"$s.0\"; while :; do\n"
-    "  m=$(dd bs=$((S - n)) count=1 2>&1 >>\"$s.$k\") || break\n"
-    "  case $m in *'0+0 records in'*) break;; esac\n"
-    "  n=$(wc -c <\"$s.$k\"); if [ \"$n\" -ge \"$S\" ]; then k=$((k+1)); n=0; : >\"$s.$k\"; fi\n"
-    "  done; }\n"
+    "fz() { stat -c %s \"$1\" 2>/dev/null || wc -c <\"$1\"; }\n"
+    "ntf() { for q in \"$@\"; do [ -p \"$q\" ] && echo o 1<>\"$q\"; done 2>/dev/null; }\n"
+    "rl() { s=$1; k=0; n=0; b=0; : >\"$s.0\"; while :; do\n"
+    "  r=$((S - n)); c=$((r / 65536))\n"
+    "  if [ \"$b\" -ge 65536 ] && [ \"$c\" -gt 0 ]; then [ \"$c\" -gt 64 ] && c=64\n"
+    "    echo 1 >\"$s.busy\"; m=$(LC_ALL=C dd bs=65536 count=$c 2>&1 >>\"$s.$k\") || break\n"
+    "    echo 0 >\"$s.busy\"\n"
+    "    case $m in \"$c+0 records in\"*) b=$((c * 65536));; *) b=$(($(fz \"$s.$k\") - n));; esac\n"
+    "  else [ \"$r\" -gt 65536 ] && r=65536\n"
+    "    m=$(LC_ALL=C dd bs=$r count=1 2>&1 >>\"$s.$k\") || break\n"
+    "    case $m in '0+0 records in'*) break;; '1+0 records in'*) b=$r;;\n"
+    "      *) b=$(($(fz \"$s.$k\") - n));; esac; fi\n"
+    "  [ \"$b\" -gt 0 ] || break; ntf .w.*\n"
+    "  n=$((n + b)); if [ \"$n\" -ge \"$S\" ]; then k=$((k+1)); n=0; : >\"$s.$k\"; tr \"$s\"; fi\n"
+    "  done; echo 0 >\"$s.busy\"; }\n"
     "tr() { f=; l=; for y in \"$1\".[0-9]*; do [ -e \"$y\" ] || continue; i=${y##*.}\n"
     "  if [ -z \"$f\" ] || [ \"$i\" -lt \"$f\" ]; then f=$i; fi\n"
     "  if [ -z \"$l\" ] || [ \"$i\" -gt \"$l\" ]; then l=$i; fi; done\n"
@@ -58,7 +76,12 @@ static const char wrapper[] =
     "f=$((f+1)); done; }\n"
     "rl out <out.p & o=$!\n"
     "rl err <err.p & e=$!\n"
-    "( while [ ! -e exit ]; do tk 1; tr out; tr err; done ) & t=$!\n"
+    "gc() { for q in .w.* .x.*; do [ -p \"$q\" ] || continue\n"
+    "  kill -0 \"${q#.?.}\" 2>/dev/null || rm -f \"$q\"; done; }\n"
+    "( while [ ! -e exit ]; do y=; read -r y 2>/dev/null <out.busy; v=; read -r v 2>/dev/null "
+    "<err.busy\n"
+    "  case $y$v in *1*) tk 0.05; ntf .w.*;; *) tk 1; gc;; esac\n"
+    "  tr out; tr err; done ) & t=$!\n"
     "h=; i=/dev/null\n"
     "if [ \"$I\" = 1 ]; then sleep 2147483647 >in 2>/dev/null & h=$!; echo \"$h\" >hpid; i=in; "
     "fi\n"
@@ -75,6 +98,7 @@ static const char wrapper[] =
     "[ -n \"$h\" ] && kill \"$h\" 2>/dev/null\n"
     "wait \"$o\" \"$e\"\n"
     "echo \"$s\" >exit.t && mv exit.t exit\n"
+    "ntf .w.* .x.*\n"
     "kill \"$t\" 2>/dev/null; tr out; tr err\n";
 
 /* What the command's shell does first: closes the namespace FIFO, records its pid (as the
@@ -368,41 +392,41 @@ int process_script_read(const char *id, enum process_stream stream, uint64_t off
 
     if (r < 0)
         return r;
-    fprintf(s.f, "S=%llu; s=%s; a=%llu; L=%llu; w=%u\n",
+    fprintf(s.f, "S=%llu; s=%s; a=%llu; L=%llu; w=%u.%03u\n",
             (unsigned long long)process_segment_size(output_max),
             stream == PROCESS_STDOUT ? "out" : "err", (unsigned long long)offset,
-            (unsigned long long)length, (wait_ms + PROCESS_POLL_MS - 1) / PROCESS_POLL_MS);
-    /* sz: f = first segment kept, z = bytes written so far. Waiting: fd 3 at the offset, a
-     * one-byte read without a fork each 5 ms tick (ash, bash); else (dash) the segment's size,
-     * which costs forks: every 5 ms for the first 100 ms, then every 50 ms. */
+            (unsigned long long)length, wait_ms / 1000, wait_ms % 1000);
+    /* sz: f = first segment kept, z = bytes written so far. Waiting: a FIFO .w.PID that the
+     * relays write a line into after each round (process.c's wrapper) and a sleep holds open
+     * for writing until wait_ms is over (its end is the FIFO's end of file); nothing runs while
+     * nothing comes. The size is looked at again once the FIFO is open, so a round that ended
+     * before is not missed. */
     fputs("sz() { f=; l=; for y in \"$s\".[0-9]*; do [ -e \"$y\" ] || continue; i=${y##*.}\n"
           "  if [ -z \"$f\" ] || [ \"$i\" -lt \"$f\" ]; then f=$i; fi\n"
           "  if [ -z \"$l\" ] || [ \"$i\" -gt \"$l\" ]; then l=$i; fi; done\n"
-          "  if [ -z \"$l\" ]; then f=0; z=0; else z=$((l * S + $(wc -c <\"$s.$l\"))); fi; }\n"
+          "  if [ -z \"$l\" ]; then f=0; z=0; else\n"
+          "    z=$(stat -c %s \"$s.$l\" 2>/dev/null || wc -c <\"$s.$l\"); z=$((l * S + z)); fi; }\n"
           "sz\n"
           "if [ \"$a\" -gt \"$z\" ]; then echo \"@ E range 0 0 $z\" >&2; exit 0; fi\n"
-          "if [ \"$a\" = \"$z\" ] && [ \"$w\" -gt 0 ] && [ ! -e exit ]; then\n"
-          "  k=$((a / S)); p=$((a % S)); o=; F=; j=0\n"
-          "  (read -t 1 -n 1 q </dev/null) 2>/dev/null; [ $? = 1 ] && F=1\n"
-          "  while :; do\n"
-          "    if [ -e \"$s.$k\" ]; then\n"
-          "      if [ -n \"$F\" ]; then\n"
-          "        if [ -z \"$o\" ]; then exec 3<\"$s.$k\"; o=1\n"
-          "          [ \"$p\" = 0 ] || dd bs=1 skip=\"$p\" count=0 <&3 2>/dev/null; fi\n"
-          "        read -r -n 1 q <&3 && break\n"
-          "      elif [ \"$(wc -c <\"$s.$k\")\" -gt \"$p\" ]; then break; fi\n"
-          "    fi\n"
-          "    [ -e exit ] && break; [ \"$w\" -gt 0 ] || break\n"
-          "    if [ -n \"$F\" ] || [ $((j += 1)) -le 20 ]; then w=$((w-1)); tk 0.005\n"
-          "    else w=$((w-10)); tk 0.05; fi\n"
-          "  done\n"
-          "  exec 3<&-\n"
-          "fi\n"
-          "st .; sz\n"
+          "if [ \"$a\" = \"$z\" ] && [ \"$w\" != 0.000 ] && [ ! -e exit ]; then\n"
+          "  read -r q _ </proc/self/stat; q=.w.$q; rm -f \"$q\"\n"
+          "  if mkfifo -m 600 \"$q\" 2>/dev/null; then\n"
+          "    sleep \"$w\" >\"$q\" 2>/dev/null & t=$!\n"
+          "    exec 3<\"$q\"\n"
+          "    while sz; [ \"$a\" = \"$z\" ] && [ ! -e exit ]; do read -r _ <&3 || break; done\n"
+          "    exec 3<&-; kill \"$t\" 2>/dev/null; wait \"$t\" 2>/dev/null; rm -f \"$q\"\n"
+          "  fi\n"
+          "fi\n",
+          s.f);
+    /* The bytes: dd seeks (tail -c +N reads from the start, as busybox's does), tail and head
+     * where dd has no byte flags. */
+    fputs("st .; sz\n"
           "[ \"$a\" -lt $((f * S)) ] && a=$((f * S))\n"
           "k=$((a / S)); p=$((a % S)); n=$((z - a))\n"
           "[ \"$n\" -gt $((S - p)) ] && n=$((S - p)); [ \"$n\" -gt \"$L\" ] && n=$L\n"
-          "[ \"$n\" -gt 0 ] && tail -c +$((p + 1)) \"$s.$k\" 2>/dev/null | head -c \"$n\"\n"
+          "[ \"$n\" -gt 0 ] && { dd if=\"$s.$k\" bs=65536 skip=\"$p\" count=\"$n\" "
+          "iflag=skip_bytes,count_bytes 2>/dev/null ||\n"
+          "  tail -c +$((p + 1)) \"$s.$k\" 2>/dev/null | head -c \"$n\"; }\n"
           "echo \"@ OK $((f * S)) $a $z $x\" >&2\n",
           s.f);
     return script_finish(&s, ret);
@@ -450,14 +474,27 @@ int process_script_write(const char *id, bool close, char **ret)
                      close ? CLOSE_STDIN : "");
 }
 
+/* process.wait: a FIFO .x.PID that the wrapper writes a line into once the exit status is
+ * there, and a sleep of at most a second holding it (its end is the FIFO's end of file), then
+ * the status is looked at again (a wrapper that was killed writes nothing: "lost"). Where no
+ * FIFO can be made, a look every 50 ms. */
 int process_script_wait(const char *id, unsigned timeout_ms, char **ret)
 {
     return script_on(
         id, ret,
-        "w=%u; st .\n"
+        "n=%u; r=%u.%03u; w=%u; st .; read -r q _ </proc/self/stat; q=.x.$q\n"
+        "if [ \"$x\" = - ] && rm -f \"$q\" && mkfifo -m 600 \"$q\" 2>/dev/null; then w=0\n"
+        "  while [ \"$x\" = - ]; do\n"
+        "    if [ \"$n\" -gt 0 ]; then d=1; n=$((n-1))\n"
+        "    elif [ \"$r\" != 0.000 ]; then d=$r; r=0.000; else break; fi\n"
+        "    sleep \"$d\" >\"$q\" 2>/dev/null & t=$!\n"
+        "    exec 3<\"$q\"; st .; [ \"$x\" = - ] && read -r _ <&3\n"
+        "    exec 3<&-; kill \"$t\" 2>/dev/null; wait \"$t\" 2>/dev/null; st .; done; rm -f "
+        "\"$q\"\n"
+        "fi\n"
         "while [ \"$x\" = - ] && [ \"$w\" -gt 0 ]; do tk 0.05; w=$((w-1)); st .; done\n"
         "echo \"@ OK 0 0 0 $x\" >&2\n",
-        (timeout_ms + 49) / 50);
+        timeout_ms / 1000, 0u, timeout_ms % 1000, (timeout_ms + 49) / 50);
 }
 
 int process_script_kill(const char *id, const char *sig, char **ret)
@@ -519,7 +556,7 @@ int process_script_resize(const char *id, unsigned cols, unsigned rows, char **r
 #define ATTACH_FOLLOW                                                                              \
     "fw() { s=$1; k=0; p=0; while :; do\n"                                                         \
     "  if [ -e exit ]; then d=1; else d=; fi\n"                                                    \
-    "  if [ -e \"$s.$k\" ]; then n=$(wc -c <\"$s.$k\")\n"                                          \
+    "  if [ -e \"$s.$k\" ]; then n=$(stat -c %%s \"$s.$k\" 2>/dev/null || wc -c <\"$s.$k\")\n"     \
     "    if [ \"$n\" -gt \"$p\" ]; then\n"                                                         \
     "      tail -c +$((p + 1)) \"$s.$k\" | head -c $((n - p)) || return 1; p=$n; continue; fi\n"   \
     "    if [ \"$p\" -ge \"$S\" ] && [ -e \"$s.$((k + 1))\" ]; then k=$((k + 1)); p=0\n"           \

@@ -15,6 +15,12 @@
  *                         most output_max + 2 segments), so offsets never move
  *   out.p, err.p          FIFOs the command writes to; a relay per stream copies them into
  *                         the segments
+ *   out.busy, err.busy    1 while a relay copies a fast stream in a long round, else 0
+ *   .w.PID, .x.PID        FIFOs of a waiting process.read and process.wait (PID: the
+ *                         script's, as the container numbers it): the relays write a line
+ *                         into each .w.* after each round, the wrapper into both kinds once
+ *                         the exit status is there; a reader that is gone loses its FIFO
+ *                         within a second
  *   in, hpid, in.closed   stdin (when asked for): a FIFO held open by a holder process until
  *                         process.write closes it
  *   tick                  a FIFO nobody writes: `read -t` on it sleeps without a fork
@@ -45,8 +51,6 @@
 #define PROCESS_SEGMENT_MIN (64u * 1024u)
 /* Display text kept for process.list (bytes). */
 #define PROCESS_DISPLAY_MAX 256
-/* A long-poll sleeps this long between looks (ms). */
-#define PROCESS_POLL_MS 5u
 /* How long a start keeps the output for an attach script that has not come yet (s). */
 #define PROCESS_PIN_WAIT_S 60u
 
