@@ -13,6 +13,7 @@
 #include "list.h"
 #include "sandbox-internal.h"
 #include "sandbox-io.h"
+#include "sshuser.h"
 
 /* ---- transfer slots ---- */
 
@@ -161,6 +162,9 @@ static void on_exec_done(struct sshexec *x, int error, struct sshexec_result *re
             .signal = res->signal,
             .timed_out = res->timed_out,
             .started = res->started,
+            .user_error = res->user_error == SSHUSER_NOUSER     ? SANDBOX_USER_UNKNOWN
+                          : res->user_error == SSHUSER_NOSWITCH ? SANDBOX_USER_NO_SWITCH
+                                                                : SANDBOX_USER_OK,
             .out = res->out,
             .out_len = res->out_len,
             .out_truncated = res->out_truncated,
@@ -242,6 +246,7 @@ static void exec_params_to(const struct sandbox_exec_params *p, struct sshexec_p
         .argv = p->argv,
         .env = p->env,
         .cwd = p->cwd,
+        .user = p->user,
         .stdin_data = p->stdin_data,
         .stdin_len = p->stdin_len,
         .timeout_ms = p->timeout_ms,

@@ -9,6 +9,7 @@
 #include "macro.h"
 #include "sshexec.h"
 #include "sshs-internal.h"
+#include "sshuser.h"
 #include "util.h"
 
 #include "buf.h"
@@ -109,7 +110,9 @@ struct sshexec {
     char signal[40];
     bool got_status, got_signal, remote_closed;
     bool timed_out, cancelled, abort_open;
-    bool started; /* the exec request was sent */
+    bool started;    /* the exec request was sent */
+    bool user_check; /* run as a user: the first stderr bytes may be sshuser's sentinel */
+    enum sshuser_error user_error;
     unsigned kill_rounds;
     unsigned open_retries;
     struct sshexec *killer;     /* the kill channel running for this exec */
@@ -175,6 +178,9 @@ static void exec_set_state(struct sshexec *e, enum exec_state state)
 #define LINE_END " sandboxd-exec $f \"$@\"; exec \"$@\"; }"
 /* Instead of LINE_FIFO...LINE_END when the exec keeps the container's PID namespace. */
 #define LINE_DIRECT " && exec \"$@\""
+/* With a user: " && { SSHUSER_SCRIPT; }" after the vector (sshuser.h). */
+#define LINE_USER " && { "
+#define LINE_USER_END "; }"
 
 /* The wrapper, after `unshare -p`: $1 is the FIFO, the rest the command. Its first child is
  * the namespace's init: it opens the FIFO (meeting the wrapper's open for writing), removes
@@ -210,7 +216,8 @@ static void exec_set_state(struct sshexec *e, enum exec_state state)
      (EXEC_ARGV_BYTES_MAX - EXEC_ARGV_MAX) + (EXEC_ARGV_BYTES_MAX - EXEC_ARGV_MAX) * 3 / 4)
 #define WORST_FIXED                                                                                \
     (SLEN(LINE_EXPORT) + MARKER_LEN + SLEN(LINE_SET) + SLEN(LINE_FIFO) + MARKER_LEN +              \
-     SLEN(LINE_NS) + EXEC_QUOTED_MAX(SLEN(STAGE2)) + SLEN(LINE_END))
+     SLEN(LINE_NS) + EXEC_QUOTED_MAX(SLEN(STAGE2)) + SLEN(LINE_END) + SLEN(LINE_USER) +            \
+     SSHUSER_SCRIPT_MAX + SLEN(LINE_USER_END))
 _Static_assert(WORST_FIXED + WORST_CWD + WORST_ENV + MAX(WORST_COMMAND, WORST_ARGV) <=
                    EXEC_LINE_MAX,
                "a request at every exec limit, worst-case quoted, must fit the remote line");
@@ -339,6 +346,8 @@ static int params_validate(const struct sshexec_params *p)
         return -EINVAL;
     if (p->cwd && strlen(p->cwd) > EXEC_CWD_MAX)
         return -E2BIG;
+    if (p->user && *p->user && !sshuser_valid(p->user))
+        return -EINVAL;
     if (p->stdin_len > SSHEXEC_STDIN_MAX)
         return -E2BIG;
     if (p->stdin_len > 0 && !p->stdin_data)
@@ -417,6 +426,18 @@ int sshexec_build_command(const struct sshexec_params *params, const char *marke
     sb_puts(&b, marker);
     sb_puts(&b, LINE_SET);
     sb_command_vector(&b, params, marker);
+    if (params->user && *params->user) {
+        char *script = NULL;
+
+        r = sshuser_script(params->user, marker, !params->cwd, &script);
+        if (r < 0 && !b.error)
+            b.error = r;
+        sb_puts(&b, LINE_USER);
+        if (script)
+            sb_puts(&b, script);
+        sb_puts(&b, LINE_USER_END);
+        free(script);
+    }
     if (params->container_pid_namespace) {
         sb_puts(&b, LINE_DIRECT);
     } else {
@@ -464,6 +485,9 @@ static int on_channel_data(ssh_session session, ssh_channel channel, void *data,
     size_t room = o->seen < e->cap ? e->cap - (size_t)o->seen : 0;
     size_t take = MIN((size_t)len, room);
 
+    if (e->user_check && is_stderr && o->seen == 0 &&
+        (e->user_error = sshuser_error(data, len, e->marker)) != SSHUSER_OK)
+        return (int)len; /* nothing ran: the sentinel is no output */
     if (take > 0) {
         if (e->on_output) {
             struct chunk *c = malloc(sizeof(*c) + take);
@@ -787,6 +811,7 @@ static void exec_finish(struct sshexec *e, int error)
         res.signal = !e->timed_out && e->got_signal ? e->signal : NULL;
         res.timed_out = e->timed_out;
         res.started = e->started;
+        res.user_error = e->user_error;
         if (!e->on_output) {
             res.out_len = e->out.b.len;
             res.out = e->out.b.data ? buf_steal(&e->out.b) : strdup("");
@@ -910,6 +935,7 @@ int sshexec_start(struct sshpool *pool, const struct sshexec_params *params, ssh
     e->pool = pool;
     e->cap = params->has_max_output ? params->max_output_bytes : SSHEXEC_OUTPUT_MAX_DEFAULT;
     e->on_output = params->on_output;
+    e->user_check = params->user && *params->user;
     e->cb = cb;
     e->userdata = userdata;
     e->exit_code = -1;

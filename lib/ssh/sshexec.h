@@ -82,6 +82,8 @@ struct sshexec_params {
     const char *const *env; /* NULL or NULL-terminated "NAME=value"; NAME is
                              * [A-Za-z_][A-Za-z0-9_]*; values may hold anything but NUL */
     const char *cwd;        /* NULL = the user's home directory */
+    const char *user;       /* NULL or "": the login user (root); else a name or a uid in the
+                             * container (sshuser.h): the command runs as that user */
     const void *stdin_data; /* copied; NULL/0 = empty stdin (EOF at once) */
     size_t stdin_len;
     uint64_t timeout_ms;          /* 0 = no timeout; else ≤ SSHEXEC_TIMEOUT_MAX_MS; counts from
@@ -103,6 +105,8 @@ struct sshexec_result {
     const char *signal; /* "SIGKILL", "SIGTERM", ... or NULL (always NULL when timed_out) */
     bool timed_out;     /* the timeout fired before the exec completed; whatever had started
                          * was killed; exit_code is -1 and signal NULL then */
+    int user_error;     /* enum sshuser_error: not 0 when the user could not be switched to
+                         * (no such user, no tool): nothing ran, and exit_code says 125 */
     bool started;       /* the exec request reached the server: the command ran, or (when the
                          * timeout fired while the server had not yet confirmed) may have */
     char *out;          /* stdout bytes (NUL-terminated for convenience, may hold NULs) */

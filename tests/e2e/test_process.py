@@ -103,6 +103,35 @@ def main():
             left = ps()
             assert "sleep 1001" not in left and "sleep 1002" not in left, left
 
+        def as_user(c2):
+            c2.call("sandbox.exec", {"id": sid, "command":
+                    "echo 'ann:x:1234:1234::/home/ann:/bin/sh' >>/etc/passwd && "
+                    "mkdir -p /home/ann && chown 1234:1234 /home/ann"})
+            before = len(c2.call("process.list", {"id": sid})["processes"])
+            e = c2.error("process.start", {"id": sid, "user": "bob", "command": "touch /tmp/ran"})
+            assert e.code == -32602 and e.data.get("param") == "user", e.err
+            assert len(c2.call("process.list", {"id": sid})["processes"]) == before
+            # The records stay root's: the process can neither write its exit status nor its pid.
+            p = c2.call("process.start", {"id": sid, "user": "ann", "stdin": True, "command":
+                        "id -u; echo $HOME; pwd; d=/root/.sandboxd-proc/$SANDBOXD_PROCESS; "
+                        "(echo 0 >$d/exit) 2>/dev/null || echo denied; (echo 1 >$d/cpid) 2>/dev/null "
+                        "|| echo denied; read l; echo got-$l >mine; cat mine; sleep 1000"})
+            proc = p["process"]
+            c2.call("process.write", {"id": sid, "process": proc, "data": "x\n"})
+            out, deadline = b"", time.time() + 15
+            while not out.endswith(b"got-x\n"):
+                assert time.time() < deadline, out
+                r = c2.call("process.read", {"id": sid, "process": proc, "offset": len(out), "wait_ms": 2000})
+                out += data_of(r, "data")
+            assert out == b"1234\n/home/ann\n/home/ann\ndenied\ndenied\ngot-x\n", out
+            r = c2.call("sandbox.exec", {"id": sid, "command":
+                        f"stat -c %u /proc/$(cat /root/.sandboxd-proc/{proc}/cpid) /home/ann/mine"})
+            assert r["stdout"] == "1234\n1234\n", r
+            k = c2.call("process.kill", {"id": sid, "process": proc})
+            assert k["state"] == "exited" and k["signal"] == "SIGKILL", k
+            r = c2.call("sandbox.exec", {"id": sid, "command": "ps -o args | grep '[s]leep 1000' || true"})
+            assert r["stdout"] == "", r
+
         def stdin_closed_at_once(c):
             # data written and stdin closed right after the start, before the command may have
             # opened its stdin: the data must reach it and the command must see EOF
@@ -281,6 +310,7 @@ print(json.dumps(codes))
 
         tests = [("survives client, kill -9 and restart; nothing lost or doubled", first)]
         for name, fn in [("exit code and tree kill", exit_code_and_tree_kill),
+                         ("as a user: id, home, records out of reach, kill", as_user),
                          ("stdin written and closed at once after the start", stdin_closed_at_once),
                          ("long-poll returns when data arrives", long_poll_returns_on_data),
                          ("long-polls per sandbox are capped", long_polls_capped),
