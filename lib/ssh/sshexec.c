@@ -195,7 +195,16 @@ static void exec_set_state(struct sshexec *e, enum exec_state state)
  * reports. */
 #define STAGE2                                                                                     \
     "f=$1; shift; { exec 4<$f; rm -f $f; (read x <&4); :; } >/dev/null 2>&1 & "                    \
-    "exec 3>$f; exec nsenter --pid=/proc/self/ns/pid_for_children -- \"$@\""
+    "exec 3>$f; exec nsenter --pid=/proc/self/ns/pid_for_children -- /bin/sh -c " OWN_PROC         \
+    " sandboxd-proc \"$@\""
+
+/* The command's own /proc: in the namespace, a mount namespace of its own gets a fresh proc
+ * (procps' ps and top need /proc to be the namespace's: they look themselves up by getpid()),
+ * where the container allows it; else the command sees the container's /proc. The probe
+ * costs a fork; the namespace's init stays in the container's mount namespace. */
+#define OWN_PROC                                                                                   \
+    "'unshare -m --mount-proc true 2>/dev/null && exec unshare -m --mount-proc \"$@\"; "           \
+    "exec \"$@\"'"
 
 #define MARKER_LEN 32
 #define SLEN(s) (sizeof(s) - 1)

@@ -16,8 +16,12 @@
  *   exec unshare -p /bin/sh            the wrapper; its children go to the new namespace
  *     ├─ init (pid 1, a shell)         holds FIFO's read end, waits for EOF, reaps orphans
  *     └─ exec nsenter --pid=...        forks the command into the namespace, waits for it and
- *          └─ [env K=V] /bin/sh -c     ends the same way (exit code or signal), for sshd;
- *               'exec 3>&-;CMD'        only the wrapper keeps FIFO's write end (fd 3)
+ *          └─ [exec unshare -m         ends the same way (exit code or signal), for sshd;
+ *              --mount-proc]           a mount namespace with the namespace's own /proc,
+ *                                      where allowed (else the container's /proc)
+ *             [SWITCH]                 with a user: setpriv, su or nsenter (sshuser.h)
+ *             [env K=V] /bin/sh -c     only the wrapper keeps FIFO's write end (fd 3)
+ *               'exec 3>&-;CMD'
  *
  * The command cannot leave the namespace, cannot signal the wrapper's side except its own
  * process group, and cannot kill init (a namespace's init ignores signals from inside it).

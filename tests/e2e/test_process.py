@@ -96,7 +96,7 @@ def main():
             p = c2.call("process.start", {"id": sid, "command":
                                           "setsid sleep 1001 & sleep 1002 & echo $$; wait"})
             c2.call("process.read", {"id": sid, "process": p["process"], "wait_ms": 10000})
-            ps = lambda: c2.call("sandbox.exec", {"id": sid, "command": "ps -o args"})["stdout"]
+            ps = lambda: c2.call("sandbox.exec", {"id": sid, "command": "nsenter -m -t 1 ps -o args"})["stdout"]
             assert "sleep 1001" in ps() and "sleep 1002" in ps()
             k = c2.call("process.kill", {"id": sid, "process": p["process"]})
             assert k["state"] == "exited" and k["signal"] == "SIGKILL", k
@@ -129,7 +129,7 @@ def main():
             assert r["stdout"] == "1234\n1234\n", r
             k = c2.call("process.kill", {"id": sid, "process": proc})
             assert k["state"] == "exited" and k["signal"] == "SIGKILL", k
-            r = c2.call("sandbox.exec", {"id": sid, "command": "ps -o args | grep '[s]leep 1000' || true"})
+            r = c2.call("sandbox.exec", {"id": sid, "command": "nsenter -m -t 1 ps -o args | grep '[s]leep 1000' || true"})
             assert r["stdout"] == "", r
 
         def stdin_closed_at_once(c):
@@ -276,7 +276,7 @@ print(json.dumps(codes))
             r = c2.call("sandbox.exec", {"id": sid, "command": "sleep 4242 & echo started; exit 3",
                                          "timeout_ms": 30000})
             assert r["stdout"] == "started\n" and r["exit_code"] == 3 and not r["timed_out"], r
-            ps = c2.call("sandbox.exec", {"id": sid, "command": "ps -o args"})["stdout"]
+            ps = c2.call("sandbox.exec", {"id": sid, "command": "nsenter -m -t 1 ps -o args"})["stdout"]
             assert "sleep 4242" not in ps, ps
 
         def sandboxctl_commands(c2):

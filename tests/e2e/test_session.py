@@ -83,7 +83,7 @@ def main():
             assert r["timed_out"] is True and r["stdout"] == "started\n", r
             assert time.time() - t0 < 10, time.time() - t0
             time.sleep(0.3)
-            r = c.call("sandbox.exec", {"id": sb["id"], "command": "ps -o args | grep '[s]leep 30' || true"})
+            r = c.call("sandbox.exec", {"id": sb["id"], "command": "nsenter -m -t 1 ps -o args | grep '[s]leep 30' || true"})
             assert r["stdout"] == "", r
 
         def exec_as_user():
@@ -121,7 +121,7 @@ def main():
                                                    "echo started; sleep 313"})
             assert r["timed_out"] is True and r["stdout"] == "started\n", r
             time.sleep(0.3)
-            r = c.call("sandbox.exec", {"id": sb["id"], "command": "ps -o args | grep '[s]leep 31' || true"})
+            r = c.call("sandbox.exec", {"id": sb["id"], "command": "nsenter -m -t 1 ps -o args | grep '[s]leep 31' || true"})
             assert r["stdout"] == "", r
 
         def disconnect_kills_exec():
@@ -137,7 +137,7 @@ def main():
             c2.close()
             deadline = time.time() + 15
             while True:
-                r = c.call("sandbox.exec", {"id": sb["id"], "command": "ps -o args | grep '[s]leep 30[6]' || true"})
+                r = c.call("sandbox.exec", {"id": sb["id"], "command": "nsenter -m -t 1 ps -o args | grep '[s]leep 30[6]' || true"})
                 if r["stdout"] == "":
                     break
                 assert time.time() < deadline, r
