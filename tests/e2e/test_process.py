@@ -129,6 +129,12 @@ def main():
             assert r["stdout"] == "1234\n1234\n", r
             k = c2.call("process.kill", {"id": sid, "process": proc})
             assert k["state"] == "exited" and k["signal"] == "SIGKILL", k
+            # On a terminal too (the pty file runs the same switch).
+            p = c2.call("process.start", {"id": sid, "user": "1234", "pty": {"cols": 80, "rows": 24},
+                                          "command": "id -u; tty"})
+            w = c2.call("process.wait", {"id": sid, "process": p["process"], "timeout_ms": 20000})
+            out, _, _ = read_all(c2, sid, p["process"])
+            assert w["exit_code"] == 0 and out.startswith(b"1234\r\n/dev/pts/"), (w, out)
             r = c2.call("sandbox.exec", {"id": sid, "command": "nsenter -m -t 1 ps -o args | grep '[s]leep 1000' || true"})
             assert r["stdout"] == "", r
 
