@@ -371,6 +371,17 @@ int sandbox_file_read_fd(struct sandbox *sb, uid_t uid, const char *path, uint64
     return transfer_started(j, f, r, false, ret, ret_err);
 }
 
+/* The user error an exec reported (sshuser.h): its stderr, when captured, is the sentinel. */
+static int user_error_of(const struct sshfile_exec_fd *x)
+{
+    enum sshuser_error e =
+        x->exit_code == 125 && x->err ? sshuser_error(x->err, x->err_len, x->marker) : SSHUSER_OK;
+
+    return e == SSHUSER_NOUSER     ? SANDBOX_USER_UNKNOWN
+           : e == SSHUSER_NOSWITCH ? SANDBOX_USER_NO_SWITCH
+                                   : SANDBOX_USER_OK;
+}
+
 static void on_exec_fd_done(int error, struct sshfile_exec_fd *x, void *userdata)
 {
     struct sandbox_job *j = userdata;
@@ -381,6 +392,7 @@ static void on_exec_fd_done(int error, struct sshfile_exec_fd *x, void *userdata
     } else {
         r = (struct sandbox_exec_result){
             .exit_code = x->exit_code,
+            .user_error = user_error_of(x),
             .timed_out = x->timed_out,
             .started = true,
             .out = x->out,

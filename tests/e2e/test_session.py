@@ -3,7 +3,9 @@
 argv, streaming, truncation, timeout killing the process tree, as a user), files (binary, sizes, parents,
 errors), the internet toggle with real reachability, sshd loss, destroy."""
 
+import json
 import os
+import socket
 import time
 
 from e2elib import Env, RpcError, b64, data_of, run
@@ -110,6 +112,20 @@ def main():
                                              "command": "touch /tmp/ran"})
                 assert e.code == -32602 and e.data.get("param") == "user", e.err
                 assert "no such user" in e.err["message"] + str(e.data), e.err
+            # With a passed descriptor (the file session's exec): the same error.
+            rd, wr = os.pipe()
+            i = next(c.ids)
+            line = {"jsonrpc": "2.0", "id": i, "method": "sandbox.exec",
+                    "params": {"id": sb["id"], "user": "bob", "command": "touch /tmp/ran", "stdout_fd": 0}}
+            with c.lock:
+                socket.send_fds(c.sock, [(json.dumps(line) + "\n").encode()], [wr])
+            os.close(wr)
+            try:
+                c.wait(i)
+                raise AssertionError("an unknown user ran")
+            except RpcError as e:
+                assert e.code == -32602 and e.data.get("param") == "user", e.err
+            os.close(rd)
             for bad in ("-x", "a b", "x" * 33, 2 ** 31, "2147483648", -1, True):
                 e = c.error("sandbox.exec", {"id": sb["id"], "user": bad, "command": "touch /tmp/ran"})
                 assert e.code == -32602 and e.data.get("param") == "user", (bad, e.err)
