@@ -146,9 +146,10 @@ static void exec_set_state(struct sshexec *e, enum exec_state state)
 
 /* The remote line (see sshexec.h), run by the login shell, in pieces:
  *   [cd Q(cwd) && ]export SANDBOXD_EXEC_ID=<marker> && set -- [env Q(K=V)...] CMDV
- *     && f=/tmp/.sandboxd-exec-<marker> && { command -v nsenter >/dev/null
- *     && unshare -p mkfifo -m 600 $f 2>/dev/null
- *     && exec unshare -p /bin/sh -c Q(stage2) sandboxd-exec $f "$@"; exec "$@"; }
+ *     && f=/tmp/.sandboxd-exec-<marker> && p= && { command -v nsenter >/dev/null
+ *     && { unshare -p -f -m --mount-proc mkfifo -m 600 $f 2>/dev/null && p=1
+ *          || unshare -p mkfifo -m 600 $f 2>/dev/null; }
+ *     && exec unshare -p /bin/sh -c Q(stage2) sandboxd-exec $f "$p" "$@"; exec "$@"; }
  * where CMDV is /bin/sh -c Q(exec 3>&-;CMD), or for argv
  * /bin/sh -c Q(exec 3>&-;exec "$@") sh Q(ARG0) Q(ARG1)...
  * The probe both tests that this user may make a PID namespace (and that unshare exists) and
@@ -172,39 +173,36 @@ static void exec_set_state(struct sshexec *e, enum exec_state state)
 #define LONG_SCRIPT_MAX (SLEN(LONG_SCRIPT) + 20 + 2 * MARKER_LEN)
 #define ARGV_ZERO " sh"
 #define LINE_FIFO " && f=/tmp/.sandboxd-exec-"
+/* The probe also tells whether the command may have a /proc of its own (p=1): a mount
+ * namespace with a fresh proc of a new PID namespace, what the command's `unshare -m
+ * --mount-proc` does (procps' ps and top need /proc to be the namespace's: they look
+ * themselves up by getpid()). Else the command sees the container's /proc. */
 #define LINE_NS                                                                                    \
-    " && { command -v nsenter >/dev/null && unshare -p mkfifo -m 600 $f 2>/dev/null && exec "      \
+    " && p= && { command -v nsenter >/dev/null && { unshare -p -f -m --mount-proc mkfifo -m 600 "  \
+    "$f 2>/dev/null && p=1 || unshare -p mkfifo -m 600 $f 2>/dev/null; } && exec "                 \
     "unshare -p /bin/sh -c "
-#define LINE_END " sandboxd-exec $f \"$@\"; exec \"$@\"; }"
+#define LINE_END " sandboxd-exec $f \"$p\" \"$@\"; exec \"$@\"; }"
 /* Instead of LINE_FIFO...LINE_END when the exec keeps the container's PID namespace. */
 #define LINE_DIRECT " && exec \"$@\""
 /* With a user: " && { SSHUSER_SCRIPT; }" after the vector (sshuser.h). */
 #define LINE_USER " && { "
 #define LINE_USER_END "; }"
 
-/* The wrapper, after `unshare -p`: $1 is the FIFO, the rest the command. Its first child is
- * the namespace's init: it opens the FIFO (meeting the wrapper's open for writing), removes
- * it, and waits for a subshell that reads the FIFO until EOF, which comes when the last writer
- * (the wrapper, after the command ends) closes. The read runs in a subshell that has no
- * children, so no SIGCHLD cuts it short (dash ends `read` on any trapped signal), and while
- * init waits for it in the foreground it reaps the orphans the namespace hands it (a
- * background job and `wait` would not do: busybox ash can then miss the reader's end; the `:`
- * keeps the subshell from being the group's last command, which ash would run without a
- * fork, leaving nobody to reap). Then the wrapper becomes nsenter, which forks the command
- * into the namespace and ends as the command ended (exit code or signal), which is what sshd
- * reports. */
+/* The wrapper, after `unshare -p`: $1 is the FIFO, $2 1 when the command gets its own /proc
+ * (above), the rest the command. Its first child is the namespace's init: it opens the FIFO
+ * (meeting the wrapper's open for writing), removes it, and waits for a subshell that reads the
+ * FIFO until EOF, which comes when the last writer (the wrapper, after the command ends) closes.
+ * The read runs in a subshell that has no children, so no SIGCHLD cuts it short (dash ends `read`
+ * on any trapped signal), and while init waits for it in the foreground it reaps the orphans the
+ * namespace hands it (a background job and `wait` would not do: busybox ash can then miss the
+ * reader's end; the `:` keeps the subshell from being the group's last command, which ash would run
+ * without a fork, leaving nobody to reap). Then the wrapper becomes nsenter, which forks the
+ * command into the namespace and ends as the command ended (exit code or signal), which is what
+ * sshd reports. */
 #define STAGE2                                                                                     \
-    "f=$1; shift; { exec 4<$f; rm -f $f; (read x <&4); :; } >/dev/null 2>&1 & "                    \
-    "exec 3>$f; exec nsenter --pid=/proc/self/ns/pid_for_children -- /bin/sh -c " OWN_PROC         \
-    " sandboxd-proc \"$@\""
-
-/* The command's own /proc: in the namespace, a mount namespace of its own gets a fresh proc
- * (procps' ps and top need /proc to be the namespace's: they look themselves up by getpid()),
- * where the container allows it; else the command sees the container's /proc. The probe
- * costs a fork; the namespace's init stays in the container's mount namespace. */
-#define OWN_PROC                                                                                   \
-    "'unshare -m --mount-proc true 2>/dev/null && exec unshare -m --mount-proc \"$@\"; "           \
-    "exec \"$@\"'"
+    "f=$1; p=$2; shift 2; { exec 4<$f; rm -f $f; (read x <&4); :; } >/dev/null 2>&1 & "            \
+    "exec 3>$f; exec nsenter --pid=/proc/self/ns/pid_for_children -- "                             \
+    "${p:+unshare -m --mount-proc} \"$@\""
 
 #define MARKER_LEN 32
 #define SLEN(s) (sizeof(s) - 1)
