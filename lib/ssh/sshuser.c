@@ -47,16 +47,18 @@ bool sshuser_valid(const char *user)
 
 int sshuser_script(const char *user, const char *marker, bool cd_home, char **ret)
 {
-    int r;
+    char *s = NULL;
 
     if (!sshuser_valid(user) || !ret ||
         (marker &&
          (strlen(marker) > MARKER_MAX || strspn(marker, "0123456789abcdef") != strlen(marker))))
         return -EINVAL;
     /* The user needs no quoting: its characters are none of the shell's. */
-    r = asprintf(ret, "%s%s%su=%s; " RESOLVE "%s" SWITCH, marker ? UE_HEAD : "",
-                 marker ? marker : "", marker ? UE_TAIL : "", user, cd_home ? CD_HOME : "");
-    return r < 0 ? -ENOMEM : 0;
+    if (asprintf(&s, "%s%s%su=%s; " RESOLVE "%s" SWITCH, marker ? UE_HEAD : "",
+                 marker ? marker : "", marker ? UE_TAIL : "", user, cd_home ? CD_HOME : "") < 0)
+        return -ENOMEM;
+    *ret = s;
+    return 0;
 }
 
 enum sshuser_error sshuser_error(const void *data, size_t len, const char *marker)
