@@ -290,6 +290,12 @@ print(json.dumps(codes))
 
             def sc(*args, **kw):
                 return subprocess.run([ctl, "--socket", env.socket, *args], capture_output=True, timeout=120, **kw)
+            r = sc("exec", sid, "-u", "1234", "--", "id", "-u")
+            assert r.returncode == 0 and r.stdout == b"1234\n", r
+            r = sc("start", sid, "--user", "1234", "--attach", "--", "id", "-u")
+            assert r.returncode == 0 and r.stdout == b"1234\n", r
+            r = sc("exec", sid, "-u", "no-such-user", "--", "true")
+            assert r.returncode != 0 and b"user" in r.stderr, r
             r = sc("start", sid, "--", "sh", "-c", "echo one; echo two >&2; sleep 1; echo three")
             assert r.returncode == 0, r.stderr
             proc = r.stdout.decode().strip()
