@@ -137,6 +137,16 @@ static void on_exec_done(int error, const struct sandbox_exec_result *res, void 
         exec_ctx_free(x);
         return;
     }
+    if (res->user_error) {
+        struct req *r = x->req;
+
+        x->req = NULL;
+        req_invalid_params(r, "user",
+                           res->user_error == SANDBOX_USER_UNKNOWN ? SANDBOX_USER_UNKNOWN_REASON
+                                                                   : SANDBOX_USER_NO_SWITCH_REASON);
+        exec_ctx_free(x);
+        return;
+    }
     o = json_object_new_object();
     json_object_object_add(o, "exit_code",
                            res->exit_code >= 0 ? json_object_new_int(res->exit_code) : NULL);
@@ -203,6 +213,7 @@ void method_sandbox_exec(struct req *r, void *params, void *userdata)
     sp.argv = (const char *const *)x->p.argv;
     sp.env = (const char *const *)x->env;
     sp.cwd = x->p.cwd;
+    sp.user = x->p.user; /* "" (root) is where a template's default user will apply */
     sp.stdin_data = x->p.has_stdin ? x->p.stdin_data : NULL;
     sp.stdin_len = x->p.has_stdin ? x->p.stdin_len : 0;
     sp.timeout_ms = (uint64_t)x->p.timeout_ms;

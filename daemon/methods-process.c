@@ -190,6 +190,13 @@ static void reply_report(struct req *r, struct call *c, enum sandbox_process_rep
     case SANDBOX_PROCESS_R_CWD:
         reply_error(r, RPC_INVALID_PARAMS, "not a directory in the sandbox", "cwd", NULL);
         return;
+    case SANDBOX_PROCESS_R_NO_USER:
+    case SANDBOX_PROCESS_R_NO_SWITCH:
+        reply_error(r, RPC_INVALID_PARAMS,
+                    rep == SANDBOX_PROCESS_R_NO_USER ? SANDBOX_USER_UNKNOWN_REASON
+                                                     : SANDBOX_USER_NO_SWITCH_REASON,
+                    "user", NULL);
+        return;
     case SANDBOX_PROCESS_R_NO_PTY:
         reply_error(r, RPC_INVALID_PARAMS,
                     "the sandbox cannot make a terminal (it needs util-linux script and a "
@@ -390,6 +397,7 @@ void method_process_start(struct req *r, void *params, void *userdata)
     pc.command = p->command;
     pc.argv = (const char *const *)p->argv;
     pc.cwd = p->cwd;
+    pc.user = p->user; /* "" (root) is where a template's default user will apply */
     pc.has_stdin = p->has_stdin;
     pc.pty_cols = p->pty ? p->pty_cols : 0;
     pc.pty_rows = p->pty ? p->pty_rows : 0;

@@ -162,6 +162,13 @@ static void on_exec_done(int error, const struct sandbox_exec_result *res, void 
         free(x);
         return;
     }
+    if (res->user_error) {
+        req_invalid_params(x->req, "user",
+                           res->user_error == SANDBOX_USER_UNKNOWN ? SANDBOX_USER_UNKNOWN_REASON
+                                                                   : SANDBOX_USER_NO_SWITCH_REASON);
+        free(x);
+        return;
+    }
     o = json_object_new_object();
     json_object_object_add(o, "exit_code",
                            res->exit_code >= 0 ? json_object_new_int(res->exit_code) : NULL);

@@ -94,6 +94,9 @@
 #define EXEC_ENV_BYTES_MAX (16 * 1024)
 /* Bytes of `cwd`. doc: "paths" */
 #define EXEC_CWD_MAX 4095
+/* Bytes of a `user` name (a uid is 0..EXEC_UID_MAX). doc: "`user`" */
+#define EXEC_USER_MAX 32
+#define EXEC_UID_MAX 2147483647
 
 /* Longest shell quoting of n bytes: the shorter of '...' (where ' costs 4 bytes: '\'') and
  * "..." (where each of " $ ` \ costs 2). With a bytes ' and b bytes of the other four,

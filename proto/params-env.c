@@ -3,6 +3,7 @@
 #include "params-internal.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,40 @@ int params_fail(struct params_error *err, const char *param, const char *fmt, ..
         va_end(ap);
     }
     return -EINVAL;
+}
+
+int params_user(json_object *params, char ret[static EXEC_USER_MAX + 1], struct params_error *err)
+{
+    json_object *v = NULL;
+    const char *s;
+    size_t n;
+
+    if (!json_object_object_get_ex(params, "user", &v))
+        return 0;
+    if (json_object_is_type(v, json_type_int)) {
+        int64_t uid;
+
+        errno = 0;
+        uid = json_object_get_int64(v);
+        if (errno || uid < 0 || uid > EXEC_UID_MAX)
+            return params_fail(err, "user", "a uid must be in 0..%d", EXEC_UID_MAX);
+        snprintf(ret, EXEC_USER_MAX + 1, "%" PRId64, uid);
+        return 0;
+    }
+    if (!json_object_is_type(v, json_type_string))
+        return params_fail(err, "user", "must be a user name or a uid");
+    s = json_object_get_string(v);
+    n = (size_t)json_object_get_string_len(v);
+    if (n == 0 || n > EXEC_USER_MAX || s[0] == '-' || strlen(s) != n ||
+        strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") != n)
+        return params_fail(err, "user",
+                           "must be a user name of 1..%d characters A-Z a-z 0-9 . _ - "
+                           "(not starting with -) or a uid",
+                           EXEC_USER_MAX);
+    if (strspn(s, "0123456789") == n && (n > 10 || strtoll(s, NULL, 10) > EXEC_UID_MAX))
+        return params_fail(err, "user", "a uid must be in 0..%d", EXEC_UID_MAX);
+    memcpy(ret, s, n + 1);
+    return 0;
 }
 
 /* Adds name: the integer v to d. */

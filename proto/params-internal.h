@@ -28,6 +28,12 @@ int params_pairs(json_object *params, const char *name, int max, size_t max_byte
 int params_env(json_object *params, int max, size_t max_bytes, struct params_kv_list *ret,
                struct params_error *err);
 
+/* "user" (sandbox.exec, process.start): a user name of the POSIX portable set
+ * ([A-Za-z0-9._-], not starting with '-', not all digits, 1..EXEC_USER_MAX bytes) or a uid
+ * 0..EXEC_UID_MAX (an integer, or a string of digits), written to ret as given (a uid in
+ * decimal); ret untouched when absent. */
+int params_user(json_object *params, char ret[static EXEC_USER_MAX + 1], struct params_error *err);
+
 /* params is an object (or absent) holding only allowed names (NULL-terminated). */
 int params_check_object(json_object *params, const char *const *allowed, struct params_error *err);
 int params_int(json_object *params, const char *name, bool required, int64_t min, int64_t max,

@@ -127,9 +127,9 @@ static int params_process_start_fill(json_object *params, void *at, struct param
 {
     static const char *const allowed[] = {"id",        "command",   "argv", "env",
                                           "cwd",       "stdin",     "pty",  "stdin_fd",
-                                          "stdout_fd", "stderr_fd", NULL};
-    static const char *const shared[] = {"id",       "command",   "argv",      "env", "cwd",
-                                         "stdin_fd", "stdout_fd", "stderr_fd", NULL};
+                                          "stdout_fd", "stderr_fd", "user", NULL};
+    static const char *const shared[] = {"id",       "command",   "argv",      "env",  "cwd",
+                                         "stdin_fd", "stdout_fd", "stderr_fd", "user", NULL};
     struct params_process_start *p = at;
     struct params_sandbox_exec x;
     json_object *o;
@@ -156,6 +156,7 @@ static int params_process_start_fill(json_object *params, void *at, struct param
     p->env = x.env;
     x.env = (struct params_kv_list){};
     p->cwd = TAKE_PTR(x.cwd);
+    memcpy(p->user, x.user, sizeof p->user);
     p->stdin_fd = x.stdin_fd;
     p->stdout_fd = x.stdout_fd;
     p->stderr_fd = x.stderr_fd;

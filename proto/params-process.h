@@ -15,8 +15,9 @@ struct params_process_start {
     size_t argc;
     struct params_kv_list env;
     char *cwd;
-    bool has_stdin; /* stdin: true gives the process a stdin process.write feeds */
-    bool pty;       /* pty: {cols, rows} runs it on a terminal (has_stdin then true) */
+    char user[EXEC_USER_MAX + 1]; /* "": root; else a name or a decimal uid */
+    bool has_stdin;               /* stdin: true gives the process a stdin process.write feeds */
+    bool pty; /* pty: {cols, rows} runs it on a terminal (has_stdin then true) */
     unsigned pty_cols, pty_rows;
     /* Indexes of passed descriptors (-1: absent): stdin_fd feeds stdin (implies it),
      * stdout_fd/stderr_fd get the output from offset 0 as it comes. */

@@ -615,7 +615,7 @@ static int params_sandbox_exec_fill(json_object *params, void *at, struct params
                                           "env",       "cwd",        "stdin",
                                           "stdin_b64", "timeout_ms", "max_output_bytes",
                                           "stream",    "stdin_fd",   "stdout_fd",
-                                          "stderr_fd", NULL};
+                                          "stderr_fd", "user",       NULL};
     static const struct params_field head[] = {PARAMS_F_ID_OF(struct params_sandbox_exec)};
     static const struct params_field tail[] = {
         PARAMS_F_PATH_OF(struct params_sandbox_exec, cwd, false),
@@ -653,6 +653,8 @@ static int params_sandbox_exec_fill(json_object *params, void *at, struct params
     r = params_argv(params, p, err);
     if (r == 0)
         r = params_env(params, PARAMS_ENV_MAX, PARAMS_ENV_BYTES_MAX, &p->env, err);
+    if (r == 0)
+        r = params_user(params, p->user, err);
     if (r == 0)
         r = params_read(params, NULL, tail, ELEMENTSOF(tail), p, err);
     if (r < 0)

@@ -101,8 +101,9 @@ struct params_sandbox_exec {
     char **argv;   /* NULL-terminated, argc >= 1; NULL when command is used */
     size_t argc;
     struct params_kv_list env;
-    char *cwd;           /* NULL: the login directory */
-    uint8_t *stdin_data; /* NUL-terminated copy; NULL when has_stdin is false */
+    char *cwd;                    /* NULL: the login directory (the user's home with user) */
+    char user[EXEC_USER_MAX + 1]; /* "" (the default, root), a name or a decimal uid */
+    uint8_t *stdin_data;          /* NUL-terminated copy; NULL when has_stdin is false */
     size_t stdin_len;
     bool has_stdin;
     int64_t timeout_ms;       /* default PARAMS_TIMEOUT_MS_DEFAULT */

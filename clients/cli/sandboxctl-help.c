@@ -37,6 +37,7 @@ static const struct help helps[] = {
              "                      --tty; no short form)\n"
              "  --env K=V           an environment variable\n"
              "  --cwd DIR           the working folder\n"
+             "  -u, --user USER     run as this user of the sandbox (a name or a uid)\n"
              "  --max-output BYTES  keep at most BYTES of each stream; a cut is said on\n"
              "                      stderr, the exit status stays the command's (not with\n"
              "                      --tty)\n"},
@@ -73,7 +74,8 @@ static const struct help helps[] = {
               "  -a, --attach        attach stdin, stdout and stderr, wait, exit with its\n"
               "                      status; with --pty as exec --tty does\n"
               "  --env K=V           an environment variable\n"
-              "  --cwd DIR           the working folder\n"},
+              "  --cwd DIR           the working folder\n"
+              "  -u, --user USER     run as this user of the sandbox (a name or a uid)\n"},
     {"logs", "logs [-f] [--stderr] ID PROC\n\nA process's output (process.read).\n\n"
              "  -f, --follow        follow until it ends, then exit with its status\n"
              "  --stderr            its standard error\n"},

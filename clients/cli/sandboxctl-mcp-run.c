@@ -112,7 +112,7 @@ static bool start_takes(const char *k, json_object *v)
         return strings_bytes(v, false) <= PARAMS_PROCESS_ARGV_BYTES_MAX;
     if (strcmp(k, "env") == 0)
         return strings_bytes(v, true) <= PARAMS_PROCESS_ENV_BYTES_MAX;
-    return strcmp(k, "id") == 0 || strcmp(k, "cwd") == 0;
+    return strcmp(k, "id") == 0 || strcmp(k, "cwd") == 0 || strcmp(k, "user") == 0;
 }
 
 /* stdin or stdin_b64 as file.write params ({content} or {content_b64}) into *ret. */
@@ -223,6 +223,9 @@ struct mcp_run *mcp_run_new(const struct mcp_run_io *io, json_object *doc,
         else
             return NULL;
     }
+    /* stdin goes through a root-only file a user's command could not read: sandbox.exec */
+    if (write && json_object_object_get_ex(start, "user", NULL))
+        return NULL;
     if (!json_object_object_get_ex(start, "id", NULL) || !methods_offered(doc, write != NULL) ||
         !timeout_takes(doc, timeout, &timeout_ms) || (write && !stdin_setup(start, write)))
         return NULL;

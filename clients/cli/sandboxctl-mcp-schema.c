@@ -35,6 +35,7 @@ static const struct {
     {"sandbox_create", "env", "environment variables of every command"},
     {NULL, "env", "environment variables to set"},
     {NULL, "cwd", "working folder; default: home"},
+    {NULL, "user", "run as this user (name or uid); default: root"},
     {"process_start", "stdin", "true: feed its stdin with process_write"},
     {NULL, "stdin", "standard input text"},
     {NULL, "stdin_b64", "standard input in base64"},

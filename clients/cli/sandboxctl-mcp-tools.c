@@ -57,7 +57,7 @@ static const struct mcp_tool tools[] = {
      "Run a command; returns its exit code and output (long output: its start and end, "
      "max_output bytes). timeout_ms kills all it started. One still running after "
      "background_after_s goes on in the background: you get its process id for process_wait "
-     "and process_read. Runs as root in the home folder.",
+     "and process_read. Runs as root (or user) in the home folder.",
      TOOL_TAKES_ID | TOOL_DESTRUCTIVE | TOOL_OPEN_WORLD | TOOL_CAPTURES,
      "stream stdin_fd stdout_fd stderr_fd max_output_bytes ", render_exec},
     {"write_file", "file.write", "Write a file",

@@ -130,9 +130,13 @@ static void attach_relay(int out_fd, int err_fd)
 static int cmd_start(struct ctl *c, const struct ctl_ops *ops, int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"stdin", no_argument, NULL, 'i'},     {"pty", no_argument, NULL, 't'},
-        {"env", required_argument, NULL, 'e'}, {"cwd", required_argument, NULL, 'C'},
-        {"attach", no_argument, NULL, 'a'},    {},
+        {"stdin", no_argument, NULL, 'i'},
+        {"pty", no_argument, NULL, 't'},
+        {"env", required_argument, NULL, 'e'},
+        {"cwd", required_argument, NULL, 'C'},
+        {"attach", no_argument, NULL, 'a'},
+        {"user", required_argument, NULL, 'u'},
+        {},
     };
     int out[2] = {-1, -1}, err[2] = {-1, -1}, fds[3];
     bool attach = false, pty = false;
@@ -141,15 +145,16 @@ static int cmd_start(struct ctl *c, const struct ctl_ops *ops, int argc, char **
     int opt, r;
 
     if (argc < 2) {
-        fprintf(stderr,
-                "sandboxctl: start ID [--stdin] [--pty] [--attach] [--env K=V] [--cwd DIR] -- "
-                "CMD...\n");
+        fprintf(
+            stderr,
+            "sandboxctl: start ID [--stdin] [--pty] [--attach] [--env K=V] [--cwd DIR] [-u USER] "
+            "-- CMD...\n");
         return EXIT_USAGE;
     }
-    ctl_id_first(argc, argv, "+ite:C:a", opts);
+    ctl_id_first(argc, argv, "+ite:C:au:", opts);
     p = ref_params(argv[1], NULL);
     optind = 2;
-    while ((opt = getopt_long(argc, argv, "+ite:C:a", opts, NULL)) >= 0) {
+    while ((opt = getopt_long(argc, argv, "+ite:C:au:", opts, NULL)) >= 0) {
         switch (opt) {
         case 'i':
             json_object_object_add(p, "stdin", json_object_new_boolean(true));
@@ -167,6 +172,9 @@ static int cmd_start(struct ctl *c, const struct ctl_ops *ops, int argc, char **
             break;
         case 'a':
             attach = true;
+            break;
+        case 'u':
+            json_object_object_add(p, "user", json_object_new_string(optarg));
             break;
         default:
             return EXIT_USAGE;

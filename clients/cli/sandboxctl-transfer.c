@@ -480,11 +480,15 @@ static bool old_timeout_form(int argc, char **argv, int i)
 }
 
 static const struct option exec_opts[] = {
-    {"timeout", required_argument, NULL, 'T'},    {"tty", no_argument, NULL, 't'},
-    {"env", required_argument, NULL, 'e'},        {"cwd", required_argument, NULL, 'C'},
-    {"max-output", required_argument, NULL, 'm'}, {},
+    {"timeout", required_argument, NULL, 'T'},
+    {"tty", no_argument, NULL, 't'},
+    {"env", required_argument, NULL, 'e'},
+    {"cwd", required_argument, NULL, 'C'},
+    {"max-output", required_argument, NULL, 'm'},
+    {"user", required_argument, NULL, 'u'},
+    {},
 };
-#define EXEC_SHORTS "+te:C:m:"
+#define EXEC_SHORTS "+te:C:m:u:"
 
 static int exec_options(int argc, char **argv, json_object *p, struct exec_opts *o)
 {
@@ -518,6 +522,9 @@ static int exec_options(int argc, char **argv, json_object *p, struct exec_opts 
             break;
         case 'C':
             json_object_object_add(p, "cwd", json_object_new_string(optarg));
+            break;
+        case 'u':
+            json_object_object_add(p, "user", json_object_new_string(optarg));
             break;
         default:
             return -EINVAL;
@@ -598,7 +605,7 @@ int cmd_exec(struct ctl *c, int argc, char **argv)
     int fds[3], r;
 
     if (argc < 2) {
-        fprintf(stderr, "sandboxctl: exec ID [--timeout MS] [--env K=V] [--cwd DIR] "
+        fprintf(stderr, "sandboxctl: exec ID [--timeout MS] [--env K=V] [--cwd DIR] [-u USER] "
                         "[--max-output BYTES] -- CMD...\n");
         return EXIT_USAGE;
     }

@@ -36,6 +36,10 @@ func WithEnv(env map[string]string) ExecOption {
 // WithCwd sets the working folder (absolute).
 func WithCwd(dir string) ExecOption { return func(p map[string]any) { p["cwd"] = dir } }
 
+// WithUser runs the command as a user of the container: a name, or a uid
+// given as its decimal digits (default: root).
+func WithUser(user string) ExecOption { return func(p map[string]any) { p["user"] = user } }
+
 // WithStdin gives the command standard input.
 func WithStdin(data string) ExecOption { return func(p map[string]any) { putData(p, "stdin", data) } }
 

@@ -28,6 +28,10 @@ func WithProcessEnv(env map[string]string) ProcessOption {
 // WithProcessCwd sets a process's working folder (absolute; default: the home folder).
 func WithProcessCwd(dir string) ProcessOption { return func(p map[string]any) { p["cwd"] = dir } }
 
+// WithProcessUser runs the process as a user of the container: a name, or a
+// uid given as its decimal digits (default: root).
+func WithProcessUser(user string) ProcessOption { return func(p map[string]any) { p["user"] = user } }
+
 // WithProcessStdin gives the process a stdin pipe that Process.Write feeds
 // (otherwise its stdin is /dev/null).
 func WithProcessStdin() ProcessOption { return func(p map[string]any) { p["stdin"] = true } }

@@ -180,7 +180,7 @@ func TestRequests(t *testing.T) {
 	}
 	dl, cancel := context.WithTimeout(ctx, time.Hour)
 	defer cancel()
-	res, err := sb.Exec(dl, "x", WithEnv(map[string]string{"A": "1"}), WithCwd("/tmp"),
+	res, err := sb.Exec(dl, "x", WithEnv(map[string]string{"A": "1"}), WithCwd("/tmp"), WithUser("ann"),
 		WithStdin("\xff"), WithMaxOutput(10))
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +192,7 @@ func TestRequests(t *testing.T) {
 	<-got // rpc.discover, for the timeout cap
 	req = <-got
 	p = req["params"].(map[string]any)
-	if p["command"] != "x" || p["stdin_b64"] != "/w==" || p["cwd"] != "/tmp" ||
+	if p["command"] != "x" || p["stdin_b64"] != "/w==" || p["cwd"] != "/tmp" || p["user"] != "ann" ||
 		p["timeout_ms"] != 1000.0 || p["max_output_bytes"] != 10.0 {
 		t.Fatalf("exec request (timeout capped by x-limits): %v", req)
 	}

@@ -672,7 +672,8 @@ class Sandbox:
     def exec(self, command: Union[str, Sequence[str]], *, stdin: Optional[Data] = None,
              timeout: Optional[float] = None, **kw: Any) -> ExecResult:
         """Runs command (a string for /bin/sh -c, or an argv list) and waits for it. Keyword
-        arguments are sandbox.exec's: env, cwd, timeout_ms, max_output_bytes. timeout (seconds)
+        arguments are sandbox.exec's: env, cwd, user (a name or uid in the container),
+        timeout_ms, max_output_bytes. timeout (seconds)
         bounds this client's wait for the reply, as on every call."""
         return ExecResult._from(self.client.call(Method.EXEC,
                                                  self._exec_params(command, stdin, kw), timeout))
@@ -867,7 +868,7 @@ class Sandbox:
                       stdout_fd: Optional[Union[int, IO[Any]]] = None,
                       stderr_fd: Optional[Union[int, IO[Any]]] = None,
                       timeout: Optional[float] = None, **kw: Any) -> "Process":
-        """process.start; keyword arguments are its params (env, cwd, stdin, pty). stdin_fd,
+        """process.start; keyword arguments are its params (env, cwd, user, stdin, pty). stdin_fd,
         stdout_fd, stderr_fd: open descriptors (an int, or anything with fileno()) passed to
         the daemon, which feeds stdin_fd into the process's stdin until its end (then closes
         it) and copies the process's output into stdout_fd/stderr_fd as it comes, until the

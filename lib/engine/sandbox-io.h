@@ -46,7 +46,8 @@ struct sandbox_exec_params {
     const char *command;
     const char *const *argv;
     const char *const *env; /* NULL or NULL-terminated "NAME=value" */
-    const char *cwd;        /* NULL: the home directory */
+    const char *cwd;        /* NULL: the home directory (the user's, with user) */
+    const char *user;       /* NULL or "": root; else a name or uid in the container */
     const void *stdin_data; /* copied; NULL/0: empty stdin */
     size_t stdin_len;
     uint64_t timeout_ms;          /* 0: none */
@@ -56,11 +57,22 @@ struct sandbox_exec_params {
     bool container_pid_namespace; /* what the command leaves running outlives it */
 };
 
+/* Why a command given a user did not run (exec and process.start alike); the reasons are
+ * the documented texts of the -32602 error (param "user"). */
+enum sandbox_user_error {
+    SANDBOX_USER_OK,
+    SANDBOX_USER_UNKNOWN,   /* no such name in the container's /etc/passwd */
+    SANDBOX_USER_NO_SWITCH, /* no setpriv (util-linux), su or nsenter in the container */
+};
+#define SANDBOX_USER_UNKNOWN_REASON "no such user in the sandbox"
+#define SANDBOX_USER_NO_SWITCH_REASON "the sandbox has no setpriv, su or nsenter to change user"
+
 struct sandbox_exec_result {
     int exit_code;      /* 0..255, or -1 (signal, timeout, no status) */
     const char *signal; /* "SIGKILL", ... or NULL */
     bool timed_out;
     bool started;    /* the command ran (or may have) */
+    int user_error;  /* enum sandbox_user_error: not OK: nothing ran (exec with a user) */
     const char *out; /* captured stdout (NUL-terminated, may hold NULs) */
     size_t out_len;
     bool out_truncated;
@@ -219,6 +231,7 @@ struct sandbox_process_call {
     const char *const *argv;
     const char *const *env; /* NULL or NULL-terminated "NAME=value" */
     const char *cwd;
+    const char *user; /* start: NULL or "": root; else a name or uid in the container */
     bool has_stdin;
     unsigned pty_cols, pty_rows; /* 0: no terminal */
     struct sandbox_pump *pump;   /* NULL, or taken: started once the process runs */
@@ -250,6 +263,8 @@ enum sandbox_process_report {
     SANDBOX_PROCESS_R_CLOSED,    /* stdin already closed (write) */
     SANDBOX_PROCESS_R_NO_PTY,    /* no terminal can be made in the sandbox (start) */
     SANDBOX_PROCESS_R_NO_TTY,    /* the process has no terminal (resize) */
+    SANDBOX_PROCESS_R_NO_USER,   /* no such user in the sandbox (start) */
+    SANDBOX_PROCESS_R_NO_SWITCH, /* no tool to change user (start) */
     SANDBOX_PROCESS_R_MALFORMED, /* no report line, or one that does not parse */
 };
 

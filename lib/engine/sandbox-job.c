@@ -13,6 +13,7 @@
 #include "list.h"
 #include "sandbox-internal.h"
 #include "sandbox-io.h"
+#include "sshuser.h"
 
 /* ---- transfer slots ---- */
 
@@ -161,6 +162,9 @@ static void on_exec_done(struct sshexec *x, int error, struct sshexec_result *re
             .signal = res->signal,
             .timed_out = res->timed_out,
             .started = res->started,
+            .user_error = res->user_error == SSHUSER_NOUSER     ? SANDBOX_USER_UNKNOWN
+                          : res->user_error == SSHUSER_NOSWITCH ? SANDBOX_USER_NO_SWITCH
+                                                                : SANDBOX_USER_OK,
             .out = res->out,
             .out_len = res->out_len,
             .out_truncated = res->out_truncated,
@@ -245,6 +249,7 @@ static void exec_params_to(const struct sandbox_exec_params *p, struct sshexec_p
         .argv = p->argv,
         .env = p->env,
         .cwd = p->cwd,
+        .user = p->user,
         .stdin_data = p->stdin_data,
         .stdin_len = p->stdin_len,
         .timeout_ms = p->timeout_ms,
@@ -369,6 +374,17 @@ int sandbox_file_read_fd(struct sandbox *sb, uid_t uid, const char *path, uint64
     return transfer_started(j, f, r, false, ret, ret_err);
 }
 
+/* The user error an exec reported (sshuser.h): its stderr, when captured, is the sentinel. */
+static int user_error_of(const struct sshfile_exec_fd *x)
+{
+    enum sshuser_error e =
+        x->exit_code == 125 && x->err ? sshuser_error(x->err, x->err_len, x->marker) : SSHUSER_OK;
+
+    return e == SSHUSER_NOUSER     ? SANDBOX_USER_UNKNOWN
+           : e == SSHUSER_NOSWITCH ? SANDBOX_USER_NO_SWITCH
+                                   : SANDBOX_USER_OK;
+}
+
 static void on_exec_fd_done(int error, struct sshfile_exec_fd *x, void *userdata)
 {
     struct sandbox_job *j = userdata;
@@ -379,6 +395,7 @@ static void on_exec_fd_done(int error, struct sshfile_exec_fd *x, void *userdata
     } else {
         r = (struct sandbox_exec_result){
             .exit_code = x->exit_code,
+            .user_error = user_error_of(x),
             .timed_out = x->timed_out,
             .started = true,
             .out = x->out,

@@ -54,6 +54,7 @@ static int start_script(struct proc_call *pc, const struct sandbox_process_call 
         .argv = c->argv,
         .env = c->env,
         .cwd = c->cwd,
+        .user = c->user,
         .has_stdin = c->has_stdin,
         .pty_cols = c->pty_cols,
         .pty_rows = c->pty_rows,
@@ -118,6 +119,8 @@ static const enum sandbox_process_report reports[] = {
     [PROCESS_R_CLOSED] = SANDBOX_PROCESS_R_CLOSED,
     [PROCESS_R_NO_PTY] = SANDBOX_PROCESS_R_NO_PTY,
     [PROCESS_R_NO_TTY] = SANDBOX_PROCESS_R_NO_TTY,
+    [PROCESS_R_NO_USER] = SANDBOX_PROCESS_R_NO_USER,
+    [PROCESS_R_NO_SWITCH] = SANDBOX_PROCESS_R_NO_SWITCH,
     [PROCESS_R_MALFORMED] = SANDBOX_PROCESS_R_MALFORMED,
 };
 

@@ -10,6 +10,7 @@
 
 #include "macro.h"
 #include "sshexec.h"
+#include "sshuser.h"
 
 /* The folder of every process, the status helper and the sleep without a fork: `read -t`
  * (ash, bash) on a FIFO nobody writes; where read has no -t (dash), sleep(1). */
@@ -225,11 +226,34 @@ static int script_finish(struct script *s, char **ret)
     return 0;
 }
 
-/* The command vector after the wrapper's arguments: [env K=V...] /bin/sh -c PREFIX... */
+/* With a user: a root shell does CMD_PREFIX (the records stay root's and out of the user's
+ * reach), then sshuser.h's switch execs in place, so the pid recorded is the command's. */
+static void script_user(struct script *s, const char *user)
+{
+    char *sw = NULL, *rec = NULL;
+
+    if (sshuser_script(user, NULL, false, &sw) < 0 ||
+        asprintf(&rec, "%sue() { exit 125; }; %s; exec \"$@\"", CMD_PREFIX, sw) < 0) {
+        free(sw);
+        s->error = s->error ?: -EINVAL;
+        return;
+    }
+    fputs(" /bin/sh -c ", s->f);
+    script_quote(s, rec);
+    fputs(" sh", s->f);
+    free(sw);
+    free(rec);
+}
+
+/* The command vector after the wrapper's arguments: [env K=V...] /bin/sh -c PREFIX...,
+ * with a user behind script_user()'s shell. */
 static void script_vector(struct script *s, const struct process_start_spec *p)
 {
     char *pre = NULL, *cd = NULL;
+    bool user = p->user && *p->user;
 
+    if (user)
+        script_user(s, p->user);
     if (p->env && p->env[0]) {
         fputs(" env", s->f);
         for (size_t i = 0; p->env[i]; i++) {
@@ -241,7 +265,7 @@ static void script_vector(struct script *s, const struct process_start_spec *p)
         s->error = s->error ?: -ENOMEM;
     /* Without a cwd: the user's home, as for sandbox.exec (the process's own folder, the
      * shell's cwd until here, holds its records). */
-    if (asprintf(&pre, "%s%s%s%s%s", CMD_PREFIX,
+    if (asprintf(&pre, "%s%s%s%s%s", user ? "" : CMD_PREFIX,
                  cd ? "cd " : "cd \"${HOME:-/}\" 2>/dev/null || cd /", cd ? cd : "",
                  cd ? " || exit 126; " : "; ", p->command ? p->command : "exec \"$@\"") < 0) {
         free(cd);
@@ -333,6 +357,17 @@ int process_script_start(const struct process_start_spec *p, char **ret)
     fputs(PRELUDE, s.f);
     if (p->pty_cols)
         fputs(PTY_CHECK, s.f);
+    if (p->user && *p->user) {
+        /* Nothing is made for a user the sandbox cannot run as. */
+        char *check = NULL;
+
+        r = sshuser_script(p->user, NULL, false, &check);
+        if (r < 0)
+            s.error = r;
+        else
+            fprintf(s.f, "ue() { echo \"@ E $1\" >&2; exit 0; }\n%s\n", check);
+        free(check);
+    }
     fputs("umask 077; mkdir -p \"$B\" || exit 1\n"
           "[ -p \"$B/.tick\" ] || mkfifo \"$B/.tick\" 2>/dev/null\n"
           "i=0; until mkdir \"$B/.lock\" 2>/dev/null; do i=$((i+1))\n"
@@ -662,11 +697,17 @@ enum process_report process_parse_report(const char *err, size_t len, uint64_t n
         const char *word;
         enum process_report r;
     } errs[] = {
-        {"nosuch", PROCESS_R_NO_SUCH}, {"limit", PROCESS_R_LIMIT},
-        {"cwd", PROCESS_R_CWD},        {"range", PROCESS_R_RANGE},
-        {"exited", PROCESS_R_EXITED},  {"nostdin", PROCESS_R_NO_STDIN},
-        {"closed", PROCESS_R_CLOSED},  {"nopty", PROCESS_R_NO_PTY},
+        {"nosuch", PROCESS_R_NO_SUCH},
+        {"limit", PROCESS_R_LIMIT},
+        {"cwd", PROCESS_R_CWD},
+        {"range", PROCESS_R_RANGE},
+        {"exited", PROCESS_R_EXITED},
+        {"nostdin", PROCESS_R_NO_STDIN},
+        {"closed", PROCESS_R_CLOSED},
+        {"nopty", PROCESS_R_NO_PTY},
         {"notty", PROCESS_R_NO_TTY},
+        {"nouser", PROCESS_R_NO_USER},
+        {"noswitch", PROCESS_R_NO_SWITCH},
     };
     const char *line = NULL;
     char buf[256], word[16] = "", x[16] = "-";

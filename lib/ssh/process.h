@@ -64,7 +64,8 @@ struct process_start_spec {
     const char *command;
     const char *const *argv; /* NULL-terminated; exactly one of command/argv */
     const char *const *env;  /* NULL or NULL-terminated "NAME=value" (validated by the caller) */
-    const char *cwd;         /* NULL: the home directory */
+    const char *cwd;         /* NULL: the home directory (the user's, with user) */
+    const char *user;        /* NULL or "": root; else a name or uid (sshuser.h) */
     bool has_stdin;
     unsigned pty_cols, pty_rows; /* both 0, or a terminal of that size (has_stdin then true) */
     time_t started_at;
@@ -125,6 +126,8 @@ enum process_report {
     PROCESS_R_CLOSED,    /* stdin already closed (write) */
     PROCESS_R_NO_PTY,    /* no terminal can be made in the sandbox (start with a pty) */
     PROCESS_R_NO_TTY,    /* the process has no terminal (resize) */
+    PROCESS_R_NO_USER,   /* no such user in the sandbox (start with a user) */
+    PROCESS_R_NO_SWITCH, /* no setpriv, su or nsenter to change user (start with a user) */
     PROCESS_R_MALFORMED, /* no report line, or one that does not parse */
 };
 

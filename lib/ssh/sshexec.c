@@ -9,6 +9,7 @@
 #include "macro.h"
 #include "sshexec.h"
 #include "sshs-internal.h"
+#include "sshuser.h"
 #include "util.h"
 
 #include "buf.h"
@@ -109,7 +110,9 @@ struct sshexec {
     char signal[40];
     bool got_status, got_signal, remote_closed;
     bool timed_out, cancelled, abort_open;
-    bool started; /* the exec request was sent */
+    bool started;    /* the exec request was sent */
+    bool user_check; /* run as a user: the first stderr bytes may be sshuser's sentinel */
+    enum sshuser_error user_error;
     unsigned kill_rounds;
     unsigned open_retries;
     struct sshexec *killer;     /* the kill channel running for this exec */
@@ -143,9 +146,10 @@ static void exec_set_state(struct sshexec *e, enum exec_state state)
 
 /* The remote line (see sshexec.h), run by the login shell, in pieces:
  *   [cd Q(cwd) && ]export SANDBOXD_EXEC_ID=<marker> && set -- [env Q(K=V)...] CMDV
- *     && f=/tmp/.sandboxd-exec-<marker> && { command -v nsenter >/dev/null
- *     && unshare -p mkfifo -m 600 $f 2>/dev/null
- *     && exec unshare -p /bin/sh -c Q(stage2) sandboxd-exec $f "$@"; exec "$@"; }
+ *     && f=/tmp/.sandboxd-exec-<marker> && p= && { command -v nsenter >/dev/null
+ *     && { unshare -p -f -m --mount-proc mkfifo -m 600 $f 2>/dev/null && p=1
+ *          || unshare -p mkfifo -m 600 $f 2>/dev/null; }
+ *     && exec unshare -p /bin/sh -c Q(stage2) sandboxd-exec $f "$p" "$@"; exec "$@"; }
  * where CMDV is /bin/sh -c Q(exec 3>&-;CMD), or for argv
  * /bin/sh -c Q(exec 3>&-;exec "$@") sh Q(ARG0) Q(ARG1)...
  * The probe both tests that this user may make a PID namespace (and that unshare exists) and
@@ -169,27 +173,36 @@ static void exec_set_state(struct sshexec *e, enum exec_state state)
 #define LONG_SCRIPT_MAX (SLEN(LONG_SCRIPT) + 20 + 2 * MARKER_LEN)
 #define ARGV_ZERO " sh"
 #define LINE_FIFO " && f=/tmp/.sandboxd-exec-"
+/* The probe also tells whether the command may have a /proc of its own (p=1): a mount
+ * namespace with a fresh proc of a new PID namespace, what the command's `unshare -m
+ * --mount-proc` does (procps' ps and top need /proc to be the namespace's: they look
+ * themselves up by getpid()). Else the command sees the container's /proc. */
 #define LINE_NS                                                                                    \
-    " && { command -v nsenter >/dev/null && unshare -p mkfifo -m 600 $f 2>/dev/null && exec "      \
+    " && p= && { command -v nsenter >/dev/null && { unshare -p -f -m --mount-proc mkfifo -m 600 "  \
+    "$f 2>/dev/null && p=1 || unshare -p mkfifo -m 600 $f 2>/dev/null; } && exec "                 \
     "unshare -p /bin/sh -c "
-#define LINE_END " sandboxd-exec $f \"$@\"; exec \"$@\"; }"
+#define LINE_END " sandboxd-exec $f \"$p\" \"$@\"; exec \"$@\"; }"
 /* Instead of LINE_FIFO...LINE_END when the exec keeps the container's PID namespace. */
 #define LINE_DIRECT " && exec \"$@\""
+/* With a user: " && { SSHUSER_SCRIPT; }" after the vector (sshuser.h). */
+#define LINE_USER " && { "
+#define LINE_USER_END "; }"
 
-/* The wrapper, after `unshare -p`: $1 is the FIFO, the rest the command. Its first child is
- * the namespace's init: it opens the FIFO (meeting the wrapper's open for writing), removes
- * it, and waits for a subshell that reads the FIFO until EOF, which comes when the last writer
- * (the wrapper, after the command ends) closes. The read runs in a subshell that has no
- * children, so no SIGCHLD cuts it short (dash ends `read` on any trapped signal), and while
- * init waits for it in the foreground it reaps the orphans the namespace hands it (a
- * background job and `wait` would not do: busybox ash can then miss the reader's end; the `:`
- * keeps the subshell from being the group's last command, which ash would run without a
- * fork, leaving nobody to reap). Then the wrapper becomes nsenter, which forks the command
- * into the namespace and ends as the command ended (exit code or signal), which is what sshd
- * reports. */
+/* The wrapper, after `unshare -p`: $1 is the FIFO, $2 1 when the command gets its own /proc
+ * (above), the rest the command. Its first child is the namespace's init: it opens the FIFO
+ * (meeting the wrapper's open for writing), removes it, and waits for a subshell that reads the
+ * FIFO until EOF, which comes when the last writer (the wrapper, after the command ends) closes.
+ * The read runs in a subshell that has no children, so no SIGCHLD cuts it short (dash ends `read`
+ * on any trapped signal), and while init waits for it in the foreground it reaps the orphans the
+ * namespace hands it (a background job and `wait` would not do: busybox ash can then miss the
+ * reader's end; the `:` keeps the subshell from being the group's last command, which ash would run
+ * without a fork, leaving nobody to reap). Then the wrapper becomes nsenter, which forks the
+ * command into the namespace and ends as the command ended (exit code or signal), which is what
+ * sshd reports. */
 #define STAGE2                                                                                     \
-    "f=$1; shift; { exec 4<$f; rm -f $f; (read x <&4); :; } >/dev/null 2>&1 & "                    \
-    "exec 3>$f; exec nsenter --pid=/proc/self/ns/pid_for_children -- \"$@\""
+    "f=$1; p=$2; shift 2; { exec 4<$f; rm -f $f; (read x <&4); :; } >/dev/null 2>&1 & "            \
+    "exec 3>$f; exec nsenter --pid=/proc/self/ns/pid_for_children -- "                             \
+    "${p:+unshare -m --mount-proc} \"$@\""
 
 #define MARKER_LEN 32
 #define SLEN(s) (sizeof(s) - 1)
@@ -210,7 +223,8 @@ static void exec_set_state(struct sshexec *e, enum exec_state state)
      (EXEC_ARGV_BYTES_MAX - EXEC_ARGV_MAX) + (EXEC_ARGV_BYTES_MAX - EXEC_ARGV_MAX) * 3 / 4)
 #define WORST_FIXED                                                                                \
     (SLEN(LINE_EXPORT) + MARKER_LEN + SLEN(LINE_SET) + SLEN(LINE_FIFO) + MARKER_LEN +              \
-     SLEN(LINE_NS) + EXEC_QUOTED_MAX(SLEN(STAGE2)) + SLEN(LINE_END))
+     SLEN(LINE_NS) + EXEC_QUOTED_MAX(SLEN(STAGE2)) + SLEN(LINE_END) + SLEN(LINE_USER) +            \
+     SSHUSER_SCRIPT_MAX + SLEN(LINE_USER_END))
 _Static_assert(WORST_FIXED + WORST_CWD + WORST_ENV + MAX(WORST_COMMAND, WORST_ARGV) <=
                    EXEC_LINE_MAX,
                "a request at every exec limit, worst-case quoted, must fit the remote line");
@@ -339,6 +353,8 @@ static int params_validate(const struct sshexec_params *p)
         return -EINVAL;
     if (p->cwd && strlen(p->cwd) > EXEC_CWD_MAX)
         return -E2BIG;
+    if (p->user && *p->user && !sshuser_valid(p->user))
+        return -EINVAL;
     if (p->stdin_len > SSHEXEC_STDIN_MAX)
         return -E2BIG;
     if (p->stdin_len > 0 && !p->stdin_data)
@@ -417,6 +433,18 @@ int sshexec_build_command(const struct sshexec_params *params, const char *marke
     sb_puts(&b, marker);
     sb_puts(&b, LINE_SET);
     sb_command_vector(&b, params, marker);
+    if (params->user && *params->user) {
+        char *script = NULL;
+
+        r = sshuser_script(params->user, marker, !params->cwd, &script);
+        if (r < 0 && !b.error)
+            b.error = r;
+        sb_puts(&b, LINE_USER);
+        if (script)
+            sb_puts(&b, script);
+        sb_puts(&b, LINE_USER_END);
+        free(script);
+    }
     if (params->container_pid_namespace) {
         sb_puts(&b, LINE_DIRECT);
     } else {
@@ -464,6 +492,9 @@ static int on_channel_data(ssh_session session, ssh_channel channel, void *data,
     size_t room = o->seen < e->cap ? e->cap - (size_t)o->seen : 0;
     size_t take = MIN((size_t)len, room);
 
+    if (e->user_check && is_stderr && o->seen == 0 &&
+        (e->user_error = sshuser_error(data, len, e->marker)) != SSHUSER_OK)
+        return (int)len; /* nothing ran: the sentinel is no output */
     if (take > 0) {
         if (e->on_output) {
             struct chunk *c = malloc(sizeof(*c) + take);
@@ -787,6 +818,7 @@ static void exec_finish(struct sshexec *e, int error)
         res.signal = !e->timed_out && e->got_signal ? e->signal : NULL;
         res.timed_out = e->timed_out;
         res.started = e->started;
+        res.user_error = e->user_error;
         if (!e->on_output) {
             res.out_len = e->out.b.len;
             res.out = e->out.b.data ? buf_steal(&e->out.b) : strdup("");
@@ -910,6 +942,7 @@ int sshexec_start(struct sshpool *pool, const struct sshexec_params *params, ssh
     e->pool = pool;
     e->cap = params->has_max_output ? params->max_output_bytes : SSHEXEC_OUTPUT_MAX_DEFAULT;
     e->on_output = params->on_output;
+    e->user_check = params->user && *params->user;
     e->cb = cb;
     e->userdata = userdata;
     e->exit_code = -1;

@@ -16,8 +16,12 @@
  *   exec unshare -p /bin/sh            the wrapper; its children go to the new namespace
  *     ├─ init (pid 1, a shell)         holds FIFO's read end, waits for EOF, reaps orphans
  *     └─ exec nsenter --pid=...        forks the command into the namespace, waits for it and
- *          └─ [env K=V] /bin/sh -c     ends the same way (exit code or signal), for sshd;
- *               'exec 3>&-;CMD'        only the wrapper keeps FIFO's write end (fd 3)
+ *          └─ [exec unshare -m         ends the same way (exit code or signal), for sshd;
+ *              --mount-proc]           a mount namespace with the namespace's own /proc,
+ *                                      where allowed (else the container's /proc)
+ *             [SWITCH]                 with a user: setpriv, su or nsenter (sshuser.h)
+ *             [env K=V] /bin/sh -c     only the wrapper keeps FIFO's write end (fd 3)
+ *               'exec 3>&-;CMD'
  *
  * The command cannot leave the namespace, cannot signal the wrapper's side except its own
  * process group, and cannot kill init (a namespace's init ignores signals from inside it).
@@ -82,6 +86,8 @@ struct sshexec_params {
     const char *const *env; /* NULL or NULL-terminated "NAME=value"; NAME is
                              * [A-Za-z_][A-Za-z0-9_]*; values may hold anything but NUL */
     const char *cwd;        /* NULL = the user's home directory */
+    const char *user;       /* NULL or "": the login user (root); else a name or a uid in the
+                             * container (sshuser.h): the command runs as that user */
     const void *stdin_data; /* copied; NULL/0 = empty stdin (EOF at once) */
     size_t stdin_len;
     uint64_t timeout_ms;          /* 0 = no timeout; else ≤ SSHEXEC_TIMEOUT_MAX_MS; counts from
@@ -103,6 +109,8 @@ struct sshexec_result {
     const char *signal; /* "SIGKILL", "SIGTERM", ... or NULL (always NULL when timed_out) */
     bool timed_out;     /* the timeout fired before the exec completed; whatever had started
                          * was killed; exit_code is -1 and signal NULL then */
+    int user_error;     /* enum sshuser_error: not 0 when the user could not be switched to
+                         * (no such user, no tool): nothing ran, and exit_code says 125 */
     bool started;       /* the exec request reached the server: the command ran, or (when the
                          * timeout fired while the server had not yet confirmed) may have */
     char *out;          /* stdout bytes (NUL-terminated for convenience, may hold NULs) */

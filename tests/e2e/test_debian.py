@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """sandboxd on pve-sim's Debian 12 template, through the Python client: python3, a venv, git,
-pytest, curl to the simulated internet (by address and by name), a WebSocket echo served by
-the sandbox's python3 through a port forward, and two sandboxes cloned from the template that
-see neither each other's files nor change the template or the cached image.
+pytest, curl to the simulated internet (by address and by name), ps inside an exec, commands
+and processes run as a user (setpriv), a WebSocket echo served by the sandbox's python3 through
+a port forward, and two sandboxes cloned from the template that see neither each other's files
+nor change the template or the cached image.
 
 The image is built once per machine (tools/test starts that build in the background at its
 start); this test waits for it, bounded by IMAGE_WAIT_S."""
@@ -171,6 +172,45 @@ def main():
             r = a.exec("cd /root/proj && pytest -q -p no:cacheprovider")
             assert r.exit_code == 1 and "1 failed, 1 passed" in r.stdout, r
 
+        def ps_and_users():
+            a = sbs[0]
+            # The exec's own /proc: procps sees the exec's namespace (its init is pid 1).
+            r = a.exec("sleep 30 & ps -e -o pid=,comm=; kill $!")
+            assert r.exit_code == 0, r
+            pids = [(int(l.split()[0]), l.split()[1]) for l in r.stdout.splitlines()]
+            assert all(pid < 10 for pid, _ in pids) and len(pids) < 8, r.stdout
+            assert {"sleep", "ps"} <= {comm for _, comm in pids}, r.stdout
+            r = a.exec("top -bn1 | head -1")
+            assert r.exit_code == 0 and r.stdout.startswith("top - "), r
+            r = a.exec("useradd -m -G users bob && id -u bob")
+            assert r.exit_code == 0, r
+            uid = int(r.stdout)
+            r = a.exec("id -u; id -Gn; echo $HOME $USER; pwd; echo hi >f; stat -c %U f; ps -o user= -p $$",
+                       user="bob")
+            assert r.stdout == f"{uid}\nbob users\n/home/bob bob\n/home/bob\nbob\nbob\n", r
+            r = a.exec(["id", "-un"], user=uid)
+            assert r.stdout == "bob\n", r
+            r = a.exec("id -u; id -G; echo $HOME", user=54321)
+            assert r.stdout == "54321\n54321\n/\n", r
+            try:
+                a.exec("touch /tmp/ran", user="nobody-here")
+                raise AssertionError("an unknown user ran")
+            except sandboxd.InvalidParams as e:
+                assert e.param == "user", e
+            r = a.exec("sleep 320 & sleep 321", user="bob", timeout_ms=1000)
+            assert r.timed_out, r
+            p = a.start_process("id -u; sleep 1000", user="bob")
+            out = b"".join(p.output(follow=False))
+            for _ in range(50):
+                if out:
+                    break
+                time.sleep(0.1)
+                out = b"".join(p.output(follow=False))
+            assert out == f"{uid}\n".encode(), out
+            p.kill()
+            r = a.exec("nsenter -m -t 1 ps -e -o args | grep '[s]leep 3[2]\\|[s]leep 1000' || true")
+            assert r.stdout == "", r
+
         def curl_internet():
             a = sbs[0]
             ip = info["internet_ip"]
@@ -250,7 +290,7 @@ def main():
         code = 0
         try:
             run([("create two", create_two), ("userland", userland), ("git commit", git_commit),
-                 ("pytest", pytest_run), ("curl internet", curl_internet),
+                 ("pytest", pytest_run), ("ps and users", ps_and_users), ("curl internet", curl_internet),
                  ("a WebSocket echo through a port forward", websocket_forward), ("clones apart", clones_apart),
                  ("destroy", destroy)])
         except SystemExit as e:

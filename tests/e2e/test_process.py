@@ -96,12 +96,47 @@ def main():
             p = c2.call("process.start", {"id": sid, "command":
                                           "setsid sleep 1001 & sleep 1002 & echo $$; wait"})
             c2.call("process.read", {"id": sid, "process": p["process"], "wait_ms": 10000})
-            ps = lambda: c2.call("sandbox.exec", {"id": sid, "command": "ps -o args"})["stdout"]
+            ps = lambda: c2.call("sandbox.exec", {"id": sid, "command": "nsenter -m -t 1 ps -o args"})["stdout"]
             assert "sleep 1001" in ps() and "sleep 1002" in ps()
             k = c2.call("process.kill", {"id": sid, "process": p["process"]})
             assert k["state"] == "exited" and k["signal"] == "SIGKILL", k
             left = ps()
             assert "sleep 1001" not in left and "sleep 1002" not in left, left
+
+        def as_user(c2):
+            c2.call("sandbox.exec", {"id": sid, "command":
+                    "echo 'ann:x:1234:1234::/home/ann:/bin/sh' >>/etc/passwd && "
+                    "mkdir -p /home/ann && chown 1234:1234 /home/ann"})
+            before = len(c2.call("process.list", {"id": sid})["processes"])
+            e = c2.error("process.start", {"id": sid, "user": "bob", "command": "touch /tmp/ran"})
+            assert e.code == -32602 and e.data.get("param") == "user", e.err
+            assert len(c2.call("process.list", {"id": sid})["processes"]) == before
+            # The records stay root's: the process can neither write its exit status nor its pid.
+            p = c2.call("process.start", {"id": sid, "user": "ann", "stdin": True, "command":
+                        "id -u; echo $HOME; pwd; d=/root/.sandboxd-proc/$SANDBOXD_PROCESS; "
+                        "(echo 0 >$d/exit) 2>/dev/null || echo denied; (echo 1 >$d/cpid) 2>/dev/null "
+                        "|| echo denied; read l; echo got-$l >mine; cat mine; sleep 1000"})
+            proc = p["process"]
+            c2.call("process.write", {"id": sid, "process": proc, "data": "x\n"})
+            out, deadline = b"", time.time() + 15
+            while not out.endswith(b"got-x\n"):
+                assert time.time() < deadline, out
+                r = c2.call("process.read", {"id": sid, "process": proc, "offset": len(out), "wait_ms": 2000})
+                out += data_of(r, "data")
+            assert out == b"1234\n/home/ann\n/home/ann\ndenied\ndenied\ngot-x\n", out
+            r = c2.call("sandbox.exec", {"id": sid, "command":
+                        f"stat -c %u /proc/$(cat /root/.sandboxd-proc/{proc}/cpid) /home/ann/mine"})
+            assert r["stdout"] == "1234\n1234\n", r
+            k = c2.call("process.kill", {"id": sid, "process": proc})
+            assert k["state"] == "exited" and k["signal"] == "SIGKILL", k
+            # On a terminal too (the pty file runs the same switch).
+            p = c2.call("process.start", {"id": sid, "user": "1234", "pty": {"cols": 80, "rows": 24},
+                                          "command": "id -u; tty"})
+            w = c2.call("process.wait", {"id": sid, "process": p["process"], "timeout_ms": 20000})
+            out, _, _ = read_all(c2, sid, p["process"])
+            assert w["exit_code"] == 0 and out.startswith(b"1234\r\n/dev/pts/"), (w, out)
+            r = c2.call("sandbox.exec", {"id": sid, "command": "nsenter -m -t 1 ps -o args | grep '[s]leep 1000' || true"})
+            assert r["stdout"] == "", r
 
         def stdin_closed_at_once(c):
             # data written and stdin closed right after the start, before the command may have
@@ -247,7 +282,7 @@ print(json.dumps(codes))
             r = c2.call("sandbox.exec", {"id": sid, "command": "sleep 4242 & echo started; exit 3",
                                          "timeout_ms": 30000})
             assert r["stdout"] == "started\n" and r["exit_code"] == 3 and not r["timed_out"], r
-            ps = c2.call("sandbox.exec", {"id": sid, "command": "ps -o args"})["stdout"]
+            ps = c2.call("sandbox.exec", {"id": sid, "command": "nsenter -m -t 1 ps -o args"})["stdout"]
             assert "sleep 4242" not in ps, ps
 
         def sandboxctl_commands(c2):
@@ -255,6 +290,12 @@ print(json.dumps(codes))
 
             def sc(*args, **kw):
                 return subprocess.run([ctl, "--socket", env.socket, *args], capture_output=True, timeout=120, **kw)
+            r = sc("exec", sid, "-u", "1234", "--", "id", "-u")
+            assert r.returncode == 0 and r.stdout == b"1234\n", r
+            r = sc("start", sid, "--user", "1234", "--attach", "--", "id", "-u")
+            assert r.returncode == 0 and r.stdout == b"1234\n", r
+            r = sc("exec", sid, "-u", "no-such-user", "--", "true")
+            assert r.returncode != 0 and b"user" in r.stderr, r
             r = sc("start", sid, "--", "sh", "-c", "echo one; echo two >&2; sleep 1; echo three")
             assert r.returncode == 0, r.stderr
             proc = r.stdout.decode().strip()
@@ -281,6 +322,7 @@ print(json.dumps(codes))
 
         tests = [("survives client, kill -9 and restart; nothing lost or doubled", first)]
         for name, fn in [("exit code and tree kill", exit_code_and_tree_kill),
+                         ("as a user: id, home, records out of reach, kill", as_user),
                          ("stdin written and closed at once after the start", stdin_closed_at_once),
                          ("long-poll returns when data arrives", long_poll_returns_on_data),
                          ("long-polls per sandbox are capped", long_polls_capped),

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """The full agent session through the socket, on one sandbox: exec (output, env, cwd, stdin,
-argv, streaming, truncation, timeout killing the process tree), files (binary, sizes, parents,
+argv, streaming, truncation, timeout killing the process tree, as a user), files (binary, sizes, parents,
 errors), the internet toggle with real reachability, sshd loss, destroy."""
 
+import json
 import os
+import socket
 import time
 
 from e2elib import Env, RpcError, b64, data_of, run
@@ -83,7 +85,59 @@ def main():
             assert r["timed_out"] is True and r["stdout"] == "started\n", r
             assert time.time() - t0 < 10, time.time() - t0
             time.sleep(0.3)
-            r = c.call("sandbox.exec", {"id": sb["id"], "command": "ps -o args | grep '[s]leep 30' || true"})
+            r = c.call("sandbox.exec", {"id": sb["id"], "command": "nsenter -m -t 1 ps -o args | grep '[s]leep 30[0-3]' || true"})
+            assert r["stdout"] == "", r
+
+        def exec_as_user():
+            # This busybox has no adduser: the users are written into /etc/passwd and /etc/group.
+            r = c.call("sandbox.exec", {"id": sb["id"], "command":
+                       "echo 'ann:x:1234:1234::/home/ann:/bin/sh' >>/etc/passwd && "
+                       "printf 'ann:x:1234:\\ntools:x:2345:ann\\n' >>/etc/group && "
+                       "mkdir -p /home/ann && chown 1234:1234 /home/ann"})
+            assert r["exit_code"] == 0, r
+            r = c.call("sandbox.exec", {"id": sb["id"], "user": "ann", "env": {"USER": "mine"},
+                                        "command": "id -u; id -G; echo $HOME $LOGNAME $USER; pwd; echo hi >f"})
+            assert r["stdout"] == "1234\n1234 2345\n/home/ann ann mine\n/home/ann\n" and r["exit_code"] == 0, r
+            r = c.call("sandbox.exec", {"id": sb["id"], "command": "stat -c '%u %g' /home/ann/f"})
+            assert r["stdout"] == "1234 1234\n", r
+            r = c.call("sandbox.exec", {"id": sb["id"], "user": "1234", "argv": ["id", "-un"], "stream": True})
+            out = "".join(n["params"]["data"] for n in c.notes if n.get("method") == "exec.output")
+            assert r["exit_code"] == 0 and out.endswith("ann\n"), (r, out)
+            # A uid without a passwd entry: gid = uid, HOME=/, no USER.
+            r = c.call("sandbox.exec", {"id": sb["id"], "user": 4321, "cwd": "/tmp",
+                                        "command": "id -u; id -g; echo $HOME ${USER-none}; pwd; touch /root/x"})
+            assert r["stdout"] == "4321\n4321\n/ none\n/tmp\n" and r["exit_code"] != 0, r
+            for stream in (False, True):
+                e = c.error("sandbox.exec", {"id": sb["id"], "user": "bob", "stream": stream,
+                                             "command": "touch /tmp/ran"})
+                assert e.code == -32602 and e.data.get("param") == "user", e.err
+                assert "no such user" in e.err["message"] + str(e.data), e.err
+            # With a passed descriptor (the file session's exec): the same error.
+            rd, wr = os.pipe()
+            i = next(c.ids)
+            line = {"jsonrpc": "2.0", "id": i, "method": "sandbox.exec",
+                    "params": {"id": sb["id"], "user": "bob", "command": "touch /tmp/ran", "stdout_fd": 0}}
+            with c.lock:
+                socket.send_fds(c.sock, [(json.dumps(line) + "\n").encode()], [wr])
+            os.close(wr)
+            try:
+                c.wait(i)
+                raise AssertionError("an unknown user ran")
+            except RpcError as e:
+                assert e.code == -32602 and e.data.get("param") == "user", e.err
+            os.close(rd)
+            for bad in ("-x", "a b", "x" * 33, 2 ** 31, "2147483648", -1, True):
+                e = c.error("sandbox.exec", {"id": sb["id"], "user": bad, "command": "touch /tmp/ran"})
+                assert e.code == -32602 and e.data.get("param") == "user", (bad, e.err)
+            r = c.call("sandbox.exec", {"id": sb["id"], "command": "[ -e /tmp/ran ] && echo ran || echo no"})
+            assert r["stdout"] == "no\n", r
+            # The timeout still kills the whole tree of a user's command.
+            r = c.call("sandbox.exec", {"id": sb["id"], "timeout_ms": 1000, "user": "ann",
+                                        "command": "(sleep 310 &); (setsid sleep 311 &); sleep 312 & "
+                                                   "echo started; sleep 313"})
+            assert r["timed_out"] is True and r["stdout"] == "started\n", r
+            time.sleep(0.3)
+            r = c.call("sandbox.exec", {"id": sb["id"], "command": "nsenter -m -t 1 ps -o args | grep '[s]leep 31[0-3]' || true"})
             assert r["stdout"] == "", r
 
         def disconnect_kills_exec():
@@ -99,7 +153,7 @@ def main():
             c2.close()
             deadline = time.time() + 15
             while True:
-                r = c.call("sandbox.exec", {"id": sb["id"], "command": "ps -o args | grep '[s]leep 30[6]' || true"})
+                r = c.call("sandbox.exec", {"id": sb["id"], "command": "nsenter -m -t 1 ps -o args | grep '[s]leep 30[6]' || true"})
                 if r["stdout"] == "":
                     break
                 assert time.time() < deadline, r
@@ -205,6 +259,7 @@ def main():
 
         run([("create", create), ("exec", exec_basic), ("exec stream", exec_stream),
              ("exec truncated", exec_truncated), ("exec timeout kills the tree", exec_timeout_kills_tree),
+             ("exec as a user", exec_as_user),
              ("client disconnect kills a streaming exec", disconnect_kills_exec),
              ("files binary 0 B / 1 B / 5 MiB", files_binary), ("files parents and errors", files_parents_and_errors),
              ("internet toggle", internet_toggle), ("sshd killed", sshd_killed), ("bad params", bad_params),

@@ -227,7 +227,7 @@ def main():
             socket.send_fds(c2.sock, [(json.dumps(line) + "\n").encode()], [in_r, out_w])
             os.close(in_r)
             os.close(out_w)
-            count = "grep -las '12345[6]' /proc/[0-9]*/cmdline | wc -l"
+            count = "nsenter -m -t 1 sh -c \"grep -las '12345[6]' /proc/[0-9]*/cmdline\" | wc -l"
             for _ in range(100):
                 if c.call("sandbox.exec", {"id": sb, "command": count})["stdout"] != "0\n":
                     break
@@ -345,7 +345,7 @@ def main():
             r = c.call("sandbox.exec", {"id": sb, "timeout_ms": 2000, "command":
                                         f"setsid sleep 7654321 & sleep 7654320 {pad}"})
             assert r["timed_out"] is True, r
-            count = "grep -las '765432[0]\\|765432[1]' /proc/[0-9]*/cmdline | wc -l"
+            count = "nsenter -m -t 1 sh -c \"grep -las '765432[0]\\|765432[1]' /proc/[0-9]*/cmdline\" | wc -l"
             for _ in range(50):
                 if c.call("sandbox.exec", {"id": sb, "command": count})["stdout"] == "0\n":
                     break

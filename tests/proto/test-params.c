@@ -437,6 +437,17 @@ START_TEST(test_exec)
     params_sandbox_exec_done(&x);
     json_object_put(p);
 
+    p = J("{\"id\":\"sb-1\",\"command\":\"id\",\"user\":\"a.b_c-1\"}");
+    ck_assert_int_eq(params_sandbox_exec_spec.parse(p, &x, &e), 0);
+    ck_assert_str_eq(x.user, "a.b_c-1");
+    params_sandbox_exec_done(&x);
+    json_object_put(p);
+    p = J("{\"id\":\"sb-1\",\"command\":\"id\",\"user\":2147483647}");
+    ck_assert_int_eq(params_sandbox_exec_spec.parse(p, &x, &e), 0);
+    ck_assert_str_eq(x.user, "2147483647");
+    params_sandbox_exec_done(&x);
+    json_object_put(p);
+
     p = J("{\"id\":\"sb-1\",\"command\":\"cat\",\"stdin\":\"h\\u00e9\\u0000\"}");
     ck_assert_int_eq(params_sandbox_exec_spec.parse(p, &x, &e), 0);
     ck_assert_uint_eq(x.stdin_len, 4);
@@ -468,6 +479,16 @@ START_TEST(test_exec)
     bad("sandbox.exec", X(",\"command\":\"ls\",\"stdin\":\"a\",\"stdin_b64\":\"YQ==\""), "stdin",
         "only one");
     bad("sandbox.exec", X(",\"command\":\"ls\",\"stdin\":5"), "stdin", "string");
+    bad("sandbox.exec", X(",\"command\":\"ls\",\"user\":\"-r\""), "user", "name");
+    bad("sandbox.exec", X(",\"command\":\"ls\",\"user\":\"a b\""), "user", "name");
+    bad("sandbox.exec", X(",\"command\":\"ls\",\"user\":\"\""), "user", "name");
+    bad("sandbox.exec", X(",\"command\":\"ls\",\"user\":\"a;b\""), "user", "name");
+    bad("sandbox.exec", X(",\"command\":\"ls\",\"user\":\"abcdefghijabcdefghijabcdefghijabc\""),
+        "user", "name");
+    bad("sandbox.exec", X(",\"command\":\"ls\",\"user\":2147483648"), "user", "uid");
+    bad("sandbox.exec", X(",\"command\":\"ls\",\"user\":\"99999999999\""), "user", "uid");
+    bad("sandbox.exec", X(",\"command\":\"ls\",\"user\":-1"), "user", "uid");
+    bad("sandbox.exec", X(",\"command\":\"ls\",\"user\":true"), "user", "name or a uid");
     bad("sandbox.exec", X(",\"command\":\"ls\",\"stdin_b64\":\"YQ\""), "stdin_b64", "base64");
     bad("sandbox.exec", X(",\"command\":\"ls\",\"stdin_b64\":\"Y Q==\""), "stdin_b64", "base64");
     bad("sandbox.exec", X(",\"command\":\"ls\",\"timeout_ms\":0"), "timeout_ms", NULL);

@@ -53,7 +53,9 @@ def main():
 
         def leftovers(regex):
             """Pids of processes with an argument that matches regex exactly."""
-            r = ex({"command": 'grep -l -s -z -x -E "$P" /proc/[0-9]*/cmdline; true',
+            # (in the container's /proc; `; true` keeps sh from becoming grep, whose own argv
+            # holds the regex)
+            r = ex({"command": 'nsenter -m -t 1 sh -c \'grep -l -s -z -x -E "$P" /proc/[0-9]*/cmdline; true\'',
                     "env": {"P": regex}, "timeout_ms": 20000})
             return sorted(int(f.split("/")[2]) for f in r["stdout"].split())
 

@@ -37,6 +37,8 @@ export interface ExecOptions extends CallOptions {
   env?: Record<string, string>;
   /** Absolute working folder (default: the user's home). */
   cwd?: string;
+  /** Run as this user of the container: a name or a uid (default: root). */
+  user?: string | number;
   /** The command's standard input. */
   stdin?: Data;
   /** Kill the command after this many milliseconds (the daemon's default: 60000). */
@@ -88,6 +90,8 @@ export interface FileEntry {
 export interface StartProcessOptions extends CallOptions {
   env?: Record<string, string>;
   cwd?: string;
+  /** Run as this user of the container: a name or a uid (default: root). */
+  user?: string | number;
   /** Give the process a stdin pipe that write() feeds (default: /dev/null). */
   stdin?: boolean;
   /** Run it on a pseudo-terminal of this size. */
