@@ -33,9 +33,9 @@ static void render_fields(FILE *f, json_object *result, json_object *args);
 
 static const struct mcp_tool tools[] = {
     {"sandbox_create", "sandbox.create", "Create a sandbox",
-     "Create a Linux sandbox (an isolated container); pass its id to the other tools. "
-     "Internet is off unless internet is true. It is destroyed when its lease (ttl_s) ends.",
-     TOOL_UNPINNED | TOOL_CREATES | TOOL_OPEN_WORLD, "", render_created},
+     "Create a Linux sandbox; pass its id to the other tools. Internet is off unless "
+     "internet is true. It ends with its lease (ttl_s).",
+     TOOL_UNPINNED | TOOL_CREATES | TOOL_OPEN_WORLD, "net_rate_mbps ", render_created},
     {"sandbox_list", "sandbox.list", "List sandboxes", "List your sandboxes.",
      TOOL_UNPINNED | TOOL_READ_ONLY | TOOL_IDEMPOTENT, "", render_list},
     {"sandbox_destroy", "sandbox.destroy", "Destroy a sandbox",
@@ -49,47 +49,41 @@ static const struct mcp_tool tools[] = {
     {"sandbox_rollback", "sandbox.rollback", "Restore a snapshot",
      "Restore the files of a snapshot; restarts the sandbox.", TOOL_TAKES_ID | TOOL_DESTRUCTIVE, "",
      render_sandbox},
-    {"sandbox_set_internet", "sandbox.set_internet", "Switch internet access",
-     "Allow or block outbound HTTP, HTTPS and DNS; applies within about 10 s (wait: true "
-     "waits for it).",
-     TOOL_TAKES_ID | TOOL_IDEMPOTENT | TOOL_OPEN_WORLD, "", render_sandbox},
+    {"sandbox_set_internet", "sandbox.set_internet", "Internet access",
+     "Allow or block outbound HTTP, HTTPS and DNS; takes up to about 10 s (wait: true waits).",
+     TOOL_TAKES_ID | TOOL_IDEMPOTENT | TOOL_OPEN_WORLD, "wait_timeout_s ", render_sandbox},
     {"exec", "sandbox.exec", "Run a command",
-     "Run a command; returns its exit code and output (long output: its start and end, "
-     "max_output bytes). timeout_ms kills all it started. One still running after "
-     "background_after_s goes on in the background: you get its process id for process_wait "
-     "and process_read. Runs as root (or user) in the home folder.",
+     "Run a command; returns its exit code and output (long output: its start and end). "
+     "timeout_ms kills all it started. Still running after background_after_s, it goes on "
+     "in the background: continue with process_wait and process_read. Runs as root (or "
+     "user) in the home folder.",
      TOOL_TAKES_ID | TOOL_DESTRUCTIVE | TOOL_OPEN_WORLD | TOOL_CAPTURES,
      "stream stdin_fd stdout_fd stderr_fd max_output_bytes ", render_exec},
     {"write_file", "file.write", "Write a file",
      "Write a file (text in content, or base64 in content_b64), replacing it atomically.",
      TOOL_TAKES_ID | TOOL_DESTRUCTIVE | TOOL_IDEMPOTENT, "", render_written},
     {"read_file", "file.read", "Read a file",
-     "Read a file: text as text, other bytes as base64. Read a large file in parts (offset, "
-     "length).",
+     "Read a file (text, or base64 for other bytes); a large one in parts (offset, length).",
      TOOL_TAKES_ID | TOOL_READ_ONLY | TOOL_IDEMPOTENT, "", render_read},
-    {"list_files", "file.list", "List a folder",
-     "List a folder's entries: name, type, size, mode, mtime.",
+    {"list_files", "file.list", "List a folder", "List a folder's entries.",
      TOOL_TAKES_ID | TOOL_READ_ONLY | TOOL_IDEMPOTENT, "", render_entries},
-    {"stat_path", "file.stat", "Describe a path",
-     "Type, size, mode and modification time of a path.",
+    {"stat_path", "file.stat", "Describe a path", "Type, size, mode and mtime of a path.",
      TOOL_TAKES_ID | TOOL_READ_ONLY | TOOL_IDEMPOTENT, "", render_fields},
     {"remove_path", "file.remove", "Remove a path", "Remove a file or folder.",
      TOOL_TAKES_ID | TOOL_DESTRUCTIVE | TOOL_IDEMPOTENT, "", render_fields},
     {"make_dir", "file.mkdir", "Create a folder", "Create a folder.",
-     TOOL_TAKES_ID | TOOL_IDEMPOTENT, "", render_fields},
+     TOOL_TAKES_ID | TOOL_IDEMPOTENT, "mode ", render_fields},
     {"move_path", "file.rename", "Move a path",
      "Move or rename a file or folder, replacing what is at `to`.",
      TOOL_TAKES_ID | TOOL_DESTRUCTIVE, "", render_fields},
     {"process_start", "process.start", "Start a process",
-     "Start a command in the background (a server, a watcher, a long build) and return its "
-     "process id at once.",
+     "Start a command in the background (a server, a watcher) and return its process id.",
      TOOL_TAKES_ID | TOOL_DESTRUCTIVE | TOOL_OPEN_WORLD, "", render_fields},
-    {"process_read", "process.read", "Read process output",
-     "Read a background process's output from an offset, optionally waiting for more; says "
-     "whether it still runs.",
+    {"process_read", "process.read", "Read output",
+     "Read a background process's output from an offset, optionally waiting for more.",
      TOOL_TAKES_ID | TOOL_READ_ONLY | TOOL_IDEMPOTENT, "", render_fields},
     {"process_write", "process.write", "Write to a process",
-     "Feed the standard input of a background process started with stdin: true or a pty.",
+     "Feed stdin of a background process started with stdin: true or a pty.",
      TOOL_TAKES_ID | TOOL_DESTRUCTIVE, "", render_fields},
     {"process_wait", "process.wait", "Wait for a process",
      "Wait up to timeout_ms for a background process to end; returns its state and exit code.",
@@ -318,6 +312,9 @@ static json_object *tool_input_schema(const struct mcp_tool *t, json_object *doc
                                    : desc                  ? desc
                                                            : "");
         mcp_schema_strip(s); /* s's own description goes too */
+        if (json_object_object_get_ex(s, "default", &ps) &&
+            json_object_is_type(ps, json_type_boolean) && !json_object_get_boolean(ps))
+            json_object_object_del(s, "default"); /* false: what a model assumes */
         json_object_object_add(s, "description", d);
         if ((t->flags & TOOL_CREATES) && strcmp(name, "ttl_s") == 0 && cfg->default_ttl_s > 0)
             json_object_object_add(s, "default", json_object_new_int64(cfg->default_ttl_s));
