@@ -28,7 +28,7 @@
 #define SSHS_CONNECT_TIMEOUT_MS_DEFAULT 10000u
 #define SSHS_KEEPALIVE_MS_DEFAULT 15000u
 /* A pool's ready sessions beyond one are closed after this long without a channel (each
- * holds libssh's buffers and cipher contexts, some 25 KiB); the pool connects them again
+ * holds libssh's buffers and cipher contexts, about 23 KiB); the pool connects them again
  * when every ready session is full. */
 #define SSHS_IDLE_CLOSE_MS_DEFAULT 60000u
 /* OpenSSH's sshd allows MaxSessions (default 10) channels per connection; keep two spare
