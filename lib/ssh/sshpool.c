@@ -2,6 +2,7 @@
  * and session setup are sshs.c's. */
 #include <assert.h>
 #include <libssh/libssh.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <string.h>
@@ -34,6 +35,7 @@ struct sshpool_conn {
     struct sshpool_session *session; /* NULL once detached (closing) */
     struct sshpool *pool;
     bool graceful; /* send SSH_MSG_DISCONNECT when freeing */
+    bool trim;     /* give the freed heap pages back to the system (an idle close) */
 };
 
 struct sshpool_session {
@@ -341,6 +343,10 @@ static void on_conn_closed(uv_handle_t *h)
     if (conn->graceful && ssh_is_connected(conn->ssh))
         ssh_disconnect(conn->ssh);
     ssh_free(conn->ssh);
+    /* The session's blocks lie among those of sessions that stay: without a trim the pages
+     * they free stay in the daemon's RSS. */
+    if (conn->trim)
+        malloc_trim(0);
     free(conn);
     pool_unref(p);
 }
@@ -653,6 +659,7 @@ static void on_session_timer(uv_timer_t *t)
         if (session_idle_surplus(s)) {
             log_debug(COMP, "%s:%u #%u: idle, closed", p->conf.host, p->conf.port, s->index);
             uv_timer_stop(&s->timer);
+            s->conn->trim = true;
             session_drop_conn(s, true);
             session_set_state(s, SSHPOOL_STATE_DISCONNECTED);
             break;
