@@ -2,6 +2,7 @@
  * and session setup are sshs.c's. */
 #include <assert.h>
 #include <libssh/libssh.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <string.h>
@@ -34,6 +35,7 @@ struct sshpool_conn {
     struct sshpool_session *session; /* NULL once detached (closing) */
     struct sshpool *pool;
     bool graceful; /* send SSH_MSG_DISCONNECT when freeing */
+    bool trim;     /* give the freed heap pages back to the system (an idle close) */
 };
 
 struct sshpool_session {
@@ -51,6 +53,7 @@ struct sshpool_session {
     bool dirty;
     bool wake; /* a chan asked for a service from outside the session's events */
     uint64_t last_rx_ms;
+    uint64_t last_used_ms; /* a channel last attached or released */
 };
 
 struct sshpool {
@@ -277,6 +280,7 @@ void sshpool_release(struct sshpool_chan *c)
         list_remove(&s->first, &s->last, c);
         c->attached = false;
         s->nchan--;
+        s->last_used_ms = uv_now(p->loop);
         c->session = NULL;
         if (p->qfirst)
             pool_kick(p);
@@ -339,6 +343,10 @@ static void on_conn_closed(uv_handle_t *h)
     if (conn->graceful && ssh_is_connected(conn->ssh))
         ssh_disconnect(conn->ssh);
     ssh_free(conn->ssh);
+    /* The session's blocks lie among those of sessions that stay: without a trim the pages
+     * they free stay in the daemon's RSS. */
+    if (conn->trim)
+        malloc_trim(0);
     free(conn);
     pool_unref(p);
 }
@@ -483,6 +491,7 @@ static void session_ready(struct sshpool_session *s)
 {
     struct sshpool *p = s->pool;
     struct sshpool_conn *conn = s->conn;
+    uint64_t period;
 
     conn->event = ssh_event_new();
     if (!conn->event || ssh_event_add_session(conn->event, conn->ssh) != SSH_OK) {
@@ -495,7 +504,9 @@ static void session_ready(struct sshpool_session *s)
         p->conf.observe(SSHS_EVENT_RESTORED, s->index, p->conf.observe_data);
     s->was_lost = false;
     s->last_rx_ms = uv_now(p->loop);
-    uv_timer_start(&s->timer, on_session_timer, p->conf.keepalive_ms, p->conf.keepalive_ms);
+    s->last_used_ms = s->last_rx_ms;
+    period = MIN(p->conf.keepalive_ms, p->conf.idle_close_ms);
+    uv_timer_start(&s->timer, on_session_timer, period, period);
     session_update_poll(s);
     if (p->qfirst)
         pool_kick(p);
@@ -618,6 +629,20 @@ static void session_service(struct sshpool_session *s)
     session_update_poll(s);
 }
 
+/* A ready session without channels for idle_close_ms while another session is ready. */
+static bool session_idle_surplus(const struct sshpool_session *s)
+{
+    const struct sshpool *p = s->pool;
+
+    if (s->nchan > 0 || p->qfirst || p->connect_cb ||
+        uv_now(p->loop) - s->last_used_ms < p->conf.idle_close_ms)
+        return false;
+    for (unsigned i = 0; i < p->n; i++)
+        if (i != s->index && p->sessions[i].state == SSHPOOL_STATE_READY)
+            return true;
+    return false;
+}
+
 static void on_session_timer(uv_timer_t *t)
 {
     struct sshpool_session *s = t->data;
@@ -631,6 +656,14 @@ static void on_session_timer(uv_timer_t *t)
         session_connect_failed(s, -ETIMEDOUT);
         break;
     case SSHPOOL_STATE_READY:
+        if (session_idle_surplus(s)) {
+            log_debug(COMP, "%s:%u #%u: idle, closed", p->conf.host, p->conf.port, s->index);
+            uv_timer_stop(&s->timer);
+            s->conn->trim = true;
+            session_drop_conn(s, true);
+            session_set_state(s, SSHPOOL_STATE_DISCONNECTED);
+            break;
+        }
         if (uv_now(p->loop) - s->last_rx_ms >= p->conf.keepalive_ms) {
             if (ssh_send_ignore(s->conn->ssh, "sandboxd") != SSH_OK || conn_is_dead(s->conn->ssh)) {
                 session_lost(s, -ECONNRESET);
@@ -730,6 +763,7 @@ static void on_kick(uv_timer_t *t)
         c->attached = true;
         c->session = s;
         s->nchan++;
+        s->last_used_ms = uv_now(p->loop);
         for (unsigned i = 0; i < touched; i++)
             seen |= touched_s[i] == s;
         if (!seen)

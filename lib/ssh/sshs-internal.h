@@ -26,6 +26,7 @@ struct sshs_conf {
     char *pins;
     uint32_t connect_timeout_ms;
     uint32_t keepalive_ms;
+    uint32_t idle_close_ms;
     uint32_t channels_per_session;
     void (*observe)(int event, unsigned session, void *userdata);
     void *observe_data;

@@ -317,6 +317,7 @@ int sshs_conf_copy(const struct sshs_config *cfg, struct sshs_conf *ret)
     c.connect_timeout_ms =
         cfg->connect_timeout_ms ? cfg->connect_timeout_ms : SSHS_CONNECT_TIMEOUT_MS_DEFAULT;
     c.keepalive_ms = cfg->keepalive_ms ? cfg->keepalive_ms : SSHS_KEEPALIVE_MS_DEFAULT;
+    c.idle_close_ms = cfg->idle_close_ms ? cfg->idle_close_ms : SSHS_IDLE_CLOSE_MS_DEFAULT;
     c.channels_per_session =
         cfg->channels_per_session ? cfg->channels_per_session : SSHS_CHANNELS_PER_SESSION_DEFAULT;
     *ret = c;

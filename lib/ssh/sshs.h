@@ -27,6 +27,10 @@
 
 #define SSHS_CONNECT_TIMEOUT_MS_DEFAULT 10000u
 #define SSHS_KEEPALIVE_MS_DEFAULT 15000u
+/* A pool's ready sessions beyond one are closed after this long without a channel (each
+ * holds libssh's buffers and cipher contexts, about 23 KiB); the pool connects them again
+ * when every ready session is full. */
+#define SSHS_IDLE_CLOSE_MS_DEFAULT 60000u
 /* OpenSSH's sshd allows MaxSessions (default 10) channels per connection; keep two spare
  * for the kill channels that enforce exec timeouts. */
 #define SSHS_CHANNELS_PER_SESSION_DEFAULT 8u
@@ -66,6 +70,7 @@ struct sshs_config {
     const char *host_key_pins;     /* required, see sshs_pins_validate() */
     uint32_t connect_timeout_ms;   /* 0 = default; one attempt: TCP + kex + host key + auth */
     uint32_t keepalive_ms;         /* 0 = default; idle sessions send SSH_MSG_IGNORE this often */
+    uint32_t idle_close_ms;        /* 0 = default; see SSHS_IDLE_CLOSE_MS_DEFAULT */
     uint32_t channels_per_session; /* 0 = default; exec channels open at once per session */
     /* Optional observer of a pool's sessions (loop thread; never once the pool closes):
      * SSHS_EVENT_LOST when a ready session is lost, SSHS_EVENT_RESTORED when a session that

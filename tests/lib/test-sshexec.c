@@ -1126,6 +1126,47 @@ START_TEST(test_keepalive_idle_session)
 }
 END_TEST
 
+/* A second session left without channels is closed after idle_close_ms (one stays ready,
+ * nothing counts as lost), and execs go on over the one left. */
+START_TEST(test_idle_surplus_session_closed)
+{
+    struct sshs_config cfg = fixture_config(&fx);
+    struct sshpool *two = NULL, *saved = pool;
+    struct sshpool_stats st;
+    bool closed = false;
+    uint64_t until;
+    struct run r;
+
+    cfg.idle_close_ms = 100;
+    ck_assert_int_eq(sshpool_new(&loop, &cfg, 2, &two), 0);
+    pool = two;
+    run_cmd("echo 1", &r);
+    ck_assert_str_eq(r.out, "1\n");
+    run_clear(&r);
+    until = uv_hrtime() + 5000 * 1000000ull;
+    do {
+        uv_run(&loop, UV_RUN_ONCE);
+        sshpool_get_stats(two, &st);
+    } while (st.connects < 2 && uv_hrtime() < until);
+    ck_assert_uint_eq(st.connects, 2);
+    until = uv_hrtime() + 600 * 1000000ull;
+    while (uv_hrtime() < until)
+        uv_run(&loop, UV_RUN_ONCE); /* the session timers wake the loop */
+    sshpool_get_stats(two, &st);
+    ck_assert_uint_eq(st.sessions_ready, 1);
+    ck_assert_uint_eq(st.sessions_lost, 0);
+    run_cmd("echo 2", &r);
+    ck_assert_str_eq(r.out, "2\n");
+    run_clear(&r);
+    sshpool_get_stats(two, &st);
+    ck_assert_uint_eq(st.connects, 2);
+    pool = saved;
+    sshpool_close(two, on_pool_closed, &closed);
+    fixture_run_until(&loop, &pool_closed, 5000);
+    pool_closed = false;
+}
+END_TEST
+
 START_TEST(test_exec_session_lost_and_reconnect)
 {
     struct sshexec_params p = {.command = "echo up; sleep 30", .timeout_ms = 60000};
@@ -1301,6 +1342,7 @@ static Suite *sshexec_suite(void)
     tcase_add_test(tc, test_exec_session_lost_and_reconnect);
     tcase_add_test(tc, test_exec_cancel);
     tcase_add_test(tc, test_keepalive_idle_session);
+    tcase_add_test(tc, test_idle_surplus_session_closed);
     tcase_add_test(tc, test_pool_close_cancels_execs);
     suite_add_tcase(s, tc);
 
