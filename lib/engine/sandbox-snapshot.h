@@ -12,8 +12,7 @@
 #define ENGINE_SNAPSHOT_TIMEOUT_MS 600000u
 
 /* A snapshot call's outcome: result (borrowed for the call) when err is NULL. */
-typedef void (*engine_json_cb)(const struct engine_error *err, json_object *result,
-                               void *userdata);
+typedef void (*engine_json_cb)(const struct engine_error *err, json_object *result, void *userdata);
 
 /* Takes snapshot `name` of a READY sandbox: result {"snapshot": {"name", "created_at"}}.
  * Refused synchronously (returns a negative errno, ret_err filled) for a bad name

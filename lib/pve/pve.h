@@ -242,8 +242,8 @@ int pve_wait_task(struct pve_client *c, const char *node, const char *upid, PVE_
 int pve_snapshot_list(struct pve_client *c, const char *node, uint32_t vmid, PVE_CALL_ARGS);
 int pve_snapshot(struct pve_client *c, const char *node, uint32_t vmid, const char *name,
                  PVE_CALL_ARGS);
-int pve_snapshot_rollback(struct pve_client *c, const char *node, uint32_t vmid,
-                          const char *name, PVE_CALL_ARGS);
+int pve_snapshot_rollback(struct pve_client *c, const char *node, uint32_t vmid, const char *name,
+                          PVE_CALL_ARGS);
 int pve_snapshot_delete(struct pve_client *c, const char *node, uint32_t vmid, const char *name,
                         PVE_CALL_ARGS);
 
