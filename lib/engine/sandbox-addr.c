@@ -127,20 +127,25 @@ int engine_addr_allocate(struct engine *e, char **ret_ip)
     return -ENOSPC;
 }
 
-int net0_with_address(const char *net0, const char *ip, const struct config_network *n, char **ret)
+/* net0's properties but those starting with one of drop (NULL-terminated), each followed
+ * by a comma, into a new buffer with room for `room` more bytes; *ret_len: bytes written. */
+static int net0_without(const char *net0, const char *const *drop, size_t room, char **ret,
+                        size_t *ret_len)
 {
-    char gw[16];
     size_t len = strlen(net0);
-    _cleanup_free_ char *out = malloc(len + 64);
+    _cleanup_free_ char *out = malloc(len + room);
     size_t o = 0;
 
     if (!out)
         return -ENOMEM;
-    /* every property but ip/gw (and a DHCP ip6 would not be wrong, but is left as it is) */
     for (const char *p = net0; *p;) {
         size_t k = strcspn(p, ",");
+        bool keep = k > 0;
 
-        if (strncmp(p, "ip=", 3) != 0 && strncmp(p, "gw=", 3) != 0) {
+        for (const char *const *d = drop; keep && *d; d++)
+            if (strncmp(p, *d, strlen(*d)) == 0)
+                keep = false;
+        if (keep) {
             memcpy(out + o, p, k);
             o += k;
             out[o++] = ',';
@@ -149,42 +154,48 @@ int net0_with_address(const char *net0, const char *ip, const struct config_netw
         if (*p == ',')
             p++;
     }
-    config_network_format(n->gateway, gw);
-    o += (size_t)snprintf(out + o, len + 64 - o, "ip=%s/%u,gw=%s", ip, n->prefix, gw);
+    out[o] = '\0';
+    *ret_len = o;
     *ret = TAKE_PTR(out);
+    return 0;
+}
+
+int net0_with_address(const char *net0, const char *ip, const struct config_network *n, char **ret)
+{
+    /* every property but ip/gw (and a DHCP ip6 would not be wrong, but is left as it is) */
+    static const char *const drop[] = {"ip=", "gw=", NULL};
+    const size_t room = 64;
+    char gw[16], *out;
+    size_t o;
+    int r = net0_without(net0, drop, room, &out, &o);
+
+    if (r < 0)
+        return r;
+    config_network_format(n->gateway, gw);
+    snprintf(out + o, strlen(net0) + room - o, "ip=%s/%u,gw=%s", ip, n->prefix, gw);
+    *ret = out;
     return 0;
 }
 
 int net0_with_rate(const char *net0, unsigned mbps, char **ret)
 {
-    size_t len = strlen(net0);
-    _cleanup_free_ char *out = malloc(len + 32);
-    size_t o = 0;
+    static const char *const drop[] = {"rate=", NULL};
+    const size_t room = 32;
+    char *out;
+    size_t o;
+    int r = net0_without(net0, drop, room, &out, &o);
 
-    if (!out)
-        return -ENOMEM;
-    for (const char *p = net0; *p;) {
-        size_t k = strcspn(p, ",");
-
-        if (strncmp(p, "rate=", 5) != 0 && k > 0) {
-            memcpy(out + o, p, k);
-            o += k;
-            out[o++] = ',';
-        }
-        p += k;
-        if (*p == ',')
-            p++;
-    }
+    if (r < 0)
+        return r;
     if (mbps) {
         /* thousandths of MiB/s: mbps * 10^6 / 8 / 2^20 * 1000, rounded to the nearest */
         uint64_t milli = ((uint64_t)mbps * 1000000000u + 4194304u) / 8388608u;
 
-        o += (size_t)snprintf(out + o, len + 32 - o, "rate=%" PRIu64 ".%03" PRIu64, milli / 1000,
-                              milli % 1000);
+        snprintf(out + o, strlen(net0) + room - o, "rate=%" PRIu64 ".%03" PRIu64, milli / 1000,
+                 milli % 1000);
     } else if (o > 0)
-        o--; /* the last comma */
-    out[o] = '\0';
-    *ret = TAKE_PTR(out);
+        out[o - 1] = '\0'; /* the last comma */
+    *ret = out;
     return 0;
 }
 
