@@ -10,36 +10,10 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 
-from e2elib import BUILD, Env, RpcError, b64, data_of, run
+from e2elib import BUILD, Env, RpcError, b64, calls_as_uid, data_of, run
 
 SANDBOXCTL = os.path.join(BUILD, "clients", "cli", "sandboxctl")
-CHILD_PY = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
-
-CHILD = r"""
-import json, sys
-sys.path.insert(0, sys.argv[1])
-from e2elib import Client
-sock, other = sys.argv[2], sys.argv[3]
-c = Client(sock, timeout=120)
-out = {}
-calls = {
-    "file.list": {"id": other, "path": "/root"},
-    "file.stat": {"id": other, "path": "/root/keep"},
-    "file.remove": {"id": other, "path": "/root/keep"},
-    "file.mkdir": {"id": other, "path": "/root/made"},
-    "file.rename": {"id": other, "from": "/root/keep", "to": "/root/moved"},
-    "file.write": {"id": other, "path": "/root/keep", "content": "x", "append": True},
-}
-for m, p in calls.items():
-    try:
-        c.call(m, p)
-        out[m] = "succeeded"
-    except Exception as e:
-        out[m] = getattr(e, "code", str(e))
-print(json.dumps(out))
-"""
 
 
 def sh(c, sid, command):
@@ -285,14 +259,15 @@ def main():
         def other_uid_refused():
             sh(c, sid, "printf k > /root/keep")
 
-            def drop():
-                os.setgroups([])
-                os.setgid(65534)
-                os.setuid(65534)
-            r = subprocess.run([CHILD_PY, "-c", CHILD, os.path.dirname(os.path.abspath(__file__)), env.socket, sid],
-                               capture_output=True, text=True, timeout=300, preexec_fn=drop)
-            assert r.returncode == 0, r.stderr
-            out = json.loads(r.stdout.strip().splitlines()[-1])
+            calls = {
+                "file.list": {"id": sid, "path": "/root"},
+                "file.stat": {"id": sid, "path": "/root/keep"},
+                "file.remove": {"id": sid, "path": "/root/keep"},
+                "file.mkdir": {"id": sid, "path": "/root/made"},
+                "file.rename": {"id": sid, "from": "/root/keep", "to": "/root/moved"},
+                "file.write": {"id": sid, "path": "/root/keep", "content": "x", "append": True},
+            }
+            out = calls_as_uid(env.socket, 65534, calls.items())
             assert all(v == -32001 for v in out.values()), out
             assert sh(c, sid, "cat /root/keep; test -e /root/made || echo no") == "kno\n"
 
