@@ -110,3 +110,11 @@ int engine_refuse_not_ready(struct engine_error *ret_err, enum sandbox_state sta
     ret_err->state = sandbox_state_to_public(state);
     return -EAGAIN;
 }
+
+int engine_refuse_rolling_back(const struct sandbox *sb, struct engine_error *ret_err)
+{
+    if (!sb->rolling_back)
+        return 0;
+    return engine_refuse(ret_err, ENGINE_E_BUSY, -EBUSY, "a rollback of this sandbox is running",
+                         NULL);
+}

@@ -264,6 +264,9 @@ int engine_refuse_oom(struct engine_error *ret_err);
 /* engine_refuse() for a sandbox not in a state to take the request: ENGINE_E_STATE, -EAGAIN,
  * with the public name of state. */
 int engine_refuse_not_ready(struct engine_error *ret_err, enum sandbox_state state);
+/* engine_refuse() for a command or a file call while a rollback of sb runs: ENGINE_E_BUSY,
+ * -EBUSY; 0 when none runs. */
+int engine_refuse_rolling_back(const struct sandbox *sb, struct engine_error *ret_err);
 
 /* ---- sandbox.c: table, state, registry, errors ---- */
 /* The one place a sandbox's state changes: logged, and saved to the registry (except

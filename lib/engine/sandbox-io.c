@@ -212,9 +212,9 @@ int sandbox_file_session(struct sandbox *sb, struct sshfile **ret, struct engine
 
     if (sb->state != SANDBOX_READY || e->closing)
         return engine_refuse_not_ready(ret_err, sb->state);
-    if (sb->rolling_back)
-        return engine_refuse(ret_err, ENGINE_E_BUSY, -EBUSY,
-                             "a rollback of this sandbox is running", NULL);
+    r = engine_refuse_rolling_back(sb, ret_err);
+    if (r < 0)
+        return r;
     if (!sb->file) {
         r = file_new(sb, &sb->file);
         if (r < 0)

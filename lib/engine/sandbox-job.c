@@ -146,6 +146,14 @@ static void on_output(struct sshexec *x, enum sshexec_stream stream, const void 
                  j->userdata);
 }
 
+/* The engine's name for the transport's user error (sshuser.h). */
+static int user_error_public(enum sshuser_error e)
+{
+    return e == SSHUSER_NOUSER     ? SANDBOX_USER_UNKNOWN
+           : e == SSHUSER_NOSWITCH ? SANDBOX_USER_NO_SWITCH
+                                   : SANDBOX_USER_OK;
+}
+
 static void on_exec_done(struct sshexec *x, int error, struct sshexec_result *res, void *userdata)
 {
     struct sandbox_job *j = userdata;
@@ -162,9 +170,7 @@ static void on_exec_done(struct sshexec *x, int error, struct sshexec_result *re
             .signal = res->signal,
             .timed_out = res->timed_out,
             .started = res->started,
-            .user_error = res->user_error == SSHUSER_NOUSER     ? SANDBOX_USER_UNKNOWN
-                          : res->user_error == SSHUSER_NOSWITCH ? SANDBOX_USER_NO_SWITCH
-                                                                : SANDBOX_USER_OK,
+            .user_error = user_error_public(res->user_error),
             .out = res->out,
             .out_len = res->out_len,
             .out_truncated = res->out_truncated,
@@ -182,9 +188,8 @@ static void on_exec_done(struct sshexec *x, int error, struct sshexec_result *re
  * use), else ret_err filled. */
 static int exec_pool(struct sandbox *sb, struct engine_error *ret_err)
 {
-    if (sb->rolling_back)
-        return engine_refuse(ret_err, ENGINE_E_BUSY, -EBUSY,
-                             "a rollback of this sandbox is running", NULL);
+    if (engine_refuse_rolling_back(sb, ret_err) < 0)
+        return -EBUSY;
     if (sb->state == SANDBOX_READY && !sb->pool && !sb->create_op && !sb->engine->closing &&
         sandbox_pool_lazy(sb) < 0)
         return engine_refuse_not_ready(ret_err, sb->state);
@@ -377,12 +382,8 @@ int sandbox_file_read_fd(struct sandbox *sb, uid_t uid, const char *path, uint64
 /* The user error an exec reported (sshuser.h): its stderr, when captured, is the sentinel. */
 static int user_error_of(const struct sshfile_exec_fd *x)
 {
-    enum sshuser_error e =
-        x->exit_code == 125 && x->err ? sshuser_error(x->err, x->err_len, x->marker) : SSHUSER_OK;
-
-    return e == SSHUSER_NOUSER     ? SANDBOX_USER_UNKNOWN
-           : e == SSHUSER_NOSWITCH ? SANDBOX_USER_NO_SWITCH
-                                   : SANDBOX_USER_OK;
+    return user_error_public(
+        x->exit_code == 125 && x->err ? sshuser_error(x->err, x->err_len, x->marker) : SSHUSER_OK);
 }
 
 static void on_exec_fd_done(int error, struct sshfile_exec_fd *x, void *userdata)
