@@ -781,6 +781,8 @@ static int create_launch(struct engine *e, const struct sandbox_create_opts *opt
             return engine_refuse(ret_err, ENGINE_E_INVALID, r, "bad labels", "labels");
         return engine_refuse(ret_err, ENGINE_E_INTERNAL, r, "out of memory", NULL);
     }
+    /* a node asked for (by the caller, or by the pool for its per-node target) is kept */
+    sb->node_asked = opts->node != NULL;
     if (engine_static_addresses(e)) {
         /* chosen before the intent is saved: the record holds it from the start */
         r = engine_addr_allocate(e, &sb->ip);
@@ -868,9 +870,9 @@ static bool replaceable(struct sandbox *sb)
     struct engine *e = sb->engine;
 
     return !e->closing && !sb->destroy_requested && sb->create_op && !sb->create_op->failed &&
-           sb->state < SANDBOX_READY && !sb->no_replace && sb->replacements < REPLACE_MAX &&
-           sb->node && cluster_node_down(e, sb->node) && cluster_alternatives(e) &&
-           now_ms(e) < sb->run.deadline_ms;
+           sb->state < SANDBOX_READY && !sb->no_replace && !sb->node_asked &&
+           sb->replacements < REPLACE_MAX && sb->node && cluster_node_down(e, sb->node) &&
+           cluster_alternatives(e) && now_ms(e) < sb->run.deadline_ms;
 }
 
 /* Moves the create to another node now. Returns 0, or -EHOSTDOWN when no node is left. */
@@ -953,6 +955,30 @@ bool create_replace(struct sandbox *sb)
     return true;
 }
 
+/* A create that asked for its node, which went down: it does not wait out its deadline. */
+static bool stays_on_down_node(struct sandbox *sb)
+{
+    struct engine *e = sb->engine;
+
+    return !e->closing && !sb->destroy_requested && sb->create_op && !sb->create_op->failed &&
+           sb->state < SANDBOX_READY && sb->node_asked && sb->node &&
+           cluster_node_down(e, sb->node);
+}
+
+static void fail_on_down_node(struct sandbox *sb)
+{
+    struct engine_error err = {.kind = ENGINE_E_BUSY,
+                               .error = -EHOSTDOWN,
+                               .message = "the node the create asked for went down"};
+
+    if (sb->call)
+        pve_call_cancel(TAKE_PTR(sb->call));
+    uv_timer_stop(&sb->timer);
+    sb->refs++;
+    create_fail_now(sb, &err);
+    sandbox_unref(sb);
+}
+
 void creates_replace(struct engine *e)
 {
     struct sandbox *sb, *next;
@@ -961,7 +987,13 @@ void creates_replace(struct engine *e)
         next = sb->next;
         /* only creates waiting on Proxmox (a call, a poll): the others fail on their own and
          * come back through create_replace() */
-        if (!replaceable(sb) || !(sb->call || uv_is_active((uv_handle_t *)&sb->timer)))
+        if (!(sb->call || uv_is_active((uv_handle_t *)&sb->timer)))
+            continue;
+        if (stays_on_down_node(sb)) {
+            fail_on_down_node(sb);
+            continue;
+        }
+        if (!replaceable(sb))
             continue;
         sb->refs++;
         if (replace_now(sb) < 0)

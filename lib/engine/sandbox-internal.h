@@ -88,6 +88,7 @@ struct sandbox {
     /* placement again on another node (sandbox-create.c) */
     unsigned replacements; /* times the create moved to another node */
     bool no_replace;       /* moving failed: the create fails as usual */
+    bool node_asked;       /* the caller (or the pool, per node) chose the node: no move */
 };
 
 /* A create in progress: its callback and its first failure. It outlives the create's steps

@@ -245,9 +245,19 @@ def main():
             replaced = env.daemon_log().count("event=sandbox.replaced")
             t = threading.Thread(target=creates)
             t.start()
-            time.sleep(1.5)
+            time.sleep(1.0)
+            # a create that asked for pve3 stays there: it fails instead of moving
+            pinned_c = env.client()
+            pinned = pinned_c.send("sandbox.create", {"node": "pve3"})
+            time.sleep(0.5)
             env.sim.admin("POST", "/node/pve3/down")
             t.join()
+            try:
+                pinned_c.wait(pinned, timeout=120)
+                raise AssertionError("a create that asked for pve3 moved")
+            except RpcError as e:
+                assert e.code == -32007 and "went down" in str(e), e.err
+            pinned_c.close()
             env.sim.admin("DELETE", f"/faults/{slow['id']}")
             assert env.daemon_log().count("event=sandbox.replaced") > replaced, "no create moved"
             made = result["made"]  # create_many asserts that none failed
@@ -306,7 +316,8 @@ def main():
             set_warm(1)
             wait_until(lambda: pool()["ready"] == 3 and pool()["filling"] == 0, 60,
                        "one member ready on each node")
-            assert sorted(ct["node"] for ct in env.containers().values()) == NODES
+            assert sorted(ct["node"] for ct in env.containers().values()) == NODES, \
+                (env.containers(), c.call("daemon.status")["pool"])
             hits = pool()["hits"]
             sb = c.call("sandbox.create", {"node": "pve2", "ttl_s": 600})
             assert sb["node"] == "pve2" and pool()["hits"] == hits + 1, (sb, pool())
