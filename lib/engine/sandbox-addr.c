@@ -235,6 +235,7 @@ int engine_addr_check(struct engine *e, const struct sandbox *self, uint32_t vmi
 {
     const struct config_network *n = &e->cfg->network;
     uint32_t a, mask = n->prefix >= 32 ? UINT32_MAX : ~(UINT32_MAX >> n->prefix);
+    const struct sandbox *going = NULL;
     char x[16], y[16];
 
     if (parse_ip(ip, &a) < 0) {
@@ -249,11 +250,15 @@ int engine_addr_check(struct engine *e, const struct sandbox *self, uint32_t vmi
         snprintf(why, size, "an address of the daemon's host");
         return -EPERM;
     }
-    for (const struct sandbox *sb = e->sandboxes; sb; sb = sb->next)
-        if (sb != self && sb->state != SANDBOX_GONE && sb->ip && strcmp(sb->ip, ip) == 0) {
+    for (const struct sandbox *sb = e->sandboxes; sb; sb = sb->next) {
+        if (sb == self || sb->state == SANDBOX_GONE || !sb->ip || strcmp(sb->ip, ip) != 0)
+            continue;
+        if (sb->state != SANDBOX_DESTROYING) {
             snprintf(why, size, "the address of sandbox %s", sb->id);
             return -EPERM;
         }
+        going = sb; /* its container's delete may have freed the lease already */
+    }
     for (size_t i = 0; i < e->n_held; i++)
         if (e->held[i].ip == a && e->held[i].vmid != vmid) {
             snprintf(why, size, "the address of container %u", e->held[i].vmid);
@@ -269,6 +274,10 @@ int engine_addr_check(struct engine *e, const struct sandbox *self, uint32_t vmi
         config_network_format(n->gateway & mask, x);
         snprintf(why, size, "outside the bridge network %s/%u", x, n->prefix);
         return -EPERM;
+    }
+    if (going) {
+        snprintf(why, size, "the address of sandbox %s, being destroyed", going->id);
+        return -EBUSY;
     }
     return 0;
 }

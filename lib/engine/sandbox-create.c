@@ -459,8 +459,14 @@ static void on_interfaces(const struct pve_result *res, void *userdata)
         struct engine_error err = {
             .kind = ENGINE_E_INTERNAL, .error = -ENOMEM, .message = "out of memory"};
         char why[128], msg[256];
+        int r = engine_addr_check(sb->engine, sb, sb->vmid, res->ipv4, why, sizeof why);
 
-        if (engine_addr_check(sb->engine, sb, sb->vmid, res->ipv4, why, sizeof why) < 0) {
+        if (r == -EBUSY) { /* asked again once that destroy has ended (or failed) */
+            log_debug(COMP, "%s: address %s: %s: asking again", sb->id, res->ipv4, why);
+            op_step_again(sb, ENGINE_IP_POLL_MAX_MS);
+            return;
+        }
+        if (r < 0) {
             engine_addr_refused(sb->id, sb->vmid, sb->node, res->ipv4, why);
             snprintf(msg, sizeof msg, "the container reports the address %s, refused: %s",
                      res->ipv4, why);

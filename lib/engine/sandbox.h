@@ -258,7 +258,9 @@ bool engine_closing(const struct engine *e);
  * -EPERM with the reason in why. Refused: not an IPv4 address; the gateway; an address of
  * the daemon's host; the address of another sandbox of the table (its container not yet
  * gone) or held by another container (engine_addr_hold()); outside [network] addresses
- * (when set), else outside the gateway's prefix (when both set). */
+ * (when set), else outside the gateway's prefix (when both set). -EBUSY (why set) when
+ * the only objection is a sandbox being destroyed: its delete may have freed the lease
+ * before the daemon saw the delete end, so the answer is "not yet", to be asked again. */
 int engine_addr_check(struct engine *e, const struct sandbox *self, uint32_t vmid, const char *ip,
                       char *why, size_t size);
 /* A refused address: logged and audited ("sandbox.address_refused"). sandbox may be NULL. */

@@ -4,7 +4,9 @@
 Creates and destroys (4 at a time) wrap a small address range several times: 6 static
 addresses ([network] mode = static), or a DHCP pool of 6 leases in pve-sim, which frees a
 lease when its container is destroyed. In static mode also: a daemon killed with -9 while
-creates run, and a lost state folder, never lead to two containers with one address.
+creates run, and a lost state folder, never lead to two containers with one address. In DHCP
+mode also: a lease that pve-sim gives again before the daemon sees the old container's
+delete end is taken once it does, not refused.
 
     test_addressing.py [--static] [--count N]   (default 60; the soak runs 300 per mode)"""
 
@@ -138,7 +140,29 @@ def main():
             for r in old + new:
                 c2.call("sandbox.destroy", {"id": r["id"]})
 
+        def destroy_seen_late():
+            # the daemon learns of a delete's end after pve-sim has freed its lease and given
+            # it to a new container: that address waits for the destroy, it is not refused
+            first = c.call("sandbox.create", {})
+            late = env.sim.admin("POST", "/faults", {"method": "GET", "latency": 3,
+                                                     "path": "/nodes/pve/tasks/*vzdestroy*"})
+            c2 = env.client(timeout=120)
+            try:
+                gone = c2.send("sandbox.destroy", {"id": first["id"]})
+                t0 = time.time()
+                while first["vmid"] in env.containers() and time.time() < t0 + 30:
+                    time.sleep(0.05)
+                again = c.call("sandbox.create", {})
+                c2.wait(gone)
+            finally:
+                env.sim.admin("DELETE", f"/faults/{late['id']}")
+                c2.close()
+            assert again["ip"] == first["ip"], (first, again)  # the lowest free lease
+            c.call("sandbox.destroy", {"id": again["id"]})
+
         tests = [(f"{a.count} creates and destroys wrap {RANGE} addresses", wrap)]
+        if not a.static:
+            tests += [("a lease freed before the daemon sees its destroy end", destroy_seen_late)]
         if a.static:
             tests += [("kill -9 during creates: no address twice", kill_during_creates),
                       ("lost state folder: addresses rebuilt", state_folder_lost)]
