@@ -118,7 +118,7 @@ static bool vmid_taken(uint32_t vmid, void *userdata)
     for (struct sandbox *sb = e->sandboxes; sb; sb = sb->next)
         if (sb->vmid == vmid)
             return true;
-    return false;
+    return tomb_vmid_recent(e, vmid);
 }
 
 static void on_vmid_picked(const struct pve_result *res, void *userdata)

@@ -135,10 +135,13 @@ unsigned net0_rate_mbps(const char *net0);
 unsigned engine_net_rate(const struct engine *e, int net_rate_mbps);
 int engine_check_net_rate(const struct engine *e, int net_rate_mbps, struct engine_error *ret_err);
 
-/* A destroyed id, for idempotent destroys. */
+/* A destroyed id, for idempotent destroys; its container id, kept out of new creates for a
+ * while (tomb_vmid_recent()). */
 struct tomb {
     char id[ID_MAX + 1];
     uid_t uid;
+    uint32_t vmid;
+    uint64_t gone_ms; /* now_ms() at the destroy's end */
 };
 
 /* An internet change, running or queued behind the running one. */
@@ -296,6 +299,10 @@ int sandbox_set_idempotency(struct sandbox *sb, uid_t owner, const char *key,
                             const char *params_hash);
 void sandbox_unref(struct sandbox *sb);
 void tomb_add(struct engine *e, const struct sandbox *sb);
+/* Whether a sandbox's container of that id was deleted less than two firewall cycles ago. The
+ * node's firewall keeps the deleted container's rules (named by its id, with its addresses)
+ * until its next cycle, and applies them to a new container of the same id meanwhile. */
+bool tomb_vmid_recent(struct engine *e, uint32_t vmid);
 int labels_copy(json_object *in, json_object **ret);
 /* A copy of an env (registry_env_ok()) into *ret: NULL for NULL or no variables; -EINVAL. */
 int env_copy(json_object *in, json_object **ret);

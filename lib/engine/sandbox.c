@@ -244,6 +244,18 @@ void tomb_add(struct engine *e, const struct sandbox *sb)
         e->n_tombs++;
     snprintf(t->id, sizeof t->id, "%s", sb->id);
     t->uid = sb->owner_uid;
+    t->vmid = sb->vmid;
+    t->gone_ms = now_ms(e);
+}
+
+bool tomb_vmid_recent(struct engine *e, uint32_t vmid)
+{
+    uint64_t hold = 2000u * (uint64_t)e->cfg->proxmox.firewall_period_s, now = now_ms(e);
+
+    for (size_t i = 0; i < e->n_tombs; i++)
+        if (e->tombs[i].vmid == vmid && now - e->tombs[i].gone_ms < hold)
+            return true;
+    return false;
 }
 
 void engine_count_states(const struct engine *e, unsigned counts[_SANDBOX_STATE_MAX])
