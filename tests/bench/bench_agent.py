@@ -26,7 +26,7 @@ whole tasks (the daemon's create and destroy counted, the baseline's not) and ov
 common steps alone. Every task checks its results (the first run fails the expected tests,
 the second passes them all); a task that does not is an error and stops the bench.
 
-Bounded: --n 1..32 in parallel, --tasks 1..256 per side, --max-time: no task starts after it.
+Bounded: --n 1..32 in parallel, --tasks 1..128 per side, --max-time: no task starts after it.
 
 Usage: SANDBOXD_BUILD_ROOT=BUILD tests/bench/bench_agent.py [--n 8] [--tasks 16]
            [--upload tar|files] [--max-time 900] [--only daemon,ssh]"""
@@ -70,6 +70,7 @@ UPLOADS = {"tar": "one tar stream through a descriptor (upload_dir)",
            "stdin": "one tar as sandbox.exec's stdin", "files": "file.write per file"}
 PYTEST = f"cd {REMOTE} && python3 -m pytest -q -p no:cacheprovider"
 EXEC_TIMEOUT_MS = 600000
+WARM_MAX = 64  # the pool's size: --tasks, at most this
 
 ROUNDING_BAD = '''"""Rounding helpers shared by the calc modules."""
 
@@ -351,6 +352,7 @@ def show(label, done, wall, steps):
     task = [d["task"] for d in done]
     print(f"{label}: {len(done)} tasks in {wall:.1f} s: {len(done) / wall * 60:.1f} tasks/min; "
           f"task p50 {pct(task, 50):.2f} s, p99 {pct(task, 99):.2f} s")
+    print(f"  (load average {os.getloadavg()[0]:.1f} at the end)")
     print("  step p50: " + ", ".join(f"{s} {pct([d[s] for d in done], 50) * 1000:.0f} ms"
                                      for s in steps))
 
@@ -400,7 +402,9 @@ def image():
 
 
 def ssh_phase(env, a, proj, patched_file, expect):
-    """Makes the containers (untimed, through the daemon), then times the OpenSSH tasks."""
+    """Makes the containers (untimed: from the warm pool, through the daemon), then times the
+    OpenSSH tasks while the pool refills, as it does during the daemon's tasks."""
+    wait_pool(env, min(WARM_MAX, a.tasks))
     client = sandboxd.Client(env.socket, timeout=900)
     sbs = [client.create(ttl_s=3600) for _ in range(a.tasks)]
     kh = os.path.join(env.dir, "known_hosts")
@@ -410,7 +414,6 @@ def ssh_phase(env, a, proj, patched_file, expect):
     opts = ["-F", "/dev/null", "-i", env.sim.key, "-o", f"UserKnownHostsFile={kh}",
             "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR",
             "-o", "ControlMaster=no"]
-    wait_pool(env, a.tasks)  # the pool refilled: nothing cloning while the tasks run
     try:
         return parallel(a.n, [sb.ip for sb in sbs], time.monotonic() + a.max_time,
                         lambda ip: ssh_task(opts, ip, proj, patched_file, expect))
@@ -433,7 +436,7 @@ def daemon_phase(env, a, proj, files, patched, expect):
                 slot.c = next(it)
         return daemon_task(slot.c, proj, files, patched, expect, a.upload, retries)
 
-    wait_pool(env, a.tasks)
+    wait_pool(env, min(WARM_MAX, a.tasks))
     c = env.client()
     h0 = c.call("daemon.status")["pool"]["default"]["hits"]
     try:
@@ -448,19 +451,60 @@ def daemon_phase(env, a, proj, files, patched, expect):
     return done, wall, hits
 
 
+def compare(env, a, only, work):
+    """--rounds rounds of each side, in turns (ssh first in odd rounds): {side: (the step
+    times of every task done, the wall seconds of all rounds)}."""
+    proj, files, patched_file, expect = work
+    res = {side: ([], 0.0) for side in only}
+    for r in range(a.rounds):
+        for side in (("ssh", "daemon") if r % 2 == 0 else ("daemon", "ssh")):
+            if side not in only:
+                continue
+            if side == "ssh":
+                done, wall = ssh_phase(env, a, proj, patched_file, expect)
+                show(f"round {r + 1}, ssh/scp, a connection per step", done, wall, COMMON)
+            else:
+                done, wall, hits = daemon_phase(env, a, proj, files, ROUNDING_GOOD.encode(),
+                                                expect)
+                show(f"round {r + 1}, sandboxd ({hits} of {len(done)} creates from the warm pool)",
+                     done, wall, STEPS)
+            res[side] = (res[side][0] + done, res[side][1] + wall)
+    if a.rounds > 1:
+        for side, (done, wall) in res.items():
+            show(f"all rounds, {side}", done, wall, COMMON if side == "ssh" else STEPS)
+    return res
+
+
+def ratios(res):
+    (dd, dw), (sd, sw) = res["daemon"], res["ssh"]
+    dt, st = [d["task"] for d in dd], [d["task"] for d in sd]
+    print(f"throughput sandboxd / ssh: {len(dd) / dw / (len(sd) / sw):.2f}x "
+          f"(whole tasks; the daemon's create and destroy counted, ssh's not)")
+    print(f"task p50 ssh / sandboxd: {pct(st, 50) / pct(dt, 50):.2f}x, p99 "
+          f"{pct(st, 99) / pct(dt, 99):.2f}x; the four common steps alone: p50 "
+          f"{pct(common(sd), 50) / pct(common(dd), 50):.2f}x")
+    d_out = [sum(d[s] for s in ("create", "upload", "patch", "destroy")) for d in dd]
+    s_out = [d["upload"] + d["patch"] for d in sd]
+    print(f"outside the two pytest runs, task p50: sandboxd {pct(d_out, 50):.2f} s (create, "
+          f"upload, patch, destroy), ssh {pct(s_out, 50):.2f} s (upload, patch)")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=8, help="tasks in parallel (1..32, default 8)")
-    ap.add_argument("--tasks", type=int, default=16, help="tasks per side (1..256, default 16)")
+    ap.add_argument("--tasks", type=int, default=16, help="tasks per side (1..128, default 16)")
     ap.add_argument("--upload", choices=["tar", "stdin", "files"], default="tar",
                     help="the daemon's upload: one tar stream through a descriptor (upload_dir), "
                          "one tar as an exec's stdin, or file.write per file")
     ap.add_argument("--max-time", type=float, default=900, help="seconds per side (default 900)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="rounds of each side, in turns (1..8, default 1)")
     ap.add_argument("--only", default="ssh,daemon", help="ssh,daemon")
     a = ap.parse_args()
-    if not 1 <= a.n <= 32 or not 1 <= a.tasks <= 256 or not 1 <= a.max_time <= 7200:
-        ap.error("--n 1..32, --tasks 1..256, --max-time 1..7200")
     only = set(a.only.split(","))
+    if (not 1 <= a.n <= 32 or not 1 <= a.tasks <= 128 or not 1 <= a.max_time <= 7200
+            or not 1 <= a.rounds <= 8 or not only or not only <= {"ssh", "daemon"}):
+        ap.error("--n 1..32, --tasks 1..128, --max-time 1..7200, --rounds 1..8, --only ssh,daemon")
     print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f}")
     print(f"sandboxd: {e2elib.SANDBOXD} ({build_type()}); template: pve-sim Debian 12")
     t_all = time.time()
@@ -478,7 +522,7 @@ def main():
         print(f"project: {len(files)} files, {size / 1024:.0f} KiB, {ntests} tests of which "
               f"{nfail} fail before the patch; {a.n} tasks in parallel, {a.tasks} per side; "
               f"daemon upload: {UPLOADS[a.upload]}")
-        warm = min(64, a.tasks)
+        warm = min(WARM_MAX, a.tasks)
         sim = dict(DELAYS, template_os="debian", bridge_subnet="10.221.0.0/20",
                    node_capacity={"pve": {"maxmem": 1 << 40, "maxcpu": 1024}})
         daemon = {"sandbox": {"max_per_uid": "256", "max_total": "256", "create_timeout_s": "600"},
@@ -486,23 +530,9 @@ def main():
         with Env(sim_config=sim, daemon_config=daemon, log_level="info") as env:
             wait_pool(env, warm)
             print(f"warm pool of {warm} filled after {time.time() - t_all:.0f} s")
-            res = {}
-            if "ssh" in only:
-                res["ssh"] = ssh_phase(env, a, proj, patched_file, expect)
-                show("ssh/scp, a connection per step", *res["ssh"], COMMON)
-            if "daemon" in only:
-                done, wall, hits = daemon_phase(env, a, proj, files, ROUNDING_GOOD.encode(), expect)
-                res["daemon"] = (done, wall)
-                show(f"sandboxd ({hits} of {len(done)} creates from the warm pool)", done, wall,
-                     STEPS)
-            if len(res) == 2:
-                (dd, dw), (sd, sw) = res["daemon"], res["ssh"]
-                dt, st = [d["task"] for d in dd], [d["task"] for d in sd]
-                print(f"throughput sandboxd / ssh: {len(dd) / dw / (len(sd) / sw):.2f}x "
-                      f"(whole tasks; the daemon's create and destroy counted, ssh's not)")
-                print(f"task p50 ssh / sandboxd: {pct(st, 50) / pct(dt, 50):.2f}x, p99 "
-                      f"{pct(st, 99) / pct(dt, 99):.2f}x; the four common steps alone: p50 "
-                      f"{pct(common(sd), 50) / pct(common(dd), 50):.2f}x")
+            res = compare(env, a, only, (proj, files, patched_file, expect))
+            if len(only) == 2:
+                ratios(res)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"bench done in {time.time() - t_all:.0f} s")
