@@ -38,6 +38,7 @@ import json
 import os
 import platform
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -348,6 +349,17 @@ def parallel(n, jobs, deadline, fn):
     return done, wall
 
 
+def cpu_s(pid=None):
+    """CPU seconds (user + system): of process pid, or of this process's children waited for
+    (ssh, scp, tar)."""
+    if pid is None:
+        r = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return r.ru_utime + r.ru_stime
+    with open(f"/proc/{pid}/stat") as f:
+        v = f.read().rsplit(")", 1)[1].split()
+    return (int(v[11]) + int(v[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def show(label, done, wall, steps):
     task = [d["task"] for d in done]
     print(f"{label}: {len(done)} tasks in {wall:.1f} s: {len(done) / wall * 60:.1f} tasks/min; "
@@ -460,6 +472,7 @@ def compare(env, a, only, work):
         for side in (("ssh", "daemon") if r % 2 == 0 else ("daemon", "ssh")):
             if side not in only:
                 continue
+            cpu0 = cpu_s(env.proc.pid), cpu_s(), cpu_s(env.sim.proc.pid)
             if side == "ssh":
                 done, wall = ssh_phase(env, a, proj, patched_file, expect)
                 show(f"round {r + 1}, ssh/scp, a connection per step", done, wall, COMMON)
@@ -468,6 +481,11 @@ def compare(env, a, only, work):
                                                 expect)
                 show(f"round {r + 1}, sandboxd ({hits} of {len(done)} creates from the warm pool)",
                      done, wall, STEPS)
+            n = max(1, len(done))
+            print(f"  host CPU per task: sandboxd {(cpu_s(env.proc.pid) - cpu0[0]) / n * 1000:.0f} ms"
+                  f" (its pool's refills included), the bench's child processes (ssh, scp, tar) "
+                  f"{(cpu_s() - cpu0[1]) / n * 1000:.0f} ms, pve-sim's own process (the simulated"
+                  f" Proxmox API and tasks) {(cpu_s(env.sim.proc.pid) - cpu0[2]) / n * 1000:.0f} ms")
             res[side] = (res[side][0] + done, res[side][1] + wall)
     if a.rounds > 1:
         for side, (done, wall) in res.items():
