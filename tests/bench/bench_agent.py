@@ -12,13 +12,17 @@ An agent task, N of them in parallel (default 8), each on its own connection:
   destroy   sandbox.destroy
 
 through the daemon with the Python client (clients/python): `Client.create`,
-`Sandbox.upload_dir` (one tar stream through a passed descriptor into a tar in the sandbox;
---upload files: one `file.write` per file instead), `Sandbox.exec`, `Sandbox.write_file`,
+`Sandbox.upload_dir` (one tar stream through a passed descriptor into a tar in the sandbox,
+retried after 50 ms while the daemon answers Busy; --upload stdin: one tar as the exec's
+stdin; --upload files: one `file.write` per file), `Sandbox.exec`, `Sandbox.write_file`,
 `Sandbox.destroy`. Beside it, the same steps as a script without a daemon runs them: plain
 OpenSSH with a fresh connection per step (`scp -r` of the project, `ssh HOST 'cd ... &&
 python3 -m pytest -q'`, `scp` of the patched file, `ssh` pytest again) on containers of the
-same template in the same simulator, made beforehand (their create and destroy are not
-counted: OpenSSH cannot make a container, so the baseline's tasks are its four steps only).
+same template in the same simulator, taken from the warm pool just before (their create and
+destroy are not counted: OpenSSH cannot make a container, so the baseline's tasks are its
+four steps only). The pool refills during both sides' tasks. With --rounds R each side runs
+R times, in turns. Also printed: the host CPU per task of the daemon, of the bench's child
+processes (ssh, scp, tar) and of pve-sim's own process.
 
 Printed for each side: tasks per minute (tasks done / wall time from the first task's start
 to the last one's end), p50 and p99 task time, the p50 of every step; then the ratios, over
@@ -26,10 +30,11 @@ whole tasks (the daemon's create and destroy counted, the baseline's not) and ov
 common steps alone. Every task checks its results (the first run fails the expected tests,
 the second passes them all); a task that does not is an error and stops the bench.
 
-Bounded: --n 1..32 in parallel, --tasks 1..128 per side, --max-time: no task starts after it.
+Bounded: --n 1..32 in parallel, --tasks 1..128 per side, --rounds 1..8, --max-time: no task
+of a side starts after it (seconds from the side's start).
 
-Usage: SANDBOXD_BUILD_ROOT=BUILD tests/bench/bench_agent.py [--n 8] [--tasks 16]
-           [--upload tar|files] [--max-time 900] [--only daemon,ssh]"""
+Usage: SANDBOXD_BUILD_ROOT=BUILD tests/bench/bench_agent.py [--n 8] [--tasks 16] [--rounds 1]
+           [--upload tar|stdin|files] [--max-time 900] [--only ssh,daemon]"""
 
 import argparse
 import functools
@@ -72,6 +77,7 @@ UPLOADS = {"tar": "one tar stream through a descriptor (upload_dir)",
 PYTEST = f"cd {REMOTE} && python3 -m pytest -q -p no:cacheprovider"
 EXEC_TIMEOUT_MS = 600000
 WARM_MAX = 64  # the pool's size: --tasks, at most this
+BUSY_RETRY_S = 300
 
 ROUNDING_BAD = '''"""Rounding helpers shared by the calc modules."""
 
@@ -229,11 +235,15 @@ class Expect:
 
 def upload_dir(sb, proj, retries):
     """Sandbox.upload_dir, again after a pause while the daemon answers Busy (-32007: at
-    most 4 transfers through descriptors run per user id), as an agent's retry would."""
+    most 4 transfers through descriptors run per user id), as an agent's retry would; for
+    BUSY_RETRY_S at most."""
+    give_up = time.monotonic() + BUSY_RETRY_S
     while True:
         try:
             return sb.upload_dir(proj, REMOTE)
         except sandboxd.Busy:
+            if time.monotonic() > give_up:
+                raise
             retries.append(1)
             time.sleep(0.05)
 
@@ -422,7 +432,8 @@ def ssh_phase(env, a, proj, patched_file, expect):
     kh = os.path.join(env.dir, "known_hosts")
     with open(kh, "w") as f:
         for sb in sbs:
-            f.write(f"{sb.ip} {sb.read_file('/etc/ssh/ssh_host_ed25519_key.pub').decode().strip()}\n")
+            pub = sb.read_file("/etc/ssh/ssh_host_ed25519_key.pub").decode().strip()
+            f.write(f"{sb.ip} {pub}\n")
     opts = ["-F", "/dev/null", "-i", env.sim.key, "-o", f"UserKnownHostsFile={kh}",
             "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR",
             "-o", "ControlMaster=no"]
@@ -481,11 +492,12 @@ def compare(env, a, only, work):
                                                 expect)
                 show(f"round {r + 1}, sandboxd ({hits} of {len(done)} creates from the warm pool)",
                      done, wall, STEPS)
-            n = max(1, len(done))
-            print(f"  host CPU per task: sandboxd {(cpu_s(env.proc.pid) - cpu0[0]) / n * 1000:.0f} ms"
-                  f" (its pool's refills included), the bench's child processes (ssh, scp, tar) "
-                  f"{(cpu_s() - cpu0[1]) / n * 1000:.0f} ms, pve-sim's own process (the simulated"
-                  f" Proxmox API and tasks) {(cpu_s(env.sim.proc.pid) - cpu0[2]) / n * 1000:.0f} ms")
+            n = max(1, len(done)) / 1000
+            daemon, kids, sim = (cpu_s(env.proc.pid) - cpu0[0], cpu_s() - cpu0[1],
+                                 cpu_s(env.sim.proc.pid) - cpu0[2])
+            print(f"  host CPU per task: sandboxd {daemon / n:.0f} ms (its pool's refills "
+                  f"included), the bench's child processes (ssh, scp, tar) {kids / n:.0f} ms, "
+                  f"pve-sim's own process (the simulated Proxmox API and tasks) {sim / n:.0f} ms")
             res[side] = (res[side][0] + done, res[side][1] + wall)
     if a.rounds > 1:
         for side, (done, wall) in res.items():
