@@ -121,9 +121,10 @@ def clone_refusal(s, a, node, src, full, is_tmpl, src_vol):
         return f"storage '{storage}' does not exist"
     if storage is not None and target is not None and not int(s.cfg["storages"][storage].get("shared", 0)):
         return f"can't clone to non-shared storage '{storage}'"
-    if a.get("snapname"):
-        return f"snapshot '{a['snapname']}' does not exist"
-    if full and src.get("running"):
+    snapname = a.get("snapname")
+    if snapname and snapname not in (src.get("snapshots") or {}):
+        return f"snapshot '{snapname}' does not exist"
+    if full and src.get("running") and not snapname:
         return "Full clone of a running container is only possible from a snapshot"
     if not full and (not is_tmpl or sd.get("type") not in ("lvmthin", "zfspool", "rbd", "btrfs")):
         return f"Linked clone feature for '{src_vol}' is not available"
@@ -149,9 +150,14 @@ def clone_copy(s, t, ferr, j):
             vol = s.volname(j.dst_store, newid, src_vol, linked=True)
         if ferr is not None:
             raise TaskFail(f"clone failed: {ferr}")
-        s.clone_root(vmid, newid)
+        snapname = a.get("snapname")
+        if snapname:
+            s.clone_root_snapshot(vmid, newid, snapname)
+        else:
+            s.clone_root(vmid, newid)
         with s.lock:
-            conf = {k: v for k, v in src["conf"].items() if k not in ("template", "lock", "parent", "snaptime")}
+            base = src["snapshots"][snapname]["conf"] if snapname else src["conf"]
+            conf = {k: v for k, v in base.items() if k not in ("template", "lock", "parent", "snaptime")}
             for k in list(conf):
                 if re.fullmatch(r"net\d+", k):
                     try:

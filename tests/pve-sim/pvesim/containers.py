@@ -192,6 +192,15 @@ class ContainersMixin:
         os.makedirs(dd, mode=0o755)
         run(["cp", "-a", os.path.join(sd, "rootfs"), os.path.join(dd, "rootfs")])
 
+    def clone_root_snapshot(self, src, dst, name):
+        """dst's root as src's was at snapshot `name` (a full clone from a snapshot)."""
+        sd, dd = self.ct_dir(src), self.ct_dir(dst)
+        if rootfs.clone_overlay_snapshot(sd, dd, name):
+            return
+        rootfs.remove_ct_dir(dd)
+        os.makedirs(dd, mode=0o755)
+        run(["cp", "-a", "--reflink=auto", rootfs.snap_dir(sd, name), os.path.join(dd, "rootfs")])
+
     # ---- configs, locks, status
     def ct_on(self, node, vmid):
         ct = self.cts.get(vmid)

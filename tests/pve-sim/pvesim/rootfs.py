@@ -210,6 +210,22 @@ def clone_overlay(src, dst):
     return True
 
 
+def clone_overlay_snapshot(src, dst, name):
+    """clone_overlay() from src's snapshot `name` (its upper layer as it was then) instead of
+    src's live upper layer. Returns False when src is no overlay root."""
+    lower = read_layers(src)
+    if lower is None:
+        return False
+    remove_ct_dir(dst)
+    os.makedirs(dst, mode=0o755)
+    own = os.path.join(dst, "base")
+    run(["cp", "-a", "--reflink=auto", snap_dir(src, name), own])
+    with open(layers_path(dst), "w") as f:
+        json.dump({"lower": [own] + lower}, f)
+    mount_root(dst)
+    return True
+
+
 def snap_dir(ctdir, name):
     return os.path.join(ctdir, "snap", name)
 
