@@ -206,7 +206,7 @@ static void clone_post(struct pve_call *call)
         PVE_INT("newid", call->vmid),           PVE_STR("hostname", s->hostname),
         PVE_STR("description", s->description), PVE_STR("pool", s->pool),
         PVE_OPT_BOOL("full", s->full),          PVE_STR("storage", s->storage),
-        PVE_STR("target", s->target),
+        PVE_STR("target", s->target),           PVE_STR("snapname", s->snapname),
     };
     const struct pve_req req = {
         .ep = PVE_EP_CLONE, .path = {.node = s->node, .vmid = s->template_vmid}, PVE_PARAMS(pv)};
@@ -393,11 +393,13 @@ static void clone_result(const struct pve_call *call, struct pve_result *res)
 /* The strings a clone call copies from struct pve_clone_params, in the same order. */
 #define CLONE_STRINGS(s)                                                                           \
     {                                                                                              \
-        &(s)->node, &(s)->hostname, &(s)->description, &(s)->pool, &(s)->storage, &(s)->target     \
+        &(s)->node, &(s)->hostname, &(s)->description, &(s)->pool, &(s)->storage, &(s)->target,    \
+            &(s)->snapname                                                                         \
     }
 #define CLONE_PARAM_STRINGS(p)                                                                     \
     {                                                                                              \
-        (p)->node, (p)->hostname, (p)->description, (p)->pool, (p)->storage, (p)->target           \
+        (p)->node, (p)->hostname, (p)->description, (p)->pool, (p)->storage, (p)->target,          \
+            (p)->snapname                                                                          \
     }
 
 static void clone_free(struct pve_call *call)

@@ -211,7 +211,7 @@ struct pve_node_slots {
 struct pve_clone_state {
     struct pve_clone_queue *queue;
     struct pve_call *qnext;
-    char *node, *hostname, *description, *pool, *storage, *target;
+    char *node, *hostname, *description, *pool, *storage, *target, *snapname;
     uint32_t template_vmid;                  /* the copy cloned, once the call runs */
     uint32_t sources[PVE_CLONE_SOURCES_MAX]; /* the template's copies it may clone */
     unsigned n_sources;

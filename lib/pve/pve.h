@@ -166,6 +166,7 @@ struct pve_clone_params {
     int full;                /* -1: Proxmox default (linked for templates), 0, 1 */
     const char *storage;     /* NULL: same (full clones only) */
     const char *target;      /* NULL: same node */
+    const char *snapname;    /* NULL: the source as it is; else its snapshot (a full clone) */
     /* newid 0 only: ids for which this returns true are never tried (e.g. the registry's
      * ids); may be NULL. */
     bool (*vmid_taken)(uint32_t vmid, void *userdata);
