@@ -42,6 +42,10 @@
 #define REG_LABELS_MAX 16
 #define REG_LABEL_LEN_MAX 256
 #define REG_TEMPLATE_MAX 32 /* template name: [a-z0-9-] */
+
+/* a Proxmox snapshot name */
+#define REG_FORK_SNAPSHOT_MAX 40
+
 /* sandbox.create's env (proto/api-limits.h PARAMS_CREATE_ENV_*): names [A-Za-z_][A-Za-z0-9_]* */
 #define REG_ENV_MAX 64
 #define REG_ENV_NAME_MAX 255
@@ -100,6 +104,9 @@ struct registry_record {
     bool pool;         /* a warm pool member: owned by the pool, not by owner_uid */
     json_object *env;  /* optional: an owned object of strings, the variables every exec and
                         * process gets (secrets: this file is the only place they are kept) */
+    /* optional: a snapshot taken for a fork, deleted once the fork ended (after a restart:
+     * by the lease tick, lib/engine/sandbox-fork.c) */
+    char *fork_snapshot;
 };
 
 struct registry_record *registry_record_new(void);
