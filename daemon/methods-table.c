@@ -5,6 +5,7 @@
 #include "methods-daemon.h"
 #include "methods-exec.h"
 #include "methods-file.h"
+#include "methods-fork.h"
 #include "methods-forward.h"
 #include "methods-obs.h"
 #include "methods-process.h"
@@ -12,6 +13,7 @@
 #include "methods-snapshot.h"
 #include "methods-test.h"
 #include "params-file.h"
+#include "params-fork.h"
 #include "params-forward.h"
 #include "params-process.h"
 #include "params-snapshot.h"
@@ -62,6 +64,8 @@ const struct method_def methods_table[] = {
     {"sandbox.snapshots",       &params_sandbox_id_spec,       method_sandbox_snapshots,       0},
     {"sandbox.rollback",        &params_sandbox_snapshot_spec, method_sandbox_rollback,        0},
     {"sandbox.snapshot_delete", &params_sandbox_snapshot_spec, method_sandbox_snapshot_delete, 0},
+    /* fork (methods-fork.c) */
+    {"sandbox.fork",            &params_sandbox_fork_spec,     method_sandbox_fork,            0},
     /* test hooks, SANDBOXD_TEST_HOOKS=1 only (methods-test.c, methods-obs.c) */
     {"test.sleep",           NULL,                              method_test_sleep,           TEST},
     {"test.notify",          NULL,                              method_test_notify,          TEST},

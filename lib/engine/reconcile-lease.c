@@ -52,6 +52,7 @@ void reconcile_lease_tick(uv_timer_t *t)
         return;
     if (clock_step(rc, now) != 0)
         return;
+    fork_cleanup_tick(rc->e);
     for (sb = engine_first(rc->e); sb && started < RECONCILE_EXPIRE_PER_TICK; sb = next) {
         next = engine_next(rc->e, sb);
         if (sb->state != SANDBOX_READY || sandbox_busy(sb) || sb->expires_at > now ||

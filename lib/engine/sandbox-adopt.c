@@ -95,6 +95,8 @@ int engine_adopt(struct engine *e, const struct registry_record *r, struct sandb
     sb->pool_member = r->pool;
     snprintf(sb->template, sizeof sb->template, "%s",
              r->template ? r->template : engine_template_find(e, NULL)->name);
+    if (r->fork_snapshot)
+        snprintf(sb->fork_pending, sizeof sb->fork_pending, "%s", r->fork_snapshot);
     if (r->host_key && hostkey_pin_is_valid(r->host_key))
         snprintf(sb->host_key, sizeof sb->host_key, "%s", r->host_key);
     sb->ip = strdup(r->ip);

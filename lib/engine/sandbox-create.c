@@ -249,6 +249,12 @@ static int start_clone(struct sandbox *sb, uint64_t timeout_ms, const char **ret
         .on_task = on_clone_task,
         .on_task_userdata = sb,
     };
+    if (sb->fork_vmid) { /* a fork child: the parent's snapshot, copied in full */
+        cp.template_vmid = sb->fork_vmid;
+        cp.n_copies = 0;
+        cp.snapname = sb->fork_snap;
+        cp.full = 1;
+    }
     r = pve_clone(e->pve, &cp, timeout_ms, on_cloned, sb, &sb->call);
     if (r >= 0)
         sb->clone_issued = true;
@@ -660,7 +666,7 @@ static void on_intent_saved(int r, void *userdata)
 /* The create's deadline, counted from its start (a resumed one: from its resumption). */
 static uint64_t create_budget_ms(const struct sandbox *sb)
 {
-    return (uint64_t)sb->engine->cfg->sandbox.create_timeout_s * 1000;
+    return (uint64_t)sb->engine->cfg->sandbox.create_timeout_s * 1000 * (1 + sb->fork_slot);
 }
 
 /* Enters the step whose start is start (a create placed again from its vmid choice, or
@@ -718,6 +724,11 @@ static int sandbox_new(struct engine *e, const struct sandbox_create_opts *opts,
     snprintf(sb->template, sizeof sb->template, "%s",
              engine_template_find(e, opts->template)->name);
     sb->internet = opts->internet;
+    sb->fork_vmid = opts->fork_vmid;
+    sb->fork_slot = opts->fork_slot;
+    sb->no_replace = opts->fork_vmid != 0; /* its source is on this node */
+    snprintf(sb->fork_snap, sizeof sb->fork_snap, "%s", opts->fork_snap ? opts->fork_snap : "");
+    snprintf(sb->fork_pin, sizeof sb->fork_pin, "%s", opts->fork_pin ? opts->fork_pin : "");
     r = sandbox_set_idempotency(sb, opts->owner_uid, opts->idempotency_key, opts->params_hash);
     sb->created_at = now_realtime();
     sb->expires_at = sb->created_at + ttl;
@@ -775,8 +786,8 @@ static int create_check(struct engine *e, const struct sandbox_create_opts *opts
 }
 
 /* A new sandbox on node for opts, its intent saved and its create begun: 0, or the refusal. */
-static int create_launch(struct engine *e, const struct sandbox_create_opts *opts, int64_t ttl,
-                         const char *node, struct sb_op *op, struct engine_error *ret_err)
+int create_launch(struct engine *e, const struct sandbox_create_opts *opts, int64_t ttl,
+                  const char *node, struct sb_op *op, struct engine_error *ret_err)
 {
     struct sandbox *sb;
     int r;

@@ -89,6 +89,17 @@ struct sandbox {
     unsigned replacements; /* times the create moved to another node */
     bool no_replace;       /* moving failed: the create fails as usual */
     bool node_asked;       /* the caller (or the pool, per node) chose the node: no move */
+    /* a fork child (sandbox-fork.c): cloned from fork_vmid's snapshot fork_snap */
+    uint32_t fork_vmid;
+    char fork_snap[41];
+    char fork_pin[64]; /* the parent's host key pin, for the connect before the rekey */
+    unsigned fork_slot;
+    /* a fork's parent (sandbox-fork.c): the snapshot taken for a fork, recorded before it is
+     * taken and until it is deleted; forking while that fork runs; the next retry of a
+     * delete left over from before a restart (uv_now scale) */
+    char fork_pending[41];
+    bool forking;
+    uint64_t fork_retry_ms;
 };
 
 /* A create in progress: its callback and its first failure. It outlives the create's steps
@@ -328,6 +339,14 @@ void sandbox_observe_ssh(int event, unsigned session, void *userdata);
 struct sb_op *create_op_new(void);
 /* Reports the create's outcome to its caller (op->failed: the first failure). */
 void create_finish(struct sandbox *sb);
+
+/* A new sandbox on node for opts, its intent saved and its create begun (op reports its
+ * outcome): 0, or the refusal (op not taken). The caller checked quota and ttl. */
+int create_launch(struct engine *e, const struct sandbox_create_opts *opts, int64_t ttl,
+                  const char *node, struct sb_op *op, struct engine_error *ret_err);
+/* ---- sandbox-fork.c ---- */
+/* Deletes the fork snapshots left over by a restart (reconcile's lease tick). */
+void fork_cleanup_tick(struct engine *e);
 
 /* Runs a resumed create (sandbox-resume.c) from the wait for its recorded clone task. */
 void create_resume(struct sandbox *sb);

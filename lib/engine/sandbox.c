@@ -77,6 +77,7 @@ int sandbox_save(struct sandbox *sb, registry_done_fn cb, void *userdata)
         .host_key = sb->host_key[0] ? (char *)sb->host_key : NULL,
         .upid = sb->upid,
         .template = sb->template[0] ? (char *)sb->template : NULL,
+        .fork_snapshot = sb->fork_pending[0] ? (char *)sb->fork_pending : NULL,
         .pool = sb->pool_member,
         .env = sb->env,
     };
@@ -358,7 +359,9 @@ void sandbox_ssh_config(const struct sandbox *sb, struct sshs_config *ret)
         .port = 22,
         .user = e->cfg->ssh.user,
         .key = e->key,
-        .host_key_pins = sb->host_key[0] ? sb->host_key : sandbox_template(sb)->pins,
+        .host_key_pins = sb->host_key[0]   ? sb->host_key
+                         : sb->fork_pin[0] ? sb->fork_pin
+                                           : sandbox_template(sb)->pins,
         .connect_timeout_ms = e->cfg->ssh.connect_timeout_ms,
         .observe = sandbox_observe_ssh,
         .observe_data = (void *)sb,

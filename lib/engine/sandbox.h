@@ -178,6 +178,14 @@ struct sandbox_create_opts {
     const char *node; /* NULL: placement; else that node (ENGINE_E_INVALID "node" when unknown) */
     bool pool;        /* internal: a warm pool member (lib/engine/pool.c) */
     bool no_pool;     /* internal: never served from the warm pool */
+    /* internal (sandbox-fork.c): a fork child, cloned from this container's snapshot
+     * fork_snap (on opts->node) instead of the template; its first SSH connect accepts the
+     * host key pin fork_pin (the parent's; "" or NULL: the template's pins). fork_slot: its
+     * place in the queue of the source's clones (the create deadline counts that many more). */
+    uint32_t fork_vmid;
+    const char *fork_snap;
+    const char *fork_pin;
+    unsigned fork_slot;
 };
 /* sb is valid only during the callback (state READY on success). */
 typedef void (*engine_sandbox_cb)(const struct engine_error *err, struct sandbox *sb,
