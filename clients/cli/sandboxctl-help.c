@@ -66,6 +66,12 @@ static const struct help helps[] = {
                  "and is ready\nagain, its processes of before gone (sandbox.rollback).\n"},
     {"snapshot-delete", "snapshot-delete ID NAME\n\nDelete snapshot NAME "
                         "(sandbox.snapshot_delete).\n"},
+    {"fork", "fork ID [--count N] [--snapshot NAME] [--ttl S]\n\nMake N (1..32, default 1) new "
+             "sandboxes with the disk of sandbox ID as of snapshot NAME, or as of now (a snapshot "
+             "taken for the fork and deleted afterwards); ID keeps running (sandbox.fork). Each "
+             "child gets its own host key, address and lease (S seconds; default: ID's lease "
+             "length) and ID's labels. Prints one line per child: ID STATE IP. Exits 2 when some "
+             "children failed.\n"},
     {"ps", "ps ID\n\nThe sandbox's background processes (process.list).\n"},
     {"start", "start ID [OPTIONS] -- CMD...\n\nStart CMD as a background process and print "
               "its id (process.start).\n\n"

@@ -3,7 +3,10 @@
  *   snapshot ID NAME          sandbox.snapshot
  *   snapshots ID              sandbox.snapshots: one line per snapshot, oldest first
  *   rollback ID NAME          sandbox.rollback: the sandbox, ready again
- *   snapshot-delete ID NAME   sandbox.snapshot_delete */
+ *   snapshot-delete ID NAME   sandbox.snapshot_delete
+ *   fork ID [--count N] [--snapshot NAME] [--ttl S]
+ *                             sandbox.fork: one line per child ("ID STATE IP"); exit 2 when
+ *                             some failed (their count and reason on stderr) */
 #include "sandboxctl-snapshot.h"
 
 #include <json-c/json.h>
@@ -77,8 +80,57 @@ static const struct {
     {"snapshot-delete", "sandbox.snapshot_delete", true, print_deleted},
 };
 
+static int forked_status;
+
+static void print_forked(json_object *o)
+{
+    json_object *a, *v;
+
+    if (json_object_object_get_ex(o, "sandboxes", &a))
+        for (size_t i = 0; i < json_object_array_length(a); i++)
+            print_rolled_back(json_object_array_get_idx(a, i));
+    if (json_object_object_get_ex(o, "failed", &v)) {
+        fprintf(stderr, "sandboxctl: %s\n", get_str(o, "reason"));
+        forked_status = EXIT_RPC;
+    }
+}
+
+/* fork ID [--count N] [--snapshot NAME] [--ttl S] */
+static int fork_main(struct ctl *c, int argc, char **argv)
+{
+    json_object *p;
+    int64_t x;
+    int r;
+
+    if (argc < 2 || argc % 2) {
+        fprintf(stderr, "sandboxctl: usage: fork ID [--count N] [--snapshot NAME] [--ttl S]\n");
+        return EXIT_USAGE;
+    }
+    p = id_params(argv[1]);
+    for (int i = 2; i + 1 < argc; i += 2) {
+        const char *o = argv[i], *v = argv[i + 1];
+
+        if (strcmp(o, "--snapshot") == 0)
+            json_object_object_add(p, "snapshot", json_object_new_string(v));
+        else if ((strcmp(o, "--count") == 0 && parse_int(v, "N", 1, 32, &x) == 0) ||
+                 (strcmp(o, "--ttl") == 0 && parse_int(v, "S", 1, INT32_MAX, &x) == 0))
+            json_object_object_add(p, o[2] == 'c' ? "count" : "ttl_s", json_object_new_int64(x));
+        else {
+            if (strcmp(o, "--count") && strcmp(o, "--ttl"))
+                fprintf(stderr, "sandboxctl: fork: unknown option '%s'\n", o);
+            json_object_put(p);
+            return EXIT_USAGE;
+        }
+    }
+    forked_status = 0;
+    r = ctl_run(c, "sandbox.fork", p, print_forked);
+    return r ? r : forked_status;
+}
+
 bool ctl_snapshot_is_command(const char *cmd)
 {
+    if (strcmp(cmd, "fork") == 0)
+        return true;
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(cmd, commands[i].cmd) == 0)
             return true;
@@ -87,6 +139,8 @@ bool ctl_snapshot_is_command(const char *cmd)
 
 int ctl_snapshot_main(struct ctl *c, int argc, char **argv)
 {
+    if (strcmp(argv[0], "fork") == 0)
+        return fork_main(c, argc, argv);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
         json_object *p;
 

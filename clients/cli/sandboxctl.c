@@ -321,6 +321,8 @@ static void usage(FILE *f)
             "  snapshots ID                    its snapshots, oldest first\n"
             "  rollback ID NAME                back to a snapshot (restarted, ready again)\n"
             "  snapshot-delete ID NAME         delete a snapshot\n"
+            "  fork ID [--count N] [--snapshot NAME] [--ttl S]\n"
+            "                                  N new sandboxes with ID's disk (1..32)\n"
             "  forward ID [LOCAL:]REMOTE       relay port REMOTE of the sandbox to a private\n"
             "                                  Unix socket (LOCAL: to 127.0.0.1:LOCAL, open to\n"
             "                                  every local user) until Ctrl-C\n"
