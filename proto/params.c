@@ -3,6 +3,7 @@
 #include "params-process.h"
 #include "params-forward.h"
 #include "params-snapshot.h"
+#include "params-fork.h"
 
 #include "b64.h"
 #include "params-file.h"
@@ -893,6 +894,7 @@ static const struct rpc_method_info rpc_method_table[] = {
     {"sandbox.snapshots", false, &params_sandbox_id_spec},
     {"sandbox.rollback", false, &params_sandbox_snapshot_spec},
     {"sandbox.snapshot_delete", false, &params_sandbox_snapshot_spec},
+    {"sandbox.fork", false, &params_sandbox_fork_spec},
 };
 
 const struct rpc_method_info *rpc_method_find(const char *name)

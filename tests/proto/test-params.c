@@ -750,7 +750,8 @@ START_TEST(test_method_table)
                                            "sandbox.snapshot",
                                            "sandbox.snapshots",
                                            "sandbox.rollback",
-                                           "sandbox.snapshot_delete"};
+                                           "sandbox.snapshot_delete",
+                                           "sandbox.fork"};
     const struct rpc_method_info *all;
     size_t n;
 
@@ -767,10 +768,26 @@ START_TEST(test_method_table)
     ck_assert_ptr_null(rpc_method_find(""));
     ck_assert_ptr_null(rpc_method_find(NULL));
     all = rpc_methods(&n);
-    ck_assert_uint_eq(n, 33);
+    ck_assert_uint_eq(n, 34);
     for (size_t i = 0; i < n; i++)
         ck_assert(!all[i].planned && all[i].params);
     ck_assert_str_eq(all[0].name, "sandbox.create");
+}
+END_TEST
+
+START_TEST(test_fork_params)
+{
+    good("sandbox.fork", "{\"id\":\"sb-1\"}");
+    good("sandbox.fork", "{\"id\":\"sb-1\",\"count\":32,\"snapshot\":\"s1\",\"ttl_s\":60}");
+    bad("sandbox.fork", "{}", "id", NULL);
+    bad("sandbox.fork", "{\"id\":\"sb-1\",\"count\":0}", "count", NULL);
+    bad("sandbox.fork", "{\"id\":\"sb-1\",\"count\":33}", "count", NULL);
+    bad("sandbox.fork", "{\"id\":\"sb-1\",\"count\":\"8\"}", "count", NULL);
+    bad("sandbox.fork", "{\"id\":\"sb-1\",\"snapshot\":\"1a\"}", "snapshot", "letter");
+    bad("sandbox.fork", "{\"id\":\"sb-1\",\"snapshot\":\"current\"}", "snapshot", NULL);
+    bad("sandbox.fork", "{\"id\":\"sb-1\",\"snapshot\":7}", "snapshot", "string");
+    bad("sandbox.fork", "{\"id\":\"sb-1\",\"ttl_s\":0}", "ttl_s", NULL);
+    bad("sandbox.fork", "{\"id\":\"sb-1\",\"name\":\"s1\"}", "name", "unknown");
 }
 END_TEST
 
@@ -882,6 +899,7 @@ static Suite *params_suite(void)
     tcase_add_test(tc, test_refusal_leaves_zeroes);
     tcase_add_test(tc, test_method_table);
     tcase_add_test(tc, test_openrpc_document);
+    tcase_add_test(tc, test_fork_params);
     suite_add_tcase(s, tc);
     return s;
 }
