@@ -60,6 +60,9 @@ static const struct family_def defs[_M_MAX] = {
             "Subscriptions ended because the subscriber did not keep up."),
     COUNTER(M_PLACEMENTS, "placements", "Creates placed on each node.", "node"),
     GAUGE(M_NODE_UP, "node_up", "1 while a node is in placement, 0 while it is taken out.", "node"),
+    COUNTER(M_FORK_CHILDREN, "fork_children", "sandbox.fork children ready or failed.", "outcome"),
+    HISTOGRAM(M_FORK_CHILD_SECONDS, "fork_child_seconds",
+              "From a sandbox.fork request to each of its children ready."),
 };
 
 struct series {

@@ -36,6 +36,8 @@ enum metric_id {
     M_SUBSCRIBERS_DROPPED, /* counter: subscriptions ended for being too slow */
     M_PLACEMENTS,          /* counter {node}: creates placed on each node */
     M_NODE_UP,             /* gauge {node}: 1 in placement, 0 taken out */
+    M_FORK_CHILDREN,       /* counter {outcome}: fork children ready or failed */
+    M_FORK_CHILD_SECONDS,  /* histogram: from the sandbox.fork request to a child ready */
     _M_MAX,
 };
 

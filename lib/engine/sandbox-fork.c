@@ -17,6 +17,7 @@
 
 #include "audit.h"
 #include "log.h"
+#include "metrics.h"
 #include "sandbox-fork.h"
 #include "sandbox-internal.h"
 #include "sandbox-snapshot.h"
@@ -31,6 +32,7 @@ struct fork_op {
     bool temp;  /* snap was taken for the fork: deleted at the end */
     bool early; /* failed before any child was launched: its error as it is */
     int64_t ttl;
+    uint64_t started_ms;                             /* the request (uv_now scale) */
     struct sandbox *children[ENGINE_FORK_COUNT_MAX]; /* READY, a reference each */
     size_t n;
     struct engine_error err; /* the first failure; message in msg */
@@ -150,10 +152,13 @@ static void on_child(const struct engine_error *err, struct sandbox *sb, void *u
 {
     struct fork_op *f = userdata;
 
+    metrics_add(M_FORK_CHILDREN, err ? "failed" : "ready", NULL, 1);
     if (err) {
         f->failed++;
         fork_note_error(f, err);
     } else {
+        metrics_observe(M_FORK_CHILD_SECONDS, NULL,
+                        (double)(now_ms(f->e) - f->started_ms) / 1000.0);
         sb->refs++;
         f->children[f->n++] = sb;
     }
@@ -324,6 +329,7 @@ int engine_fork(struct engine *e, struct sandbox *parent, const struct engine_fo
         return engine_refuse_oom(ret_err);
     *f = (struct fork_op){
         .e = e, .parent = parent, .count = o->count, .ttl = ttl, .cb = cb, .userdata = userdata};
+    f->started_ms = now_ms(e);
     f->temp = !o->snapshot || !*o->snapshot;
     if (f->temp) {
         r = id_random(rnd, sizeof rnd, "");

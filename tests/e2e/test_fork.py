@@ -80,6 +80,10 @@ def main():
             assert c.call("sandbox.get", {"id": pid})["state"] == "ready"
             log = env.daemon_log()
             assert f"event=sandbox.forked sandbox={pid}" in log, log[-3000:]
+            m = subprocess.run([SANDBOXCTL, "--socket", env.socket, "metrics"], capture_output=True,
+                               text=True, timeout=60).stdout
+            assert 'sandboxd_fork_children_total{outcome="ready"} 8' in m, m[-3000:]
+            assert "sandboxd_fork_child_seconds_count 8" in m, m[-3000:]
             for k in ids:
                 c.call("sandbox.destroy", {"id": k})
 
