@@ -42,3 +42,36 @@ func TestSnapshotRollback(t *testing.T) {
 		t.Fatalf("after delete: %+v %v", list, err)
 	}
 }
+
+// A file written, a fork of two: each child has it, its own id and address;
+// a child's change does not reach the parent.
+func TestFork(t *testing.T) {
+	m := manager(t)
+	sb := create(t, m)
+	ctx := context.Background()
+	if err := sb.WriteFile(ctx, "/root/fork.txt", "parent"); err != nil {
+		t.Fatal(err)
+	}
+	kids, err := sb.Fork(ctx, sandbox.ForkOptions{Count: 2})
+	if err != nil || len(kids) != 2 {
+		t.Fatalf("fork: %v %v", kids, err)
+	}
+	for _, k := range kids {
+		defer k.Destroy(ctx)
+		if k.ID() == sb.ID() || k.IP() == sb.IP() || k.Info().State != "ready" {
+			t.Fatalf("child %+v of %+v", k.Info(), sb.Info())
+		}
+		if s, err := k.ReadFile(ctx, "/root/fork.txt"); err != nil || s != "parent" {
+			t.Fatalf("child's file: %q %v", s, err)
+		}
+	}
+	if err := kids[0].WriteFile(ctx, "/root/fork.txt", "child"); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := sb.ReadFile(ctx, "/root/fork.txt"); err != nil || s != "parent" {
+		t.Fatalf("the parent's file: %q %v", s, err)
+	}
+	if _, err := sb.Fork(ctx, sandbox.ForkOptions{Snapshot: "nope"}); !errors.Is(err, sandbox.ErrInvalidParams) {
+		t.Fatalf("unknown snapshot: %v", err)
+	}
+}

@@ -46,7 +46,7 @@ __all__ = [
     "Error", "ConnectionLost", "Unavailable", "ParseError", "InvalidRequest", "MethodNotFound",
     "InvalidParams", "InternalError", "NoSuchSandbox", "BadState", "QuotaExceeded",
     "ProxmoxError", "SSHError", "DeadlineExceeded", "Busy", "PermissionDenied", "FileError",
-    "IdempotencyMismatch", "ShuttingDown", "AsyncClient",
+    "IdempotencyMismatch", "ShuttingDown", "ForkIncomplete", "AsyncClient",
 ]
 
 
@@ -98,6 +98,7 @@ class Method:
     SNAPSHOTS = "sandbox.snapshots"
     ROLLBACK = "sandbox.rollback"
     SNAPSHOT_DELETE = "sandbox.snapshot_delete"
+    FORK = "sandbox.fork"
     STATUS = "daemon.status"
     DISCOVER = "rpc.discover"
     EXEC_OUTPUT = "exec.output"  # the notification a streaming exec sends
@@ -226,6 +227,33 @@ class IdempotencyMismatch(Error):
 
 class ShuttingDown(Error):
     code = -32011
+
+
+class ForkIncomplete(Error):
+    """sandbox.fork made some children and some failed (rolled back): `sandboxes` holds the
+    children made (live sandboxes of the caller), `failed` how many failed; `reason` says why
+    the first one failed."""
+
+    def __init__(self, sandboxes: List[Any], failed: int, reason: str) -> None:
+        super().__init__("some fork children failed", None, {"reason": reason, "failed": failed})
+        self.sandboxes = sandboxes
+        self.failed = failed
+
+
+def _fork_params(count: int, snapshot: Optional[str], ttl_s: Optional[int]) -> Dict[str, Any]:
+    kw: Dict[str, Any] = {"count": int(count)}
+    if snapshot is not None:
+        kw["snapshot"] = snapshot
+    if ttl_s is not None:
+        kw["ttl_s"] = int(ttl_s)
+    return kw
+
+
+def _forked(r: Mapping[str, Any], wrap: Any) -> List[Any]:
+    children = [wrap(i) for i in r.get("sandboxes") or []]
+    if r.get("failed"):
+        raise ForkIncomplete(children, int(r["failed"]), r.get("reason") or "")
+    return children
 
 
 _ERRORS: Dict[int, type] = {c.code: c for c in (
@@ -922,6 +950,14 @@ class Sandbox:
 
     def delete_snapshot(self, name: str, timeout: Optional[float] = None) -> None:
         self._call(Method.SNAPSHOT_DELETE, timeout, name=name)
+
+    def fork(self, count: int = 1, snapshot: Optional[str] = None, ttl_s: Optional[int] = None,
+             timeout: Optional[float] = None) -> List["Sandbox"]:
+        """sandbox.fork: count (1..32) new sandboxes with this one's disk as of snapshot (or of
+        now); this one keeps running. Raises ForkIncomplete (its .sandboxes: those made) when
+        some children failed."""
+        r = self._call(Method.FORK, timeout, **_fork_params(count, snapshot, ttl_s))
+        return _forked(r, lambda i: Sandbox(self.client, i))
 
 
 class Process:

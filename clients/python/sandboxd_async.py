@@ -562,6 +562,12 @@ class AsyncSandbox:
     async def delete_snapshot(self, name: str, timeout: Optional[float] = None) -> None:
         await self._call(Method.SNAPSHOT_DELETE, timeout, name=name)
 
+    async def fork(self, count: int = 1, snapshot: Optional[str] = None, ttl_s: Optional[int] = None,
+                   timeout: Optional[float] = None) -> List["AsyncSandbox"]:
+        """sandbox.fork (see Sandbox.fork)."""
+        r = await self._call(Method.FORK, timeout, **_s._fork_params(count, snapshot, ttl_s))
+        return _s._forked(r, lambda i: AsyncSandbox(self.client, i))
+
     async def processes(self, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
         return (await self._call(Method.PROCESS_LIST, timeout))["processes"]
 

@@ -328,6 +328,11 @@ def main():
                 assert e.data.get("param") == "name", e.data
             sb.delete_snapshot("py1")
             assert sb.snapshots() == []
+            kids = sb.fork(count=1)
+            assert len(kids) == 1 and kids[0].id != sb.id and kids[0].state == "ready", kids
+            assert kids[0].read_file("/root/snap.txt") == b"before"
+            kids[0].destroy()
+            assert sb.snapshots() == []
 
         def reserved_methods():
             sb = st["sb"]

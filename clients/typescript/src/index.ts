@@ -3,7 +3,7 @@
 
 export { Client, DEFAULT_SOCKET } from "./client.js";
 export type { CallOptions, ClientOptions, CreateOptions, ListOptions } from "./client.js";
-export { Forward, Sandbox } from "./sandbox.js";
+export { ForkIncompleteError, Forward, Sandbox } from "./sandbox.js";
 export type { ForwardInfo, SnapshotInfo } from "./sandbox.js";
 export type {
   ExecOptions,

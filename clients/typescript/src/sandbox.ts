@@ -3,7 +3,7 @@
 import { Buffer } from "node:buffer";
 
 import type { CallOptions, Client } from "./client.js";
-import { FileError, InvalidParams, NoSuchSandbox } from "./errors.js";
+import { FileError, InvalidParams, NoSuchSandbox, SandboxdError } from "./errors.js";
 import { ExecResult, ExecStream, OutputCollector, type OutputChunk } from "./exec.js";
 import { Process, type ProcessInfo } from "./process.js";
 import { type Data, decodeText, encodeText, getData, getText, modeString, putData, wireParams } from "./wire.js";
@@ -397,6 +397,39 @@ export class Sandbox {
   /** sandbox.snapshot_delete. */
   async deleteSnapshot(name: string, opts: CallOptions = {}): Promise<void> {
     await this.call("sandbox.snapshot_delete", { name }, opts);
+  }
+
+  /**
+   * sandbox.fork: `count` (1..32, default 1) new sandboxes with this one's disk as of
+   * `snapshot` (or of now); this one keeps running. Each child has its own host key, address
+   * and lease (`ttl_s`, default this one's lease length) and this one's labels. Throws
+   * ForkIncompleteError (its `sandboxes`: the children made) when some children failed.
+   */
+  async fork(opts: CallOptions & { count?: number; snapshot?: string; ttl_s?: number } = {}): Promise<Sandbox[]> {
+    const params: Record<string, unknown> = {};
+    if (opts.count !== undefined) params.count = opts.count;
+    if (opts.snapshot !== undefined) params.snapshot = opts.snapshot;
+    if (opts.ttl_s !== undefined) params.ttl_s = opts.ttl_s;
+    const r = (await this.call("sandbox.fork", params, opts)) as {
+      sandboxes: SandboxInfo[];
+      failed?: number;
+      reason?: string;
+    };
+    const children = r.sandboxes.map((s) => new Sandbox(this.client, s));
+    if (r.failed) throw new ForkIncompleteError(children, r.failed, r.reason ?? "");
+    return children;
+  }
+}
+
+/** sandbox.fork made some children and some failed (rolled back): `sandboxes` are those made. */
+export class ForkIncompleteError extends SandboxdError {
+  readonly sandboxes: Sandbox[];
+  readonly failed: number;
+
+  constructor(sandboxes: Sandbox[], failed: number, reason: string) {
+    super("some fork children failed", null, { reason, failed });
+    this.sandboxes = sandboxes;
+    this.failed = failed;
   }
 }
 
