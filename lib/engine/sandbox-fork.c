@@ -115,7 +115,7 @@ static bool pending_delete(struct sandbox *sb)
 {
     struct engine_error err;
 
-    if (!sb->fork_pending[0] || sb->forking || sb->state != SANDBOX_READY || sandbox_busy(sb))
+    if (!sb->fork_pending[0] || sb->state != SANDBOX_READY || sandbox_busy(sb))
         return false;
     sb->fork_retry_ms = now_ms(sb->engine) + FORK_CLEANUP_RETRY_MS;
     sb->refs++;
@@ -139,8 +139,8 @@ void fork_cleanup_tick(struct engine *e)
 /* Every child is READY or rolled back: the snapshot taken for the fork goes. */
 static void fork_children_done(struct fork_op *f)
 {
+    f->parent->forks--;
     if (f->temp) {
-        f->parent->forking = false;
         if (!pending_delete(f->parent))
             log_warning(COMP, "%s: the fork's snapshot %s stays for now (deleted later)",
                         f->parent->id, f->snap);
@@ -212,10 +212,9 @@ static void fork_fail_early(struct fork_op *f, const struct engine_error *err)
     f->failed = f->count;
     f->early = true;
     fork_note_error(f, err);
-    if (f->temp) {
-        f->parent->forking = false; /* a snapshot made anyway is deleted later */
+    f->parent->forks--;
+    if (f->temp) /* a snapshot made anyway is deleted later */
         f->parent->fork_retry_ms = 0;
-    }
     fork_end(f);
 }
 
@@ -293,7 +292,7 @@ static int fork_check(struct engine *e, const struct sandbox *p, const struct en
     }
     if (p->state != SANDBOX_READY || p->destroy_requested || !p->vmid)
         return engine_refuse_not_ready(ret_err, p->state);
-    if ((!o->snapshot || !*o->snapshot) && (p->forking || p->fork_pending[0] || sandbox_busy(p)))
+    if ((!o->snapshot || !*o->snapshot) && (p->fork_pending[0] || sandbox_busy(p)))
         return engine_refuse(ret_err, ENGINE_E_BUSY, -EBUSY,
                              "another operation on this sandbox is running", NULL);
     for (const struct sandbox *sb = e->sandboxes; sb; sb = sb->next)
@@ -339,8 +338,7 @@ int engine_fork(struct engine *e, struct sandbox *parent, const struct engine_fo
         if (r < 0) {
             parent->fork_pending[0] = '\0';
             engine_refuse(ret_err, ENGINE_E_INTERNAL, r, "cannot write the registry record", NULL);
-        } else
-            parent->forking = true;
+        }
     } else {
         snprintf(f->snap, sizeof f->snap, "%s", o->snapshot);
         r = engine_snapshots(e, parent, on_listed, f, ret_err);
@@ -350,6 +348,7 @@ int engine_fork(struct engine *e, struct sandbox *parent, const struct engine_fo
         return r;
     }
     parent->refs++;
+    parent->forks++;
     log_info(COMP, "%s: fork of %u from snapshot %s%s", parent->id, o->count, f->snap,
              f->temp ? " (taken for the fork)" : "");
     fork_audit(f, "sandbox.fork_requested", LOG_INFO, "requested");

@@ -95,10 +95,11 @@ struct sandbox {
     char fork_pin[64]; /* the parent's host key pin, for the connect before the rekey */
     unsigned fork_slot;
     /* a fork's parent (sandbox-fork.c): the snapshot taken for a fork, recorded before it is
-     * taken and until it is deleted; forking while that fork runs; the next retry of a
-     * delete left over from before a restart (uv_now scale) */
+     * taken and until it is deleted; the forks of it running (busy meanwhile: no lease
+     * expiry, no delete of that snapshot); the next retry of a delete left over (uv_now
+     * scale) */
     char fork_pending[41];
-    bool forking;
+    unsigned forks;
     uint64_t fork_retry_ms;
 };
 
