@@ -435,6 +435,34 @@ class T2bSnapshot(unittest.TestCase):
         self.assertEqual([x["name"] for x in S.ok("GET", "/nodes/pve/lxc/400/snapshot")], ["current"])
         self.assertNotIn("parent", S.ok("GET", "/nodes/pve/lxc/400/config"))
 
+    def test_clone_from_snapshot(self):
+        # a running CT clones in full from a snapshot only; the clone holds the CT's `disk` lock
+        # for the whole task; the child has the snapshot's files and config, not today's
+        S.clone(402)
+        ip = S.start_ct(402)
+        S.ssh(ip, "echo then > /root/a")
+        self.assertEqual(S.wait_task(S.ok("POST", "/nodes/pve/lxc/402/snapshot", {"snapname": "s1"}))["exitstatus"],
+                         "OK")
+        S.ssh(ip, "echo now > /root/a; echo new > /root/b")
+        S.ok("PUT", "/nodes/pve/lxc/402/config", {"cores": 2})
+        for params, msg in (({}, "Full clone of a running container is only possible from a snapshot"),
+                            ({"snapname": "nope"}, "snapshot 'nope' does not exist"),
+                            ({"snapname": "s1", "full": 0}, "Linked clone feature for")):
+            r = S.api("POST", "/nodes/pve/lxc/402/clone", dict(newid=403, **params))
+            self.assertEqual(r.status, 500, r.body)
+            self.assertIn(msg, r.reason)
+        self.assertNotIn("lock", S.ok("GET", "/nodes/pve/lxc/402/config"))
+        upid = S.ok("POST", "/nodes/pve/lxc/402/clone", {"newid": 403, "snapname": "s1"})
+        r = S.api("POST", "/nodes/pve/lxc/402/clone", {"newid": 404, "snapname": "s1"})
+        self.assertEqual((r.status, r.reason), (500, "CT is locked (disk)"))
+        self.assertEqual(S.wait_task(upid)["exitstatus"], "OK")
+        self.assertNotIn("lock", S.ok("GET", "/nodes/pve/lxc/402/config"))
+        self.assertEqual(str(S.ok("GET", "/nodes/pve/lxc/403/config")["cores"]), "1")
+        ip3 = S.start_ct(403)
+        self.assertEqual(S.ssh(ip3, "cat /root/a; ls /root/b 2>&1 >/dev/null | wc -l").stdout, "then\n1\n")
+        S.ssh(ip3, "echo child > /root/a")
+        self.assertEqual(S.ssh(ip, "cat /root/a /root/b").stdout, "now\nnew\n")
+
     def test_dir_storage_cannot_snapshot(self):
         S.clone(401, full=1, storage="local")
         st = S.wait_task(S.ok("POST", "/nodes/pve/lxc/401/snapshot", {"snapname": "s1"}))
