@@ -39,6 +39,17 @@ static void op_end(struct sandbox *sb, const struct engine_error *err)
         kind->done(sb);
 }
 
+void op_step_extend(struct sandbox *sb, uint64_t ms)
+{
+    struct op_run *run = &sb->run;
+
+    if (run->step_deadline_ms == UINT64_MAX)
+        return;
+    run->step_deadline_ms = run->deadline_ms - run->step_deadline_ms > ms
+                                ? run->step_deadline_ms + ms
+                                : run->deadline_ms;
+}
+
 uint64_t op_step_left(struct sandbox *sb)
 {
     uint64_t now = now_ms(sb->engine);

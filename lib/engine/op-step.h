@@ -117,6 +117,9 @@ void op_step_pve(const struct pve_result *res, void *userdata);
 /* The running step runs again (its start is called anew) after delay_ms on sb->timer, within
  * its deadline: a poll or a retry. */
 void op_step_again(struct sandbox *sb, uint64_t delay_ms);
+/* The running step's deadline moves ms later, within the operation's (a step that first waits
+ * in a queue, e.g. a fork child's clone behind its siblings'). */
+void op_step_extend(struct sandbox *sb, uint64_t ms);
 /* Time left to the running step; 0 once its deadline passed. */
 uint64_t op_step_left(struct sandbox *sb);
 /* The error of the operation whose deadline passed during the running step (text in buf). */

@@ -254,6 +254,9 @@ static int start_clone(struct sandbox *sb, uint64_t timeout_ms, const char **ret
         cp.n_copies = 0;
         cp.snapname = sb->fork_snap;
         cp.full = 1;
+        /* it waits for the clones of the siblings ahead of it (Proxmox locks the parent) */
+        op_step_extend(sb, (uint64_t)sb->fork_slot * ENGINE_STEP_CLONE_MS);
+        timeout_ms = op_step_left(sb);
     }
     r = pve_clone(e->pve, &cp, timeout_ms, on_cloned, sb, &sb->call);
     if (r >= 0)
