@@ -3,7 +3,8 @@
 files: 8 children of a sandbox holding a few MiB of files each have them, their own vmid,
 address, host key and lease, the parent's labels; they diverge independently and the parent is
 untouched and keeps running; the snapshot taken for the fork is gone afterwards; a fork from a
-named snapshot gets that snapshot's state; a count past the quota is refused with nothing
+named snapshot gets that snapshot's state; a child that fails is rolled back alone and the
+result says how many failed; a count past the quota is refused with nothing
 made; another uid cannot fork; kill -9 mid-fork leaves every child a live sandbox or
 destroyed, the fork's snapshot removed, the parent untouched."""
 
@@ -107,6 +108,27 @@ def main():
                 c.call("sandbox.destroy", {"id": k})
             c.call("sandbox.snapshot_delete", {"id": pid, "name": "v1"})
 
+        def one_child_fails():
+            # the second child's start fails: it is rolled back, its siblings are ready, the
+            # result lists them and says how many failed
+            pid = st["parent"]
+            env.sim.admin("POST", "/faults", {"method": "POST", "path": "/nodes/*/lxc/*/status/start",
+                                               "count": 1, "task_error": "simulated start failure"})
+            try:
+                r = c.call("sandbox.fork", {"id": pid, "count": 3}, timeout=240)
+            finally:
+                env.sim.admin("DELETE", "/faults")
+            assert len(r["sandboxes"]) == 2 and r["failed"] == 1, r
+            assert r["reason"].startswith("1 of 3 children failed: "), r
+            for k in r["sandboxes"]:
+                assert sh(c, k["id"], "cat /root/v") == "two"
+                c.call("sandbox.destroy", {"id": k["id"]})
+            t0 = time.time()
+            while len(env.containers()) != 1 and time.time() - t0 < 60:
+                time.sleep(0.3)
+            assert len(env.containers()) == 1, env.containers().keys()
+            assert snapshots(c, pid) == []
+
         def refusals_make_nothing():
             pid = st["parent"]
             before = set(mine(c))
@@ -156,6 +178,7 @@ def main():
             env.wait_no_containers(30)
 
         run_tests(env, [("fork_eight", fork_eight), ("named_snapshot", named_snapshot),
+                        ("one_child_fails", one_child_fails),
                         ("refusals_make_nothing", refusals_make_nothing), ("crash_mid_fork", crash_mid_fork)])
 
 
