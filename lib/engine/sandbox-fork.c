@@ -21,6 +21,7 @@
 #include "sandbox-fork.h"
 #include "sandbox-internal.h"
 #include "sandbox-snapshot.h"
+#include "testhook.h"
 
 #define COMP "sandbox"
 
@@ -226,6 +227,7 @@ static void on_temp_taken(const struct engine_error *err, json_object *result, v
         fork_fail_early(f, err);
         return;
     }
+    test_crash_point("fork-snapshot-taken");
     fork_launch(f);
 }
 
@@ -236,6 +238,8 @@ static void on_pending_saved(int r, void *userdata)
     struct engine_error err = {
         .kind = ENGINE_E_INTERNAL, .error = r, .message = "cannot write the registry record"};
 
+    if (r >= 0)
+        test_crash_point("fork-snapshot-recorded");
     if (r >= 0 && !f->e->closing &&
         engine_snapshot(f->e, f->parent, f->snap, on_temp_taken, f, &err) >= 0)
         return;

@@ -5,7 +5,11 @@
  * parent's snapshot instead of the template, then given its own host key, address, firewall,
  * lease and quota slot, the parent's labels, sizes, template and env copied. Proxmox locks
  * the parent for each clone, so the clones run one after another (the client's clone queue);
- * the rest of each child's create runs beside the others. Loop thread only. */
+ * the rest of each child's create runs beside the others. Loop thread only.
+ *
+ * Crash points (testhook.h) besides the children's create ones: fork-snapshot-recorded (the
+ * name of the snapshot to take is in the parent's record), fork-snapshot-taken (before any
+ * child). */
 #pragma once
 
 #include <stddef.h>

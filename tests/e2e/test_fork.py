@@ -177,9 +177,36 @@ def main():
                 c.call("sandbox.destroy", {"id": k})
             env.wait_no_containers(30)
 
+        def crash_after_snapshot():
+            # kill -9 once the fork's snapshot is taken, before any child: after a restart no
+            # child exists and the snapshot is deleted (the parent's record named it)
+            nonlocal c
+            pid = st["parent"]
+            c.close()
+            assert env.stop_daemon() == 0
+            launch(env, crash_at="fork-snapshot-taken")
+            c = env.client()
+            try:
+                c.call("sandbox.fork", {"id": pid, "count": 2}, timeout=60)
+            except (ConnectionError, OSError, RpcError):
+                pass
+            assert wait_dead(env) != 0
+            assert records(env)[pid].get("fork_snapshot", "").startswith("sandboxd-fork-")
+            launch(env)
+            c = env.client()
+            t0 = time.time()
+            while snapshots(c, pid) and time.time() - t0 < 60:
+                time.sleep(0.5)
+            assert snapshots(c, pid) == [] and set(mine(c)) == {pid}
+            while "fork_snapshot" in records(env)[pid] and time.time() - t0 < 60:
+                time.sleep(0.2)
+            assert "fork_snapshot" not in records(env)[pid]
+            assert len(env.containers()) == 1
+
         run_tests(env, [("fork_eight", fork_eight), ("named_snapshot", named_snapshot),
                         ("one_child_fails", one_child_fails),
-                        ("refusals_make_nothing", refusals_make_nothing), ("crash_mid_fork", crash_mid_fork)])
+                        ("refusals_make_nothing", refusals_make_nothing),
+                        ("crash_after_snapshot", crash_after_snapshot), ("crash_mid_fork", crash_mid_fork)])
 
 
 if __name__ == "__main__":
