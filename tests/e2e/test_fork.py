@@ -6,14 +6,18 @@ untouched and keeps running; the snapshot taken for the fork is gone afterwards;
 named snapshot gets that snapshot's state; a child that fails is rolled back alone and the
 result says how many failed; a count past the quota is refused with nothing
 made; another uid cannot fork; kill -9 mid-fork leaves every child a live sandbox or
-destroyed, the fork's snapshot removed, the parent untouched."""
+destroyed, the fork's snapshot removed, the parent untouched.
+
+    test_fork.py [--static]   (--static: [network] mode = static, each child its own address
+                               from the range; run by hand, not in the suite)"""
 
 import datetime
 import os
 import subprocess
+import sys
 import time
 
-from e2elib import BUILD, Env, RpcError, b64, calls_as_uid, expect_error
+from e2elib import BUILD, Env, RpcError, b64, calls_as_uid, expect_error, static_network
 from test_recovery_util import FAST_RECONCILE, launch, records, run_tests, wait_dead, wait_reconciled
 
 SANDBOXCTL = os.path.join(BUILD, "clients", "cli", "sandboxctl")
@@ -39,7 +43,12 @@ def mine(c):
 
 
 def main():
-    cfg = {"sandbox": dict(FAST_RECONCILE["sandbox"], max_per_uid="12", create_timeout_s="60")}
+    def cfg(info):
+        d = {"sandbox": dict(FAST_RECONCILE["sandbox"], max_per_uid="12", create_timeout_s="60")}
+        if "--static" in sys.argv:
+            d["network"] = static_network(info, first=100, count=20)
+        return d
+
     with Env(sim_config={"snapshot_time": 0.05, "clone_time": 0.05}, daemon_config=cfg) as env:
         c = env.client()
         st = {}
