@@ -167,12 +167,41 @@ static void on_child(const struct engine_error *err, struct sandbox *sb, void *u
         fork_children_done(f);
 }
 
+static void fork_fail_early(struct fork_op *f, const struct engine_error *err);
+
+/* count more sandboxes of the parent's owner fit max_per_uid and max_total: 0, or the
+ * refusal (checked when the fork is asked for, and again when its children begin). */
+static int fork_quota(struct engine *e, const struct sandbox *p, unsigned count,
+                      struct engine_error *ret_err)
+{
+    const struct config_sandbox *cs = &e->cfg->sandbox;
+    unsigned n_uid = 0;
+
+    for (const struct sandbox *sb = e->sandboxes; sb; sb = sb->next)
+        if (sb->owner_uid == p->owner_uid && !sb->pool_member)
+            n_uid++;
+    if (n_uid + count > cs->max_per_uid) {
+        engine_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT,
+                      "too many sandboxes for this uid (max_per_uid)", NULL);
+        ret_err->limit = cs->max_per_uid;
+        return -EDQUOT;
+    }
+    if (e->n_sandboxes + count > cs->max_total)
+        return engine_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT, "too many sandboxes (max_total)",
+                             NULL);
+    return 0;
+}
+
 /* The children's creates begin: one create each, cloned from the parent's snapshot. */
 static void fork_launch(struct fork_op *f)
 {
     struct sandbox *p = f->parent;
     struct engine_error err;
 
+    if (fork_quota(f->e, p, f->count, &err) < 0) { /* others were made meanwhile */
+        fork_fail_early(f, &err);
+        return;
+    }
     f->pending = f->count;
     for (unsigned i = 0; i < f->count; i++) {
         struct sandbox_create_opts o = {
@@ -214,8 +243,8 @@ static void fork_fail_early(struct fork_op *f, const struct engine_error *err)
     f->early = true;
     fork_note_error(f, err);
     f->parent->forks--;
-    if (f->temp) /* a snapshot made anyway is deleted later */
-        f->parent->fork_retry_ms = 0;
+    if (f->temp) /* the snapshot, if it was made */
+        (void)pending_delete(f->parent);
     fork_end(f);
 }
 
@@ -277,7 +306,6 @@ static int fork_check(struct engine *e, const struct sandbox *p, const struct en
                       int64_t ttl, struct engine_error *ret_err)
 {
     const struct config_sandbox *cs = &e->cfg->sandbox;
-    unsigned n_uid = 0;
 
     if (e->closing)
         return engine_refuse(ret_err, ENGINE_E_SHUTDOWN, -ESHUTDOWN, "the daemon is shutting down",
@@ -299,19 +327,7 @@ static int fork_check(struct engine *e, const struct sandbox *p, const struct en
     if ((!o->snapshot || !*o->snapshot) && (p->fork_pending[0] || sandbox_busy(p)))
         return engine_refuse(ret_err, ENGINE_E_BUSY, -EBUSY,
                              "another operation on this sandbox is running", NULL);
-    for (const struct sandbox *sb = e->sandboxes; sb; sb = sb->next)
-        if (sb->owner_uid == p->owner_uid && !sb->pool_member)
-            n_uid++;
-    if (n_uid + o->count > cs->max_per_uid) {
-        engine_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT,
-                      "too many sandboxes for this uid (max_per_uid)", NULL);
-        ret_err->limit = cs->max_per_uid;
-        return -EDQUOT;
-    }
-    if (e->n_sandboxes + o->count > cs->max_total)
-        return engine_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT, "too many sandboxes (max_total)",
-                             NULL);
-    return 0;
+    return fork_quota(e, p, o->count, ret_err);
 }
 
 int engine_fork(struct engine *e, struct sandbox *parent, const struct engine_fork_opts *o,
