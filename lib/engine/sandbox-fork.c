@@ -4,8 +4,8 @@
  * snapshot taken for the fork (engine_snapshot(), on the step driver), and at the end that
  * snapshot's delete (engine_snapshot_delete()). Each child is a create (create_launch()) on
  * the step driver with its intent written ahead, so a restart rolls back a child that was not
- * READY exactly as an interrupted create; reconcile deletes a fork's snapshot left behind
- * (reconcile-fork.c). */
+ * READY exactly as an interrupted create; a fork's snapshot left behind (a restart, a busy
+ * parent) is deleted by fork_cleanup_tick(), from reconcile's lease tick. */
 #include "macro.h"
 
 #include <errno.h>
@@ -196,14 +196,16 @@ static int fork_quota(struct engine *e, const struct sandbox *p, unsigned count,
 static void fork_launch(struct fork_op *f)
 {
     struct sandbox *p = f->parent;
+    unsigned count = f->count; /* f is freed once the last child reports, maybe in the loop */
     struct engine_error err;
 
-    if (fork_quota(f->e, p, f->count, &err) < 0) { /* others were made meanwhile */
+    if (fork_quota(f->e, p, count, &err) < 0) { /* others were made meanwhile */
         fork_fail_early(f, &err);
         return;
     }
-    f->pending = f->count;
-    for (unsigned i = 0; i < f->count; i++) {
+
+    f->pending = count;
+    for (unsigned i = 0; i < count; i++) {
         struct sandbox_create_opts o = {
             .owner_uid = p->owner_uid,
             .cores = (int)p->cores,
