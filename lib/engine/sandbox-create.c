@@ -249,15 +249,8 @@ static int start_clone(struct sandbox *sb, uint64_t timeout_ms, const char **ret
         .on_task = on_clone_task,
         .on_task_userdata = sb,
     };
-    if (sb->fork_vmid) { /* a fork child: the parent's snapshot, copied in full */
-        cp.template_vmid = sb->fork_vmid;
-        cp.n_copies = 0;
-        cp.snapname = sb->fork_snap;
-        cp.full = 1;
-        /* it waits for the clones of the siblings ahead of it (Proxmox locks the parent) */
-        op_step_extend(sb, (uint64_t)sb->fork_slot * ENGINE_STEP_CLONE_MS);
-        timeout_ms = op_step_left(sb);
-    }
+    if (sb->fork_vmid) /* a fork child: the parent's snapshot (sandbox-fork.c) */
+        timeout_ms = fork_clone_params(sb, &cp);
     r = pve_clone(e->pve, &cp, timeout_ms, on_cloned, sb, &sb->call);
     if (r >= 0)
         sb->clone_issued = true;
@@ -727,11 +720,7 @@ static int sandbox_new(struct engine *e, const struct sandbox_create_opts *opts,
     snprintf(sb->template, sizeof sb->template, "%s",
              engine_template_find(e, opts->template)->name);
     sb->internet = opts->internet;
-    sb->fork_vmid = opts->fork_vmid;
-    sb->fork_slot = opts->fork_slot;
-    sb->no_replace = opts->fork_vmid != 0; /* its source is on this node */
-    snprintf(sb->fork_snap, sizeof sb->fork_snap, "%s", opts->fork_snap ? opts->fork_snap : "");
-    snprintf(sb->fork_pin, sizeof sb->fork_pin, "%s", opts->fork_pin ? opts->fork_pin : "");
+    fork_child_init(sb, opts);
     r = sandbox_set_idempotency(sb, opts->owner_uid, opts->idempotency_key, opts->params_hash);
     sb->created_at = now_realtime();
     sb->expires_at = sb->created_at + ttl;

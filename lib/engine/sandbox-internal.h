@@ -348,6 +348,12 @@ int create_launch(struct engine *e, const struct sandbox_create_opts *opts, int6
 /* ---- sandbox-fork.c ---- */
 /* Deletes the fork snapshots left over by a restart (reconcile's lease tick). */
 void fork_cleanup_tick(struct engine *e);
+/* A new sandbox's fork fields from opts (none unless opts->fork_vmid). */
+void fork_child_init(struct sandbox *sb, const struct sandbox_create_opts *opts);
+/* A fork child's clone: from the parent's snapshot, in full, its step's deadline moved past
+ * the clones of the siblings ahead of it. Returns the time left to the step. */
+struct pve_clone_params;
+uint64_t fork_clone_params(struct sandbox *sb, struct pve_clone_params *cp);
 
 /* Runs a resumed create (sandbox-resume.c) from the wait for its recorded clone task. */
 void create_resume(struct sandbox *sb);
