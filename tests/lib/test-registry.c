@@ -111,6 +111,7 @@ static struct registry_record *full_record(const char *id)
     r->expires_at = 1796216400;
     r->error = strdup("");
     r->template = strdup("py-3");
+    r->fork_snapshot = strdup("sandboxd-fork-abcd2345");
     r->pool = true;
     r->env = json_tokener_parse("{\"API_TOKEN\": \"s3cret\", \"A_1\": \"x=y\"}");
     ck_assert_ptr_nonnull(r->labels);
@@ -152,6 +153,7 @@ static void assert_record_eq(const struct registry_record *a, const struct regis
     ck_assert_int_eq(a->expires_at, b->expires_at);
     ck_assert_pstr_eq(a->error, b->error);
     ck_assert_pstr_eq(a->template, b->template);
+    ck_assert_pstr_eq(a->fork_snapshot, b->fork_snapshot);
     ck_assert_int_eq(a->pool, b->pool);
     ck_assert_int_eq(!!a->labels, !!b->labels);
     if (a->labels)
