@@ -96,6 +96,21 @@ static int start_poll(struct sandbox *sb, uint64_t timeout_ms, const char **ret_
     return 0;
 }
 
+/* Step e: moves its deadline by extend_ms, notes the time left, completes. */
+static uint64_t extend_ms, left_ms;
+
+static int start_extend(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    op_step_extend(sb, extend_ms);
+    left_ms = op_step_left(sb);
+    op_step_done(sb, NULL);
+    return 0;
+}
+
+static const struct op_step extending_steps[] = {
+    {.what = "extending", .start = start_extend, .cap_ms = 60, .fail = "e failed"},
+};
+
 static const struct op_step optional_steps[] = {
     {.what = "doing a", .start = start_a, .cap_ms = OP_STEP_OP_DEADLINE},
     {.what = "doing b", .start = start_b, .cap_ms = OP_STEP_OP_DEADLINE, .skip = skip_b_fn},
@@ -133,6 +148,7 @@ static const struct op_kind optional_kind = KIND("test", optional_steps, NULL);
 static const struct op_kind failing_kind = KIND("test", failing_steps, NULL);
 static const struct op_kind finishing_kind = KIND("test", finishing_steps, NULL);
 static const struct op_kind polling_kind = KIND("poll", polling_steps, NULL);
+static const struct op_kind extending_kind = KIND("extend", extending_steps, NULL);
 static const struct op_kind yielding_kind = KIND("test", optional_steps, "destroyed meanwhile");
 
 static uv_loop_t loop;
@@ -228,6 +244,21 @@ START_TEST(test_poll_deadline)
 }
 END_TEST
 
+START_TEST(test_step_extend)
+{
+    extend_ms = 1000; /* 60 ms cap + 1 s, within the operation's 5 s */
+    run(&extending_kind, 5000);
+    ck_assert_int_eq(ended, 1);
+    ck_assert_uint_gt(left_ms, 1000);
+    ck_assert_uint_le(left_ms, 1060);
+    extend_ms = 3600000; /* never past the operation's deadline */
+    ended = 0;
+    run(&extending_kind, 5000);
+    ck_assert_uint_gt(left_ms, 4000);
+    ck_assert_uint_le(left_ms, 5000);
+}
+END_TEST
+
 START_TEST(test_op_deadline_before_step)
 {
     run(&polling_kind, 0); /* passed before the first row starts */
@@ -285,6 +316,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_start_fails);
     tcase_add_test(tc, test_finish);
     tcase_add_test(tc, test_poll_deadline);
+    tcase_add_test(tc, test_step_extend);
     tcase_add_test(tc, test_op_deadline_before_step);
     tcase_add_test(tc, test_abort_closing);
     tcase_add_test(tc, test_abort_destroyed);
