@@ -755,6 +755,11 @@ static int create_check(struct engine *e, const struct sandbox_create_opts *opts
         r = engine_check_net_rate(e, opts->net_rate_mbps, ret_err);
     if (r < 0)
         return r;
+    if (t && !opts->pool && !engine_template_visible(t, opts->owner_uid, false))
+        t = NULL; /* another uid's unpublished template (template-rt.c) */
+    if (t && t->deleting)
+        return engine_refuse(ret_err, ENGINE_E_BUSY, -EBUSY, "the template is being deleted",
+                             "template");
     if (!t) {
         *ret_err = (struct engine_error){.kind = ENGINE_E_INVALID,
                                          .error = -EINVAL,
