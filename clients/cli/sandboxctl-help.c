@@ -66,6 +66,12 @@ static const struct help helps[] = {
                  "and is ready\nagain, its processes of before gone (sandbox.rollback).\n"},
     {"snapshot-delete", "snapshot-delete ID NAME\n\nDelete snapshot NAME "
                         "(sandbox.snapshot_delete).\n"},
+    {"template", "template list | create ID NAME | delete NAME | publish NAME\n\n"
+                 "list: the templates you may use (template.list): NAME NODE VMID ORIGIN OWNER\n"
+                 "SANDBOXES+POOL. create: the sandbox becomes template NAME; it stops and ends\n"
+                 "(template.create). delete: a template made from a sandbox, unused "
+                 "(template.delete).\npublish: every uid may use it; admins only "
+                 "(template.publish).\n"},
     {"ps", "ps ID\n\nThe sandbox's background processes (process.list).\n"},
     {"start", "start ID [OPTIONS] -- CMD...\n\nStart CMD as a background process and print "
               "its id (process.start).\n\n"

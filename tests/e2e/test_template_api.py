@@ -17,10 +17,11 @@ import sys
 import time
 
 import e2elib
-from e2elib import Env, RpcError, run
+from e2elib import BUILD, Env, RpcError, run
 from test_recovery_util import kill9, launch, marker_fields, wait_reconciled
 
 NOBODY = 65534
+SANDBOXCTL = os.path.join(BUILD, "clients", "cli", "sandboxctl")
 TOOL = "#!/bin/sh\necho greetings from $(cat /etc/hostname)\n"
 
 AS_UID = r"""
@@ -113,6 +114,16 @@ def main():
             assert out["stdout"].startswith("made in the builder\ngreetings from "), out
             assert names(c)["tools"]["used_by"]["sandboxes"] == 1
 
+        def cli():
+            out = subprocess.run([SANDBOXCTL, "--socket", env.socket, "template", "list"],
+                                 capture_output=True, text=True, timeout=60)
+            assert out.returncode == 0, out
+            line = next(l for l in out.stdout.splitlines() if l.startswith("tools "))
+            assert f"sandbox:{st['origin']['id']}" in line and " 1+0" in line, line
+            bad = subprocess.run([SANDBOXCTL, "--socket", env.socket, "template", "delete", "nope"],
+                                 capture_output=True, text=True, timeout=60)
+            assert bad.returncode != 0 and "no such template" in bad.stderr, bad
+
         def quota_and_names():
             code, data = code_of(c, "template.create", {"id": st["cold"]["id"], "name": "tools2"})
             assert code == -32003 and "max_templates_per_uid" in data["reason"], (code, data)
@@ -186,6 +197,7 @@ def main():
 
         run_tests = [("a sandbox with a file and a tool becomes a template", make_template),
                      ("a cold create from it finds both", cold_create),
+                     ("sandboxctl template list, delete refused", cli),
                      ("quota and names refused", quota_and_names),
                      ("another uid cannot see, use or delete it", other_uid),
                      ("it survives kill -9 and a lost state folder", survives_kill_and_lost_state),
