@@ -123,6 +123,18 @@ def main():
             bad = subprocess.run([SANDBOXCTL, "--socket", env.socket, "template", "delete", "nope"],
                                  capture_output=True, text=True, timeout=60)
             assert bad.returncode != 0 and "no such template" in bad.stderr, bad
+            # the Python client
+            sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                            "clients", "python"))
+            import sandboxd
+            with sandboxd.Client(env.socket) as pc:
+                t = {x["name"]: x for x in pc.templates()}["tools"]
+                assert t["used_by"]["sandboxes"] == 1, t
+                try:
+                    pc.delete_template("tools")
+                    raise AssertionError("deleted while used")
+                except sandboxd.BadState:
+                    pass
 
         def quota_and_names():
             code, data = code_of(c, "template.create", {"id": st["cold"]["id"], "name": "tools2"})
