@@ -355,6 +355,7 @@ static void stamp_write(struct reconcile *rc)
 static void decide_done(struct reconcile *rc)
 {
     stuck_update(rc);
+    engine_rt_prune(rc->e, rc->members);
     if (rc->first) {
         records_unmatched(rc);
         reconcile_records_clear(rc);

@@ -21,6 +21,8 @@
 #include "testhook.h"
 
 #define COMP "template"
+/* A runtime template younger than this is never forgotten for missing from a pool listing. */
+#define RT_PRUNE_AFTER_S 300
 
 struct engine_template *engine_rt_find(struct engine *e, const char *name)
 {
@@ -281,6 +283,23 @@ int engine_rt_adopt_config(struct engine *e, uint32_t vmid, const char *node, js
     if (!json_object_object_get_ex(conf, "template", &v) || json_object_get_int(v) != 1)
         return 0;
     return rt_adopt(e, &m, vmid, node);
+}
+
+void engine_rt_prune(struct engine *e, const struct pve_vm_list *members)
+{
+    for (size_t i = 0; members && i < e->n_rt;) {
+        struct engine_template *t = e->rt[i];
+
+        /* one made after the listing was read is not in it yet */
+        if (t->deleting || pve_vm_list_find(members, t->vmid) ||
+            (int64_t)time(NULL) - t->created_at < RT_PRUNE_AFTER_S) {
+            i++;
+            continue;
+        }
+        log_info(COMP, "template '%s' (container %u) is no longer in the pool: forgotten", t->name,
+                 t->vmid);
+        rt_remove(e, t);
+    }
 }
 
 /* ---- template.delete and template.publish ---- */

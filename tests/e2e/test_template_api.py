@@ -18,7 +18,8 @@ import time
 
 import e2elib
 from e2elib import BUILD, Env, RpcError, run
-from test_recovery_util import kill9, launch, marker_fields, wait_reconciled
+from test_recovery_util import (kill9, launch, marker_fields, records, restart_with_crash, wait_dead,
+                                wait_reconciled)
 
 NOBODY = 65534
 SANDBOXCTL = os.path.join(BUILD, "clients", "cli", "sandboxctl")
@@ -76,7 +77,8 @@ def write_config(env, warm):
 
 
 def main():
-    with Env(daemon_config={"templates": {"max_templates_per_uid": "1"}}) as env:
+    with Env(daemon_config={"templates": {"max_templates_per_uid": "1"},
+                            "sandbox": {"reconcile_interval_s": "2"}}) as env:
         c = env.client()
         st = {}
 
@@ -207,6 +209,47 @@ def main():
             st_ = env.sim.admin("GET", "/state")
             assert str(st["origin"]["vmid"]) not in st_["containers"], st_["containers"].keys()
 
+        def crash_points():
+            nonlocal c
+            c.close()
+            # killed once Proxmox converted it, before the daemon recorded anything of it
+            restart_with_crash(env, "template-converted")
+            c = env.client()
+            sb = c.call("sandbox.create", {"ttl_s": 600})
+            try:
+                c.call("template.create", {"id": sb["id"], "name": "crashy"}, timeout=60)
+                raise AssertionError("the daemon did not crash")
+            except AssertionError:
+                raise
+            except Exception:
+                pass
+            c.close()
+            wait_dead(env)
+            launch(env)
+            wait_reconciled(env)
+            c = env.client()
+            t = names(c)["crashy"]
+            assert t["origin"]["sandbox"] == sb["id"] and t["vmid"] == sb["vmid"], t
+            assert code_of(c, "sandbox.get", {"id": sb["id"]})[0] == -32001
+            assert sb["id"] not in records(env), records(env).keys()
+            # killed once the delete was sent: gone from Proxmox, so not found again
+            c.close()
+            restart_with_crash(env, "template-delete-sent:300")
+            c = env.client()
+            try:  # killed 300 ms after the delete was sent: it may have answered by then
+                c.call("template.delete", {"name": "crashy"}, timeout=60)
+            except Exception:
+                pass
+            c.close()
+            wait_dead(env)
+            launch(env)
+            c = env.client()
+            deadline = time.time() + 20  # the delete task may end after the first reconcile
+            while "crashy" in names(c):
+                assert time.time() < deadline, names(c)
+                time.sleep(0.2)
+            assert str(sb["vmid"]) not in env.sim.admin("GET", "/state")["containers"]
+
         run_tests = [("a sandbox with a file and a tool becomes a template", make_template),
                      ("a cold create from it finds both", cold_create),
                      ("sandboxctl template list, delete refused", cli),
@@ -214,7 +257,8 @@ def main():
                      ("another uid cannot see, use or delete it", other_uid),
                      ("it survives kill -9 and a lost state folder", survives_kill_and_lost_state),
                      ("a create from its warm pool finds both", warm_create),
-                     ("delete refused while used, published, then deleted", delete_refused_then_done)]
+                     ("delete refused while used, published, then deleted", delete_refused_then_done),
+                     ("kill -9 at the conversion and at the delete", crash_points)]
         try:
             run(run_tests)
         finally:
