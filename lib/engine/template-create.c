@@ -244,6 +244,8 @@ int engine_template_create(struct engine *e, struct sandbox *sb, const char *nam
     snprintf(op->t.home, sizeof op->t.home, "%s", sb->node);
     if (sb->host_key[0] && hostkey_pin_to_hex(sb->host_key, op->t.hostkey_hex) < 0)
         op->t.hostkey_hex[0] = '\0';
+    op->t.pins = sandbox_template(sb)->pins; /* borrowed: without a key of its own ([ssh] rekey
+                                              * off), its clones start with its template's */
     sb->tmpl_op = op;
     sb->refs++;
     log_info(COMP, "%s: becoming template '%s'", sb->id, name);

@@ -93,7 +93,9 @@ int engine_rt_add(struct engine *e, const struct engine_template *t)
     n->hits = n->misses = 0;
     if (n->hostkey_hex[0] && hostkey_hex_to_pin(n->hostkey_hex, pin) >= 0)
         n->pins = strdup(pin);
-    else /* made without a key of its own: the default template's pins */
+    else if (t->pins) /* made without a key of its own: its own template's pins */
+        n->pins = strdup(t->pins);
+    else /* ... found again after a restart: the default template's */
         n->pins = strdup(e->n_templates ? e->templates[0].pins : "");
     if (!n->pins)
         return -ENOMEM;
