@@ -192,7 +192,6 @@ static unsigned templates_of(const struct engine *e, uid_t uid)
 static int create_refused(struct engine *e, struct sandbox *sb, const char *name,
                           struct engine_error *ret_err)
 {
-    static char msg[128];
     unsigned max = e->cfg->max_templates_per_uid;
 
     if (e->closing)
@@ -207,11 +206,10 @@ static int create_refused(struct engine *e, struct sandbox *sb, const char *name
     if (engine_template_find(e, name) || config_template_find(e->cfg, name))
         return engine_refuse(ret_err, ENGINE_E_INVALID, -EEXIST, "a template of that name exists",
                              "name");
-    if (templates_of(e, sb->owner_uid) >= max) {
-        snprintf(msg, sizeof msg,
-                 "too many templates for this uid ([templates] max_templates_per_uid = %u)", max);
-        return engine_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT, msg, NULL);
-    }
+    if (templates_of(e, sb->owner_uid) >= max)
+        return engine_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT,
+                             "too many templates for this uid ([templates] max_templates_per_uid)",
+                             NULL);
     if (sb->state != SANDBOX_READY || sb->destroy_requested)
         return engine_refuse_not_ready(ret_err, sb->state);
     if (sb->pool_member || !sb->vmid || !sb->node)

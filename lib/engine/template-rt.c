@@ -385,7 +385,6 @@ static void on_deleted(const struct pve_result *res, void *userdata)
 int engine_template_delete(struct engine *e, const char *name, uid_t uid, bool admin,
                            engine_json_cb cb, void *userdata, struct engine_error *ret_err)
 {
-    static char msg[160];
     struct engine_template *t;
     struct rt_call *c;
     unsigned ns, np;
@@ -394,13 +393,11 @@ int engine_template_delete(struct engine *e, const char *name, uid_t uid, bool a
     if (r < 0)
         return r;
     used_by(e, t, &ns, &np, NULL);
-    if (ns + np > 0) {
-        snprintf(msg, sizeof msg,
-                 "the template is in use by %u sandbox(es) and %u warm pool member(s): destroy "
-                 "them (and set [pool] warm.%s = 0) first",
-                 ns, np, t->name);
-        return engine_refuse(ret_err, ENGINE_E_STATE, -EBUSY, msg, NULL);
-    }
+    if (ns + np > 0) /* template.list's used_by counts them */
+        return engine_refuse(ret_err, ENGINE_E_STATE, -EBUSY,
+                             "the template is in use by sandboxes or warm pool members made from "
+                             "it: destroy them (and set [pool] warm.NAME = 0) first",
+                             NULL);
     c = rt_call_new(e, name, cb, userdata);
     if (!c)
         return engine_refuse_oom(ret_err);
