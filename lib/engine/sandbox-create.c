@@ -739,7 +739,7 @@ static int create_check(struct engine *e, const struct sandbox_create_opts *opts
                         struct engine_error *ret_err)
 {
     const struct config_sandbox *cs = &e->cfg->sandbox;
-    struct engine_template *t = engine_template_find(e, opts->template);
+    struct engine_template *t = engine_template_for(e, opts->template, opts->owner_uid, opts->pool);
     unsigned n_uid = 0;
     int r;
 
@@ -755,11 +755,6 @@ static int create_check(struct engine *e, const struct sandbox_create_opts *opts
         r = engine_check_net_rate(e, opts->net_rate_mbps, ret_err);
     if (r < 0)
         return r;
-    if (t && !opts->pool && !engine_template_visible(t, opts->owner_uid, false))
-        t = NULL; /* another uid's unpublished template (template-rt.c) */
-    if (t && t->deleting)
-        return engine_refuse(ret_err, ENGINE_E_BUSY, -EBUSY, "the template is being deleted",
-                             "template");
     if (!t) {
         *ret_err = (struct engine_error){.kind = ENGINE_E_INVALID,
                                          .error = -EINVAL,

@@ -450,6 +450,10 @@ void engine_rt_free(struct engine *e);
 int engine_rt_add(struct engine *e, const struct engine_template *t);
 /* Whether uid may clone from t (configured, published, its own, or admin). */
 bool engine_template_visible(const struct engine_template *t, uid_t uid, bool admin);
+/* The template a create of uid (pool: a warm pool fill, for nobody) may clone: NULL when
+ * unknown, another uid's unpublished one, or one being deleted. */
+struct engine_template *engine_template_for(struct engine *e, const char *name, uid_t uid,
+                                           bool pool);
 /* The template of sb (the default one when its template left the configuration). */
 struct engine_template *sandbox_template(const struct sandbox *sb);
 /* Refuses what exceeds an operator cap (or a disk below the template's): fills ret_err. */

@@ -119,6 +119,16 @@ struct engine_template *engine_template_find(struct engine *e, const char *name)
     return engine_rt_find(e, name);
 }
 
+struct engine_template *engine_template_for(struct engine *e, const char *name, uid_t uid,
+                                            bool pool)
+{
+    struct engine_template *t = engine_template_find(e, name);
+
+    if (t && ((!pool && !engine_template_visible(t, uid, false)) || t->deleting))
+        return NULL; /* another uid's unpublished template, or one being deleted */
+    return t;
+}
+
 struct engine_template *sandbox_template(const struct sandbox *sb)
 {
     struct engine_template *t = engine_template_find(sb->engine, sb->template);
