@@ -11,12 +11,14 @@
 #include "methods-process.h"
 #include "methods-sandbox.h"
 #include "methods-snapshot.h"
+#include "methods-template.h"
 #include "methods-test.h"
 #include "params-file.h"
 #include "params-fork.h"
 #include "params-forward.h"
 #include "params-process.h"
 #include "params-snapshot.h"
+#include "params-template.h"
 
 #define ADMIN METHOD_ADMIN
 #define TEST METHOD_TEST_HOOK
@@ -66,6 +68,11 @@ const struct method_def methods_table[] = {
     {"sandbox.snapshot_delete", &params_sandbox_snapshot_spec, method_sandbox_snapshot_delete, 0},
     /* fork (methods-fork.c) */
     {"sandbox.fork",            &params_sandbox_fork_spec,     method_sandbox_fork,            0},
+    /* templates (methods-template.c) */
+    {"template.list",        &params_none_spec,                 method_template_list,        0},
+    {"template.create",      &params_template_create_spec,      method_template_create,      0},
+    {"template.delete",      &params_template_name_spec,        method_template_delete,      0},
+    {"template.publish",     &params_template_name_spec,        method_template_publish,     ADMIN},
     /* test hooks, SANDBOXD_TEST_HOOKS=1 only (methods-test.c, methods-obs.c) */
     {"test.sleep",           NULL,                              method_test_sleep,           TEST},
     {"test.notify",          NULL,                              method_test_notify,          TEST},

@@ -4,6 +4,7 @@
 #include "params-forward.h"
 #include "params-snapshot.h"
 #include "params-fork.h"
+#include "params-template.h"
 
 #include "b64.h"
 #include "params-file.h"
@@ -895,6 +896,10 @@ static const struct rpc_method_info rpc_method_table[] = {
     {"sandbox.rollback", false, &params_sandbox_snapshot_spec},
     {"sandbox.snapshot_delete", false, &params_sandbox_snapshot_spec},
     {"sandbox.fork", false, &params_sandbox_fork_spec},
+    {"template.create", false, &params_template_create_spec},
+    {"template.list", false, &params_none_spec},
+    {"template.delete", false, &params_template_name_spec},
+    {"template.publish", false, &params_template_name_spec},
 };
 
 const struct rpc_method_info *rpc_method_find(const char *name)

@@ -72,6 +72,12 @@ static const struct help helps[] = {
              "child gets its own host key, address and lease (S seconds; default: ID's lease "
              "length) and ID's labels. Prints one line per child: ID STATE IP. Exits 2 when some "
              "children failed.\n"},
+    {"template", "template list | create ID NAME | delete NAME | publish NAME\n\n"
+                 "list: the templates you may use (template.list): NAME NODE VMID ORIGIN OWNER\n"
+                 "SANDBOXES+POOL. create: the sandbox becomes template NAME; it stops and ends\n"
+                 "(template.create). delete: a template made from a sandbox, unused "
+                 "(template.delete).\npublish: every uid may use it; admins only "
+                 "(template.publish).\n"},
     {"ps", "ps ID\n\nThe sandbox's background processes (process.list).\n"},
     {"start", "start ID [OPTIONS] -- CMD...\n\nStart CMD as a background process and print "
               "its id (process.start).\n\n"

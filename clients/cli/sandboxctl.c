@@ -22,6 +22,7 @@
 #include "sandboxctl.h"
 #include "sandboxctl-forward.h"
 #include "sandboxctl-snapshot.h"
+#include "sandboxctl-template.h"
 #include "sandboxctl-process.h"
 
 static const char *get_str(json_object *o, const char *key)
@@ -323,6 +324,10 @@ static void usage(FILE *f)
             "  snapshot-delete ID NAME         delete a snapshot\n"
             "  fork ID [--count N] [--snapshot NAME] [--ttl S]\n"
             "                                  N new sandboxes with ID's disk (1..32)\n"
+            "  template list                   the templates you may use\n"
+            "  template create ID NAME         the sandbox becomes template NAME (it ends)\n"
+            "  template delete NAME            delete a template made from a sandbox\n"
+            "  template publish NAME           let every uid use it (admins)\n"
             "  forward ID [LOCAL:]REMOTE       relay port REMOTE of the sandbox to a private\n"
             "                                  Unix socket (LOCAL: to 127.0.0.1:LOCAL, open to\n"
             "                                  every local user) until Ctrl-C\n"
@@ -414,6 +419,8 @@ static int run_command(struct ctl *c, const char *cmd, int argc, char **argv)
         r = cmd_forward(c, argc, argv);
     else if (ctl_snapshot_is_command(cmd))
         r = ctl_snapshot_main(c, argc, argv);
+    else if (strcmp(cmd, "template") == 0)
+        r = ctl_template_main(c, argc, argv);
     else if (strcmp(cmd, "destroy") == 0 && argc == 2)
         r = run_simple(c, "sandbox.destroy", id_params(argv[1]), print_destroyed);
     else {
@@ -472,7 +479,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "mcp") == 0)
         return mcp_main(c.socket, argc, argv);
     if ((!strstr(" status create list show exec put get internet renew resize destroy call metrics "
-                 "events forward ",
+                 "events forward template ",
                  cmd) &&
          !ctl_fs_is_command(cmd) && !ctl_process_is_command(cmd) &&
          !ctl_snapshot_is_command(cmd)) ||

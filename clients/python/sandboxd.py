@@ -99,6 +99,10 @@ class Method:
     ROLLBACK = "sandbox.rollback"
     SNAPSHOT_DELETE = "sandbox.snapshot_delete"
     FORK = "sandbox.fork"
+    TEMPLATE_LIST = "template.list"
+    TEMPLATE_CREATE = "template.create"
+    TEMPLATE_DELETE = "template.delete"
+    TEMPLATE_PUBLISH = "template.publish"
     STATUS = "daemon.status"
     DISCOVER = "rpc.discover"
     EXEC_OUTPUT = "exec.output"  # the notification a streaming exec sends
@@ -613,6 +617,24 @@ class Client:
     def list(self, *, timeout: Optional[float] = None, **params: Any) -> List["Sandbox"]:
         """sandbox.list: all (admins), labels (filter)."""
         return [Sandbox(self, s) for s in self.call(Method.LIST, params, timeout)["sandboxes"]]
+
+    # -- templates
+    def templates(self, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
+        """template.list: the templates the caller may use (name, node, vmid, origin,
+        owner_uid, published, defaults, used_by)."""
+        return self.call(Method.TEMPLATE_LIST, None, timeout)["templates"]
+
+    def make_template(self, id: str, name: str, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """template.create: sandbox id becomes template name (the sandbox ends)."""
+        return self.call(Method.TEMPLATE_CREATE, {"id": id, "name": name}, timeout)["template"]
+
+    def delete_template(self, name: str, timeout: Optional[float] = None) -> None:
+        """template.delete: refused (BadState) while sandboxes or pool members use it."""
+        self.call(Method.TEMPLATE_DELETE, {"name": name}, timeout)
+
+    def publish_template(self, name: str, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """template.publish (admins): every uid may use it."""
+        return self.call(Method.TEMPLATE_PUBLISH, {"name": name}, timeout)["template"]
 
 
 class Sandbox:

@@ -322,6 +322,22 @@ class AsyncClient:
         r = await self.call(Method.LIST, params, timeout)
         return [AsyncSandbox(self, s) for s in r["sandboxes"]]
 
+    # templates (as sandboxd.Client)
+    async def templates(self, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
+        return (await self.call(Method.TEMPLATE_LIST, None, timeout))["templates"]
+
+    async def make_template(self, id: str, name: str,
+                            timeout: Optional[float] = None) -> Dict[str, Any]:
+        r = await self.call(Method.TEMPLATE_CREATE, {"id": id, "name": name}, timeout)
+        return r["template"]
+
+    async def delete_template(self, name: str, timeout: Optional[float] = None) -> None:
+        await self.call(Method.TEMPLATE_DELETE, {"name": name}, timeout)
+
+    async def publish_template(self, name: str,
+                               timeout: Optional[float] = None) -> Dict[str, Any]:
+        return (await self.call(Method.TEMPLATE_PUBLISH, {"name": name}, timeout))["template"]
+
 
 class AsyncSandbox:
     """One sandbox (as sandboxd.Sandbox); `async with` destroys it when the block ends."""

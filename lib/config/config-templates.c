@@ -165,6 +165,14 @@ static int set_template_key(struct config *c, const char *name, const char *valu
     uint32_t vmid;
     int r;
 
+    if (!dot && strcmp(name, "max_templates_per_uid") == 0) {
+        unsigned long long x;
+
+        if (config_parse_uint(value, &x) < 0 || x > 1000)
+            return config_fail(ret_error, "'%s' is not a number in 0..1000", value);
+        c->max_templates_per_uid = (unsigned)x;
+        return 0;
+    }
     if (!dot && strcmp(name, "default") == 0) {
         if (c->default_template)
             return config_fail(ret_error, "key given twice");
@@ -371,9 +379,7 @@ int config_templates_validate(const struct config *c, char **ret_error)
     if (c->default_template && !config_template_find(c, c->default_template))
         return config_fail(ret_error, "%s: [templates] default: no template named '%s'", file,
                            c->default_template);
-    for (size_t i = 0; i < c->pool.n_warm; i++)
-        if (c->pool.warm[i].template && !config_template_find(c, c->pool.warm[i].template))
-            return config_fail(ret_error, "%s: [pool] warm.%s: no template named '%s'", file,
-                               c->pool.warm[i].template, c->pool.warm[i].template);
+    /* [pool] warm.NAME may name a template made from a sandbox (template.create): kept
+     * until one of that name exists */
     return 0;
 }

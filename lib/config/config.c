@@ -136,7 +136,8 @@ static const struct key_def keys[] = {
 static const char *known_sections[] = {"server",    "proxmox", "ssh",     "sandbox",
                                        "templates", "pool",    "network", "forward"};
 /* Keys of [templates] and [pool] other than the operator's template names. */
-static const char *const dynamic_keys[] = {"templates.default", "pool.warm", "pool.max_filling"};
+static const char *const dynamic_keys[] = {"templates.default", "templates.max_templates_per_uid",
+                                           "pool.warm", "pool.max_filling"};
 
 struct parse_state {
     struct config *config;
@@ -475,6 +476,7 @@ static int handler(void *user, const char *section, const char *name, const char
 int config_init(struct config *c)
 {
     *c = (struct config){
+        .max_templates_per_uid = CONFIG_DEFAULT_MAX_TEMPLATES_PER_UID,
         .server =
             {
                 .socket = strdup(CONFIG_DEFAULT_SOCKET),

@@ -69,6 +69,7 @@
 #define CONFIG_DEFAULT_MAX_CORES 16
 #define CONFIG_DEFAULT_MAX_MEMORY_MB 65536
 #define CONFIG_DEFAULT_MAX_DISK_GB 256
+#define CONFIG_DEFAULT_MAX_TEMPLATES_PER_UID 5
 #define CONFIG_TEMPLATES_MAX 32                /* [templates] entries */
 #define CONFIG_TEMPLATE_NAME_MAX 32            /* [a-z0-9-] */
 #define CONFIG_DEFAULT_TEMPLATE_NAME "default" /* the name of [proxmox] template */
@@ -222,6 +223,8 @@ struct config {
     struct config_template *templates; /* [proxmox] template first, then [templates] in order */
     size_t n_templates;
     char *default_template; /* [templates] default; NULL: "default" or the first */
+    /* [templates] max_templates_per_uid: templates made from sandboxes per uid (0..1000) */
+    unsigned max_templates_per_uid;
     struct config_pool pool;
 };
 

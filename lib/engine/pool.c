@@ -77,6 +77,8 @@ static unsigned filling_total(const struct engine *e)
 
     for (size_t i = 0; i < e->n_templates; i++)
         n += e->templates[i].filling;
+    for (size_t i = 0; i < e->n_rt; i++)
+        n += e->rt[i]->filling;
     return n;
 }
 
@@ -173,6 +175,14 @@ static void on_timer(uv_timer_t *h)
 
         for (size_t j = 0; j < n && p->e; j++)
             run_node(p, &p->e->templates[i], nodes[j]);
+    }
+    /* templates made from sandboxes ([pool] warm.NAME once one of that name exists) */
+    for (size_t i = 0; p->e && i < p->e->n_rt; i++) {
+        const char *nodes[CONFIG_NODES_MAX];
+        size_t n = cluster_nodes_of(p->e, p->e->rt[i], nodes, ELEMENTSOF(nodes));
+
+        for (size_t j = 0; j < n && p->e && i < p->e->n_rt; j++)
+            run_node(p, p->e->rt[i], nodes[j]);
     }
     uv_timer_start(&p->timer, on_timer, POOL_CHECK_MS, 0);
 }

@@ -19,6 +19,7 @@
 #include "marker.h"
 #include "pve.h"
 #include "reconcile-internal.h"
+#include "template-internal.h"
 #include "reconcile-restart.h"
 #include "registry.h"
 #include "sandbox-internal.h"
@@ -354,6 +355,7 @@ static void stamp_write(struct reconcile *rc)
 static void decide_done(struct reconcile *rc)
 {
     stuck_update(rc);
+    engine_rt_prune(rc->e, rc->members);
     if (rc->first) {
         records_unmatched(rc);
         reconcile_records_clear(rc);
@@ -742,12 +744,36 @@ next:
     reconcile_unref(rc);
 }
 
+/* A template of the pool: one made from a sandbox (template-rt.c) is known again. */
+static void on_template_config(const struct pve_result *res, void *userdata)
+{
+    struct reconcile *rc = userdata;
+
+    if (!rc->closed) {
+        const struct pve_vm *vm = &rc->members->v[rc->i_member];
+
+        rc->i_member++;
+        if (res->error == 0)
+            (void)engine_rt_adopt_config(
+                rc->e, vm->vmid, vm->node ? vm->node : rc->cfg->proxmox.nodes[0], res->data);
+        scan_next(rc);
+    }
+    reconcile_unref(rc);
+}
+
 static void scan_next(struct reconcile *rc)
 {
     while (rc->i_member < rc->members->n) {
         const struct pve_vm *vm = &rc->members->v[rc->i_member];
         const char *node = vm->node ? vm->node : rc->cfg->proxmox.nodes[0];
 
+        if (vm->template && vm->type && strcmp(vm->type, "lxc") == 0 &&
+            !cluster_vm_unreachable(rc->e, node, vm->status) &&
+            pve_config_get(engine_pve(rc->e), node, vm->vmid, false, RECONCILE_CALL_TIMEOUT_MS,
+                           on_template_config, rc, NULL) == 0) {
+            reconcile_ref(rc);
+            return;
+        }
         if (vm->template || (vm->type && strcmp(vm->type, "lxc") != 0) ||
             cluster_vm_unreachable(rc->e, node, vm->status)) {
             rc->i_member++;

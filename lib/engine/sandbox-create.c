@@ -742,7 +742,7 @@ static int create_check(struct engine *e, const struct sandbox_create_opts *opts
                         struct engine_error *ret_err)
 {
     const struct config_sandbox *cs = &e->cfg->sandbox;
-    struct engine_template *t = engine_template_find(e, opts->template);
+    struct engine_template *t = engine_template_for(e, opts->template, opts->owner_uid, opts->pool);
     unsigned n_uid = 0;
     int r;
 

@@ -77,6 +77,7 @@ struct sandbox {
     uint64_t started_ms;         /* create start (uv_now scale) */
     struct resize_op *resize_op; /* a sandbox.resize or a pool take running */
     struct snap_op *snap_op;     /* a snapshot, rollback or snapshot delete running */
+    struct tmpl_op *tmpl_op;     /* a template.create running (template-create.c) */
     bool rolling_back;           /* a rollback runs: no new session, no command */
     unsigned refs;               /* held by in-flight engine operations */
     unsigned long_polls;         /* process long-polls running (sandbox-job.c) */
@@ -186,6 +187,15 @@ struct engine_template {
     char *check_error;
     uint64_t hits, misses;
     unsigned filling; /* pool creates running */
+    /* A template made from a sandbox (template.create; lib/engine/template-rt.c): heap
+     * allocated in engine.rt, on home, its marker in its Proxmox description. */
+    bool runtime;
+    bool published;                    /* visible to every uid */
+    bool deleting;                     /* template.delete runs: no new clone */
+    uid_t owner_uid;                   /* who made it */
+    char origin[ID_MAX + 1];           /* the sandbox it was made from */
+    int64_t created_at;                /* unix seconds */
+    char hostkey_hex[SHA256_HEX_SIZE]; /* its pinned host key, as the marker holds it */
 };
 
 struct engine {
@@ -198,6 +208,8 @@ struct engine {
     bool configured;
     struct engine_template *templates; /* the default one first */
     size_t n_templates;
+    struct engine_template **rt; /* templates made from sandboxes (template-rt.c) */
+    size_t n_rt;
     struct pool *pool;         /* lib/engine/pool.c */
     struct filepool *filepool; /* file call workers (lib/ssh/filepool.h), made at first use */
     struct cluster *cluster;   /* lib/engine/cluster.c: nodes, placement, node health */
@@ -456,6 +468,18 @@ int engine_templates_init(struct engine *e, char **ret_error);
 void engine_templates_free(struct engine *e);
 /* By name (NULL: the default); NULL when unknown. */
 struct engine_template *engine_template_find(struct engine *e, const char *name);
+/* template-rt.c: the runtime template named name (NULL: none); frees them all. */
+struct engine_template *engine_rt_find(struct engine *e, const char *name);
+void engine_rt_free(struct engine *e);
+/* Adds a runtime template (its fields copied from *t, pins from its hostkey_hex): 0, -EEXIST,
+ * -ENOMEM. */
+int engine_rt_add(struct engine *e, const struct engine_template *t);
+/* Whether uid may clone from t (configured, published, its own, or admin). */
+bool engine_template_visible(const struct engine_template *t, uid_t uid, bool admin);
+/* The template a create of uid (pool: a warm pool fill, for nobody) may clone: NULL when
+ * unknown, another uid's unpublished one, or one being deleted. */
+struct engine_template *engine_template_for(struct engine *e, const char *name, uid_t uid,
+                                           bool pool);
 /* The template of sb (the default one when its template left the configuration). */
 struct engine_template *sandbox_template(const struct sandbox *sb);
 /* Refuses what exceeds an operator cap (or a disk below the template's): fills ret_err. */

@@ -104,6 +104,7 @@ void engine_templates_free(struct engine *e)
     free(e->templates);
     e->templates = NULL;
     e->n_templates = 0;
+    engine_rt_free(e);
 }
 
 struct engine_template *engine_template_find(struct engine *e, const char *name)
@@ -115,7 +116,17 @@ struct engine_template *engine_template_find(struct engine *e, const char *name)
     for (size_t i = 0; i < e->n_templates; i++)
         if (strcmp(e->templates[i].name, name) == 0)
             return &e->templates[i];
-    return NULL;
+    return engine_rt_find(e, name);
+}
+
+struct engine_template *engine_template_for(struct engine *e, const char *name, uid_t uid,
+                                            bool pool)
+{
+    struct engine_template *t = engine_template_find(e, name);
+
+    if (t && ((!pool && !engine_template_visible(t, uid, false)) || t->deleting))
+        return NULL; /* another uid's unpublished template, or one being deleted */
+    return t;
 }
 
 struct engine_template *sandbox_template(const struct sandbox *sb)

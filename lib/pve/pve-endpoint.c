@@ -74,6 +74,8 @@ const struct pve_endpoint pve_endpoints[_PVE_EP_MAX] = {
                                   PVE_INTO_TASK, PVE_RETRY_SAFE},
     [PVE_EP_SNAPSHOT_DELETE] = {"snapshot delete", "DELETE", CT "/snapshot/{name}", PVE_INTO_TASK,
                                 PVE_RETRY_SAFE},
+    /* data null: the conversion runs in a vztemplate task whose UPID is not returned */
+    [PVE_EP_TEMPLATE] = {"template", "POST", CT "/template", PVE_INTO_DATA, PVE_RETRY_NOTHING_DONE},
 };
 
 static int put_escaped(FILE *f, const char *s)

@@ -82,6 +82,7 @@ enum pve_ep {
     PVE_EP_SNAPSHOT,
     PVE_EP_SNAPSHOT_ROLLBACK,
     PVE_EP_SNAPSHOT_DELETE,
+    PVE_EP_TEMPLATE,
     _PVE_EP_MAX,
 };
 

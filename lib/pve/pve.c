@@ -246,6 +246,13 @@ int pve_snapshot(struct pve_client *c, const char *node, uint32_t vmid, const ch
     return pve_call_start(c, &req, PVE_CALL_PASS);
 }
 
+int pve_template(struct pve_client *c, const char *node, uint32_t vmid, PVE_CALL_ARGS)
+{
+    const struct pve_req req = {.ep = PVE_EP_TEMPLATE, .path = {.node = node, .vmid = vmid}};
+
+    return pve_call_start(c, &req, PVE_CALL_PASS);
+}
+
 /* The snapshot's name is a path placeholder of both calls. */
 static int snapshot_named_call(struct pve_client *c, enum pve_ep ep, const char *node,
                                uint32_t vmid, const char *name, PVE_CALL_ARGS)

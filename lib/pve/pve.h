@@ -215,6 +215,10 @@ int pve_shutdown(struct pve_client *c, const char *node, uint32_t vmid, unsigned
  * status), res->data ({"status":"running",...}). The truth about one container, unlike
  * the status of a listing (see enum pve_ct_state). */
 int pve_status_current(struct pve_client *c, const char *node, uint32_t vmid, PVE_CALL_ARGS);
+/* POST .../template: a stopped container becomes a template. Proxmox answers null and converts
+ * it in a task whose UPID it does not return: the caller polls status/current for
+ * "template": 1. */
+int pve_template(struct pve_client *c, const char *node, uint32_t vmid, PVE_CALL_ARGS);
 /* GET .../interfaces: res->ipv4 (NULL while there is none yet; data null is not an error),
  * res->data the raw list. One request; the caller polls. */
 int pve_interfaces(struct pve_client *c, const char *node, uint32_t vmid, PVE_CALL_ARGS);

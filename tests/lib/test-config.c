@@ -318,7 +318,6 @@ START_TEST(test_validate)
         {"[templates]\npy.host_key = SHA256:x\n", "no 'py = VMID' line"},
         {"[templates]\npy = 150000\n", "inside vmid_range"},
         {"[templates]\npy = 9001\ndefault = go\n", "no template named 'go'"},
-        {"[templates]\npy = 9001\n[pool]\nwarm.go = 2\n", "warm.go"},
         {"[proxmox]\nurl = https://h\ntoken_id = a@pve!b\ntemplate = 9000\npool = p\n"
          "[templates]\ndefault = 9001\n",
          "default"},
@@ -333,6 +332,21 @@ START_TEST(test_validate)
         ck_assert_int_eq(config_validate(&c, &err), -EINVAL);
         ck_assert_msg(strstr(err, path) && strstr(err, cases[i].needle), "case %zu: '%s'", i, err);
         config_done(&c);
+    }
+    /* warm.NAME may name a template made from a sandbox later (template.create) */
+    {
+        _cleanup_free_ char *path = NULL, *err = NULL;
+        struct config c;
+
+        path = write_file("v.conf", "[templates]\npy = 9001\nmax_templates_per_uid = 3\n"
+                                    "[pool]\nwarm.go = 2\n");
+        ck_assert_int_eq(config_load(path, &c, NULL), 0);
+        ck_assert_int_eq(config_validate(&c, &err), 0);
+        ck_assert_uint_eq(c.max_templates_per_uid, 3);
+        config_done(&c);
+        path = (free(path), write_file("v.conf", "[templates]\nmax_templates_per_uid = 1001\n"));
+        ck_assert_int_eq(config_load(path, &c, &err), -EINVAL);
+        ck_assert_msg(strstr(err, "0..1000"), "%s", err);
     }
 }
 END_TEST

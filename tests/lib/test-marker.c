@@ -234,6 +234,39 @@ START_TEST(test_template_pool)
 }
 END_TEST
 
+START_TEST(test_template_itself)
+{
+    struct marker m = sample(true), got;
+    _cleanup_free_ char *line = NULL, *pub = NULL;
+    char buf[MARKER_LINE_MAX];
+
+    strcpy(m.template, "tools");
+    m.is_template = true;
+    line = line_of(&m);
+    ck_assert_ptr_nonnull(strstr(line, " template=tools tmpl=1 check="));
+    ck_assert_int_eq(marker_parse(line, &got), 0);
+    ck_assert(got.is_template && !got.published && !got.pool);
+    ck_assert_str_eq(got.template, "tools");
+    m.published = true;
+    pub = line_of(&m);
+    ck_assert_ptr_nonnull(strstr(pub, " tmpl=1 pub=1 check="));
+    ck_assert_int_eq(marker_parse(pub, &got), 0);
+    ck_assert(got.is_template && got.published);
+    /* a sandbox's marker has neither; tmpl needs a name, pub needs tmpl, no pool member */
+    m.is_template = false;
+    ck_assert_int_eq(marker_format(&m, buf, sizeof buf), -EINVAL);
+    m.is_template = true;
+    m.template[0] = '\0';
+    ck_assert_int_eq(marker_format(&m, buf, sizeof buf), -EINVAL);
+    strcpy(m.template, "tools");
+    m.pool = true;
+    ck_assert_int_eq(marker_format(&m, buf, sizeof buf), -EINVAL);
+    /* tmpl is only ever "1" (a changed value also fails the check) */
+    line[strstr(line, "tmpl=1") - line + 5] = '2';
+    ck_assert_int_eq(marker_parse(line, &got), -EBADMSG);
+}
+END_TEST
+
 START_TEST(test_surroundings)
 {
     uv_loop_t loop;
@@ -600,6 +633,7 @@ int main(void)
     tcase_add_test(tc, test_format_exact);
     tcase_add_test(tc, test_roundtrip);
     tcase_add_test(tc, test_template_pool);
+    tcase_add_test(tc, test_template_itself);
     tcase_add_test(tc, test_surroundings);
     tcase_add_test(tc, test_foreign);
     tcase_add_test(tc, test_set_update);

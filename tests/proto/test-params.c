@@ -751,7 +751,11 @@ START_TEST(test_method_table)
                                            "sandbox.snapshots",
                                            "sandbox.rollback",
                                            "sandbox.snapshot_delete",
-                                           "sandbox.fork"};
+                                           "sandbox.fork",
+                                           "template.create",
+                                           "template.list",
+                                           "template.delete",
+                                           "template.publish"};
     const struct rpc_method_info *all;
     size_t n;
 
@@ -768,7 +772,7 @@ START_TEST(test_method_table)
     ck_assert_ptr_null(rpc_method_find(""));
     ck_assert_ptr_null(rpc_method_find(NULL));
     all = rpc_methods(&n);
-    ck_assert_uint_eq(n, 34);
+    ck_assert_uint_eq(n, 38);
     for (size_t i = 0; i < n; i++)
         ck_assert(!all[i].planned && all[i].params);
     ck_assert_str_eq(all[0].name, "sandbox.create");

@@ -463,6 +463,31 @@ class T05Power(unittest.TestCase):
         self.assertEqual(S.wait_task(u)["exitstatus"], "base volume 'base-9001-disk-0' is still in use by linked clones")
         self.assertEqual(S.ok("GET", "/nodes/pve/lxc/9001/config")["template"], 1)
 
+    def test_convert_to_template(self):
+        S.clone(430)
+        S.wait_task(S.ok("POST", "/nodes/pve/lxc/430/status/start"))
+        r = S.api("POST", "/nodes/pve/lxc/430/template")
+        self.assertEqual((r.status, r.reason), (500, "you can't convert a CT to template if the CT is running"))
+        S.wait_task(S.ok("POST", "/nodes/pve/lxc/430/status/stop"))
+        self.assertIsNone(S.ok("POST", "/nodes/pve/lxc/430/template"))  # null: the task is not named
+        for _ in range(100):
+            c = S.ok("GET", "/nodes/pve/lxc/430/config")
+            if c.get("template") == 1:
+                break
+            time.sleep(0.05)
+        self.assertEqual((c.get("template"), c["rootfs"].split(",")[0]), (1, "local-lvm:base-430-disk-0"))
+        self.assertEqual(S.ok("GET", "/nodes/pve/lxc/430/status/current")["template"], 1)
+        r = S.api("POST", "/nodes/pve/lxc/430/template")
+        self.assertEqual((r.status, r.reason), (500, "you can't convert a template to a template"))
+        u = S.ok("POST", "/nodes/pve/lxc/430/status/start")
+        self.assertEqual(S.wait_task(u)["exitstatus"], "you can't start a CT if it's a template")
+        S.clone(431, src=430)  # a linked clone of it
+        self.assertEqual(S.ok("GET", "/nodes/pve/lxc/431/config")["rootfs"].split(",")[0],
+                         "local-lvm:vm-431-disk-0")
+        S.clone(432)
+        S.wait_task(S.ok("POST", "/nodes/pve/lxc/432/snapshot", {"snapname": "s1"}))
+        r = S.api("POST", "/nodes/pve/lxc/432/template")
+        self.assertEqual((r.status, r.reason), (500, "unable to create template, because CT contains snapshots"))
 
 class T06Tasks(unittest.TestCase):
     def test_task_errors(self):

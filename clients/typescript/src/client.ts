@@ -2,6 +2,7 @@
 
 import { Connection, NotSent, type OutputParams } from "./connection.js";
 import { Sandbox, type SandboxInfo } from "./sandbox.js";
+import type { TemplateInfo } from "./template.js";
 import { wireParams } from "./wire.js";
 
 export const DEFAULT_SOCKET = "/run/sandboxd.sock";
@@ -151,5 +152,20 @@ export class Client {
       sandboxes: SandboxInfo[];
     };
     return r.sandboxes.map((s) => new Sandbox(this, s));
+  }
+
+  /** template.list: the templates the caller may use (admins: all). */
+  async templates(opts: CallOptions = {}): Promise<TemplateInfo[]> {
+    return ((await this.call("template.list", {}, opts)) as { templates: TemplateInfo[] }).templates;
+  }
+
+  /** template.delete: refused (BadState) while sandboxes or warm pool members use it. */
+  async deleteTemplate(name: string, opts: CallOptions = {}): Promise<void> {
+    await this.call("template.delete", { name }, opts);
+  }
+
+  /** template.publish (admins): every uid may use the template. */
+  async publishTemplate(name: string, opts: CallOptions = {}): Promise<TemplateInfo> {
+    return ((await this.call("template.publish", { name }, opts)) as { template: TemplateInfo }).template;
   }
 }

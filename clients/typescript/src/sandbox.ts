@@ -6,6 +6,7 @@ import type { CallOptions, Client } from "./client.js";
 import { FileError, InvalidParams, NoSuchSandbox, SandboxdError } from "./errors.js";
 import { ExecResult, ExecStream, OutputCollector, type OutputChunk } from "./exec.js";
 import { Process, type ProcessInfo } from "./process.js";
+import type { TemplateInfo } from "./template.js";
 import { type Data, decodeText, encodeText, getData, getText, modeString, putData, wireParams } from "./wire.js";
 
 /** The sandbox object of docs/protocol.md, as the daemon sent it. */
@@ -418,6 +419,11 @@ export class Sandbox {
     const children = r.sandboxes.map((s) => new Sandbox(this.client, s));
     if (r.failed) throw new ForkIncompleteError(children, r.failed, r.reason ?? "");
     return children;
+  }
+
+  /** template.create: the sandbox becomes template `name` (it stops and ends). */
+  async makeTemplate(name: string, opts: CallOptions = {}): Promise<TemplateInfo> {
+    return ((await this.call("template.create", { name }, opts)) as { template: TemplateInfo }).template;
   }
 }
 

@@ -295,6 +295,25 @@ test("snapshot, rollback restores the file, delete", async () => {
   }
 });
 
+test("a sandbox becomes a template; a clone of it has its file; delete after", async () => {
+  const src = await client.create({ memoryMb: 256, ttlS: 600 });
+  await src.writeFile("/root/tmpl.txt", "baked");
+  const t = await src.makeTemplate("ts-tmpl");
+  assert.equal(t.name, "ts-tmpl");
+  assert.deepEqual(t.origin, { sandbox: src.id, uid: t.owner_uid, created_at: (t.origin as { created_at: number }).created_at });
+  const s = await client.create({ template: "ts-tmpl", memoryMb: 256, ttlS: 600 });
+  try {
+    assert.equal(await s.readText("/root/tmpl.txt"), "baked");
+    const list = await client.templates();
+    assert.equal(list.find((x) => x.name === "ts-tmpl")?.used_by.sandboxes, 1);
+    await rejects(client.deleteTemplate("ts-tmpl"), BadState);
+  } finally {
+    await s.destroy();
+  }
+  await client.deleteTemplate("ts-tmpl");
+  assert.ok(!(await client.templates()).some((x) => x.name === "ts-tmpl"));
+});
+
 test("a port forward serves a page from the sandbox", async () => {
   await sb.writeFile("/root/www/index.html", "hello through the forward\n", { makeParents: true });
   const httpd = await sb.startProcess(["httpd", "-f", "-p", "8080", "-h", "/root/www"]);

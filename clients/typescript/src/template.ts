@@ -1,0 +1,12 @@
+/** A template of template.list: configured (origin "config") or made from a sandbox. */
+export interface TemplateInfo {
+  name: string;
+  node: string | null;
+  vmid: number;
+  copies?: { node: string; vmid: number }[];
+  origin: "config" | { sandbox: string; uid: number; created_at: number };
+  owner_uid: number | null;
+  published: boolean;
+  defaults: Record<string, unknown>;
+  used_by: { sandboxes: number; pool: number; pool_ready: number };
+}

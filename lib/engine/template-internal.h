@@ -1,0 +1,28 @@
+/* Shared by template-rt.c, template-create.c and the reconcile. Engine code only. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include "sandbox-internal.h"
+
+struct marker;
+struct pve_vm_list;
+
+/* The template object of template.list (NULL: no such name). */
+json_object *engine_template_json(struct engine *e, const char *name);
+/* The Proxmox description of t: its marker line (tmpl=1). */
+int engine_rt_marker(struct engine *e, const struct engine_template *t, char **ret_description);
+/* A template of the pool (conf: its Proxmox config) that this daemon marked (tmpl=1): known
+ * from now on (the record of the sandbox it was made from, when a restart came between the
+ * conversion and its removal, has no container left: the reconcile forgets it). Others are
+ * not ours: 0. */
+int engine_rt_adopt_config(struct engine *e, uint32_t vmid, const char *node, json_object *conf);
+/* Forgets the runtime templates the pool (members: its listing, NULL: nothing done) no longer
+ * holds (deleted behind the daemon's back, or by a delete a restart interrupted). */
+void engine_rt_prune(struct engine *e, const struct pve_vm_list *members);
+/* An audit record (event "template.create" ...) about t, asked for by caller_uid. */
+void engine_audit_template(struct engine *e, const char *event, const struct engine_template *t,
+                           int64_t caller_uid);
