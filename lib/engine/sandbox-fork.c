@@ -43,30 +43,6 @@ struct fork_op {
     void *userdata;
 };
 
-/* ---- the children's side, called from the create (sandbox-create.c) ---- */
-
-void fork_child_init(struct sandbox *sb, const struct sandbox_create_opts *opts)
-{
-    if (!opts->fork_vmid)
-        return;
-    sb->fork_vmid = opts->fork_vmid;
-    sb->fork_slot = opts->fork_slot;
-    sb->no_replace = true; /* its source is on this node */
-    snprintf(sb->fork_snap, sizeof sb->fork_snap, "%s", opts->fork_snap ? opts->fork_snap : "");
-    snprintf(sb->fork_pin, sizeof sb->fork_pin, "%s", opts->fork_pin ? opts->fork_pin : "");
-}
-
-uint64_t fork_clone_params(struct sandbox *sb, struct pve_clone_params *cp)
-{
-    cp->template_vmid = sb->fork_vmid;
-    cp->copies = NULL;
-    cp->n_copies = 0;
-    cp->snapname = sb->fork_snap;
-    cp->full = 1; /* Proxmox clones a container that is not a template in full only */
-    op_step_extend(sb, (uint64_t)sb->fork_slot * ENGINE_STEP_CLONE_MS);
-    return op_step_left(sb);
-}
-
 /* ---- the fork ---- */
 
 static void fork_audit(const struct fork_op *f, const char *event, int prio, const char *what)

@@ -360,6 +360,12 @@ int create_launch(struct engine *e, const struct sandbox_create_opts *opts, int6
 /* ---- sandbox-fork.c ---- */
 /* Deletes the fork snapshots left over by a restart (reconcile's lease tick). */
 void fork_cleanup_tick(struct engine *e);
+/* sandbox-new.c: a new sandbox filled from opts (the caller checked quota and ttl): 0 or
+ * -EINVAL (bad labels), -ENOMEM; and what a create refuses before it looks at the pool. */
+int create_sandbox_new(struct engine *e, const struct sandbox_create_opts *opts, int64_t ttl,
+                       const char *node, struct sandbox **ret);
+int create_check(struct engine *e, const struct sandbox_create_opts *opts, int64_t ttl,
+                 struct engine_error *ret_err);
 /* A new sandbox's fork fields from opts (none unless opts->fork_vmid). */
 void fork_child_init(struct sandbox *sb, const struct sandbox_create_opts *opts);
 /* A fork child's clone: from the parent's snapshot, in full, its step's deadline moved past
