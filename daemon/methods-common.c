@@ -95,7 +95,10 @@ void methods_sandbox_reply_state(struct req *r, const struct sandbox *sb)
     struct sandbox_info v;
 
     sandbox_view(sb, &v);
-    json_object_object_add(d, "reason", json_object_new_string("the sandbox is not ready"));
+    json_object_object_add(d, "reason",
+                           json_object_new_string(v.state == SANDBOX_PAUSED
+                                                      ? ENGINE_PAUSED_MESSAGE
+                                                      : "the sandbox is not ready"));
     json_object_object_add(d, "state", json_object_new_string(sandbox_state_to_public(v.state)));
     req_error_data(r, RPC_BAD_STATE, NULL, d);
 }

@@ -276,7 +276,7 @@ static bool idem_lookup(struct sandbox_methods *sm, struct req *r,
             req_error_data(r, RPC_IDEMPOTENCY_MISMATCH, NULL, d);
             return true;
         }
-        if (v.state == SANDBOX_READY) {
+        if (v.state == SANDBOX_READY || v.state == SANDBOX_PAUSED) {
             req_reply(r, sandbox_json(sb));
             return true;
         }

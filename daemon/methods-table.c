@@ -7,6 +7,7 @@
 #include "methods-file.h"
 #include "methods-forward.h"
 #include "methods-obs.h"
+#include "methods-pause.h"
 #include "methods-process.h"
 #include "methods-sandbox.h"
 #include "methods-snapshot.h"
@@ -62,6 +63,9 @@ const struct method_def methods_table[] = {
     {"sandbox.snapshots",       &params_sandbox_id_spec,       method_sandbox_snapshots,       0},
     {"sandbox.rollback",        &params_sandbox_snapshot_spec, method_sandbox_rollback,        0},
     {"sandbox.snapshot_delete", &params_sandbox_snapshot_spec, method_sandbox_snapshot_delete, 0},
+    /* pause and resume (methods-pause.c) */
+    {"sandbox.pause",        &params_sandbox_id_spec,           method_sandbox_pause,        0},
+    {"sandbox.resume",       &params_sandbox_id_spec,           method_sandbox_resume,       0},
     /* test hooks, SANDBOXD_TEST_HOOKS=1 only (methods-test.c, methods-obs.c) */
     {"test.sleep",           NULL,                              method_test_sleep,           TEST},
     {"test.notify",          NULL,                              method_test_notify,          TEST},

@@ -893,6 +893,8 @@ static const struct rpc_method_info rpc_method_table[] = {
     {"sandbox.snapshots", false, &params_sandbox_id_spec},
     {"sandbox.rollback", false, &params_sandbox_snapshot_spec},
     {"sandbox.snapshot_delete", false, &params_sandbox_snapshot_spec},
+    {"sandbox.pause", false, &params_sandbox_id_spec},
+    {"sandbox.resume", false, &params_sandbox_id_spec},
 };
 
 const struct rpc_method_info *rpc_method_find(const char *name)

@@ -60,6 +60,8 @@ static const struct family_def defs[_M_MAX] = {
             "Subscriptions ended because the subscriber did not keep up."),
     COUNTER(M_PLACEMENTS, "placements", "Creates placed on each node.", "node"),
     GAUGE(M_NODE_UP, "node_up", "1 while a node is in placement, 0 while it is taken out.", "node"),
+    COUNTER(M_PAUSES, "pauses", "Pauses and resumes of sandboxes by outcome.", "operation",
+            "outcome"),
 };
 
 struct series {

@@ -36,6 +36,7 @@ enum metric_id {
     M_SUBSCRIBERS_DROPPED, /* counter: subscriptions ended for being too slow */
     M_PLACEMENTS,          /* counter {node}: creates placed on each node */
     M_NODE_UP,             /* gauge {node}: 1 in placement, 0 taken out */
+    M_PAUSES,              /* counter {operation, outcome}: pause or resume, done or failed */
     _M_MAX,
 };
 

@@ -24,6 +24,7 @@
 #include "pve.h"
 #include "registry.h"
 #include "sandbox-internal.h"
+#include "sandbox-pause.h"
 #include "testhook.h"
 
 #define COMP "sandbox"
@@ -759,9 +760,8 @@ static int create_check(struct engine *e, const struct sandbox_create_opts *opts
     }
     if (t->check_error) /* sandbox-isolation.c */
         return engine_refuse(ret_err, ENGINE_E_NOT_CONFIGURED, -EPERM, t->check_error, NULL);
-    for (struct sandbox *sb = e->sandboxes; sb; sb = sb->next)
-        if (sb->owner_uid == opts->owner_uid && !sb->pool_member)
-            n_uid++; /* pool members count towards max_total only */
+    /* pool members count towards max_total only; paused sandboxes towards neither */
+    n_uid = engine_running(e, &opts->owner_uid);
     if (!opts->pool && n_uid >= cs->max_per_uid)
         return engine_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT,
                              "too many sandboxes for this uid (max_per_uid)", NULL);
@@ -835,7 +835,7 @@ int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engi
         if (r != 0)
             return r < 0 ? r : 0;
     }
-    if (e->n_sandboxes >= cs->max_total)
+    if (engine_running(e, NULL) >= cs->max_total)
         return engine_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT, "too many sandboxes (max_total)",
                              NULL);
     r = cluster_place(e, engine_template_find(e, opts->template), opts->node,

@@ -78,6 +78,8 @@ struct sandbox {
     struct resize_op *resize_op; /* a sandbox.resize or a pool take running */
     struct snap_op *snap_op;     /* a snapshot, rollback or snapshot delete running */
     bool rolling_back;           /* a rollback runs: no new session, no command */
+    struct pause_op *pause_op;   /* a pause or resume running (sandbox-pause.c) */
+    bool marker_paused;          /* the marker to write says paused=1 */
     unsigned refs;               /* held by in-flight engine operations */
     unsigned long_polls;         /* process long-polls running (sandbox-job.c) */
     /* observability (sandbox-obs.c) */
@@ -262,7 +264,7 @@ int engine_refuse(struct engine_error *ret_err, enum engine_err_kind kind, int r
 /* engine_refuse() for an allocation that failed: ENGINE_E_INTERNAL, -ENOMEM. */
 int engine_refuse_oom(struct engine_error *ret_err);
 /* engine_refuse() for a sandbox not in a state to take the request: ENGINE_E_STATE, -EAGAIN,
- * with the public name of state. */
+ * with the public name of state (a paused one: ENGINE_PAUSED_MESSAGE, state "paused"). */
 int engine_refuse_not_ready(struct engine_error *ret_err, enum sandbox_state state);
 /* engine_refuse() for a command or a file call while a rollback of sb runs: ENGINE_E_BUSY,
  * -EBUSY; 0 when none runs. */

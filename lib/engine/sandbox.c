@@ -46,6 +46,8 @@ static int registry_state_of(enum sandbox_state s)
         return REG_READY;
     case SANDBOX_DESTROYING:
         return REG_DESTROYING;
+    case SANDBOX_PAUSED:
+        return REG_PAUSED;
     default:
         return REG_FAILED;
     }
@@ -560,7 +562,7 @@ bool engine_closing(const struct engine *e)
 bool sandbox_busy(const struct sandbox *sb)
 {
     return sb->create_op || sb->call || sb->fw_busy || sb->resize_op || sb->snap_op ||
-           sb->state == SANDBOX_DESTROYING || sb->destroy_requested;
+           sb->pause_op || sb->state == SANDBOX_DESTROYING || sb->destroy_requested;
 }
 
 int engine_save(struct sandbox *sb, void (*cb)(int r, void *userdata), void *userdata)

@@ -42,11 +42,12 @@ static int format_body(const struct marker *m, char *buf, size_t n)
         return -EINVAL;
     k = snprintf(buf, n,
                  MARKER_PREFIX "v%d instance=%s sandbox=%s owner=%" PRIu32 " created=%" PRId64
-                               " expires=%" PRId64 "%s%s%s%s%s%s%s%s%s",
+                               " expires=%" PRId64 "%s%s%s%s%s%s%s%s%s%s",
                  MARKER_VERSION, m->instance, m->sandbox, (uint32_t)m->owner_uid, m->created,
                  m->expires, m->key[0] ? " key=" : "", m->key, m->params[0] ? " params=" : "",
                  m->params, m->hostkey[0] ? " hostkey=" : "", m->hostkey,
-                 m->template[0] ? " template=" : "", m->template, m->pool ? " pool=1" : "");
+                 m->template[0] ? " template=" : "", m->template, m->pool ? " pool=1" : "",
+                 m->paused ? " paused=1" : "");
     if (k < 0)
         return -EINVAL;
     if ((size_t)k >= n)
@@ -162,6 +163,7 @@ enum {
     F_HOSTKEY = 1 << 8,
     F_TEMPLATE = 1 << 9,
     F_POOL = 1 << 10,
+    F_PAUSED = 1 << 11,
     F_REQUIRED = F_INSTANCE | F_SANDBOX | F_OWNER | F_CREATED | F_EXPIRES | F_CHECK,
 };
 
@@ -209,6 +211,10 @@ static int parse_field(struct marker *m, char check[CHECK_LEN + 1], const char *
         bit = F_POOL;
         r = vlen == 1 && val[0] == '1' ? 0 : -EBADMSG;
         m->pool = true;
+    } else if (KEY_IS("paused")) {
+        bit = F_PAUSED;
+        r = vlen == 1 && val[0] == '1' ? 0 : -EBADMSG;
+        m->paused = true;
     } else if (KEY_IS("check")) {
         bit = F_CHECK;
         r = copy_hex(check, val, vlen, CHECK_LEN);

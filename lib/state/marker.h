@@ -6,7 +6,7 @@
  *
  *   sandboxd:v1 instance=<id> sandbox=<id> owner=<uid> created=<unix>
  *       expires=<unix> [key=<sha256 hex>] [params=<sha256 hex>] [hostkey=<sha256 hex>]
- *       [template=<name>] [pool=1] check=<8 hex>
+ *       [template=<name>] [pool=1] [paused=1] check=<8 hex>
  *
  * (one line, single spaces). Ids are [a-z0-9-] (<= ID_MAX), numbers are plain
  * decimal without leading zeros; `check` is the first 8 hex digits of the
@@ -52,6 +52,8 @@ struct marker {
                                     * its SHA-256 fingerprint in hex (hostkey.h) */
     char template[ID_MAX + 1];     /* optional ("" = the default): the template's name */
     bool pool;                     /* a warm pool member (owner is a placeholder) */
+    bool paused; /* paused (sandbox.pause): stopped on purpose, its disk kept; expires is the
+                  * paused lease's end */
 };
 
 /* The marker line (no newline) into buf. -EINVAL for invalid fields

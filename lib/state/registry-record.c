@@ -27,6 +27,7 @@ static const char *const state_names[_REG_STATE_MAX] = {
     [REG_PENDING] = "pending",   [REG_CLONING] = "cloning",       [REG_CONFIGURING] = "configuring",
     [REG_STARTING] = "starting", [REG_WAITING_IP] = "waiting_ip", [REG_CONNECTING] = "connecting",
     [REG_READY] = "ready",       [REG_DESTROYING] = "destroying", [REG_FAILED] = "failed",
+    [REG_PAUSED] = "paused",
 };
 
 const char *registry_state_to_string(enum registry_state s)

@@ -63,10 +63,11 @@ enum registry_state {
     REG_READY,
     REG_DESTROYING,
     REG_FAILED,
+    REG_PAUSED, /* stopped with its disk kept (sandbox.pause); written before the stop */
     _REG_STATE_MAX,
 };
 /* "pending", "cloning", "configuring", "starting", "waiting_ip", "connecting",
- * "ready", "destroying", "failed"; NULL for anything else. */
+ * "ready", "destroying", "failed", "paused"; NULL for anything else. */
 const char *registry_state_to_string(enum registry_state s);
 /* The enum value, or -EINVAL. */
 int registry_state_from_string(const char *s);
