@@ -66,6 +66,10 @@ static const struct help helps[] = {
                  "and is ready\nagain, its processes of before gone (sandbox.rollback).\n"},
     {"snapshot-delete", "snapshot-delete ID NAME\n\nDelete snapshot NAME "
                         "(sandbox.snapshot_delete).\n"},
+    {"pause", "pause ID\n\nStop the sandbox's container and keep its disk (sandbox.pause); its "
+              "processes\nand forwards end. Prints the sandbox, paused.\n"},
+    {"resume", "resume ID\n\nStart a paused sandbox again (sandbox.resume): same disk, address "
+               "and host key.\nPrints the sandbox, ready.\n"},
     {"ps", "ps ID\n\nThe sandbox's background processes (process.list).\n"},
     {"start", "start ID [OPTIONS] -- CMD...\n\nStart CMD as a background process and print "
               "its id (process.start).\n\n"

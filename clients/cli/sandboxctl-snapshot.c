@@ -3,7 +3,9 @@
  *   snapshot ID NAME          sandbox.snapshot
  *   snapshots ID              sandbox.snapshots: one line per snapshot, oldest first
  *   rollback ID NAME          sandbox.rollback: the sandbox, ready again
- *   snapshot-delete ID NAME   sandbox.snapshot_delete */
+ *   snapshot-delete ID NAME   sandbox.snapshot_delete
+ *   pause ID                  sandbox.pause: the sandbox, paused
+ *   resume ID                 sandbox.resume: the sandbox, ready again */
 #include "sandboxctl-snapshot.h"
 
 #include <json-c/json.h>
@@ -75,6 +77,8 @@ static const struct {
     {"snapshots", "sandbox.snapshots", false, print_list},
     {"rollback", "sandbox.rollback", true, print_rolled_back},
     {"snapshot-delete", "sandbox.snapshot_delete", true, print_deleted},
+    {"pause", "sandbox.pause", false, print_rolled_back},
+    {"resume", "sandbox.resume", false, print_rolled_back},
 };
 
 bool ctl_snapshot_is_command(const char *cmd)

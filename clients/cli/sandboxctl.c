@@ -321,6 +321,8 @@ static void usage(FILE *f)
             "  snapshots ID                    its snapshots, oldest first\n"
             "  rollback ID NAME                back to a snapshot (restarted, ready again)\n"
             "  snapshot-delete ID NAME         delete a snapshot\n"
+            "  pause ID                        stop it, its disk kept (processes end)\n"
+            "  resume ID                       start a paused one again (ready)\n"
             "  forward ID [LOCAL:]REMOTE       relay port REMOTE of the sandbox to a private\n"
             "                                  Unix socket (LOCAL: to 127.0.0.1:LOCAL, open to\n"
             "                                  every local user) until Ctrl-C\n"

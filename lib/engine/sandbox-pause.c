@@ -242,8 +242,8 @@ static void pause_finish(struct sandbox *sb, const struct engine_error *err)
         free(op);
     } else if (err && op->resume) {
         again = true; /* back to paused: the marker, and the container stopped again */
-    } else if (err && sb->state == SANDBOX_PAUSED && sb->run.step < 2) {
-        /* the container was not touched: running as before */
+    } else if (err && op->cb && sb->state == SANDBOX_PAUSED && sb->run.step < 2) {
+        /* a caller's pause that did not touch the container: running as before */
         sb->marker_paused = false;
         sb->expires_at = op->old_expires;
         sandbox_set_state(sb, SANDBOX_READY);
