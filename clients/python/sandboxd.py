@@ -97,6 +97,8 @@ class Method:
     SNAPSHOT = "sandbox.snapshot"
     SNAPSHOTS = "sandbox.snapshots"
     ROLLBACK = "sandbox.rollback"
+    PAUSE = "sandbox.pause"
+    RESUME = "sandbox.resume"
     SNAPSHOT_DELETE = "sandbox.snapshot_delete"
     STATUS = "daemon.status"
     DISCOVER = "rpc.discover"
@@ -922,6 +924,17 @@ class Sandbox:
 
     def delete_snapshot(self, name: str, timeout: Optional[float] = None) -> None:
         self._call(Method.SNAPSHOT_DELETE, timeout, name=name)
+
+    # -- pause and resume (the container stopped, its disk kept)
+    def pause(self, timeout: Optional[float] = None) -> "Sandbox":
+        """sandbox.pause: the container stops, its disk is kept; `state` "paused" (its
+        processes, sessions and forwards end; calls that need it raise BadState until
+        resume())."""
+        return self._update(self._call(Method.PAUSE, timeout))
+
+    def resume(self, timeout: Optional[float] = None) -> "Sandbox":
+        """sandbox.resume: started again, `state` "ready", same disk, host key and address."""
+        return self._update(self._call(Method.RESUME, timeout))
 
 
 class Process:

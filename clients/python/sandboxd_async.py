@@ -562,6 +562,12 @@ class AsyncSandbox:
     async def delete_snapshot(self, name: str, timeout: Optional[float] = None) -> None:
         await self._call(Method.SNAPSHOT_DELETE, timeout, name=name)
 
+    async def pause(self, timeout: Optional[float] = None) -> "AsyncSandbox":
+        return self._update(await self._call(Method.PAUSE, timeout))
+
+    async def resume(self, timeout: Optional[float] = None) -> "AsyncSandbox":
+        return self._update(await self._call(Method.RESUME, timeout))
+
     async def processes(self, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
         return (await self._call(Method.PROCESS_LIST, timeout))["processes"]
 

@@ -11,9 +11,10 @@ import calendar
 import os
 import shutil
 import subprocess
+import sys
 import time
 
-from e2elib import BUILD, Env, RpcError, calls_as_uid, data_of, expect_error, run
+from e2elib import BUILD, SRC, Env, RpcError, calls_as_uid, data_of, expect_error, run
 from test_recovery_util import description, kill9, launch, wait_dead, wait_reconciled
 
 SANDBOXCTL = os.path.join(BUILD, "clients", "cli", "sandboxctl")
@@ -69,7 +70,7 @@ def main():
         def pause_resume_keeps_files():
             sb = c.call("sandbox.create", {})
             sid = st["a"] = sb["id"]
-            st["vmid"] = sb["vmid"]
+            st["vmid"], st["ip"] = sb["vmid"], sb["ip"]
             c.call("file.write", {"id": sid, "path": "/root/kept.txt", "content": "kept\n"})
             key = st["key"] = sh(c, sid, "cat /etc/ssh/ssh_host_*_key.pub | sort")
             c.call("process.start", {"id": sid, "command": "sleep 300"})
@@ -207,6 +208,17 @@ def main():
             assert rc == 0 and out.split()[:2] == [a, "paused"], (rc, out, err)
             rc, out, err = ctl("resume", a)
             assert rc == 0 and out.split()[:2] == [a, "ready"], (rc, out, err)
+            # the Python client
+            sys.path.insert(0, os.path.join(SRC, "clients", "python"))
+            import sandboxd
+            sb = sandboxd.Client(env.socket).get(a)
+            assert sb.pause().info["state"] == "paused"
+            try:
+                sb.exec("true")
+                raise AssertionError("exec on a paused sandbox")
+            except sandboxd.BadState as e:
+                assert "paused" in str(e), e
+            assert sb.resume().info["state"] == "ready" and sb.ip == st["ip"]
             c.call("sandbox.destroy", {"id": a})
             env.wait_no_containers()
 

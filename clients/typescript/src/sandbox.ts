@@ -398,6 +398,16 @@ export class Sandbox {
   async deleteSnapshot(name: string, opts: CallOptions = {}): Promise<void> {
     await this.call("sandbox.snapshot_delete", { name }, opts);
   }
+
+  /** sandbox.pause: the container stops, its disk is kept; `info.state` "paused". */
+  pause(opts: CallOptions = {}): Promise<this> {
+    return this.update("sandbox.pause", {}, opts);
+  }
+
+  /** sandbox.resume: started again, `info.state` "ready" (same disk, host key, address). */
+  resume(opts: CallOptions = {}): Promise<this> {
+    return this.update("sandbox.resume", {}, opts);
+  }
 }
 
 /** One snapshot of a sandbox's disk (sandbox.snapshot, sandbox.snapshots). */
