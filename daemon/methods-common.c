@@ -11,6 +11,7 @@
 #include "macro.h"
 #include "reconcile.h"
 #include "daemon.h"
+#include "methods-resume.h"
 #include "methods-pool.h"
 #include "params.h"
 #include "rpc.h"
@@ -245,9 +246,15 @@ bool methods_sandbox_park(struct req *r, const char *id, method_handler_t handle
 struct sandbox *methods_sandbox_find(struct req *r, const char *id, method_handler_t handler,
                                      void *params, void *userdata)
 {
+    struct sandbox *sb;
+
     if (methods_sandbox_park(r, id, handler, params, userdata))
         return NULL;
-    return methods_sandbox_lookup(methods_sandbox(r), r, id);
+    sb = methods_sandbox_lookup(methods_sandbox(r), r, id);
+    if (sb && methods_resume_first(r, methods_sandbox(r)->engine, sb, handler, params, userdata,
+                                   methods_sandbox_reply_error))
+        return NULL;
+    return sb;
 }
 
 void methods_sandbox_unpark(struct sandbox_methods *sm)

@@ -342,6 +342,8 @@ void method_sandbox_create(struct req *r, void *params, void *userdata)
         .template = c->template,
         .node = c->node,
         .env = env,
+        .resume_on_use = c->resume_on_use,
+        .auto_pause_s = c->auto_pause_s,
     };
     p = pending_new(sm, r);
     if (!p) {

@@ -20,6 +20,8 @@ static const struct help helps[] = {
                "  --cores N, --memory MB, --disk GB\n"
                "  --net-rate MBIT     bandwidth cap in Mbit/s (0: none)\n"
                "  --hostname H        a DNS label\n"
+               "  --auto-pause S      paused after S seconds without use (auto_pause_s)\n"
+               "  --resume-on-use     a call on it while paused resumes it first\n"
                "  --label K=V         a label (up to 16)\n"
                "  --template NAME     one of the daemon's templates\n"
                "  --node NODE         the Proxmox node (admins)\n"},

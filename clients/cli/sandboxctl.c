@@ -144,6 +144,8 @@ static int cmd_create(struct ctl *c, int argc, char **argv)
         {"env", required_argument, NULL, 'e'},
         {"template", required_argument, NULL, 'T'},
         {"node", required_argument, NULL, 'N'},
+        {"auto-pause", required_argument, NULL, 'P'},
+        {"resume-on-use", no_argument, NULL, 'U'},
         {},
         /* clang-format on */
     };
@@ -152,13 +154,18 @@ static int cmd_create(struct ctl *c, int argc, char **argv)
     int opt;
 
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "+it:c:m:d:R:H:l:e:T:N:", opts, NULL)) >= 0) {
+    while ((opt = getopt_long(argc, argv, "+it:c:m:d:R:H:l:e:T:N:P:U", opts, NULL)) >= 0) {
         const char *key = NULL;
 
         switch (opt) {
         case 'i':
-            json_object_object_add(p, "internet", json_object_new_boolean(true));
+        case 'U':
+            json_object_object_add(p, opt == 'i' ? "internet" : "resume_on_use",
+                                   json_object_new_boolean(true));
             continue;
+        case 'P':
+            key = "auto_pause_s";
+            break;
         case 't':
             key = "ttl_s";
             break;
@@ -298,7 +305,7 @@ static void usage(FILE *f)
             "  status                          daemon version, uptime, counts\n"
             "  create [--internet] [--ttl S] [--cores N] [--memory MB] [--disk GB]\n"
             "         [--net-rate MBIT] [--hostname H] [--label k=v]... [--env NAME=VALUE]...\n"
-            "         [--template NAME] [--node NODE]\n"
+            "         [--template NAME] [--node NODE] [--auto-pause S] [--resume-on-use]\n"
             "  resize ID [--cores N] [--memory MB] [--disk GB] [--net-rate MBIT]\n"
             "                                  live; disks only grow\n"
             "  list [--all]                    your sandboxes (admins: --all)\n"

@@ -13,6 +13,7 @@
 #include "marker.h"
 #include "reconcile-internal.h"
 #include "registry.h"
+#include "sandbox-pause.h"
 #include "util.h"
 
 #define COMP "reconcile"
@@ -54,6 +55,7 @@ void reconcile_lease_tick(uv_timer_t *t)
         return;
     for (sb = engine_first(rc->e); sb && started < RECONCILE_EXPIRE_PER_TICK; sb = next) {
         next = engine_next(rc->e, sb);
+        engine_auto_pause_check(sb);
         /* a paused sandbox's lease is its paused one (max_paused_ttl_s) */
         if ((sb->state != SANDBOX_READY && sb->state != SANDBOX_PAUSED) || sandbox_busy(sb) ||
             sb->expires_at > now ||

@@ -636,13 +636,13 @@ static bool decide_one(struct reconcile *rc, struct cand *c)
             if (r->state == REG_READY && exp > now && c->state == PVE_CT_STOPPED && r->ip &&
                 r->vmid > 0 && (uint32_t)r->vmid == c->vmid && restart_stopped(rc, c, r))
                 return true;
-            destroy_container(
-                rc, c->vmid, c->node, c->m.sandbox,
-                r->state == REG_READY || r->state == REG_PAUSED ? &rc->st.expired_destroyed
-                                                                : &rc->st.rolled_back,
-                r->state == REG_READY || r->state == REG_PAUSED
-                    ? (exp <= now ? "its lease has expired" : "it is not running")
-                    : "its create or destroy was interrupted");
+            destroy_container(rc, c->vmid, c->node, c->m.sandbox,
+                              r->state == REG_READY || r->state == REG_PAUSED
+                                  ? &rc->st.expired_destroyed
+                                  : &rc->st.rolled_back,
+                              r->state == REG_READY || r->state == REG_PAUSED
+                                  ? (exp <= now ? "its lease has expired" : "it is not running")
+                                  : "its create or destroy was interrupted");
             /* the record goes once the container is gone */
             for (size_t i = 0; i < rc->n_recs; i++)
                 if (rc->recs[i] == r)

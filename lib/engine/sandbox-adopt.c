@@ -37,6 +37,8 @@ int sandbox_from_record(struct engine *e, const struct registry_record *r, enum 
     sb->node = strdup(r->node);
     sb->hostname = strdup(r->hostname ? r->hostname : r->id);
     sb->internet = r->internet;
+    sb->resume_on_use = r->resume_on_use;
+    sb->auto_pause_s = r->auto_pause_s;
     sb->cores = r->cores;
     sb->memory_mb = (unsigned)r->memory_mb;
     sb->disk_gb = (unsigned)r->disk_gb;

@@ -713,6 +713,8 @@ static int sandbox_new(struct engine *e, const struct sandbox_create_opts *opts,
     snprintf(sb->template, sizeof sb->template, "%s",
              engine_template_find(e, opts->template)->name);
     sb->internet = opts->internet;
+    sb->resume_on_use = opts->resume_on_use;
+    sb->auto_pause_s = opts->auto_pause_s > 0 ? (unsigned)opts->auto_pause_s : 0;
     r = sandbox_set_idempotency(sb, opts->owner_uid, opts->idempotency_key, opts->params_hash);
     sb->created_at = now_realtime();
     sb->expires_at = sb->created_at + ttl;
@@ -743,6 +745,13 @@ static int create_check(struct engine *e, const struct sandbox_create_opts *opts
                       "ttl_s");
         ret_err->cap = "max_ttl_s";
         ret_err->limit = cs->max_ttl_s;
+        return -EINVAL;
+    }
+    if (opts->auto_pause_s > (int64_t)cs->max_paused_ttl_s) {
+        engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL,
+                      "auto_pause_s exceeds the configured max_paused_ttl_s", "auto_pause_s");
+        ret_err->cap = "max_paused_ttl_s";
+        ret_err->limit = cs->max_paused_ttl_s;
         return -EINVAL;
     }
     r = engine_check_caps(e, t, opts->cores, opts->memory_mb, opts->disk_gb, ret_err);

@@ -80,6 +80,12 @@ struct sandbox {
     bool rolling_back;           /* a rollback runs: no new session, no command */
     struct pause_op *pause_op;   /* a pause or resume running (sandbox-pause.c) */
     bool marker_paused;          /* the marker to write says paused=1 */
+    bool resume_on_use;          /* sandbox.create's: calls that need the container resume it */
+    unsigned auto_pause_s;       /* sandbox.create's: paused after that long idle (0: never) */
+    uint64_t last_use_ms;        /* the last request on it began (uv_now scale; 0: none yet) */
+    bool auto_pause_probe;       /* auto_pause_s: its background processes are being listed */
+    bool auto_pause_quiet;       /* ... and none ran: paused at the next tick if still idle */
+    uint64_t auto_pause_next_ms; /* ... not again before (uv_now scale) */
     unsigned refs;               /* held by in-flight engine operations */
     unsigned long_polls;         /* process long-polls running (sandbox-job.c) */
     /* observability (sandbox-obs.c) */

@@ -15,15 +15,25 @@
 #include "pve.h"
 #include "reconcile-restart.h"
 #include "sandbox-internal.h"
+#include "sandbox-io.h"
 #include "sandbox-pause.h"
 
 #define COMP "sandbox"
+
+/* A further caller of a resume that runs (resume_on_use: calls that arrive meanwhile). */
+struct pause_waiter {
+    engine_sandbox_cb cb;
+    void *userdata;
+    struct pause_waiter *next;
+};
 
 struct pause_op {
     bool resume;
     engine_sandbox_cb cb; /* NULL: nobody waits (engine_pause_finish()) */
     void *userdata;
     time_t old_expires; /* the lease before the operation, restored when it fails early */
+    struct pause_waiter *waiters;
+    unsigned n_waiters;
 };
 
 unsigned engine_running(const struct engine *e, const uid_t *uid)
@@ -238,6 +248,13 @@ static void pause_finish(struct sandbox *sb, const struct engine_error *err)
         free(TAKE_PTR(sb->error));
     if (op->cb)
         op->cb(err, sb, op->userdata);
+    while (op->waiters) {
+        struct pause_waiter *w = op->waiters;
+
+        op->waiters = w->next;
+        w->cb(err, sb, w->userdata);
+        free(w);
+    }
     if (e->closing || sb->destroy_requested) {
         free(op);
     } else if (err && op->resume) {
@@ -359,12 +376,32 @@ int engine_pause(struct engine *e, struct sandbox *sb, engine_sandbox_cb cb, voi
     return pause_begin(sb, false, cb, userdata, ret_err);
 }
 
+/* Joins the resume that runs: cb gets its outcome. */
+static int resume_join(struct sandbox *sb, engine_sandbox_cb cb, void *userdata,
+                       struct engine_error *ret_err)
+{
+    struct pause_waiter *w;
+
+    if (sb->pause_op->n_waiters >= ENGINE_RESUME_WAITERS_MAX)
+        return engine_refuse(ret_err, ENGINE_E_BUSY, -EBUSY,
+                             "too many calls wait for this sandbox's resume", NULL);
+    w = malloc(sizeof *w);
+    if (!w)
+        return engine_refuse_oom(ret_err);
+    *w = (struct pause_waiter){.cb = cb, .userdata = userdata, .next = sb->pause_op->waiters};
+    sb->pause_op->waiters = w;
+    sb->pause_op->n_waiters++;
+    return 0;
+}
+
 int engine_resume(struct engine *e, struct sandbox *sb, engine_sandbox_cb cb, void *userdata,
                   struct engine_error *ret_err)
 {
     const struct config_sandbox *cs = &e->cfg->sandbox;
     int r;
 
+    if (sb->pause_op && sb->pause_op->resume && !e->closing)
+        return resume_join(sb, cb, userdata, ret_err);
     r = pause_refused(e, sb, ret_err);
     if (r < 0)
         return r;
@@ -394,4 +431,77 @@ void engine_pause_finish(struct sandbox *sb)
     sb->marker_paused = true;
     log_info(COMP, "%s: finishing its pause", sb->id);
     pause_start_op(sb, op, start_marker);
+}
+
+bool engine_resume_on_use(const struct sandbox *sb)
+{
+    return sb->resume_on_use && sb->state == SANDBOX_PAUSED && !sb->destroy_requested;
+}
+
+void engine_touch(struct sandbox *sb)
+{
+    sb->last_use_ms = now_ms(sb->engine);
+}
+
+/* ---- auto_pause_s ---- */
+
+static void on_auto_paused(const struct engine_error *err, struct sandbox *sb, void *userdata)
+{
+    if (err)
+        log_debug(COMP, "%s: auto pause failed: %s", sb->id, strna(err->message));
+}
+
+/* Idle for auto_pause_s: no request began since, nothing of the engine runs on it. */
+static bool auto_pause_due(const struct sandbox *sb, uint64_t now)
+{
+    uint64_t since = MAX(sb->last_use_ms, sb->state_since_ms);
+
+    return sb->auto_pause_s && sb->state == SANDBOX_READY && !sb->pool_member &&
+           !sandbox_busy(sb) && !sb->auto_pause_probe && sb->refs == 0 &&
+           now >= sb->auto_pause_next_ms && now - since >= (uint64_t)sb->auto_pause_s * 1000;
+}
+
+/* The background processes' list: when none runs, the next tick pauses the sandbox if it is
+ * still idle. */
+static void on_auto_listed(int error, const struct sandbox_process_result *res, void *userdata)
+{
+    struct sandbox *sb = userdata;
+    bool running = error < 0 || !res;
+
+    sb->auto_pause_probe = false;
+    for (size_t i = 0; !running && i < res->n_rows; i++)
+        running = strcmp(res->rows[i].status.state, "running") == 0;
+    sb->auto_pause_quiet = !running;
+    /* looked again later: a process runs, or the list could not be read */
+    if (running)
+        sb->auto_pause_next_ms = now_ms(sb->engine) + MIN((uint64_t)sb->auto_pause_s, 10) * 1000;
+    sandbox_unref(sb);
+}
+
+void engine_auto_pause_check(struct sandbox *sb)
+{
+    const struct sandbox_process_call c = {.op = SANDBOX_PROCESS_LIST};
+    struct engine *e = sb->engine;
+    struct engine_error err;
+
+    if (e->closing || !auto_pause_due(sb, now_ms(e))) {
+        sb->auto_pause_quiet = false;
+        return;
+    }
+    if (sb->auto_pause_quiet) { /* no process ran at the last look, still idle */
+        sb->auto_pause_quiet = false;
+        log_info(COMP, "%s: idle for %u s: pausing it (auto_pause_s)", sb->id, sb->auto_pause_s);
+        if (engine_pause(e, sb, on_auto_paused, NULL, &err) < 0) {
+            log_debug(COMP, "%s: auto pause refused: %s", sb->id, strna(err.message));
+            sb->auto_pause_next_ms = now_ms(e) + 10000;
+        }
+        return;
+    }
+    sb->auto_pause_probe = true;
+    sb->refs++;
+    if (sandbox_process(sb, &c, on_auto_listed, sb, NULL, &err) < 0) {
+        sb->auto_pause_probe = false;
+        sb->auto_pause_next_ms = now_ms(e) + 10000;
+        sb->refs--;
+    }
 }

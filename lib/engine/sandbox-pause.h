@@ -21,6 +21,7 @@
 
 #define ENGINE_PAUSE_TIMEOUT_MS 300000u /* a pause or a resume, all steps */
 #define ENGINE_PAUSE_SHUTDOWN_S 10u     /* a clean shutdown's time before the stop */
+#define ENGINE_RESUME_WAITERS_MAX 64u   /* calls joining one running resume */
 
 /* Pauses a READY sandbox; cb gets it PAUSED. A paused one (no resume running) is answered
  * at once (cb runs before this returns). Refused synchronously (ret_err): not READY
@@ -29,7 +30,8 @@
 int engine_pause(struct engine *e, struct sandbox *sb, engine_sandbox_cb cb, void *userdata,
                  struct engine_error *ret_err);
 /* Resumes a PAUSED sandbox; cb gets it READY (same address and host key, unless DHCP handed
- * out another address). A READY one is answered at once. Refused: max_per_uid or max_total
+ * out another address). A READY one is answered at once; while a resume runs, cb joins it
+ * (at most ENGINE_RESUME_WAITERS_MAX, then ENGINE_E_BUSY). Refused: max_per_uid or max_total
  * reached by running sandboxes (ENGINE_E_QUOTA), busy (ENGINE_E_BUSY). A resume that fails
  * leaves the sandbox paused (its container stopped again). */
 int engine_resume(struct engine *e, struct sandbox *sb, engine_sandbox_cb cb, void *userdata,
@@ -41,3 +43,12 @@ void engine_pause_finish(struct sandbox *sb);
 /* Sandboxes that hold a running slot (not paused, or being resumed): of uid when uid is not
  * NULL (warm pool members excluded), else of everyone. */
 unsigned engine_running(const struct engine *e, const uid_t *uid);
+/* True when sb is paused and was created with resume_on_use: a call that needs its container
+ * resumes it first (engine_resume()), then runs. */
+bool engine_resume_on_use(const struct sandbox *sb);
+/* For the lease tick (every second): a READY sandbox created with auto_pause_s, idle that
+ * long (no request began, no engine work on it), has its background processes listed; when
+ * none runs and it is still idle, it is paused (engine_pause(), nobody waiting). */
+void engine_auto_pause_check(struct sandbox *sb);
+/* A request on sb began: the idle time auto_pause_s counts from now. */
+void engine_touch(struct sandbox *sb);

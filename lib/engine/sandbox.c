@@ -81,6 +81,8 @@ int sandbox_save(struct sandbox *sb, registry_done_fn cb, void *userdata)
         .template = sb->template[0] ? (char *)sb->template : NULL,
         .pool = sb->pool_member,
         .env = sb->env,
+        .resume_on_use = sb->resume_on_use,
+        .auto_pause_s = sb->auto_pause_s,
     };
 
     if (sb->error) {

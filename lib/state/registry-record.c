@@ -298,7 +298,10 @@ int registry_record_to_json(const struct registry_record *r, char **ret_json)
     if (r->env && (k = add(o, "env", json_object_get(r->env))) < 0)
         return k;
     if ((k = add_str(o, "template", r->template)) < 0 ||
-        (r->pool && (k = add(o, "pool", json_object_new_boolean(true))) < 0))
+        (r->pool && (k = add(o, "pool", json_object_new_boolean(true))) < 0) ||
+        (r->resume_on_use && (k = add(o, "resume_on_use", json_object_new_boolean(true))) < 0) ||
+        (r->auto_pause_s &&
+         (k = add(o, "auto_pause_s", json_object_new_int64(r->auto_pause_s))) < 0))
         return k;
     s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
                                               JSON_C_TO_STRING_NOSLASHESCAPE);
@@ -469,6 +472,15 @@ int registry_record_from_json(const char *json, size_t n, struct registry_record
             return -EBADMSG;
         r->pool = json_object_get_boolean(v);
     }
+    if (json_object_object_get_ex(o, "resume_on_use", &v)) {
+        if (!json_object_is_type(v, json_type_boolean))
+            return -EBADMSG;
+        r->resume_on_use = json_object_get_boolean(v);
+    }
+    x = 0;
+    if ((k = get_int(o, "auto_pause_s", false, 0, INT32_MAX, &x)) < 0)
+        return k;
+    r->auto_pause_s = (unsigned)x;
     if (json_object_object_get_ex(o, "labels", &v) && !json_object_is_type(v, json_type_null))
         r->labels = json_object_get(v);
     if (json_object_object_get_ex(o, "env", &v) && !json_object_is_type(v, json_type_null))

@@ -197,6 +197,28 @@ def main():
             r = resume(c, a)
             assert r["state"] == "ready" and sh(c, a, "echo alive") == "alive\n"
 
+        def resume_on_use_and_auto_pause():
+            e = expect_error(c, "sandbox.create", {"auto_pause_s": PAUSED_TTL + 1}, -32602, "auto_pause_s")
+            sb = c.call("sandbox.create", {"resume_on_use": True, "auto_pause_s": 2})
+            sid = sb["id"]
+            proc = c.call("process.start", {"id": sid, "command": "sleep 300"})["process"]
+            time.sleep(3)  # idle past auto_pause_s, but a background process runs: not paused
+            assert c.call("sandbox.get", {"id": sid})["state"] == "ready"
+            c.call("process.kill", {"id": sid, "process": proc})
+            wait_until(lambda: c.call("sandbox.get", {"id": sid})["state"] == "paused", 30,
+                       "the idle sandbox to pause itself")
+            wait_until(lambda: not running(sb["vmid"]), 30, "its container to stop")
+            retry_busy(c, "sandbox.pause", sid)  # the pause's last step done
+            # resume_on_use: an exec resumes it first, then runs (two at once share the resume)
+            i = c.send("sandbox.exec", {"id": sid, "command": "echo one"})
+            c2 = env.client()
+            assert sh(c2, sid, "echo two") == "two\n"
+            assert c.wait(i)["stdout"] == "one\n"
+            c2.close()
+            got = c.call("sandbox.get", {"id": sid})
+            assert got["state"] == "ready" and got["ip"] == sb["ip"], got
+            c.call("sandbox.destroy", {"id": sid})
+
         def cli():
             a = st["a"]
 
@@ -227,6 +249,7 @@ def main():
              ("other_uid_refused", other_uid_refused),
              ("survives_kill9_and_lost_state", survives_kill9_and_lost_state),
              ("crash_points", crash_points),
+             ("resume_on_use_and_auto_pause", resume_on_use_and_auto_pause),
              ("cli", cli)])
 
 
