@@ -80,6 +80,8 @@ def main():
             assert abs(epoch(p["expires_at"]) - (t0 + PAUSED_TTL)) < 30, p
             assert not running(sb["vmid"])
             assert c.call("sandbox.get", {"id": sid})["state"] == "paused"
+            gauge = [f for f in c.call("daemon.metrics")["metrics"] if f["name"] == "sandboxd_sandboxes"][0]
+            assert [x["value"] for x in gauge["samples"] if x["labels"]["state"] == "paused"] == [1], gauge
             assert [s["state"] for s in c.call("sandbox.list")["sandboxes"] if s["id"] == sid] == ["paused"]
             # a pause of a paused sandbox answers it as it is
             assert c.call("sandbox.pause", {"id": sid})["state"] == "paused"
