@@ -279,9 +279,9 @@ int engine_destroy(struct engine *e, struct sandbox *sb, engine_done_cb cb, void
         }
         return 0;
     }
-    if (sb->resize_op || sb->snap_op) {
-        /* A live change or a snapshot operation runs: the destroy follows it
-         * (lib/engine/sandbox-resize.c, sandbox-snapshot.c). */
+    if (sb->resize_op || sb->snap_op || sb->pause_op) {
+        /* A live change, a snapshot operation, a pause or a resume runs: the destroy follows
+         * it (lib/engine/sandbox-resize.c, sandbox-snapshot.c, sandbox-pause.c). */
         sb->destroy_requested = true;
         return 0;
     }

@@ -126,7 +126,21 @@ def main():
             got = c.call("sandbox.renew", {"id": a, "ttl_s": 600})
             assert got["state"] == "paused" and abs(epoch(got["expires_at"]) - (t0 + 600)) < 30, got
             c.call("sandbox.destroy", {"id": c2})
-            c.call("sandbox.destroy", {"id": b})
+            # a paused sandbox whose lease ends is destroyed as any other
+            c.call("sandbox.renew", {"id": b, "ttl_s": 1})
+            wait_until(lambda: b not in [x["id"] for x in c.call("sandbox.list")["sandboxes"]], 30,
+                       "the paused sandbox's lease to end")
+            # a destroy asked for during a pause follows it
+            c3 = c.call("sandbox.create", {})["id"]
+            i = c.send("sandbox.pause", {"id": c3})
+            c2_ = env.client()
+            c2_.call("sandbox.destroy", {"id": c3})
+            c2_.close()
+            try:
+                c.wait(i)
+            except RpcError:
+                pass
+            assert c3 not in [x["id"] for x in c.call("sandbox.list")["sandboxes"]]
             assert c.call("sandbox.get", {"id": a})["state"] == "paused"
 
         def other_uid_refused():
