@@ -14,6 +14,7 @@
 #include "op-step.h"
 #include "pve.h"
 #include "reconcile-restart.h"
+#include "sandbox-forward.h"
 #include "sandbox-internal.h"
 #include "sandbox-io.h"
 #include "sandbox-pause.h"
@@ -451,14 +452,24 @@ static void on_auto_paused(const struct engine_error *err, struct sandbox *sb, v
         log_debug(COMP, "%s: auto pause failed: %s", sb->id, strna(err->message));
 }
 
-/* Idle for auto_pause_s: no request began since, nothing of the engine runs on it. */
-static bool auto_pause_due(const struct sandbox *sb, uint64_t now)
+static void count_forward(const struct sandbox_forward_info *info, void *userdata)
+{
+    (*(unsigned *)userdata)++;
+}
+
+/* Idle for auto_pause_s: no request began since, nothing of the engine runs on it, no port
+ * forward is open (its connections are use the daemon does not see as requests). */
+static bool auto_pause_due(struct sandbox *sb, uint64_t now)
 {
     uint64_t since = MAX(sb->last_use_ms, sb->state_since_ms);
+    unsigned forwards = 0;
 
-    return sb->auto_pause_s && sb->state == SANDBOX_READY && !sb->pool_member &&
-           !sandbox_busy(sb) && !sb->auto_pause_probe && sb->refs == 0 &&
-           now >= sb->auto_pause_next_ms && now - since >= (uint64_t)sb->auto_pause_s * 1000;
+    if (!sb->auto_pause_s || sb->state != SANDBOX_READY || sb->pool_member || sandbox_busy(sb) ||
+        sb->auto_pause_probe || sb->refs > 0 || now < sb->auto_pause_next_ms ||
+        now - since < (uint64_t)sb->auto_pause_s * 1000)
+        return false;
+    sandbox_forward_list(sb, count_forward, &forwards);
+    return forwards == 0;
 }
 
 /* The background processes' list: when none runs, the next tick pauses the sandbox if it is
