@@ -215,10 +215,10 @@ def main():
 
         def resume_on_use_and_auto_pause():
             e = expect_error(c, "sandbox.create", {"auto_pause_s": PAUSED_TTL + 1}, -32602, "auto_pause_s")
-            sb = c.call("sandbox.create", {"resume_on_use": True, "auto_pause_s": 2})
+            sb = c.call("sandbox.create", {"resume_on_use": True, "auto_pause_s": 1})
             sid = sb["id"]
             proc = c.call("process.start", {"id": sid, "command": "sleep 300"})["process"]
-            time.sleep(3)  # idle past auto_pause_s, but a background process runs: not paused
+            time.sleep(2.5)  # idle past auto_pause_s, but a background process runs: not paused
             assert c.call("sandbox.get", {"id": sid})["state"] == "ready"
             c.call("process.kill", {"id": sid, "process": proc})
             wait_until(lambda: c.call("sandbox.get", {"id": sid})["state"] == "paused", 30,
