@@ -239,14 +239,20 @@ static void pause_finish(struct sandbox *sb, const struct engine_error *err)
 {
     struct pause_op *op = TAKE_PTR(sb->pause_op);
     struct engine *e = sb->engine;
-    bool again = false;
+    bool live = !e->closing && !sb->destroy_requested;
+    /* a failed resume goes back to paused: the marker, and the container stopped again */
+    bool again = err && op->resume && live;
 
     pause_audit(sb, op->resume, err);
-    if (err) {
-        free(sb->error);
-        sb->error = strdup(err->message);
-    } else
-        free(TAKE_PTR(sb->error));
+    free(sb->error);
+    sb->error = err ? strdup(err->message) : NULL;
+    if (err && !op->resume && op->cb && live && sb->state == SANDBOX_PAUSED && sb->run.step < 2) {
+        /* a caller's pause that did not touch the container: running as before */
+        sb->marker_paused = false;
+        sb->expires_at = op->old_expires;
+        sandbox_set_state(sb, SANDBOX_READY);
+    } else if (again)
+        sb->expires_at = op->old_expires; /* the paused lease */
     if (op->cb)
         op->cb(err, sb, op->userdata);
     while (op->waiters) {
@@ -256,26 +262,16 @@ static void pause_finish(struct sandbox *sb, const struct engine_error *err)
         w->cb(err, sb, w->userdata);
         free(w);
     }
-    if (e->closing || sb->destroy_requested) {
-        free(op);
-    } else if (err && op->resume) {
-        again = true; /* back to paused: the marker, and the container stopped again */
-    } else if (err && op->cb && sb->state == SANDBOX_PAUSED && sb->run.step < 2) {
-        /* a caller's pause that did not touch the container: running as before */
-        sb->marker_paused = false;
-        sb->expires_at = op->old_expires;
-        sandbox_set_state(sb, SANDBOX_READY);
-        free(op);
-    } else
-        free(op);
     if (again) {
-        sb->expires_at = op->old_expires; /* the paused lease */
         *op = (struct pause_op){.old_expires = sb->expires_at};
         sb->marker_paused = true;
         pause_start_op(sb, op, start_marker);
-    } else if (!e->closing && sb->state != SANDBOX_DESTROYING && sb->destroy_requested) {
-        sb->destroy_requested = false;
-        destroy_start(sb);
+    } else {
+        free(op);
+        if (!e->closing && sb->state != SANDBOX_DESTROYING && sb->destroy_requested) {
+            sb->destroy_requested = false;
+            destroy_start(sb);
+        }
     }
     sandbox_unref(sb);
 }
