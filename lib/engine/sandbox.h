@@ -181,11 +181,13 @@ struct sandbox_create_opts {
     const char *idempotency_key; /* NULL: none (<= REG_KEY_MAX) */
     const char *params_hash;     /* NULL: none; 64 hex (registry_params_hash) */
     const char *template;        /* NULL: the default template; unknown: ENGINE_E_INVALID */
-    const char *node;   /* NULL: placement; else that node (ENGINE_E_INVALID "node" when unknown) */
-    bool pool;          /* internal: a warm pool member (lib/engine/pool.c) */
-    bool no_pool;       /* internal: never served from the warm pool */
-    bool resume_on_use; /* calls that need the container resume it (sandbox-pause.h) */
-    int64_t auto_pause_s; /* -1: never; 1..max_paused_ttl_s (else ENGINE_E_INVALID) */
+    const char *node; /* NULL: placement; else that node (ENGINE_E_INVALID "node" when unknown) */
+    bool pool;        /* internal: a warm pool member (lib/engine/pool.c) */
+    bool no_pool;     /* internal: never served from the warm pool */
+    /* calls that need the container resume a paused sandbox (sandbox-pause.h); paused after
+     * auto_pause_s idle (-1: never; 1..max_paused_ttl_s, else ENGINE_E_INVALID) */
+    bool resume_on_use;
+    int64_t auto_pause_s;
 };
 /* sb is valid only during the callback (state READY on success). */
 typedef void (*engine_sandbox_cb)(const struct engine_error *err, struct sandbox *sb,

@@ -92,17 +92,19 @@ struct registry_record {
     unsigned net_rate_mbps; /* 0: no cap (the field is left out) */
     bool internet;
     json_object *labels;
-    time_t created_at;     /* required */
-    time_t expires_at;     /* required: lease expiry */
-    char *error;           /* optional: why it failed */
-    char *host_key;        /* optional: the sandbox's own SSH host key pin ("SHA256:...",
-                            * hostkey.h); unset: the template's pins apply */
-    char *template;        /* optional: the template's name (NULL: the default one) */
-    bool pool;             /* a warm pool member: owned by the pool, not by owner_uid */
-    json_object *env;      /* optional: an owned object of strings, the variables every exec and
-                            * process gets (secrets: this file is the only place they are kept) */
-    bool resume_on_use;    /* sandbox.create's resume_on_use (left out when false) */
-    unsigned auto_pause_s; /* sandbox.create's auto_pause_s (0: none, left out) */
+    time_t created_at; /* required */
+    time_t expires_at; /* required: lease expiry */
+    char *error;       /* optional: why it failed */
+    char *host_key;    /* optional: the sandbox's own SSH host key pin ("SHA256:...",
+                        * hostkey.h); unset: the template's pins apply */
+    char *template;    /* optional: the template's name (NULL: the default one) */
+    bool pool;         /* a warm pool member: owned by the pool, not by owner_uid */
+    json_object *env;  /* optional: an owned object of strings, the variables every exec and
+                        * process gets (secrets: this file is the only place they are kept) */
+    /* sandbox.create's resume_on_use (left out when false) and auto_pause_s (0: none, left
+     * out) */
+    bool resume_on_use;
+    unsigned auto_pause_s;
 };
 
 struct registry_record *registry_record_new(void);
