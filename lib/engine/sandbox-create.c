@@ -713,8 +713,7 @@ static int sandbox_new(struct engine *e, const struct sandbox_create_opts *opts,
     snprintf(sb->template, sizeof sb->template, "%s",
              engine_template_find(e, opts->template)->name);
     sb->internet = opts->internet;
-    sb->resume_on_use = opts->resume_on_use;
-    sb->auto_pause_s = opts->auto_pause_s > 0 ? (unsigned)opts->auto_pause_s : 0;
+    sandbox_pause_opts_set(sb, opts);
     r = sandbox_set_idempotency(sb, opts->owner_uid, opts->idempotency_key, opts->params_hash);
     sb->created_at = now_realtime();
     sb->expires_at = sb->created_at + ttl;
@@ -747,16 +746,11 @@ static int create_check(struct engine *e, const struct sandbox_create_opts *opts
         ret_err->limit = cs->max_ttl_s;
         return -EINVAL;
     }
-    if (opts->auto_pause_s > (int64_t)cs->max_paused_ttl_s) {
-        engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL,
-                      "auto_pause_s exceeds the configured max_paused_ttl_s", "auto_pause_s");
-        ret_err->cap = "max_paused_ttl_s";
-        ret_err->limit = cs->max_paused_ttl_s;
-        return -EINVAL;
-    }
     r = engine_check_caps(e, t, opts->cores, opts->memory_mb, opts->disk_gb, ret_err);
     if (r >= 0)
         r = engine_check_net_rate(e, opts->net_rate_mbps, ret_err);
+    if (r >= 0)
+        r = engine_pause_opts_check(e, opts, ret_err);
     if (r < 0)
         return r;
     if (!t) {
@@ -769,8 +763,7 @@ static int create_check(struct engine *e, const struct sandbox_create_opts *opts
     }
     if (t->check_error) /* sandbox-isolation.c */
         return engine_refuse(ret_err, ENGINE_E_NOT_CONFIGURED, -EPERM, t->check_error, NULL);
-    /* pool members count towards max_total only; paused sandboxes towards neither */
-    n_uid = engine_running(e, &opts->owner_uid);
+    n_uid = engine_running(e, &opts->owner_uid); /* pool members, paused ones: not counted */
     if (!opts->pool && n_uid >= cs->max_per_uid)
         return engine_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT,
                              "too many sandboxes for this uid (max_per_uid)", NULL);

@@ -50,6 +50,26 @@ unsigned engine_running(const struct engine *e, const uid_t *uid)
     return n;
 }
 
+int engine_pause_opts_check(struct engine *e, const struct sandbox_create_opts *opts,
+                            struct engine_error *ret_err)
+{
+    unsigned max = e->cfg->sandbox.max_paused_ttl_s;
+
+    if (opts->auto_pause_s <= (int64_t)max)
+        return 0;
+    engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL,
+                  "auto_pause_s exceeds the configured max_paused_ttl_s", "auto_pause_s");
+    ret_err->cap = "max_paused_ttl_s";
+    ret_err->limit = max;
+    return -EINVAL;
+}
+
+void sandbox_pause_opts_set(struct sandbox *sb, const struct sandbox_create_opts *opts)
+{
+    sb->resume_on_use = opts->resume_on_use;
+    sb->auto_pause_s = opts->auto_pause_s > 0 ? (unsigned)opts->auto_pause_s : 0;
+}
+
 static unsigned paused_of(const struct engine *e, uid_t uid)
 {
     unsigned n = 0;

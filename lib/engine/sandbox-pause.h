@@ -40,6 +40,11 @@ int engine_resume(struct engine *e, struct sandbox *sb, engine_sandbox_cb cb, vo
  * not say paused (a pause or resume the daemon's end interrupted): the marker is written
  * and the container stopped, nobody waiting. */
 void engine_pause_finish(struct sandbox *sb);
+/* sandbox.create's resume_on_use and auto_pause_s: refused (ENGINE_E_INVALID "auto_pause_s")
+ * past max_paused_ttl_s; set on a new sandbox (or a warm pool member taken). */
+int engine_pause_opts_check(struct engine *e, const struct sandbox_create_opts *opts,
+                            struct engine_error *ret_err);
+void sandbox_pause_opts_set(struct sandbox *sb, const struct sandbox_create_opts *opts);
 /* Sandboxes that hold a running slot (not paused, or being resumed): of uid when uid is not
  * NULL (warm pool members excluded), else of everyone. */
 unsigned engine_running(const struct engine *e, const uid_t *uid);
