@@ -11,6 +11,7 @@
 #include "macro.h"
 #include "reconcile.h"
 #include "daemon.h"
+#include "methods-resume.h"
 #include "methods-pool.h"
 #include "params.h"
 #include "rpc.h"
@@ -95,7 +96,10 @@ void methods_sandbox_reply_state(struct req *r, const struct sandbox *sb)
     struct sandbox_info v;
 
     sandbox_view(sb, &v);
-    json_object_object_add(d, "reason", json_object_new_string("the sandbox is not ready"));
+    json_object_object_add(d, "reason",
+                           json_object_new_string(v.state == SANDBOX_PAUSED
+                                                      ? ENGINE_PAUSED_MESSAGE
+                                                      : "the sandbox is not ready"));
     json_object_object_add(d, "state", json_object_new_string(sandbox_state_to_public(v.state)));
     req_error_data(r, RPC_BAD_STATE, NULL, d);
 }
@@ -242,9 +246,15 @@ bool methods_sandbox_park(struct req *r, const char *id, method_handler_t handle
 struct sandbox *methods_sandbox_find(struct req *r, const char *id, method_handler_t handler,
                                      void *params, void *userdata)
 {
+    struct sandbox *sb;
+
     if (methods_sandbox_park(r, id, handler, params, userdata))
         return NULL;
-    return methods_sandbox_lookup(methods_sandbox(r), r, id);
+    sb = methods_sandbox_lookup(methods_sandbox(r), r, id);
+    if (sb && methods_resume_first(r, methods_sandbox(r)->engine, sb, handler, params, userdata,
+                                   methods_sandbox_reply_error))
+        return NULL;
+    return sb;
 }
 
 void methods_sandbox_unpark(struct sandbox_methods *sm)

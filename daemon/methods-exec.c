@@ -13,6 +13,7 @@
 #include "sandbox.h"
 #include "util.h"
 #include "methods-common.h"
+#include "methods-resume.h"
 #include "methods-transfer.h"
 #include "b64.h"
 #include "params.h"
@@ -184,7 +185,9 @@ void method_sandbox_exec(struct req *r, void *params, void *userdata)
     struct engine_error err;
     int ret;
 
-    if (methods_sandbox_park(r, p->id, method_sandbox_exec, params, userdata))
+    if (methods_sandbox_park(r, p->id, method_sandbox_exec, params, userdata) ||
+        methods_resume_first_id(r, sm->engine, p->id, method_sandbox_exec, params, userdata,
+                                methods_sandbox_reply_error))
         return;
     x = calloc(1, sizeof *x);
     if (!x) {

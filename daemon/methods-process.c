@@ -16,6 +16,7 @@
 #include "sandbox.h"
 #include "util.h"
 #include "methods-common.h"
+#include "methods-resume.h"
 #include "methods-sandbox.h"
 #include "methods-transfer.h"
 #include "methods.h"
@@ -384,7 +385,9 @@ void method_process_start(struct req *r, void *params, void *userdata)
     struct sandbox_process_call pc = {.op = SANDBOX_PROCESS_START};
     struct call *c;
 
-    if (methods_sandbox_park(r, p->id, method_process_start, params, userdata))
+    if (methods_sandbox_park(r, p->id, method_process_start, params, userdata) ||
+        methods_resume_first_id(r, methods_sandbox(r)->engine, p->id, method_process_start, params,
+                                userdata, methods_sandbox_reply_error))
         return;
     /* Descriptors and a transfer slot first: a refused request launches nothing. */
     if (!pump_prepare(r, p, &pc.pump))
@@ -490,7 +493,9 @@ static void method_op(struct req *r, void *params, void *userdata)
     struct sandbox_process_call pc = {.op = op->op};
     struct call *c;
 
-    if (methods_sandbox_park(r, t->id, method_op, params, userdata))
+    if (methods_sandbox_park(r, t->id, method_op, params, userdata) ||
+        methods_resume_first_id(r, methods_sandbox(r)->engine, t->id, method_op, params, userdata,
+                                methods_sandbox_reply_error))
         return;
     c = call_new(r, op->op, t->process);
     if (!c)

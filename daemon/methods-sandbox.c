@@ -276,7 +276,7 @@ static bool idem_lookup(struct sandbox_methods *sm, struct req *r,
             req_error_data(r, RPC_IDEMPOTENCY_MISMATCH, NULL, d);
             return true;
         }
-        if (v.state == SANDBOX_READY) {
+        if (v.state == SANDBOX_READY || v.state == SANDBOX_PAUSED) {
             req_reply(r, sandbox_json(sb));
             return true;
         }
@@ -342,6 +342,8 @@ void method_sandbox_create(struct req *r, void *params, void *userdata)
         .template = c->template,
         .node = c->node,
         .env = env,
+        .resume_on_use = c->resume_on_use,
+        .auto_pause_s = c->auto_pause_s,
     };
     p = pending_new(sm, r);
     if (!p) {

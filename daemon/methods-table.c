@@ -8,6 +8,7 @@
 #include "methods-fork.h"
 #include "methods-forward.h"
 #include "methods-obs.h"
+#include "methods-pause.h"
 #include "methods-process.h"
 #include "methods-sandbox.h"
 #include "methods-snapshot.h"
@@ -73,6 +74,9 @@ const struct method_def methods_table[] = {
     {"template.create",      &params_template_create_spec,      method_template_create,      0},
     {"template.delete",      &params_template_name_spec,        method_template_delete,      0},
     {"template.publish",     &params_template_name_spec,        method_template_publish,     ADMIN},
+    /* pause and resume (methods-pause.c) */
+    {"sandbox.pause",        &params_sandbox_id_spec,           method_sandbox_pause,        0},
+    {"sandbox.resume",       &params_sandbox_id_spec,           method_sandbox_resume,       0},
     /* test hooks, SANDBOXD_TEST_HOOKS=1 only (methods-test.c, methods-obs.c) */
     {"test.sleep",           NULL,                              method_test_sleep,           TEST},
     {"test.notify",          NULL,                              method_test_notify,          TEST},

@@ -377,9 +377,10 @@ static int params_node(json_object *params, const char **ret, struct params_erro
 
 static int params_sandbox_create_fill(json_object *params, void *at, struct params_error *err)
 {
-    static const char *const allowed[] = {
-        "hostname", "cores",           "memory_mb", "disk_gb", "net_rate_mbps", "internet", "ttl_s",
-        "labels",   "idempotency_key", "template",  "node",    "env",           NULL};
+    static const char *const allowed[] = {"hostname",        "cores",        "memory_mb", "disk_gb",
+                                          "net_rate_mbps",   "internet",     "ttl_s",     "labels",
+                                          "idempotency_key", "template",     "node",      "env",
+                                          "resume_on_use",   "auto_pause_s", NULL};
     static const struct params_field create_fields[] = {
         PARAMS_F_INT_OF(struct params_sandbox_create, cores, PARAMS_CORES_MAX),
         PARAMS_F_INT_OF(struct params_sandbox_create, memory_mb, PARAMS_MEMORY_MB_MAX),
@@ -388,14 +389,20 @@ static int params_sandbox_create_fill(json_object *params, void *at, struct para
                      PARAMS_NET_RATE_MBPS_MAX),
         PARAMS_F_BOOL_OF(struct params_sandbox_create, internet, false),
         PARAMS_F_INT64_OF(struct params_sandbox_create, ttl_s, false, 1, PARAMS_TTL_S_MAX),
+        PARAMS_F_BOOL_OF(struct params_sandbox_create, resume_on_use, false),
+        PARAMS_F_INT64_OF(struct params_sandbox_create, auto_pause_s, false, 1, PARAMS_TTL_S_MAX),
     };
     struct params_sandbox_create *p = at;
     const char *s;
     size_t n;
     int r;
 
-    *p = (struct params_sandbox_create){
-        .cores = -1, .memory_mb = -1, .disk_gb = -1, .net_rate_mbps = -1, .ttl_s = -1};
+    *p = (struct params_sandbox_create){.cores = -1,
+                                        .memory_mb = -1,
+                                        .disk_gb = -1,
+                                        .net_rate_mbps = -1,
+                                        .ttl_s = -1,
+                                        .auto_pause_s = -1};
     r = params_check_object(params, allowed, err);
     if (r < 0)
         return r;
@@ -900,6 +907,8 @@ static const struct rpc_method_info rpc_method_table[] = {
     {"template.list", false, &params_none_spec},
     {"template.delete", false, &params_template_name_spec},
     {"template.publish", false, &params_template_name_spec},
+    {"sandbox.pause", false, &params_sandbox_id_spec},
+    {"sandbox.resume", false, &params_sandbox_id_spec},
 };
 
 const struct rpc_method_info *rpc_method_find(const char *name)

@@ -58,6 +58,8 @@ struct params_sandbox_create {
     char *template;            /* NULL: the default template; [a-z0-9-], <= PARAMS_TEMPLATE_MAX */
     char *node;                /* NULL: placement; [A-Za-z0-9._-], <= PARAMS_NODE_MAX */
     struct params_kv_list env; /* for every exec and process: <= PARAMS_CREATE_ENV_MAX, as given */
+    bool resume_on_use;        /* a call that needs the container resumes a paused sandbox */
+    int64_t auto_pause_s; /* -1: never; else paused after that long idle (<= max_paused_ttl_s) */
 };
 
 /* sandbox.resize: -1 leaves a size as it is; at least one is given. */

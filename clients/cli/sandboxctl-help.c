@@ -20,6 +20,8 @@ static const struct help helps[] = {
                "  --cores N, --memory MB, --disk GB\n"
                "  --net-rate MBIT     bandwidth cap in Mbit/s (0: none)\n"
                "  --hostname H        a DNS label\n"
+               "  --auto-pause S      paused after S seconds without use (auto_pause_s)\n"
+               "  --resume-on-use     a call on it while paused resumes it first\n"
                "  --label K=V         a label (up to 16)\n"
                "  --template NAME     one of the daemon's templates\n"
                "  --node NODE         the Proxmox node (admins)\n"},
@@ -78,6 +80,10 @@ static const struct help helps[] = {
                  "(template.create). delete: a template made from a sandbox, unused "
                  "(template.delete).\npublish: every uid may use it; admins only "
                  "(template.publish).\n"},
+    {"pause", "pause ID\n\nStop the sandbox's container and keep its disk (sandbox.pause); its "
+              "processes\nand forwards end. Prints the sandbox, paused.\n"},
+    {"resume", "resume ID\n\nStart a paused sandbox again (sandbox.resume): same disk, address "
+               "and host key.\nPrints the sandbox, ready.\n"},
     {"ps", "ps ID\n\nThe sandbox's background processes (process.list).\n"},
     {"start", "start ID [OPTIONS] -- CMD...\n\nStart CMD as a background process and print "
               "its id (process.start).\n\n"

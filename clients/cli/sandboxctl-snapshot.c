@@ -6,7 +6,9 @@
  *   snapshot-delete ID NAME   sandbox.snapshot_delete
  *   fork ID [--count N] [--snapshot NAME] [--ttl S]
  *                             sandbox.fork: one line per child ("ID STATE IP"); exit 2 when
- *                             some failed (their count and reason on stderr) */
+ *                             some failed (their count and reason on stderr)
+ *   pause ID                  sandbox.pause: the sandbox, paused
+ *   resume ID                 sandbox.resume: the sandbox, ready again */
 #include "sandboxctl-snapshot.h"
 
 #include <json-c/json.h>
@@ -78,6 +80,8 @@ static const struct {
     {"snapshots", "sandbox.snapshots", false, print_list},
     {"rollback", "sandbox.rollback", true, print_rolled_back},
     {"snapshot-delete", "sandbox.snapshot_delete", true, print_deleted},
+    {"pause", "sandbox.pause", false, print_rolled_back},
+    {"resume", "sandbox.resume", false, print_rolled_back},
 };
 
 static int forked_status;

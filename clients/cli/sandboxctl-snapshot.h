@@ -1,4 +1,5 @@
-/* sandboxctl snapshot, snapshots, rollback, snapshot-delete (sandboxctl-snapshot.c). */
+/* sandboxctl snapshot, snapshots, rollback, snapshot-delete, pause, resume
+ * (sandboxctl-snapshot.c). */
 #pragma once
 
 #include <stdbool.h>

@@ -145,6 +145,8 @@ static int cmd_create(struct ctl *c, int argc, char **argv)
         {"env", required_argument, NULL, 'e'},
         {"template", required_argument, NULL, 'T'},
         {"node", required_argument, NULL, 'N'},
+        {"auto-pause", required_argument, NULL, 'P'},
+        {"resume-on-use", no_argument, NULL, 'U'},
         {},
         /* clang-format on */
     };
@@ -153,13 +155,18 @@ static int cmd_create(struct ctl *c, int argc, char **argv)
     int opt;
 
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "+it:c:m:d:R:H:l:e:T:N:", opts, NULL)) >= 0) {
+    while ((opt = getopt_long(argc, argv, "+it:c:m:d:R:H:l:e:T:N:P:U", opts, NULL)) >= 0) {
         const char *key = NULL;
 
         switch (opt) {
         case 'i':
-            json_object_object_add(p, "internet", json_object_new_boolean(true));
+        case 'U':
+            json_object_object_add(p, opt == 'i' ? "internet" : "resume_on_use",
+                                   json_object_new_boolean(true));
             continue;
+        case 'P':
+            key = "auto_pause_s";
+            break;
         case 't':
             key = "ttl_s";
             break;
@@ -299,7 +306,7 @@ static void usage(FILE *f)
             "  status                          daemon version, uptime, counts\n"
             "  create [--internet] [--ttl S] [--cores N] [--memory MB] [--disk GB]\n"
             "         [--net-rate MBIT] [--hostname H] [--label k=v]... [--env NAME=VALUE]...\n"
-            "         [--template NAME] [--node NODE]\n"
+            "         [--template NAME] [--node NODE] [--auto-pause S] [--resume-on-use]\n"
             "  resize ID [--cores N] [--memory MB] [--disk GB] [--net-rate MBIT]\n"
             "                                  live; disks only grow\n"
             "  list [--all]                    your sandboxes (admins: --all)\n"
@@ -328,6 +335,8 @@ static void usage(FILE *f)
             "  template create ID NAME         the sandbox becomes template NAME (it ends)\n"
             "  template delete NAME            delete a template made from a sandbox\n"
             "  template publish NAME           let every uid use it (admins)\n"
+            "  pause ID                        stop it, its disk kept (processes end)\n"
+            "  resume ID                       start a paused one again (ready)\n"
             "  forward ID [LOCAL:]REMOTE       relay port REMOTE of the sandbox to a private\n"
             "                                  Unix socket (LOCAL: to 127.0.0.1:LOCAL, open to\n"
             "                                  every local user) until Ctrl-C\n"

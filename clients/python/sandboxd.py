@@ -97,6 +97,8 @@ class Method:
     SNAPSHOT = "sandbox.snapshot"
     SNAPSHOTS = "sandbox.snapshots"
     ROLLBACK = "sandbox.rollback"
+    PAUSE = "sandbox.pause"
+    RESUME = "sandbox.resume"
     SNAPSHOT_DELETE = "sandbox.snapshot_delete"
     FORK = "sandbox.fork"
     TEMPLATE_LIST = "template.list"
@@ -980,6 +982,17 @@ class Sandbox:
         some children failed."""
         r = self._call(Method.FORK, timeout, **_fork_params(count, snapshot, ttl_s))
         return _forked(r, lambda i: Sandbox(self.client, i))
+
+    # -- pause and resume (the container stopped, its disk kept)
+    def pause(self, timeout: Optional[float] = None) -> "Sandbox":
+        """sandbox.pause: the container stops, its disk is kept; `state` "paused" (its
+        processes, sessions and forwards end; calls that need it raise BadState until
+        resume())."""
+        return self._update(self._call(Method.PAUSE, timeout))
+
+    def resume(self, timeout: Optional[float] = None) -> "Sandbox":
+        """sandbox.resume: started again, `state` "ready", same disk, host key and address."""
+        return self._update(self._call(Method.RESUME, timeout))
 
 
 class Process:

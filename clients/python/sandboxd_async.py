@@ -584,6 +584,12 @@ class AsyncSandbox:
         r = await self._call(Method.FORK, timeout, **_s._fork_params(count, snapshot, ttl_s))
         return _s._forked(r, lambda i: AsyncSandbox(self.client, i))
 
+    async def pause(self, timeout: Optional[float] = None) -> "AsyncSandbox":
+        return self._update(await self._call(Method.PAUSE, timeout))
+
+    async def resume(self, timeout: Optional[float] = None) -> "AsyncSandbox":
+        return self._update(await self._call(Method.RESUME, timeout))
+
     async def processes(self, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
         return (await self._call(Method.PROCESS_LIST, timeout))["processes"]
 

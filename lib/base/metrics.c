@@ -63,6 +63,8 @@ static const struct family_def defs[_M_MAX] = {
     COUNTER(M_FORK_CHILDREN, "fork_children", "sandbox.fork children ready or failed.", "outcome"),
     HISTOGRAM(M_FORK_CHILD_SECONDS, "fork_child_seconds",
               "From a sandbox.fork request to each of its children ready."),
+    COUNTER(M_PAUSES, "pauses", "Pauses and resumes of sandboxes by outcome.", "operation",
+            "outcome"),
 };
 
 struct series {

@@ -38,6 +38,7 @@ enum metric_id {
     M_NODE_UP,             /* gauge {node}: 1 in placement, 0 taken out */
     M_FORK_CHILDREN,       /* counter {outcome}: fork children ready or failed */
     M_FORK_CHILD_SECONDS,  /* histogram: from the sandbox.fork request to a child ready */
+    M_PAUSES,              /* counter {operation, outcome}: pause or resume, done or failed */
     _M_MAX,
 };
 

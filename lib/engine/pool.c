@@ -20,6 +20,7 @@
 #include "marker.h"
 #include "metrics.h"
 #include "sandbox-internal.h"
+#include "sandbox-pause.h"
 #include "sandbox-resize.h"
 
 #define COMP "pool"
@@ -298,6 +299,7 @@ static int hand_over(struct sandbox *sb, const struct sandbox_create_opts *opts,
     }
     sb->pool_member = false;
     sb->owner_uid = opts->owner_uid;
+    sandbox_pause_opts_set(sb, opts);
     json_object_put(sb->labels);
     sb->labels = TAKE_PTR(labels);
     json_object_put(sb->env);

@@ -13,6 +13,7 @@
 #include "marker.h"
 #include "reconcile-internal.h"
 #include "registry.h"
+#include "sandbox-pause.h"
 #include "util.h"
 
 #define COMP "reconcile"
@@ -55,7 +56,10 @@ void reconcile_lease_tick(uv_timer_t *t)
     fork_cleanup_tick(rc->e);
     for (sb = engine_first(rc->e); sb && started < RECONCILE_EXPIRE_PER_TICK; sb = next) {
         next = engine_next(rc->e, sb);
-        if (sb->state != SANDBOX_READY || sandbox_busy(sb) || sb->expires_at > now ||
+        engine_auto_pause_check(sb);
+        /* a paused sandbox's lease is its paused one (max_paused_ttl_s) */
+        if ((sb->state != SANDBOX_READY && sb->state != SANDBOX_PAUSED) || sandbox_busy(sb) ||
+            sb->expires_at > now ||
             cluster_node_down(rc->e, sb->node)) /* destroyed once its node answers */
             continue;
         started++;
@@ -197,13 +201,19 @@ int reconcile_renew(struct reconcile *rc, struct sandbox *sb, int64_t ttl_s, eng
     struct renew *rn;
     int k;
 
-    if (ttl_s < 1 || ttl_s > (int64_t)rc->cfg->sandbox.max_ttl_s) {
-        engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL, "ttl_s must be 1..max_ttl_s", "ttl_s");
-        ret_err->cap = "max_ttl_s";
-        ret_err->limit = rc->cfg->sandbox.max_ttl_s;
+    bool paused = sb->state == SANDBOX_PAUSED && !sb->pause_op;
+    unsigned max = paused ? rc->cfg->sandbox.max_paused_ttl_s : rc->cfg->sandbox.max_ttl_s;
+
+    if (ttl_s < 1 || ttl_s > (int64_t)max) {
+        engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL,
+                      paused ? "ttl_s must be 1..max_paused_ttl_s for a paused sandbox"
+                             : "ttl_s must be 1..max_ttl_s",
+                      "ttl_s");
+        ret_err->cap = paused ? "max_paused_ttl_s" : "max_ttl_s";
+        ret_err->limit = max;
         return -EINVAL;
     }
-    if (sb->state != SANDBOX_READY || sb->create_op || sb->destroy_requested)
+    if ((sb->state != SANDBOX_READY && !paused) || sb->create_op || sb->destroy_requested)
         return engine_refuse_not_ready(ret_err, sb->state);
     rn = calloc(1, sizeof *rn);
     if (!rn)

@@ -21,6 +21,7 @@
 #include "reconcile-internal.h"
 #include "template-internal.h"
 #include "reconcile-restart.h"
+#include "sandbox-pause.h"
 #include "registry.h"
 #include "sandbox-internal.h"
 #include "util.h"
@@ -390,7 +391,11 @@ static void adopt(struct reconcile *rc, struct cand *c, const struct registry_re
     audit_reconcile("reattach", "restart", sb->id, sb->vmid, sb->node,
                     "re-attached after a restart");
     notice(rc, LOG_INFO, "re-attached sandbox %s (container %u, %s, lease until %" PRId64 ")",
-           sb->id, sb->vmid, sb->ip, (int64_t)sb->expires_at);
+           sb->id, sb->vmid, sb->state == SANDBOX_PAUSED ? "paused" : strna(sb->ip),
+           (int64_t)sb->expires_at);
+    /* a pause or resume the restart interrupted: the container stopped, the marker paused */
+    if (sb->state == SANDBOX_PAUSED && (c->state != PVE_CT_STOPPED || !c->m.paused))
+        engine_pause_finish(sb);
 }
 
 static unsigned conf_uint(json_object *conf, const char *key, unsigned def)
@@ -428,7 +433,7 @@ static void fromm_adopt(struct reconcile *rc, struct cand *c, const char *ip, bo
         .owner_uid = c->m.owner_uid,
         .vmid = (int)c->vmid,
         .node = c->node,
-        .state = REG_READY,
+        .state = c->m.paused ? REG_PAUSED : REG_READY,
         .hostname = (char *)reconcile_conf_str(c->conf, "hostname"),
         .ip = (char *)ip,
         .cores = conf_uint(c->conf, "cores", rc->cfg->sandbox.default_cores),
@@ -562,6 +567,10 @@ static bool rebuild_from_marker(struct reconcile *rc, struct cand *c)
 {
     struct fromm *f;
 
+    if (c->m.paused && c->m.expires > (int64_t)now_realtime()) {
+        fromm_adopt(rc, c, NULL, false);
+        return false;
+    }
     if (c->state == PVE_CT_STOPPED || c->m.expires <= (int64_t)now_realtime()) {
         destroy_container(rc, c->vmid, c->node, c->m.sandbox, &rc->st.orphans_destroyed,
                           c->state != PVE_CT_STOPPED ? "its lease (from the marker) has expired"
@@ -607,8 +616,10 @@ static bool decide_one(struct reconcile *rc, struct cand *c)
             time_t exp = MAX(r->expires_at, (time_t)c->m.expires);
 
             /* running, or not known to be stopped (status/current unreadable): re-attached */
-            if (r->state == REG_READY && exp > now && c->state != PVE_CT_STOPPED && r->ip &&
-                r->vmid > 0 && (uint32_t)r->vmid == c->vmid) {
+            /* paused: re-attached paused whatever the container's state (never started) */
+            if (((r->state == REG_READY && c->state != PVE_CT_STOPPED && r->ip) ||
+                 r->state == REG_PAUSED) &&
+                exp > now && r->vmid > 0 && (uint32_t)r->vmid == c->vmid) {
                 adopt(rc, c, r, false);
                 for (size_t i = 0; i < rc->n_recs; i++)
                     if (rc->recs[i] == r)
@@ -627,11 +638,13 @@ static bool decide_one(struct reconcile *rc, struct cand *c)
             if (r->state == REG_READY && exp > now && c->state == PVE_CT_STOPPED && r->ip &&
                 r->vmid > 0 && (uint32_t)r->vmid == c->vmid && restart_stopped(rc, c, r))
                 return true;
-            destroy_container(
-                rc, c->vmid, c->node, c->m.sandbox,
-                r->state == REG_READY ? &rc->st.expired_destroyed : &rc->st.rolled_back,
-                r->state == REG_READY ? (exp <= now ? "its lease has expired" : "it is not running")
-                                      : "its create or destroy was interrupted");
+            destroy_container(rc, c->vmid, c->node, c->m.sandbox,
+                              r->state == REG_READY || r->state == REG_PAUSED
+                                  ? &rc->st.expired_destroyed
+                                  : &rc->st.rolled_back,
+                              r->state == REG_READY || r->state == REG_PAUSED
+                                  ? (exp <= now ? "its lease has expired" : "it is not running")
+                                  : "its create or destroy was interrupted");
             /* the record goes once the container is gone */
             for (size_t i = 0; i < rc->n_recs; i++)
                 if (rc->recs[i] == r)

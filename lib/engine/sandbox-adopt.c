@@ -37,6 +37,8 @@ int sandbox_from_record(struct engine *e, const struct registry_record *r, enum 
     sb->node = strdup(r->node);
     sb->hostname = strdup(r->hostname ? r->hostname : r->id);
     sb->internet = r->internet;
+    sb->resume_on_use = r->resume_on_use;
+    sb->auto_pause_s = r->auto_pause_s;
     sb->cores = r->cores;
     sb->memory_mb = (unsigned)r->memory_mb;
     sb->disk_gb = (unsigned)r->disk_gb;
@@ -86,12 +88,15 @@ int engine_adopt(struct engine *e, const struct registry_record *r, struct sandb
 
     if (e->closing || !e->configured)
         return -ESHUTDOWN;
-    if (!r->id || !id_is_valid(r->id) || r->vmid <= 0 || !r->node || !r->ip)
+    bool paused = r->state == REG_PAUSED; /* its address is learnt again at the resume */
+
+    if (!r->id || !id_is_valid(r->id) || r->vmid <= 0 || !r->node || (!r->ip && !paused))
         return -EINVAL;
-    /* born READY: no transition, nothing to save */
-    k = sandbox_from_record(e, r, SANDBOX_READY, &sb);
+    /* born READY (or PAUSED): no transition, nothing to save */
+    k = sandbox_from_record(e, r, paused ? SANDBOX_PAUSED : SANDBOX_READY, &sb);
     if (k < 0)
         return k;
+    sb->marker_paused = paused;
     sb->pool_member = r->pool;
     snprintf(sb->template, sizeof sb->template, "%s",
              r->template ? r->template : engine_template_find(e, NULL)->name);
@@ -99,13 +104,14 @@ int engine_adopt(struct engine *e, const struct registry_record *r, struct sandb
         snprintf(sb->fork_pending, sizeof sb->fork_pending, "%s", r->fork_snapshot);
     if (r->host_key && hostkey_pin_is_valid(r->host_key))
         snprintf(sb->host_key, sizeof sb->host_key, "%s", r->host_key);
-    sb->ip = strdup(r->ip);
-    if (!sb->ip) {
+    sb->ip = r->ip ? strdup(r->ip) : NULL;
+    if (r->ip && !sb->ip) {
         sandbox_discard(sb);
         return -ENOMEM;
     }
     sandbox_link(sb);
-    log_debug(COMP, "%s: re-attached (vmid %u, %s)", sb->id, sb->vmid, sb->ip);
+    log_debug(COMP, "%s: re-attached (vmid %u, %s%s)", sb->id, sb->vmid, strna(sb->ip),
+              paused ? ", paused" : "");
     if (ret)
         *ret = sb;
     return 0;

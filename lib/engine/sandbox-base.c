@@ -28,6 +28,7 @@ static const char *const state_names[_SANDBOX_STATE_MAX] = {
     [SANDBOX_DESTROYING] = "destroying",
     [SANDBOX_GONE] = "gone",
     [SANDBOX_FAILED] = "failed",
+    [SANDBOX_PAUSED] = "paused",
 };
 
 const char *sandbox_state_to_string(enum sandbox_state s)
@@ -46,6 +47,8 @@ const char *sandbox_state_to_public(enum sandbox_state s)
         return "destroyed";
     case SANDBOX_FAILED:
         return "failed";
+    case SANDBOX_PAUSED:
+        return "paused";
     default:
         return "creating";
     }
@@ -106,7 +109,10 @@ int engine_refuse_oom(struct engine_error *ret_err)
 
 int engine_refuse_not_ready(struct engine_error *ret_err, enum sandbox_state state)
 {
-    engine_refuse(ret_err, ENGINE_E_STATE, -EAGAIN, "the sandbox is not ready", NULL);
+    /* The one refusal of every call that needs the container running (sandbox.resume). */
+    engine_refuse(ret_err, ENGINE_E_STATE, -EAGAIN,
+                  state == SANDBOX_PAUSED ? ENGINE_PAUSED_MESSAGE : "the sandbox is not ready",
+                  NULL);
     ret_err->state = sandbox_state_to_public(state);
     return -EAGAIN;
 }

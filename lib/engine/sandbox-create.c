@@ -24,6 +24,7 @@
 #include "pve.h"
 #include "registry.h"
 #include "sandbox-internal.h"
+#include "sandbox-pause.h"
 #include "testhook.h"
 
 #define COMP "sandbox"
@@ -755,7 +756,7 @@ int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engi
         if (r != 0)
             return r < 0 ? r : 0;
     }
-    if (e->n_sandboxes >= cs->max_total)
+    if (engine_running(e, NULL) >= cs->max_total)
         return engine_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT, "too many sandboxes (max_total)",
                              NULL);
     r = cluster_place(e, engine_template_find(e, opts->template), opts->node,

@@ -79,6 +79,14 @@ struct sandbox {
     struct snap_op *snap_op;     /* a snapshot, rollback or snapshot delete running */
     struct tmpl_op *tmpl_op;     /* a template.create running (template-create.c) */
     bool rolling_back;           /* a rollback runs: no new session, no command */
+    struct pause_op *pause_op;   /* a pause or resume running (sandbox-pause.c) */
+    bool marker_paused;          /* the marker to write says paused=1 */
+    bool resume_on_use;          /* sandbox.create's: calls that need the container resume it */
+    unsigned auto_pause_s;       /* sandbox.create's: paused after that long idle (0: never) */
+    uint64_t last_use_ms;        /* the last request on it began (uv_now scale; 0: none yet) */
+    bool auto_pause_probe;       /* auto_pause_s: its background processes are being listed */
+    bool auto_pause_quiet;       /* ... and none ran: paused at the next tick if still idle */
+    uint64_t auto_pause_next_ms; /* ... not again before (uv_now scale) */
     unsigned refs;               /* held by in-flight engine operations */
     unsigned long_polls;         /* process long-polls running (sandbox-job.c) */
     /* observability (sandbox-obs.c) */
@@ -290,7 +298,7 @@ int engine_refuse(struct engine_error *ret_err, enum engine_err_kind kind, int r
 /* engine_refuse() for an allocation that failed: ENGINE_E_INTERNAL, -ENOMEM. */
 int engine_refuse_oom(struct engine_error *ret_err);
 /* engine_refuse() for a sandbox not in a state to take the request: ENGINE_E_STATE, -EAGAIN,
- * with the public name of state. */
+ * with the public name of state (a paused one: ENGINE_PAUSED_MESSAGE, state "paused"). */
 int engine_refuse_not_ready(struct engine_error *ret_err, enum sandbox_state state);
 /* engine_refuse() for a command or a file call while a rollback of sb runs: ENGINE_E_BUSY,
  * -EBUSY; 0 when none runs. */

@@ -9,6 +9,7 @@
 
 #include "pve.h"
 #include "sandbox-internal.h"
+#include "sandbox-pause.h"
 
 /* Fills a new sandbox from opts; the caller checked quota and ttl. */
 int create_sandbox_new(struct engine *e, const struct sandbox_create_opts *opts, int64_t ttl,
@@ -44,6 +45,7 @@ int create_sandbox_new(struct engine *e, const struct sandbox_create_opts *opts,
     snprintf(sb->template, sizeof sb->template, "%s",
              engine_template_find(e, opts->template)->name);
     sb->internet = opts->internet;
+    sandbox_pause_opts_set(sb, opts);
     fork_child_init(sb, opts);
     r = sandbox_set_idempotency(sb, opts->owner_uid, opts->idempotency_key, opts->params_hash);
     sb->created_at = now_realtime();
@@ -80,6 +82,8 @@ int create_check(struct engine *e, const struct sandbox_create_opts *opts, int64
     r = engine_check_caps(e, t, opts->cores, opts->memory_mb, opts->disk_gb, ret_err);
     if (r >= 0)
         r = engine_check_net_rate(e, opts->net_rate_mbps, ret_err);
+    if (r >= 0)
+        r = engine_pause_opts_check(e, opts, ret_err);
     if (r < 0)
         return r;
     if (!t) {
@@ -92,9 +96,7 @@ int create_check(struct engine *e, const struct sandbox_create_opts *opts, int64
     }
     if (t->check_error) /* sandbox-isolation.c */
         return engine_refuse(ret_err, ENGINE_E_NOT_CONFIGURED, -EPERM, t->check_error, NULL);
-    for (struct sandbox *sb = e->sandboxes; sb; sb = sb->next)
-        if (sb->owner_uid == opts->owner_uid && !sb->pool_member)
-            n_uid++; /* pool members count towards max_total only */
+    n_uid = engine_running(e, &opts->owner_uid); /* pool members, paused ones: not counted */
     if (!opts->pool && n_uid >= cs->max_per_uid)
         return engine_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT,
                              "too many sandboxes for this uid (max_per_uid)", NULL);

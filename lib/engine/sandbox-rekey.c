@@ -30,6 +30,7 @@ int sandbox_description(const struct sandbox *sb, char **ret)
         .created = sb->created_at,
         .expires = sb->expires_at,
         .pool = sb->pool_member,
+        .paused = sb->marker_paused,
     };
     int r;
 

@@ -46,6 +46,8 @@ static int registry_state_of(enum sandbox_state s)
         return REG_READY;
     case SANDBOX_DESTROYING:
         return REG_DESTROYING;
+    case SANDBOX_PAUSED:
+        return REG_PAUSED;
     default:
         return REG_FAILED;
     }
@@ -80,6 +82,8 @@ int sandbox_save(struct sandbox *sb, registry_done_fn cb, void *userdata)
         .fork_snapshot = sb->fork_pending[0] ? (char *)sb->fork_pending : NULL,
         .pool = sb->pool_member,
         .env = sb->env,
+        .resume_on_use = sb->resume_on_use,
+        .auto_pause_s = sb->auto_pause_s,
     };
 
     if (sb->error) {
@@ -575,7 +579,7 @@ bool engine_closing(const struct engine *e)
 bool sandbox_busy(const struct sandbox *sb)
 {
     return sb->create_op || sb->call || sb->fw_busy || sb->resize_op || sb->snap_op || sb->forks ||
-           sb->tmpl_op || sb->state == SANDBOX_DESTROYING || sb->destroy_requested;
+           sb->tmpl_op || sb->pause_op || sb->state == SANDBOX_DESTROYING || sb->destroy_requested;
 }
 
 int engine_save(struct sandbox *sb, void (*cb)(int r, void *userdata), void *userdata)

@@ -4,7 +4,8 @@
  *
  * Lifecycle of a sandbox, one sandbox_set_state():
  *   PENDING → CLONING → CONFIGURING → STARTING → WAITING_IP → CONNECTING → READY
- *   → DESTROYING → GONE, plus FAILED.
+ *   → DESTROYING → GONE, plus FAILED; READY ⇄ PAUSED (sandbox-pause.h: the container
+ *   stopped, its disk kept).
  * Every step runs under the create deadline (create_timeout_s) and a per-step cap; any
  * failure ends in a destroy attempt with its own deadline (ENGINE_CLEANUP_TIMEOUT_MS),
  * then the create callback reports the first failure.
@@ -56,11 +57,16 @@ enum sandbox_state {
     SANDBOX_DESTROYING,
     SANDBOX_GONE,
     SANDBOX_FAILED,
+    SANDBOX_PAUSED, /* after FAILED: its pumps and forwards end as the sandbox's do */
     _SANDBOX_STATE_MAX,
 };
 /* "pending", "cloning", ... (internal names). */
 const char *sandbox_state_to_string(enum sandbox_state s);
-/* docs/protocol.md's coarse state: "creating", "ready", "destroying", "destroyed", "failed". */
+/* The refusal of a call that needs the container running, on a paused sandbox (docs/protocol.md:
+ * -32002 with state "paused"). */
+#define ENGINE_PAUSED_MESSAGE "the sandbox is paused (sandbox.resume starts it again)"
+/* docs/protocol.md's coarse state: "creating", "ready", "paused", "destroying", "destroyed",
+ * "failed". */
 const char *sandbox_state_to_public(enum sandbox_state s);
 
 enum engine_err_kind {
@@ -186,6 +192,10 @@ struct sandbox_create_opts {
     const char *fork_snap;
     const char *fork_pin;
     unsigned fork_slot;
+    /* calls that need the container resume a paused sandbox (sandbox-pause.h); paused after
+     * auto_pause_s idle (-1: never; 1..max_paused_ttl_s, else ENGINE_E_INVALID) */
+    bool resume_on_use;
+    int64_t auto_pause_s;
 };
 /* sb is valid only during the callback (state READY on success). */
 typedef void (*engine_sandbox_cb)(const struct engine_error *err, struct sandbox *sb,
@@ -275,7 +285,8 @@ int engine_addr_check(struct engine *e, const struct sandbox *self, uint32_t vmi
 void engine_addr_refused(const char *sandbox, uint32_t vmid, const char *node, const char *ip,
                          const char *why);
 /* Puts a READY sandbox rebuilt from a record into the table (re-attach after a restart);
- * its SSH pool connects on first use. -EEXIST when the id is already there. */
+ * its SSH pool connects on first use. A record in state paused gives a PAUSED sandbox (its
+ * address may be unknown). -EEXIST when the id is already there. */
 int engine_adopt(struct engine *e, const struct registry_record *r, struct sandbox **ret);
 /* At start, before the first reconcile: the keyed creates of recs interrupted while cloning
  * (state cloning or configuring, vmid and clone UPID recorded, lease alive) go back into

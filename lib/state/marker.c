@@ -46,12 +46,13 @@ static int format_body(const struct marker *m, char *buf, size_t n)
         return -EINVAL;
     k = snprintf(buf, n,
                  MARKER_PREFIX "v%d instance=%s sandbox=%s owner=%" PRIu32 " created=%" PRId64
-                               " expires=%" PRId64 "%s%s%s%s%s%s%s%s%s%s%s",
+                               " expires=%" PRId64 "%s%s%s%s%s%s%s%s%s%s%s%s",
                  MARKER_VERSION, m->instance, m->sandbox, (uint32_t)m->owner_uid, m->created,
                  m->expires, m->key[0] ? " key=" : "", m->key, m->params[0] ? " params=" : "",
                  m->params, m->hostkey[0] ? " hostkey=" : "", m->hostkey,
                  m->template[0] ? " template=" : "", m->template, m->pool ? " pool=1" : "",
-                 m->is_template ? " tmpl=1" : "", m->published ? " pub=1" : "");
+                 m->is_template ? " tmpl=1" : "", m->published ? " pub=1" : "",
+                 m->paused ? " paused=1" : "");
     if (k < 0)
         return -EINVAL;
     if ((size_t)k >= n)
@@ -169,6 +170,7 @@ enum {
     F_POOL = 1 << 10,
     F_TMPL = 1 << 11,
     F_PUB = 1 << 12,
+    F_PAUSED = 1 << 13,
     F_REQUIRED = F_INSTANCE | F_SANDBOX | F_OWNER | F_CREATED | F_EXPIRES | F_CHECK,
 };
 
@@ -224,6 +226,10 @@ static int parse_field(struct marker *m, char check[CHECK_LEN + 1], const char *
         bit = F_PUB;
         r = vlen == 1 && val[0] == '1' ? 0 : -EBADMSG;
         m->published = true;
+    } else if (KEY_IS("paused")) {
+        bit = F_PAUSED;
+        r = vlen == 1 && val[0] == '1' ? 0 : -EBADMSG;
+        m->paused = true;
     } else if (KEY_IS("check")) {
         bit = F_CHECK;
         r = copy_hex(check, val, vlen, CHECK_LEN);

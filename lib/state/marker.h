@@ -6,7 +6,7 @@
  *
  *   sandboxd:v1 instance=<id> sandbox=<id> owner=<uid> created=<unix>
  *       expires=<unix> [key=<sha256 hex>] [params=<sha256 hex>] [hostkey=<sha256 hex>]
- *       [template=<name>] [pool=1] [tmpl=1 [pub=1]] check=<8 hex>
+ *       [template=<name>] [pool=1] [tmpl=1 [pub=1]] [paused=1] check=<8 hex>
  *
  * A template made from a sandbox (template.create) carries a marker too, with tmpl=1:
  * sandbox= is the sandbox it was made from, owner= its owner, template= the template's own
@@ -58,6 +58,8 @@ struct marker {
     bool pool;                     /* a warm pool member (owner is a placeholder) */
     bool is_template;              /* tmpl=1: a template made from a sandbox (template= names it) */
     bool published;                /* pub=1: such a template, visible to every uid */
+    bool paused; /* paused (sandbox.pause): stopped on purpose, its disk kept; expires is the
+                  * paused lease's end */
 };
 
 /* The marker line (no newline) into buf. -EINVAL for invalid fields

@@ -27,6 +27,7 @@ static const char *const state_names[_REG_STATE_MAX] = {
     [REG_PENDING] = "pending",   [REG_CLONING] = "cloning",       [REG_CONFIGURING] = "configuring",
     [REG_STARTING] = "starting", [REG_WAITING_IP] = "waiting_ip", [REG_CONNECTING] = "connecting",
     [REG_READY] = "ready",       [REG_DESTROYING] = "destroying", [REG_FAILED] = "failed",
+    [REG_PAUSED] = "paused",
 };
 
 const char *registry_state_to_string(enum registry_state s)
@@ -301,7 +302,10 @@ int registry_record_to_json(const struct registry_record *r, char **ret_json)
         return k;
     if ((k = add_str(o, "template", r->template)) < 0 ||
         (k = add_str(o, "fork_snapshot", r->fork_snapshot)) < 0 ||
-        (r->pool && (k = add(o, "pool", json_object_new_boolean(true))) < 0))
+        (r->pool && (k = add(o, "pool", json_object_new_boolean(true))) < 0) ||
+        (r->resume_on_use && (k = add(o, "resume_on_use", json_object_new_boolean(true))) < 0) ||
+        (r->auto_pause_s &&
+         (k = add(o, "auto_pause_s", json_object_new_int64(r->auto_pause_s))) < 0))
         return k;
     s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
                                               JSON_C_TO_STRING_NOSLASHESCAPE);
@@ -473,6 +477,15 @@ int registry_record_from_json(const char *json, size_t n, struct registry_record
             return -EBADMSG;
         r->pool = json_object_get_boolean(v);
     }
+    if (json_object_object_get_ex(o, "resume_on_use", &v)) {
+        if (!json_object_is_type(v, json_type_boolean))
+            return -EBADMSG;
+        r->resume_on_use = json_object_get_boolean(v);
+    }
+    x = 0;
+    if ((k = get_int(o, "auto_pause_s", false, 0, INT32_MAX, &x)) < 0)
+        return k;
+    r->auto_pause_s = (unsigned)x;
     if (json_object_object_get_ex(o, "labels", &v) && !json_object_is_type(v, json_type_null))
         r->labels = json_object_get(v);
     if (json_object_object_get_ex(o, "env", &v) && !json_object_is_type(v, json_type_null))

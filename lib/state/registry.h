@@ -67,10 +67,11 @@ enum registry_state {
     REG_READY,
     REG_DESTROYING,
     REG_FAILED,
+    REG_PAUSED, /* stopped with its disk kept (sandbox.pause); written before the stop */
     _REG_STATE_MAX,
 };
 /* "pending", "cloning", "configuring", "starting", "waiting_ip", "connecting",
- * "ready", "destroying", "failed"; NULL for anything else. */
+ * "ready", "destroying", "failed", "paused"; NULL for anything else. */
 const char *registry_state_to_string(enum registry_state s);
 /* The enum value, or -EINVAL. */
 int registry_state_from_string(const char *s);
@@ -107,6 +108,10 @@ struct registry_record {
     /* optional: a snapshot taken for a fork, deleted once the fork ended (after a restart:
      * by the lease tick, lib/engine/sandbox-fork.c) */
     char *fork_snapshot;
+    /* sandbox.create's resume_on_use (left out when false) and auto_pause_s (0: none, left
+     * out) */
+    bool resume_on_use;
+    unsigned auto_pause_s;
 };
 
 struct registry_record *registry_record_new(void);

@@ -6,13 +6,17 @@
                 the call's wall time, and per child (wall / count)
   snapshot      sandbox.snapshot of that sandbox (the simulator copies the files it wrote)
   rollback      sandbox.rollback to it (stop, restore, start, address, SSH)
+  pause         sandbox.pause of that sandbox (shutdown of the container, disk kept)
+  resume        sandbox.resume (start, address, SSH connect), and the first sandbox.exec
+                after it: resume + first exec is the time a paused sandbox takes to answer
+                again (medians of --rounds rounds)
 
 Proxmox locks the parent for each clone, so a fork's clones run one after another: a fork's
 time per child is about one clone plus a share of the rest of a create (configure, start,
 address, SSH, host key, isolation check), which the children run side by side. A cold create
 also clones (from the template) and runs the same steps alone.
 
-Usage: bench_durable.py [--count 8] [--mib 200] [--creates 3] [--clone-time S]"""
+Usage: bench_durable.py [--count 8] [--mib 200] [--creates 3] [--rounds 5] [--clone-time S]"""
 
 import argparse
 import functools
@@ -40,6 +44,7 @@ def main():
     ap.add_argument("--count", type=int, default=8)
     ap.add_argument("--mib", type=int, default=200)
     ap.add_argument("--creates", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--clone-time", type=float, default=None,
                     help="the simulator's clone task time (default: its own, 0.5 s)")
     a = ap.parse_args()
@@ -75,6 +80,17 @@ def main():
         c.call("sandbox.exec", {"id": pid, "command": "rm -rf /root/data"})
         t, _ = timed(lambda: c.call("sandbox.rollback", {"id": pid, "name": "bench"}, timeout=1800))
         print(f"  rollback:      {t:6.2f} s")
+        fig = {k: [] for k in ("pause", "resume", "first exec", "resume+exec")}
+        for _ in range(a.rounds):
+            p_s, _ = timed(lambda: c.call("sandbox.pause", {"id": pid}))
+            r_s, _ = timed(lambda: c.call("sandbox.resume", {"id": pid}))
+            e_s, x = timed(lambda: c.call("sandbox.exec", {"id": pid, "command": "true"}))
+            assert x["exit_code"] == 0, x
+            for k, v in zip(fig, (p_s, r_s, e_s, r_s + e_s)):
+                fig[k].append(v)
+        for k, xs in fig.items():
+            print(f"  {k + ':':<14} median {statistics.median(xs) * 1000:7.1f} ms  "
+                  f"(min {min(xs) * 1000:.1f}, max {max(xs) * 1000:.1f}, of {len(xs)})")
         c.call("sandbox.destroy", {"id": pid})
 
 

@@ -40,6 +40,7 @@ static void assert_marker_eq(const struct marker *a, const struct marker *b)
     ck_assert_str_eq(a->params, b->params);
     ck_assert_str_eq(a->template, b->template);
     ck_assert_int_eq(a->pool, b->pool);
+    ck_assert_int_eq(a->paused, b->paused);
 }
 
 static char *line_of(const struct marker *m)
@@ -264,6 +265,32 @@ START_TEST(test_template_itself)
     /* tmpl is only ever "1" (a changed value also fails the check) */
     line[strstr(line, "tmpl=1") - line + 5] = '2';
     ck_assert_int_eq(marker_parse(line, &got), -EBADMSG);
+}
+END_TEST
+
+/* sandbox.pause: paused=1 says the container was stopped on purpose (reconcile never starts
+ * it); a renew keeps it, a resume drops it. */
+START_TEST(test_paused)
+{
+    struct marker m = sample(true), got;
+    _cleanup_free_ char *line = NULL, *upd = NULL, *desc = NULL, *bad = NULL;
+
+    m.paused = true;
+    line = line_of(&m);
+    ck_assert_ptr_nonnull(strstr(line, " paused=1 check="));
+    ck_assert_int_eq(marker_parse(line, &got), 0);
+    assert_marker_eq(&m, &got);
+    ck_assert_int_eq(marker_update_expiry(line, 1796299999, &upd), 0);
+    ck_assert_int_eq(marker_parse(upd, &got), 0);
+    ck_assert(got.paused);
+    m.paused = false;
+    ck_assert_int_eq(marker_set(line, &m, &desc), 0);
+    ck_assert_ptr_null(strstr(desc, "paused="));
+    ck_assert_int_eq(marker_parse(desc, &got), 0);
+    ck_assert(!got.paused);
+    bad = strdup(line);
+    strstr(bad, "paused=1")[7] = '0';
+    ck_assert_int_eq(marker_parse(bad, &got), -EBADMSG);
 }
 END_TEST
 
@@ -634,6 +661,8 @@ int main(void)
     tcase_add_test(tc, test_roundtrip);
     tcase_add_test(tc, test_template_pool);
     tcase_add_test(tc, test_template_itself);
+
+    tcase_add_test(tc, test_paused);
     tcase_add_test(tc, test_surroundings);
     tcase_add_test(tc, test_foreign);
     tcase_add_test(tc, test_set_update);

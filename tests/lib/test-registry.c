@@ -113,6 +113,8 @@ static struct registry_record *full_record(const char *id)
     r->template = strdup("py-3");
     r->fork_snapshot = strdup("sandboxd-fork-abcd2345");
     r->pool = true;
+    r->resume_on_use = true;
+    r->auto_pause_s = 600;
     r->env = json_tokener_parse("{\"API_TOKEN\": \"s3cret\", \"A_1\": \"x=y\"}");
     ck_assert_ptr_nonnull(r->labels);
     ck_assert_ptr_nonnull(r->env);
@@ -155,6 +157,8 @@ static void assert_record_eq(const struct registry_record *a, const struct regis
     ck_assert_pstr_eq(a->template, b->template);
     ck_assert_pstr_eq(a->fork_snapshot, b->fork_snapshot);
     ck_assert_int_eq(a->pool, b->pool);
+    ck_assert_int_eq(a->resume_on_use, b->resume_on_use);
+    ck_assert_uint_eq(a->auto_pause_s, b->auto_pause_s);
     ck_assert_int_eq(!!a->labels, !!b->labels);
     if (a->labels)
         ck_assert(json_object_equal(a->labels, b->labels));
@@ -183,6 +187,7 @@ START_TEST(test_states)
     ck_assert_str_eq(registry_state_to_string(REG_PENDING), "pending");
     ck_assert_str_eq(registry_state_to_string(REG_WAITING_IP), "waiting_ip");
     ck_assert_str_eq(registry_state_to_string(REG_READY), "ready");
+    ck_assert_str_eq(registry_state_to_string(REG_PAUSED), "paused");
     ck_assert_ptr_null(registry_state_to_string(_REG_STATE_MAX));
     ck_assert_int_eq(registry_state_from_string("gone"), -EINVAL);
     ck_assert_int_eq(registry_state_from_string(NULL), -EINVAL);

@@ -755,7 +755,9 @@ START_TEST(test_method_table)
                                            "template.create",
                                            "template.list",
                                            "template.delete",
-                                           "template.publish"};
+                                           "template.publish",
+                                           "sandbox.pause",
+                                           "sandbox.resume"};
     const struct rpc_method_info *all;
     size_t n;
 
@@ -772,7 +774,7 @@ START_TEST(test_method_table)
     ck_assert_ptr_null(rpc_method_find(""));
     ck_assert_ptr_null(rpc_method_find(NULL));
     all = rpc_methods(&n);
-    ck_assert_uint_eq(n, 38);
+    ck_assert_uint_eq(n, 40);
     for (size_t i = 0; i < n; i++)
         ck_assert(!all[i].planned && all[i].params);
     ck_assert_str_eq(all[0].name, "sandbox.create");

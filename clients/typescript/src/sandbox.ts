@@ -425,6 +425,16 @@ export class Sandbox {
   async makeTemplate(name: string, opts: CallOptions = {}): Promise<TemplateInfo> {
     return ((await this.call("template.create", { name }, opts)) as { template: TemplateInfo }).template;
   }
+
+  /** sandbox.pause: the container stops, its disk is kept; `info.state` "paused". */
+  pause(opts: CallOptions = {}): Promise<this> {
+    return this.update("sandbox.pause", {}, opts);
+  }
+
+  /** sandbox.resume: started again, `info.state` "ready" (same disk, host key, address). */
+  resume(opts: CallOptions = {}): Promise<this> {
+    return this.update("sandbox.resume", {}, opts);
+  }
 }
 
 /** sandbox.fork made some children and some failed (rolled back): `sandboxes` are those made. */
