@@ -400,6 +400,19 @@ static int object_parse(const char *json, size_t n, json_object **ret)
     return 0;
 }
 
+/* An optional boolean member into *out (untouched when absent): 0, or -EBADMSG. */
+static int get_bool(json_object *o, const char *key, bool *out)
+{
+    json_object *v;
+
+    if (!json_object_object_get_ex(o, key, &v))
+        return 0;
+    if (!json_object_is_type(v, json_type_boolean))
+        return -EBADMSG;
+    *out = json_object_get_boolean(v);
+    return 0;
+}
+
 int registry_record_from_json(const char *json, size_t n, struct registry_record **ret)
 {
     _cleanup_record_ struct registry_record *r = NULL;
@@ -467,21 +480,10 @@ int registry_record_from_json(const char *json, size_t n, struct registry_record
         return k;
     r->net_rate_mbps = (unsigned)x;
 
-    if (json_object_object_get_ex(o, "internet", &v)) {
-        if (!json_object_is_type(v, json_type_boolean))
-            return -EBADMSG;
-        r->internet = json_object_get_boolean(v);
-    }
-    if (json_object_object_get_ex(o, "pool", &v)) {
-        if (!json_object_is_type(v, json_type_boolean))
-            return -EBADMSG;
-        r->pool = json_object_get_boolean(v);
-    }
-    if (json_object_object_get_ex(o, "resume_on_use", &v)) {
-        if (!json_object_is_type(v, json_type_boolean))
-            return -EBADMSG;
-        r->resume_on_use = json_object_get_boolean(v);
-    }
+    if ((k = get_bool(o, "internet", &r->internet)) < 0 ||
+        (k = get_bool(o, "pool", &r->pool)) < 0 ||
+        (k = get_bool(o, "resume_on_use", &r->resume_on_use)) < 0)
+        return k;
     x = 0;
     if ((k = get_int(o, "auto_pause_s", false, 0, INT32_MAX, &x)) < 0)
         return k;
