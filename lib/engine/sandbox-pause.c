@@ -154,45 +154,6 @@ static int start_stop(struct sandbox *sb, uint64_t timeout_ms, const char **ret_
                         timeout_ms, on_stopped, sb, &sb->call);
 }
 
-static void on_restarted(int error, const char *ip, const char *reason, void *userdata)
-{
-    struct sandbox *sb = userdata;
-    char buf[256];
-    struct engine_error err = {.kind = ENGINE_E_PROXMOX, .error = error, .message = buf};
-    char *copy;
-
-    if (error < 0) {
-        snprintf(buf, sizeof buf, "starting the sandbox failed: %s",
-                 reason ? reason : strerror(-error));
-        op_step_done(sb, &err);
-        return;
-    }
-    if (!sb->ip || strcmp(sb->ip, ip) != 0) {
-        copy = strdup(ip);
-        if (!copy) {
-            err = (struct engine_error){
-                .kind = ENGINE_E_INTERNAL, .error = -ENOMEM, .message = "out of memory"};
-            op_step_done(sb, &err);
-            return;
-        }
-        log_info(COMP, "%s: new address %s after the resume", sb->id, ip);
-        free(sb->ip);
-        sb->ip = copy;
-    }
-    op_step_done(sb, NULL);
-}
-
-static int start_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
-{
-    return reconcile_restart(sb->engine, sb->node, sb->vmid, sb->ip, on_restarted, sb);
-}
-
-static int start_reconnect(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
-{
-    sandbox_close_ssh(sb);
-    return connect_start(sb, timeout_ms, ret_fail);
-}
-
 /* Running again: a running lease of default_ttl_s from now. */
 static int start_unmark(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
 {
@@ -222,9 +183,9 @@ static const struct op_step pause_steps[] = {
 };
 
 static const struct op_step resume_steps[] = {
-    PAUSE_STEP("starting the container", start_start, OP_STEP_UNBOUNDED,
+    PAUSE_STEP("starting the container", restart_step_start, OP_STEP_UNBOUNDED,
                .crash_done = "resume-started"),
-    PAUSE_STEP("connecting", start_reconnect, OP_STEP_OP_DEADLINE),
+    PAUSE_STEP("connecting", reconnect_step_start, OP_STEP_OP_DEADLINE),
     PAUSE_STEP("writing the marker", start_unmark, ENGINE_STEP_CONFIG_MS,
                .crash_done = "resume-marked"),
     PAUSE_STEP("recording the resume", start_ready, OP_STEP_UNBOUNDED),
@@ -367,7 +328,7 @@ static int pause_begin(struct sandbox *sb, bool resume, engine_sandbox_cb cb, vo
     *op = (struct pause_op){
         .resume = resume, .cb = cb, .userdata = userdata, .old_expires = sb->expires_at};
     log_debug(COMP, "%s: %s", sb->id, resume ? "resume" : "pause");
-    pause_start_op(sb, op, resume ? start_start : start_record);
+    pause_start_op(sb, op, resume ? restart_step_start : start_record);
     return 0;
 }
 

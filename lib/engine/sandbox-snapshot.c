@@ -208,45 +208,6 @@ static int start_reconfig(struct sandbox *sb, uint64_t timeout_ms, const char **
                           &sb->call);
 }
 
-static void on_restarted(int error, const char *ip, const char *reason, void *userdata)
-{
-    struct sandbox *sb = userdata;
-    char buf[256];
-    struct engine_error err = {.kind = ENGINE_E_PROXMOX, .error = error, .message = buf};
-
-    if (error < 0) {
-        snprintf(buf, sizeof buf, "starting the sandbox after the rollback failed: %s",
-                 reason ? reason : strerror(-error));
-        op_step_done(sb, &err);
-        return;
-    }
-    if (!sb->ip || strcmp(sb->ip, ip) != 0) {
-        char *copy = strdup(ip);
-
-        if (!copy) {
-            err = (struct engine_error){
-                .kind = ENGINE_E_INTERNAL, .error = -ENOMEM, .message = "out of memory"};
-            op_step_done(sb, &err);
-            return;
-        }
-        log_info(COMP, "%s: new address %s after the rollback", sb->id, ip);
-        free(sb->ip);
-        sb->ip = copy;
-    }
-    op_step_done(sb, NULL);
-}
-
-static int start_restart(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
-{
-    return reconcile_restart(sb->engine, sb->node, sb->vmid, sb->ip, on_restarted, sb);
-}
-
-static int start_reconnect(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
-{
-    sandbox_close_ssh(sb); /* nothing made one meanwhile (sb->rolling_back), but be sure */
-    return connect_start(sb, timeout_ms, ret_fail);
-}
-
 static void on_saved(int r, void *userdata)
 {
     struct sandbox *sb = userdata;
@@ -291,9 +252,9 @@ static const struct op_step rollback_steps[] = {
     SNAP_STEP("rolling back", start_rollback, OP_STEP_OP_DEADLINE, .crash_sent = "rollback-sent",
               .crash_done = "rollback-done"),
     SNAP_STEP("restoring the marker and sizes", start_reconfig, ENGINE_STEP_CONFIG_MS),
-    SNAP_STEP("starting the container", start_restart, OP_STEP_UNBOUNDED,
+    SNAP_STEP("starting the container", restart_step_start, OP_STEP_UNBOUNDED,
               .crash_done = "rollback-started"),
-    SNAP_STEP("connecting", start_reconnect, OP_STEP_OP_DEADLINE),
+    SNAP_STEP("connecting", reconnect_step_start, OP_STEP_OP_DEADLINE),
     SNAP_STEP("recording the address", start_save, OP_STEP_UNBOUNDED),
 };
 
