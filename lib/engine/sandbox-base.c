@@ -102,6 +102,17 @@ int engine_refuse(struct engine_error *ret_err, enum engine_err_kind kind, int r
     return r;
 }
 
+int engine_refuse_unavailable(const struct engine *e, struct engine_error *ret_err)
+{
+    if (e->closing)
+        return engine_refuse(ret_err, ENGINE_E_SHUTDOWN, -ESHUTDOWN, "the daemon is shutting down",
+                             NULL);
+    if (!e->configured || !e->pve)
+        return engine_refuse(ret_err, ENGINE_E_NOT_CONFIGURED, -ENXIO,
+                             "Proxmox is not configured ([proxmox] section)", NULL);
+    return 0;
+}
+
 int engine_refuse_oom(struct engine_error *ret_err)
 {
     return engine_refuse(ret_err, ENGINE_E_INTERNAL, -ENOMEM, "out of memory", NULL);

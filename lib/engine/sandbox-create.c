@@ -617,7 +617,7 @@ static const struct op_step create_steps[] = {
     {SANDBOX_CONNECTING, ENGINE_STEP_CONFIG_MS, "regenerating the SSH host key", rekey_start,
      "cannot regenerate the SSH host key", .fail_kind = ENGINE_E_SSH, .skip = rekey_skip,
      .crash_done = "create-rekeyed"},
-    {SANDBOX_CONNECTING, ENGINE_STEP_CONFIG_MS, "recording the SSH host key", rekey_marker_start,
+    {SANDBOX_CONNECTING, ENGINE_STEP_CONFIG_MS, "recording the SSH host key", marker_write_start,
      "cannot record the SSH host key", .skip = rekey_skip},
     {SANDBOX_CONNECTING, OP_STEP_OP_DEADLINE, "connecting over SSH with the new host key",
      rekey_reconnect_start, "cannot start the SSH connect", .fail_kind = ENGINE_E_SSH,

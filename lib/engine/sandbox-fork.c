@@ -312,12 +312,8 @@ static int fork_check(struct engine *e, const struct sandbox *p, const struct en
 {
     const struct config_sandbox *cs = &e->cfg->sandbox;
 
-    if (e->closing)
-        return engine_refuse(ret_err, ENGINE_E_SHUTDOWN, -ESHUTDOWN, "the daemon is shutting down",
-                             NULL);
-    if (!e->configured || !e->pve)
-        return engine_refuse(ret_err, ENGINE_E_NOT_CONFIGURED, -ENXIO,
-                             "Proxmox is not configured ([proxmox] section)", NULL);
+    if (engine_refuse_unavailable(e, ret_err) < 0)
+        return ret_err->error;
     if (o->count < 1 || o->count > ENGINE_FORK_COUNT_MAX)
         return engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL, "must be 1..32", "count");
     if (ttl < 1 || ttl > (int64_t)cs->max_ttl_s) {

@@ -297,6 +297,9 @@ int engine_refuse(struct engine_error *ret_err, enum engine_err_kind kind, int r
                   const char *param);
 /* engine_refuse() for an allocation that failed: ENGINE_E_INTERNAL, -ENOMEM. */
 int engine_refuse_oom(struct engine_error *ret_err);
+/* engine_refuse() for an operation the engine cannot start now: ENGINE_E_SHUTDOWN while it
+ * closes, ENGINE_E_NOT_CONFIGURED without Proxmox. 0 when it can. */
+int engine_refuse_unavailable(const struct engine *e, struct engine_error *ret_err);
 /* engine_refuse() for a sandbox not in a state to take the request: ENGINE_E_STATE, -EAGAIN,
  * with the public name of state (a paused one: ENGINE_PAUSED_MESSAGE, state "paused"). */
 int engine_refuse_not_ready(struct engine_error *ret_err, enum sandbox_state state);
@@ -409,8 +412,9 @@ int reconnect_step_start(struct sandbox *sb, uint64_t timeout_ms, const char **r
 bool rekey_skip(const struct sandbox *sb);
 /* Regenerates the host key over sb->pool (the pin into sb->host_key). */
 int rekey_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
-/* Writes the marker with the new pin (the call in sb->call). */
-int rekey_marker_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
+/* Writes the sandbox's marker as it is now into its config (after a rekey: the new pin; a
+ * pause: paused=1), the call in sb->call. */
+int marker_write_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
 /* Connects again over SSH, with the sandbox's own host key pinned (the session pinned to the
  * template's key is dropped first). */
 int rekey_reconnect_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
@@ -497,7 +501,7 @@ bool engine_template_visible(const struct engine_template *t, uid_t uid, bool ad
 /* The template a create of uid (pool: a warm pool fill, for nobody) may clone: NULL when
  * unknown, another uid's unpublished one, or one being deleted. */
 struct engine_template *engine_template_for(struct engine *e, const char *name, uid_t uid,
-                                           bool pool);
+                                            bool pool);
 /* The template of sb (the default one when its template left the configuration). */
 struct engine_template *sandbox_template(const struct sandbox *sb);
 /* Refuses what exceeds an operator cap (or a disk below the template's): fills ret_err. */

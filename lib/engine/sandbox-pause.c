@@ -114,24 +114,6 @@ static int start_record(struct sandbox *sb, uint64_t timeout_ms, const char **re
     return save_state(sb, SANDBOX_PAUSED);
 }
 
-static int start_marker(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
-{
-    _cleanup_json_ json_object *p = json_object_new_object();
-    _cleanup_free_ char *desc = NULL;
-    int r;
-
-    if (!p)
-        return -ENOMEM;
-    r = sandbox_description(sb, &desc);
-    if (r < 0) {
-        *ret_fail = "cannot build the ownership marker";
-        return r;
-    }
-    json_object_object_add(p, "description", json_object_new_string(desc));
-    return pve_config_put(sb->engine->pve, sb->node, sb->vmid, p, timeout_ms, op_step_pve, sb,
-                          &sb->call);
-}
-
 /* A container found stopped already (a pause finished after a restart) is what we want. */
 static void on_stopped(const struct pve_result *res, void *userdata)
 {
@@ -159,7 +141,7 @@ static int start_unmark(struct sandbox *sb, uint64_t timeout_ms, const char **re
 {
     sb->marker_paused = false;
     sb->expires_at = now_realtime() + (time_t)sb->engine->cfg->sandbox.default_ttl_s;
-    return start_marker(sb, timeout_ms, ret_fail);
+    return marker_write_start(sb, timeout_ms, ret_fail);
 }
 
 static int start_ready(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
@@ -176,7 +158,7 @@ static int start_ready(struct sandbox *sb, uint64_t timeout_ms, const char **ret
 static const struct op_step pause_steps[] = {
     PAUSE_STEP("recording the pause", start_record, OP_STEP_UNBOUNDED,
                .crash_done = "pause-recorded"),
-    PAUSE_STEP("writing the marker", start_marker, ENGINE_STEP_CONFIG_MS,
+    PAUSE_STEP("writing the marker", marker_write_start, ENGINE_STEP_CONFIG_MS,
                .crash_done = "pause-marked"),
     PAUSE_STEP("stopping the container", start_stop, OP_STEP_OP_DEADLINE,
                .crash_sent = "pause-sent", .crash_done = "pause-stopped"),
@@ -246,7 +228,7 @@ static void pause_finish(struct sandbox *sb, const struct engine_error *err)
     if (again) {
         *op = (struct pause_op){.old_expires = sb->expires_at};
         sb->marker_paused = true;
-        pause_start_op(sb, op, start_marker);
+        pause_start_op(sb, op, marker_write_start);
     } else {
         free(op);
         if (!e->closing && sb->state != SANDBOX_DESTROYING && sb->destroy_requested) {
@@ -300,12 +282,8 @@ static void pause_start_op(struct sandbox *sb, struct pause_op *op, op_step_star
 
 static int pause_refused(struct engine *e, struct sandbox *sb, struct engine_error *ret_err)
 {
-    if (e->closing)
-        return engine_refuse(ret_err, ENGINE_E_SHUTDOWN, -ESHUTDOWN, "the daemon is shutting down",
-                             NULL);
-    if (!e->configured || !e->pve)
-        return engine_refuse(ret_err, ENGINE_E_NOT_CONFIGURED, -ENXIO,
-                             "Proxmox is not configured ([proxmox] section)", NULL);
+    if (engine_refuse_unavailable(e, ret_err) < 0)
+        return ret_err->error;
     if (sb->create_op || sb->resize_op || sb->snap_op || sb->fw_busy || sb->call || sb->pause_op)
         return engine_refuse(ret_err, ENGINE_E_BUSY, -EBUSY,
                              "another operation on this sandbox is running", NULL);
@@ -408,7 +386,7 @@ void engine_pause_finish(struct sandbox *sb)
     *op = (struct pause_op){.old_expires = sb->expires_at};
     sb->marker_paused = true;
     log_info(COMP, "%s: finishing its pause", sb->id);
-    pause_start_op(sb, op, start_marker);
+    pause_start_op(sb, op, marker_write_start);
 }
 
 bool engine_resume_on_use(const struct sandbox *sb)

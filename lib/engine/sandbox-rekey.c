@@ -98,7 +98,7 @@ int rekey_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
     return sshexec_start(sb->pool, &p, on_rekeyed, sb, NULL); /* on_rekeyed runs once */
 }
 
-int rekey_marker_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+int marker_write_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
 {
     _cleanup_json_ json_object *p = json_object_new_object();
     _cleanup_free_ char *desc = NULL;

@@ -363,12 +363,8 @@ static const struct op_kind rollback_kind = {
 /* The refusals every snapshot call shares: changes nothing when it returns < 0. */
 static int snap_refused(struct engine *e, struct sandbox *sb, struct engine_error *ret_err)
 {
-    if (e->closing)
-        return engine_refuse(ret_err, ENGINE_E_SHUTDOWN, -ESHUTDOWN, "the daemon is shutting down",
-                             NULL);
-    if (!e->configured || !e->pve)
-        return engine_refuse(ret_err, ENGINE_E_NOT_CONFIGURED, -ENXIO,
-                             "Proxmox is not configured ([proxmox] section)", NULL);
+    if (engine_refuse_unavailable(e, ret_err) < 0)
+        return ret_err->error;
     if (sb->state != SANDBOX_READY || sb->destroy_requested)
         return engine_refuse_not_ready(ret_err, sb->state);
     return 0;

@@ -194,12 +194,8 @@ static int create_refused(struct engine *e, struct sandbox *sb, const char *name
 {
     unsigned max = e->cfg->max_templates_per_uid;
 
-    if (e->closing)
-        return engine_refuse(ret_err, ENGINE_E_SHUTDOWN, -ESHUTDOWN, "the daemon is shutting down",
-                             NULL);
-    if (!e->configured || !e->pve)
-        return engine_refuse(ret_err, ENGINE_E_NOT_CONFIGURED, -ENXIO,
-                             "Proxmox is not configured ([proxmox] section)", NULL);
+    if (engine_refuse_unavailable(e, ret_err) < 0)
+        return ret_err->error;
     if (!name || !id_is_valid(name) || strlen(name) > PARAMS_TEMPLATE_MAX)
         return engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL,
                              "may only contain a-z, 0-9 and '-'", "name");

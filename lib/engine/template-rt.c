@@ -331,12 +331,8 @@ static int rt_lookup(struct engine *e, const char *name, uid_t uid, bool admin,
 {
     struct engine_template *t = find_any(e, name);
 
-    if (e->closing)
-        return engine_refuse(ret_err, ENGINE_E_SHUTDOWN, -ESHUTDOWN, "the daemon is shutting down",
-                             NULL);
-    if (!e->configured || !e->pve)
-        return engine_refuse(ret_err, ENGINE_E_NOT_CONFIGURED, -ENXIO,
-                             "Proxmox is not configured ([proxmox] section)", NULL);
+    if (engine_refuse_unavailable(e, ret_err) < 0)
+        return ret_err->error;
     if (!t || !engine_template_visible(t, uid, admin))
         return engine_refuse(ret_err, ENGINE_E_INVALID, -ENOENT, "no such template", "name");
     if (!t->runtime)
