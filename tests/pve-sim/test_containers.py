@@ -467,15 +467,15 @@ class T2bSnapshot(unittest.TestCase):
         # sandbox.pause: a shutdown (forceStop after its timeout) keeps the disk; the
         # container reads stopped everywhere, as a real node's does, and starts again with
         # its files and address
-        S.clone(402)
-        ip = S.start_ct(402)
+        S.clone(406)
+        ip = S.start_ct(406)
         S.ssh(ip, "mkdir -p /root/d; echo kept > /root/d/f")
-        st = S.wait_task(S.ok("POST", "/nodes/pve/lxc/402/status/shutdown", {"timeout": 5, "forceStop": 1}))
+        st = S.wait_task(S.ok("POST", "/nodes/pve/lxc/406/status/shutdown", {"timeout": 5, "forceStop": 1}))
         self.assertEqual(st["exitstatus"], "OK")
-        self.assertEqual(S.ok("GET", "/nodes/pve/lxc/402/status/current")["status"], "stopped")
-        self.assertEqual([x["status"] for x in S.ok("GET", "/nodes/pve/lxc") if x["vmid"] == 402], ["stopped"])
-        self.assertIn("CT 402 not running", S.api("POST", "/nodes/pve/lxc/402/status/shutdown", {}).body.decode())
-        self.assertEqual(S.start_ct(402), ip)
+        self.assertEqual(S.ok("GET", "/nodes/pve/lxc/406/status/current")["status"], "stopped")
+        self.assertEqual([x["status"] for x in S.ok("GET", "/nodes/pve/lxc") if x["vmid"] == 406], ["stopped"])
+        self.assertIn("CT 406 not running", S.api("POST", "/nodes/pve/lxc/406/status/shutdown", {}).body.decode())
+        self.assertEqual(S.start_ct(406), ip)
         self.assertEqual(S.ssh(ip, "cat /root/d/f").stdout, "kept\n")
 
     def test_dir_storage_cannot_snapshot(self):
