@@ -30,6 +30,7 @@ static void render_written(FILE *f, json_object *result, json_object *args);
 static void render_read(FILE *f, json_object *result, json_object *args);
 static void render_entries(FILE *f, json_object *result, json_object *args);
 static void render_fields(FILE *f, json_object *result, json_object *args);
+static void render_forked(FILE *f, json_object *result, json_object *args);
 
 static const struct mcp_tool tools[] = {
     {"sandbox_create", "sandbox.create", "Create a sandbox",
@@ -94,6 +95,22 @@ static const struct mcp_tool tools[] = {
     {"process_kill", "process.kill", "Stop a process",
      "Stop a background process and everything it started.",
      TOOL_TAKES_ID | TOOL_DESTRUCTIVE | TOOL_IDEMPOTENT, "", render_fields},
+    /* The `durable` set (--tools durable). */
+    {"sandbox_snapshots", "sandbox.snapshots", "List snapshots",
+     "List the snapshots of a sandbox's files (names to pass to sandbox_rollback).",
+     TOOL_TAKES_ID | TOOL_READ_ONLY | TOOL_IDEMPOTENT | TOOL_DURABLE, "", render_fields},
+    {"sandbox_fork", "sandbox.fork", "Fork a sandbox",
+     "Make new sandboxes that start as copies of this one's files; returns their ids (and how "
+     "many could not be made). Running processes are not copied.",
+     TOOL_TAKES_ID | TOOL_UNPINNED | TOOL_DURABLE, "", render_forked},
+    {"sandbox_pause", "sandbox.pause", "Pause a sandbox",
+     "Stop a sandbox to save resources: its files are kept, but every running process "
+     "ends. sandbox_resume starts it again.",
+     TOOL_TAKES_ID | TOOL_DESTRUCTIVE | TOOL_IDEMPOTENT | TOOL_DURABLE, "", render_sandbox},
+    {"sandbox_resume", "sandbox.resume", "Resume a sandbox",
+     "Start a paused sandbox again with its files as they were; processes that ran before the "
+     "pause do not come back.",
+     TOOL_TAKES_ID | TOOL_IDEMPOTENT | TOOL_DURABLE, "", render_sandbox},
 };
 
 /* ---- the OpenRPC document --------------------------------------------------- */
@@ -207,6 +224,8 @@ static bool tool_takes(const struct mcp_tool *t, const struct mcp_cfg *cfg, cons
 static bool tool_offered(const struct mcp_tool *t, json_object *doc, const struct mcp_cfg *cfg)
 {
     if (cfg->pinned && (t->flags & TOOL_UNPINNED))
+        return false;
+    if (!(cfg->sets & ((t->flags & TOOL_DURABLE) ? MCP_SET_DURABLE : MCP_SET_CORE)))
         return false;
     return doc_method(doc, t->method) != NULL;
 }
@@ -874,6 +893,24 @@ static void render_fields(FILE *f, json_object *r, json_object *args)
         if (json_object_is_type(v2, json_type_string) && strchr(json_object_get_string(v2), '\n'))
             fprintf(f, "--- %s ---\n%s\n", k2, json_object_get_string(v2));
     }
+}
+
+static void render_forked(FILE *f, json_object *r, json_object *args)
+{
+    json_object *l = NULL;
+    size_t n;
+
+    json_object_object_get_ex(r, "sandboxes", &l);
+    n = json_object_is_type(l, json_type_array) ? json_object_array_length(l) : 0;
+    fprintf(f, "Made %zu sandbox%s:", n, n == 1 ? "" : "es");
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, " %s", strna(jstr(json_object_array_get_idx(l, i), "id")));
+    if (jint(r, "failed", 0) > 0)
+        fprintf(f, "\n%" PRId64 " could not be made (%s).", jint(r, "failed", 0),
+                strna(jstr(r, "reason")));
+    fputs("\nUse these ids with the other tools, and call sandbox_destroy when you no longer "
+          "need them.",
+          f);
 }
 
 static void render_entries(FILE *f, json_object *r, json_object *args)

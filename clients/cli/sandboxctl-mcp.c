@@ -797,14 +797,16 @@ static int destroy_created(struct mcp *m)
 static void mcp_usage(FILE *f)
 {
     fputs("Usage: sandboxctl mcp [--socket PATH] [--sandbox ID] [--default-ttl S] "
-          "[--destroy-on-exit] [--max-output BYTES] [--exec-budget S]\n\n"
+          "[--destroy-on-exit] [--max-output BYTES] [--exec-budget S] [--tools SET[,SET]]\n\n"
           "Serves the Model Context Protocol on standard input and output.\n"
           "  --sandbox ID        work on this sandbox only (the tools take no id)\n"
           "  --default-ttl S     lease of sandboxes made by sandbox_create when not given\n"
           "  --destroy-on-exit   destroy the sandboxes this session made when input ends\n"
           "  --max-output BYTES  text of a command's output shown per exec call (16384)\n"
           "  --exec-budget S     seconds an exec waits before its command runs on in the\n"
-          "                      background (30)\n",
+          "                      background (30)\n"
+          "  --tools SET[,SET]   tool sets offered: core (default), durable (snapshots,\n"
+          "                      fork, pause, resume), all\n",
           f);
 }
 
@@ -826,6 +828,36 @@ static int option_number(const char *opt, const char *unit, const char *arg, lon
     return 0;
 }
 
+/* --tools: a comma-separated list of core, durable and all, or a message on
+ * stderr and -EINVAL. */
+static int option_sets(const char *arg, unsigned *ret)
+{
+    unsigned sets = 0;
+    const char *p = arg;
+
+    for (;;) {
+        size_t n = strcspn(p, ",");
+
+        if (n == 4 && strncmp(p, "core", n) == 0)
+            sets |= MCP_SET_CORE;
+        else if (n == 7 && strncmp(p, "durable", n) == 0)
+            sets |= MCP_SET_DURABLE;
+        else if (n == 3 && strncmp(p, "all", n) == 0)
+            sets |= MCP_SET_CORE | MCP_SET_DURABLE;
+        else {
+            fprintf(stderr,
+                    "sandboxctl mcp: --tools: '%.*s' is not a tool set (core, durable, all)\n",
+                    (int)n, p);
+            return -EINVAL;
+        }
+        if (!p[n])
+            break;
+        p += n + 1;
+    }
+    *ret = sets;
+    return 0;
+}
+
 static int mcp_options(struct mcp_cfg *cfg, int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -835,6 +867,7 @@ static int mcp_options(struct mcp_cfg *cfg, int argc, char **argv)
         {"destroy-on-exit", no_argument, NULL, 'd'},
         {"max-output", required_argument, NULL, 'o'},
         {"exec-budget", required_argument, NULL, 'b'},
+        {"tools", required_argument, NULL, 'T'},
         {"help", no_argument, NULL, 'h'},
         {},
     };
@@ -870,6 +903,10 @@ static int mcp_options(struct mcp_cfg *cfg, int argc, char **argv)
         case 'b':
             if (option_number("--exec-budget", "seconds", optarg, MCP_EXEC_BUDGET_MAX,
                               &cfg->exec_budget_s) < 0)
+                return -EINVAL;
+            break;
+        case 'T':
+            if (option_sets(optarg, &cfg->sets) < 0)
                 return -EINVAL;
             break;
         case 'h':
@@ -912,7 +949,8 @@ int mcp_main(const char *socket, int argc, char **argv)
 {
     struct mcp m = {.cfg = {.socket = socket,
                             .max_output = MCP_OUTPUT_DEFAULT,
-                            .exec_budget_s = MCP_EXEC_BUDGET_DEFAULT},
+                            .exec_budget_s = MCP_EXEC_BUDGET_DEFAULT,
+                            .sets = MCP_SET_CORE},
                     .version = MCP_PROTOCOL_LATEST};
     int r;
 

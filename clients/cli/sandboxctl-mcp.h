@@ -27,6 +27,13 @@ enum {
     TOOL_OPEN_WORLD = 1 << 6,
     TOOL_CREATES = 1 << 7,  /* its result is a new sandbox (--destroy-on-exit) */
     TOOL_CAPTURES = 1 << 8, /* its output streams in and is cut to a budget (mcp_output) */
+    TOOL_DURABLE = 1 << 9,  /* in the `durable` set, not the default `core` one (--tools) */
+};
+
+/* The tool sets of --tools. */
+enum {
+    MCP_SET_CORE = 1 << 0,
+    MCP_SET_DURABLE = 1 << 1,
 };
 
 /* The text budget of a command's output for the model: default, and the largest
@@ -60,6 +67,7 @@ struct mcp_cfg {
     bool destroy_on_exit;
     int64_t max_output;    /* --max-output: bytes of output text per call */
     int64_t exec_budget_s; /* --exec-budget: seconds before an exec goes on in the background */
+    unsigned sets;         /* --tools: MCP_SET_* offered */
 };
 
 /* One stream of a TOOL_CAPTURES call as it arrives (exec.output notifications):
