@@ -336,6 +336,53 @@ def main():
             assert "one" in text(s.ok("read_file", {"id": i, "path": "/root/snap.txt"}))
             assert "name" in s.fails("sandbox_rollback", {"id": i, "name": "nope"})
 
+        def durable():
+            # --tools all: the core tools plus the durable set, still a small tools/list.
+            d = Mcp(env.socket, "--tools", "all", "--default-ttl", "900")
+            try:
+                d.initialize()
+                tools = d.tools()
+                durable_set = {"sandbox_snapshots", "sandbox_fork", "sandbox_pause",
+                               "sandbox_resume"}
+                assert durable_set <= set(tools) and expected <= set(tools), set(tools)
+                assert "end" in tools["sandbox_pause"]["description"], tools["sandbox_pause"]
+                size = len(json.dumps(d.request("tools/list"), separators=(",", ":")))
+                assert size < 16 * 1024, size
+                print(f"  tools/list --tools all: {size} bytes, {len(tools)} tools")
+                i = st["id"]
+                d.ok("write_file", {"id": i, "path": "/root/dur.txt", "content": "kept"})
+                d.ok("sandbox_snapshot", {"id": i, "name": "dur1"})
+                r = d.ok("sandbox_snapshots", {"id": i})
+                assert "dur1" in text(r), text(r)
+                d.ok("write_file", {"id": i, "path": "/root/dur.txt", "content": "changed"})
+                d.ok("sandbox_rollback", {"id": i, "name": "dur1"})
+                assert "kept" in text(d.ok("read_file", {"id": i, "path": "/root/dur.txt"}))
+                r = d.ok("sandbox_fork", {"id": i, "count": 1})
+                kids = [c["id"] for c in r["structuredContent"]["sandboxes"]]
+                assert len(kids) == 1 and kids[0] in text(r), text(r)
+                try:
+                    t = text(d.ok("read_file", {"id": kids[0], "path": "/root/dur.txt"}))
+                    assert "kept" in t, t
+                finally:
+                    rpc(env, "sandbox.destroy", {"id": kids[0]})
+                # The fork's own snapshot of the parent is deleted after it: busy a moment.
+                for _ in range(120):
+                    r = d.call("sandbox_pause", {"id": i})
+                    if not (r.get("isError") and "busy" in text(r)):
+                        break
+                    time.sleep(0.5)
+                assert r.get("isError") is False, r
+                assert r["structuredContent"]["state"] == "paused", r
+                r = d.ok("sandbox_resume", {"id": i})
+                assert r["structuredContent"]["state"] == "ready", r
+                r = d.ok("exec", {"id": i, "command": "cat /root/dur.txt"})
+                assert "kept" in text(r), text(r)
+            finally:
+                assert d.close() == 0, d.errtext
+            p = subprocess.run([SANDBOXCTL, "mcp", "--tools", "core,bogus"],
+                               stdin=subprocess.DEVNULL, capture_output=True, text=True)
+            assert p.returncode == 64 and "'bogus' is not a tool set" in p.stderr, p
+
         def tool_errors():
             i = st["id"]
             t = s.fails("read_file", {"id": i, "path": "/nonexistent/x"})
@@ -502,6 +549,7 @@ def main():
                  ("sandbox_set_internet", internet),
                  ("process tools when offered", process_tools),
                  ("renew and the file system tools", more_tools),
+                 ("--tools all: snapshots, fork, pause and resume", durable),
                  ("tool errors are isError results", tool_errors),
                  ("protocol errors and batches", protocol_errors),
                  ("notifications/cancelled", cancel),
