@@ -56,10 +56,63 @@ bool methods_detach(struct req *r, struct req **slot, struct sandbox_job *job)
     return false;
 }
 
+static void wait_detach(struct req *r, void *userdata)
+{
+    struct methods_wait *w = userdata;
+
+    (void)methods_detach(r, &w->req, NULL);
+}
+
+struct methods_wait *methods_wait_new(struct req *r)
+{
+    struct methods_wait *w = calloc(1, sizeof *w);
+
+    if (!w) {
+        req_error(r, RPC_INTERNAL_ERROR, "out of memory");
+        return NULL;
+    }
+    w->req = r;
+    req_on_disconnect(r, wait_detach, w);
+    return w;
+}
+
+void methods_wait_refused(struct methods_wait *w, const struct engine_error *err)
+{
+    struct req *r = w->req;
+
+    req_on_disconnect(r, NULL, NULL);
+    free(w);
+    methods_sandbox_reply_error(r, err);
+}
+
+void methods_wait_end(struct methods_wait *w, const struct engine_error *err, json_object *result)
+{
+    if (w->req) {
+        req_on_disconnect(w->req, NULL, NULL);
+        if (err)
+            methods_sandbox_reply_error(w->req, err);
+        else
+            req_reply(w->req, result ? json_object_get(result) : json_object_new_object());
+    }
+    json_object_put(result);
+    free(w);
+}
+
+void methods_wait_on_json(const struct engine_error *err, json_object *result, void *userdata)
+{
+    methods_wait_end(userdata, err, json_object_get(result));
+}
+
 void methods_sandbox_reply_error(struct req *r, const struct engine_error *err)
 {
     json_object *d;
 
+    if (err->kind == ENGINE_E_INVALID && err->error == -EPERM) { /* not the caller's */
+        d = json_object_new_object();
+        json_object_object_add(d, "reason", json_object_new_string(err->message));
+        req_error_data(r, RPC_PERMISSION_DENIED, NULL, d);
+        return;
+    }
     if (err->kind == ENGINE_E_INVALID) {
         req_error_data(r, RPC_INVALID_PARAMS, NULL,
                        pool_invalid_data(methods_sandbox(r)->engine, err));

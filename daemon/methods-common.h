@@ -52,6 +52,22 @@ void methods_sandbox_unpark_refuse(struct sandbox_methods *sm);
  * if nothing else will. */
 bool methods_detach(struct req *r, struct req **slot, struct sandbox_job *job);
 
+/* A request waiting for an engine operation that answers later (snapshots, fork, pause,
+ * templates); req is NULL once its client left (it was then answered -32011). */
+struct methods_wait {
+    struct req *req;
+};
+/* A wait for r, let go of when r's client leaves; NULL after answering r -32603 when out of
+ * memory. */
+struct methods_wait *methods_wait_new(struct req *r);
+/* The operation was refused before it started: frees w and answers r with err. */
+void methods_wait_refused(struct methods_wait *w, const struct engine_error *err);
+/* The operation ended: answers w's request, if its client is still there, with err or else
+ * result (taken: NULL is an empty object), and frees w. */
+void methods_wait_end(struct methods_wait *w, const struct engine_error *err, json_object *result);
+/* An engine callback answering a json result (userdata: a methods_wait). */
+void methods_wait_on_json(const struct engine_error *err, json_object *result, void *userdata);
+
 /* The environment of an exec or process on sb: sb's env (sandbox.create) under the call's
  * own (env: the call's "env" param), into *ret (NULL-terminated; NULL: no variable; free it
  * with sandbox_env_free()). Together they must stay within max_vars variables and max_bytes

@@ -204,15 +204,11 @@ int reconcile_renew(struct reconcile *rc, struct sandbox *sb, int64_t ttl_s, eng
     bool paused = sb->state == SANDBOX_PAUSED && !sb->pause_op;
     unsigned max = paused ? rc->cfg->sandbox.max_paused_ttl_s : rc->cfg->sandbox.max_ttl_s;
 
-    if (ttl_s < 1 || ttl_s > (int64_t)max) {
-        engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL,
-                      paused ? "ttl_s must be 1..max_paused_ttl_s for a paused sandbox"
-                             : "ttl_s must be 1..max_ttl_s",
-                      "ttl_s");
-        ret_err->cap = paused ? "max_paused_ttl_s" : "max_ttl_s";
-        ret_err->limit = max;
+    if (engine_refuse_ttl(ret_err, ttl_s, max,
+                          paused ? "ttl_s must be 1..max_paused_ttl_s for a paused sandbox"
+                                 : "ttl_s must be 1..max_ttl_s",
+                          paused ? "max_paused_ttl_s" : "max_ttl_s"))
         return -EINVAL;
-    }
     if ((sb->state != SANDBOX_READY && !paused) || sb->create_op || sb->destroy_requested)
         return engine_refuse_not_ready(ret_err, sb->state);
     rn = calloc(1, sizeof *rn);

@@ -128,6 +128,17 @@ int engine_refuse_not_ready(struct engine_error *ret_err, enum sandbox_state sta
     return -EAGAIN;
 }
 
+int engine_refuse_ttl(struct engine_error *ret_err, int64_t ttl, unsigned max, const char *msg,
+                      const char *cap)
+{
+    if (ttl >= 1 && ttl <= (int64_t)max)
+        return 0;
+    engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL, msg, "ttl_s");
+    ret_err->cap = cap;
+    ret_err->limit = max;
+    return -EINVAL;
+}
+
 int engine_refuse_rolling_back(const struct sandbox *sb, struct engine_error *ret_err)
 {
     if (!sb->rolling_back)

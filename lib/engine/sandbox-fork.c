@@ -316,13 +316,8 @@ static int fork_check(struct engine *e, const struct sandbox *p, const struct en
         return ret_err->error;
     if (o->count < 1 || o->count > ENGINE_FORK_COUNT_MAX)
         return engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL, "must be 1..32", "count");
-    if (ttl < 1 || ttl > (int64_t)cs->max_ttl_s) {
-        engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL, "ttl_s exceeds the configured max_ttl_s",
-                      "ttl_s");
-        ret_err->cap = "max_ttl_s";
-        ret_err->limit = cs->max_ttl_s;
+    if (engine_refuse_ttl(ret_err, ttl, cs->max_ttl_s, "ttl_s must be 1..max_ttl_s", "max_ttl_s"))
         return -EINVAL;
-    }
     if (p->state != SANDBOX_READY || p->destroy_requested || !p->vmid)
         return engine_refuse_not_ready(ret_err, p->state);
     if ((!o->snapshot || !*o->snapshot) && (p->fork_pending[0] || sandbox_busy(p)))

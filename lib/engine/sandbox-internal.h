@@ -303,6 +303,10 @@ int engine_refuse_unavailable(const struct engine *e, struct engine_error *ret_e
 /* engine_refuse() for a sandbox not in a state to take the request: ENGINE_E_STATE, -EAGAIN,
  * with the public name of state (a paused one: ENGINE_PAUSED_MESSAGE, state "paused"). */
 int engine_refuse_not_ready(struct engine_error *ret_err, enum sandbox_state state);
+/* engine_refuse() for a lease of ttl seconds outside 1..max: ENGINE_E_INVALID, -EINVAL on
+ * "ttl_s" with msg, naming cap, the configuration key that sets max; 0 when it is within. */
+int engine_refuse_ttl(struct engine_error *ret_err, int64_t ttl, unsigned max, const char *msg,
+                      const char *cap);
 /* engine_refuse() for a command or a file call while a rollback of sb runs: ENGINE_E_BUSY,
  * -EBUSY; 0 when none runs. */
 int engine_refuse_rolling_back(const struct sandbox *sb, struct engine_error *ret_err);

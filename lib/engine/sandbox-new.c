@@ -72,13 +72,8 @@ int create_check(struct engine *e, const struct sandbox_create_opts *opts, int64
     unsigned n_uid = 0;
     int r;
 
-    if (ttl < 1 || ttl > (int64_t)cs->max_ttl_s) {
-        engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL, "ttl_s exceeds the configured max_ttl_s",
-                      "ttl_s");
-        ret_err->cap = "max_ttl_s";
-        ret_err->limit = cs->max_ttl_s;
+    if (engine_refuse_ttl(ret_err, ttl, cs->max_ttl_s, "ttl_s must be 1..max_ttl_s", "max_ttl_s"))
         return -EINVAL;
-    }
     r = engine_check_caps(e, t, opts->cores, opts->memory_mb, opts->disk_gb, ret_err);
     if (r >= 0)
         r = engine_check_net_rate(e, opts->net_rate_mbps, ret_err);
