@@ -127,6 +127,15 @@ static void on_vmid_picked(const struct pve_result *res, void *userdata)
     struct sandbox *sb = userdata;
 
     sb->call = NULL;
+    if (res->error == -ENOSPC) {
+        /* Not Proxmox's failure: every id of the range is in use or held (vmid_taken). */
+        op_step_done(sb, &(struct engine_error){
+                             .kind = ENGINE_E_BUSY,
+                             .error = -ENOSPC,
+                             .message = "no free vmid in [proxmox] vmid_range (the vmid of a "
+                                        "destroyed sandbox is held for two firewall cycles)"});
+        return;
+    }
     if (res->error == 0)
         sb->vmid = res->vmid;
     op_step_pve_done(sb, res);
