@@ -182,6 +182,8 @@ def main():
             sb = c.call("sandbox.create", {"ttl_s": 600, "template": "tools"})
             st["warm"] = sb
             assert sb["vmid"] in members, (sb, members)
+            pool = c.call("daemon.status")["pool"]
+            assert pool["tools"]["target"] == 1 and pool["tools"]["hits"] >= 1, pool
             out = c.call("sandbox.exec", {"id": sb["id"], "command": "cat /root/hello.txt; greet"})
             assert out["stdout"].startswith("made in the builder\ngreetings from "), out
 
