@@ -173,6 +173,14 @@ static int set_template_key(struct config *c, const char *name, const char *valu
         c->max_templates_per_uid = (unsigned)x;
         return 0;
     }
+    if (!dot && strcmp(name, "max_template_disk_gb_per_uid") == 0) {
+        unsigned long long x;
+
+        if (config_parse_uint(value, &x) < 0 || x > 1048576)
+            return config_fail(ret_error, "'%s' is not a number in 0..1048576", value);
+        c->max_template_disk_gb_per_uid = (unsigned)x;
+        return 0;
+    }
     if (!dot && strcmp(name, "default") == 0) {
         if (c->default_template)
             return config_fail(ret_error, "key given twice");
