@@ -82,7 +82,7 @@ void method_template_create(struct req *r, void *params, void *userdata)
     w = tmpl_wait_new(r);
     if (!w)
         return;
-    if (engine_template_create(e, sb, p->name, on_json, w, &err) < 0) {
+    if (engine_template_create(e, sb, p->name, p->defaults, on_json, w, &err) < 0) {
         free(w);
         reply_error(r, &err);
     }
