@@ -157,6 +157,7 @@ static int env_value(const char **pp, char *buf, size_t *ret_n)
         } else
             buf[n++] = *p++;
     }
+    buf[n] = '\0';
     *pp = p;
     *ret_n = n;
     return 0;

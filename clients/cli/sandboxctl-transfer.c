@@ -112,9 +112,7 @@ static const struct ctl_wait *progress_wait(struct progress *p, struct ctl_wait 
 
 /* ---- trees: tar on this side, tar in the sandbox ---- */
 
-/* Starts `tar ARGS` with one end of a pipe as its stdin or stdout; *ret_fd is the other
- * end (for the daemon). */
-static int spawn_tar(char *const argv[], bool tar_writes, pid_t *ret_pid, int *ret_fd)
+int ctl_spawn_tar(char *const argv[], bool tar_writes, pid_t *ret_pid, int *ret_fd)
 {
     int p[2];
     pid_t pid;
@@ -141,7 +139,7 @@ static int spawn_tar(char *const argv[], bool tar_writes, pid_t *ret_pid, int *r
     return 0;
 }
 
-static int wait_tar(pid_t pid)
+int ctl_wait_tar(pid_t pid)
 {
     int st;
 
@@ -188,14 +186,14 @@ static int tree_move(struct ctl *c, const char *id, char **argv, const char *scr
 {
     int fd, r, t;
 
-    r = spawn_tar(argv, up, &pr->tar, &fd);
+    r = ctl_spawn_tar(argv, up, &pr->tar, &fd);
     if (r < 0) {
         fprintf(stderr, "sandboxctl: tar: %s\n", strerror(-r));
         return 1;
     }
     r = tree_exec(c, id, script, remote, fd, up, pr);
     close(fd);
-    t = wait_tar(pr->tar);
+    t = ctl_wait_tar(pr->tar);
     if (r == 0 && t != 0) {
         fprintf(stderr, "sandboxctl: local tar failed (%d)\n", t);
         return 1;
