@@ -45,6 +45,30 @@ void sandbox_view(const struct sandbox *sb, struct sandbox_info *ret)
     };
 }
 
+/* ---- its template's defaults (template.create's "defaults") ---- */
+
+static json_object *defaults_of(const struct sandbox *sb)
+{
+    struct engine_template *t = sandbox_template(sb);
+
+    return t ? t->defaults : NULL;
+}
+
+json_object *sandbox_template_env(const struct sandbox *sb)
+{
+    json_object *d = defaults_of(sb), *v;
+
+    return d && json_object_object_get_ex(d, "env", &v) ? v : NULL;
+}
+
+void sandbox_defaults(const struct sandbox *sb, const char **ret_cwd, const char **ret_user)
+{
+    json_object *d = defaults_of(sb), *v;
+
+    *ret_cwd = d && json_object_object_get_ex(d, "cwd", &v) ? json_object_get_string(v) : NULL;
+    *ret_user = d && json_object_object_get_ex(d, "user", &v) ? json_object_get_string(v) : NULL;
+}
+
 json_object *sandbox_env(const struct sandbox *sb)
 {
     return sb->env;

@@ -1,7 +1,7 @@
-/* A template's defaults: the env, cwd and user that every exec and process of the sandboxes
- * made from it gets unless the call gives its own (env merged per variable), and how they
- * are kept in the template's Proxmox description, beside its marker, so that a restart or a
- * lost state folder finds them again with the template. See template-internal.h. */
+/* A template's defaults (the env, cwd and user that every exec and process of the sandboxes
+ * made from it gets unless the call gives its own; sandbox-view.c applies them): how they are
+ * kept in the template's Proxmox description, beside its marker, so that a restart or a lost
+ * state folder finds them again with the template. See template-internal.h. */
 #include "macro.h"
 
 #include <errno.h>
@@ -12,32 +12,9 @@
 #include "marker.h"
 #include "params-template.h"
 #include "sandbox-internal.h"
-#include "sandbox-io.h"
 #include "template-internal.h"
 
 #define ENV_PREFIX "env."
-
-static json_object *defaults_of(const struct sandbox *sb)
-{
-    struct engine_template *t = sandbox_template(sb);
-
-    return t ? t->defaults : NULL;
-}
-
-json_object *sandbox_template_env(const struct sandbox *sb)
-{
-    json_object *d = defaults_of(sb), *v;
-
-    return d && json_object_object_get_ex(d, "env", &v) ? v : NULL;
-}
-
-void sandbox_defaults(const struct sandbox *sb, const char **ret_cwd, const char **ret_user)
-{
-    json_object *d = defaults_of(sb), *v;
-
-    *ret_cwd = d && json_object_object_get_ex(d, "cwd", &v) ? json_object_get_string(v) : NULL;
-    *ret_user = d && json_object_object_get_ex(d, "user", &v) ? json_object_get_string(v) : NULL;
-}
 
 /* defaults as labels: {"cwd", "user", "env.NAME"...}, all strings. */
 static json_object *flatten(json_object *defaults)

@@ -27,9 +27,11 @@ void engine_rt_prune(struct engine *e, const struct pve_vm_list *members);
 void engine_audit_template(struct engine *e, const char *event, const struct engine_template *t,
                            int64_t caller_uid);
 
-/* ---- template-defaults.c: a template's defaults (template.create's "defaults") ---- */
-/* The default env of sb's template (an object of strings, borrowed), or NULL. */
+/* ---- a template's defaults (template.create's "defaults") ---- */
+/* The default env of sb's template (an object of strings, borrowed), or NULL
+ * (sandbox-view.c). */
 json_object *sandbox_template_env(const struct sandbox *sb);
+/* template-defaults.c: */
 /* The description of a template made from a sandbox: m's marker line and, when defaults has
  * members, the defaults as the labels line of sandbox m->sandbox (marker.h), each member a
  * label: "cwd", "user", "env.NAME". */
