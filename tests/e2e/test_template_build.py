@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -213,6 +214,37 @@ def main():
             out = c.call("sandbox.exec", {"id": st["sb"]["id"], "command": "pwd; id -un; echo $GREETING"})
             assert out["stdout"] == "/srv/app\nann\nhello world\n", out
 
+        def python_client():
+            sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                            "clients", "python"))
+            import sandboxd
+            import sandboxd_build
+            before = set(env.containers())
+            seen = []
+            with sandboxd.Client(env.socket) as pc:
+                try:
+                    pc.build_template("pybad", "FROM default\nCOPY ../x /x\n", ctx)
+                    raise AssertionError("built")
+                except sandboxd_build.BuildFileError as e:
+                    assert e.line == 2 and "outside the context" in str(e), e
+                try:
+                    pc.build_template("pybad", "FROM default\nRUN exit 4\n", ctx,
+                                      out=lambda s, d: seen.append(d))
+                    raise AssertionError("built")
+                except sandboxd_build.BuildStepError as e:
+                    assert e.step == 2 and e.line == 2 and "exit status 4" in str(e), e
+                nothing_left(before)
+                t = pc.build_template("pyapp", "FROM default\nENV K='v w'\nWORKDIR /w\n"
+                                      "COPY hello.txt sub ./\nRUN cat hello.txt a.txt\n", ctx,
+                                      out=lambda s, d: seen.append(d))
+                assert t["defaults"] == {"env": {"K": "v w"}, "cwd": "/w"}, t
+                assert b"hello from the context\na in sub\n" in b"".join(seen), seen
+                assert b"Step 5/5: RUN cat hello.txt a.txt\n" in seen, seen
+                sb = pc.create(template="pyapp", ttl_s=60)
+                r = sb.exec("pwd; echo $K; ls")
+                assert r.stdout == "/w\nv w\na.txt\nhello.txt\n", r
+                sb.destroy()
+
         run_tests = [("a build with every instruction", build_all),
                      ("a sandbox of it sees the files, env, cwd and user", sandbox_sees_it),
                      ("a call's own env, cwd and user win", call_wins),
@@ -220,6 +252,7 @@ def main():
                      ("bad files refused with their line numbers", bad_files),
                      ("Ctrl-C destroys the build sandbox", ctrl_c),
                      ("template.create refuses bad defaults", bad_defaults),
+                     ("the Python client's build_template", python_client),
                      ("defaults survive kill -9 and a lost state folder",
                       survives_kill_and_lost_state)]
         try:
