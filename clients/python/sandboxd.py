@@ -626,8 +626,8 @@ class Client:
         owner_uid, published, defaults, used_by)."""
         return self.call(Method.TEMPLATE_LIST, None, timeout)["templates"]
 
-    def make_template(self, id: str, name: str, defaults: Optional[Mapping[str, Any]] = None,
-                      timeout: Optional[float] = None) -> Dict[str, Any]:
+    def make_template(self, id: str, name: str, timeout: Optional[float] = None, *,
+                      defaults: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
         """template.create: sandbox id becomes template name (the sandbox ends). defaults:
         {env, cwd, user} every exec and process of its sandboxes gets unless the call gives
         its own."""
