@@ -19,7 +19,7 @@ import tempfile
 import time
 
 from e2elib import BUILD, Env, RpcError, data_of, run
-from test_recovery_util import kill9, launch, wait_reconciled
+from test_recovery_util import kill9, launch, restart_with_crash, wait_dead, wait_reconciled
 
 SANDBOXCTL = os.path.join(BUILD, "clients", "cli", "sandboxctl")
 
@@ -245,6 +245,51 @@ def main():
                 assert r.stdout == "/w\nv w\na.txt\nhello.txt\n", r
                 sb.destroy()
 
+        def fork_and_pool():
+            kids = c.call("sandbox.fork", {"id": st["sb"]["id"], "count": 1})["sandboxes"]
+            out = c.call("sandbox.exec", {"id": kids[0]["id"], "command": "pwd; id -un; echo $MODE"})
+            assert out["stdout"] == "/srv/app\nann\nbuild\n", out
+            c.call("sandbox.destroy", {"id": kids[0]["id"]})
+            with open(env.config, "a") as f:
+                f.write("[pool]\nwarm.app = 1\n")
+            env.proc.send_signal(signal.SIGHUP)
+            deadline = time.time() + 60
+            while templates(c)["app"]["used_by"]["pool_ready"] < 1:
+                assert time.time() < deadline, templates(c)["app"]
+                time.sleep(0.2)
+            members = set(env.containers())
+            sb = c.call("sandbox.create", {"ttl_s": 60, "template": "app"})
+            assert sb["vmid"] in members, (sb, members)
+            out = c.call("sandbox.exec", {"id": sb["id"], "command": "pwd; id -un; echo $MODE"})
+            assert out["stdout"] == "/srv/app\nann\nbuild\n", out
+            c.call("sandbox.destroy", {"id": sb["id"]})
+
+        def crash_with_defaults():
+            nonlocal c
+            c.close()
+            # killed once Proxmox converted it, before the daemon recorded anything of it: the
+            # defaults, at their largest, come back from the description with the template
+            restart_with_crash(env, "template-converted")
+            c = env.client()
+            sb = c.call("sandbox.create", {"ttl_s": 600})
+            big = {"env": {"V%02d" % i: "x" * 58 for i in range(64)}, "cwd": "/srv/" + "d" * 180,
+                   "user": "1234"}
+            try:
+                c.call("template.create", {"id": sb["id"], "name": "crashy", "defaults": big},
+                       timeout=60)
+                raise AssertionError("the daemon did not crash")
+            except AssertionError:
+                raise
+            except Exception:
+                pass
+            c.close()
+            wait_dead(env)
+            launch(env)
+            wait_reconciled(env)
+            c = env.client()
+            t = templates(c)["crashy"]
+            assert t["defaults"] == big, t
+
         run_tests = [("a build with every instruction", build_all),
                      ("a sandbox of it sees the files, env, cwd and user", sandbox_sees_it),
                      ("a call's own env, cwd and user win", call_wins),
@@ -253,8 +298,10 @@ def main():
                      ("Ctrl-C destroys the build sandbox", ctrl_c),
                      ("template.create refuses bad defaults", bad_defaults),
                      ("the Python client's build_template", python_client),
+                     ("a fork and a warm pool member get them too", fork_and_pool),
                      ("defaults survive kill -9 and a lost state folder",
-                      survives_kill_and_lost_state)]
+                      survives_kill_and_lost_state),
+                     ("kill -9 at the conversion keeps the largest defaults", crash_with_defaults)]
         try:
             run(run_tests)
         finally:
