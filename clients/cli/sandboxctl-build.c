@@ -147,9 +147,12 @@ static int remote(struct build *b, size_t i, const char *const *argv, int fd)
     json_object_object_add(p, "timeout_ms", json_object_new_int64(BUILD_EXEC_TIMEOUT_MS));
     if (fd >= 0)
         json_object_object_add(p, "stdin_fd", json_object_new_int64(0));
+    json_object_object_add(p, "user", json_object_new_string("0")); /* not FROM's default */
     r = call(b, "sandbox.exec", p, &fd, fd >= 0, &res);
-    if (r < 0)
+    if (r < 0) {
+        step_error(b, i, "%s", "the call failed");
         return 1;
+    }
     if (json_object_object_get_ex(res, "exit_code", &v) && v && json_object_get_int(v) == 0)
         return 0;
     if (json_object_object_get_ex(res, "stderr", &v) && v)
@@ -191,8 +194,10 @@ static int step_run(struct build *b, size_t i)
     json_object_object_add(p, "stdout_fd", json_object_new_int64(0));
     json_object_object_add(p, "stderr_fd", json_object_new_int64(1));
     fflush(stdout);
-    if (call(b, "sandbox.exec", p, fds, 2, &res) < 0)
+    if (call(b, "sandbox.exec", p, fds, 2, &res) < 0) {
+        step_error(b, i, "%s", "the call failed");
         return 1;
+    }
     if (json_object_object_get_ex(res, "timed_out", &v) && json_object_get_boolean(v)) {
         step_error(b, i, "%s", "timed out");
         return 1;
@@ -288,23 +293,17 @@ static int step_workdir(struct build *b, size_t i)
 /* USER: the user must exist in the sandbox (a command runs as it). */
 static int step_user(struct build *b, size_t i)
 {
-    const char *argv[] = {"true", NULL};
+    _cleanup_json_ json_object *res = NULL;
+    json_object *p = id_params(b->id), *a = json_object_new_array();
 
     free(b->user);
     b->user = strdup(b->bf.steps[i].arg);
-    if (!b->user)
+    json_object_array_add(a, json_object_new_string("true"));
+    json_object_object_add(p, "argv", a);
+    json_object_object_add(p, "user", json_object_new_string(b->bf.steps[i].arg));
+    if (!b->user || call(b, "sandbox.exec", p, NULL, 0, &res) < 0) {
+        step_error(b, i, "%s", "no such user in the sandbox");
         return 1;
-    {
-        _cleanup_json_ json_object *res = NULL;
-        json_object *p = id_params(b->id), *a = json_object_new_array();
-
-        json_object_array_add(a, json_object_new_string(argv[0]));
-        json_object_object_add(p, "argv", a);
-        json_object_object_add(p, "user", json_object_new_string(b->user));
-        if (call(b, "sandbox.exec", p, NULL, 0, &res) < 0) {
-            step_error(b, i, "%s", "no such user in the sandbox");
-            return 1;
-        }
     }
     return 0;
 }
@@ -350,8 +349,27 @@ static int check_sources(struct build *b)
     return 0;
 }
 
-/* The name is free (a template of that name exists: refused before anything is made). */
-static int check_name(struct build *b)
+/* FROM's defaults (t a template object) as the build's starting ENV, WORKDIR and USER, as
+ * a base image's are. */
+static void inherit(struct build *b, json_object *t)
+{
+    json_object *d, *v;
+
+    if (!json_object_object_get_ex(t, "defaults", &d) || !json_object_is_type(d, json_type_object))
+        return;
+    if (json_object_object_get_ex(d, "env", &v) && json_object_is_type(v, json_type_object)) {
+        json_object_object_foreach(v, name, val)
+            json_object_object_add(b->env, name, json_object_get(val));
+    }
+    if (json_object_object_get_ex(d, "cwd", &v) && json_object_is_type(v, json_type_string))
+        b->cwd = strdup(json_object_get_string(v));
+    if (json_object_object_get_ex(d, "user", &v) && json_object_is_type(v, json_type_string))
+        b->user = strdup(json_object_get_string(v));
+}
+
+/* The name is free (a template of that name exists: refused before anything is made); FROM's
+ * defaults are inherited. */
+static int check_templates(struct build *b)
 {
     _cleanup_json_ json_object *res = NULL;
     json_object *a, *v;
@@ -360,12 +378,17 @@ static int check_name(struct build *b)
         return -EREMOTE;
     if (!json_object_object_get_ex(res, "templates", &a))
         return 0;
-    for (size_t i = 0; i < json_object_array_length(a); i++)
-        if (json_object_object_get_ex(json_object_array_get_idx(a, i), "name", &v) &&
-            strcmp(json_object_get_string(v), b->name) == 0) {
+    for (size_t i = 0; i < json_object_array_length(a); i++) {
+        json_object *t = json_object_array_get_idx(a, i);
+        const char *n = json_object_object_get_ex(t, "name", &v) ? json_object_get_string(v) : "";
+
+        if (strcmp(n, b->name) == 0) {
             fprintf(stderr, "sandboxctl: template build: a template named %s exists\n", b->name);
             return -EEXIST;
         }
+        if (strcmp(n, b->bf.steps[0].arg) == 0)
+            inherit(b, t);
+    }
     return 0;
 }
 
@@ -379,8 +402,10 @@ static int create(struct build *b)
     json_object_object_add(p, "hostname", json_object_new_string("build"));
     if (b->internet)
         json_object_object_add(p, "internet", json_object_new_boolean(true));
-    if (call(b, "sandbox.create", p, NULL, 0, &res) < 0)
+    if (call(b, "sandbox.create", p, NULL, 0, &res) < 0) {
+        step_error(b, 0, "%s", "cannot create the build sandbox");
         return 1;
+    }
     if (!json_object_object_get_ex(res, "id", &v))
         return 1;
     snprintf(b->id, sizeof b->id, "%s", json_object_get_string(v));
@@ -515,7 +540,7 @@ int ctl_template_build(struct ctl *c, int argc, char **argv)
         return 1;
     }
     b.env = json_object_new_object();
-    r = check_sources(&b) < 0 || check_name(&b) < 0 ? 1 : 0;
+    r = check_sources(&b) < 0 || check_templates(&b) < 0 ? 1 : 0;
     if (r == 0) {
         on_signals();
         r = run_steps(&b);

@@ -166,6 +166,8 @@ static int tree_exec(struct ctl *c, const char *id, const char *script, const ch
     json_object_object_add(p, "argv", argv);
     json_object_object_add(p, "timeout_ms", json_object_new_int64(CTL_TREE_TIMEOUT_MS));
     json_object_object_add(p, remote_reads ? "stdin_fd" : "stdout_fd", json_object_new_int64(0));
+    /* as root, as file writes are, whatever the template's default user */
+    json_object_object_add(p, "user", json_object_new_string("0"));
     r = ctl_call_fds(c, "sandbox.exec", p, &fd, 1, progress_wait(pr, &w), &res);
     progress_end(pr);
     if (r < 0)

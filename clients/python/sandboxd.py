@@ -875,8 +875,10 @@ class Sandbox:
                                stdin=None if up else subprocess.PIPE)
         pipe = tar.stdout if up else tar.stdin
         assert pipe is not None
+        # as root, as file writes are, whatever the template's default user
         params = {"id": self.id, "argv": ["sh", "-c", script, "sh", remote],
-                  "timeout_ms": _TREE_TIMEOUT_MS, "stdin_fd" if up else "stdout_fd": 0}
+                  "timeout_ms": _TREE_TIMEOUT_MS, "stdin_fd" if up else "stdout_fd": 0,
+                  "user": "0"}
         try:
             r = ExecResult._from(self.client.call(Method.EXEC, params, timeout, [pipe.fileno()]))
         except BaseException:

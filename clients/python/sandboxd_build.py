@@ -218,7 +218,7 @@ class _Build:
         raise BuildStepError(i + 1, len(self.steps), self.steps[i].line, message)
 
     def remote(self, i: int, argv: List[str], **kw: Any) -> None:
-        r = self.sb.exec(argv, timeout_ms=sandboxd._TREE_TIMEOUT_MS, **kw)
+        r = self.sb.exec(argv, timeout_ms=sandboxd._TREE_TIMEOUT_MS, user="0", **kw)
         if not r.ok:
             self.fail(i, f"the command in the sandbox failed: {r.stderr.strip()}")
 
@@ -284,7 +284,8 @@ def build_template(client: Any, name: str, dockerfile_text: str, context_dir: st
     steps = parse(dockerfile_text)
     context = os.path.realpath(context_dir)
     _check_sources(steps, context)
-    if any(t["name"] == name for t in client.templates()):
+    known = {t["name"]: t for t in client.templates()}
+    if name in known:
         raise BuildFileError(0, f"a template named {name} exists")
     if out is None:
         def out(stream: str, data: bytes) -> None:
@@ -292,6 +293,8 @@ def build_template(client: Any, name: str, dockerfile_text: str, context_dir: st
             f.buffer.write(data)
             f.flush()
     b = _Build(client, steps, context, out)
+    base = (known.get(steps[0].arg) or {}).get("defaults") or {}  # inherited, as a base image's
+    b.env, b.cwd, b.user = dict(base.get("env") or {}), base.get("cwd"), base.get("user")
     try:
         for i, s in enumerate(steps):
             out("stdout", f"Step {i + 1}/{len(steps)}: {s.text}\n".encode())

@@ -135,6 +135,29 @@ def main():
             r = c.call("process.read", {"id": sid, "process": p["process"], "wait_ms": 2000})
             assert data_of(r, "data") == b"/\n0\nown\n", r
 
+        def inherited():
+            # FROM a template with defaults: they are the build's start (a base image's ENV,
+            # WORKDIR and USER); COPY and WORKDIR still write as root
+            r, _ = build(env, "app2", "FROM app\nCOPY sub /opt/two\nENV MODE=two\n"
+                                      "RUN echo $GREETING $MODE $(id -un) $(pwd) > /tmp/inh.txt\n")
+            assert r.returncode == 0, (r.stdout, r.stderr)
+            t = templates(c)["app2"]
+            assert t["defaults"] == {"env": {"GREETING": "hello world", "MODE": "two",
+                                             "PLAIN": "a plain value"},
+                                     "cwd": "/srv/app", "user": "ann"}, t
+            sb = c.call("sandbox.create", {"ttl_s": 60, "template": "app2"})
+            out = c.call("sandbox.exec", {"id": sb["id"], "command":
+                                          "cat /tmp/inh.txt /opt/two/a.txt; stat -c %u /opt/two"})
+            assert out["stdout"] == "hello world two ann /srv/app\na in sub\n0\n", out
+            # a folder transfer runs as root, as file writes do, not as the template's user
+            r = subprocess.run([SANDBOXCTL, "--socket", env.socket, "put", "-r", "-q", sb["id"],
+                                os.path.join(ctx, "sub"), "/opt/put"], capture_output=True,
+                               text=True, timeout=60)
+            assert r.returncode == 0, r
+            out = c.call("sandbox.exec", {"id": sb["id"], "command": "stat -c %u /opt/put/a.txt"})
+            assert out["stdout"] == "0\n", out
+            c.call("sandbox.destroy", {"id": sb["id"]})
+
         def failing_run():
             before = set(env.containers())
             r, path = build(env, "broken", "FROM default\nRUN echo before-fail\n\n"
@@ -293,6 +316,7 @@ def main():
         run_tests = [("a build with every instruction", build_all),
                      ("a sandbox of it sees the files, env, cwd and user", sandbox_sees_it),
                      ("a call's own env, cwd and user win", call_wins),
+                     ("a build FROM it inherits its defaults", inherited),
                      ("a failing RUN leaves nothing behind", failing_run),
                      ("bad files refused with their line numbers", bad_files),
                      ("Ctrl-C destroys the build sandbox", ctrl_c),
