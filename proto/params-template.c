@@ -102,8 +102,7 @@ int params_template_defaults(json_object *v, json_object **ret, struct params_er
             return r;
     }
     if (bytes > PARAMS_TEMPLATE_DEFAULTS_BYTES_MAX) {
-        params_fail(err, "defaults",
-                    "env names and values, cwd and user exceed %d bytes in total",
+        params_fail(err, "defaults", "env names and values, cwd and user exceed %d bytes in total",
                     PARAMS_TEMPLATE_DEFAULTS_BYTES_MAX);
         if (err) {
             err->has_range = true;

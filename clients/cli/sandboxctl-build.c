@@ -32,11 +32,12 @@
 /* A file from a COPY into "$1" (a folder when "$3" is "dir", or an existing folder), named
  * "$4" there; "$2" is its name in the tar stream. */
 #define COPY_FILE_SCRIPT                                                                           \
-    "t=$(mktemp -d) || exit 1; tar -C \"$t\" -xpf - && { if [ -d \"$1\" ] || [ \"$3\" = dir ]; "  \
+    "t=$(mktemp -d) || exit 1; tar -C \"$t\" -xpf - && { if [ -d \"$1\" ] || [ \"$3\" = dir ]; "   \
     "then mkdir -p \"$1\" && d=\"$1/$4\"; else mkdir -p \"$(dirname \"$1\")\" && d=\"$1\"; fi && " \
     "mv -f \"$t/$2\" \"$d\"; }; r=$?; rm -rf \"$t\"; exit $r"
 #define COPY_DIR_SCRIPT "mkdir -p \"$1\" && exec tar -C \"$1\" -xpf -"
-#define WORKDIR_SCRIPT "[ -d \"$1\" ] && exit 0; mkdir -p \"$1\" && { [ -z \"$2\" ] || chown \"$2\" \"$1\"; }"
+#define WORKDIR_SCRIPT                                                                             \
+    "[ -d \"$1\" ] && exit 0; mkdir -p \"$1\" && { [ -z \"$2\" ] || chown \"$2\" \"$1\"; }"
 
 struct build {
     struct ctl *c;
@@ -230,8 +231,8 @@ static int copy_one(struct build *b, size_t i, const char *src, const char *dest
         return 1;
     }
     if (S_ISDIR(st.st_mode)) {
-        char *tar[] = {"tar", "--owner=0", "--group=0", "--numeric-owner", "-C", real, "-cf", "-",
-                       ".", NULL};
+        char *tar[] = {"tar", "--owner=0", "--group=0", "--numeric-owner", "-C", real, "-cf",
+                       "-",   ".",         NULL};
         const char *argv[] = {"sh", "-c", COPY_DIR_SCRIPT, "sh", dest, NULL};
 
         r = ctl_spawn_tar(tar, true, &pid, &fd);
@@ -240,10 +241,11 @@ static int copy_one(struct build *b, size_t i, const char *src, const char *dest
             close(fd);
         }
     } else {
-        char *tar[] = {"tar", "--owner=0", "--group=0", "--numeric-owner", "-C", dirname(dir),
-                       "-cf", "-", basename(base), NULL};
-        const char *argv[] = {"sh", "-c", COPY_FILE_SCRIPT, "sh", dest, tar[8],
-                              to_dir ? "dir" : "", basename(sb), NULL};
+        char *tar[] = {"tar",        "--owner=0", "--group=0", "--numeric-owner", "-C",
+                       dirname(dir), "-cf",       "-",         basename(base),    NULL};
+        const char *argv[] = {"sh", "-c",   COPY_FILE_SCRIPT,    "sh",
+                              dest, tar[8], to_dir ? "dir" : "", basename(sb),
+                              NULL};
 
         r = ctl_spawn_tar(tar, true, &pid, &fd);
         if (r >= 0) {
@@ -439,8 +441,8 @@ static int commit(struct build *b)
 static int run_steps(struct build *b)
 {
     static int (*const run[])(struct build *, size_t) = {
-        [BUILDFILE_RUN] = step_run,         [BUILDFILE_COPY] = step_copy,
-        [BUILDFILE_ENV] = step_env,         [BUILDFILE_WORKDIR] = step_workdir,
+        [BUILDFILE_RUN] = step_run,   [BUILDFILE_COPY] = step_copy,
+        [BUILDFILE_ENV] = step_env,   [BUILDFILE_WORKDIR] = step_workdir,
         [BUILDFILE_USER] = step_user,
     };
 

@@ -25,7 +25,7 @@ const char *buildfile_kind_name(enum buildfile_kind kind)
 }
 
 __attribute__((format(printf, 3, 4))) static int fail(struct buildfile_error *err, unsigned line,
-                                                       const char *fmt, ...)
+                                                      const char *fmt, ...)
 {
     va_list ap;
 
@@ -173,7 +173,8 @@ static int parse_env(struct buildfile_step *s, const char *rest, struct buildfil
         const char *v = rest + n + strspn(rest + n, " \t");
 
         if (!env_name_ok(rest, n) || !*v)
-            return fail(err, s->line, "ENV needs NAME=VALUE or NAME VALUE, NAME [A-Za-z_][A-Za-z0-9_]*");
+            return fail(err, s->line,
+                        "ENV needs NAME=VALUE or NAME VALUE, NAME [A-Za-z_][A-Za-z0-9_]*");
         if (add_word(s, rest, n) < 0 || add_word(s, v, strlen(v)) < 0)
             return -ENOMEM;
         return 0;
@@ -206,8 +207,9 @@ static int parse_env(struct buildfile_step *s, const char *rest, struct buildfil
 static bool name_ok(const char *s, bool template)
 {
     size_t n = strlen(s);
-    const char *set = template ? "abcdefghijklmnopqrstuvwxyz0123456789-"
-                               : "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-";
+    const char *set = template
+                          ? "abcdefghijklmnopqrstuvwxyz0123456789-"
+                          : "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-";
 
     return n > 0 && n <= NAME_MAX_LEN && strspn(s, set) == n && s[0] != '-';
 }

@@ -182,8 +182,8 @@ static json_object *template_json(struct engine *e, const struct engine_template
         json_object_object_add(o, "owner_uid", NULL);
         json_object_object_add(o, "published", json_object_new_boolean(true));
     }
-    json_object_object_add(o, "defaults", t->defaults ? json_object_get(t->defaults)
-                                                      : json_object_new_object());
+    json_object_object_add(o, "defaults",
+                           t->defaults ? json_object_get(t->defaults) : json_object_new_object());
     used_by(e, t, &ns, &np, &nr);
     u = json_object_new_object();
     json_object_object_add(u, "sandboxes", json_object_new_int64(ns));
