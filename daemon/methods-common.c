@@ -217,8 +217,8 @@ int methods_env_merge(struct req *r, const struct sandbox *sb, const struct para
     sandbox_env_free(own);
     if (k == -E2BIG) {
         snprintf(reason, sizeof reason,
-                 "env: with the sandbox's own env (sandbox.create), more than %zu variables or "
-                 "%zu bytes of names and values (%zu bytes)",
+                 "env: with the sandbox's own env (sandbox.create) and its template's defaults, "
+                 "more than %zu variables or %zu bytes of names and values (%zu bytes)",
                  max_vars, max_bytes, bytes);
         d = json_object_new_object();
         json_object_object_add(d, "reason", json_object_new_string(reason));

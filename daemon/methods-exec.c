@@ -215,8 +215,11 @@ void method_sandbox_exec(struct req *r, void *params, void *userdata)
     sp.command = x->p.command;
     sp.argv = (const char *const *)x->p.argv;
     sp.env = (const char *const *)x->env;
-    sp.cwd = x->p.cwd;
-    sp.user = x->p.user; /* "" (root) is where a template's default user will apply */
+    sandbox_defaults(sb, &sp.cwd, &sp.user); /* its template's, unless the call gives its own */
+    if (x->p.cwd)
+        sp.cwd = x->p.cwd;
+    if (x->p.user[0])
+        sp.user = x->p.user;
     sp.stdin_data = x->p.has_stdin ? x->p.stdin_data : NULL;
     sp.stdin_len = x->p.has_stdin ? x->p.stdin_len : 0;
     sp.timeout_ms = (uint64_t)x->p.timeout_ms;

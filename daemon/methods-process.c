@@ -273,6 +273,7 @@ static void call_run(struct req *r, const char *id, struct call *c,
                      const struct sandbox_process_call *pc, const struct params_kv_list *env)
 {
     struct sandbox_process_call start;
+    const char *dcwd, *duser;
     char **merged = NULL;
     struct engine *e = methods_sandbox(r)->engine;
     struct engine_error err;
@@ -295,6 +296,11 @@ static void call_run(struct req *r, const char *id, struct call *c,
             goto fail;
         start = *pc;
         start.env = (const char *const *)merged;
+        sandbox_defaults(sb, &dcwd, &duser); /* its template's, unless the call gives its own */
+        if (!start.cwd)
+            start.cwd = dcwd;
+        if (!start.user || !start.user[0])
+            start.user = duser;
         pc = &start;
     }
     c->req = r;
@@ -400,7 +406,7 @@ void method_process_start(struct req *r, void *params, void *userdata)
     pc.command = p->command;
     pc.argv = (const char *const *)p->argv;
     pc.cwd = p->cwd;
-    pc.user = p->user; /* "" (root) is where a template's default user will apply */
+    pc.user = p->user; /* "": its template's default user (call_run), else root */
     pc.has_stdin = p->has_stdin;
     pc.pty_cols = p->pty ? p->pty_cols : 0;
     pc.pty_rows = p->pty ? p->pty_rows : 0;

@@ -32,7 +32,7 @@ void method_template_create(struct req *r, void *params, void *userdata)
     w = methods_wait_new(r);
     if (!w)
         return;
-    if (engine_template_create(e, sb, p->name, methods_wait_on_json, w, &err) < 0)
+    if (engine_template_create(e, sb, p->name, p->defaults, methods_wait_on_json, w, &err) < 0)
         methods_wait_refused(w, &err);
 }
 

@@ -47,6 +47,12 @@
 #define PARAMS_CREATE_ENV_BYTES_MAX 4096
 /* A template's name. doc: "`template`" */
 #define PARAMS_TEMPLATE_MAX 32
+/* template.create's defaults: env variables, like sandbox.create's env.
+ * doc: "`template.create` `defaults`" */
+#define PARAMS_TEMPLATE_ENV_MAX 64
+/* Sum of the env names and values, the cwd and the user: the defaults travel in the
+ * template's Proxmox description. doc: "`template.create` `defaults`" */
+#define PARAMS_TEMPLATE_DEFAULTS_BYTES_MAX 4096
 /* A Proxmox node's name. doc: "`node`" */
 #define PARAMS_NODE_MAX 63
 /* Sanity bounds; the operator's caps (max_cores, ...) apply too.

@@ -74,12 +74,17 @@ static const struct help helps[] = {
              "child gets its own host key, address and lease (S seconds; default: ID's lease "
              "length) and ID's labels. Prints one line per child: ID STATE IP. Exits 2 when some "
              "children failed.\n"},
-    {"template", "template list | create ID NAME | delete NAME | publish NAME\n\n"
+    {"template", "template list | create ID NAME | delete NAME | publish NAME |\n"
+                 "         build NAME -f FILE [--context DIR] [--internet]\n\n"
                  "list: the templates you may use (template.list): NAME NODE VMID ORIGIN OWNER\n"
                  "SANDBOXES+POOL. create: the sandbox becomes template NAME; it stops and ends\n"
                  "(template.create). delete: a template made from a sandbox, unused "
                  "(template.delete).\npublish: every uid may use it; admins only "
-                 "(template.publish).\n"},
+                 "(template.publish).\nbuild: a template from FILE (FROM, RUN, COPY, ENV, "
+                 "WORKDIR, USER; a Dockerfile\nsubset) run in a new sandbox, each step's output "
+                 "after its \"Step N/M\" line;\nENV, WORKDIR and USER become the template's "
+                 "defaults; a failing step or Ctrl-C\nleaves nothing. --context DIR: where COPY "
+                 "reads (default: FILE's folder);\n--internet: the build sandbox's internet.\n"},
     {"pause", "pause ID\n\nStop the sandbox's container and keep its disk (sandbox.pause); its "
               "processes\nand forwards end. Prints the sandbox, paused.\n"},
     {"resume", "resume ID\n\nStart a paused sandbox again (sandbox.resume): same disk, address "

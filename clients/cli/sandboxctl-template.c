@@ -3,8 +3,11 @@
  *   template list               template.list: one line per template
  *   template create ID NAME     template.create: the sandbox becomes template NAME
  *   template delete NAME        template.delete
- *   template publish NAME       template.publish (admins) */
+ *   template publish NAME       template.publish (admins)
+ *   template build NAME -f FILE [--context DIR] [--internet]   sandboxctl-build.c */
 #include "sandboxctl-template.h"
+
+#include "sandboxctl-build.h"
 
 #include <inttypes.h>
 #include <json-c/json.h>
@@ -72,6 +75,8 @@ int ctl_template_main(struct ctl *c, int argc, char **argv)
     const char *sub = argc > 1 ? argv[1] : "";
     json_object *p;
 
+    if (strcmp(sub, "build") == 0)
+        return ctl_template_build(c, argc - 1, argv + 1);
     if (strcmp(sub, "list") == 0 && argc == 2)
         return ctl_run(c, "template.list", json_object_new_object(), print_list);
     if (strcmp(sub, "create") == 0 && argc == 4) {
@@ -86,6 +91,7 @@ int ctl_template_main(struct ctl *c, int argc, char **argv)
                        sub[0] == 'd' ? print_deleted : print_template);
     }
     fprintf(stderr, "sandboxctl: usage: template list | template create ID NAME | "
-                    "template delete NAME | template publish NAME\n");
+                    "template delete NAME | template publish NAME | "
+                    "template build NAME -f FILE [--context DIR] [--internet]\n");
     return EXIT_USAGE;
 }

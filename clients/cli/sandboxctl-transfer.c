@@ -112,9 +112,7 @@ static const struct ctl_wait *progress_wait(struct progress *p, struct ctl_wait 
 
 /* ---- trees: tar on this side, tar in the sandbox ---- */
 
-/* Starts `tar ARGS` with one end of a pipe as its stdin or stdout; *ret_fd is the other
- * end (for the daemon). */
-static int spawn_tar(char *const argv[], bool tar_writes, pid_t *ret_pid, int *ret_fd)
+int ctl_spawn_tar(char *const argv[], bool tar_writes, pid_t *ret_pid, int *ret_fd)
 {
     int p[2];
     pid_t pid;
@@ -141,7 +139,7 @@ static int spawn_tar(char *const argv[], bool tar_writes, pid_t *ret_pid, int *r
     return 0;
 }
 
-static int wait_tar(pid_t pid)
+int ctl_wait_tar(pid_t pid)
 {
     int st;
 
@@ -168,6 +166,8 @@ static int tree_exec(struct ctl *c, const char *id, const char *script, const ch
     json_object_object_add(p, "argv", argv);
     json_object_object_add(p, "timeout_ms", json_object_new_int64(CTL_TREE_TIMEOUT_MS));
     json_object_object_add(p, remote_reads ? "stdin_fd" : "stdout_fd", json_object_new_int64(0));
+    /* as root, as file writes are, whatever the template's default user */
+    json_object_object_add(p, "user", json_object_new_string("0"));
     r = ctl_call_fds(c, "sandbox.exec", p, &fd, 1, progress_wait(pr, &w), &res);
     progress_end(pr);
     if (r < 0)
@@ -188,14 +188,14 @@ static int tree_move(struct ctl *c, const char *id, char **argv, const char *scr
 {
     int fd, r, t;
 
-    r = spawn_tar(argv, up, &pr->tar, &fd);
+    r = ctl_spawn_tar(argv, up, &pr->tar, &fd);
     if (r < 0) {
         fprintf(stderr, "sandboxctl: tar: %s\n", strerror(-r));
         return 1;
     }
     r = tree_exec(c, id, script, remote, fd, up, pr);
     close(fd);
-    t = wait_tar(pr->tar);
+    t = ctl_wait_tar(pr->tar);
     if (r == 0 && t != 0) {
         fprintf(stderr, "sandboxctl: local tar failed (%d)\n", t);
         return 1;

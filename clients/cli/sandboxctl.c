@@ -335,6 +335,8 @@ static void usage(FILE *f)
             "  template create ID NAME         the sandbox becomes template NAME (it ends)\n"
             "  template delete NAME            delete a template made from a sandbox\n"
             "  template publish NAME           let every uid use it (admins)\n"
+            "  template build NAME -f FILE [--context DIR] [--internet]\n"
+            "                                  a template from a Dockerfile subset\n"
             "  pause ID                        stop it, its disk kept (processes end)\n"
             "  resume ID                       start a paused one again (ready)\n"
             "  forward ID [LOCAL:]REMOTE       relay port REMOTE of the sandbox to a private\n"

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "json-util.h"
 #include "sandboxd-client.h"
@@ -63,6 +64,11 @@ struct option;
 void ctl_id_first(int argc, char **argv, const char *shorts, const struct option *longs);
 
 /* sandboxctl-transfer.c */
+/* Starts `tar ARGS` (argv[0] "tar") with one end of a pipe as its stdin (tar_writes false)
+ * or stdout; *ret_fd is the other end (for the daemon). */
+int ctl_spawn_tar(char *const argv[], bool tar_writes, pid_t *ret_pid, int *ret_fd);
+/* Waits for it: its exit status (128 + signal), -1 when it cannot be waited for. */
+int ctl_wait_tar(pid_t pid);
 int cmd_put(struct ctl *c, int argc, char **argv);
 int cmd_get(struct ctl *c, int argc, char **argv);
 int cmd_exec(struct ctl *c, int argc, char **argv);

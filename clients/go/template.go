@@ -91,14 +91,34 @@ func (m *Manager) Templates(ctx context.Context) ([]TemplateInfo, error) {
 	return out, nil
 }
 
+// TemplateDefaults are what every Exec and process of a template's sandboxes
+// gets unless the call gives its own (Env merged per variable); zero values:
+// none.
+type TemplateDefaults struct {
+	Env  map[string]string `json:"env,omitempty"`
+	Cwd  string            `json:"cwd,omitempty"`
+	User string            `json:"user,omitempty"`
+}
+
 // MakeTemplate turns the sandbox into template name: the sandbox stops and
 // ends, its container becomes the template. Create with WithTemplate(name)
 // clones it.
 func (s *Sandbox) MakeTemplate(ctx context.Context, name string) (TemplateInfo, error) {
+	return s.MakeTemplateWithDefaults(ctx, name, TemplateDefaults{})
+}
+
+// MakeTemplateWithDefaults is MakeTemplate with the template's defaults
+// (template.create's defaults).
+func (s *Sandbox) MakeTemplateWithDefaults(ctx context.Context, name string,
+	d TemplateDefaults) (TemplateInfo, error) {
 	var r struct {
 		Template templateWire `json:"template"`
 	}
-	err := s.m.call(ctx, methodTemplateCreate, map[string]any{"id": s.ID(), "name": name}, &r)
+	p := map[string]any{"id": s.ID(), "name": name}
+	if len(d.Env) > 0 || d.Cwd != "" || d.User != "" {
+		p["defaults"] = d
+	}
+	err := s.m.call(ctx, methodTemplateCreate, p, &r)
 	return r.Template.info(), err
 }
 

@@ -63,8 +63,9 @@ func (s *Sandbox) tree(ctx context.Context, args []string, script, remote string
 		return fmt.Errorf("sandbox: local tar: %w", err)
 	}
 	theirs.Close() // tar holds it now
+	// as root, as file writes are, whatever the template's default user
 	params := map[string]any{"id": s.ID(), "argv": []string{"sh", "-c", script, "sh", remote},
-		"timeout_ms": int64(treeTimeoutMs), fdParam: 0}
+		"timeout_ms": int64(treeTimeoutMs), fdParam: 0, "user": "0"}
 	if dl, ok := ctx.Deadline(); ok {
 		params["timeout_ms"] = msCeil(time.Until(dl))
 	}

@@ -39,7 +39,7 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import IO, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import IO, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 __all__ = [
     "Client", "Sandbox", "Process", "Forward", "ExecResult", "ExecStream", "OutputChunk", "Method",
@@ -626,9 +626,28 @@ class Client:
         owner_uid, published, defaults, used_by)."""
         return self.call(Method.TEMPLATE_LIST, None, timeout)["templates"]
 
-    def make_template(self, id: str, name: str, timeout: Optional[float] = None) -> Dict[str, Any]:
-        """template.create: sandbox id becomes template name (the sandbox ends)."""
-        return self.call(Method.TEMPLATE_CREATE, {"id": id, "name": name}, timeout)["template"]
+    def make_template(self, id: str, name: str, timeout: Optional[float] = None, *,
+                      defaults: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+        """template.create: sandbox id becomes template name (the sandbox ends). defaults:
+        {env, cwd, user} every exec and process of its sandboxes gets unless the call gives
+        its own."""
+        params: Dict[str, Any] = {"id": id, "name": name}
+        if defaults:
+            params["defaults"] = dict(defaults)
+        return self.call(Method.TEMPLATE_CREATE, params, timeout)["template"]
+
+    def build_template(self, name: str, dockerfile_text: str, context_dir: str = ".",
+                       internet: bool = False,
+                       out: Optional[Callable[[str, bytes], None]] = None) -> Dict[str, Any]:
+        """Template name built from a Dockerfile subset (FROM, RUN, COPY, ENV, WORKDIR, USER)
+        as `sandboxctl template build` does: COPY reads context_dir; each step's "Step N/M"
+        line and RUN's output go to out(stream, data) (default: this process's stdout and
+        stderr); ENV, WORKDIR and USER become its defaults. Raises BuildFileError (with
+        `line`) before anything is made, BuildStepError (with `step`, `line`) after
+        destroying the build sandbox. Needs sandboxd_build.py beside this file."""
+        import sandboxd_build
+        return sandboxd_build.build_template(self, name, dockerfile_text, context_dir, internet,
+                                             out)
 
     def delete_template(self, name: str, timeout: Optional[float] = None) -> None:
         """template.delete: refused (BadState) while sandboxes or pool members use it."""
@@ -856,8 +875,10 @@ class Sandbox:
                                stdin=None if up else subprocess.PIPE)
         pipe = tar.stdout if up else tar.stdin
         assert pipe is not None
+        # as root, as file writes are, whatever the template's default user
         params = {"id": self.id, "argv": ["sh", "-c", script, "sh", remote],
-                  "timeout_ms": _TREE_TIMEOUT_MS, "stdin_fd" if up else "stdout_fd": 0}
+                  "timeout_ms": _TREE_TIMEOUT_MS, "stdin_fd" if up else "stdout_fd": 0,
+                  "user": "0"}
         try:
             r = ExecResult._from(self.client.call(Method.EXEC, params, timeout, [pipe.fileno()]))
         except BaseException:

@@ -326,9 +326,12 @@ class AsyncClient:
     async def templates(self, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
         return (await self.call(Method.TEMPLATE_LIST, None, timeout))["templates"]
 
-    async def make_template(self, id: str, name: str,
-                            timeout: Optional[float] = None) -> Dict[str, Any]:
-        r = await self.call(Method.TEMPLATE_CREATE, {"id": id, "name": name}, timeout)
+    async def make_template(self, id: str, name: str, timeout: Optional[float] = None, *,
+                            defaults: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+        params: Dict[str, Any] = {"id": id, "name": name}
+        if defaults:
+            params["defaults"] = dict(defaults)
+        r = await self.call(Method.TEMPLATE_CREATE, params, timeout)
         return r["template"]
 
     async def delete_template(self, name: str, timeout: Optional[float] = None) -> None:

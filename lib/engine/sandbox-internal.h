@@ -204,6 +204,10 @@ struct engine_template {
     char origin[ID_MAX + 1];           /* the sandbox it was made from */
     int64_t created_at;                /* unix seconds */
     char hostkey_hex[SHA256_HEX_SIZE]; /* its pinned host key, as the marker holds it */
+    /* What every exec and process of its sandboxes gets unless the call says otherwise
+     * (params_template_defaults(): env, cwd, user; template-defaults.c); NULL: none. Kept in
+     * its Proxmox description beside the marker. Owned. */
+    json_object *defaults;
 };
 
 struct engine {

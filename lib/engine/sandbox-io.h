@@ -92,13 +92,18 @@ typedef void (*sandbox_exec_cb)(int error, const struct sandbox_exec_result *res
  * never logged, reported or sent anywhere but into the sandbox's commands. */
 json_object *sandbox_env(const struct sandbox *sb);
 /* The environment of one exec or process: sb's variables that env (NULL or NULL-terminated
- * "NAME=value") does not set, then env's. *ret is NULL-terminated, or NULL when there is no
+ * "NAME=value") does not set, then its template's default variables that neither sets
+ * (template.create's defaults), then env's. *ret is NULL-terminated, or NULL when there is no
  * variable; free it with sandbox_env_free(). *ret_bytes counts names and values. -E2BIG past
  * max_vars variables or max_bytes bytes (*ret_bytes filled), -ENOMEM. */
 int sandbox_env_merge(const struct sandbox *sb, const char *const *env, size_t max_vars,
                       size_t max_bytes, char ***ret, size_t *ret_bytes);
 /* Wipes and frees a vector of sandbox_env_merge(); NULL accepted. Returns NULL. */
 char **sandbox_env_free(char **v);
+/* The cwd and user of an exec or process that gives none: its template's defaults
+ * (template.create), or NULL (the login directory; root). Borrowed, valid until the next
+ * return to the loop. */
+void sandbox_defaults(const struct sandbox *sb, const char **ret_cwd, const char **ret_user);
 
 /* Runs a command on the sandbox's SSH pool. *ret (optional) is its job. */
 int sandbox_exec(struct sandbox *sb, const struct sandbox_exec_params *p, sandbox_exec_cb cb,

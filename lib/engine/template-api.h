@@ -20,13 +20,15 @@
 /* {"templates": [...]}: the templates uid may use (admin: all), configured ones first. */
 json_object *engine_templates_json(struct engine *e, uid_t uid, bool admin);
 
-/* sb (READY, the caller's) becomes template `name`: result {"template": {...}} once it is
- * usable. Refused synchronously (negative errno, ret_err filled): a name in use
+/* sb (READY, the caller's) becomes template `name` with defaults (checked by
+ * params_template_defaults(), referenced; NULL or {}: none): result {"template": {...}} once
+ * it is usable. Refused synchronously (negative errno, ret_err filled): a name in use
  * (ENGINE_E_INVALID "name"), past [templates] max_templates_per_uid (ENGINE_E_QUOTA), a
  * sandbox not READY, busy or a pool member (ENGINE_E_STATE, ENGINE_E_BUSY). A failure later
  * leaves the sandbox FAILED (its container stopped) with the error. */
 int engine_template_create(struct engine *e, struct sandbox *sb, const char *name,
-                           engine_json_cb cb, void *userdata, struct engine_error *ret_err);
+                           json_object *defaults, engine_json_cb cb, void *userdata,
+                           struct engine_error *ret_err);
 
 /* Deletes runtime template `name` (uid its owner, or admin): result {"name", "deleted": true}.
  * Refused: unknown or not visible (ENGINE_E_INVALID "name"), a configured one

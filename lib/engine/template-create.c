@@ -120,6 +120,7 @@ static void tmpl_finish(struct sandbox *sb, const struct engine_error *err, json
     struct engine *e = sb->engine;
 
     op->cb(err, err ? NULL : result, op->userdata);
+    json_object_put(op->t.defaults);
     free(op);
     if (!err) {
         sandbox_unlink(sb);
@@ -229,7 +230,8 @@ static int create_refused(struct engine *e, struct sandbox *sb, const char *name
 }
 
 int engine_template_create(struct engine *e, struct sandbox *sb, const char *name,
-                           engine_json_cb cb, void *userdata, struct engine_error *ret_err)
+                           json_object *defaults, engine_json_cb cb, void *userdata,
+                           struct engine_error *ret_err)
 {
     struct tmpl_op *op;
     int r = create_refused(e, sb, name, ret_err);
@@ -245,6 +247,8 @@ int engine_template_create(struct engine *e, struct sandbox *sb, const char *nam
                                      .owner_uid = sb->owner_uid,
                                      .created_at = (int64_t)time(NULL),
                                      .disk_gb = sb->disk_gb};
+    if (defaults && json_object_object_length(defaults) > 0)
+        op->t.defaults = json_object_get(defaults);
     snprintf(op->t.name, sizeof op->t.name, "%s", name);
     snprintf(op->t.origin, sizeof op->t.origin, "%s", sb->id);
     snprintf(op->t.home, sizeof op->t.home, "%s", sb->node);

@@ -26,3 +26,16 @@ void engine_rt_prune(struct engine *e, const struct pve_vm_list *members);
 /* An audit record (event "template.create" ...) about t, asked for by caller_uid. */
 void engine_audit_template(struct engine *e, const char *event, const struct engine_template *t,
                            int64_t caller_uid);
+
+/* ---- a template's defaults (template.create's "defaults") ---- */
+/* The default env of sb's template (an object of strings, borrowed), or NULL
+ * (sandbox-view.c). */
+json_object *sandbox_template_env(const struct sandbox *sb);
+/* template-defaults.c: */
+/* The description of a template made from a sandbox: m's marker line and, when defaults has
+ * members, the defaults as the labels line of sandbox m->sandbox (marker.h), each member a
+ * label: "cwd", "user", "env.NAME". */
+int engine_rt_description(const struct marker *m, json_object *defaults, char **ret_description);
+/* The defaults that description keeps for sandbox (NULL when none; -EBADMSG for a line that
+ * does not parse or holds what template.create refuses). */
+int engine_rt_defaults_parse(const char *description, const char *sandbox, json_object **ret);

@@ -47,6 +47,7 @@ static void rt_free_one(struct engine_template *t)
         free(t->pins);
         free(t->copies);
         free(t->check_error);
+        json_object_put(t->defaults);
         free(t);
     }
 }
@@ -91,6 +92,7 @@ int engine_rt_add(struct engine *e, const struct engine_template *t)
     n->deleting = false;
     n->filling = 0;
     n->hits = n->misses = 0;
+    n->defaults = NULL;
     if (n->hostkey_hex[0] && hostkey_hex_to_pin(n->hostkey_hex, pin) >= 0)
         n->pins = strdup(pin);
     else if (t->pins) /* made without a key of its own: its own template's pins */
@@ -105,6 +107,7 @@ int engine_rt_add(struct engine *e, const struct engine_template *t)
         return -ENOMEM;
     }
     e->rt = v;
+    n->defaults = json_object_get(t->defaults);
     e->rt[e->n_rt++] = TAKE_PTR(n);
     return 0;
 }
@@ -181,7 +184,8 @@ static json_object *template_json(struct engine *e, const struct engine_template
         json_object_object_add(o, "owner_uid", NULL);
         json_object_object_add(o, "published", json_object_new_boolean(true));
     }
-    json_object_object_add(o, "defaults", json_object_new_object());
+    json_object_object_add(o, "defaults",
+                           t->defaults ? json_object_get(t->defaults) : json_object_new_object());
     used_by(e, t, &ns, &np, &nr);
     u = json_object_new_object();
     json_object_object_add(u, "sandboxes", json_object_new_int64(ns));
@@ -237,24 +241,20 @@ int engine_rt_marker(struct engine *e, const struct engine_template *t, char **r
         .is_template = true,
         .published = t->published,
     };
-    char line[MARKER_LINE_MAX];
-    int r;
 
     snprintf(m.instance, sizeof m.instance, "%s", registry_instance_id(e->reg));
     snprintf(m.sandbox, sizeof m.sandbox, "%s", t->origin);
     snprintf(m.template, sizeof m.template, "%s", t->name);
     memcpy(m.hostkey, t->hostkey_hex, sizeof m.hostkey);
-    r = marker_format(&m, line, sizeof line);
-    if (r < 0)
-        return r;
-    return asprintf(ret_description, "%s\n", line) < 0 ? -ENOMEM : 0;
+    return engine_rt_description(&m, t->defaults, ret_description);
 }
 
 /* ---- recovery: a marked template the reconcile found in the pool ---- */
 
 static int rt_adopt(struct engine *e, const struct marker *m, uint32_t vmid, const char *node,
-                    unsigned disk_gb)
+                    const char *description, unsigned disk_gb)
 {
+    _cleanup_json_ json_object *defaults = NULL;
     struct engine_template t = {.vmid = vmid,
                                 .owner_uid = m->owner_uid,
                                 .created_at = m->created,
@@ -268,6 +268,11 @@ static int rt_adopt(struct engine *e, const struct marker *m, uint32_t vmid, con
     snprintf(t.origin, sizeof t.origin, "%s", m->sandbox);
     snprintf(t.home, sizeof t.home, "%s", node);
     memcpy(t.hostkey_hex, m->hostkey, sizeof t.hostkey_hex);
+    r = engine_rt_defaults_parse(description, m->sandbox, &defaults);
+    if (r < 0) /* the template stays usable; what its sandboxes run is given in full */
+        log_warning(COMP, "template '%s' (container %u): its defaults do not parse: ignored",
+                    t.name, vmid);
+    t.defaults = defaults;
     r = engine_rt_add(e, &t);
     if (r >= 0)
         log_info(COMP, "template '%s' (container %u on %s) found in Proxmox", t.name, vmid, node);
@@ -276,6 +281,7 @@ static int rt_adopt(struct engine *e, const struct marker *m, uint32_t vmid, con
 
 int engine_rt_adopt_config(struct engine *e, uint32_t vmid, const char *node, json_object *conf)
 {
+    const char *desc;
     json_object *v;
     struct marker m;
     int r;
@@ -283,7 +289,8 @@ int engine_rt_adopt_config(struct engine *e, uint32_t vmid, const char *node, js
     if (!conf || !json_object_object_get_ex(conf, "description", &v) ||
         !json_object_is_type(v, json_type_string))
         return 0;
-    r = marker_parse(json_object_get_string(v), &m);
+    desc = json_object_get_string(v);
+    r = marker_parse(desc, &m);
     if (r < 0 || !m.is_template || strcmp(m.instance, registry_instance_id(e->reg)) != 0)
         return 0; /* an operator's template, or another daemon's: not ours */
     if (!json_object_object_get_ex(conf, "template", &v) || json_object_get_int(v) != 1)
@@ -291,7 +298,7 @@ int engine_rt_adopt_config(struct engine *e, uint32_t vmid, const char *node, js
     if (!json_object_object_get_ex(conf, "rootfs", &v) || !json_object_is_type(v, json_type_string))
         v = NULL;
     return rt_adopt(
-        e, &m, vmid, node,
+        e, &m, vmid, node, desc,
         pve_rootfs_size_gb(v ? json_object_get_string(v) : NULL, e->cfg->sandbox.default_disk_gb));
 }
 

@@ -6,7 +6,7 @@ import type { CallOptions, Client } from "./client.js";
 import { FileError, InvalidParams, NoSuchSandbox, SandboxdError } from "./errors.js";
 import { ExecResult, ExecStream, OutputCollector, type OutputChunk } from "./exec.js";
 import { Process, type ProcessInfo } from "./process.js";
-import type { TemplateInfo } from "./template.js";
+import type { TemplateDefaults, TemplateInfo } from "./template.js";
 import { type Data, decodeText, encodeText, getData, getText, modeString, putData, wireParams } from "./wire.js";
 
 /** The sandbox object of docs/protocol.md, as the daemon sent it. */
@@ -421,9 +421,17 @@ export class Sandbox {
     return children;
   }
 
-  /** template.create: the sandbox becomes template `name` (it stops and ends). */
-  async makeTemplate(name: string, opts: CallOptions = {}): Promise<TemplateInfo> {
-    return ((await this.call("template.create", { name }, opts)) as { template: TemplateInfo }).template;
+  /** template.create: the sandbox becomes template `name` (it stops and ends). `defaults`:
+   * the env, cwd and user every exec and process of its sandboxes gets unless the call gives
+   * its own. */
+  async makeTemplate(
+    name: string,
+    opts: CallOptions = {},
+    defaults?: TemplateDefaults,
+  ): Promise<TemplateInfo> {
+    const params: Record<string, unknown> = { name };
+    if (defaults && Object.keys(defaults).length > 0) params.defaults = defaults;
+    return ((await this.call("template.create", params, opts)) as { template: TemplateInfo }).template;
   }
 
   /** sandbox.pause: the container stops, its disk is kept; `info.state` "paused". */

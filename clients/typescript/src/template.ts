@@ -9,6 +9,13 @@ export interface TemplateInfo {
   origin: "config" | { sandbox: string; uid: number; created_at: number };
   owner_uid: number | null;
   published: boolean;
-  defaults: Record<string, unknown>;
+  defaults: TemplateDefaults;
   used_by: { sandboxes: number; pool: number; pool_ready: number };
+}
+
+/** A template's defaults (template.create's `defaults`), each member only when set. */
+export interface TemplateDefaults {
+  env?: Record<string, string>;
+  cwd?: string;
+  user?: string;
 }
