@@ -84,8 +84,13 @@ def main():
                                                    "echo started; sleep 303"})
             assert r["timed_out"] is True and r["stdout"] == "started\n", r
             assert time.time() - t0 < 10, time.time() - t0
-            time.sleep(0.3)
-            r = c.call("sandbox.exec", {"id": sb["id"], "command": "nsenter -m -t 1 ps -o args | grep '[s]leep 30[0-3]' || true"})
+            # killed with the exec's PID namespace; the kernel may take a moment on a loaded machine
+            deadline = time.time() + 10
+            while True:
+                r = c.call("sandbox.exec", {"id": sb["id"], "command": "nsenter -m -t 1 ps -o args | grep '[s]leep 30[0-3]' || true"})
+                if r["stdout"] == "" or time.time() > deadline:
+                    break
+                time.sleep(0.2)
             assert r["stdout"] == "", r
 
         def exec_as_user():
