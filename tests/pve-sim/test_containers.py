@@ -330,6 +330,15 @@ class T2Firewall(unittest.TestCase):
         self.assertEqual(probe(self.ip, self.sib), {f"{inet} 80", f"{inet} 443", "dns"})
         r = S.ssh(self.ip, f"wget -q -O - http://{inet}/")
         self.assertEqual(r.stdout, "pve-sim internet http\n")
+        # the internet's resolver: its names on their own addresses, each page naming its name
+        names = S.info["internet_names"]
+        self.assertEqual(len(set(names.values())), len(names))
+        for n in ("allowed.test", "denied.test"):
+            r = S.ssh(self.ip, f"wget -q -O - http://{n}/ && echo | nc {n} 443")
+            self.assertEqual(r.stdout, f"pve-sim internet http {n}\npve-sim internet tls {n}\n", r.stderr)
+        r = S.ssh(self.ip, "nslookup allowed.test; nslookup nothing.invalid")
+        self.assertIn(names["allowed.test"], r.stdout)
+        self.assertNotEqual(r.returncode, 0)  # NXDOMAIN
         # the sibling has no group: still nothing
         self.assertEqual(probe(self.sib, self.ip), set())
 
