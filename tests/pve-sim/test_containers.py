@@ -342,6 +342,52 @@ class T2Firewall(unittest.TestCase):
         # the sibling has no group: still nothing
         self.assertEqual(probe(self.sib, self.ip), set())
 
+    def test_2b_ipset_allow_list(self):
+        """A guest rule whose dest is one of the guest's IP sets: a CIDR:port allow-list."""
+        names = S.info["internet_names"]
+        allowed, denied = names["allowed.test"], names["denied.test"]
+        base = "/nodes/pve/lxc/200/firewall"
+        self.group_rule(200, False)
+        r = S.api("POST", f"{base}/rules", {"type": "out", "action": "ACCEPT", "dest": "+egress", "enable": 1})
+        self.assertEqual((r.status, r.json.get("errors")), (400, {"dest": "no such ipset 'egress'"}))
+        r = S.api("POST", f"{base}/rules", {"type": "out", "action": "ACCEPT", "dest": "+a/b", "enable": 1})
+        self.assertEqual((r.status, r.json.get("errors")), (400, {"dest": "invalid ipset name '+a/b'"}))
+        S.ok("POST", f"{base}/ipset", {"name": "egress"})
+        S.ok("POST", f"{base}/rules", {"type": "out", "action": "ACCEPT", "dest": "+egress", "proto": "tcp",
+                                       "dport": "80", "enable": 1})
+        S.ok("PUT", f"{base}/options", {"policy_out": "REJECT"})
+        try:
+            # an empty set matches nothing
+            self.assertEqual(self.nc_from_ct(200, allowed, 80), "CLOSED")
+            S.ok("POST", f"{base}/ipset/egress", {"cidr": S.info["internet_subnet"]})
+            S.ok("POST", f"{base}/ipset/egress", {"cidr": denied, "nomatch": 1})
+            self.assertEqual(self.nc_from_ct(200, allowed, 80), "OPEN")
+            self.assertEqual(self.nc_from_ct(200, allowed, 443), "CLOSED")  # not the rule's port
+            self.assertEqual(self.nc_from_ct(200, denied, 80), "CLOSED")  # nomatch
+            # REJECT refuses at once: the reset arrives well within the connect's 2 s
+            ns = S.admin("GET", "/ct/200")["netns"]
+            r = subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c",
+                                f"import socket; socket.create_connection(('{denied}', 80), timeout=5)"],
+                               capture_output=True, text=True, timeout=20)
+            self.assertIn("ConnectionRefusedError", r.stderr)
+            # the sibling's rules do not see this guest's set
+            self.assertEqual(self.nc_from_ct(201, allowed, 80), "CLOSED")
+            # a security group's +name is a cluster set, none of the guest's
+            r = S.api("POST", "/cluster/firewall/groups/sandbox-internet",
+                      {"type": "out", "action": "ACCEPT", "dest": "+egress", "enable": 1})
+            self.assertEqual((r.status, r.json.get("errors")), (400, {"dest": "no such ipset 'egress'"}))
+            S.ok("DELETE", f"{base}/ipset/egress/{S.info['internet_subnet']}")
+            S.ok("POST", f"{base}/ipset/egress", {"cidr": allowed})
+            self.assertEqual(self.nc_from_ct(200, allowed, 80), "OPEN")
+            self.assertEqual(self.nc_from_ct(200, S.info["internet_ip"], 80), "CLOSED")
+        finally:
+            S.ok("PUT", f"{base}/options", {"policy_out": "DROP"})
+            for r in S.ok("GET", f"{base}/rules"):
+                if r.get("dest") == "+egress":
+                    S.ok("DELETE", f"{base}/rules/{r['pos']}")
+            S.ok("DELETE", f"{base}/ipset/egress", {"force": 1})
+        self.assertEqual(self.nc_from_ct(200, allowed, 80), "CLOSED")
+
     def test_3_internet_off_again(self):
         self.group_rule(200, True)
         self.group_rule(200, False)
