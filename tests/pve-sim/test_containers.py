@@ -388,6 +388,42 @@ class T2Firewall(unittest.TestCase):
             S.ok("DELETE", f"{base}/ipset/egress", {"force": 1})
         self.assertEqual(self.nc_from_ct(200, allowed, 80), "CLOSED")
 
+    def test_2c_host_listener_reachable(self):
+        """A service of the daemon's host (an egress proxy) on daemon_ip: reachable from a
+        container whose firewall lets it out to that address and port, refused otherwise."""
+        import socket
+        import threading
+        base = "/nodes/pve/lxc/200/firewall"
+        srv = socket.socket()
+        srv.bind((S.info["daemon_ip"], 0))
+        srv.listen(8)
+        port = srv.getsockname()[1]
+        got = []
+
+        def serve():
+            try:
+                conn, peer = srv.accept()
+                got.append(peer[0])
+                conn.close()
+            except OSError:
+                pass
+        t = threading.Thread(target=serve, daemon=True)
+        t.start()
+        S.ok("PUT", f"{base}/options", {"policy_out": "REJECT"})
+        try:
+            self.assertEqual(self.nc_from_ct(200, S.info["daemon_ip"], port), "CLOSED")
+            S.ok("POST", f"{base}/rules", {"type": "out", "action": "ACCEPT", "dest": S.info["daemon_ip"],
+                                           "proto": "tcp", "dport": str(port), "enable": 1})
+            self.assertEqual(self.nc_from_ct(200, S.info["daemon_ip"], port), "OPEN")
+            t.join(5)
+            self.assertEqual(got, [self.ip])  # the container's own address, not rewritten
+        finally:
+            srv.close()
+            S.ok("PUT", f"{base}/options", {"policy_out": "DROP"})
+            for r in S.ok("GET", f"{base}/rules"):
+                if r.get("dport") == str(port):
+                    S.ok("DELETE", f"{base}/rules/{r['pos']}")
+
     def test_3_internet_off_again(self):
         self.group_rule(200, True)
         self.group_rule(200, False)
