@@ -229,3 +229,65 @@ int egress_http_parse(const char *buf, size_t len, struct egress_request *ret)
     *ret = r;
     return 0;
 }
+
+/* The host as an IPv4 address (host byte order), when it is one. */
+static bool host_addr(const char *host, uint32_t *ret)
+{
+    struct egress_entry e;
+    const char *reason;
+
+    if (egress_entry_parse(host, strlen(host), &e, &reason) < 0 || e.kind != EGRESS_CIDR)
+        return false;
+    *ret = e.addr; /* a bare address: prefix 32, no port (the host has no '/' or ':') */
+    return true;
+}
+
+int egress_request_allowed(const struct egress_allow *a, const struct egress_request *r,
+                           const char **ret_reason)
+{
+    uint32_t addr;
+
+    if (host_addr(r->host, &addr)) {
+        if (egress_allows_addr(a, addr, r->port))
+            return 0;
+        *ret_reason = "the address and port are not on the allow-list";
+        return -EACCES;
+    }
+    if (!egress_allows_name(a, r->host, strlen(r->host))) {
+        *ret_reason = "the name is not on the allow-list";
+        return -EACCES;
+    }
+    if (r->port != (r->connect ? 443 : 80)) {
+        *ret_reason =
+            r->connect ? "names are allowed on port 443 only" : "names are allowed on port 80 only";
+        return -EACCES;
+    }
+    return 0;
+}
+
+int egress_tunnel_allowed(const struct egress_allow *a, const struct egress_request *r,
+                          const char *sni, int sni_len, const char **ret_reason)
+{
+    uint32_t addr;
+
+    if (sni_len < 0 && sni_len != -ENOENT) {
+        *ret_reason = "the tunnel does not start with a TLS ClientHello";
+        return -EACCES;
+    }
+    if (host_addr(r->host, &addr)) {
+        if (sni_len > 0 && !egress_allows_name(a, sni, (size_t)sni_len)) {
+            *ret_reason = "the TLS server name is not on the allow-list";
+            return -EACCES;
+        }
+        return 0;
+    }
+    if (sni_len <= 0) {
+        *ret_reason = "the TLS ClientHello names no server";
+        return -EACCES;
+    }
+    if ((size_t)sni_len != strlen(r->host) || strncasecmp(sni, r->host, (size_t)sni_len) != 0) {
+        *ret_reason = "the TLS server name is not the CONNECT host";
+        return -EACCES;
+    }
+    return 0;
+}

@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "egress.h"
+
 /* Bytes of a head, request line and headers, through its empty line. */
 #define EGRESS_HEAD_MAX 8192
 /* Header lines of a head. */
@@ -42,3 +44,19 @@ struct egress_request {
  * malformed or refused (above). *ret is written only on success. Garbage is refused as soon
  * as it is seen, not only once the head is complete. */
 int egress_http_parse(const char *buf, size_t len, struct egress_request *ret);
+
+/* The proxy's verdict on a parsed head, before it connects anywhere: 0, or -EACCES with
+ * *ret_reason (static text for the 403 and the log). A host that is an IPv4 address is
+ * allowed by a CIDR entry holding it and the port; a name by a name entry, and then only
+ * on port 443 for CONNECT and port 80 for plain HTTP (names take no port). */
+int egress_request_allowed(const struct egress_allow *a, const struct egress_request *r,
+                           const char **ret_reason);
+
+/* After a CONNECT the proxy answered, the tunnel's first bytes: 0 when they may go to the
+ * server, -EACCES (with *ret_reason) when not. sni is egress_sni_parse()'s result (sni_len
+ * > 0, or its negative error) for those bytes. A CONNECT to a name needs a ClientHello
+ * naming that very host (case-insensitive): no other name, even an allowed one, and no
+ * ClientHello without a name or bytes that are not TLS. A CONNECT to an address needs a
+ * ClientHello too, with no name or a name that is itself allowed. */
+int egress_tunnel_allowed(const struct egress_allow *a, const struct egress_request *r,
+                          const char *sni, int sni_len, const char **ret_reason);

@@ -2,7 +2,8 @@
  * its input, as a client in a sandbox could send it.
  *   0: egress_sni_parse()  - a name comes only from the input, at most 253 bytes, no NUL;
  *   1: egress_http_parse() - an accepted head lies inside the input and the limit, names a
- *      host of the allowed characters and a port; every prefix of it waits for more;
+ *      host of the allowed characters and a port; every prefix of it waits for more; the
+ *      proxy's verdicts on it are an answer or a refusal with a reason;
  *   2: egress_entry_parse() - an accepted entry's normal form parses back to itself, and a
  *      name entry allows the names it should (itself, or one label under a wildcard).
  * Invariants that must hold for any input abort the run. */
@@ -54,6 +55,23 @@ static void http(const uint8_t *p, size_t n)
     CHECK(!(q.chunked && q.content_length >= 0));
     if (!q.connect)
         CHECK(q.target_off + q.target_len <= q.head_len);
+    /* the verdicts: allowed or refused with a reason, whatever the head */
+    {
+        static struct egress_allow a;
+        const char *reason = NULL;
+        int v;
+
+        if (a.n == 0) {
+            CHECK(egress_entry_parse("allowed.test", 12, &a.e[0], &reason) == 0);
+            CHECK(egress_entry_parse("*.allowed.test", 14, &a.e[1], &reason) == 0);
+            CHECK(egress_entry_parse("10.0.0.0/8:443", 14, &a.e[2], &reason) == 0);
+            a.n = 3;
+        }
+        v = egress_request_allowed(&a, &q, &reason);
+        CHECK(v == 0 || (v == -EACCES && reason));
+        v = egress_tunnel_allowed(&a, &q, q.host, (int)strlen(q.host), &reason);
+        CHECK(v == 0 || (v == -EACCES && reason));
+    }
     /* a prefix never answers differently from the whole but by waiting */
     for (size_t k = 0; k < q.head_len; k += 1 + k / 8) {
         struct egress_request part;

@@ -1,7 +1,8 @@
 /* The egress proxy's request heads: CONNECT and absolute-form requests as curl, pip and
  * browsers send them; every prefix of a good head waits for more; what is refused (bare
  * LF or CR, folding, smuggling-prone framing, a Host naming another host, https://,
- * origin-form, IPv6 literals, userinfo); the limits. Buffers are exactly as long as the
+ * origin-form, IPv6 literals, userinfo); the limits; the proxy's verdicts on a head and on the
+ * tunnel's ClientHello. Buffers are exactly as long as the
  * input (no NUL after it): ASan sees any read past it. */
 #include <check.h>
 #include <errno.h>
@@ -186,6 +187,86 @@ START_TEST(test_limits)
 }
 END_TEST
 
+static void allow_list(struct egress_allow *a)
+{
+    static const char *entries[] = {"allowed.test", "*.github.com", "198.51.100.5:8443",
+                                    "203.0.113.0/24"};
+    const char *reason;
+
+    a->n = 0;
+    for (size_t i = 0; i < sizeof(entries) / sizeof(entries[0]); i++)
+        ck_assert_int_eq(egress_entry_parse(entries[i], strlen(entries[i]), &a->e[a->n++], &reason),
+                         0);
+}
+
+static int req_verdict(const struct egress_allow *a, const char *head)
+{
+    struct egress_request r;
+    const char *reason = NULL;
+    int e;
+
+    ck_assert_int_eq(parse(head, &r), 0);
+    e = egress_request_allowed(a, &r, &reason);
+    ck_assert(e == 0 || (e == -EACCES && reason));
+    return e;
+}
+
+static int tunnel_verdict(const struct egress_allow *a, const char *target, const char *sni,
+                          int sni_len)
+{
+    char head[600];
+    struct egress_request r;
+    const char *reason = NULL;
+    int e;
+
+    snprintf(head, sizeof(head), "CONNECT %s HTTP/1.1\r\n\r\n", target);
+    ck_assert_int_eq(parse(head, &r), 0);
+    e = egress_tunnel_allowed(a, &r, sni, sni_len, &reason);
+    ck_assert(e == 0 || (e == -EACCES && reason));
+    return e;
+}
+
+START_TEST(test_policy)
+{
+    static struct egress_allow a;
+
+    allow_list(&a);
+    /* by name: on the list, on the proxy's port for the kind of request */
+    ck_assert_int_eq(req_verdict(&a, "CONNECT Allowed.Test:443 HTTP/1.1\r\n\r\n"), 0);
+    ck_assert_int_eq(req_verdict(&a, "CONNECT api.github.com:443 HTTP/1.1\r\n\r\n"), 0);
+    ck_assert_int_eq(
+        req_verdict(&a, "GET http://allowed.test/x HTTP/1.1\r\nHost: allowed.test\r\n\r\n"), 0);
+    ck_assert_int_eq(req_verdict(&a, "CONNECT denied.test:443 HTTP/1.1\r\n\r\n"), -EACCES);
+    ck_assert_int_eq(req_verdict(&a, "CONNECT github.com:443 HTTP/1.1\r\n\r\n"), -EACCES);
+    ck_assert_int_eq(req_verdict(&a, "CONNECT allowed.test:22 HTTP/1.1\r\n\r\n"), -EACCES);
+    ck_assert_int_eq(req_verdict(&a, "CONNECT allowed.test:80 HTTP/1.1\r\n\r\n"), -EACCES);
+    ck_assert_int_eq(
+        req_verdict(&a, "GET http://allowed.test:443/ HTTP/1.1\r\nHost: allowed.test:443\r\n\r\n"),
+        -EACCES);
+    ck_assert_int_eq(
+        req_verdict(&a, "GET http://denied.test/ HTTP/1.1\r\nHost: denied.test\r\n\r\n"), -EACCES);
+    /* by address: a CIDR entry holding it and the port */
+    ck_assert_int_eq(req_verdict(&a, "CONNECT 198.51.100.5:8443 HTTP/1.1\r\n\r\n"), 0);
+    ck_assert_int_eq(req_verdict(&a, "CONNECT 198.51.100.5:443 HTTP/1.1\r\n\r\n"), -EACCES);
+    ck_assert_int_eq(req_verdict(&a, "GET http://203.0.113.9:8080/ HTTP/1.0\r\n\r\n"), 0);
+    ck_assert_int_eq(req_verdict(&a, "GET http://203.0.114.9/ HTTP/1.0\r\n\r\n"), -EACCES);
+    /* the tunnel: the ClientHello names the CONNECT host itself */
+    ck_assert_int_eq(tunnel_verdict(&a, "allowed.test:443", "allowed.test", 12), 0);
+    ck_assert_int_eq(tunnel_verdict(&a, "allowed.test:443", "ALLOWED.test", 12), 0);
+    ck_assert_int_eq(tunnel_verdict(&a, "allowed.test:443", "denied.test", 11), -EACCES);
+    ck_assert_int_eq(tunnel_verdict(&a, "allowed.test:443", "api.github.com", 14),
+                     -EACCES); /* allowed, but another */
+    ck_assert_int_eq(tunnel_verdict(&a, "allowed.test:443", "allowed.test.", 13), -EACCES);
+    ck_assert_int_eq(tunnel_verdict(&a, "allowed.test:443", "allowed.tes", 11), -EACCES);
+    ck_assert_int_eq(tunnel_verdict(&a, "allowed.test:443", NULL, -ENOENT), -EACCES);
+    ck_assert_int_eq(tunnel_verdict(&a, "allowed.test:443", NULL, -EINVAL), -EACCES);
+    ck_assert_int_eq(tunnel_verdict(&a, "198.51.100.5:8443", NULL, -ENOENT), 0);
+    ck_assert_int_eq(tunnel_verdict(&a, "198.51.100.5:8443", "allowed.test", 12), 0);
+    ck_assert_int_eq(tunnel_verdict(&a, "198.51.100.5:8443", "denied.test", 11), -EACCES);
+    ck_assert_int_eq(tunnel_verdict(&a, "198.51.100.5:8443", NULL, -EINVAL), -EACCES);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("egress-http");
@@ -197,6 +278,7 @@ int main(void)
     tcase_add_test(tc, test_absolute);
     tcase_add_test(tc, test_syntax);
     tcase_add_test(tc, test_limits);
+    tcase_add_test(tc, test_policy);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
