@@ -107,6 +107,18 @@ def main():
                 assert m[k][1] == "ConnectionRefusedError" and m[k][0] < FAST_MS, (k, m)
             r = c.call("sandbox.exec", {"id": sb["id"], "command": "curl -sS -m 5 http://example.org/"})
             assert r["exit_code"] == 0 and "pve-sim internet http" in r["stdout"], r
+            # the simulated internet's names: each on its own address, the page naming it
+            names = info["internet_names"]
+            for n in ("allowed.test", "denied.test"):
+                r = c.call("sandbox.exec", {"id": sb["id"], "command":
+                                            f"getent hosts {n} && curl -sS -m 5 http://{n}/"})
+                assert r["exit_code"] == 0, r
+                assert r["stdout"].split()[0] == names[n], (n, r)
+                assert r["stdout"].endswith(f"pve-sim internet http {n}\n"), (n, r)
+            # a name that does not exist: the resolver's NXDOMAIN, at once
+            rc, ms = shell_ms("getent hosts nothing.invalid")
+            print(f"  internet on: getent hosts nothing.invalid: exit {rc} after {ms} ms", flush=True)
+            assert rc == 2 and ms < 1000, (rc, ms)
 
         def download_mbps(mib):
             r = c.call("sandbox.exec", {"id": sb["id"], "timeout_ms": 30000, "command":

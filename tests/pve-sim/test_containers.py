@@ -330,8 +330,99 @@ class T2Firewall(unittest.TestCase):
         self.assertEqual(probe(self.ip, self.sib), {f"{inet} 80", f"{inet} 443", "dns"})
         r = S.ssh(self.ip, f"wget -q -O - http://{inet}/")
         self.assertEqual(r.stdout, "pve-sim internet http\n")
+        # the internet's resolver: its names on their own addresses, each page naming its name
+        names = S.info["internet_names"]
+        self.assertEqual(len(set(names.values())), len(names))
+        for n in ("allowed.test", "denied.test"):
+            r = S.ssh(self.ip, f"wget -q -O - http://{n}/ && echo | nc {n} 443")
+            self.assertEqual(r.stdout, f"pve-sim internet http {n}\npve-sim internet tls {n}\n", r.stderr)
+        r = S.ssh(self.ip, "nslookup allowed.test; nslookup nothing.invalid")
+        self.assertIn(names["allowed.test"], r.stdout)
+        self.assertNotEqual(r.returncode, 0)  # NXDOMAIN
         # the sibling has no group: still nothing
         self.assertEqual(probe(self.sib, self.ip), set())
+
+    def test_2b_ipset_allow_list(self):
+        """A guest rule whose dest is one of the guest's IP sets: a CIDR:port allow-list."""
+        names = S.info["internet_names"]
+        allowed, denied = names["allowed.test"], names["denied.test"]
+        base = "/nodes/pve/lxc/200/firewall"
+        self.group_rule(200, False)
+        r = S.api("POST", f"{base}/rules", {"type": "out", "action": "ACCEPT", "dest": "+egress", "enable": 1})
+        self.assertEqual((r.status, r.json.get("errors")), (400, {"dest": "no such ipset 'egress'"}))
+        r = S.api("POST", f"{base}/rules", {"type": "out", "action": "ACCEPT", "dest": "+a/b", "enable": 1})
+        self.assertEqual((r.status, r.json.get("errors")), (400, {"dest": "invalid ipset name '+a/b'"}))
+        S.ok("POST", f"{base}/ipset", {"name": "egress"})
+        S.ok("POST", f"{base}/rules", {"type": "out", "action": "ACCEPT", "dest": "+egress", "proto": "tcp",
+                                       "dport": "80", "enable": 1})
+        S.ok("PUT", f"{base}/options", {"policy_out": "REJECT"})
+        try:
+            # an empty set matches nothing
+            self.assertEqual(self.nc_from_ct(200, allowed, 80), "CLOSED")
+            S.ok("POST", f"{base}/ipset/egress", {"cidr": S.info["internet_subnet"]})
+            S.ok("POST", f"{base}/ipset/egress", {"cidr": denied, "nomatch": 1})
+            self.assertEqual(self.nc_from_ct(200, allowed, 80), "OPEN")
+            self.assertEqual(self.nc_from_ct(200, allowed, 443), "CLOSED")  # not the rule's port
+            self.assertEqual(self.nc_from_ct(200, denied, 80), "CLOSED")  # nomatch
+            # REJECT refuses at once: the reset arrives well within the connect's 2 s
+            ns = S.admin("GET", "/ct/200")["netns"]
+            r = subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c",
+                                f"import socket; socket.create_connection(('{denied}', 80), timeout=5)"],
+                               capture_output=True, text=True, timeout=20)
+            self.assertIn("ConnectionRefusedError", r.stderr)
+            # the sibling's rules do not see this guest's set
+            self.assertEqual(self.nc_from_ct(201, allowed, 80), "CLOSED")
+            # a security group's +name is a cluster set, none of the guest's
+            r = S.api("POST", "/cluster/firewall/groups/sandbox-internet",
+                      {"type": "out", "action": "ACCEPT", "dest": "+egress", "enable": 1})
+            self.assertEqual((r.status, r.json.get("errors")), (400, {"dest": "no such ipset 'egress'"}))
+            S.ok("DELETE", f"{base}/ipset/egress/{S.info['internet_subnet']}")
+            S.ok("POST", f"{base}/ipset/egress", {"cidr": allowed})
+            self.assertEqual(self.nc_from_ct(200, allowed, 80), "OPEN")
+            self.assertEqual(self.nc_from_ct(200, S.info["internet_ip"], 80), "CLOSED")
+        finally:
+            S.ok("PUT", f"{base}/options", {"policy_out": "DROP"})
+            for r in S.ok("GET", f"{base}/rules"):
+                if r.get("dest") == "+egress":
+                    S.ok("DELETE", f"{base}/rules/{r['pos']}")
+            S.ok("DELETE", f"{base}/ipset/egress", {"force": 1})
+        self.assertEqual(self.nc_from_ct(200, allowed, 80), "CLOSED")
+
+    def test_2c_host_listener_reachable(self):
+        """A service of the daemon's host (an egress proxy) on daemon_ip: reachable from a
+        container whose firewall lets it out to that address and port, refused otherwise."""
+        import socket
+        import threading
+        base = "/nodes/pve/lxc/200/firewall"
+        srv = socket.socket()
+        srv.bind((S.info["daemon_ip"], 0))
+        srv.listen(8)
+        port = srv.getsockname()[1]
+        got = []
+
+        def serve():
+            try:
+                conn, peer = srv.accept()
+                got.append(peer[0])
+                conn.close()
+            except OSError:
+                pass
+        t = threading.Thread(target=serve, daemon=True)
+        t.start()
+        S.ok("PUT", f"{base}/options", {"policy_out": "REJECT"})
+        try:
+            self.assertEqual(self.nc_from_ct(200, S.info["daemon_ip"], port), "CLOSED")
+            S.ok("POST", f"{base}/rules", {"type": "out", "action": "ACCEPT", "dest": S.info["daemon_ip"],
+                                           "proto": "tcp", "dport": str(port), "enable": 1})
+            self.assertEqual(self.nc_from_ct(200, S.info["daemon_ip"], port), "OPEN")
+            t.join(5)
+            self.assertEqual(got, [self.ip])  # the container's own address, not rewritten
+        finally:
+            srv.close()
+            S.ok("PUT", f"{base}/options", {"policy_out": "DROP"})
+            for r in S.ok("GET", f"{base}/rules"):
+                if r.get("dport") == str(port):
+                    S.ok("DELETE", f"{base}/rules/{r['pos']}")
 
     def test_3_internet_off_again(self):
         self.group_rule(200, True)

@@ -59,6 +59,14 @@ def rules_list(rules):
     return [rule_out(r, i, dg) for i, r in enumerate(rules)]
 
 
+def guest_ipsets(c):
+    """The IP sets of the guest whose rules are changed (none for a security group's)."""
+    if "vmid" not in c.pp:
+        return {}
+    with c.sim.lock:
+        return dict(c.sim.fw.get(c.vmid(), {}).get("ipsets", {}))
+
+
 def check_rule(c, a, allow_group=True):
     errors = {}
     typ = a.get("type")
@@ -73,7 +81,17 @@ def check_rule(c, a, allow_group=True):
     if a.get("macro") and a["macro"] not in MACROS:
         errors["macro"] = f"unknown macro '{a['macro']}'"
     for k in ("source", "dest"):
-        if a.get(k) and not a[k].startswith("+"):
+        if a.get(k) and a[k].startswith("+"):
+            # an IP set reference (Firewall.pm verify_rule): +name is the guest's set of that
+            # name or else the cluster's (cluster sets are not modelled: none exists)
+            m = re.fullmatch(r"\+(?:(guest|dc)/)?(" + IPSET_RE + ")", a[k])
+            if not m:
+                errors[k] = f"invalid ipset name '{a[k]}'"
+            elif m.group(1) != "dc" and m.group(2) not in guest_ipsets(c):
+                errors[k] = f"no such ipset '{m.group(2)}'"
+            elif m.group(1) == "dc":
+                errors[k] = f"no such ipset '{m.group(2)}'"
+        elif a.get(k):
             for item in a[k].split(","):
                 try:
                     if "-" in item:

@@ -119,6 +119,7 @@ def parse_args(argv=None):
     ap.add_argument("--serve-host", help=argparse.SUPPRESS)
     ap.add_argument("--host-ip", help=argparse.SUPPRESS)
     ap.add_argument("--dns-answer", help=argparse.SUPPRESS)
+    ap.add_argument("--dns-names", default="", help=argparse.SUPPRESS)
     return ap.parse_args(argv)
 
 

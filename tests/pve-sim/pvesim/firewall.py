@@ -49,7 +49,7 @@ def nft_addrs(spec):
         if not a:
             continue
         if a.startswith("+") or ":" in a:
-            return None  # ipsets and IPv6 are not modelled
+            return None  # a set in a list (not a valid rule) and IPv6 are not modelled
         try:
             if "-" in a:
                 lo, hi = a.split("-", 1)
@@ -73,11 +73,43 @@ def nft_ports(spec):
     return items[0] if len(items) == 1 else "{ " + ", ".join(items) + " }"
 
 
-def rule_to_nft(r, verdict):
-    """Return nft rule lines for one rule (type in/out), or [] when it cannot match."""
+def nft_set_match(spec, sets, kw):
+    """The matches for an IP set reference (+name, +guest/name) among the guest's sets, as
+    pve-firewall resolves them; None when the reference resolves to nothing (a cluster set,
+    not modelled, or a missing one: the rule has errors and is left out) or the set has no
+    IPv4 entry (it matches nothing). nomatch entries are exceptions: an address in one does
+    not match even when a wider entry holds it."""
+    m = re.fullmatch(r"\+(?:(guest|dc)/)?([A-Za-z][A-Za-z0-9_-]+)", spec)
+    if not m or m.group(1) == "dc" or m.group(2) not in (sets or {}):
+        return None
+    match, nomatch = [], []
+    for e in sets[m.group(2)].get("entries", []):
+        if ":" in e["cidr"]:
+            continue  # IPv6 is not modelled
+        (nomatch if e.get("nomatch") else match).append(ipaddress.ip_network(e["cidr"], strict=False))
+    if not match:
+        return None
+
+    def nft_set(nets):
+        return "{ " + ", ".join(str(n.network_address) if n.prefixlen == 32 else str(n)
+                                for n in ipaddress.collapse_addresses(nets)) + " }"
+    out = [f"ip {kw} {nft_set(match)}"]
+    if nomatch:
+        out.insert(0, f"ip {kw} != {nft_set(nomatch)}")
+    return out
+
+
+def rule_to_nft(r, verdict, sets=None):
+    """Return nft rule lines for one rule (type in/out), or [] when it cannot match. sets:
+    the guest's IP sets, for a rule of the guest's own (a security group's rule sees none)."""
     base = []
     for key, kw in (("source", "saddr"), ("dest", "daddr")):
-        if r.get(key):
+        if r.get(key) and r[key].startswith("+"):
+            a = nft_set_match(r[key], sets, kw)
+            if a is None:
+                return []
+            base += a
+        elif r.get(key):
             a = nft_addrs(r[key])
             if a is None:
                 return []
@@ -215,6 +247,7 @@ def bridge_rules(port, c, mac):
 def ct_chains(vmid, c, groups):
     """The ct<vmid>_out and ct<vmid>_in chains: enabled rules in order, groups expanded in place."""
     out_rules, in_rules = [], []
+    sets = c.get("ipsets", {})
     for r in c["rules"]:
         if not int(r.get("enable", 0) or 0):
             continue
@@ -224,18 +257,18 @@ def ct_chains(vmid, c, groups):
                 continue
             for gr in g["rules"]:
                 if int(gr.get("enable", 0) or 0) and gr["type"] in ("in", "out"):
-                    (out_rules if gr["type"] == "out" else in_rules).append(gr)
+                    (out_rules if gr["type"] == "out" else in_rules).append((gr, None))
         elif r["type"] in ("in", "out"):
-            (out_rules if r["type"] == "out" else in_rules).append(r)
+            (out_rules if r["type"] == "out" else in_rules).append((r, sets))
     ol = []
-    for r in out_rules:
-        ol += rule_to_nft(r, verdict_for(r["action"], "out"))
+    for r, rs in out_rules:
+        ol += rule_to_nft(r, verdict_for(r["action"], "out"), rs)
     pol = c["options"].get("policy_out") or "ACCEPT"
     if pol != "ACCEPT":
         ol += policy_lines(pol, "out")
     il = []
-    for r in in_rules:
-        il += rule_to_nft(r, verdict_for(r["action"], "in"))
+    for r, rs in in_rules:
+        il += rule_to_nft(r, verdict_for(r["action"], "in"), rs)
     il += policy_lines(c["options"].get("policy_in") or "DROP", "in")
     return [f"chain ct{vmid}_out {{\n" + "".join(f"  {l}\n" for l in ol) + "}",
             f"chain ct{vmid}_in {{\n" + "".join(f"  {l}\n" for l in il) + "}"]

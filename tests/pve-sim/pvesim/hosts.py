@@ -1,7 +1,11 @@
 """The simulated internet and LAN hosts: HTTP on 80 (GET /bytes/N: N zero bytes, at most
 256 MiB, and PUT /sink: reads a body of up to 256 MiB and answers its size, for throughput
 checks), one-line banners on 443 and 22, and a
-DNS server on 53 answering every A query with the internet host. Runs as
+DNS server on 53. The resolver answers A queries for the names it serves (internet.test,
+allowed.test, denied.test: each an address of the internet host, which serves them all)
+with their addresses, names under .invalid with NXDOMAIN, and any other name with the
+internet host. A page or banner fetched from an address other than the host's own names
+that address's name ("pve-sim internet http allowed.test"). Runs as
 "pve-sim --serve-host NAME" inside that host's namespace."""
 
 import os
@@ -16,7 +20,18 @@ import time
 BYTES_MAX = 256 << 20
 
 
-def serve_host(name, ip, dns_answer):
+def serve_host(name, ip, dns_answer, names=None):
+    names = {k.lower(): v for k, v in (names or {}).items()}
+    by_addr = {v: k for k, v in names.items()}
+
+    def label(conn):
+        """The name of the address the peer connected to, when it is not the host's own."""
+        try:
+            local = conn.getsockname()[0]
+        except OSError:
+            return ""
+        return " " + by_addr[local] if local != ip and local in by_addr else ""
+
     def tcp_banner(port, payload_fn):
         s = socket.socket()
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -49,7 +64,7 @@ def serve_host(name, ip, dns_answer):
             if m:
                 sink(conn, req)
                 return
-            body = f"pve-sim {name} http\n".encode()
+            body = f"pve-sim {name} http{label(conn)}\n".encode()
             conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s"
                          % (len(body), body))
         except OSError:
@@ -84,7 +99,8 @@ def serve_host(name, ip, dns_answer):
     def banner(text):
         def f(conn):
             try:
-                conn.sendall(text.encode())
+                conn.sendall(text.replace("\n", label(conn) + "\n", 1).encode() if text.endswith(" tls\n")
+                             else text.encode())
                 conn.settimeout(2)
                 conn.recv(1024)
             except OSError:
@@ -92,22 +108,35 @@ def serve_host(name, ip, dns_answer):
             conn.close()
         return f
 
+    def qname(q, i):
+        """The question's name, lower case, and the offset of its end; None when malformed."""
+        labels = []
+        while i < len(q) and q[i] != 0:
+            if q[i] > 63 or i + 1 + q[i] > len(q):
+                return None, i
+            labels.append(q[i + 1:i + 1 + q[i]].decode("ascii", "replace").lower())
+            i += q[i] + 1
+        return ".".join(labels), i
+
     def dns_answer_for(q):
         if len(q) < 12:
             return None
         tid = q[:2]
-        i = 12
-        while i < len(q) and q[i] != 0:
-            i += q[i] + 1
+        qn, i = qname(q, 12)
         qend = i + 5
+        if qn is None or qend > len(q):
+            return tid + struct.pack("!HHHHH", 0x8181, 0, 0, 0, 0)  # FORMERR
         question = q[12:qend]
-        qtype = struct.unpack("!H", q[i + 1:i + 3])[0] if qend <= len(q) else 0
+        qtype = struct.unpack("!H", q[i + 1:i + 3])[0]
         ans = b""
         an = 0
-        if qtype == 1:
-            ans = b"\xc0\x0c" + struct.pack("!HHIH", 1, 1, 60, 4) + socket.inet_aton(dns_answer)
+        rcode = 0
+        if qn == "invalid" or qn.endswith(".invalid"):
+            rcode = 3  # NXDOMAIN
+        elif qtype == 1:
+            ans = b"\xc0\x0c" + struct.pack("!HHIH", 1, 1, 60, 4) + socket.inet_aton(names.get(qn, dns_answer))
             an = 1
-        hdr = tid + struct.pack("!HHHHH", 0x8180, 1, an, 0, 0)
+        hdr = tid + struct.pack("!HHHHH", 0x8180 | rcode, 1, an, 0, 0)
         return hdr + question + ans
 
     def udp_dns():

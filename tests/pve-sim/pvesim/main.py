@@ -121,7 +121,8 @@ def write_info(sim, cfg, url, fp):
         "pools": sorted(sim.pools), "pool": cfg["pools"][0]["poolid"] if cfg["pools"] else "",
         "tokens": {t.id: t.secret for t in sim.tokens.values()},
         "bridge_subnet": str(sim.net.bridge), "gateway": sim.net.gw, "daemon_ip": sim.net.host_ip,
-        "internet_ip": sim.net.inet_ip, "internet_subnet": str(sim.net.inet), "lan_ip": sim.net.lan_ip,
+        "internet_ip": sim.net.inet_ip, "internet_subnet": str(sim.net.inet),
+        "internet_names": sim.net.inet_names, "lan_ip": sim.net.lan_ip,
         "node_netns": sim.net.node_ns, "internet_netns": sim.net.inet_ns, "lan_netns": sim.net.lan_ns,
         "admin_url": url + "/admin", "containers": cfg["containers"],
     }
@@ -135,7 +136,8 @@ def write_info(sim, cfg, url, fp):
 def main(argv=None):
     args = parse_args(argv)
     if args.serve_host:
-        serve_host(args.serve_host, args.host_ip, args.dns_answer)
+        names = dict(e.split("=", 1) for e in args.dns_names.split(",") if e)
+        serve_host(args.serve_host, args.host_ip, args.dns_answer, names)
         return
     if args.build_template_image:
         rootfs.main_build(check_only=args.check_only)

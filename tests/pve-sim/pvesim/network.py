@@ -186,6 +186,9 @@ class Net:
         self.host_ip = str(self.transit.network_address + 1)
         self.node_ip = str(self.transit.network_address + 2)
         self.inet_ip = str(self.inet.network_address + 2)
+        # names the internet's resolver serves, each on an address of the internet host
+        self.inet_names = {n: str(self.inet.network_address + 2 + i)
+                           for i, n in enumerate(("internet.test", "allowed.test", "denied.test"))}
         self.lan_ip = str(self.lan.network_address + 2)
         return {"bridge": str(self.bridge), "transit": str(self.transit), "lan": str(self.lan)}
 
@@ -228,8 +231,10 @@ class Net:
             gw = str(net.network_address + 1)
             ip = str(net.network_address + 2)
             nodecmds += [f"addr add {gw}/{net.prefixlen} dev {ifn}", f"link set {ifn} up"]
-            self.batch(ns, ["link set lo up", f"addr add {ip}/{net.prefixlen} dev eth0", "link set eth0 up",
-                            f"route add default via {gw}"])
+            extra = [f"addr add {a}/{net.prefixlen} dev eth0" for a in self.inet_names.values()
+                     if a != ip] if ns == self.inet_ns else []
+            self.batch(ns, ["link set lo up", f"addr add {ip}/{net.prefixlen} dev eth0"] + extra +
+                       ["link set eth0 up", f"route add default via {gw}"])
             self.nsx(ns, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1")
         self.batch(n, nodecmds)
         self.nsx(n, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1", "net.ipv4.conf.all.send_redirects=0",
@@ -243,7 +248,8 @@ class Net:
             ip = str(net.network_address + 2)
             logf = open(os.path.join(self.sim.state_dir, f"{name}-host.log"), "ab")
             p = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, SELF, "--serve-host", name,
-                                  "--host-ip", ip, "--dns-answer", self.inet_ip, "--instance", self.inst],
+                                  "--host-ip", ip, "--dns-answer", self.inet_ip, "--instance", self.inst,
+                                  "--dns-names", ",".join(f"{k}={v}" for k, v in self.inet_names.items())],
                                  stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, start_new_session=True)
             self.procs.append(p)
 

@@ -1,0 +1,70 @@
+/* Egress allow-lists: the entries of `internet: {"allow": [...]}`, parsed, checked,
+ * normalised and matched. Pure: no loop, no sockets, no allocation.
+ *
+ * An entry is one of
+ *   - an IPv4 address or CIDR, optionally with one port: "203.0.113.7", "203.0.113.0/24",
+ *     "203.0.113.0/24:443". Host bits are masked ("10.0.0.9/8" is kept as "10.0.0.0/8");
+ *     a /0 is refused (that is `internet: true` without its port limits, not a list).
+ *   - a domain name, "pypi.org", or a wildcard "*.github.com", which allows the names under
+ *     github.com ("api.github.com", "a.b.github.com") but not github.com itself. Names are
+ *     kept in lower case without a final dot; they take no port (the egress proxy serves
+ *     HTTP and HTTPS) and must not look like an address (a numeric last label).
+ * A list holds at most EGRESS_ALLOW_MAX entries and no entry twice (after normalisation). */
+#pragma once
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "params.h"
+
+/* Entries in one list. */
+#define EGRESS_ALLOW_MAX 64
+/* Bytes of one entry as given (a name of 253 with "*." and a port fit). */
+#define EGRESS_ENTRY_MAX 260
+/* Bytes of a name without "*." (RFC 1035: 253 as text, labels of 1 to 63). */
+#define EGRESS_NAME_MAX 253
+
+enum egress_kind {
+    EGRESS_CIDR = 1,
+    EGRESS_NAME,
+};
+
+struct egress_entry {
+    enum egress_kind kind;
+    uint32_t addr;                  /* EGRESS_CIDR: the network address, host byte order */
+    uint8_t prefix;                 /* EGRESS_CIDR: 1..32 */
+    uint16_t port;                  /* EGRESS_CIDR: 0 for every port */
+    bool wildcard;                  /* EGRESS_NAME: "*.name", the names under name */
+    char name[EGRESS_NAME_MAX + 1]; /* EGRESS_NAME: lower case, without "*." and final dot */
+};
+
+struct egress_allow {
+    size_t n;
+    struct egress_entry e[EGRESS_ALLOW_MAX];
+};
+
+/* Parses one entry of len bytes (no NUL needed). 0, or -EINVAL with *ret_reason (static
+ * text) set; *ret is written only on success. */
+int egress_entry_parse(const char *s, size_t len, struct egress_entry *ret,
+                       const char **ret_reason);
+
+/* The entry in its normal form ("10.0.0.0/8:443", "10.0.0.7", "*.github.com"); at most
+ * EGRESS_ENTRY_MAX bytes and a NUL. The length, or -ENOBUFS when size is too small. */
+int egress_entry_format(const struct egress_entry *e, char *buf, size_t size);
+
+/* Parses a JSON array of entry strings into *ret. On a refusal -EINVAL with err naming
+ * param (e.g. "internet.allow") and the offending entry's index; *ret is then undefined. */
+int egress_allow_parse(json_object *arr, const char *param, struct egress_allow *ret,
+                       struct params_error *err);
+
+/* True when the list allows a connection to addr (host byte order) on port. */
+bool egress_allows_addr(const struct egress_allow *a, uint32_t addr, uint16_t port);
+
+/* True when the list allows the host name (case-insensitive, one final dot ignored); an
+ * empty name, one over EGRESS_NAME_MAX or an address is never allowed by name. */
+bool egress_allows_name(const struct egress_allow *a, const char *host, size_t len);
+
+/* True when the list has at least one name entry (the sandbox then needs the proxy). */
+bool egress_has_names(const struct egress_allow *a);
