@@ -1,0 +1,256 @@
+#!/usr/bin/env python3
+"""Preview URLs (sandbox.preview): the URL's token in the query gets a 302 setting the cookie;
+with the cookie, a page served by busybox httpd inside a sandbox and a WebSocket upgrade (the
+101 and its Sec-WebSocket-Accept computed in the sandbox) with frames echoed both ways come
+through the listener; 403 without the token, with a forged one, with another port's, after
+expiry, after unpreview (the relayed connection closed too) and after destroy; 404 for a Host
+outside base_url's pattern; garbage gets 400, a huge head 431, a slow head is closed after
+header_timeout_ms, and none of them stalls a good client; the method's limits; the signing key
+is made in the state folder."""
+
+import base64
+import hashlib
+import os
+import socket
+import time
+import urllib.parse
+
+from e2elib import Env, expect_error, run
+
+PAGE = b"hello from the preview\n" * 50
+HTTP_PORT, WS_PORT = 8080, 9001
+GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+# A WebSocket handshake in busybox sh: reads the request head, answers 101 with the accept
+# key, then echoes the frames' bytes (cat).
+WS_SH = r"""#!/bin/sh
+key=
+while IFS= read -r line; do
+  line=$(printf '%s' "$line" | tr -d '\r')
+  [ -z "$line" ] && break
+  case "$line" in Sec-WebSocket-Key:*) key=$(printf '%s' "${line#*:}" | tr -d ' ');; esac
+done
+hex=$(printf '%s' "${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11" | sha1sum | cut -d' ' -f1)
+acc=$(printf "$(printf '%s' "$hex" | sed 's/../\\x&/g')" | base64)
+printf 'HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n' "$acc"
+exec cat
+"""
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+LPORT = free_port()
+BASE = f"http://{{port}}-{{id}}.preview.test:{LPORT}"
+
+
+def recv_all(s):
+    out = b""
+    while True:
+        try:
+            d = s.recv(65536)
+        except (ConnectionResetError, socket.timeout):
+            return out
+        if not d:
+            return out
+        out += d
+
+
+def request(raw, timeout=20):
+    s = socket.create_connection(("127.0.0.1", LPORT), timeout=timeout)
+    try:
+        s.sendall(raw)
+        return recv_all(s)
+    finally:
+        s.close()
+
+
+def get(host, target="/", cookie=None, extra=b""):
+    head = f"GET {target} HTTP/1.1\r\nHost: {host}:{LPORT}\r\nConnection: close\r\n".encode()
+    if cookie:
+        head += f"Cookie: a=b; sandboxd_preview={cookie}\r\n".encode()
+    return request(head + extra + b"\r\n")
+
+
+def status(resp):
+    line = resp.split(b"\r\n", 1)[0]
+    assert line.startswith(b"HTTP/1.1 "), resp[:200]
+    return int(line.split()[1])
+
+
+def split_url(url):
+    u = urllib.parse.urlsplit(url)
+    q = urllib.parse.parse_qs(u.query)
+    return u.hostname, q["sandboxd_preview"][0]
+
+
+def main():
+    conf = {"preview": {"listen": f"127.0.0.1:{LPORT}", "base_url": BASE, "max_per_sandbox": "4",
+                        "max_ttl_s": "3600", "header_timeout_ms": "1000", "max_pending": "64"}}
+    with Env(daemon_config=conf) as env:
+        c = env.client()
+        sid = c.call("sandbox.create", {"ttl_s": 900})["id"]
+        c.call("file.write", {"id": sid, "path": "/root/www/index.html", "content": PAGE.decode()})
+        c.call("file.write", {"id": sid, "path": "/root/ws.sh", "content": WS_SH, "mode": "0755"})
+        c.call("process.start", {"id": sid, "command": f"httpd -f -p {HTTP_PORT} -h /root/www"})
+        c.call("process.start", {"id": sid, "command": f"nc -ll -p {WS_PORT} -e /root/ws.sh"})
+        pv = c.call("sandbox.preview", {"id": sid, "port": HTTP_PORT, "ttl_s": 600})
+        host, token = split_url(pv["url"])
+
+        def url_and_redirect():
+            assert set(pv) == {"preview", "port", "url", "expires_at"}, pv
+            assert pv["preview"].startswith("pv-") and pv["port"] == HTTP_PORT, pv
+            assert host == f"{HTTP_PORT}-{sid}.preview.test", pv["url"]
+            assert pv["url"].startswith(f"http://{host}:{LPORT}/?sandboxd_preview="), pv["url"]
+            assert abs(pv["expires_at"] - (time.time() + 600)) < 30, pv
+            resp = get(host, f"/index.html?x=1&sandboxd_preview={token}")
+            assert status(resp) == 302, resp
+            hdrs = resp.split(b"\r\n\r\n")[0].decode()
+            assert "\r\nLocation: /index.html?x=1\r\n" in hdrs, hdrs
+            assert f"Set-Cookie: sandboxd_preview={token}; Path=/;" in hdrs, hdrs
+            assert "HttpOnly" in hdrs and "SameSite=Lax" in hdrs and "Secure" not in hdrs, hdrs
+            assert os.path.getsize(os.path.join(env.dir, "state", "preview.key")) >= 32
+            assert os.stat(os.path.join(env.dir, "state", "preview.key")).st_mode & 0o777 == 0o600
+
+        def page_with_cookie():
+            deadline = time.time() + 30
+            while True:
+                resp = get(host, "/index.html", cookie=token)
+                if status(resp) == 200 or time.time() > deadline:
+                    break
+                time.sleep(0.3)
+            assert status(resp) == 200 and resp.endswith(PAGE), resp[:300]
+            lst = c.call("sandbox.previews", {"id": sid})["previews"]
+            assert [p["preview"] for p in lst] == [pv["preview"]], lst
+            assert lst[0]["url"] == pv["url"] and lst[0]["accepted"] >= 1, lst
+
+        def websocket_echo():
+            ws = c.call("sandbox.preview", {"id": sid, "port": WS_PORT})
+            wh, wt = split_url(ws["url"])
+            key = base64.b64encode(os.urandom(16)).decode()
+            head = (f"GET /chat HTTP/1.1\r\nHost: {wh}:{LPORT}\r\nUpgrade: websocket\r\n"
+                    f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+                    f"Sec-WebSocket-Version: 13\r\nCookie: sandboxd_preview={wt}\r\n\r\n").encode()
+            want = base64.b64encode(hashlib.sha1((key + GUID).encode()).digest()).decode()
+            s = socket.create_connection(("127.0.0.1", LPORT), timeout=20)
+            s.sendall(head)
+            got = b""
+            while b"\r\n\r\n" not in got:
+                d = s.recv(4096)
+                assert d, got
+                got += d
+            hdrs, rest = got.split(b"\r\n\r\n", 1)
+            assert hdrs.startswith(b"HTTP/1.1 101 "), hdrs
+            assert f"Sec-WebSocket-Accept: {want}".encode() in hdrs, (hdrs, want)
+            for payload in (b"hello", os.urandom(100), os.urandom(3000)):
+                n = len(payload)
+                frame = bytes([0x82]) + (bytes([n]) if n < 126 else bytes([126]) + n.to_bytes(2, "big"))
+                frame += payload
+                s.sendall(frame)
+                while len(rest) < len(frame):
+                    d = s.recv(65536)
+                    assert d, rest
+                    rest += d
+                assert rest[:len(frame)] == frame
+                rest = rest[len(frame):]
+            s.close()
+            c.call("sandbox.unpreview", {"id": sid, "preview": ws["preview"]})
+
+        def forbidden():
+            assert status(get(host, "/index.html")) == 403
+            forged = token[:-1] + ("0" if token[-1] != "0" else "1")
+            assert status(get(host, "/index.html", cookie=forged)) == 403
+            assert status(get(host, f"/?sandboxd_preview={forged}")) == 403
+            assert status(get(host, "/", cookie="garbage")) == 403
+            # the token of port 8080 on another port's host, and on another sandbox's
+            assert status(get(f"9001-{sid}.preview.test", "/", cookie=token)) == 403
+            assert status(get(f"8080-nosuch.preview.test", "/", cookie=token)) == 403
+            resp = get(host, "/", cookie="x")
+            assert resp.endswith(b"\r\n\r\nForbidden\n"), resp
+
+        def unknown_host_404():
+            for h in ("example.com", f"{sid}.preview.test", f"8080-{sid}.preview.other",
+                      f"99999-{sid}.preview.test", f"8080-{sid}.x.preview.test"):
+                assert status(get(h, "/", cookie=token)) == 404, h
+            assert status(request(b"GET / HTTP/1.1\r\n\r\n")) == 404
+
+        def bad_input():
+            assert status(request(b"\x16\x03\x01\x02\x00garbage\r\n\r\n")) == 400
+            big = b"X-Big: " + b"a" * 20000 + b"\r\n"
+            assert status(get(host, "/", cookie=token, extra=big)) == 431
+            slow = socket.create_connection(("127.0.0.1", LPORT), timeout=20)
+            slow.sendall(b"GET / HTTP/1.1\r\nHost: ")
+            # a good client is served while the slow one waits
+            assert status(get(host, "/index.html", cookie=token)) == 200
+            assert recv_all(slow) == b""  # closed after header_timeout_ms
+            slow.close()
+
+        def limits():
+            expect_error(c, "sandbox.preview", {"id": sid, "port": 0}, -32602, "port")
+            expect_error(c, "sandbox.preview", {"id": sid, "port": 80, "ttl_s": 0}, -32602, "ttl_s")
+            expect_error(c, "sandbox.preview", {"id": sid, "port": 80, "ttl_s": 3601}, -32602,
+                         "ttl_s")
+            expect_error(c, "sandbox.preview", {"id": sid, "port": 80, "x": 1}, -32602)
+            expect_error(c, "sandbox.unpreview", {"id": sid, "preview": "pv-0000000000000000"},
+                         -32602, "preview")
+            expect_error(c, "sandbox.unpreview", {"id": sid, "preview": "fw-0"}, -32602, "preview")
+            extra = [c.call("sandbox.preview", {"id": sid, "port": 80 + i}) for i in range(3)]
+            try:
+                e = expect_error(c, "sandbox.preview", {"id": sid, "port": 80}, -32003)
+                assert "max_per_sandbox" in e["data"]["reason"], e
+            finally:
+                for p in extra:
+                    c.call("sandbox.unpreview", {"id": sid, "preview": p["preview"]})
+
+        def expiry():
+            short = c.call("sandbox.preview", {"id": sid, "port": HTTP_PORT, "ttl_s": 2})
+            h, t = split_url(short["url"])
+            assert status(get(h, "/index.html", cookie=t)) == 200
+            while time.time() < short["expires_at"] + 1:
+                time.sleep(0.2)
+            assert status(get(h, "/index.html", cookie=t)) == 403
+            assert short["preview"] not in [p["preview"] for p in
+                                            c.call("sandbox.previews", {"id": sid})["previews"]]
+
+        def unpreview_closes():
+            held = socket.create_connection(("127.0.0.1", LPORT), timeout=20)
+            held.sendall(f"GET /index.html HTTP/1.1\r\nHost: {host}:{LPORT}\r\n"
+                         f"Cookie: sandboxd_preview={token}\r\n\r\n".encode())
+            first = held.recv(65536)
+            assert first.startswith(b"HTTP/1."), first
+            r = c.call("sandbox.unpreview", {"id": sid, "preview": pv["preview"]})
+            assert r == {"preview": pv["preview"], "closed": True}, r
+            recv_all(held)  # ends: the relay is closed with the preview
+            held.close()
+            assert status(get(host, "/index.html", cookie=token)) == 403
+            assert status(get(host, f"/?sandboxd_preview={token}")) == 403
+            log = env.daemon_log()
+            assert f"event=sandbox.preview_opened sandbox={sid}" in log, log[-2000:]
+            assert "event=sandbox.preview_closed" in log and token not in log
+
+        def destroy_ends_previews():
+            p2 = c.call("sandbox.preview", {"id": sid, "port": HTTP_PORT})
+            h, t = split_url(p2["url"])
+            assert status(get(h, "/index.html", cookie=t)) == 200
+            c.call("sandbox.destroy", {"id": sid})
+            assert status(get(h, "/index.html", cookie=t)) == 403
+
+        run([("url_and_redirect", url_and_redirect),
+             ("page_with_cookie", page_with_cookie),
+             ("websocket_echo", websocket_echo),
+             ("forbidden", forbidden),
+             ("unknown_host_404", unknown_host_404),
+             ("bad_input", bad_input),
+             ("limits", limits),
+             ("expiry", expiry),
+             ("unpreview_closes", unpreview_closes),
+             ("destroy_ends_previews", destroy_ends_previews)])
+
+
+if __name__ == "__main__":
+    main()
