@@ -201,6 +201,8 @@ enum preview_head_state preview_head_feed(struct preview_head *h, const char *da
             h->state = PREVIEW_HEAD_BAD;
         return h->state;
     }
+    if (e == HPE_USER) /* a callback's buffer is full: only past PREVIEW_HEAD_MAX */
+        return h->state = PREVIEW_HEAD_LARGE;
     if (e != HPE_OK)
         return h->state = PREVIEW_HEAD_BAD;
     h->fed += n;
