@@ -12,10 +12,17 @@ import base64
 import hashlib
 import os
 import socket
+import subprocess
+import sys
 import time
 import urllib.parse
 
+import e2elib
 from e2elib import Env, expect_error, run
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "clients", "python"))
+import sandboxd  # noqa: E402
 
 PAGE = b"hello from the preview\n" * 50
 HTTP_PORT, WS_PORT = 8080, 9001
@@ -233,6 +240,34 @@ def main():
             assert f"event=sandbox.preview_opened sandbox={sid}" in log, log[-2000:]
             assert "event=sandbox.preview_closed" in log and token not in log
 
+        def cli_and_python():
+            ctl = os.path.join(e2elib.BUILD, "clients", "cli", "sandboxctl")
+            r = subprocess.run([ctl, "--socket", env.socket, "preview", sid, str(HTTP_PORT),
+                                "--ttl", "300"], capture_output=True, text=True, timeout=60)
+            assert r.returncode == 0, r.stderr
+            url = r.stdout.strip()
+            h, t = split_url(url)
+            assert h == host and status(get(h, "/index.html", cookie=t)) == 200, url
+            r = subprocess.run([ctl, "--socket", env.socket, "previews", sid], capture_output=True,
+                               text=True, timeout=60)
+            assert r.returncode == 0 and url in r.stdout, (r.stdout, r.stderr)
+            pid = [ln.split()[0] for ln in r.stdout.splitlines() if url in ln][0]
+            r = subprocess.run([ctl, "--socket", env.socket, "unpreview", sid, pid],
+                               capture_output=True, text=True, timeout=60)
+            assert r.returncode == 0, r.stderr
+            assert status(get(h, "/index.html", cookie=t)) == 403
+            r = subprocess.run([ctl, "--socket", env.socket, "preview", sid, "0"],
+                               capture_output=True, text=True, timeout=60)
+            assert r.returncode != 0
+            sb = sandboxd.Client(env.socket).get(sid)
+            with sb.preview(HTTP_PORT, ttl_s=120) as p:
+                assert isinstance(p, sandboxd.Preview) and p.port == HTTP_PORT
+                assert p.expires_at - time.time() <= 121
+                h, t = split_url(p.url)
+                assert status(get(h, "/index.html", cookie=t)) == 200
+                assert p.preview in [x["preview"] for x in sb.previews()]
+            assert status(get(h, "/index.html", cookie=t)) == 403
+
         def destroy_ends_previews():
             p2 = c.call("sandbox.preview", {"id": sid, "port": HTTP_PORT})
             h, t = split_url(p2["url"])
@@ -249,6 +284,7 @@ def main():
              ("limits", limits),
              ("expiry", expiry),
              ("unpreview_closes", unpreview_closes),
+             ("cli_and_python", cli_and_python),
              ("destroy_ends_previews", destroy_ends_previews)])
 
 
