@@ -203,8 +203,11 @@ static void reload_notices(const struct config *c, const struct config *n)
     if (n->preview.listen_ip != c->preview.listen_ip ||
         n->preview.listen_port != c->preview.listen_port ||
         !str_eq(n->preview.base_url, c->preview.base_url) ||
-        !str_eq(n->preview.secret_file, c->preview.secret_file))
-        log_notice(COMP, "[preview] listen, base_url or secret_file changed: a restart applies it");
+        !str_eq(n->preview.secret_file, c->preview.secret_file) ||
+        !str_eq(n->preview.tls_certificate, c->preview.tls_certificate) ||
+        !str_eq(n->preview.tls_key, c->preview.tls_key))
+        log_notice(COMP, "[preview] listen, base_url, secret_file or TLS changed: a restart "
+                         "applies it");
 }
 
 /* SIGHUP: caps, limits and the log level change live; the socket, the state folder,

@@ -135,6 +135,8 @@ static const struct key_def keys[] = {
     {"preview", "listen", KEY_HOSTPORT, F(preview.listen_ip), F(preview.listen_port), 0, 0},
     {"preview", "base_url", KEY_STRING, F(preview.base_url), 0, 0, 0},
     {"preview", "secret_file", KEY_PATH, F(preview.secret_file), 0, 0, 0},
+    {"preview", "tls_certificate", KEY_PATH, F(preview.tls_certificate), 0, 0, 0},
+    {"preview", "tls_key", KEY_PATH, F(preview.tls_key), 0, 0, 0},
     UINT_KEY("preview", "max_per_sandbox", preview.max_per_sandbox, 0, 1024),
     UINT_KEY("preview", "max_per_uid", preview.max_per_uid, 0, 65536),
     UINT_KEY("preview", "default_ttl_s", preview.default_ttl_s, 1, 31536000),
@@ -596,7 +598,7 @@ void config_done(struct config *c)
               c->proxmox.token_secret_file, c->proxmox.pool, c->proxmox.storage, c->proxmox.ca_file,
               c->proxmox.fingerprint, c->proxmox.internet_group, c->network.dns, c->ssh.user,
               c->ssh.key_file, c->forward.socket_dir, c->preview.base_url,
-              c->preview.secret_file);
+              c->preview.secret_file, c->preview.tls_certificate, c->preview.tls_key);
     free_secret(&c->proxmox.token_secret);
     free_secret(&c->ssh.key);
     config_free_list(c->proxmox.nodes, c->proxmox.n_nodes);
@@ -758,6 +760,8 @@ int config_validate(const struct config *c, char **ret_error)
                   "%s: [preview] base_url: required with listen, as http[s]://HOST[:PORT] where "
                   "HOST holds {port} and {id} once each",
                   file);
+    if (!c->preview.tls_certificate != !c->preview.tls_key)
+        set_error(&err, "%s: [preview] tls_certificate and tls_key go together", file);
     if (!err)
         (void)config_templates_validate(c, &err);
     if (err) {

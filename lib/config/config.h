@@ -205,6 +205,8 @@ struct config_preview {
     unsigned listen_port;    /* 0: off */
     char *base_url;          /* "http[s]://...{port}...{id}...[:PORT]" (proto/preview-http.h) */
     char *secret_file;       /* the signing key; NULL: <state_dir>/preview.key, made if missing */
+    char *tls_certificate;   /* PEM chain; with tls_key: the listener speaks HTTPS */
+    char *tls_key;
     unsigned max_per_sandbox;    /* 0..1024 previews at once per sandbox */
     unsigned max_per_uid;        /* 0..65536 previews at once per caller uid */
     unsigned default_ttl_s;      /* 1..max_ttl_s when ttl_s is not given */

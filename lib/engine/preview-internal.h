@@ -2,6 +2,7 @@
  * which calls the former, never the other way round. Loop thread only. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -15,9 +16,10 @@ struct sandbox_preview *preview_find(struct engine *e, const char *sandbox_id, u
                                      const char *token);
 /* Seconds left of p (at least 1). */
 uint64_t preview_remaining_s(const struct sandbox_preview *p);
-/* Relays the connected socket fd, whose first head_len bytes were read already, to p's
- * port: 0, -EBUSY past [preview] max_connections, another negative errno. fd is taken in
- * every case. */
-int preview_relay(struct sandbox_preview *p, int fd, const char *head, size_t head_len);
+/* Relays the connected socket fd (TCP when tcp, else a Unix stream socket), whose first
+ * head_len bytes were read already, to p's port: 0, -EBUSY past [preview] max_connections,
+ * another negative errno. fd is taken in every case. */
+int preview_relay(struct sandbox_preview *p, int fd, bool tcp, const char *head,
+                  size_t head_len);
 /* Loads [preview] secret_file (or <state_dir>/preview.key), making it when missing. */
 int preview_key_load(struct engine *e, char **ret_error);

@@ -227,7 +227,7 @@ static void on_conn_done(struct sshfwd *f, int error, void *userdata)
     preview_maybe_free(p);
 }
 
-int preview_relay(struct sandbox_preview *p, int fd, const char *head, size_t head_len)
+int preview_relay(struct sandbox_preview *p, int fd, bool tcp, const char *head, size_t head_len)
 {
     const struct config *cfg = p->e->cfg;
     struct pv_conn *c;
@@ -243,7 +243,7 @@ int preview_relay(struct sandbox_preview *p, int fd, const char *head, size_t he
         return -ENOMEM;
     }
     c->p = p;
-    r = sshfwd_open_fd(p->pool, fd, p->port, MAX((size_t)cfg->forward.buffer_bytes, PREVIEW_HEAD_MAX), head, head_len,
+    r = sshfwd_open_fd(p->pool, fd, tcp, p->port, MAX((size_t)cfg->forward.buffer_bytes, PREVIEW_HEAD_MAX), head, head_len,
                        on_conn_done, c, &c->f);
     if (r < 0) {
         free(c);

@@ -451,7 +451,7 @@ int sshfwd_accept(struct sshpool *pool, uv_stream_t *server, bool tcp, uint16_t 
     return 0;
 }
 
-int sshfwd_open_fd(struct sshpool *pool, int fd, uint16_t port, size_t buffer_bytes,
+int sshfwd_open_fd(struct sshpool *pool, int fd, bool tcp, uint16_t port, size_t buffer_bytes,
                    const void *head, size_t head_len, sshfwd_done_cb cb, void *userdata,
                    struct sshfwd **ret)
 {
@@ -462,12 +462,12 @@ int sshfwd_open_fd(struct sshpool *pool, int fd, uint16_t port, size_t buffer_by
         close(fd);
         return -EINVAL;
     }
-    r = fwd_new(pool, true, port, buffer_bytes, cb, userdata, &f);
+    r = fwd_new(pool, tcp, port, buffer_bytes, cb, userdata, &f);
     if (r < 0) {
         close(fd);
         return r;
     }
-    r = uv_tcp_open(&f->client.tcp, fd);
+    r = tcp ? uv_tcp_open(&f->client.tcp, fd) : uv_pipe_open(&f->client.pipe, fd);
     if (r < 0) {
         close(fd);
         uv_close((uv_handle_t *)&f->client.stream, on_accept_failed_closed);
@@ -476,7 +476,7 @@ int sshfwd_open_fd(struct sshpool *pool, int fd, uint16_t port, size_t buffer_by
     if (head_len > 0)
         memcpy(f->up, head, head_len);
     f->up_len = head_len;
-    r = fwd_start(pool, f, true);
+    r = fwd_start(pool, f, tcp);
     if (r < 0)
         return r;
     if (ret)

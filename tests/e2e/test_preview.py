@@ -12,8 +12,10 @@ import base64
 import hashlib
 import os
 import socket
+import ssl
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.parse
 
@@ -68,8 +70,13 @@ def recv_all(s):
         out += d
 
 
-def request(raw, timeout=20):
+TLS = {}  # "ctx": the client's SSLContext while the TLS daemon runs
+
+
+def request(raw, timeout=20, server_hostname=None):
     s = socket.create_connection(("127.0.0.1", LPORT), timeout=timeout)
+    if "ctx" in TLS:
+        s = TLS["ctx"].wrap_socket(s, server_hostname=server_hostname or "x.preview.test")
     try:
         s.sendall(raw)
         return recv_all(s)
@@ -81,7 +88,7 @@ def get(host, target="/", cookie=None, extra=b""):
     head = f"GET {target} HTTP/1.1\r\nHost: {host}:{LPORT}\r\nConnection: close\r\n".encode()
     if cookie:
         head += f"Cookie: a=b; sandboxd_preview={cookie}\r\n".encode()
-    return request(head + extra + b"\r\n")
+    return request(head + extra + b"\r\n", server_hostname=host)
 
 
 def status(resp):
@@ -285,7 +292,131 @@ def main():
              ("expiry", expiry),
              ("unpreview_closes", unpreview_closes),
              ("cli_and_python", cli_and_python),
-             ("destroy_ends_previews", destroy_ends_previews)])
+             ("destroy_ends_previews", destroy_ends_previews),
+             ("tls_mode", tls_mode)])
+
+
+def ws_echo(host, token):
+    key = base64.b64encode(os.urandom(16)).decode()
+    s = socket.create_connection(("127.0.0.1", LPORT), timeout=20)
+    if "ctx" in TLS:
+        s = TLS["ctx"].wrap_socket(s, server_hostname=host)
+    s.sendall((f"GET /chat HTTP/1.1\r\nHost: {host}:{LPORT}\r\nUpgrade: websocket\r\n"
+               f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+               f"Sec-WebSocket-Version: 13\r\nCookie: sandboxd_preview={token}\r\n\r\n").encode())
+    want = base64.b64encode(hashlib.sha1((key + GUID).encode()).digest()).decode()
+    got = b""
+    while b"\r\n\r\n" not in got:
+        d = s.recv(4096)
+        assert d, got
+        got += d
+    hdrs, rest = got.split(b"\r\n\r\n", 1)
+    assert hdrs.startswith(b"HTTP/1.1 101 "), hdrs
+    assert f"Sec-WebSocket-Accept: {want}".encode() in hdrs, (hdrs, want)
+    for payload in (b"hello", os.urandom(100), os.urandom(3000), os.urandom(60000)):
+        n = len(payload)
+        frame = bytes([0x82]) + (bytes([n]) if n < 126 else bytes([126]) + n.to_bytes(2, "big"))
+        frame += payload
+        s.sendall(frame)
+        while len(rest) < len(frame):
+            d = s.recv(65536)
+            assert d, rest
+            rest += d
+        assert rest[:len(frame)] == frame
+        rest = rest[len(frame):]
+    s.close()
+
+
+def tls_mode():
+    """[preview] tls_certificate and tls_key: the same through HTTPS with a test certificate
+    for *.preview.test; a client that does not trust it gets no page. A daemon of its own,
+    on a port of its own."""
+    global LPORT
+    plain_port, LPORT = LPORT, free_port()
+    try:
+        tls_daemon()
+    finally:
+        LPORT = plain_port
+
+
+def tls_daemon():
+    d = tempfile.mkdtemp(prefix="sandboxd-preview-tls-")
+    cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2", "-subj",
+                    "/CN=*.preview.test", "-addext", "subjectAltName=DNS:*.preview.test",
+                    "-keyout", key, "-out", cert], check=True, capture_output=True)
+    conf = {"preview": {"listen": f"127.0.0.1:{LPORT}",
+                        "base_url": f"https://{{port}}-{{id}}.preview.test:{LPORT}",
+                        "tls_certificate": cert, "tls_key": key}}
+    with Env(daemon_config=conf) as env:
+        c = env.client()
+        sid = c.call("sandbox.create", {"ttl_s": 900})["id"]
+        c.call("file.write", {"id": sid, "path": "/root/www/index.html", "content": PAGE.decode()})
+        c.call("file.write", {"id": sid, "path": "/root/ws.sh", "content": WS_SH, "mode": "0755"})
+        c.call("process.start", {"id": sid, "command": f"httpd -f -p {HTTP_PORT} -h /root/www"})
+        c.call("process.start", {"id": sid, "command": f"nc -ll -p {WS_PORT} -e /root/ws.sh"})
+        pv = c.call("sandbox.preview", {"id": sid, "port": HTTP_PORT})
+        assert pv["url"].startswith("https://"), pv
+        host, token = split_url(pv["url"])
+        TLS["ctx"] = ssl.create_default_context(cafile=cert)
+        try:
+            def https_page_and_redirect():
+                resp = get(host, f"/index.html?sandboxd_preview={token}")
+                assert status(resp) == 302 and b"; Secure" in resp, resp
+                deadline = time.time() + 30
+                while status(resp := get(host, "/index.html", cookie=token)) != 200:
+                    assert time.time() < deadline, resp[:200]
+                    time.sleep(0.3)
+                assert resp.endswith(PAGE), resp[-100:]
+                big = os.urandom(1 << 20).hex().encode()
+                c.call("file.write", {"id": sid, "path": "/root/www/big.txt",
+                                      "content": big.decode()})
+                resp = get(host, "/big.txt", cookie=token)
+                assert status(resp) == 200 and resp.endswith(big), len(resp)
+
+            def https_refusals():
+                assert status(get(host, "/index.html")) == 403
+                assert status(request(b"GET / HTTP/1.1\r\nHost: example.com\r\n"
+                                      b"Cookie: sandboxd_preview=" + token.encode() + b"\r\n\r\n",
+                                      server_hostname=host)) == 404
+                assert status(request(b"garbage\r\n\r\n", server_hostname=host)) == 400
+                plain = socket.create_connection(("127.0.0.1", LPORT), timeout=20)
+                plain.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")  # not TLS
+                assert not recv_all(plain).startswith(b"HTTP/1.1 200")
+                plain.close()
+                untrusting = ssl.create_default_context()
+                try:
+                    s = untrusting.wrap_socket(socket.create_connection(("127.0.0.1", LPORT),
+                                                                        timeout=20),
+                                               server_hostname=host)
+                    s.close()
+                    raise AssertionError("an untrusted certificate was accepted")
+                except ssl.SSLCertVerificationError:
+                    pass
+
+            def https_websocket():
+                ws = c.call("sandbox.preview", {"id": sid, "port": WS_PORT})
+                ws_echo(*split_url(ws["url"]))
+
+            def https_unpreview_closes():
+                held = TLS["ctx"].wrap_socket(
+                    socket.create_connection(("127.0.0.1", LPORT), timeout=20),
+                    server_hostname=host)
+                held.sendall(f"GET /index.html HTTP/1.1\r\nHost: {host}:{LPORT}\r\n"
+                             f"Cookie: sandboxd_preview={token}\r\n\r\n".encode())
+                assert held.recv(65536).startswith(b"HTTP/1.")
+                c.call("sandbox.unpreview", {"id": sid, "preview": pv["preview"]})
+                recv_all(held)
+                held.close()
+                assert status(get(host, "/index.html", cookie=token)) == 403
+
+            for step in (https_page_and_redirect, https_refusals, https_websocket,
+                         https_unpreview_closes):
+                step()
+                print(f"     {step.__name__}", flush=True)
+        finally:
+            TLS.clear()
 
 
 if __name__ == "__main__":
