@@ -10,7 +10,11 @@
  *   - a valid token in the cookie: the connection, its head included, is relayed to the
  *     preview's port (later requests of the connection, WebSocket frames after an upgrade,
  *     pass through unread).
- * Bodies say nothing more than the status. Loop thread only. */
+ * Bodies say nothing more than the status. With [preview] tls_certificate the connection
+ * is TLS (preview-tls.h): the head is read from the decrypted stream and, once relayed,
+ * plaintext passes through a socket pair whose other end the relay has, each direction
+ * held back while the other's write queue is past PREVIEW_TLS_QUEUE_MAX. Loop thread
+ * only. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
