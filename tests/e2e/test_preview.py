@@ -10,6 +10,7 @@ is made in the state folder."""
 
 import base64
 import hashlib
+import json
 import os
 import socket
 import ssl
@@ -275,6 +276,40 @@ def main():
                 assert p.preview in [x["preview"] for x in sb.previews()]
             assert status(get(h, "/index.html", cookie=t)) == 403
 
+        def another_uid_refused():
+            child = (
+                "import json, sys\n"
+                "sys.path.insert(0, sys.argv[1])\n"
+                "from e2elib import Client\n"
+                "c = Client(sys.argv[2], timeout=60)\n"
+                "out = {}\n"
+                "for m, p in [('sandbox.preview', {'id': sys.argv[3], 'port': 8080}),\n"
+                "             ('sandbox.previews', {'id': sys.argv[3]}),\n"
+                "             ('sandbox.unpreview', {'id': sys.argv[3], 'preview': sys.argv[4]})]:\n"
+                "    try:\n"
+                "        c.call(m, p)\n"
+                "        out[m] = 'succeeded'\n"
+                "    except Exception as e:\n"
+                "        out[m] = getattr(e, 'code', str(e))\n"
+                "print(json.dumps(out))\n")
+            mine = c.call("sandbox.preview", {"id": sid, "port": HTTP_PORT})
+
+            def drop():
+                os.setgroups([])
+                os.setgid(12345)
+                os.setuid(12345)
+            py = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+            r = subprocess.run([py, "-c", child, os.path.dirname(os.path.abspath(__file__)),
+                                env.socket, sid, mine["preview"]], capture_output=True, text=True,
+                               timeout=120, preexec_fn=drop)
+            assert r.returncode == 0, r.stderr
+            out = json.loads(r.stdout.strip().splitlines()[-1])
+            assert out == {"sandbox.preview": -32001, "sandbox.previews": -32001,
+                           "sandbox.unpreview": -32001}, out
+            assert mine["preview"] in [p["preview"] for p in
+                                       c.call("sandbox.previews", {"id": sid})["previews"]]
+            c.call("sandbox.unpreview", {"id": sid, "preview": mine["preview"]})
+
         def destroy_ends_previews():
             p2 = c.call("sandbox.preview", {"id": sid, "port": HTTP_PORT})
             h, t = split_url(p2["url"])
@@ -292,6 +327,7 @@ def main():
              ("expiry", expiry),
              ("unpreview_closes", unpreview_closes),
              ("cli_and_python", cli_and_python),
+             ("another_uid_refused", another_uid_refused),
              ("destroy_ends_previews", destroy_ends_previews),
              ("tls_mode", tls_mode)])
 
