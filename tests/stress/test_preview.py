@@ -2,14 +2,18 @@
 """The preview listener under attack, against the simulator: 10,000 connections opened and
 held (past max_pending the rest are accepted and closed), garbage, slowloris heads dripped a
 byte at a time (closed after header_timeout_ms), huge heads (431), and hang-ups half-way
-through a head. Meanwhile another client's sandbox.exec still answers at once and, once the
+through a head; then, with TLS, garbage handshakes, handshakes dripped a byte at a time or
+left half done, and 2,000 held connections. Meanwhile another client's sandbox.exec still answers at once and, once the
 flood's slots are free again, a preview page is served; afterwards the daemon's descriptors
 come back and its resident memory growth stays bounded."""
 
 import os
 import resource
 import socket
+import ssl
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -63,6 +67,93 @@ def recv_all(s):
         if not d:
             return out
         out += d
+
+
+def tls_attacks():
+    """A daemon of its own with [preview] tls_certificate: garbage instead of a ClientHello,
+    a ClientHello dripped a byte at a time, handshakes abandoned half-way, 2,000 held
+    connections; a good HTTPS client is served after each and the descriptors come back."""
+    d = tempfile.mkdtemp(prefix="sandboxd-preview-stress-")
+    cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2", "-subj",
+                    "/CN=*.preview.test", "-addext", "subjectAltName=DNS:*.preview.test",
+                    "-keyout", key, "-out", cert], check=True, capture_output=True)
+    port = free_port()
+    conf = {"preview": {"listen": f"127.0.0.1:{port}",
+                        "base_url": f"https://{{port}}-{{id}}.preview.test:{port}",
+                        "max_pending": str(MAX_PENDING),
+                        "header_timeout_ms": str(HEADER_TIMEOUT_MS),
+                        "tls_certificate": cert, "tls_key": key}}
+    ctx = ssl.create_default_context(cafile=cert)
+    with Env(daemon_config=conf) as env:
+        c = env.client()
+        sid = c.call("sandbox.create", {"ttl_s": 900})["id"]
+        c.call("file.write", {"id": sid, "path": "/root/www/index.html", "content": "page\n"})
+        c.call("process.start", {"id": sid, "command": "httpd -f -p 8080 -h /root/www"})
+        u = urllib.parse.urlsplit(c.call("sandbox.preview", {"id": sid, "port": 8080})["url"])
+        token = urllib.parse.parse_qs(u.query)["sandboxd_preview"][0]
+        head = (f"GET /index.html HTTP/1.1\r\nHost: {u.netloc}\r\nConnection: close\r\n"
+                f"Cookie: sandboxd_preview={token}\r\n\r\n").encode()
+
+        def raw(timeout=10):
+            return socket.create_connection(("127.0.0.1", port), timeout=timeout)
+
+        def page():
+            try:
+                s = ctx.wrap_socket(raw(), server_hostname=u.hostname)
+                s.sendall(head)
+                out = recv_all(s)
+                s.close()
+            except OSError:
+                return False
+            return out.startswith(b"HTTP/1.") and out.endswith(b"page\n")
+
+        deadline = time.time() + 30
+        while not page():
+            assert time.time() < deadline
+            time.sleep(0.2)
+        base = fds(env)
+        for _ in range(200):  # garbage where a ClientHello belongs
+            s = raw()
+            s.sendall(os.urandom(2048))
+            recv_all(s)
+            s.close()
+        assert page()
+        hello = b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + os.urandom(500)
+        slow = [raw(timeout=30) for _ in range(50)]
+        for i in range(10):
+            for s in slow:
+                try:
+                    s.send(hello[i:i + 1])
+                except OSError:
+                    pass
+            time.sleep(0.1)
+        assert page()
+        half = []
+        for _ in range(100):  # a real ClientHello, then nothing
+            s = raw()
+            inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+            obj = ctx.wrap_bio(inc, out, server_hostname=u.hostname)
+            try:
+                obj.do_handshake()
+            except ssl.SSLWantReadError:
+                pass
+            s.sendall(out.read())
+            half.append(s)
+        held = [raw() for _ in range(2000)]
+        t0 = time.time()
+        r = c.call("sandbox.exec", {"id": sid, "command": "echo up"}, timeout=60)
+        assert r["stdout"] == "up\n", r
+        print(f"     TLS: exec {1000 * (time.time() - t0):.0f} ms with 2,000 held", flush=True)
+        time.sleep(HEADER_TIMEOUT_MS / 1000 + 1)
+        assert page()
+        for s in slow + half + held:
+            s.close()
+        deadline = time.time() + 20
+        while fds(env) > base + FD_SLACK and time.time() < deadline:
+            time.sleep(0.2)
+        assert fds(env) <= base + FD_SLACK, (fds(env), base)
 
 
 def main():
@@ -215,7 +306,8 @@ def main():
              ("garbage", garbage),
              ("slowloris", slowloris),
              ("huge_heads", huge_heads),
-             ("hangups_half_way", hangups_half_way)])
+             ("hangups_half_way", hangups_half_way),
+             ("tls_attacks", tls_attacks)])
 
 
 if __name__ == "__main__":
