@@ -332,8 +332,7 @@ bool preview_host_match(const char *base_url, const char *host, unsigned *ret_po
     return true;
 }
 
-int preview_url(const char *base_url, unsigned port, const char *id, const char *token,
-                char **ret)
+int preview_url(const char *base_url, unsigned port, const char *id, const char *token, char **ret)
 {
     const char *p;
     char *out, *o;

@@ -62,8 +62,7 @@ bool preview_host_match(const char *base_url, const char *host, unsigned *ret_po
                         char ret_id[PARAMS_ID_MAX + 1]);
 /* The URL of a preview: base_url with port and id put in, "/?" PREVIEW_TOKEN_PARAM "=" and
  * the token. -EINVAL when base_url is not valid, -ENOMEM. */
-int preview_url(const char *base_url, unsigned port, const char *id, const char *token,
-                char **ret);
+int preview_url(const char *base_url, unsigned port, const char *id, const char *token, char **ret);
 
 /* The three parts of a token; -EINVAL when s is not one. */
 int preview_token_parse(const char *s, char ret_id[PREVIEW_ID_LEN + 1], uint64_t *ret_expires,

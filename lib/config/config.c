@@ -148,9 +148,8 @@ static const struct key_def keys[] = {
 
 #define N_KEYS ELEMENTSOF(keys)
 
-static const char *known_sections[] = {"server",    "proxmox", "ssh",     "sandbox",
-                                       "templates", "pool",    "network", "forward",
-                                       "preview"};
+static const char *known_sections[] = {"server", "proxmox", "ssh",     "sandbox", "templates",
+                                       "pool",   "network", "forward", "preview"};
 /* Keys of [templates] and [pool] other than the operator's template names. */
 static const char *const dynamic_keys[] = {"templates.default", "templates.max_templates_per_uid",
                                            "pool.warm", "pool.max_filling"};
@@ -597,8 +596,8 @@ void config_done(struct config *c)
               c->server.state_dir, c->proxmox.url, c->proxmox.token_id,
               c->proxmox.token_secret_file, c->proxmox.pool, c->proxmox.storage, c->proxmox.ca_file,
               c->proxmox.fingerprint, c->proxmox.internet_group, c->network.dns, c->ssh.user,
-              c->ssh.key_file, c->forward.socket_dir, c->preview.base_url,
-              c->preview.secret_file, c->preview.tls_certificate, c->preview.tls_key);
+              c->ssh.key_file, c->forward.socket_dir, c->preview.base_url, c->preview.secret_file,
+              c->preview.tls_certificate, c->preview.tls_key);
     free_secret(&c->proxmox.token_secret);
     free_secret(&c->ssh.key);
     config_free_list(c->proxmox.nodes, c->proxmox.n_nodes);

@@ -201,19 +201,19 @@ struct config_forward {
 
 /* [preview]: preview URLs (sandbox.preview), off while listen is unset (port 0). */
 struct config_preview {
-    uint32_t listen_ip;      /* IPv4 of the HTTP listener (host order) */
-    unsigned listen_port;    /* 0: off */
-    char *base_url;          /* "http[s]://...{port}...{id}...[:PORT]" (proto/preview-http.h) */
-    char *secret_file;       /* the signing key; NULL: <state_dir>/preview.key, made if missing */
-    char *tls_certificate;   /* PEM chain; with tls_key: the listener speaks HTTPS */
+    uint32_t listen_ip;    /* IPv4 of the HTTP listener (host order) */
+    unsigned listen_port;  /* 0: off */
+    char *base_url;        /* "http[s]://...{port}...{id}...[:PORT]" (proto/preview-http.h) */
+    char *secret_file;     /* the signing key; NULL: <state_dir>/preview.key, made if missing */
+    char *tls_certificate; /* PEM chain; with tls_key: the listener speaks HTTPS */
     char *tls_key;
-    unsigned max_per_sandbox;    /* 0..1024 previews at once per sandbox */
-    unsigned max_per_uid;        /* 0..65536 previews at once per caller uid */
-    unsigned default_ttl_s;      /* 1..max_ttl_s when ttl_s is not given */
-    unsigned max_ttl_s;          /* 1..31536000 */
-    unsigned header_timeout_ms;  /* 100..600000 to read a connection's first request head */
-    unsigned max_pending;        /* 1..65536 connections whose request head is being read */
-    unsigned max_connections;    /* 1..1024 relayed connections at once per preview */
+    unsigned max_per_sandbox;   /* 0..1024 previews at once per sandbox */
+    unsigned max_per_uid;       /* 0..65536 previews at once per caller uid */
+    unsigned default_ttl_s;     /* 1..max_ttl_s when ttl_s is not given */
+    unsigned max_ttl_s;         /* 1..31536000 */
+    unsigned header_timeout_ms; /* 100..600000 to read a connection's first request head */
+    unsigned max_pending;       /* 1..65536 connections whose request head is being read */
+    unsigned max_connections;   /* 1..1024 relayed connections at once per preview */
 };
 
 /* A template a sandbox is cloned from: [templates] NAME = VMID, NAME.host_key = pins

@@ -19,7 +19,6 @@ uint64_t preview_remaining_s(const struct sandbox_preview *p);
 /* Relays the connected socket fd (TCP when tcp, else a Unix stream socket), whose first
  * head_len bytes were read already, to p's port: 0, -EBUSY past [preview] max_connections,
  * another negative errno. fd is taken in every case. */
-int preview_relay(struct sandbox_preview *p, int fd, bool tcp, const char *head,
-                  size_t head_len);
+int preview_relay(struct sandbox_preview *p, int fd, bool tcp, const char *head, size_t head_len);
 /* Loads [preview] secret_file (or <state_dir>/preview.key), making it when missing. */
 int preview_key_load(struct engine *e, char **ret_error);

@@ -161,8 +161,7 @@ static void on_wbuf_written(uv_write_t *w, int status)
         if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0)
             pconn_close(c);
     } else if (h == (uv_stream_t *)&c->tcp && c->pipe_paused &&
-               uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) <
-                   PREVIEW_TLS_QUEUE_MAX / 2) {
+               uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) < PREVIEW_TLS_QUEUE_MAX / 2) {
         c->pipe_paused = false;
         if (uv_read_start((uv_stream_t *)&c->pipe, on_pipe_alloc, on_pipe_read) < 0)
             pconn_close(c);
@@ -483,6 +482,11 @@ static void on_header_timeout(uv_timer_t *t)
     pconn_close(c);
 }
 
+static void on_refused_closed(uv_handle_t *h)
+{
+    free(h);
+}
+
 static void refuse(struct preview_srv *srv)
 {
     uv_tcp_t *s = malloc(sizeof *s);
@@ -494,7 +498,7 @@ static void refuse(struct preview_srv *srv)
         return;
     }
     (void)uv_accept((uv_stream_t *)&srv->listener, (uv_stream_t *)s);
-    uv_close((uv_handle_t *)s, (uv_close_cb)free);
+    uv_close((uv_handle_t *)s, on_refused_closed);
 }
 
 static void on_connection(uv_stream_t *server, int status)

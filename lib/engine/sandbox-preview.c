@@ -243,7 +243,8 @@ int preview_relay(struct sandbox_preview *p, int fd, bool tcp, const char *head,
         return -ENOMEM;
     }
     c->p = p;
-    r = sshfwd_open_fd(p->pool, fd, tcp, p->port, MAX((size_t)cfg->forward.buffer_bytes, PREVIEW_HEAD_MAX), head, head_len,
+    r = sshfwd_open_fd(p->pool, fd, tcp, p->port,
+                       MAX((size_t)cfg->forward.buffer_bytes, PREVIEW_HEAD_MAX), head, head_len,
                        on_conn_done, c, &c->f);
     if (r < 0) {
         free(c);

@@ -52,10 +52,9 @@ END_TEST
 
 START_TEST(test_head_bad_and_large)
 {
-    static const char *const bad[] = {"\x16\x03\x01\x00\x10garbage\r\n\r\n",
-                                      "GET / HTTP/2.0\r\n\r\n", "GET / FOO/1.1\r\n\r\n",
-                                      "GET / HTTP/1.1\r\nBad Header\r\n\r\n",
-                                      "GET / HTTP/1.1\r\nHost: a\rb\r\n\r\n"};
+    static const char *const bad[] = {
+        "\x16\x03\x01\x00\x10garbage\r\n\r\n", "GET / HTTP/2.0\r\n\r\n", "GET / FOO/1.1\r\n\r\n",
+        "GET / HTTP/1.1\r\nBad Header\r\n\r\n", "GET / HTTP/1.1\r\nHost: a\rb\r\n\r\n"};
     struct preview_head *h;
     char *big;
 
@@ -128,9 +127,9 @@ START_TEST(test_token)
     tok[strlen(tok) - 1] = 'a';
     strcat(tok, "a");
     ck_assert_int_eq(preview_token_parse(tok, id, &exp, mac), -EINVAL);
-    ck_assert_int_eq(preview_token_parse("pv-0123456789abcdef.99999999999999999999999.aa", id,
-                                         &exp, mac),
-                     -EINVAL);
+    ck_assert_int_eq(
+        preview_token_parse("pv-0123456789abcdef.99999999999999999999999.aa", id, &exp, mac),
+        -EINVAL);
     ck_assert_int_eq(preview_token_parse("", id, &exp, mac), -EINVAL);
     ck_assert_int_eq(preview_token_parse(NULL, id, &exp, mac), -EINVAL);
 }
