@@ -16,9 +16,8 @@
 
 #include "api-limits.h"
 
-/* Bytes of a request head (request line and headers) the listener reads before it relays
- * or refuses. doc: "preview request head" */
-#define PREVIEW_HEAD_MAX (16u * 1024u)
+/* PREVIEW_HEAD_MAX (api-limits.h): bytes of a request head the listener reads before it
+ * relays or refuses. */
 /* Bytes of a Host header. */
 #define PREVIEW_HOST_MAX 255u
 /* Bytes of a base_url ([preview] base_url). */
