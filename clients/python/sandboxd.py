@@ -53,7 +53,8 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     # The asyncio client (sandboxd_async.py, beside this file), loaded on first use.
-    if name in ("AsyncClient", "AsyncSandbox", "AsyncProcess", "AsyncExecStream", "AsyncForward"):
+    if name in ("AsyncClient", "AsyncSandbox", "AsyncProcess", "AsyncExecStream", "AsyncForward",
+                "AsyncPreview"):
         import sandboxd_async
         return getattr(sandboxd_async, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
