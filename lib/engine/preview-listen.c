@@ -123,7 +123,7 @@ static void on_pconn_closed(uv_handle_t *h)
     srv_maybe_free(srv);
 }
 
-/* Closes c's handles (the socket's unless handed on: tcp_closed). */
+/* Closes c's handles (a socket handed to a relay lives on as its duplicate there). */
 static void pconn_close(struct pconn *c)
 {
     if (c->closing > 0)
@@ -244,6 +244,15 @@ static void pconn_reply(struct pconn *c, const char *text, size_t len)
 
 #define REPLY(c, text) pconn_reply((c), (text), sizeof(text) - 1)
 
+/* The redirect's Location: the request's path on the same host, never another host's
+ * ("//host", "/\\host", an absolute URL): "/" then. */
+static const char *local_target(const char *target)
+{
+    if (target[0] != '/' || target[1] == '/' || target[1] == '\\')
+        return "/";
+    return target;
+}
+
 static void reply_redirect(struct pconn *c, struct sandbox_preview *p, const char *token)
 {
     const char *target = preview_head_target(c->head);
@@ -254,7 +263,7 @@ static void reply_redirect(struct pconn *c, struct sandbox_preview *p, const cha
                  "HTTP/1.1 302 Found\r\nLocation: %s\r\nSet-Cookie: %s=%s; Path=/; Max-Age=%llu; "
                  "HttpOnly; SameSite=Lax%s\r\nCache-Control: no-store\r\nContent-Length: 0\r\n"
                  "Connection: close\r\n\r\n",
-                 target[0] ? target : "/", PREVIEW_TOKEN_PARAM, token,
+                 local_target(target), PREVIEW_TOKEN_PARAM, token,
                  (unsigned long long)preview_remaining_s(p), https ? "; Secure" : "");
     if (n < 0) {
         c->reply = NULL;

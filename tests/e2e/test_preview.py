@@ -129,6 +129,10 @@ def main():
             assert "\r\nLocation: /index.html?x=1\r\n" in hdrs, hdrs
             assert f"Set-Cookie: sandboxd_preview={token}; Path=/;" in hdrs, hdrs
             assert "HttpOnly" in hdrs and "SameSite=Lax" in hdrs and "Secure" not in hdrs, hdrs
+            # never a redirect to another host
+            for target in ("//evil.example/x", "/\\evil.example/x", "http://evil.example/x"):
+                resp = get(host, f"{target}?sandboxd_preview={token}")
+                assert b"\r\nLocation: /\r\n" in resp, (target, resp)
             assert os.path.getsize(os.path.join(env.dir, "state", "preview.key")) >= 32
             assert os.stat(os.path.join(env.dir, "state", "preview.key")).st_mode & 0o777 == 0o600
 
