@@ -200,6 +200,14 @@ static void reload_notices(const struct config *c, const struct config *n)
         log_notice(COMP, "[templates] changed: a restart applies it");
     if (!str_eq(n->forward.socket_dir, c->forward.socket_dir))
         log_notice(COMP, "[forward] socket_dir changed: a restart applies it");
+    if (n->preview.listen_ip != c->preview.listen_ip ||
+        n->preview.listen_port != c->preview.listen_port ||
+        !str_eq(n->preview.base_url, c->preview.base_url) ||
+        !str_eq(n->preview.secret_file, c->preview.secret_file) ||
+        !str_eq(n->preview.tls_certificate, c->preview.tls_certificate) ||
+        !str_eq(n->preview.tls_key, c->preview.tls_key))
+        log_notice(COMP, "[preview] listen, base_url, secret_file or TLS changed: a restart "
+                         "applies it");
 }
 
 /* SIGHUP: caps, limits and the log level change live; the socket, the state folder,
@@ -220,6 +228,13 @@ void daemon_reload(struct daemon *d, struct config *n)
     c->forward.max_per_uid = n->forward.max_per_uid;
     c->forward.max_connections = n->forward.max_connections; /* per connection accepted */
     c->forward.buffer_bytes = n->forward.buffer_bytes;
+    c->preview.max_per_sandbox = n->preview.max_per_sandbox; /* checked per preview */
+    c->preview.max_per_uid = n->preview.max_per_uid;
+    c->preview.default_ttl_s = n->preview.default_ttl_s;
+    c->preview.max_ttl_s = n->preview.max_ttl_s;
+    c->preview.header_timeout_ms = n->preview.header_timeout_ms; /* per connection */
+    c->preview.max_pending = n->preview.max_pending;
+    c->preview.max_connections = n->preview.max_connections;
     c->proxmox.max_per_node = n->proxmox.max_per_node; /* placement reads them per create */
     c->proxmox.node_param = n->proxmox.node_param;
     c->max_templates_per_uid = n->max_templates_per_uid; /* checked per template.create */

@@ -20,6 +20,7 @@
 #include "methods-internet.h"
 #include "methods-common.h"
 #include "sandbox-forward.h"
+#include "sandbox-preview.h"
 #include "methods-pool.h"
 #include "methods-transfer.h"
 #include "methods.h"
@@ -882,6 +883,11 @@ int methods_sandbox_start(struct sandbox_methods *sm, uv_loop_t *loop, const str
         return r;
     }
     (void)engine_forward_cleanup(sm->engine); /* socket folders a crash left */
+    r = engine_preview_start(sm->engine, &err);
+    if (r < 0) {
+        log_error(COMP, "cannot start the preview listener: %s", err ? err : strerror(-r));
+        return r;
+    }
     if (engine_configured(sm->engine)) {
         r = reconcile_new(sm->engine, on_reconciled, sm, &sm->reconcile);
         if (r < 0) {

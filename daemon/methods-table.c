@@ -7,6 +7,7 @@
 #include "methods-file.h"
 #include "methods-fork.h"
 #include "methods-forward.h"
+#include "methods-preview.h"
 #include "methods-obs.h"
 #include "methods-pause.h"
 #include "methods-process.h"
@@ -62,6 +63,10 @@ const struct method_def methods_table[] = {
     {"sandbox.forward",      &params_sandbox_forward_spec,      method_sandbox_forward,      0},
     {"sandbox.forwards",     &params_sandbox_id_spec,           method_sandbox_forwards,     0},
     {"sandbox.unforward",    &params_sandbox_unforward_spec,    method_sandbox_unforward,    0},
+    /* preview URLs (methods-preview.c) */
+    {"sandbox.preview",      &params_sandbox_preview_spec,      method_sandbox_preview,      0},
+    {"sandbox.previews",     &params_sandbox_id_spec,           method_sandbox_previews,     0},
+    {"sandbox.unpreview",    &params_sandbox_unpreview_spec,    method_sandbox_unpreview,    0},
     /* snapshots (methods-snapshot.c) */
     {"sandbox.snapshot",        &params_sandbox_snapshot_spec, method_sandbox_snapshot,        0},
     {"sandbox.snapshots",       &params_sandbox_id_spec,       method_sandbox_snapshots,       0},

@@ -202,6 +202,12 @@
  * doc: "events waiting per subscription" */
 #define EVENTS_QUEUE_MAX 1024u
 
+/* ---- preview URLs (sandbox.preview) ------------------------------------------------- */
+
+/* Bytes of the request line and headers of a preview connection's first request (431 past
+ * it; proto/preview-http.h). doc: "preview request head" */
+#define PREVIEW_HEAD_MAX (16u * 1024u)
+
 /* ---- one set of numbers: what is published passes the engine's backstops ------------ */
 _Static_assert(PARAMS_PATH_MAX <= EXEC_CWD_MAX, "a valid cwd must fit the exec line");
 _Static_assert(PARAMS_PATH_MAX <= SSHFILE_PATH_MAX, "a valid path must pass the SFTP layer");

@@ -63,3 +63,41 @@ static int params_sandbox_unforward_fill(json_object *params, void *at, struct p
 }
 
 PARAMS_SPEC(params_sandbox_unforward, struct params_sandbox_unforward, NULL);
+
+static int params_sandbox_preview_fill(json_object *params, void *at, struct params_error *err)
+{
+    static const char *const allowed[] = {"id", "port", "ttl_s", NULL};
+    static const struct params_field fields[] = {
+        PARAMS_F_ID_OF(struct params_sandbox_preview),
+        PARAMS_F_INT64_OF(struct params_sandbox_preview, port, true, 1, 65535),
+        PARAMS_F_INT64_OF(struct params_sandbox_preview, ttl_s, false, 1, PARAMS_PREVIEW_TTL_MAX),
+    };
+
+    return params_read(params, allowed, fields, ELEMENTSOF(fields), at, err);
+}
+
+PARAMS_SPEC(params_sandbox_preview, struct params_sandbox_preview, NULL);
+
+static int params_sandbox_unpreview_fill(json_object *params, void *at, struct params_error *err)
+{
+    static const char *const allowed[] = {"id", "preview", NULL};
+    static const struct params_field fields[] = {
+        PARAMS_F_ID_OF(struct params_sandbox_unpreview),
+    };
+    struct params_sandbox_unpreview *p = at;
+    int r = params_read(params, allowed, fields, ELEMENTSOF(fields), p, err);
+
+    if (r < 0)
+        return r;
+    if (!params || !json_object_object_get_ex(params, "preview", NULL))
+        return params_fail(err, "preview", "required");
+    r = get_string(params, "preview", PARAMS_PREVIEW_ID_LEN, p->preview, err);
+    if (r < 0)
+        return r;
+    if (strlen(p->preview) != PARAMS_PREVIEW_ID_LEN || strncmp(p->preview, "pv-", 3) != 0 ||
+        strspn(p->preview + 3, "0123456789abcdef") != PARAMS_PREVIEW_ID_LEN - 3)
+        return params_fail(err, "preview", "must be a preview id (\"pv-\" and 16 hex digits)");
+    return 0;
+}
+
+PARAMS_SPEC(params_sandbox_unpreview, struct params_sandbox_unpreview, NULL);

@@ -118,3 +118,66 @@ int cmd_forward(struct ctl *c, int argc, char **argv)
     r = ctl_call(c, "sandbox.unforward", p, &closed);
     return r < 0 ? exit_for(r) : 0;
 }
+
+static void print_preview_url(json_object *res)
+{
+    printf("%s\n", strna(get_str(res, "url")));
+}
+
+static void print_previews(json_object *res)
+{
+    json_object *a;
+
+    if (!json_object_object_get_ex(res, "previews", &a))
+        return;
+    for (size_t i = 0; i < json_object_array_length(a); i++) {
+        json_object *p = json_object_array_get_idx(a, i), *port, *exp;
+
+        json_object_object_get_ex(p, "port", &port);
+        json_object_object_get_ex(p, "expires_at", &exp);
+        printf("%s  %5d  expires %lld  %s\n", strna(get_str(p, "preview")),
+               json_object_get_int(port), (long long)json_object_get_int64(exp),
+               strna(get_str(p, "url")));
+    }
+}
+
+int cmd_preview(struct ctl *c, int argc, char **argv)
+{
+    int64_t port, ttl = 0;
+    json_object *p;
+
+    if ((argc != 3 && !(argc == 5 && strcmp(argv[3], "--ttl") == 0))) {
+        fprintf(stderr, "sandboxctl: usage: preview ID PORT [--ttl SECONDS]\n");
+        return EXIT_USAGE;
+    }
+    if (parse_int(argv[2], "PORT", 1, 65535, &port) < 0 ||
+        (argc == 5 && parse_int(argv[4], "SECONDS", 1, INT32_MAX, &ttl) < 0))
+        return EXIT_USAGE;
+    p = id_params(argv[1]);
+    json_object_object_add(p, "port", json_object_new_int64(port));
+    if (ttl > 0)
+        json_object_object_add(p, "ttl_s", json_object_new_int64(ttl));
+    return ctl_run(c, "sandbox.preview", p, print_preview_url);
+}
+
+int cmd_previews(struct ctl *c, int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "sandboxctl: usage: previews ID\n");
+        return EXIT_USAGE;
+    }
+    return ctl_run(c, "sandbox.previews", id_params(argv[1]), print_previews);
+}
+
+int cmd_unpreview(struct ctl *c, int argc, char **argv)
+{
+    json_object *p;
+
+    if (argc != 3) {
+        fprintf(stderr, "sandboxctl: usage: unpreview ID PREVIEW\n");
+        return EXIT_USAGE;
+    }
+    p = id_params(argv[1]);
+    json_object_object_add(p, "preview", json_object_new_string(argv[2]));
+    return ctl_run(c, "sandbox.unpreview", p, NULL);
+}

@@ -342,6 +342,9 @@ static void usage(FILE *f)
             "  forward ID [LOCAL:]REMOTE       relay port REMOTE of the sandbox to a private\n"
             "                                  Unix socket (LOCAL: to 127.0.0.1:LOCAL, open to\n"
             "                                  every local user) until Ctrl-C\n"
+            "  preview ID PORT [--ttl S]       print a signed, expiring URL to port PORT\n"
+            "  previews ID                     the sandbox's preview URLs\n"
+            "  unpreview ID PREVIEW            revoke one\n"
             "  ps ID                           background processes\n"
             "  start ID [--stdin] [-t|--pty] [-a|--attach] [--env K=V] [--cwd DIR] [-u USER]\n"
             "       -- CMD...\n"
@@ -428,6 +431,12 @@ static int run_command(struct ctl *c, const char *cmd, int argc, char **argv)
         }
     } else if (strcmp(cmd, "forward") == 0)
         r = cmd_forward(c, argc, argv);
+    else if (strcmp(cmd, "preview") == 0)
+        r = cmd_preview(c, argc, argv);
+    else if (strcmp(cmd, "previews") == 0)
+        r = cmd_previews(c, argc, argv);
+    else if (strcmp(cmd, "unpreview") == 0)
+        r = cmd_unpreview(c, argc, argv);
     else if (ctl_snapshot_is_command(cmd))
         r = ctl_snapshot_main(c, argc, argv);
     else if (strcmp(cmd, "template") == 0)
@@ -490,7 +499,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "mcp") == 0)
         return mcp_main(c.socket, argc, argv);
     if ((!strstr(" status create list show exec put get internet renew resize destroy call metrics "
-                 "events forward template ",
+                 "events forward preview previews unpreview template ",
                  cmd) &&
          !ctl_fs_is_command(cmd) && !ctl_process_is_command(cmd) &&
          !ctl_snapshot_is_command(cmd)) ||

@@ -42,7 +42,8 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 __all__ = [
-    "Client", "Sandbox", "Process", "Forward", "ExecResult", "ExecStream", "OutputChunk", "Method",
+    "Client", "Sandbox", "Process", "Forward", "Preview", "ExecResult", "ExecStream",
+    "OutputChunk", "Method",
     "Error", "ConnectionLost", "Unavailable", "ParseError", "InvalidRequest", "MethodNotFound",
     "InvalidParams", "InternalError", "NoSuchSandbox", "BadState", "QuotaExceeded",
     "ProxmoxError", "SSHError", "DeadlineExceeded", "Busy", "PermissionDenied", "FileError",
@@ -52,7 +53,8 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     # The asyncio client (sandboxd_async.py, beside this file), loaded on first use.
-    if name in ("AsyncClient", "AsyncSandbox", "AsyncProcess", "AsyncExecStream", "AsyncForward"):
+    if name in ("AsyncClient", "AsyncSandbox", "AsyncProcess", "AsyncExecStream", "AsyncForward",
+                "AsyncPreview"):
         import sandboxd_async
         return getattr(sandboxd_async, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -94,6 +96,9 @@ class Method:
     FORWARD = "sandbox.forward"
     FORWARDS = "sandbox.forwards"
     UNFORWARD = "sandbox.unforward"
+    PREVIEW = "sandbox.preview"
+    PREVIEWS = "sandbox.previews"
+    UNPREVIEW = "sandbox.unpreview"
     SNAPSHOT = "sandbox.snapshot"
     SNAPSHOTS = "sandbox.snapshots"
     ROLLBACK = "sandbox.rollback"
@@ -978,6 +983,19 @@ class Sandbox:
     def forwards(self, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
         return self._call(Method.FORWARDS, timeout)["forwards"]
 
+    def preview(self, port: int, ttl_s: Optional[int] = None,
+                timeout: Optional[float] = None) -> "Preview":
+        """sandbox.preview: a signed URL (`.url`) to port of the sandbox through the daemon's
+        preview listener, valid until `.expires_at` (Unix seconds; ttl_s, default the
+        operator's), `.close()` or the sandbox's end. Whoever holds the URL reaches the port."""
+        kw: Dict[str, Any] = {"port": int(port)}
+        if ttl_s is not None:
+            kw["ttl_s"] = int(ttl_s)
+        return Preview(self, self._call(Method.PREVIEW, timeout, **kw))
+
+    def previews(self, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
+        return self._call(Method.PREVIEWS, timeout)["previews"]
+
     # -- snapshots (of the disk; Proxmox keeps them with the container)
     def snapshot(self, name: str, timeout: Optional[float] = None) -> Dict[str, Any]:
         """sandbox.snapshot: {"name", "created_at"}. name: a letter, then letters, digits,
@@ -1108,6 +1126,35 @@ class Forward(_ForwardInfo):
             pass
 
     def __enter__(self) -> "Forward":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class Preview:
+    """A preview URL (Sandbox.preview): `url`, `port` in the sandbox, `expires_at`, `preview`
+    its id. `.close()` (or the end of a with block) revokes it."""
+
+    def __init__(self, sandbox: "Sandbox", info: Mapping[str, Any]) -> None:
+        self.sandbox = sandbox
+        self.info = dict(info)
+        self.preview: str = info["preview"]
+        self.port: int = info["port"]
+        self.url: str = info["url"]
+        self.expires_at: int = info["expires_at"]
+
+    def __repr__(self) -> str:
+        return f"<Preview {self.preview} port {self.port}>"
+
+    def close(self, timeout: Optional[float] = None) -> None:
+        """sandbox.unpreview; a preview already gone (expired, sandbox destroyed) is fine."""
+        try:
+            self.sandbox._call(Method.UNPREVIEW, timeout, preview=self.preview)
+        except (InvalidParams, NoSuchSandbox):
+            pass
+
+    def __enter__(self) -> "Preview":
         return self
 
     def __exit__(self, *exc: Any) -> None:

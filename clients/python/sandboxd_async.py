@@ -28,7 +28,8 @@ from sandboxd import (DEFAULT_SOCKET, Busy, ConnectionLost, Data, ExecResult, Fi
                       Method, NoSuchSandbox, OutputChunk, Unavailable, _ForwardInfo, _error, _get_data,
                       _put_data)
 
-__all__ = ["AsyncClient", "AsyncSandbox", "AsyncProcess", "AsyncExecStream", "AsyncForward"]
+__all__ = ["AsyncClient", "AsyncSandbox", "AsyncProcess", "AsyncExecStream", "AsyncForward",
+           "AsyncPreview"]
 
 _READ_SIZE = 65536
 
@@ -569,6 +570,17 @@ class AsyncSandbox:
     async def forwards(self, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
         return (await self._call(Method.FORWARDS, timeout))["forwards"]
 
+    async def preview(self, port: int, ttl_s: Optional[int] = None,
+                      timeout: Optional[float] = None) -> "AsyncPreview":
+        """sandbox.preview (see Sandbox.preview): `.url`, `.expires_at`, `await .close()`."""
+        kw: Dict[str, Any] = {"port": int(port)}
+        if ttl_s is not None:
+            kw["ttl_s"] = int(ttl_s)
+        return AsyncPreview(self, await self._call(Method.PREVIEW, timeout, **kw))
+
+    async def previews(self, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
+        return (await self._call(Method.PREVIEWS, timeout))["previews"]
+
     async def snapshot(self, name: str, timeout: Optional[float] = None) -> Dict[str, Any]:
         return (await self._call(Method.SNAPSHOT, timeout, name=name))["snapshot"]
 
@@ -666,6 +678,31 @@ class AsyncForward(_ForwardInfo):
             pass
 
     async def __aenter__(self) -> "AsyncForward":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+
+class AsyncPreview:
+    """A preview URL (AsyncSandbox.preview): `url`, `port`, `expires_at`, `preview`."""
+
+    def __init__(self, sandbox: AsyncSandbox, info: Dict[str, Any]) -> None:
+        self.sandbox = sandbox
+        self.info = dict(info)
+        self.preview: str = info["preview"]
+        self.port: int = info["port"]
+        self.url: str = info["url"]
+        self.expires_at: int = info["expires_at"]
+
+    async def close(self, timeout: Optional[float] = None) -> None:
+        """sandbox.unpreview; a preview already gone is fine."""
+        try:
+            await self.sandbox._call(Method.UNPREVIEW, timeout, preview=self.preview)
+        except (InvalidParams, NoSuchSandbox):
+            pass
+
+    async def __aenter__(self) -> "AsyncPreview":
         return self
 
     async def __aexit__(self, *exc: Any) -> None:

@@ -13,6 +13,7 @@
 
 #include "log.h"
 #include "macro.h"
+#include "preview-http.h"
 #include "util.h"
 
 enum key_type {
@@ -131,12 +132,24 @@ static const struct key_def keys[] = {
     UINT_KEY("forward", "max_per_uid", forward.max_per_uid, 0, 65536),
     UINT_KEY("forward", "max_connections", forward.max_connections, 1, 1024),
     UINT_KEY("forward", "buffer_bytes", forward.buffer_bytes, 4096, 67108864),
+    {"preview", "listen", KEY_HOSTPORT, F(preview.listen_ip), F(preview.listen_port), 0, 0},
+    {"preview", "base_url", KEY_STRING, F(preview.base_url), 0, 0, 0},
+    {"preview", "secret_file", KEY_PATH, F(preview.secret_file), 0, 0, 0},
+    {"preview", "tls_certificate", KEY_PATH, F(preview.tls_certificate), 0, 0, 0},
+    {"preview", "tls_key", KEY_PATH, F(preview.tls_key), 0, 0, 0},
+    UINT_KEY("preview", "max_per_sandbox", preview.max_per_sandbox, 0, 1024),
+    UINT_KEY("preview", "max_per_uid", preview.max_per_uid, 0, 65536),
+    UINT_KEY("preview", "default_ttl_s", preview.default_ttl_s, 1, 31536000),
+    UINT_KEY("preview", "max_ttl_s", preview.max_ttl_s, 1, 31536000),
+    UINT_KEY("preview", "header_timeout_ms", preview.header_timeout_ms, 100, 600000),
+    UINT_KEY("preview", "max_pending", preview.max_pending, 1, 65536),
+    UINT_KEY("preview", "max_connections", preview.max_connections, 1, 1024),
 };
 
 #define N_KEYS ELEMENTSOF(keys)
 
-static const char *known_sections[] = {"server",    "proxmox", "ssh",     "sandbox",
-                                       "templates", "pool",    "network", "forward"};
+static const char *known_sections[] = {"server", "proxmox", "ssh",     "sandbox", "templates",
+                                       "pool",   "network", "forward", "preview"};
 /* Keys of [templates] and [pool] other than the operator's template names. */
 static const char *const dynamic_keys[] = {"templates.default", "templates.max_templates_per_uid",
                                            "templates.max_template_disk_gb_per_uid", "pool.warm",
@@ -543,6 +556,16 @@ int config_init(struct config *c)
                 .max_connections = CONFIG_DEFAULT_FORWARD_MAX_CONNECTIONS,
                 .buffer_bytes = CONFIG_DEFAULT_FORWARD_BUFFER_BYTES,
             },
+        .preview =
+            {
+                .max_per_sandbox = CONFIG_DEFAULT_PREVIEW_MAX_PER_SANDBOX,
+                .max_per_uid = CONFIG_DEFAULT_PREVIEW_MAX_PER_UID,
+                .default_ttl_s = CONFIG_DEFAULT_PREVIEW_DEFAULT_TTL_S,
+                .max_ttl_s = CONFIG_DEFAULT_PREVIEW_MAX_TTL_S,
+                .header_timeout_ms = CONFIG_DEFAULT_PREVIEW_HEADER_TIMEOUT_MS,
+                .max_pending = CONFIG_DEFAULT_PREVIEW_MAX_PENDING,
+                .max_connections = CONFIG_DEFAULT_PREVIEW_MAX_CONNECTIONS,
+            },
     };
     c->proxmox.nodes = calloc(1, sizeof(char *));
     if (c->proxmox.nodes) {
@@ -575,7 +598,8 @@ void config_done(struct config *c)
               c->server.state_dir, c->proxmox.url, c->proxmox.token_id,
               c->proxmox.token_secret_file, c->proxmox.pool, c->proxmox.storage, c->proxmox.ca_file,
               c->proxmox.fingerprint, c->proxmox.internet_group, c->network.dns, c->ssh.user,
-              c->ssh.key_file, c->forward.socket_dir);
+              c->ssh.key_file, c->forward.socket_dir, c->preview.base_url, c->preview.secret_file,
+              c->preview.tls_certificate, c->preview.tls_key);
     free_secret(&c->proxmox.token_secret);
     free_secret(&c->ssh.key);
     config_free_list(c->proxmox.nodes, c->proxmox.n_nodes);
@@ -729,6 +753,16 @@ int config_validate(const struct config *c, char **ret_error)
     if (c->sandbox.default_disk_gb > c->sandbox.max_disk_gb)
         set_error(&err, "%s: [sandbox] default_disk_gb (%u) is larger than max_disk_gb (%u)", file,
                   c->sandbox.default_disk_gb, c->sandbox.max_disk_gb);
+    if (c->preview.default_ttl_s > c->preview.max_ttl_s)
+        set_error(&err, "%s: [preview] default_ttl_s (%u) is larger than max_ttl_s (%u)", file,
+                  c->preview.default_ttl_s, c->preview.max_ttl_s);
+    if (c->preview.listen_port && preview_base_url_check(c->preview.base_url) < 0)
+        set_error(&err,
+                  "%s: [preview] base_url: required with listen, as http[s]://HOST[:PORT] where "
+                  "HOST holds {port} and {id} once each",
+                  file);
+    if (!c->preview.tls_certificate != !c->preview.tls_key)
+        set_error(&err, "%s: [preview] tls_certificate and tls_key go together", file);
     if (!err)
         (void)config_templates_validate(c, &err);
     if (err) {

@@ -85,6 +85,13 @@
 #define CONFIG_DEFAULT_FORWARD_MAX_PER_UID 64
 #define CONFIG_DEFAULT_FORWARD_MAX_CONNECTIONS 64
 #define CONFIG_DEFAULT_FORWARD_BUFFER_BYTES (256u * 1024u)
+#define CONFIG_DEFAULT_PREVIEW_MAX_PER_SANDBOX 8
+#define CONFIG_DEFAULT_PREVIEW_MAX_PER_UID 64
+#define CONFIG_DEFAULT_PREVIEW_DEFAULT_TTL_S 3600
+#define CONFIG_DEFAULT_PREVIEW_MAX_TTL_S 86400
+#define CONFIG_DEFAULT_PREVIEW_HEADER_TIMEOUT_MS 10000
+#define CONFIG_DEFAULT_PREVIEW_MAX_PENDING 256
+#define CONFIG_DEFAULT_PREVIEW_MAX_CONNECTIONS 64
 
 struct config_server {
     char *socket;       /* path bound when systemd passes none */
@@ -193,6 +200,23 @@ struct config_forward {
     unsigned buffer_bytes;    /* 4 KiB..64 MiB buffered per connection and direction */
 };
 
+/* [preview]: preview URLs (sandbox.preview), off while listen is unset (port 0). */
+struct config_preview {
+    uint32_t listen_ip;    /* IPv4 of the HTTP listener (host order) */
+    unsigned listen_port;  /* 0: off */
+    char *base_url;        /* "http[s]://...{port}...{id}...[:PORT]" (proto/preview-http.h) */
+    char *secret_file;     /* the signing key; NULL: <state_dir>/preview.key, made if missing */
+    char *tls_certificate; /* PEM chain; with tls_key: the listener speaks HTTPS */
+    char *tls_key;
+    unsigned max_per_sandbox;   /* 0..1024 previews at once per sandbox */
+    unsigned max_per_uid;       /* 0..65536 previews at once per caller uid */
+    unsigned default_ttl_s;     /* 1..max_ttl_s when ttl_s is not given */
+    unsigned max_ttl_s;         /* 1..31536000 */
+    unsigned header_timeout_ms; /* 100..600000 to read a connection's first request head */
+    unsigned max_pending;       /* 1..65536 connections whose request head is being read */
+    unsigned max_connections;   /* 1..1024 relayed connections at once per preview */
+};
+
 /* A template a sandbox is cloned from: [templates] NAME = VMID, NAME.host_key = pins
  * ([proxmox] template is the one named CONFIG_DEFAULT_TEMPLATE_NAME). */
 struct config_template {
@@ -225,6 +249,7 @@ struct config {
     struct config_sandbox sandbox;
     struct config_network network;
     struct config_forward forward;
+    struct config_preview preview;
     struct config_template *templates; /* [proxmox] template first, then [templates] in order */
     size_t n_templates;
     char *default_template; /* [templates] default; NULL: "default" or the first */

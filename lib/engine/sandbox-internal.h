@@ -271,6 +271,14 @@ struct engine {
      * (NULL) without calling into it; NULL while there was none. */
     struct sandbox_fwd *forwards;
     void (*forwards_stop)(struct engine *e, const struct sandbox *sb);
+    /* Preview URLs (sandbox-preview.c) and their hook, as the forwards'; the preview
+     * listener (preview-listen.c) and its hook for engine_close(); the signing key. */
+    struct sandbox_preview *previews;
+    void (*previews_stop)(struct engine *e, const struct sandbox *sb);
+    struct preview_srv *preview_srv;
+    void (*preview_srv_stop)(struct engine *e);
+    uint8_t preview_key[64];
+    size_t preview_key_len;
 
     bool closing;
     unsigned close_pending;

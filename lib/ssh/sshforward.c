@@ -11,6 +11,7 @@
 #include <libssh/libssh.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "macro.h"
@@ -377,8 +378,8 @@ static const struct sshpool_chan_ops fwd_ops = {
     .fail = fwd_fail,
 };
 
-int sshfwd_accept(struct sshpool *pool, uv_stream_t *server, bool tcp, uint16_t port,
-                  size_t buffer_bytes, sshfwd_done_cb cb, void *userdata, struct sshfwd **ret)
+static int fwd_new(struct sshpool *pool, bool tcp, uint16_t port, size_t buffer_bytes,
+                   sshfwd_done_cb cb, void *userdata, struct sshfwd **ret)
 {
     uv_loop_t *loop = sshpool_get_loop(pool);
     struct sshfwd *f;
@@ -405,8 +406,16 @@ int sshfwd_accept(struct sshpool *pool, uv_stream_t *server, bool tcp, uint16_t 
     f->userdata = userdata;
     f->chan.ops = &fwd_ops;
     /* f->state is FWD_QUEUED (0) from calloc */
-    r = uv_accept(server, &f->client.stream);
-    if (r >= 0)
+    *ret = f;
+    return 0;
+}
+
+/* Reads the client (unless its buffer is full already) and queues the channel's open. */
+static int fwd_start(struct sshpool *pool, struct sshfwd *f, bool tcp)
+{
+    int r = 0;
+
+    if (f->up_len < f->cap)
         r = uv_read_start(&f->client.stream, on_alloc, on_read);
     if (r < 0) {
         /* closed without the callback: the caller learns the error from the return */
@@ -415,8 +424,61 @@ int sshfwd_accept(struct sshpool *pool, uv_stream_t *server, bool tcp, uint16_t 
     }
     if (tcp)
         (void)uv_tcp_nodelay(&f->client.tcp, 1);
-    f->reading = true;
+    f->reading = f->up_len < f->cap;
     sshpool_submit(pool, &f->chan);
+    return 0;
+}
+
+int sshfwd_accept(struct sshpool *pool, uv_stream_t *server, bool tcp, uint16_t port,
+                  size_t buffer_bytes, sshfwd_done_cb cb, void *userdata, struct sshfwd **ret)
+{
+    struct sshfwd *f;
+    int r;
+
+    r = fwd_new(pool, tcp, port, buffer_bytes, cb, userdata, &f);
+    if (r < 0)
+        return r;
+    r = uv_accept(server, &f->client.stream);
+    if (r < 0) {
+        uv_close((uv_handle_t *)&f->client.stream, on_accept_failed_closed);
+        return r;
+    }
+    r = fwd_start(pool, f, tcp);
+    if (r < 0)
+        return r;
+    if (ret)
+        *ret = f;
+    return 0;
+}
+
+int sshfwd_open_fd(struct sshpool *pool, int fd, bool tcp, uint16_t port, size_t buffer_bytes,
+                   const void *head, size_t head_len, sshfwd_done_cb cb, void *userdata,
+                   struct sshfwd **ret)
+{
+    struct sshfwd *f;
+    int r;
+
+    if (head_len > buffer_bytes) {
+        close(fd);
+        return -EINVAL;
+    }
+    r = fwd_new(pool, tcp, port, buffer_bytes, cb, userdata, &f);
+    if (r < 0) {
+        close(fd);
+        return r;
+    }
+    r = tcp ? uv_tcp_open(&f->client.tcp, fd) : uv_pipe_open(&f->client.pipe, fd);
+    if (r < 0) {
+        close(fd);
+        uv_close((uv_handle_t *)&f->client.stream, on_accept_failed_closed);
+        return r;
+    }
+    if (head_len > 0)
+        memcpy(f->up, head, head_len);
+    f->up_len = head_len;
+    r = fwd_start(pool, f, tcp);
+    if (r < 0)
+        return r;
     if (ret)
         *ret = f;
     return 0;

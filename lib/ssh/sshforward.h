@@ -45,6 +45,14 @@ typedef void (*sshfwd_done_cb)(struct sshfwd *f, int error, void *userdata);
 int sshfwd_accept(struct sshpool *pool, uv_stream_t *server, bool tcp, uint16_t port,
                   size_t buffer_bytes, sshfwd_done_cb cb, void *userdata, struct sshfwd **ret);
 
+/* The same for a connected socket fd (TCP when tcp, else a Unix stream socket) the caller
+ * read head_len bytes of already (an HTTP request head; at most buffer_bytes): they are
+ * sent first, then the rest. fd is the relay's from the call on, closed on every error
+ * too. */
+int sshfwd_open_fd(struct sshpool *pool, int fd, bool tcp, uint16_t port, size_t buffer_bytes,
+                   const void *head, size_t head_len, sshfwd_done_cb cb, void *userdata,
+                   struct sshfwd **ret);
+
 /* The accepted stream, e.g. for its peer credentials (valid until the done callback). */
 uv_stream_t *sshfwd_client(struct sshfwd *f);
 

@@ -7,6 +7,10 @@ zeroes and a sink that counts what it got. Each is reached three ways:
              of the container lets the benchmark's ports in)
   fwd-unix   through the forward's Unix socket (the daemon relays over SSH direct-tcpip)
   fwd-tcp    through a forward on a loopback TCP port
+  preview    through the preview listener ([preview] listen, plain HTTP): the connection's
+             first bytes are an HTTP request head with the preview's cookie, then the
+             relay carries the raw bytes as a forward's does (the echo returns the head
+             first, the sink counts it; both are accounted for)
 
 and measured:
 
@@ -28,6 +32,7 @@ import socket
 import statistics
 import sys
 import time
+import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
@@ -36,9 +41,32 @@ from e2elib import Env  # noqa: E402
 
 print = functools.partial(print, flush=True)  # noqa: A001
 ECHO, SOURCE, SINK = 9000, 9001, 9002
+# the preview's source reads the request head first: one that closes with it unread would
+# reset the connection and lose what it sent
+HEAD_SOURCE = 9003
+
+
+def preview_head(where):
+    """where: "preview|LISTEN_PORT|HOST|TOKEN|SANDBOX_PORT": the head sent first."""
+    _, _, host, token, _ = where.split("|")
+    return (f"GET / HTTP/1.1\r\nHost: {host}\r\n"
+            f"Cookie: sandboxd_preview={token}\r\n\r\n").encode()
 
 
 def connect(where, timeout=30):
+    if where.startswith("preview|"):
+        lport, sport = int(where.split("|")[1]), int(where.split("|")[4])
+        s = socket.create_connection(("127.0.0.1", lport), timeout=timeout)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        head = preview_head(where)
+        s.sendall(head)
+        if sport == ECHO:  # the echo sends the head back first
+            got = b""
+            while len(got) < len(head):
+                d = s.recv(len(head) - len(got))
+                assert d, (where, got)
+                got += d
+        return s
     if where.startswith("/"):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.settimeout(timeout)
@@ -80,7 +108,8 @@ def up(where, nbytes):
             break
         reply += d
     s.close()
-    assert int(reply.split()[0]) == nbytes, (where, reply)
+    extra = len(preview_head(where)) if where.startswith("preview|") else 0
+    assert int(reply.split()[0]) == nbytes + extra, (where, reply)
     return nbytes / (1 << 20) / (time.perf_counter() - t0)
 
 
@@ -110,6 +139,14 @@ def connects(where, n):
     return statistics.median(out)
 
 
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
 def wait_reachable(where, timeout=60):
     deadline = time.time() + timeout
     while True:
@@ -132,13 +169,19 @@ def main():
     ap.add_argument("--connects", type=int, default=50)
     a = ap.parse_args()
     nbytes = a.mib << 20
-    with Env(sim_config={"firewall_period": 1}) as env:
+    lport = free_port()
+    conf = {"preview": {"listen": f"127.0.0.1:{lport}",
+                        "base_url": f"http://{{port}}-{{id}}.preview.test:{lport}"}}
+    with Env(sim_config={"firewall_period": 1}, daemon_config=conf) as env:
         c = env.client()
         sb = c.call("sandbox.create", {"ttl_s": 3600})
         sid = sb["id"]
         for cmd in (f"nc -ll -p {ECHO} -e cat",
                     f"nc -ll -p {SOURCE} -e head -c {nbytes} /dev/zero",
-                    f"nc -ll -p {SINK} -e wc -c"):
+                    f"nc -ll -p {SINK} -e wc -c",
+                    f"nc -ll -p {HEAD_SOURCE} -e sh -c 'while read -r l; do "
+                    f"[ \"$l\" = \"$(printf \"\\r\")\" ] && break; done; "
+                    f"head -c {nbytes} /dev/zero'"):
             c.call("process.start", {"id": sid, "command": cmd})
         vmid = next(iter(env.containers()))
         for port in (ECHO, SOURCE, SINK):
@@ -146,11 +189,15 @@ def main():
                        {"type": "in", "action": "ACCEPT", "proto": "tcp", "dport": str(port),
                         "enable": "1", "pos": "0"})
         ways = {"direct": {p: f"{sb['ip']}:{p}" for p in (ECHO, SOURCE, SINK)},
-                "fwd-unix": {}, "fwd-tcp": {}}
+                "fwd-unix": {}, "fwd-tcp": {}, "preview": {}}
         for p in (ECHO, SOURCE, SINK):
             ways["fwd-unix"][p] = c.call("sandbox.forward", {"id": sid, "port": p})["socket"]
             ways["fwd-tcp"][p] = c.call("sandbox.forward", {"id": sid, "port": p,
                                                            "listen": "127.0.0.1:0"})["address"]
+            pp = HEAD_SOURCE if p == SOURCE else p
+            u = urllib.parse.urlsplit(c.call("sandbox.preview", {"id": sid, "port": pp})["url"])
+            tok = urllib.parse.parse_qs(u.query)["sandboxd_preview"][0]
+            ways["preview"][p] = f"preview|{lport}|{u.netloc}|{tok}|{p}"
         for w in ways.values():
             wait_reachable(w[ECHO])
         print(f"{a.mib} MiB each way, {a.rtts} round trips, {a.connects} connects; sandbox {sid}")

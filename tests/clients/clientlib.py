@@ -203,3 +203,13 @@ def sh(args, cwd, env, timeout=300):
     out = p.stdout + p.stderr
     assert p.returncode == 0, f"{' '.join(args)} exited {p.returncode}:\n{out}"
     return out
+
+
+def free_port():
+    """A loopback TCP port free now (for [preview] listen)."""
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port

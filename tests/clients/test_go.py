@@ -34,7 +34,10 @@ def main():
     if not go:
         print("FAIL go is not installed (tools/bootstrap installs golang-go)")
         sys.exit(1)
-    with Env() as env:
+    port = clientlib.free_port()
+    conf = {"preview": {"listen": f"127.0.0.1:{port}",
+                        "base_url": f"http://{{port}}-{{id}}.preview.test:{port}"}}
+    with Env(daemon_config=conf) as env:
         e = go_env(env.socket)
 
         def tools():

@@ -9,6 +9,7 @@ import hashlib
 import os
 import tempfile
 
+import clientlib
 from clientlib import Env, enable_test_hooks, run
 
 import sandboxd  # noqa: E402  (clients/python, put on the path by clientlib)
@@ -40,6 +41,12 @@ async def session(env):
             for n in range(3):
                 assert results[n].stdout == "".join(f"{n}-{i}\n" for i in (1, 2, 3)), results
             assert [x.stdout for x in results[3:]] == ["0\n", "1\n", "2\n", "3\n"]
+
+            async with await sb.preview(8080, ttl_s=60) as pv:
+                assert isinstance(pv, sandboxd.AsyncPreview), pv
+                assert pv.url.startswith(f"http://8080-{sb.id}.preview.test:"), pv.url
+                assert pv.preview in [x["preview"] for x in await sb.previews()]
+            assert pv.preview not in [x["preview"] for x in await sb.previews()]
 
             # Per-call timeout: the wait ends, the connection goes on.
             try:
@@ -137,8 +144,12 @@ async def session(env):
 
 def main():
     enable_test_hooks()
+    port = clientlib.free_port()
     with Env(daemon_config={"proxmox": {"firewall_period_s": "1"},
-                            "network": {"probe_address": None}}) as env:
+                            "network": {"probe_address": None},
+                            "preview": {"listen": f"127.0.0.1:{port}",
+                                        "base_url": f"http://{{port}}-{{id}}.preview.test:{port}"}
+                            }) as env:
         run([("AsyncClient: the whole surface", lambda: asyncio.run(session(env)))])
         env.wait_no_containers(timeout=30)
 

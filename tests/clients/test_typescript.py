@@ -83,8 +83,12 @@ def main():
                   "s.SandboxdError)"], e)
         assert out.strip() == "function function true", out
 
+    port = clientlib.free_port()
     with Env(daemon_config={"proxmox": {"firewall_period_s": "1"},
-                            "network": {"probe_address": None}}) as env:
+                            "network": {"probe_address": None},
+                            "preview": {"listen": f"127.0.0.1:{port}",
+                                        "base_url": f"http://{{port}}-{{id}}.preview.test:{port}"}
+                            }) as env:
         def node_test():
             files = sorted(glob.glob(os.path.join(TS_DIR, "dist-test", "test", "*.test.js")))
             assert files, "no compiled test files in dist-test/test/"

@@ -757,7 +757,10 @@ START_TEST(test_method_table)
                                            "template.delete",
                                            "template.publish",
                                            "sandbox.pause",
-                                           "sandbox.resume"};
+                                           "sandbox.resume",
+                                           "sandbox.preview",
+                                           "sandbox.previews",
+                                           "sandbox.unpreview"};
     const struct rpc_method_info *all;
     size_t n;
 
@@ -774,7 +777,7 @@ START_TEST(test_method_table)
     ck_assert_ptr_null(rpc_method_find(""));
     ck_assert_ptr_null(rpc_method_find(NULL));
     all = rpc_methods(&n);
-    ck_assert_uint_eq(n, 40);
+    ck_assert_uint_eq(n, 43);
     for (size_t i = 0; i < n; i++)
         ck_assert(!all[i].planned && all[i].params);
     ck_assert_str_eq(all[0].name, "sandbox.create");

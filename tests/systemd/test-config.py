@@ -170,6 +170,17 @@ def test_errors():
         p = check_config(conf)
         t.check(p.returncode == 1 and f"{conf}:2" in p.stderr and "max_connections" in p.stderr,
                 f"a bad value: exit {p.returncode}: {p.stderr.strip()}")
+        # [preview]: listen needs a base_url of the documented form; the TLS files go together
+        for i, (body, word) in enumerate([
+                ("listen = 127.0.0.1:8090\n", "base_url"),
+                ("listen = 127.0.0.1:8090\nbase_url = http://{id}.preview.example\n", "base_url"),
+                ("listen = 127.0.0.1:8090\nbase_url = http://{port}-{id}.x/path\n", "base_url"),
+                ("tls_certificate = /etc/cert.pem\n", "tls_key"),
+                ("default_ttl_s = 90000\n", "max_ttl_s")]):
+            conf = write(os.path.join(tmp, f"preview{i}.conf"), "[preview]\n" + body, 0o644)
+            p = check_config(conf)
+            t.check(p.returncode == 1 and word in p.stderr,
+                    f"[preview] {body.strip()!r}: exit {p.returncode}: {p.stderr.strip()}")
 
 
 TESTS = {"keys": test_keys, "example": test_example, "credentials": test_credentials,

@@ -3,8 +3,8 @@
 
 export { Client, DEFAULT_SOCKET } from "./client.js";
 export type { CallOptions, ClientOptions, CreateOptions, ListOptions } from "./client.js";
-export { ForkIncompleteError, Forward, Sandbox } from "./sandbox.js";
-export type { ForwardInfo, SnapshotInfo } from "./sandbox.js";
+export { ForkIncompleteError, Forward, Preview, Sandbox } from "./sandbox.js";
+export type { ForwardInfo, PreviewInfo, SnapshotInfo } from "./sandbox.js";
 export type { TemplateDefaults, TemplateInfo } from "./template.js";
 export type {
   ExecOptions,

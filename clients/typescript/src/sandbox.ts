@@ -380,6 +380,22 @@ export class Sandbox {
     return ((await this.call("sandbox.forwards", {}, opts)) as { forwards: Record<string, unknown>[] }).forwards;
   }
 
+  /**
+   * sandbox.preview: a signed URL (`url`) to 127.0.0.1:port in the sandbox through the
+   * daemon's preview listener, valid until `expiresAt` (Unix seconds; `ttlS`, default the
+   * daemon's), `close()` or the sandbox's end. Whoever holds the URL reaches the port.
+   */
+  async preview(port: number, opts: CallOptions & { ttlS?: number } = {}): Promise<Preview> {
+    const params: Record<string, unknown> = { port };
+    if (opts.ttlS !== undefined) params.ttl_s = opts.ttlS;
+    return new Preview(this, (await this.call("sandbox.preview", params, opts)) as PreviewInfo);
+  }
+
+  /** sandbox.previews. */
+  async previews(opts: CallOptions = {}): Promise<Record<string, unknown>[]> {
+    return ((await this.call("sandbox.previews", {}, opts)) as { previews: Record<string, unknown>[] }).previews;
+  }
+
   /** sandbox.snapshot: a snapshot of the disk (name: a letter, then letters, digits, _ or -; 2..40). */
   async snapshot(name: string, opts: CallOptions = {}): Promise<SnapshotInfo> {
     return ((await this.call("sandbox.snapshot", { name }, opts)) as { snapshot: SnapshotInfo }).snapshot;
@@ -493,6 +509,45 @@ export class Forward {
   async close(opts: CallOptions = {}): Promise<void> {
     try {
       await this.sandbox.call("sandbox.unforward", { forward: this.forward }, opts);
+    } catch (e) {
+      if (!(e instanceof InvalidParams || e instanceof NoSuchSandbox)) throw e;
+    }
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+}
+
+/** What sandbox.preview returned. */
+export interface PreviewInfo {
+  preview: string;
+  port: number;
+  url: string;
+  expires_at: number;
+}
+
+/** A preview URL (Sandbox.preview); `close()` (or `await using`) revokes it. */
+export class Preview {
+  readonly preview: string;
+  readonly port: number;
+  readonly url: string;
+  readonly expiresAt: number;
+
+  constructor(
+    readonly sandbox: Sandbox,
+    info: PreviewInfo,
+  ) {
+    this.preview = info.preview;
+    this.port = info.port;
+    this.url = info.url;
+    this.expiresAt = info.expires_at;
+  }
+
+  /** sandbox.unpreview; a preview already gone (expired, the sandbox destroyed) is fine. */
+  async close(opts: CallOptions = {}): Promise<void> {
+    try {
+      await this.sandbox.call("sandbox.unpreview", { preview: this.preview }, opts);
     } catch (e) {
       if (!(e instanceof InvalidParams || e instanceof NoSuchSandbox)) throw e;
     }

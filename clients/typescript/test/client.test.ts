@@ -337,6 +337,36 @@ test("a port forward serves a page from the sandbox", async () => {
   await httpd.kill();
 });
 
+test("a preview URL serves a page from the sandbox", async () => {
+  await sb.writeFile("/root/www/index.html", "hello through the preview\n", { makeParents: true });
+  const httpd = await sb.startProcess(["httpd", "-f", "-p", "8081", "-h", "/root/www"]);
+  await using pv = await sb.preview(8081, { ttlS: 300 });
+  const u = new URL(pv.url);
+  assert.ok(pv.port === 8081 && pv.expiresAt > Date.now() / 1000, JSON.stringify(pv));
+  assert.ok((await sb.previews()).some((p) => p.preview === pv.preview));
+  const token = u.searchParams.get("sandboxd_preview") ?? "";
+  const get = (cookie: string) =>
+    new Promise<[number, string]>((resolve) => {
+      const req = http.get(
+        { host: "127.0.0.1", port: Number(u.port), path: "/index.html",
+          headers: { Host: u.host, Cookie: cookie } },
+        (res) => {
+          let b = "";
+          res.on("data", (d) => (b += d));
+          res.on("end", () => resolve([res.statusCode ?? 0, b]));
+        },
+      );
+      req.on("error", () => setTimeout(() => resolve([0, ""]), 100));
+    });
+  let got: [number, string] = [0, ""];
+  for (let i = 0; i < 50 && got[0] !== 200; i++) got = await get(`sandboxd_preview=${token}`);
+  assert.deepEqual(got, [200, "hello through the preview\n"]);
+  assert.equal((await get("sandboxd_preview=nope"))[0], 403);
+  await pv.close();
+  assert.equal((await get(`sandboxd_preview=${token}`))[0], 403);
+  await httpd.kill();
+});
+
 test("internet and renew", async () => {
   assert.equal((await sb.setInternet(true)).internet, true);
   assert.equal(sb.internet, true);
