@@ -304,6 +304,8 @@ class ContainersMixin:
     # ---- container runtime
     def ct_runtime_start(self, vmid, restore=False):
         ct = self.cts[vmid]
+        with self.lock:
+            self.apply_pending_mps(ct)
         if ct["conf"].get("nameserver"):  # pve-container writes it into the container at start
             try:
                 with open(os.path.join(self.ct_dir(vmid), "rootfs", "etc", "resolv.conf"), "w") as f:
