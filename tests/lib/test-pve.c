@@ -696,6 +696,19 @@ START_TEST(test_argument_errors)
     ck_assert_int_eq(pve_request(client, "GET", "no-slash", NULL, 0, on_pres, &a, NULL), -EINVAL);
     ck_assert_int_eq(pve_request(client, "PATCH", "/x", NULL, 0, on_pres, &a, NULL), -EINVAL);
     ck_assert_int_eq(pve_fw_group_set(client, "pve", 100, "", true, 0, on_pres, &a, NULL), -EINVAL);
+    /* volume keys: mpN or unusedN, N 0..255 without leading zeros; rootfs never moves */
+    static const char *const bad_keys[] = {"rootfs", "mp", "mp256", "mp01", "mp-1", "mp1x",
+                                           "unused", "unused300", "", NULL};
+    for (size_t i = 0; i < ELEMENTSOF(bad_keys); i++) {
+        ck_assert_int_eq(
+            pve_move_volume(client, "pve", 100, bad_keys[i], 101, "mp0", 0, on_pres, &a, NULL),
+            -EINVAL);
+        ck_assert_int_eq(
+            pve_move_volume(client, "pve", 100, "mp0", 101, bad_keys[i], 0, on_pres, &a, NULL),
+            -EINVAL);
+    }
+    ck_assert_int_eq(pve_move_volume(client, "pve", 100, "mp0", 99, "mp0", 0, on_pres, &a, NULL),
+                     -EINVAL);
     ck_assert_uint_eq(pve_client_in_flight(client), 0);
     client_done();
     ck_assert_int_eq(a.calls, 0);
@@ -1187,6 +1200,43 @@ END_TEST
 /* ---- one smoke test against tests/pve-sim (API only, no containers) ---- */
 #define SIM_CLONES 3
 
+/* A mount point allocated on the stopped container `from` moves to the running `to`; moving
+ * it back is refused while `to` runs (the task never starts). */
+static void sim_move_volume(uint32_t to, uint32_t from)
+{
+    struct pres a = {0};
+    struct json_object *params = json_object_new_object(), *v;
+    char want[64];
+
+    json_object_object_add(params, "mp0", json_object_new_string("local-lvm:1,mp=/data"));
+    ck_assert_int_eq(pve_config_put(client, "pve", from, params, 0, on_pres, &a, NULL), 0);
+    json_object_put(params);
+    run();
+    ck_assert_msg(a.error == 0, "mp0: %d %s", a.error, strna(a.message));
+    pres_clear(&a);
+    ck_assert_int_eq(pve_move_volume(client, "pve", from, "mp0", to, "mp2", 0, on_pres, &a, NULL),
+                     0);
+    run();
+    ck_assert_msg(a.error == 0, "move: %d %s", a.error, strna(a.message));
+    ck_assert(a.have_task && a.task_success);
+    pres_clear(&a);
+    ck_assert_int_eq(pve_config_get(client, "pve", to, true, 0, on_pres, &a, NULL), 0);
+    run();
+    ck_assert_int_eq(a.error, 0);
+    ck_assert(json_object_object_get_ex(a.data, "mp2", &v));
+    snprintf(want, sizeof(want), "local-lvm:vm-%u-disk-1,mp=/data,size=1G", to);
+    ck_assert_str_eq(json_object_get_string(v), want);
+    pres_clear(&a);
+    ck_assert_int_eq(pve_move_volume(client, "pve", to, "mp2", from, "mp0", 0, on_pres, &a, NULL),
+                     0);
+    run();
+    ck_assert_int_eq(a.error, -EREMOTEIO);
+    ck_assert(!a.have_task);
+    ck_assert_str_eq(a.message, "Cannot move in-use volume while the source CT is running - "
+                                "detach or shutdown first");
+    pres_clear(&a);
+}
+
 START_TEST(test_pve_sim_smoke)
 {
     struct sim sm;
@@ -1256,6 +1306,7 @@ START_TEST(test_pve_sim_smoke)
     ck_assert_int_eq(a.error, 0);
     ck_assert_uint_eq(a.n_vms, SIM_CLONES);
     pres_clear(&a);
+    sim_move_volume(c[0].vmid, c[1].vmid);
     for (int i = 0; i < SIM_CLONES; i++) {
         ck_assert_int_eq(
             pve_delete(client, "pve", c[i].vmid,
