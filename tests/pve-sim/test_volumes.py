@@ -141,7 +141,12 @@ class T1Volumes(unittest.TestCase):
         ip = S.start_ct(131)
         S.ssh(ip, "echo one > /a/f")
         S.ok("PUT", f"{N}/131/config", {"delete": "mp0"})
-        self.assertIn("mp0", conf(131))  # cannot be hot-unplugged: pending until the next start
+        # cannot be hot-unplugged: pending until the next start, mounted meanwhile
+        self.assertIn("mp0", S.ok("GET", f"{N}/131/config", {"current": 1}))
+        self.assertNotIn("mp0", conf(131))
+        pend = {e["key"]: e for e in S.ok("GET", f"{N}/131/pending")}
+        self.assertEqual(pend["mp0"].get("delete"), 1)
+        self.assertEqual(S.ssh(ip, "cat /a/f").stdout, "one\n")
         stop(131)
         S.start_ct(131, wait_ip=False)
         c = conf(131)

@@ -240,6 +240,13 @@ def h_config_get(c):
             if snap is None:
                 raise die(f"snapshot '{a['snapshot']}' does not exist")
             conf = dict(snap["conf"], snaptime=snap["snaptime"])
+        elif not a.get("current") and ct.get("pending_mp"):  # pending values, as Proxmox
+            conf = dict(conf)
+            for k, v in ct["pending_mp"].items():
+                if v is None:
+                    conf.pop(k, None)
+                else:
+                    conf[k] = v
         d = {}
         for k, v in conf.items():
             if k in INT_KEYS:
@@ -253,6 +260,31 @@ def h_config_get(c):
             d["description"] = "".join(l + "\n" for l in ct["description"].split("\n"))
         d["digest"] = s.digest(ct)
         return d
+
+
+@route("GET", "/nodes/{node}/lxc/{vmid}/pending")
+def h_pending(c):
+    """Each config key with its pending value or removal (mount points of a running CT)."""
+    node = c.node()
+    vmid = c.vmid()
+    s = c.sim
+    c.need_vm(vmid, "VM.Audit")
+    with s.lock:
+        ct = s.ct_on(node, vmid)
+        pend = ct.get("pending_mp") or {}
+        out = []
+        for k in sorted(set(ct["conf"]) | set(pend)):
+            e = {"key": k}
+            if k in ct["conf"]:
+                v = ct["conf"][k]
+                e["value"] = int(v) if k in INT_KEYS else v
+            if k in pend:
+                if pend[k] is None:
+                    e["delete"] = 1
+                else:
+                    e["pending"] = pend[k]
+            out.append(e)
+        return out
 
 
 @route("PUT", "/nodes/{node}/lxc/{vmid}/config")
