@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """pve-sim mount point volumes: mpN allocation, bind mounts inside the container (at start
 and hot-plugged), unusedN, move_volume to another container with real files, its refusals,
-privileges, clone and destroy."""
+privileges, clone and destroy, mounts again after a simulator restart."""
 
 import os
+import signal
 import sys
 import unittest
 
@@ -165,6 +166,19 @@ class T1Volumes(unittest.TestCase):
         S.wait_task(S.ok("DELETE", f"{N}/131", {"purge": 1}))
         self.assertFalse(os.path.exists(vol_dir("local-lvm:vm-131-disk-1")))
         self.assertTrue(os.path.exists(vol_dir("local-lvm:vm-132-disk-1")))
+
+    def test_5_restart_mounts_again(self):
+        S.clone(141, pool="sandboxd")
+        S.ok("PUT", f"{N}/141/config", {"mp0": "local-lvm:1,mp=/persist"})
+        ip = S.start_ct(141)
+        S.ssh(ip, "echo before > /persist/f")
+        S.stop(signal.SIGKILL)
+        S.start()
+        ip = S.wait_ip(141)
+        r = S.ssh(ip, "cat /persist/f && echo after >> /persist/f")
+        self.assertEqual(r.stdout, "before\n", r.stderr)
+        with open(os.path.join(vol_dir(conf(141)["mp0"].split(",")[0]), "f")) as f:
+            self.assertEqual(f.read(), "before\nafter\n")
 
 
 if __name__ == "__main__":
