@@ -95,7 +95,8 @@ class T1Volumes(unittest.TestCase):
         S.ok("PUT", f"{N}/111/config", {"mp0": "local-lvm:1,mp=/a", "mp1": "local-lvm:1,mp=/b"})
         S.ok("PUT", f"{N}/112/config", {"mp0": "local-lvm:1,mp=/a"})
         cases = [({"volume": "rootfs", "target-vmid": 112}, "Cannot move to/from 'rootfs'"),
-                 ({"volume": "mp0", "target-vmid": 112}, "Target volume key 'mp0' is already in use for container '112'"),
+                 ({"volume": "mp0", "target-vmid": 112},
+                  "Target volume key 'mp0' is already in use for container '112'"),
                  ({"volume": "mp7", "target-vmid": 112, "target-volume": "mp7"},
                   "volume 'mp7' for container '111' does not exist"),
                  ({"volume": "mp0", "target-vmid": 999, "target-volume": "mp5"}, "could not find CT 999"),
@@ -132,7 +133,8 @@ class T1Volumes(unittest.TestCase):
         S.clone(122)  # outside the daemon's pool
         S.ok("PUT", f"{N}/121/config", {"mp0": "local-lvm:1,mp=/a"}, token=DAEMON)
         r = S.api("PUT", f"{N}/121/config", {"mp1": "local:1,mp=/b"}, token=DAEMON)
-        self.assertEqual((r.status, r.reason), (403, "Permission check failed (/storage/local, Datastore.AllocateSpace)"))
+        self.assertEqual((r.status, r.reason),
+                         (403, "Permission check failed (/storage/local, Datastore.AllocateSpace)"))
         r = move(121, "mp0", 122, token=DAEMON)
         self.assertEqual((r.status, r.reason), (403, "Permission check failed (/vms/122, VM.Config.Disk)"))
 

@@ -7,9 +7,9 @@ running target takes a moved mount point at once (hot-plugged). Moving to anothe
 import re
 
 from .api import route
-from .schema import P, die, perr
+from .schema import P, die, parse_kv, perr
 from .tasks import TaskFail
-from .volumes import is_mp, is_unused, parse_kv, print_mp, storage_of
+from .volumes import is_mp, is_unused, print_mp, storage_of
 
 VOLKEY = r"rootfs|mp\d+|unused\d+"
 
