@@ -222,6 +222,8 @@ void daemon_reload(struct daemon *d, struct config *n)
     c->forward.buffer_bytes = n->forward.buffer_bytes;
     c->proxmox.max_per_node = n->proxmox.max_per_node; /* placement reads them per create */
     c->proxmox.node_param = n->proxmox.node_param;
+    c->max_templates_per_uid = n->max_templates_per_uid; /* checked per template.create */
+    c->max_template_disk_gb_per_uid = n->max_template_disk_gb_per_uid;
     config_pool_move(c, n);
     methods_sandbox_reload(&d->sandbox);
     if (!d->options.log_level_forced)

@@ -22,6 +22,7 @@ type TemplateInfo struct {
 	Name       string
 	Node       string
 	VMID       int64
+	DiskGB     *int64 // nil: not known yet (a configured template before its first clone)
 	Configured bool
 	Origin     *TemplateOrigin
 	OwnerUID   *int64
@@ -38,6 +39,7 @@ type templateWire struct {
 	Name      string         `json:"name"`
 	Node      *string        `json:"node"`
 	VMID      int64          `json:"vmid"`
+	DiskGB    *int64         `json:"disk_gb"`
 	Origin    any            `json:"origin"`
 	OwnerUID  *int64         `json:"owner_uid"`
 	Published bool           `json:"published"`
@@ -50,8 +52,8 @@ type templateWire struct {
 }
 
 func (w templateWire) info() TemplateInfo {
-	t := TemplateInfo{Name: w.Name, VMID: w.VMID, OwnerUID: w.OwnerUID, Published: w.Published,
-		Defaults: w.Defaults}
+	t := TemplateInfo{Name: w.Name, VMID: w.VMID, DiskGB: w.DiskGB, OwnerUID: w.OwnerUID,
+		Published: w.Published, Defaults: w.Defaults}
 	if w.Node != nil {
 		t.Node = *w.Node
 	}

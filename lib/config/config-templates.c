@@ -157,6 +157,17 @@ int config_template_add(struct config *c, const char *name, uint32_t vmid,
     return 0;
 }
 
+/* A number of 0..max into *ret. */
+static int set_uint(const char *value, unsigned max, unsigned *ret, char **ret_error)
+{
+    unsigned long long x;
+
+    if (config_parse_uint(value, &x) < 0 || x > max)
+        return config_fail(ret_error, "'%s' is not a number in 0..%u", value, max);
+    *ret = (unsigned)x;
+    return 0;
+}
+
 static int set_template_key(struct config *c, const char *name, const char *value, char **ret_error)
 {
     const char *dot = strchr(name, '.');
@@ -165,14 +176,10 @@ static int set_template_key(struct config *c, const char *name, const char *valu
     uint32_t vmid;
     int r;
 
-    if (!dot && strcmp(name, "max_templates_per_uid") == 0) {
-        unsigned long long x;
-
-        if (config_parse_uint(value, &x) < 0 || x > 1000)
-            return config_fail(ret_error, "'%s' is not a number in 0..1000", value);
-        c->max_templates_per_uid = (unsigned)x;
-        return 0;
-    }
+    if (!dot && strcmp(name, "max_templates_per_uid") == 0)
+        return set_uint(value, 1000, &c->max_templates_per_uid, ret_error);
+    if (!dot && strcmp(name, "max_template_disk_gb_per_uid") == 0)
+        return set_uint(value, 1048576, &c->max_template_disk_gb_per_uid, ret_error);
     if (!dot && strcmp(name, "default") == 0) {
         if (c->default_template)
             return config_fail(ret_error, "key given twice");

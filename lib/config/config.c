@@ -139,7 +139,8 @@ static const char *known_sections[] = {"server",    "proxmox", "ssh",     "sandb
                                        "templates", "pool",    "network", "forward"};
 /* Keys of [templates] and [pool] other than the operator's template names. */
 static const char *const dynamic_keys[] = {"templates.default", "templates.max_templates_per_uid",
-                                           "pool.warm", "pool.max_filling"};
+                                           "templates.max_template_disk_gb_per_uid", "pool.warm",
+                                           "pool.max_filling"};
 
 struct parse_state {
     struct config *config;
@@ -479,6 +480,7 @@ int config_init(struct config *c)
 {
     *c = (struct config){
         .max_templates_per_uid = CONFIG_DEFAULT_MAX_TEMPLATES_PER_UID,
+        .max_template_disk_gb_per_uid = CONFIG_DEFAULT_MAX_TEMPLATE_DISK_GB_PER_UID,
         .server =
             {
                 .socket = strdup(CONFIG_DEFAULT_SOCKET),

@@ -72,6 +72,7 @@
 #define CONFIG_DEFAULT_MAX_MEMORY_MB 65536
 #define CONFIG_DEFAULT_MAX_DISK_GB 256
 #define CONFIG_DEFAULT_MAX_TEMPLATES_PER_UID 5
+#define CONFIG_DEFAULT_MAX_TEMPLATE_DISK_GB_PER_UID 64
 #define CONFIG_TEMPLATES_MAX 32                /* [templates] entries */
 #define CONFIG_TEMPLATE_NAME_MAX 32            /* [a-z0-9-] */
 #define CONFIG_DEFAULT_TEMPLATE_NAME "default" /* the name of [proxmox] template */
@@ -229,6 +230,8 @@ struct config {
     char *default_template; /* [templates] default; NULL: "default" or the first */
     /* [templates] max_templates_per_uid: templates made from sandboxes per uid (0..1000) */
     unsigned max_templates_per_uid;
+    /* [templates] max_template_disk_gb_per_uid: their disks together per uid (0..1048576) */
+    unsigned max_template_disk_gb_per_uid;
     struct config_pool pool;
 };
 

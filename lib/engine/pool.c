@@ -243,11 +243,18 @@ static void pool_close(struct engine *e)
 
 bool engine_pool_stats(const struct engine *e, size_t i, struct engine_pool_stats *ret)
 {
-    struct engine_template *t;
+    struct engine_template *t = NULL;
 
-    if (!e || i >= e->n_templates)
+    if (!e)
         return false;
-    t = &e->templates[i];
+    if (i < e->n_templates)
+        t = &e->templates[i];
+    else /* then the templates made from sandboxes that [pool] warm.NAME names */
+        for (size_t j = 0, k = e->n_templates; !t && j < e->n_rt; j++)
+            if (config_pool_target(e->cfg, e->rt[j]->name) > 0 && k++ == i)
+                t = e->rt[j];
+    if (!t)
+        return false;
     *ret = (struct engine_pool_stats){
         .template = t->name,
         .target = config_pool_target(e->cfg, t->name),

@@ -227,7 +227,8 @@ struct engine_pool_stats {
     unsigned target, ready, filling;
     uint64_t hits, misses;
 };
-/* Stats of the i-th template's pool; false past the last template. */
+/* Stats of the i-th template's pool: the configured templates, then the templates made from
+ * sandboxes that [pool] warm.NAME names; false past the last. */
 bool engine_pool_stats(const struct engine *e, size_t i, struct engine_pool_stats *ret);
 /* Applies [pool] after a reload (or at start): fills up to the targets, destroys surplus. */
 void engine_pool_apply(struct engine *e);

@@ -179,12 +179,17 @@ static const struct op_kind tmpl_kind = {
     .done = tmpl_done,
 };
 
-static unsigned templates_of(const struct engine *e, uid_t uid)
+/* How many templates uid made from its sandboxes, and their disks together (GB). */
+static unsigned templates_of(const struct engine *e, uid_t uid, uint64_t *ret_disk_gb)
 {
     unsigned n = 0;
 
+    *ret_disk_gb = 0;
     for (size_t i = 0; i < e->n_rt; i++)
-        n += e->rt[i]->owner_uid == uid;
+        if (e->rt[i]->owner_uid == uid) {
+            n++;
+            *ret_disk_gb += e->rt[i]->disk_gb;
+        }
     return n;
 }
 
@@ -193,6 +198,7 @@ static int create_refused(struct engine *e, struct sandbox *sb, const char *name
                           struct engine_error *ret_err)
 {
     unsigned max = e->cfg->max_templates_per_uid;
+    uint64_t disk_gb;
 
     if (engine_refuse_unavailable(e, ret_err) < 0)
         return ret_err->error;
@@ -202,9 +208,14 @@ static int create_refused(struct engine *e, struct sandbox *sb, const char *name
     if (engine_template_find(e, name) || config_template_find(e->cfg, name))
         return engine_refuse(ret_err, ENGINE_E_INVALID, -EEXIST, "a template of that name exists",
                              "name");
-    if (templates_of(e, sb->owner_uid) >= max)
+    if (templates_of(e, sb->owner_uid, &disk_gb) >= max)
         return engine_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT,
                              "too many templates for this uid ([templates] max_templates_per_uid)",
+                             NULL);
+    if (disk_gb + sb->disk_gb > e->cfg->max_template_disk_gb_per_uid)
+        return engine_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT,
+                             "the disks of this uid's templates would exceed [templates] "
+                             "max_template_disk_gb_per_uid",
                              NULL);
     if (sb->state != SANDBOX_READY || sb->destroy_requested)
         return engine_refuse_not_ready(ret_err, sb->state);
@@ -232,7 +243,8 @@ int engine_template_create(struct engine *e, struct sandbox *sb, const char *nam
     op->t = (struct engine_template){.vmid = sb->vmid,
                                      .runtime = true,
                                      .owner_uid = sb->owner_uid,
-                                     .created_at = (int64_t)time(NULL)};
+                                     .created_at = (int64_t)time(NULL),
+                                     .disk_gb = sb->disk_gb};
     snprintf(op->t.name, sizeof op->t.name, "%s", name);
     snprintf(op->t.origin, sizeof op->t.origin, "%s", sb->id);
     snprintf(op->t.home, sizeof op->t.home, "%s", sb->node);

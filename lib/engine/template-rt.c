@@ -155,6 +155,8 @@ static json_object *template_json(struct engine *e, const struct engine_template
     json_object_object_add(o, "name", json_object_new_string(t->name));
     json_object_object_add(o, "node", node ? json_object_new_string(node) : NULL);
     json_object_object_add(o, "vmid", json_object_new_int64(t->vmid));
+    json_object_object_add(o, "disk_gb",
+                           t->disk_gb ? json_object_new_int64((int64_t)t->disk_gb) : NULL);
     if (t->n_copies > 0) {
         nodes = json_object_new_array();
         for (size_t i = 0; i < t->n_copies; i++) {
@@ -250,12 +252,14 @@ int engine_rt_marker(struct engine *e, const struct engine_template *t, char **r
 
 /* ---- recovery: a marked template the reconcile found in the pool ---- */
 
-static int rt_adopt(struct engine *e, const struct marker *m, uint32_t vmid, const char *node)
+static int rt_adopt(struct engine *e, const struct marker *m, uint32_t vmid, const char *node,
+                    unsigned disk_gb)
 {
     struct engine_template t = {.vmid = vmid,
                                 .owner_uid = m->owner_uid,
                                 .created_at = m->created,
-                                .published = m->published};
+                                .published = m->published,
+                                .disk_gb = disk_gb};
     int r;
 
     if (find_any(e, m->template))
@@ -284,7 +288,11 @@ int engine_rt_adopt_config(struct engine *e, uint32_t vmid, const char *node, js
         return 0; /* an operator's template, or another daemon's: not ours */
     if (!json_object_object_get_ex(conf, "template", &v) || json_object_get_int(v) != 1)
         return 0;
-    return rt_adopt(e, &m, vmid, node);
+    if (!json_object_object_get_ex(conf, "rootfs", &v) || !json_object_is_type(v, json_type_string))
+        v = NULL;
+    return rt_adopt(
+        e, &m, vmid, node,
+        pve_rootfs_size_gb(v ? json_object_get_string(v) : NULL, e->cfg->sandbox.default_disk_gb));
 }
 
 void engine_rt_prune(struct engine *e, const struct pve_vm_list *members)

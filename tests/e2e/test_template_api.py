@@ -94,6 +94,7 @@ def main():
             assert t["origin"]["sandbox"] == sb["id"] and t["origin"]["uid"] == 0, t
             assert t["owner_uid"] == 0 and t["published"] is False, t
             assert t["used_by"] == {"sandboxes": 0, "pool": 0, "pool_ready": 0}, t
+            assert t["disk_gb"] == sb["disk_gb"] == 8, t
             # the sandbox ended; its container is the template, marked as one
             code, _ = code_of(c, "sandbox.get", {"id": sb["id"]})
             assert code == -32001, code
@@ -141,6 +142,22 @@ def main():
         def quota_and_names():
             code, data = code_of(c, "template.create", {"id": st["cold"]["id"], "name": "tools2"})
             assert code == -32003 and "max_templates_per_uid" in data["reason"], (code, data)
+            # room for a second template, not for its disk: 8 + 8 GB > 12 GB
+            with open(env.config) as f:
+                text = f.read()
+            limits = "max_templates_per_uid = 2\nmax_template_disk_gb_per_uid = 12\n"
+            with open(env.config, "w") as f:
+                f.write(text.replace("max_templates_per_uid = 1\n", limits))
+            env.proc.send_signal(signal.SIGHUP)
+            deadline = time.time() + 30
+            while "max_templates_per_uid" in data["reason"]:
+                assert time.time() < deadline, data
+                time.sleep(0.2)
+                code, data = code_of(c, "template.create", {"id": st["cold"]["id"], "name": "tools2"})
+            assert code == -32003 and "max_template_disk_gb_per_uid" in data["reason"], (code, data)
+            with open(env.config, "w") as f:
+                f.write(text)
+            env.proc.send_signal(signal.SIGHUP)
             code, data = code_of(c, "template.create", {"id": st["cold"]["id"], "name": "default"})
             assert code == -32602 and data.get("param") == "name", (code, data)
             code, _ = code_of(c, "template.publish", {"name": "nope"})
@@ -170,6 +187,7 @@ def main():
             c = env.client()
             t = names(c)["tools"]
             assert t["origin"]["sandbox"] == st["origin"]["id"] and t["owner_uid"] == 0, t
+            assert t["disk_gb"] == 8, t  # read back from its rootfs
             out = c.call("sandbox.exec", {"id": st["cold"]["id"], "command": "greet"})
             assert out["stdout"].startswith("greetings from "), out
 
@@ -182,6 +200,8 @@ def main():
             sb = c.call("sandbox.create", {"ttl_s": 600, "template": "tools"})
             st["warm"] = sb
             assert sb["vmid"] in members, (sb, members)
+            pool = c.call("daemon.status")["pool"]
+            assert pool["tools"]["target"] == 1 and pool["tools"]["hits"] >= 1, pool
             out = c.call("sandbox.exec", {"id": sb["id"], "command": "cat /root/hello.txt; greet"})
             assert out["stdout"].startswith("made in the builder\ngreetings from "), out
 

@@ -3,6 +3,8 @@ export interface TemplateInfo {
   name: string;
   node: string | null;
   vmid: number;
+  /** its disk in GB; null until known (a configured template before its first clone) */
+  disk_gb: number | null;
   copies?: { node: string; vmid: number }[];
   origin: "config" | { sandbox: string; uid: number; created_at: number };
   owner_uid: number | null;
