@@ -76,6 +76,9 @@ const struct pve_endpoint pve_endpoints[_PVE_EP_MAX] = {
                                 PVE_RETRY_SAFE},
     /* data null: the conversion runs in a vztemplate task whose UPID is not returned */
     [PVE_EP_TEMPLATE] = {"template", "POST", CT "/template", PVE_INTO_DATA, PVE_RETRY_NOTHING_DONE},
+    /* refused before its task while a config is locked: resent then like start or stop */
+    [PVE_EP_MOVE_VOLUME] = {"move volume", "POST", CT "/move_volume", PVE_INTO_TASK,
+                            PVE_RETRY_SAFE},
 };
 
 static int put_escaped(FILE *f, const char *s)

@@ -155,3 +155,20 @@ const struct pve_vm *pve_vm_list_find(const struct pve_vm_list *list, uint32_t v
  * doubles in decimal, booleans as 0/1; null values are skipped; nested objects/arrays are
  * -EINVAL. Keys sorted for reproducibility. *ret_s is "" for NULL/empty params. */
 int pve_form_encode(struct json_object *params, char **ret_s);
+
+/* A mount point property string (mpN): "<volume>,mp=<path>[,ro=1][,size=<size>]..." (pve-mp.c).
+ * Allocating one takes "<storage>:<size in GiB>" as its volume. */
+struct pve_mp {
+    char *volume; /* "local-lvm:vm-205-disk-1" */
+    char *path;   /* mp=, the path inside the container */
+    bool read_only;
+    uint64_t size_gb; /* size= in GiB rounded up; 0 when absent */
+};
+/* 0, -EINVAL (no volume, no mp=, a malformed size or ro), -ENOMEM. */
+int pve_mp_parse(const char *s, struct pve_mp *ret);
+void pve_mp_done(struct pve_mp *mp);
+/* The value that allocates a new volume of size_gb GiB on storage mounted at path
+ * ("local-lvm:4,mp=/data[,ro=1]"), or (size_gb 0) mounts the existing volume storage names.
+ * -EINVAL for a storage or path with ',', '=' or a blank, or a path not absolute. */
+int pve_mp_format(const char *storage, uint64_t size_gb, const char *path, bool read_only,
+                  char **ret_s);

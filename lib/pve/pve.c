@@ -7,6 +7,7 @@
 #include "pve-internal.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Calls of an endpoint without placeholders or parameters. */
@@ -104,6 +105,41 @@ int pve_resize(struct pve_client *c, const char *node, uint32_t vmid, const char
         .ep = PVE_EP_RESIZE, .path = {.node = node, .vmid = vmid}, PVE_PARAMS(pv)};
 
     if (!disk || !size)
+        return -EINVAL;
+    return pve_call_start(c, &req, PVE_CALL_PASS);
+}
+
+/* "mpN" or "unusedN", N 0..255 (pve-container's valid_volume_keys_with_unused()). */
+static bool volume_key_valid(const char *key)
+{
+    const char *d;
+    char *end;
+
+    if (!key)
+        return false;
+    if (strncmp(key, "mp", 2) == 0)
+        d = key + 2;
+    else if (strncmp(key, "unused", 6) == 0)
+        d = key + 6;
+    else
+        return false;
+    if (*d < '0' || *d > '9' || (d[0] == '0' && d[1]))
+        return false;
+    errno = 0;
+    unsigned long n = strtoul(d, &end, 10);
+    return errno == 0 && !*end && n < PVE_VOLUME_KEYS;
+}
+
+int pve_move_volume(struct pve_client *c, const char *node, uint32_t vmid, const char *key,
+                    uint32_t target, const char *target_key, PVE_CALL_ARGS)
+{
+    const struct pve_param pv[] = {PVE_STR("volume", key), PVE_INT("target-vmid", target),
+                                   PVE_STR("target-volume", target_key)};
+    const struct pve_req req = {
+        .ep = PVE_EP_MOVE_VOLUME, .path = {.node = node, .vmid = vmid}, PVE_PARAMS(pv)};
+
+    if (!volume_key_valid(key) || !volume_key_valid(target_key) || target < PVE_VMID_MIN ||
+        target > PVE_VMID_MAX)
         return -EINVAL;
     return pve_call_start(c, &req, PVE_CALL_PASS);
 }

@@ -252,6 +252,16 @@ int pve_snapshot_rollback(struct pve_client *c, const char *node, uint32_t vmid,
 int pve_snapshot_delete(struct pve_client *c, const char *node, uint32_t vmid, const char *name,
                         PVE_CALL_ARGS);
 
+#define PVE_VOLUME_KEYS 256 /* mp0..mp255, unused0..unused255 */
+
+/* POST .../lxc/{vmid}/move_volume volume=<key> target-vmid=<target> target-volume=<target_key>
+ * and wait for the task: the mount point (mpN) or unused volume (unusedN) <key> of vmid
+ * becomes <target_key> of target on the same node, under a volume name of target's (the
+ * source must be stopped unless <key> is unusedN; a running target mounts an mpN at once).
+ * Keys are "mp0".."mp255" or "unused0".."unused255" (else -EINVAL). */
+int pve_move_volume(struct pve_client *c, const char *node, uint32_t vmid, const char *key,
+                    uint32_t target, const char *target_key, PVE_CALL_ARGS);
+
 /* GET /pools/{poolid}: res->vms (members). */
 int pve_pool_members(struct pve_client *c, const char *poolid, PVE_CALL_ARGS);
 /* GET /cluster/resources?type=vm: res->vms. */

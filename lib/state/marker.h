@@ -113,3 +113,46 @@ int marker_labels_parse(const char *description, const char *sandbox, json_objec
 /* A whole description for a new container: m's marker line and, when labels has any, the
  * labels line. */
 int marker_description(const struct marker *m, json_object *labels, char **ret_description);
+
+/* Volume lines: one for each volume a container holds as a mount point (the volume holder,
+ * or the sandbox it is attached to), next to the marker (not marker candidates, so
+ * marker_set() keeps them):
+ *
+ *   sandboxd-volume:v1 name=<id> owner=<uid> size=<gb> key=mp<N> check=<8 hex>
+ *
+ * Proxmox renames a volume when it moves to another container (vm-<vmid>-disk-K), so the
+ * line, not the volume's Proxmox name, says which volume a mount point is: key= is the
+ * mpN key it has (or will have, once a move written ahead of time ends) in that
+ * container. check is the first 8 hex digits of the SHA-256 of the canonical line before
+ * " check="; separators and tolerated surroundings as for the marker. */
+#define MARKER_VOLUME_PREFIX "sandboxd-volume:"
+#define MARKER_VOLUME_LINE_MAX 160
+/* Proxmox's mount point keys are mp0 .. mp255. */
+#define MARKER_VOLUME_MP_MAX 255
+#define MARKER_VOLUME_SIZE_MAX 131072 /* GiB */
+
+struct marker_volume {
+    char name[ID_MAX + 1]; /* [a-z0-9-] */
+    uid_t owner_uid;
+    uint32_t size_gb; /* 1 .. MARKER_VOLUME_SIZE_MAX */
+    unsigned mp;      /* the mpN key's N */
+};
+
+/* The line (no newline) into buf. -EINVAL for invalid fields, -ENOBUFS when buf is too
+ * small (MARKER_VOLUME_LINE_MAX always suffices). */
+int marker_volume_format(const struct marker_volume *v, char *buf, size_t n);
+/* Every volume line of description (NULL or "" allowed): a new array, *ret_n entries
+ * (*ret NULL when there are none), in description order. -EBADMSG for a volume line that
+ * does not parse or fails its check, or two lines of one name or one key (the description
+ * is then not to be changed), -EPROTONOSUPPORT for another version, -EMSGSIZE for a
+ * description longer than MARKER_INPUT_MAX. */
+int marker_volumes_parse(const char *description, struct marker_volume **ret, size_t *ret_n);
+/* A new description: description's text with v's line in place of the line of v's name
+ * (appended when there is none). Lines normalised as marker_set() does. -EEXIST when
+ * another volume's line has v's key, -E2BIG past
+ * MARKER_DESCRIPTION_MAX, errors of marker_volumes_parse() (a damaged description is not
+ * rewritten). */
+int marker_volume_set(const char *description, const struct marker_volume *v,
+                      char **ret_description);
+/* A new description without the line of volume name (the same text when there is none). */
+int marker_volume_remove(const char *description, const char *name, char **ret_description);

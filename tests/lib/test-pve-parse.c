@@ -742,6 +742,50 @@ START_TEST(test_params)
     json_object_put(o);
 }
 END_TEST
+/* Mount point property strings: what GET .../config gives back, and what allocates one. */
+START_TEST(test_mp)
+{
+    struct pve_mp mp = {0};
+    char *s = NULL;
+
+    ck_assert_int_eq(pve_mp_parse("local-lvm:vm-205-disk-1,mp=/data,size=1G", &mp), 0);
+    ck_assert_str_eq(mp.volume, "local-lvm:vm-205-disk-1");
+    ck_assert_str_eq(mp.path, "/data");
+    ck_assert(!mp.read_only);
+    ck_assert_uint_eq(mp.size_gb, 1);
+    pve_mp_done(&mp);
+    ck_assert_int_eq(pve_mp_parse("local:205/vm-205-disk-2.raw,ro=1,mp=/srv/x,size=1536M", &mp), 0);
+    ck_assert_str_eq(mp.volume, "local:205/vm-205-disk-2.raw");
+    ck_assert_str_eq(mp.path, "/srv/x");
+    ck_assert(mp.read_only);
+    ck_assert_uint_eq(mp.size_gb, 2);
+    pve_mp_done(&mp);
+    ck_assert_int_eq(pve_mp_parse("local-lvm:vm-1-disk-1,mp=/a", &mp), 0);
+    ck_assert_uint_eq(mp.size_gb, 0);
+    pve_mp_done(&mp);
+    static const char *const bad[] = {"",       ",mp=/a",       "local-lvm:vm-1-disk-1", "mp=/a",
+                                      "v,mp=a", "v,mp=/a,ro=2", "v,mp=/a,size=x",        NULL};
+    for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+        ck_assert_int_eq(pve_mp_parse(bad[i], &mp), -EINVAL);
+        ck_assert_ptr_null(mp.volume);
+    }
+    ck_assert_int_eq(pve_mp_format("local-lvm", 4, "/data", false, &s), 0);
+    ck_assert_str_eq(s, "local-lvm:4,mp=/data");
+    free(s);
+    ck_assert_int_eq(pve_mp_format("local-lvm:vm-1-disk-1", 0, "/d", true, &s), 0);
+    ck_assert_str_eq(s, "local-lvm:vm-1-disk-1,mp=/d,ro=1");
+    ck_assert_int_eq(pve_mp_parse(s, &mp), 0);
+    ck_assert(mp.read_only);
+    pve_mp_done(&mp);
+    free(s);
+    s = NULL;
+    ck_assert_int_eq(pve_mp_format("local-lvm", 4, "/a,b", false, &s), -EINVAL);
+    ck_assert_int_eq(pve_mp_format("local-lvm", 4, "rel", false, &s), -EINVAL);
+    ck_assert_int_eq(pve_mp_format("lo=cal", 4, "/a", false, &s), -EINVAL);
+    ck_assert_ptr_null(s);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("pve-parse");
@@ -765,6 +809,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_version);
     tcase_add_test(tc, test_endpoint_table);
     tcase_add_test(tc, test_params);
+    tcase_add_test(tc, test_mp);
     suite_add_tcase(s, tc);
     return s;
 }

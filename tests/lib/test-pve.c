@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 
 #include "pve.h"
+#include "volume-locate.h"
 #include "tests/check-util.h"
 #include "tests/lib/fixtures/fixture-server.h"
 #include "tests/lib/fixtures/pve-client.h"
@@ -696,6 +697,19 @@ START_TEST(test_argument_errors)
     ck_assert_int_eq(pve_request(client, "GET", "no-slash", NULL, 0, on_pres, &a, NULL), -EINVAL);
     ck_assert_int_eq(pve_request(client, "PATCH", "/x", NULL, 0, on_pres, &a, NULL), -EINVAL);
     ck_assert_int_eq(pve_fw_group_set(client, "pve", 100, "", true, 0, on_pres, &a, NULL), -EINVAL);
+    /* volume keys: mpN or unusedN, N 0..255 without leading zeros; rootfs never moves */
+    static const char *const bad_keys[] = {"rootfs", "mp", "mp256", "mp01", "mp-1", "mp1x",
+                                           "unused", "unused300", "", NULL};
+    for (size_t i = 0; i < ELEMENTSOF(bad_keys); i++) {
+        ck_assert_int_eq(
+            pve_move_volume(client, "pve", 100, bad_keys[i], 101, "mp0", 0, on_pres, &a, NULL),
+            -EINVAL);
+        ck_assert_int_eq(
+            pve_move_volume(client, "pve", 100, "mp0", 101, bad_keys[i], 0, on_pres, &a, NULL),
+            -EINVAL);
+    }
+    ck_assert_int_eq(pve_move_volume(client, "pve", 100, "mp0", 99, "mp0", 0, on_pres, &a, NULL),
+                     -EINVAL);
     ck_assert_uint_eq(pve_client_in_flight(client), 0);
     client_done();
     ck_assert_int_eq(a.calls, 0);
@@ -1187,6 +1201,116 @@ END_TEST
 /* ---- one smoke test against tests/pve-sim (API only, no containers) ---- */
 #define SIM_CLONES 3
 
+/* GET .../config (current) of vmid: a new object. */
+static struct json_object *sim_config(uint32_t vmid)
+{
+    struct pres a = {0};
+    struct json_object *conf;
+
+    ck_assert_int_eq(pve_config_get(client, "pve", vmid, true, 0, on_pres, &a, NULL), 0);
+    run();
+    ck_assert_int_eq(a.error, 0);
+    conf = json_object_get(a.data);
+    pres_clear(&a);
+    return conf;
+}
+
+static const char *conf_str(struct json_object *conf, const char *key)
+{
+    struct json_object *v;
+
+    return json_object_object_get_ex(conf, key, &v) ? json_object_get_string(v) : NULL;
+}
+
+/* PUT .../config of vmid: key=value (value NULL: nothing) and description. */
+static void sim_put(uint32_t vmid, const char *key, const char *value, const char *description)
+{
+    struct pres a = {0};
+    struct json_object *params = json_object_new_object();
+
+    if (value)
+        json_object_object_add(params, key, json_object_new_string(value));
+    json_object_object_add(params, "description", json_object_new_string(description));
+    ck_assert_int_eq(pve_config_put(client, "pve", vmid, params, 0, on_pres, &a, NULL), 0);
+    json_object_put(params);
+    run();
+    ck_assert_msg(a.error == 0, "PUT config: %d %s", a.error, strna(a.message));
+    pres_clear(&a);
+}
+
+/* volume_locate() over the real configs and descriptions of `from` and `to`: volume "data"
+ * is in want_vmid at mp<want_mp>, the other container's line (if any) stale. */
+static void sim_locate(uint32_t from, uint32_t to, uint32_t want_vmid, unsigned want_mp,
+                       uint32_t want_stale)
+{
+    struct json_object *cf = sim_config(from), *ct = sim_config(to);
+    const struct volume_ct cts[] = {{from, conf_str(cf, "description"), cf},
+                                    {to, conf_str(ct, "description"), ct}};
+    _cleanup_free_ struct volume_place *p = NULL;
+    size_t n = 0;
+    uint32_t bad = 1;
+
+    ck_assert_int_eq(volume_locate(cts, 2, &p, &n, &bad), 0);
+    ck_assert_uint_eq(bad, 0);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_str_eq(p[0].v.name, "data");
+    ck_assert_uint_eq(p[0].vmid, want_vmid);
+    ck_assert_uint_eq(p[0].v.mp, want_mp);
+    ck_assert_uint_eq(p[0].stale_vmid, want_stale);
+    ck_assert(!p[0].missing);
+    json_object_put(cf);
+    json_object_put(ct);
+}
+
+/* A mount point allocated on the stopped container `from` together with its volume line (one
+ * PUT) moves to the running `to` in three writes (the target's line, the move, the source's
+ * line removed); after each, the volume is found where it really is. Moving it back is
+ * refused while `to` runs (the task never starts). */
+static void sim_move_volume(uint32_t to, uint32_t from)
+{
+    struct pres a = {0};
+    struct marker_volume vol = {.name = "data", .owner_uid = 1000, .size_gb = 1, .mp = 0};
+    struct json_object *conf;
+    _cleanup_free_ char *fd = NULL, *td = NULL, *fd2 = NULL;
+    char want[64], key[16];
+    unsigned mp = 99;
+
+    ck_assert_int_eq(marker_volume_set("made by a test\n", &vol, &fd), 0);
+    sim_put(from, "mp0", "local-lvm:1,mp=/data", fd);
+    sim_locate(from, to, from, 0, 0);
+    conf = sim_config(to);
+    ck_assert_int_eq(volume_free_mp(conf, conf_str(conf, "description"), &mp), 0);
+    ck_assert_int_le(mp, 1);
+    vol.mp = mp;
+    ck_assert_int_eq(marker_volume_set(conf_str(conf, "description"), &vol, &td), 0);
+    json_object_put(conf);
+    sim_put(to, "description", NULL, td);
+    sim_locate(from, to, from, 0, to);
+    snprintf(key, sizeof(key), "mp%u", mp);
+    ck_assert_int_eq(pve_move_volume(client, "pve", from, "mp0", to, key, 0, on_pres, &a, NULL),
+                     0);
+    run();
+    ck_assert_msg(a.error == 0, "move: %d %s", a.error, strna(a.message));
+    ck_assert(a.have_task && a.task_success);
+    pres_clear(&a);
+    sim_locate(from, to, to, mp, from);
+    conf = sim_config(to);
+    snprintf(want, sizeof(want), "local-lvm:vm-%u-disk-1,mp=/data,size=1G", to);
+    ck_assert_str_eq(conf_str(conf, key), want);
+    json_object_put(conf);
+    ck_assert_int_eq(marker_volume_remove(fd, "data", &fd2), 0);
+    sim_put(from, "description", NULL, fd2);
+    sim_locate(from, to, to, mp, 0);
+    ck_assert_int_eq(pve_move_volume(client, "pve", to, key, from, "mp0", 0, on_pres, &a, NULL),
+                     0);
+    run();
+    ck_assert_int_eq(a.error, -EREMOTEIO);
+    ck_assert(!a.have_task);
+    ck_assert_str_eq(a.message, "Cannot move in-use volume while the source CT is running - "
+                                "detach or shutdown first");
+    pres_clear(&a);
+}
+
 START_TEST(test_pve_sim_smoke)
 {
     struct sim sm;
@@ -1256,6 +1380,7 @@ START_TEST(test_pve_sim_smoke)
     ck_assert_int_eq(a.error, 0);
     ck_assert_uint_eq(a.n_vms, SIM_CLONES);
     pres_clear(&a);
+    sim_move_volume(c[0].vmid, c[1].vmid);
     for (int i = 0; i < SIM_CLONES; i++) {
         ck_assert_int_eq(
             pve_delete(client, "pve", c[i].vmid,

@@ -12,6 +12,7 @@ from .schema import (NODE_RE, POOL_RE, STORAGE_RE, P, ApiError, ParamErr, die, f
                      parse_net, parse_size, perr, print_net, print_rootfs, random_mac, rootfs_parts, split_list)
 from .tasks import TaskFail
 from .util import log
+from .volumes import apply_mp_config, check_mp_args, is_mp, is_unused
 
 INT_KEYS = {"cores", "memory", "swap", "cpuunits", "unprivileged", "template", "onboot", "protection",
             "console", "debug", "tty"}
@@ -44,7 +45,7 @@ CONF_SCHEMA = {
     "digest": P("string", maxlen=40),
     "rootfs": P("string"),
 }
-CONF_PATTERNS = [(r"net\d+", P("string")), (r"mp\d+", P("string"))]
+CONF_PATTERNS = [(r"net\d+", P("string")), (r"mp\d+", P("string")), (r"unused\d+", P("string"))]
 
 CONF_PRIV = {"cores": "VM.Config.CPU", "cpulimit": "VM.Config.CPU", "cpuunits": "VM.Config.CPU",
              "memory": "VM.Config.Memory", "swap": "VM.Config.Memory", "rootfs": "VM.Config.Disk"}
@@ -169,6 +170,7 @@ def clone_copy(s, t, ferr, j):
             rp = dict(j.rootfs)
             rp["volume"] = vol
             conf["rootfs"] = print_rootfs(rp)
+            s.clone_mps(conf, newid)
             if "hostname" in a:
                 conf["hostname"] = a["hostname"]
             conf["lock"] = "create"
@@ -238,6 +240,13 @@ def h_config_get(c):
             if snap is None:
                 raise die(f"snapshot '{a['snapshot']}' does not exist")
             conf = dict(snap["conf"], snaptime=snap["snaptime"])
+        elif not a.get("current") and ct.get("pending_mp"):  # pending values, as Proxmox
+            conf = dict(conf)
+            for k, v in ct["pending_mp"].items():
+                if v is None:
+                    conf.pop(k, None)
+                else:
+                    conf[k] = v
         d = {}
         for k, v in conf.items():
             if k in INT_KEYS:
@@ -253,6 +262,31 @@ def h_config_get(c):
         return d
 
 
+@route("GET", "/nodes/{node}/lxc/{vmid}/pending")
+def h_pending(c):
+    """Each config key with its pending value or removal (mount points of a running CT)."""
+    node = c.node()
+    vmid = c.vmid()
+    s = c.sim
+    c.need_vm(vmid, "VM.Audit")
+    with s.lock:
+        ct = s.ct_on(node, vmid)
+        pend = ct.get("pending_mp") or {}
+        out = []
+        for k in sorted(set(ct["conf"]) | set(pend)):
+            e = {"key": k}
+            if k in ct["conf"]:
+                v = ct["conf"][k]
+                e["value"] = int(v) if k in INT_KEYS else v
+            if k in pend:
+                if pend[k] is None:
+                    e["delete"] = 1
+                else:
+                    e["pending"] = pend[k]
+            out.append(e)
+        return out
+
+
 @route("PUT", "/nodes/{node}/lxc/{vmid}/config")
 def h_config_put(c):
     a = c.args(CONF_SCHEMA, patterns=CONF_PATTERNS)
@@ -264,7 +298,8 @@ def h_config_put(c):
     if not keys:
         raise die("no options specified")
     for k in keys:
-        c.need_vm(vmid, CONF_PRIV.get(k, "VM.Config.Network" if k.startswith("net") else "VM.Config.Options"))
+        c.need_vm(vmid, CONF_PRIV.get(k, "VM.Config.Network" if k.startswith("net") else
+                                     "VM.Config.Disk" if is_mp(k) or is_unused(k) else "VM.Config.Options"))
     errors = {}
     for k in dels:
         if k not in CONF_SCHEMA and not any(re.fullmatch(p, k) for p, _ in CONF_PATTERNS) or k in ("delete", "revert", "digest"):
@@ -283,6 +318,7 @@ def h_config_put(c):
         errors["rootfs"] = "unable to modify read-only option"
     if errors:
         raise perr(errors)
+    mps = check_mp_args(c, a, dels)
     fl = s.take_flock(vmid)
     try:
         with s.lock:
@@ -295,15 +331,18 @@ def h_config_put(c):
                     raise die(f"unable to delete required option '{k}'")
             net_changed = mac_changed = False
             old_mac = s.mac_of(ct)
+            apply_mp_config(s, vmid, ct, mps, dels)
             for k in dels:
                 if k == "description":
                     ct["description"] = None
+                elif is_mp(k) or is_unused(k):
+                    continue
                 else:
                     ct["conf"].pop(k, None)
                 if k == "net0":
                     net_changed = True
             for k, v in a.items():
-                if k in ("delete", "revert", "digest"):
+                if k in ("delete", "revert", "digest") or k in mps:
                     continue
                 if k == "description":
                     ct["description"] = v
@@ -388,6 +427,9 @@ def h_resize(c):
             rp2 = rootfs_parts(ct2["conf"][a["disk"]])
             rp2["size"] = format_size(new)
             ct2["conf"][a["disk"]] = print_rootfs(rp2)
+            if is_mp(a["disk"]) and s.vol_size(rp2["volume"]) is not None:
+                with open(s.vol_path(rp2["volume"]) + ".size", "w") as f:
+                    f.write(f"{new}\n")
             t.log(f"Size of logical volume {rp2['volume']} changed to {format_size(new)}.")
             s.save()
     return c.start_task(node, "resize", vmid, work)
@@ -566,6 +608,7 @@ def destroy_volumes(s, node, vmid, ct, unreferenced):
     if ct["conf"].get("template") == "1":
         return  # a base volume: checked for linked clones below
     s.free_root(vmid)
+    s.free_ct_volumes(ct, vmid, unreferenced)
     if unreferenced and offline:
         raise TaskFail(f"storage '{offline[0]}' is not online")
 

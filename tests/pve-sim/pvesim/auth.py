@@ -17,6 +17,7 @@ ROLES = {
                   "VM.Backup"},
     "PVEAuditor": {"VM.Audit", "Sys.Audit", "Pool.Audit", "Datastore.Audit"},
     "PVETemplateUser": {"VM.Clone", "VM.Audit"},
+    "PVEDatastoreUser": {"Datastore.AllocateSpace", "Datastore.Audit"},
     "PVEPoolAdmin": {"Pool.Allocate", "Pool.Audit"},
     "PVEPoolUser": {"Pool.Audit"},
 }

@@ -24,6 +24,7 @@ def default_config():
             {"id": "sandboxd@pve!sandboxd", "secret": None,
              "acl": {"/pool/sandboxd": ["PVEVMAdmin", "Pool.Audit"],
                      "/vms/9000": "PVETemplateUser",
+                     "/storage/local-lvm": "PVEDatastoreUser",
                      "/": {"roles": ["Sys.Audit"], "propagate": 0},
                      "/nodes": ["Sys.Audit"]}},
         ],

@@ -230,6 +230,13 @@ class ContainersMixin:
                 lines.append("#" + urllib.parse.quote(l, safe=" !\"$&'()*+,-./:;<=>?@[]^_`{|}~"))
         for k in sorted(ct["conf"]):
             lines.append(f"{k}: {ct['conf'][k]}")
+        pend = ct.get("pending_mp") or {}
+        if pend:
+            lines += ["", "[pve:pending]"]
+            lines += [f"{k}: {v}" for k, v in sorted(pend.items()) if v is not None]
+            dels = sorted(k for k, v in pend.items() if v is None)
+            if dels:
+                lines.append("delete: " + ",".join(dels))
         for name, snap in sorted((ct.get("snapshots") or {}).items()):  # as write_pct_config
             lines += ["", f"[{name}]"]
             for l in (snap.get("description") or "").split("\n") if snap.get("description") else []:
@@ -304,6 +311,8 @@ class ContainersMixin:
     # ---- container runtime
     def ct_runtime_start(self, vmid, restore=False):
         ct = self.cts[vmid]
+        with self.lock:
+            self.apply_pending_mps(ct)
         if ct["conf"].get("nameserver"):  # pve-container writes it into the container at start
             try:
                 with open(os.path.join(self.ct_dir(vmid), "rootfs", "etc", "resolv.conf"), "w") as f:

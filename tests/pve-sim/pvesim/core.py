@@ -8,6 +8,7 @@ leases, tasks, faults, settings) behind one lock; its methods come from one mixi
   FaultsMixin      faults.py      the fault list
   NodesMixin       nodes.py       per-node capacity and load, nodes taken down and brought up
   WorkersMixin     workers.py     pvedaemon's workers per node and pveproxy's proxy timeout
+  VolumesMixin     volumes.py     mount point volumes: names, folders, bind mounts
 
 sim.net (network.Net) is attached at startup."""
 
@@ -24,11 +25,12 @@ from .network import DhcpMixin, cleanup_instance
 from .nodes import NodesMixin
 from .state import StateMixin
 from .util import instance_id
+from .volumes import VolumesMixin
 from .workers import WorkersMixin
 
 
 class Sim(StateMixin, ContainersMixin, DhcpMixin, FirewallMixin, FaultsMixin, NodesMixin,
-          WorkersMixin):
+          WorkersMixin, VolumesMixin):
     def __init__(self, cfg):
         self.cfg = cfg
         self.lock = threading.RLock()

@@ -16,6 +16,7 @@ import time
 from . import cgroups, rootfs
 from .schema import DNS_RE, ParamErr, parse_net
 from .util import PREFIX, RUN_DIR, SELF, log, pid_alive, run
+from .volumes import mount_script
 
 # ---- instances: what a simulator (alive or dead) owns, found by name
 
@@ -328,6 +329,9 @@ LogLevel INFO
                   f"{{ mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts {rootdir}/dev/pts "
                   f"2>/dev/null || true; }} && hostname {hn.split('.')[0]} && "
                   f"exec /usr/sbin/sshd -D -e -f {conf}")
+        mounts = mount_script(rootdir, self.sim.ct_mounts(vmid))  # mpN, as LXC mounts them at start
+        if mounts:
+            script = mounts + " && " + script
         conf = self.sim.cts.get(vmid, {}).get("conf", {})
         groups = cgroups.setup(ns, conf.get("cores", 1), conf.get("memory", 512))
         p = subprocess.Popen(["ip", "netns", "exec", ns, "unshare", "--pid", "--mount", "--uts", "--fork", "--kill-child",

@@ -14,7 +14,7 @@ import struct
 import traceback
 import urllib.parse
 
-from . import api, api_cluster, api_lxc, api_nodes, api_tasks, api_firewall, api_snapshot, api_template
+from . import api, api_cluster, api_lxc, api_nodes, api_tasks, api_firewall, api_snapshot, api_template, api_volume
 from .admin import admin
 from .auth import authenticate
 from .faults import ResetConn, apply_request_faults
