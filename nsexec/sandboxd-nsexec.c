@@ -1,6 +1,6 @@
 /* sandboxd-nsexec: runs one command of sandbox.exec in a PID namespace of its own, inside a
  * sandbox. The daemon copies it into the container once (named by its content hash, see
- * lib/ssh/sshexec-ns.c) and the login shell of each exec execs it in place:
+ * lib/ssh/sshexec.c) and the login shell of each exec execs it in place:
  *
  *   sandboxd-nsexec -- COMMAND [ARG...]    run COMMAND (looked up in PATH) as below
  *   sandboxd-nsexec --check                print "sandboxd-nsexec ok" (it can run here)

@@ -1,4 +1,4 @@
-/* Shared between the exec modules of lib/ssh (sshexec.c, sshexec-line.c, sshexec-ns.c). */
+/* Shared between the exec modules of lib/ssh (sshexec.c, sshexec-line.c). */
 #pragma once
 
 #include <stdbool.h>
@@ -28,13 +28,8 @@ int sb_finish(struct sbuf *b, char **ret);
 /* The limits of proto/api-limits.h: 0, -EINVAL or -E2BIG. */
 int sshexec_params_validate(const struct sshexec_params *p);
 
-/* sshexec_build_command() with the exec helper (sshexec-ns.c): helper is its path in the
+/* sshexec_build_command() with the exec helper (sshexec.c): helper is its path in the
  * container, or NULL for the shell wrapper alone. With a helper the line execs it when the
  * file is there and executable, and runs the shell wrapper otherwise. */
 int sshexec_build_command_with(const struct sshexec_params *params, const char *marker,
                                const char *helper, char **ret);
-
-/* The exec helper's path in the pool's container when it is known to run there, else NULL;
- * the first call on a pool starts putting it in place (in the background: until it is,
- * execs use the shell wrapper). */
-const char *sshexec_ns_helper(struct sshpool *pool);

@@ -47,7 +47,7 @@
     "$f 2>/dev/null && p=1 || unshare -p mkfifo -m 600 $f 2>/dev/null; } && exec "                 \
     "unshare -p /bin/sh -c "
 #define LINE_END " sandboxd-exec $f \"$p\" \"$@\"; exec \"$@\"; }"
-/* With the exec helper (sshexec-ns.c), ahead of LINE_FIFO: it runs the vector in a PID
+/* With the exec helper (sshexec.c), ahead of LINE_FIFO: it runs the vector in a PID
  * namespace of its own with no shell between (nsexec/sandboxd-nsexec.c); the shell wrapper
  * after it runs only when the file is not there. */
 #define LINE_HELPER " && { [ -x "

@@ -74,7 +74,7 @@ struct sshpool {
     void *close_ud;
     uint64_t connects, lost;
     char last_error[256];
-    int nsexec; /* the exec helper's state in the container (sshexec-ns.c) */
+    int nsexec; /* the exec helper's state in the container (sshexec.c) */
 };
 
 static void on_session_timer(uv_timer_t *t);

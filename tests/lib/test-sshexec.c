@@ -754,7 +754,7 @@ START_TEST(test_exec_concurrent)
         ck_assert_int_eq(sshexec_start(pool, &p, on_done, &runs[i], NULL), 0);
     }
     sshpool_get_stats(pool, &st);
-    /* and the first exec's check of the exec helper (sshexec-ns.c) */
+    /* and the first exec's check of the exec helper (sshexec.c) */
     ck_assert_uint_eq(st.queued, N_CONCURRENT + 1);
     while (!all) {
         ck_assert(uv_hrtime() < end);
