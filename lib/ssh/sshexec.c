@@ -660,18 +660,21 @@ int sshexec_cancel(struct sshexec *e)
  *
  *
  * The first exec on a pool starts putting the helper in place, in the background: a check
- * exec looks for /tmp/.sandboxd-nsexec-<first 16 hex digits of its SHA-256> with the
+ * exec looks for /root/.sandboxd-nsexec-<first 16 hex digits of its SHA-256> with the
  * expected SHA-256 (sha256sum, coreutils or busybox) and runs it with --check; when that
  * does not print the helper's line, a second exec writes the binary there (from its stdin,
  * to a temporary name renamed into place) and runs the check again. Execs go on with the
  * shell wrapper meanwhile. Then:
  *   the check printed the line   every later exec on the pool runs through the helper;
- *   it did not (no sha256sum is fine, but a /tmp that is read-only or noexec, another
- *   architecture, no room)       the pool keeps the shell wrapper for good;
+ *   it did not (no sha256sum is fine, but a /root that is read-only, noexec or not
+ *   writable by the login user, another architecture, no room)
+ *                                the pool keeps the shell wrapper for good;
  *   the session failed           the next exec starts again.
  * A binary of another build has another name: both can live side by side. The line of each
- * exec execs the helper only while the file is there ([ -x ]), else the shell wrapper runs. */
-#define NS_DIR "/tmp/.sandboxd-nsexec-"
+ * exec execs the helper only while the file is there ([ -x ]), else the shell wrapper runs.
+ * In root's home, not in /tmp: another user of the container can neither place a file there
+ * first (which root would then run) nor swap the binary for one of its own. */
+#define NS_DIR "/root/.sandboxd-nsexec-"
 #define NS_HASH_CHARS 16
 #define NS_CHECK_LINE "sandboxd-nsexec ok\n"
 #define NS_TIMEOUT_MS 30000u

@@ -12,7 +12,7 @@
  * root in a container may).
  *
  * With the exec helper (nsexec/sandboxd-nsexec.c, a small static binary the first exec on a
- * pool puts in the container as /tmp/.sandboxd-nsexec-<hash>, see sshexec.c): the login shell
+ * pool puts in the container as /root/.sandboxd-nsexec-<hash>, see sshexec.c): the login shell
  * execs it (no other process), it makes the namespace, forks its init and the command, and
  * ends as the command ended; its end (or its death) ends init and with it the namespace:
  *
@@ -20,7 +20,7 @@
  *     ├─ init (pid 1)                  waits for EOF on a pipe from the helper
  *     └─ [env K=V] /bin/sh -c CMD      pid 2, with the namespace's own /proc where allowed
  *
- * Until the helper is in place, where it cannot be (no exec from /tmp, another architecture),
+ * Until the helper is in place, where it cannot be (no exec from /root, another architecture),
  * or when its file is gone, the shell wrapper does the same with unshare(1) and nsenter(1)
  * (util-linux or busybox):
  *

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The exec helper (nsexec/sandboxd-nsexec.c) against the simulator: the first exec on a
-sandbox puts it in place (/tmp/.sandboxd-nsexec-<hash>, the daemon's own bytes) and later
+sandbox puts it in place (/root/.sandboxd-nsexec-<hash>, the daemon's own bytes) and later
 execs run through it, in a PID namespace of their own: a timeout still kills everything
 the command started; a crash of the helper (SIGKILL) ends the exec with that signal and
 kills the command's namespace; a file of another content at the helper's name (a changed
@@ -74,7 +74,7 @@ def main():
     with Env() as env:
         c = env.client()
         ct = os.path.join(env.sim.state_dir, "ct")
-        tmpl_tmp = os.path.join(ct, str(env.sim.info.get("template", 9000)), "rootfs", "tmp")
+        tmpl_root = os.path.join(ct, str(env.sim.info.get("template", 9000)), "rootfs", "root")
         state = {}
 
         def root_of(sb):
@@ -83,7 +83,7 @@ def main():
         def put_in_place():
             sb = c.call("sandbox.create", {})
             state["sb"] = sb
-            path = os.path.join(root_of(sb), "tmp", NAME)
+            path = os.path.join(root_of(sb), "root", NAME)
             r = c.call("sandbox.exec", {"id": sb["id"], "command": "echo hi"})
             assert r["exit_code"] == 0 and r["stdout"] == "hi\n", r
             wait_until(lambda: "exec helper: pushing -> ready" in env.daemon_log()
@@ -101,8 +101,8 @@ def main():
             sb = state["sb"]
             tag = os.urandom(6).hex()
             r = c.call("sandbox.exec", {"id": sb["id"], "timeout_ms": 1000, "env": {"TAG": tag},
-                                        "command": "(sleep 300 &); (setsid sleep 301 &); "
-                                                   "sleep 302 & echo started; sleep 303"})
+                                        "command": "(sleep 3300 &); (setsid sleep 3301 &); "
+                                                   "sleep 3302 & echo started; sleep 3303"})
             assert r["timed_out"] is True and r["stdout"] == "started\n", r
             wait_until(lambda: not tagged(tag), "every process of the exec to end")
             # In the namespace: its own /proc, the command is pid 2 (pid 1 the helper's init).
@@ -115,7 +115,7 @@ def main():
             res = {}
             th = threading.Thread(target=lambda: res.update(r=env.client().call("sandbox.exec", {
                 "id": sb["id"], "env": {"TAG": tag}, "timeout_ms": 120000,
-                "command": "(sleep 310 &); sleep 311 & sleep 312"})))
+                "command": "(sleep 3310 &); sleep 3311 & sleep 3312"})))
             th.start()
             wait_until(lambda: helper_of(tag) and len(tagged(tag)) >= 3, "the command's processes")
             os.kill(helper_of(tag), signal.SIGKILL)
@@ -127,17 +127,17 @@ def main():
             assert r["stdout"] == "fine\n", r
 
         def changed_binary():
-            # A template whose /tmp holds another file at the helper's name: the sandbox's
+            # A template whose /root holds another file at the helper's name: the sandbox's
             # first exec replaces it with the daemon's bytes.
-            with open(os.path.join(tmpl_tmp, NAME), "wb") as f:
+            with open(os.path.join(tmpl_root, NAME), "wb") as f:
                 f.write(b"#!/bin/sh\necho sandboxd-nsexec ok\n")
-            os.chmod(os.path.join(tmpl_tmp, NAME), 0o755)
+            os.chmod(os.path.join(tmpl_root, NAME), 0o755)
             n = env.daemon_log().count("exec helper: pushing -> ready")
             try:
                 sb = c.call("sandbox.create", {})
             finally:
-                os.unlink(os.path.join(tmpl_tmp, NAME))
-            path = os.path.join(root_of(sb), "tmp", NAME)
+                os.unlink(os.path.join(tmpl_root, NAME))
+            path = os.path.join(root_of(sb), "root", NAME)
             r = c.call("sandbox.exec", {"id": sb["id"], "command": "echo hi"})
             assert r["stdout"] == "hi\n", r
             wait_until(lambda: env.daemon_log().count("exec helper: pushing -> ready") > n,
@@ -148,12 +148,12 @@ def main():
         def fallback():
             # A directory at the helper's name: it cannot be put in place; the shell wrapper
             # runs every exec, and a timeout still kills what the command started.
-            os.mkdir(os.path.join(tmpl_tmp, NAME))
+            os.mkdir(os.path.join(tmpl_root, NAME))
             n = env.daemon_log().count("-> unavailable")
             try:
                 sb = c.call("sandbox.create", {})
             finally:
-                shutil.rmtree(os.path.join(tmpl_tmp, NAME))
+                shutil.rmtree(os.path.join(tmpl_root, NAME))
             r = c.call("sandbox.exec", {"id": sb["id"], "command": "echo hi"})
             assert r["stdout"] == "hi\n", r
             wait_until(lambda: env.daemon_log().count("-> unavailable") > n, "the fallback")
@@ -161,7 +161,7 @@ def main():
             res = {}
             th = threading.Thread(target=lambda: res.update(r=env.client().call("sandbox.exec", {
                 "id": sb["id"], "timeout_ms": 3000, "env": {"TAG": tag},
-                "command": "(sleep 300 &); sleep 302 & echo started; sleep 303"})))
+                "command": "(sleep 3300 &); sleep 3302 & echo started; sleep 3303"})))
             th.start()
             wait_until(lambda: len(tagged(tag)) >= 3, "the command's processes")
             assert helper_of(tag) is None
