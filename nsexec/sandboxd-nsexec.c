@@ -42,6 +42,11 @@ static _Noreturn void run_init(int rfd)
 {
     char c;
 
+    /* Not the channel's descriptors: sshd ends the channel when the helper and the command
+     * (and what they left) have closed them, without waiting for init. */
+    close(STDIN_FILENO);
+    close(STDOUT_FILENO);
+    close(STDERR_FILENO);
     signal(SIGCHLD, SIG_IGN);
     while (read(rfd, &c, 1) != 0 && (errno == EINTR || errno == EAGAIN))
         ;
