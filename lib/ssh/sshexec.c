@@ -658,7 +658,6 @@ int sshexec_cancel(struct sshexec *e)
 
 /* ---- the exec helper (nsexec/sandboxd-nsexec.c) in a pool's container ----
  *
- *
  * The first exec on a pool starts putting the helper in place, in the background: a check
  * exec looks for /root/.sandboxd-nsexec-<first 16 hex digits of its SHA-256> with the
  * expected SHA-256 (sha256sum, coreutils or busybox) and runs it with --check; when that
@@ -697,12 +696,32 @@ static const char *ns_state_to_string(enum ns_state s)
     return (unsigned)s < _NS_STATE_MAX ? names[s] : "invalid";
 }
 
+/* unknown -> checking -> ready, or -> pushing -> ready or unavailable; back to unknown from
+ * checking and pushing (the session failed, or an exec could not start). */
+_unused_ static bool ns_transition_ok(enum ns_state a, enum ns_state b)
+{
+    switch (b) {
+    case NS_CHECKING:
+        return a == NS_UNKNOWN;
+    case NS_PUSHING:
+        return a == NS_CHECKING;
+    case NS_READY:
+    case NS_UNKNOWN:
+        return a == NS_CHECKING || a == NS_PUSHING;
+    case NS_UNAVAILABLE:
+        return a == NS_PUSHING;
+    default:
+        return false;
+    }
+}
+
 static void ns_set_state(struct sshpool *pool, enum ns_state state)
 {
     enum ns_state old = (enum ns_state)sshpool_get_nsexec(pool);
 
     if (old == state)
         return;
+    assert(ns_transition_ok(old, state));
     log_debug(COMP, "exec helper: %s -> %s", ns_state_to_string(old), ns_state_to_string(state));
     sshpool_set_nsexec(pool, (int)state);
 }
@@ -734,11 +753,13 @@ static void on_ns_done(struct sshexec *e, int error, struct sshexec_result *res,
         ns_set_state(pool, NS_UNKNOWN);
         return;
     }
-    if (pushing || ns_start(pool, true) < 0) {
-        log_debug(COMP, "exec helper cannot run in this container (exit %d): the shell wrapper",
-                  res->exit_code);
-        ns_set_state(pool, NS_UNAVAILABLE);
+    if (!pushing) {
+        (void)ns_start(pool, true); /* or back to unknown when it cannot start */
+        return;
     }
+    log_debug(COMP, "exec helper cannot run in this container (exit %d): the shell wrapper",
+              res->exit_code);
+    ns_set_state(pool, NS_UNAVAILABLE);
 }
 
 /* The check (push false) or the copy and check (push true). */
