@@ -7,10 +7,22 @@
  * Threading: loop thread only.
  *
  * How "kill everything it started" works. Every exec carries a marker, SANDBOXD_EXEC_ID=<128-bit
- * random hex>, in the environment of the processes sandboxd starts for it. Where the container
- * allows it (unshare(1) and nsenter(1) present, from util-linux or busybox, and the user may
- * create PID namespaces, as root in a container may), each exec runs in a PID namespace of
- * its own:
+ * random hex>, in the environment of the processes sandboxd starts for it, and runs in a PID
+ * namespace of its own where the container allows it (the user may create PID namespaces, as
+ * root in a container may).
+ *
+ * With the exec helper (nsexec/sandboxd-nsexec.c, a small static binary the first exec on a
+ * pool puts in the container as /root/.sandboxd-nsexec-<hash>, see sshexec.c): the login shell
+ * execs it (no other process), it makes the namespace, forks its init and the command, and
+ * ends as the command ended; its end (or its death) ends init and with it the namespace:
+ *
+ *   login shell: cd CWD; export the marker; exec sandboxd-nsexec -- [SWITCH] VECTOR
+ *     ├─ init (pid 1)                  waits for EOF on a pipe from the helper
+ *     └─ [env K=V] /bin/sh -c CMD      pid 2, with the namespace's own /proc where allowed
+ *
+ * Until the helper is in place, where it cannot be (no exec from /root, another architecture),
+ * or when its file is gone, the shell wrapper does the same with unshare(1) and nsenter(1)
+ * (util-linux or busybox):
  *
  *   login shell: cd CWD; export the marker; probe: `unshare -p mkfifo FIFO`; then
  *   exec unshare -p /bin/sh            the wrapper; its children go to the new namespace
@@ -25,13 +37,13 @@
  *
  * The command cannot leave the namespace, cannot signal the wrapper's side except its own
  * process group, and cannot kill init (a namespace's init ignores signals from inside it).
- * When the command ends the wrapper exits, init sees EOF and exits, and the kernel kills
- * everything left in the namespace: background processes end with the command. On timeout or
- * cancel a second channel runs a small POSIX sh script that finds the marker holders (the
- * wrapper and init among them), SIGKILLs every process of each namespace such a holder made
- * (killing init kills the namespace and those nested in it), then stops and kills the holders
- * and their process groups, until no holder is left.
- * Without unshare/nsenter, or when the probe fails (not permitted), the exec runs as
+ * When the command ends the wrapper (or the helper) exits, init sees EOF and exits, and the
+ * kernel kills everything left in the namespace: background processes end with the command.
+ * On timeout or cancel a second channel runs a small POSIX sh script that finds the marker
+ * holders (the wrapper or helper and init among them), SIGKILLs every process of each namespace
+ * such a holder made (killing init kills the namespace and those nested in it), then stops and
+ * kills the holders and their process groups, until no holder is left. Without unshare/nsenter, or
+ * when the probe fails (not permitted), the exec runs as
  * `[env K=V] /bin/sh -c CMD` directly and the kill falls back to the marker and process groups:
  * then a process that both leaves its process group and drops the marker (env -u, env -i)
  * escapes, and background processes outlive the command.

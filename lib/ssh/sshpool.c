@@ -74,6 +74,7 @@ struct sshpool {
     void *close_ud;
     uint64_t connects, lost;
     char last_error[256];
+    int nsexec; /* the exec helper's state in the container (sshexec.c) */
 };
 
 static void on_session_timer(uv_timer_t *t);
@@ -164,6 +165,16 @@ static void on_handle_closed_unref(uv_handle_t *h)
 uv_loop_t *sshpool_get_loop(const struct sshpool *pool)
 {
     return pool->loop;
+}
+
+int sshpool_get_nsexec(const struct sshpool *pool)
+{
+    return pool->nsexec;
+}
+
+void sshpool_set_nsexec(struct sshpool *pool, int state)
+{
+    pool->nsexec = state;
 }
 
 int sshpool_new(uv_loop_t *loop, const struct sshs_config *cfg, unsigned n_sessions,

@@ -90,3 +90,7 @@ void sshpool_chan_wake(struct sshpool_chan *c);
 /* Re-arms the session's poll interest after writes. */
 void sshpool_chan_flush(struct sshpool_chan *c);
 uv_loop_t *sshpool_get_loop(const struct sshpool *pool);
+/* Storage for sshexec.c's state of the exec helper in the pool's container (0 at first);
+ * only sshexec.c's state setter writes it. */
+int sshpool_get_nsexec(const struct sshpool *pool);
+void sshpool_set_nsexec(struct sshpool *pool, int state);

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <uv.h>
 
+#include "sshexec-internal.h"
 #include "sshexec.h"
 #include "log.h"
 #include "macro.h"
@@ -548,6 +549,38 @@ START_TEST(test_build_command_roundtrip_local)
 }
 END_TEST
 
+/* With the exec helper: the line execs it while its file is there, the shell wrapper after it
+ * otherwise; only a plain path is taken; the worst case still fits. */
+START_TEST(test_build_command_helper)
+{
+    static const char helper[] = "/root/.sandboxd-nsexec-0123456789abcdef";
+    static const char *const bad[] = {"", "rel ative", "/x/$(id)", "/x/a;b", "/x/\"q\"", "/X"};
+    struct sshexec_params p = {.command = "echo hi"};
+    char *line = NULL, *plain = NULL, want[256];
+
+    ck_assert_int_eq(sshexec_build_command_with(&p, "ab12", helper, &line), 0);
+    ck_assert_int_eq(sshexec_build_command(&p, "ab12", &plain), 0);
+    snprintf(want, sizeof(want), " && { [ -x %s ] && exec %s -- \"$@\"; :; }", helper, helper);
+    ck_assert_ptr_nonnull(strstr(line, want));
+    ck_assert_ptr_null(strstr(plain, helper));
+    /* The shell wrapper follows, whole. */
+    ck_assert_str_eq(strstr(line, want) + strlen(want), strstr(plain, " && f=/tmp/"));
+    free(line);
+    free(plain);
+    for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+        ck_assert_int_eq(sshexec_build_command_with(&p, "ab12", bad[i], &line), -EINVAL);
+    memset(want, 'a', 65);
+    want[0] = '/';
+    want[65] = 0;
+    ck_assert_int_eq(sshexec_build_command_with(&p, "ab12", want, &line), -EINVAL);
+    /* Without a namespace (the daemon's own scripts) there is no helper either. */
+    p.container_pid_namespace = true;
+    ck_assert_int_eq(sshexec_build_command_with(&p, "ab12", helper, &line), 0);
+    ck_assert_ptr_null(strstr(line, helper));
+    free(line);
+}
+END_TEST
+
 START_TEST(test_build_command_rejects)
 {
     const char *bad_env[] = {"1A=x", NULL};
@@ -754,7 +787,8 @@ START_TEST(test_exec_concurrent)
         ck_assert_int_eq(sshexec_start(pool, &p, on_done, &runs[i], NULL), 0);
     }
     sshpool_get_stats(pool, &st);
-    ck_assert_uint_eq(st.queued, N_CONCURRENT);
+    /* and the first exec's check of the exec helper (sshexec.c) */
+    ck_assert_uint_eq(st.queued, N_CONCURRENT + 1);
     while (!all) {
         ck_assert(uv_hrtime() < end);
         uv_run(&loop, UV_RUN_ONCE);
@@ -1317,6 +1351,7 @@ static Suite *sshexec_suite(void)
     tcase_add_test(tc, test_shell_quote);
     tcase_add_test(tc, test_build_command_roundtrip_local);
     tcase_add_test(tc, test_build_command_rejects);
+    tcase_add_test(tc, test_build_command_helper);
     tcase_add_test(tc, test_build_command_limits);
     tcase_add_test(tc, test_build_command_fallback_local);
     tcase_add_test(tc, test_build_command_container_pidns_local);
