@@ -197,9 +197,9 @@ def main():
                 raise AssertionError("an unknown user ran")
             except sandboxd.InvalidParams as e:
                 assert e.param == "user", e
-            r = a.exec("sleep 320 & sleep 321", user="bob", timeout_ms=1000)
+            r = a.exec("sleep 4491 & sleep 4492", user="bob", timeout_ms=1000)
             assert r.timed_out, r
-            p = a.start_process("id -u; sleep 1000", user="bob")
+            p = a.start_process("id -u; sleep 4493", user="bob")
             out = b"".join(p.output(follow=False))
             for _ in range(50):
                 if out:
@@ -208,7 +208,13 @@ def main():
                 out = b"".join(p.output(follow=False))
             assert out == f"{uid}\n".encode(), out
             p.kill()
-            r = a.exec("nsenter -m -t 1 ps -e -o args | grep '[s]leep 3[2]\\|[s]leep 1000' || true")
+            # pve-sim's `nsenter -m -t 1 ps` lists every process of the host: numbers no other
+            # test uses; the kernel may take a moment on a loaded machine
+            for _ in range(50):
+                r = a.exec("nsenter -m -t 1 ps -e -o args | grep '[s]leep 449[1-3]' || true")
+                if r.stdout == "":
+                    break
+                time.sleep(0.2)
             assert r.stdout == "", r
 
         def curl_internet():

@@ -80,14 +80,16 @@ def main():
         def exec_timeout_kills_tree():
             t0 = time.time()
             r = c.call("sandbox.exec", {"id": sb["id"], "timeout_ms": 1000,
-                                        "command": "(sleep 300 &); (setsid sleep 301 &); sleep 302 & "
-                                                   "echo started; sleep 303"})
+                                        "command": "(sleep 4471 &); (setsid sleep 4472 &); sleep 4473 & "
+                                                   "echo started; sleep 4474"})
             assert r["timed_out"] is True and r["stdout"] == "started\n", r
             assert time.time() - t0 < 10, time.time() - t0
-            # killed with the exec's PID namespace; the kernel may take a moment on a loaded machine
+            # killed with the exec's PID namespace; the kernel may take a moment on a loaded machine.
+            # (pve-sim's `nsenter -m -t 1 ps` lists every process of the host: numbers no other
+            # test uses)
             deadline = time.time() + 10
             while True:
-                r = c.call("sandbox.exec", {"id": sb["id"], "command": "nsenter -m -t 1 ps -o args | grep '[s]leep 30[0-3]' || true"})
+                r = c.call("sandbox.exec", {"id": sb["id"], "command": "nsenter -m -t 1 ps -o args | grep '[s]leep 447[1-4]' || true"})
                 if r["stdout"] == "" or time.time() > deadline:
                     break
                 time.sleep(0.2)
@@ -138,11 +140,15 @@ def main():
             assert r["stdout"] == "no\n", r
             # The timeout still kills the whole tree of a user's command.
             r = c.call("sandbox.exec", {"id": sb["id"], "timeout_ms": 1000, "user": "ann",
-                                        "command": "(sleep 310 &); (setsid sleep 311 &); sleep 312 & "
-                                                   "echo started; sleep 313"})
+                                        "command": "(sleep 4481 &); (setsid sleep 4482 &); sleep 4483 & "
+                                                   "echo started; sleep 4484"})
             assert r["timed_out"] is True and r["stdout"] == "started\n", r
-            time.sleep(0.3)
-            r = c.call("sandbox.exec", {"id": sb["id"], "command": "nsenter -m -t 1 ps -o args | grep '[s]leep 31[0-3]' || true"})
+            deadline = time.time() + 10
+            while True:
+                r = c.call("sandbox.exec", {"id": sb["id"], "command": "nsenter -m -t 1 ps -o args | grep '[s]leep 448[1-4]' || true"})
+                if r["stdout"] == "" or time.time() > deadline:
+                    break
+                time.sleep(0.2)
             assert r["stdout"] == "", r
 
         def disconnect_kills_exec():
@@ -150,7 +156,7 @@ def main():
             # next notification. The exec's whole process tree is then killed.
             c2 = env.client()
             c2.send("sandbox.exec", {"id": sb["id"], "stream": True, "timeout_ms": 120000,
-                                     "command": "sleep 306 & while true; do echo tick; sleep 0.2; done"})
+                                     "command": "sleep 4476 & while true; do echo tick; sleep 0.2; done"})
             deadline = time.time() + 10
             while not c2.notes:
                 assert time.time() < deadline, "no exec.output notification"
@@ -158,7 +164,7 @@ def main():
             c2.close()
             deadline = time.time() + 15
             while True:
-                r = c.call("sandbox.exec", {"id": sb["id"], "command": "nsenter -m -t 1 ps -o args | grep '[s]leep 30[6]' || true"})
+                r = c.call("sandbox.exec", {"id": sb["id"], "command": "nsenter -m -t 1 ps -o args | grep '[s]leep 447[6]' || true"})
                 if r["stdout"] == "":
                     break
                 assert time.time() < deadline, r
