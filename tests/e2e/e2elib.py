@@ -141,6 +141,46 @@ def data_of(obj, name):
     return base64.b64decode(obj[name + "_b64"])
 
 
+def free_port():
+    """A loopback TCP port nobody listens on now."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def recv_all(s, ends=(ConnectionResetError, socket.timeout)):
+    """What s receives until its peer closes it, or until one of ends is raised."""
+    out = b""
+    while True:
+        try:
+            d = s.recv(65536)
+        except ends:
+            return out
+        if not d:
+            return out
+        out += d
+
+
+def ws_echo(sock, rest, payloads):
+    """Sends each payload as one binary WebSocket frame (unmasked: the peer, an echo of
+    bytes, sends the frame back as it is) and asserts the same bytes come back. rest: what
+    was read already past the handshake's head. Returns what was read past the last echo."""
+    for payload in payloads:
+        n = len(payload)
+        frame = bytes([0x82]) + (bytes([n]) if n < 126 else bytes([126]) + n.to_bytes(2, "big"))
+        frame += payload
+        sock.sendall(frame)
+        while len(rest) < len(frame):
+            d = sock.recv(65536)
+            assert d, rest
+            rest += d
+        assert rest[:len(frame)] == frame
+        rest = rest[len(frame):]
+    return rest
+
+
 class Env:
     """pve-sim + sandboxd. Use as a context manager."""
 

@@ -20,7 +20,8 @@ import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
 
-from e2elib import Env, run  # noqa: E402
+import e2elib  # noqa: E402
+from e2elib import Env, free_port, run  # noqa: E402
 
 os.environ["ASAN_OPTIONS"] = ":".join(filter(None, [
     os.environ.get("ASAN_OPTIONS"), "quarantine_size_mb=4",
@@ -29,14 +30,6 @@ MAX_PENDING = 256
 HEADER_TIMEOUT_MS = 2000
 FD_SLACK = 8
 N_FLOOD = 10000
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 LPORT = free_port()
@@ -58,15 +51,7 @@ def connect(timeout=10):
 
 
 def recv_all(s):
-    out = b""
-    while True:
-        try:
-            d = s.recv(65536)
-        except (OSError, socket.timeout):
-            return out
-        if not d:
-            return out
-        out += d
+    return e2elib.recv_all(s, ends=(OSError, socket.timeout))
 
 
 def tls_attacks():
