@@ -181,6 +181,30 @@ def ws_echo(sock, rest, payloads):
     return rest
 
 
+def container_procs(c, sid, pattern):
+    """The command lines of sandbox sid's processes that match pattern (grep's), as its
+    container's pid 1 sees them: each exec runs in a PID namespace and /proc of its own,
+    where the container's other processes never show. On pve-sim that /proc lists every
+    process of the host: pattern must name something no other test runs (a sleep of a
+    duration no other test uses)."""
+    r = c.call("sandbox.exec", {"id": sid, "command": f"nsenter -m -t 1 ps -o args | grep '{pattern}' || true"})
+    assert r["exit_code"] == 0, r
+    return r["stdout"].splitlines()
+
+
+def wait_procs(c, sid, pattern, n, timeout=30):
+    """Polls container_procs() until n processes match pattern; asserts they do in time.
+    Returns their command lines."""
+    deadline = time.time() + timeout
+    while True:
+        got = container_procs(c, sid, pattern)
+        if len(got) == n or time.time() > deadline:
+            break
+        time.sleep(0.2)
+    assert len(got) == n, (pattern, n, got)
+    return got
+
+
 class Env:
     """pve-sim + sandboxd. Use as a context manager."""
 
