@@ -84,16 +84,22 @@ def split_url(url):
     return u.hostname, q["sandboxd_preview"][0]
 
 
+def serving_sandbox(c):
+    """A new sandbox serving PAGE on HTTP_PORT and WebSocket echoes on WS_PORT."""
+    sid = c.call("sandbox.create", {"ttl_s": 900})["id"]
+    c.call("file.write", {"id": sid, "path": "/root/www/index.html", "content": PAGE.decode()})
+    c.call("file.write", {"id": sid, "path": "/root/ws.sh", "content": WS_SH, "mode": "0755"})
+    c.call("process.start", {"id": sid, "command": f"httpd -f -p {HTTP_PORT} -h /root/www"})
+    c.call("process.start", {"id": sid, "command": f"nc -ll -p {WS_PORT} -e /root/ws.sh"})
+    return sid
+
+
 def main():
     conf = {"preview": {"listen": f"127.0.0.1:{LPORT}", "base_url": BASE, "max_per_sandbox": "4",
                         "max_ttl_s": "3600", "header_timeout_ms": "1000", "max_pending": "64"}}
     with Env(daemon_config=conf) as env:
         c = env.client()
-        sid = c.call("sandbox.create", {"ttl_s": 900})["id"]
-        c.call("file.write", {"id": sid, "path": "/root/www/index.html", "content": PAGE.decode()})
-        c.call("file.write", {"id": sid, "path": "/root/ws.sh", "content": WS_SH, "mode": "0755"})
-        c.call("process.start", {"id": sid, "command": f"httpd -f -p {HTTP_PORT} -h /root/www"})
-        c.call("process.start", {"id": sid, "command": f"nc -ll -p {WS_PORT} -e /root/ws.sh"})
+        sid = serving_sandbox(c)
         pv = c.call("sandbox.preview", {"id": sid, "port": HTTP_PORT, "ttl_s": 600})
         host, token = split_url(pv["url"])
 
@@ -337,11 +343,7 @@ def tls_daemon():
                         "tls_certificate": cert, "tls_key": key}}
     with Env(daemon_config=conf) as env:
         c = env.client()
-        sid = c.call("sandbox.create", {"ttl_s": 900})["id"]
-        c.call("file.write", {"id": sid, "path": "/root/www/index.html", "content": PAGE.decode()})
-        c.call("file.write", {"id": sid, "path": "/root/ws.sh", "content": WS_SH, "mode": "0755"})
-        c.call("process.start", {"id": sid, "command": f"httpd -f -p {HTTP_PORT} -h /root/www"})
-        c.call("process.start", {"id": sid, "command": f"nc -ll -p {WS_PORT} -e /root/ws.sh"})
+        sid = serving_sandbox(c)
         pv = c.call("sandbox.preview", {"id": sid, "port": HTTP_PORT})
         assert pv["url"].startswith("https://"), pv
         host, token = split_url(pv["url"])
