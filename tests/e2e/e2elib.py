@@ -1,6 +1,7 @@
 """End-to-end harness: a pve-sim instance, a sandboxd configured for it, and a JSON-RPC client."""
 
 import base64
+import contextlib
 import itertools
 import json
 import os
@@ -179,6 +180,29 @@ def ws_echo(sock, rest, payloads):
         assert rest[:len(frame)] == frame
         rest = rest[len(frame):]
     return rest
+
+
+@contextlib.contextmanager
+def dripping(socks, byte, interval=0.1):
+    """While the with block runs, a thread sends byte on each of socks every interval
+    seconds (a slowloris); errors of sockets closed by their peer are passed over."""
+    stop = threading.Event()
+
+    def drip():
+        while not stop.is_set():
+            for s in socks:
+                try:
+                    s.send(byte)
+                except OSError:
+                    pass
+            time.sleep(interval)
+    t = threading.Thread(target=drip)
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join()
 
 
 def container_procs(c, sid, pattern):
