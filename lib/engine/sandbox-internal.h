@@ -24,7 +24,7 @@ struct pve_vm_list;
 struct registry_record;
 struct sandbox_job;
 struct sandbox_pump;
-struct sandbox_fwd;
+struct relay_ep;
 
 struct sandbox {
     char id[ID_MAX + 1];
@@ -266,15 +266,14 @@ struct engine {
      * the pumps of a sandbox that goes away (sb) or of the engine closing (NULL), their ends
      * reported now, without calling into it; NULL while there was none. */
     void (*pumps_stop)(struct engine *e, const struct sandbox *sb);
-    /* Port forwards (sandbox-forward.c), and its hook installed with the first one, so that
-     * sandbox.c closes the forwards of a sandbox that goes away (sb) or of the engine closing
-     * (NULL) without calling into it; NULL while there was none. */
-    struct sandbox_fwd *forwards;
-    void (*forwards_stop)(struct engine *e, const struct sandbox *sb);
-    /* Preview URLs (sandbox-preview.c) and their hook, as the forwards'; the preview
-     * listener (preview-listen.c) and its hook for engine_close(); the signing key. */
-    struct sandbox_preview *previews;
-    void (*previews_stop)(struct engine *e, const struct sandbox *sb);
+    /* SSH-relayed endpoints (sandbox-relay.c: port forwards and preview URLs), and their
+     * hook installed with the first one, so that sandbox.c closes the endpoints of a
+     * sandbox that goes away (sb) or of the engine closing (NULL) without calling into it;
+     * NULL while there was none. */
+    struct relay_ep *relays;
+    void (*relays_stop)(struct engine *e, const struct sandbox *sb);
+    /* The preview listener (preview-listen.c) and its hook for engine_close(); the preview
+     * URLs' signing key. */
     struct preview_srv *preview_srv;
     void (*preview_srv_stop)(struct engine *e);
     uint8_t preview_key[64];

@@ -122,10 +122,8 @@ int sandbox_set_state_saved(struct sandbox *sb, enum sandbox_state s, void (*cb)
     sb->state = s;
     if (s >= SANDBOX_DESTROYING && sb->engine->pumps_stop)
         sb->engine->pumps_stop(sb->engine, sb); /* the sandbox goes away: its pumps end */
-    if (s >= SANDBOX_DESTROYING && sb->engine->forwards_stop)
-        sb->engine->forwards_stop(sb->engine, sb); /* and its forwards */
-    if (s >= SANDBOX_DESTROYING && sb->engine->previews_stop)
-        sb->engine->previews_stop(sb->engine, sb); /* and its previews */
+    if (s >= SANDBOX_DESTROYING && sb->engine->relays_stop)
+        sb->engine->relays_stop(sb->engine, sb); /* and its forwards and previews */
     sandbox_observe(sb, old);
     if (s == SANDBOX_GONE || s == SANDBOX_PENDING || sb->engine->closing)
         return -ESHUTDOWN;
@@ -497,12 +495,10 @@ void engine_close(struct engine *e, void (*cb)(void *userdata), void *userdata)
     e->close_pending = 1; /* released at the end of this function */
     if (e->pumps_stop)
         e->pumps_stop(e, NULL);
-    if (e->forwards_stop)
-        e->forwards_stop(e, NULL);
     if (e->preview_srv_stop)
         e->preview_srv_stop(e);
-    if (e->previews_stop)
-        e->previews_stop(e, NULL);
+    if (e->relays_stop)
+        e->relays_stop(e, NULL); /* forwards and previews */
     if (e->transfers_stop)
         e->transfers_stop(e);
     if (e->pool_close)
