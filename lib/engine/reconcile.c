@@ -598,6 +598,12 @@ static bool decide_one(struct reconcile *rc, struct cand *c)
     struct sandbox *sb = reconcile_find_sandbox(rc, c->m.sandbox);
     struct registry_record *r;
 
+    if (c->m.replica) { /* not a template yet (else adopted): a replica build's clone */
+        if (!c->lock && !engine_replica_building(rc->e, c->vmid))
+            destroy_container(rc, c->vmid, c->node, c->m.sandbox, &rc->st.orphans_destroyed,
+                              "a replica whose build was interrupted");
+        return false;
+    }
     if ((sb && (sb->vmid == 0 || sb->vmid == c->vmid)) || vmid_known(rc, c->vmid))
         return false; /* live: ours and known */
     if (destroying_has(rc, c->vmid))
