@@ -773,6 +773,9 @@ static void on_template_config(const struct pve_result *res, void *userdata)
 
         rc->i_member++;
         if (res->error == 0)
+            (void)engine_replica_adopt(rc->e, vm->vmid,
+                                       vm->node ? vm->node : rc->cfg->proxmox.nodes[0], res->data);
+        if (res->error == 0)
             (void)engine_rt_adopt_config(
                 rc->e, vm->vmid, vm->node ? vm->node : rc->cfg->proxmox.nodes[0], res->data);
         scan_next(rc);

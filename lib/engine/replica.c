@@ -451,10 +451,21 @@ void engine_replicas_apply(struct engine *e)
 
 /* ---- for the reconcile ---- */
 
-int engine_replica_adopt(struct engine *e, uint32_t vmid, const char *node, const char *name)
+int engine_replica_adopt(struct engine *e, uint32_t vmid, const char *node, json_object *conf)
 {
+    const char *name;
     bool known = false;
+    struct marker m;
+    json_object *v;
     int r;
+
+    if (!conf || !json_object_object_get_ex(conf, "description", &v) ||
+        !json_object_is_type(v, json_type_string) ||
+        marker_parse(json_object_get_string(v), &m) < 0 || !m.replica ||
+        strcmp(m.instance, registry_instance_id(e->reg)) != 0 ||
+        !json_object_object_get_ex(conf, "template", &v) || json_object_get_int(v) != 1)
+        return 0; /* no replica of this instance's */
+    name = m.template;
 
     for (size_t i = 0; i < e->n_repl; i++)
         known = known || e->repl[i].vmid == vmid;

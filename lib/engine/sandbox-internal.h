@@ -589,9 +589,10 @@ void engine_handle_closed(struct engine *e);
 /* Starts (or looks again at) the background builds and deletes of replicas: after the first
  * reconcile, so that the replicas already made are known. */
 void engine_replicas_apply(struct engine *e);
-/* The reconcile found a replica (a template with a replica marker of this instance) of the
- * template named name: known from now on (retiring when past the template's replicas). */
-int engine_replica_adopt(struct engine *e, uint32_t vmid, const char *node, const char *name);
+/* The reconcile read the config of a template in the pool: a replica (a replica marker of this
+ * instance's) is known from now on (retiring when past its template's replicas); anything
+ * else is left alone. */
+int engine_replica_adopt(struct engine *e, uint32_t vmid, const char *node, json_object *conf);
 /* True while a replica build of this process may own the container vmid (the reconcile leaves
  * it alone). */
 bool engine_replica_building(struct engine *e, uint32_t vmid);

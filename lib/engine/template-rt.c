@@ -309,8 +309,8 @@ int engine_rt_adopt_config(struct engine *e, uint32_t vmid, const char *node, js
         return 0; /* an operator's template, or another daemon's: not ours */
     if (!json_object_object_get_ex(conf, "template", &v) || json_object_get_int(v) != 1)
         return 0;
-    if (m.replica) /* a configured template's replica (replica.c) */
-        return engine_replica_adopt(e, vmid, node, m.template);
+    if (m.replica) /* a configured template's replica: replica.c's */
+        return 0;
     if (!json_object_object_get_ex(conf, "rootfs", &v) || !json_object_is_type(v, json_type_string))
         v = NULL;
     return rt_adopt(
