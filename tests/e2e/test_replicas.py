@@ -3,7 +3,8 @@
 makes three copies of the template (full clones converted into templates, each with a replica
 marker), they survive kill -9, an interrupted build and a lost state folder without a
 duplicate, and three parallel cold creates clone from three different copies (the
-simulator's linked_from of each clone)."""
+simulator's linked_from of each clone); lowered to 1 at a restart, the two past it are
+deleted only once no sandbox of the template is left."""
 
 import os
 import shutil
@@ -144,11 +145,40 @@ def main():
                 env.sim.admin("PUT", "/settings", {"clone_time": 0.5})
                 c.close()
 
+        def lowered_removed_when_unused():
+            # replicas = 1 at a restart: the two past it take no new clone, and are deleted
+            # only once the sandbox of the template (maybe a linked clone of one) is gone
+            c = env.client()
+            sb = c.call("sandbox.create", {"template": "small", "ttl_s": 600})
+            c.close()
+            assert env.stop_daemon() == 0
+            with open(env.config) as f:
+                text = f.read()
+            with open(env.config, "w") as f:
+                f.write(text.replace("small.replicas = 3\n", "small.replicas = 1\n"))
+            launch(env)
+            deadline = time.time() + 20
+            while len(listed(env)) != 1 and time.time() < deadline:
+                time.sleep(0.2)
+            kept = listed(env)
+            assert len(kept) == 1 and kept <= state["v"], kept
+            time.sleep(3)  # reconciles and looks ran: nothing deleted while the sandbox lives
+            assert set(replicas(env)) == state["v"], replicas(env)
+            c = env.client()
+            c.call("sandbox.destroy", {"id": sb["id"]})
+            c.close()
+            deadline = time.time() + 60
+            while set(replicas(env)) != kept and time.time() < deadline:
+                time.sleep(0.3)
+            assert set(replicas(env)) == kept, (replicas(env), kept)
+            env.wait_no_containers(30)
+
         run([("three replicas made and listed", three_made),
              ("they survive kill -9 without a duplicate", survive_kill9),
              ("an interrupted build is rolled back and made again", interrupted_build),
              ("they survive a lost state folder without a duplicate", lost_state_folder),
-             ("three parallel cold creates clone from three copies", parallel_from_three_copies)])
+             ("three parallel cold creates clone from three copies", parallel_from_three_copies),
+             ("replicas past a lowered N deleted once unused", lowered_removed_when_unused)])
 
 
 if __name__ == "__main__":
