@@ -357,6 +357,7 @@ static void decide_done(struct reconcile *rc)
 {
     stuck_update(rc);
     engine_rt_prune(rc->e, rc->members);
+    engine_replica_prune(rc->e, rc->members);
     if (rc->first) {
         records_unmatched(rc);
         reconcile_records_clear(rc);

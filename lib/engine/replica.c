@@ -24,6 +24,7 @@
 #include "log.h"
 #include "marker.h"
 #include "op-step.h"
+#include "pve-parse.h"
 #include "pve.h"
 #include "registry.h"
 #include "sandbox-internal.h"
@@ -35,6 +36,9 @@
 #define REPLICA_BUILD_MS (3600u * 1000u) /* a build's deadline (a full clone copies a disk) */
 #define REPLICA_POLL_MS 250u
 #define REPLICA_SANDBOX_ID "replica"
+/* A replica younger than this is never forgotten for missing from a pool listing (the
+ * listing may predate it). */
+#define REPLICA_PRUNE_AFTER_S 300
 
 struct replicas {
     struct engine *e;
@@ -74,7 +78,7 @@ static int table_add(struct engine *e, const char *name, const char *node, uint3
     if (!v)
         return -ENOMEM;
     e->repl = v;
-    v[e->n_repl] = (struct engine_replica){.vmid = vmid};
+    v[e->n_repl] = (struct engine_replica){.vmid = vmid, .known_since = time(NULL)};
     snprintf(v[e->n_repl].name, sizeof v->name, "%s", name);
     snprintf(v[e->n_repl].node, sizeof v->node, "%s", node);
     e->n_repl++;
@@ -476,6 +480,22 @@ int engine_replica_adopt(struct engine *e, uint32_t vmid, const char *node, json
         log_info(COMP, "replica %u of template '%s' on %s found in Proxmox", vmid, name, node);
     table_retire(e);
     return r;
+}
+
+void engine_replica_prune(struct engine *e, const struct pve_vm_list *members)
+{
+    for (size_t i = 0; members && i < e->n_repl;) {
+        struct engine_replica *r = &e->repl[i];
+
+        if (r->deleting || pve_vm_list_find(members, r->vmid) ||
+            (int64_t)time(NULL) - r->known_since < REPLICA_PRUNE_AFTER_S) {
+            i++;
+            continue;
+        }
+        log_info(COMP, "replica %u of template '%s' is no longer in the pool: forgotten", r->vmid,
+                 r->name);
+        table_remove(e, r->vmid); /* a missing one is made again */
+    }
 }
 
 bool engine_replica_building(struct engine *e, uint32_t vmid)

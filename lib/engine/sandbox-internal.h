@@ -187,6 +187,7 @@ struct engine_replica {
     uint32_t vmid;
     bool retiring; /* past the template's replicas (or its template is gone): no new clone */
     bool deleting;
+    int64_t known_since; /* unix seconds */
 };
 struct replicas;
 
@@ -593,6 +594,9 @@ void engine_replicas_apply(struct engine *e);
  * instance's) is known from now on (retiring when past its template's replicas); anything
  * else is left alone. */
 int engine_replica_adopt(struct engine *e, uint32_t vmid, const char *node, json_object *conf);
+/* Forgets the replicas no longer in the pool listing members (deleted behind the daemon's
+ * back): they are made again. */
+void engine_replica_prune(struct engine *e, const struct pve_vm_list *members);
 /* True while a replica build of this process may own the container vmid (the reconcile leaves
  * it alone). */
 bool engine_replica_building(struct engine *e, uint32_t vmid);

@@ -37,7 +37,10 @@ def replicas(env):
     for k, v in cts.items():
         if int(k) in (9000, SMALL):
             continue
-        conf = env.sim.ok("GET", f"/nodes/pve/lxc/{k}/config")
+        try:
+            conf = env.sim.ok("GET", f"/nodes/pve/lxc/{k}/config")
+        except AssertionError:  # deleted since the state was read
+            continue
         desc = conf.get("description") or ""
         if " repl=1" in desc:
             out[int(k)] = (v["template"], desc)
