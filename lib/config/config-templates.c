@@ -389,8 +389,8 @@ int config_templates_validate(const struct config *c, char **ret_error)
         const struct config_template *t = &c->templates[i];
 
         if (t->vmid == 0)
-            return config_fail(ret_error, "%s: [templates] %s.host_key: no '%s = VMID' line", file,
-                               t->name, t->name);
+            return config_fail(ret_error, "%s: [templates] %s.%s: no '%s = VMID' line", file,
+                               t->name, t->replicas_set ? "replicas" : "host_key", t->name);
         if (t->vmid >= c->proxmox.vmid_min && t->vmid <= c->proxmox.vmid_max)
             return config_fail(ret_error, "%s: [templates] %s: vmid %u lies inside vmid_range",
                                file, t->name, t->vmid);

@@ -318,6 +318,8 @@ START_TEST(test_validate)
         {"[sandbox]\ndefault_memory_mb = 2048\nmax_memory_mb = 1024\n", "max_memory_mb"},
         {"[sandbox]\ndefault_disk_gb = 16\nmax_disk_gb = 8\n", "max_disk_gb"},
         {"[templates]\npy.host_key = SHA256:x\n", "no 'py = VMID' line"},
+        /* replicas are for configured templates only (not one template.create made) */
+        {"[templates]\npy.replicas = 2\n", "py.replicas: no 'py = VMID' line"},
         {"[templates]\npy = 150000\n", "inside vmid_range"},
         {"[templates]\npy = 9001\ndefault = go\n", "no template named 'go'"},
         {"[proxmox]\nurl = https://h\ntoken_id = a@pve!b\ntemplate = 9000\npool = p\n"
