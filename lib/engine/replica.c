@@ -2,13 +2,14 @@
  * for the whole clone task, so the daemon keeps N copies of the template on each node holding
  * it, and a clone takes whichever copy is free (engine_template_vmids()).
  *
- * A replica is built in the background, one at a time, on the operation driver (op-step.h):
- * a full clone of the template (its clone waits behind every create in the template's clone
- * queue) carrying a replica marker (tmpl=1 repl=1, marker.h), converted into a template,
- * polled until Proxmox says template: 1. Recovery needs no record: the reconcile adopts every
- * converted replica from its marker (engine_replica_adopt()), and destroys a marked clone that
- * is not a template yet and is no build of this process (an interrupted build), so a restart
- * after kill -9, with or without the state folder, neither loses nor duplicates one.
+ * A replica is built in the background, one at a time, on the operation driver (op-step.h),
+ * only while no create a caller waits for clones from the template (its clone also waits
+ * behind every create in the template's clone queue): a full clone of the template carrying
+ * a replica marker (tmpl=1 repl=1, marker.h), converted into a template, polled until
+ * Proxmox says template: 1. Recovery needs no record: the reconcile adopts every converted
+ * replica from its marker (engine_replica_adopt()), and destroys a marked clone that is not a
+ * template yet and is no build of this process (an interrupted build), so a restart after
+ * kill -9, with or without the state folder, neither loses nor duplicates one.
  *
  * Replicas past N (a lower N, or a template no longer configured, after a restart) take no
  * new clone and are deleted once no sandbox of that template is left (their linked clones
@@ -35,6 +36,7 @@
 #define REPLICA_RETRY_MS 30000u          /* after a failed build */
 #define REPLICA_BUILD_MS (3600u * 1000u) /* a build's deadline (a full clone copies a disk) */
 #define REPLICA_POLL_MS 250u
+#define REPLICA_WAIT_MS 1000u /* a build waiting for the creates cloning from its template */
 #define REPLICA_SANDBOX_ID "replica"
 /* A replica younger than this is never forgotten for missing from a pool listing (the
  * listing may predate it). */
@@ -260,8 +262,9 @@ static void on_orphan_deleted(const struct pve_result *res, void *userdata)
 {
     (void)userdata;
     if (res->error < 0)
-        log_warning(COMP, "a failed replica build's container: not deleted (%s); the reconcile "
-                          "reaps it",
+        log_warning(COMP,
+                    "a failed replica build's container: not deleted (%s); the reconcile "
+                    "reaps it",
                     res->perr ? res->perr->message : strerror(-res->error));
 }
 
@@ -381,6 +384,19 @@ static bool delete_extra(struct replicas *rs)
 
 /* ---- the periodic look ---- */
 
+/* True while a create a caller waits for clones (or is about to clone) from t: a build would
+ * hold one of t's copies for a whole clone, so it waits until none does. */
+static bool creates_cloning(struct engine *e, const struct engine_template *t)
+{
+    const char *def = e->n_templates ? e->templates[0].name : "";
+
+    for (struct sandbox *sb = e->sandboxes; sb; sb = sb->next)
+        if (!sb->pool_member && (sb->state == SANDBOX_PENDING || sb->state == SANDBOX_CLONING) &&
+            strcmp(sb->template[0] ? sb->template : def, t->name) == 0)
+            return true;
+    return false;
+}
+
 static void on_timer(uv_timer_t *timer)
 {
     struct replicas *rs = timer->data;
@@ -402,6 +418,10 @@ static void on_timer(uv_timer_t *timer)
         n = cluster_nodes_of(e, t, nodes, ELEMENTSOF(nodes));
         for (size_t j = 0; j < n; j++)
             if (count_live(e, t->name, nodes[j]) < t->replicas) {
+                if (creates_cloning(e, t)) { /* look again soon */
+                    uv_timer_start(&rs->timer, on_timer, REPLICA_WAIT_MS, 0);
+                    return;
+                }
                 if (build_start(rs, t, nodes[j]) < 0)
                     rs->retry_at_ms = uv_now(e->loop) + REPLICA_RETRY_MS;
                 return;
