@@ -111,6 +111,16 @@ def main():
             wait_dead(env)
             half = set(replicas(env)) - state["v"]
             assert len(half) == 1 and not replicas(env)[min(half)][0], replicas(env)
+            # a stop while a build clones: the daemon exits cleanly (no leak, no crash)
+            env.sim.admin("PUT", "/settings", {"clone_time": 3})
+            mark = len(env.daemon_log())
+            launch(env)
+            deadline = time.time() + 30
+            while "making a replica" not in env.daemon_log()[mark:] and time.time() < deadline:
+                time.sleep(0.1)
+            assert "making a replica" in env.daemon_log()[mark:]
+            assert env.stop_daemon() == 0
+            env.sim.admin("PUT", "/settings", {"clone_time": 0.5})
             launch(env)
             state["v"] = wait_replicas(env, 3)
             assert not half & state["v"], (half, state["v"])
