@@ -17,6 +17,7 @@
 #include "macro.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,10 @@
 #define REPLICA_POLL_MS 250u
 #define REPLICA_WAIT_MS 1000u /* a build waiting for the creates cloning from its template */
 #define REPLICA_SANDBOX_ID "replica"
+/* The marker's sandbox= of a replica: the configured vmid it copies (its origin), so that a
+ * template given another vmid at a restart does not keep the old one's replicas. */
+#define REPLICA_MARKER_FMT "replica-of-%" PRIu32
+#define REPLICA_MARKER_SCAN "replica-of-%" SCNu32
 /* A replica younger than this is never forgotten for missing from a pool listing (the
  * listing may predate it). */
 #define REPLICA_PRUNE_AFTER_S 300
@@ -56,8 +61,9 @@ struct repl_build {
     struct sandbox sb;
     char name[ID_MAX + 1];
     char node[CONFIG_NODE_NAME_MAX + 1];
-    uint32_t vmid; /* the clone's, once known */
-    bool counted;  /* one of engine_close()'s pending handles */
+    uint32_t vmid;   /* the clone's, once known */
+    uint32_t origin; /* the configured vmid it copies */
+    bool counted;    /* one of engine_close()'s pending handles */
 };
 
 static void on_timer(uv_timer_t *timer);
@@ -69,7 +75,8 @@ static struct repl_build *build_of(struct sandbox *sb)
 
 /* ---- the table (in struct engine, read by engine_template_vmids()) ---- */
 
-static int table_add(struct engine *e, const char *name, const char *node, uint32_t vmid)
+static int table_add(struct engine *e, const char *name, const char *node, uint32_t vmid,
+                     uint32_t origin)
 {
     struct engine_replica *v;
 
@@ -80,7 +87,8 @@ static int table_add(struct engine *e, const char *name, const char *node, uint3
     if (!v)
         return -ENOMEM;
     e->repl = v;
-    v[e->n_repl] = (struct engine_replica){.vmid = vmid, .known_since = time(NULL)};
+    v[e->n_repl] =
+        (struct engine_replica){.vmid = vmid, .origin = origin, .known_since = time(NULL)};
     snprintf(v[e->n_repl].name, sizeof v->name, "%s", name);
     snprintf(v[e->n_repl].node, sizeof v->node, "%s", node);
     e->n_repl++;
@@ -105,8 +113,18 @@ static const struct engine_template *configured(struct engine *e, const char *na
     return NULL;
 }
 
+/* The template's configured vmid on node (the first of its copies there): what its replicas
+ * there copy. */
+static uint32_t origin_of(struct engine *e, const struct engine_template *t, const char *node)
+{
+    uint32_t src[PVE_CLONE_SOURCES_MAX];
+
+    return engine_template_vmids(e, t, node, src, ELEMENTSOF(src)) > 0 ? src[0] : 0;
+}
+
 /* Marks the replicas past each template's N on each node (and those of a template no longer
- * configured) as retiring: they take no new clone. */
+ * configured, or of another vmid than the template's now) as retiring: they take no new
+ * clone. */
 static void table_retire(struct engine *e)
 {
     for (size_t i = 0; i < e->n_repl; i++) {
@@ -117,10 +135,15 @@ static void table_retire(struct engine *e)
         for (size_t j = 0; j < i; j++)
             before += strcmp(e->repl[j].name, r->name) == 0 &&
                       strcmp(e->repl[j].node, r->node) == 0 && !e->repl[j].retiring;
-        if (!r->retiring && (!t || before >= t->replicas)) {
+        if (r->retiring)
+            continue;
+        if (!t || before >= t->replicas || r->origin != origin_of(e, t, r->node)) {
             r->retiring = true;
             log_info(COMP, "replica %u of template '%s' on %s is past %s: retiring", r->vmid,
-                     r->name, r->node, t ? "its replicas" : "the configuration");
+                     r->name, r->node,
+                     !t                      ? "the configuration"
+                     : before >= t->replicas ? "its replicas"
+                                             : "its template's vmid");
         }
     }
 }
@@ -161,7 +184,8 @@ static int start_clone(struct sandbox *sb, uint64_t timeout_ms, const char **ret
         return -ENOENT;
     n = engine_template_vmids(e, t, b->node, src, ELEMENTSOF(src));
     snprintf(m.instance, sizeof m.instance, "%s", registry_instance_id(e->reg));
-    snprintf(m.sandbox, sizeof m.sandbox, "%s", REPLICA_SANDBOX_ID);
+    b->origin = src[0];
+    snprintf(m.sandbox, sizeof m.sandbox, REPLICA_MARKER_FMT, b->origin);
     snprintf(m.template, sizeof m.template, "%s", b->name);
     if (marker_format(&m, line, sizeof line) < 0) {
         *ret_fail = "cannot build the replica's marker";
@@ -290,7 +314,7 @@ static void build_done(struct sandbox *sb)
     struct repl_build *b = build_of(sb);
     struct engine *e = sb->engine;
 
-    if (table_add(e, b->name, b->node, b->vmid) >= 0)
+    if (table_add(e, b->name, b->node, b->vmid, b->origin) >= 0)
         log_info(COMP, "template '%s': replica %u on %s made", b->name, b->vmid, b->node);
     build_end(b);
 }
@@ -478,6 +502,7 @@ void engine_replicas_apply(struct engine *e)
 int engine_replica_adopt(struct engine *e, uint32_t vmid, const char *node, json_object *conf)
 {
     const char *name;
+    uint32_t origin;
     bool known = false;
     struct marker m;
     json_object *v;
@@ -490,12 +515,14 @@ int engine_replica_adopt(struct engine *e, uint32_t vmid, const char *node, json
         !json_object_object_get_ex(conf, "template", &v) || json_object_get_int(v) != 1)
         return 0; /* no replica of this instance's */
     name = m.template;
+    if (sscanf(m.sandbox, REPLICA_MARKER_SCAN, &origin) != 1)
+        origin = 0; /* retired */
 
     for (size_t i = 0; i < e->n_repl; i++)
         known = known || e->repl[i].vmid == vmid;
     if (known)
         return 0;
-    r = table_add(e, name, node, vmid);
+    r = table_add(e, name, node, vmid, origin);
     if (r >= 0)
         log_info(COMP, "replica %u of template '%s' on %s found in Proxmox", vmid, name, node);
     table_retire(e);

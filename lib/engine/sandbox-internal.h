@@ -185,7 +185,8 @@ struct engine_replica {
     char name[ID_MAX + 1]; /* the configured template it copies */
     char node[CONFIG_NODE_NAME_MAX + 1];
     uint32_t vmid;
-    bool retiring; /* past the template's replicas (or its template is gone): no new clone */
+    uint32_t origin; /* the configured vmid it copies (its marker's sandbox=replica-of-VMID) */
+    bool retiring;   /* past the template's replicas (or its template is gone): no new clone */
     bool deleting;
     int64_t known_since; /* unix seconds */
 };

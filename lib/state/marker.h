@@ -12,7 +12,8 @@
  * sandbox= is the sandbox it was made from, owner= its owner, template= the template's own
  * name, hostkey= the pinned host key its clones start with, pub=1 once published.
  * A replica of a configured template (its NAME.replicas, lib/engine/replica.c) carries
- * tmpl=1 repl=1: template= is the configured template it copies, sandbox= "replica".
+ * tmpl=1 repl=1: template= is the configured template it copies, sandbox= "replica-of-VMID"
+ * (the vmid of the template it copies).
  *
  * (one line, single spaces). Ids are [a-z0-9-] (<= ID_MAX), numbers are plain
  * decimal without leading zeros; `check` is the first 8 hex digits of the

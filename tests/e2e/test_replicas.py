@@ -4,7 +4,8 @@ makes three copies of the template (full clones converted into templates, each w
 marker), they survive kill -9, an interrupted build and a lost state folder without a
 duplicate, and three parallel cold creates clone from three different copies (the
 simulator's linked_from of each clone); lowered to 1 at a restart, the two past it are
-deleted only once no sandbox of the template is left."""
+deleted only once no sandbox of the template is left; a template given another vmid has its
+replicas made again from that one."""
 
 import os
 import shutil
@@ -14,18 +15,22 @@ from e2elib import Env, run
 from test_recovery_util import FAST_RECONCILE, kill9, launch, wait_dead
 
 SMALL = 9001
+OTHER = 9002  # the template small becomes at a restart
 SIM = {
     "templates": [
         {"vmid": 9000, "node": "pve", "storage": "local-lvm", "hostname": "sandbox-template",
          "memory": 512, "cores": 1, "disk": "8G"},
         {"vmid": SMALL, "node": "pve", "storage": "local-lvm", "hostname": "small-template",
          "memory": 256, "cores": 1, "disk": "4G"},
+        {"vmid": OTHER, "node": "pve", "storage": "local-lvm", "hostname": "small-template",
+         "memory": 256, "cores": 1, "disk": "4G", "copy_of": SMALL},
     ],
     "tokens": [
         {"id": "root@pam!admin", "secret": None, "acl": {"/": "Administrator"}},
         {"id": "sandboxd@pve!sandboxd", "secret": None,
          "acl": {"/pool/sandboxd": ["PVEVMAdmin", "Pool.Audit"], "/vms/9000": "PVETemplateUser",
-                 f"/vms/{SMALL}": "PVETemplateUser", "/": ["Sys.Audit"]}},
+                 f"/vms/{SMALL}": "PVETemplateUser", f"/vms/{OTHER}": "PVETemplateUser",
+                 "/": ["Sys.Audit"]}},
     ],
 }
 
@@ -35,7 +40,7 @@ def replicas(env):
     cts = env.sim.admin("GET", "/state")["containers"]
     out = {}
     for k, v in cts.items():
-        if int(k) in (9000, SMALL):
+        if int(k) in (9000, SMALL, OTHER):
             continue
         try:
             conf = env.sim.ok("GET", f"/nodes/pve/lxc/{k}/config")
@@ -85,6 +90,7 @@ def main():
             assert listed(env) == state["v"], (listed(env), state["v"])
             for vmid, (tmpl, desc) in replicas(env).items():
                 assert tmpl and "tmpl=1" in desc and "template=small" in desc, desc
+                assert f"sandbox=replica-of-{SMALL} " in desc, desc
 
         def survive_kill9():
             kill9(env)
@@ -186,12 +192,32 @@ def main():
             assert set(replicas(env)) == kept, (replicas(env), kept)
             env.wait_no_containers(30)
 
+        def template_moved():
+            # small = OTHER at a restart: the replica of SMALL is no copy of it any more
+            assert env.stop_daemon() == 0
+            with open(env.config) as f:
+                text = f.read()
+            with open(env.config, "w") as f:
+                f.write(text.replace(f"small = {SMALL}\n", f"small = {OTHER}\n"))
+            launch(env)
+            deadline = time.time() + 60
+            while time.time() < deadline:
+                r = replicas(env)
+                if len(r) == 1 and all(t and f"sandbox=replica-of-{OTHER} " in d
+                                       for t, d in r.values()):
+                    break
+                time.sleep(0.3)
+            r = replicas(env)
+            assert len(r) == 1 and not set(r) & state["v"], r
+            assert all(f"sandbox=replica-of-{OTHER} " in d for _, d in r.values()), r
+
         run([("three replicas made and listed", three_made),
              ("they survive kill -9 without a duplicate", survive_kill9),
              ("an interrupted build is rolled back and made again", interrupted_build),
              ("they survive a lost state folder without a duplicate", lost_state_folder),
              ("three parallel cold creates clone from three copies", parallel_from_three_copies),
-             ("replicas past a lowered N deleted once unused", lowered_removed_when_unused)])
+             ("replicas past a lowered N deleted once unused", lowered_removed_when_unused),
+             ("a template given another vmid gets replicas of that one", template_moved)])
 
 
 if __name__ == "__main__":
