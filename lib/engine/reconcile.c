@@ -357,6 +357,7 @@ static void decide_done(struct reconcile *rc)
 {
     stuck_update(rc);
     engine_rt_prune(rc->e, rc->members);
+    engine_replica_prune(rc->e, rc->members);
     if (rc->first) {
         records_unmatched(rc);
         reconcile_records_clear(rc);
@@ -598,6 +599,12 @@ static bool decide_one(struct reconcile *rc, struct cand *c)
     struct sandbox *sb = reconcile_find_sandbox(rc, c->m.sandbox);
     struct registry_record *r;
 
+    if (c->m.replica) { /* not a template yet (else adopted): a replica build's clone */
+        if (!c->lock && !engine_replica_building(rc->e, c->vmid))
+            destroy_container(rc, c->vmid, c->node, c->m.sandbox, &rc->st.orphans_destroyed,
+                              "a replica whose build was interrupted");
+        return false;
+    }
     if ((sb && (sb->vmid == 0 || sb->vmid == c->vmid)) || vmid_known(rc, c->vmid))
         return false; /* live: ours and known */
     if (destroying_has(rc, c->vmid))
@@ -766,6 +773,9 @@ static void on_template_config(const struct pve_result *res, void *userdata)
         const struct pve_vm *vm = &rc->members->v[rc->i_member];
 
         rc->i_member++;
+        if (res->error == 0)
+            (void)engine_replica_adopt(rc->e, vm->vmid,
+                                       vm->node ? vm->node : rc->cfg->proxmox.nodes[0], res->data);
         if (res->error == 0)
             (void)engine_rt_adopt_config(
                 rc->e, vm->vmid, vm->node ? vm->node : rc->cfg->proxmox.nodes[0], res->data);

@@ -236,7 +236,7 @@ static int start_clone(struct sandbox *sb, uint64_t timeout_ms, const char **ret
     struct engine *e = sb->engine;
     _cleanup_free_ char *desc = NULL;
     uint32_t src[PVE_CLONE_SOURCES_MAX];
-    size_t n = engine_template_vmids(sandbox_template(sb), sb->node, src, ELEMENTSOF(src));
+    size_t n = engine_template_vmids(e, sandbox_template(sb), sb->node, src, ELEMENTSOF(src));
     int r;
 
     r = sandbox_description(sb, &desc);

@@ -179,6 +179,19 @@ struct engine_template_copy {
     uint32_t vmid;
     char node[CONFIG_NODE_NAME_MAX + 1];
 };
+/* A replica of a configured template (lib/engine/replica.c): a template of its own in the
+ * pool, cloned like a configured copy while not retiring. */
+struct engine_replica {
+    char name[ID_MAX + 1]; /* the configured template it copies */
+    char node[CONFIG_NODE_NAME_MAX + 1];
+    uint32_t vmid;
+    uint32_t origin; /* the configured vmid it copies (its marker's sandbox=replica-of-VMID) */
+    bool retiring;   /* past the template's replicas (or its template is gone): no new clone */
+    bool deleting;
+    int64_t known_since; /* unix seconds */
+};
+struct replicas;
+
 struct engine_template {
     char name[ID_MAX + 1];
     uint32_t vmid;
@@ -194,7 +207,8 @@ struct engine_template {
     int check_state;
     char *check_error;
     uint64_t hits, misses;
-    unsigned filling; /* pool creates running */
+    unsigned filling;  /* pool creates running */
+    unsigned replicas; /* [templates] NAME.replicas (configured templates only) */
     /* A template made from a sandbox (template.create; lib/engine/template-rt.c): heap
      * allocated in engine.rt, on home, its marker in its Proxmox description. */
     bool runtime;
@@ -289,6 +303,12 @@ struct engine {
     int (*pool_take)(struct engine *e, const struct sandbox_create_opts *opts, int64_t ttl,
                      engine_sandbox_cb cb, void *userdata, struct engine_error *ret_err);
     void (*pool_close)(struct engine *e);
+    /* The replicas of configured templates (replica.c; read by engine_template_vmids()), and
+     * their builder with its close hook, installed by engine_replicas_apply(). */
+    struct engine_replica *repl;
+    size_t n_repl;
+    struct replicas *replicas;
+    void (*replicas_close)(struct engine *e);
     /* Installed by sandbox-create.c with the first create, so lib/engine/cluster.c, below it, moves
      * the creates of a node that went down (creates_replace) without calling into it. */
     void (*creates_replace)(struct engine *e);
@@ -537,11 +557,10 @@ void cluster_close(struct engine *e, void (*closed)(struct engine *e));
  * without t is ENGINE_E_INVALID on "node"), or the refusal in *ret_err (borrowed strings). */
 int cluster_place(struct engine *e, const struct engine_template *t, const char *want,
                   unsigned memory_mb, const char **ret_node, struct engine_error *ret_err);
-/* The vmid to clone for a sandbox of t on node (its copy there, or the one vmid). */
-/* The template's copies on node (its one vmid when it has no copies there), at most max,
- * into out; returns how many. */
-size_t engine_template_vmids(const struct engine_template *t, const char *node, uint32_t *out,
-                             size_t max);
+/* The template's copies on node (its one vmid when it has no copies there), then its
+ * replicas there that are not retiring, at most max, into out; returns how many. */
+size_t engine_template_vmids(struct engine *e, const struct engine_template *t, const char *node,
+                             uint32_t *out, size_t max);
 /* True while node is taken out (offline in the report, or failed calls in backoff). */
 bool cluster_node_down(struct engine *e, const char *node);
 /* The nodes that hold t and are up, in [proxmox] nodes order (the warm pool's). */
@@ -566,6 +585,21 @@ bool engine_adopt_unreachable(struct engine *e, const struct registry_record *r,
                               const struct pve_vm_list *members);
 /* For engine_close(): a handle of the engine closed. */
 void engine_handle_closed(struct engine *e);
+
+/* ---- replica.c: replicas of configured templates ([templates] NAME.replicas) ---- */
+/* Starts (or looks again at) the background builds and deletes of replicas: after the first
+ * reconcile, so that the replicas already made are known. */
+void engine_replicas_apply(struct engine *e);
+/* The reconcile read the config of a template in the pool: a replica (a replica marker of this
+ * instance's) is known from now on (retiring when past its template's replicas); anything
+ * else is left alone. */
+int engine_replica_adopt(struct engine *e, uint32_t vmid, const char *node, json_object *conf);
+/* Forgets the replicas no longer in the pool listing members (deleted behind the daemon's
+ * back): they are made again. */
+void engine_replica_prune(struct engine *e, const struct pve_vm_list *members);
+/* True while a replica build of this process may own the container vmid (the reconcile leaves
+ * it alone). */
+bool engine_replica_building(struct engine *e, uint32_t vmid);
 
 /* ---- sandbox-probe.c ---- */
 /* Runs the /version probe in ms (0: now). */

@@ -136,6 +136,7 @@ static void engine_free_now(struct engine *e)
 {
     free(e->tombs);
     free(e->held);
+    free(e->repl);
     engine_templates_check_free(e);
     engine_templates_free(e);
     free(e->last_error);
@@ -503,6 +504,8 @@ void engine_close(struct engine *e, void (*cb)(void *userdata), void *userdata)
         e->transfers_stop(e);
     if (e->pool_close)
         e->pool_close(e);
+    if (e->replicas_close)
+        e->replicas_close(e);
     for (sb = e->sandboxes; sb; sb = sb->next) {
         uv_timer_stop(&sb->timer);
         sandbox_close_ssh(sb); /* fails execs and a running connect */
