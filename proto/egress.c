@@ -3,8 +3,10 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "macro.h"
 #include "params-internal.h"
 
 static bool is_digit(char c)
@@ -255,4 +257,54 @@ bool egress_has_names(const struct egress_allow *a)
         if (a->e[i].kind == EGRESS_NAME)
             return true;
     return false;
+}
+
+int egress_allow_normal(json_object *arr, const char *param, json_object **ret,
+                        struct params_error *err)
+{
+    _cleanup_free_ struct egress_allow *a = malloc(sizeof *a);
+    json_object *out;
+    char buf[EGRESS_ENTRY_MAX + 1];
+    int r;
+
+    if (!a)
+        return -ENOMEM;
+    r = egress_allow_parse(arr, param, a, err);
+    if (r < 0)
+        return r;
+    if (a->n == 0)
+        return params_fail(err, param, "must hold at least one entry (internet: false is none)");
+    out = json_object_new_array_ext((int)a->n);
+    if (!out)
+        return -ENOMEM;
+    for (size_t i = 0; i < a->n; i++) {
+        json_object *s;
+
+        if (egress_entry_format(&a->e[i], buf, sizeof buf) < 0 ||
+            !(s = json_object_new_string(buf)) || json_object_array_add(out, s) < 0) {
+            json_object_put(out);
+            return -ENOMEM;
+        }
+    }
+    *ret = out;
+    return 0;
+}
+
+int egress_internet_param(json_object *params, bool *ret_on, json_object **ret_allow,
+                          struct params_error *err)
+{
+    json_object *v = NULL, *arr = NULL;
+
+    if (!json_object_object_get_ex(params, "internet", &v) ||
+        json_object_is_type(v, json_type_null))
+        return 0;
+    if (json_object_is_type(v, json_type_boolean)) {
+        *ret_on = json_object_get_boolean(v);
+        return 0;
+    }
+    if (!json_object_is_type(v, json_type_object) || json_object_object_length(v) != 1 ||
+        !json_object_object_get_ex(v, "allow", &arr))
+        return params_fail(err, "internet", "must be a boolean or {\"allow\": [...]}");
+    *ret_on = true;
+    return egress_allow_normal(arr, "internet.allow", ret_allow, err);
 }

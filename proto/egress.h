@@ -1,5 +1,6 @@
 /* Egress allow-lists: the entries of `internet: {"allow": [...]}`, parsed, checked,
- * normalised and matched. Pure: no loop, no sockets, no allocation.
+ * normalised and matched. Pure: no loop, no sockets; only egress_allow_normal() and
+ * egress_internet_param() allocate (their results).
  *
  * An entry is one of
  *   - an IPv4 address or CIDR, optionally with one port: "203.0.113.7", "203.0.113.0/24",
@@ -68,3 +69,14 @@ bool egress_allows_name(const struct egress_allow *a, const char *host, size_t l
 
 /* True when the list has at least one name entry (the sandbox then needs the proxy). */
 bool egress_has_names(const struct egress_allow *a);
+
+/* The JSON array of entries arr in their normal form, into *ret (owned): at least one entry,
+ * else as egress_allow_parse(). -ENOMEM, or -EINVAL with err naming param. */
+int egress_allow_normal(json_object *arr, const char *param, json_object **ret,
+                        struct params_error *err);
+
+/* The "internet" member of params: absent or null leaves *ret_on and *ret_allow; a boolean
+ * sets *ret_on; {"allow": [...]} sets *ret_on true and *ret_allow (egress_allow_normal(),
+ * owned). Anything else: -EINVAL naming "internet" (or "internet.allow"). */
+int egress_internet_param(json_object *params, bool *ret_on, json_object **ret_allow,
+                          struct params_error *err);

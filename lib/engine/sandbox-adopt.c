@@ -37,6 +37,7 @@ int sandbox_from_record(struct engine *e, const struct registry_record *r, enum 
     sb->node = strdup(r->node);
     sb->hostname = strdup(r->hostname ? r->hostname : r->id);
     sb->internet = r->internet;
+    sb->internet_allow = r->internet ? json_object_get(r->internet_allow) : NULL;
     sb->resume_on_use = r->resume_on_use;
     sb->auto_pause_s = r->auto_pause_s;
     sb->cores = r->cores;

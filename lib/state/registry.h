@@ -95,6 +95,8 @@ struct registry_record {
     uint64_t disk_gb;
     unsigned net_rate_mbps; /* 0: no cap (the field is left out) */
     bool internet;
+    json_object *internet_allow; /* optional: with internet, the allow-list (an owned array of
+                                  * entries in egress.h's normal form) */
     json_object *labels;
     time_t created_at; /* required */
     time_t expires_at; /* required: lease expiry */
