@@ -176,7 +176,6 @@ static void sets_collect(struct egress_run *run, json_object *data)
 static int rules_next(struct egress_run *run, const struct pve_fw_rules *rules)
 {
     struct sandbox *sb = run->sb;
-    char path[160];
 
     for (size_t i = 0; rules && i < rules->n; i++) {
         const char *c = rules->v[i].comment;
@@ -187,9 +186,9 @@ static int rules_next(struct egress_run *run, const struct pve_fw_rules *rules)
                                       rules->digest, call_ms(run), on_step, run, &sb->call);
         }
     }
-    snprintf(path, sizeof path, "/nodes/%s/lxc/%u/firewall/ipset", sb->node, sb->vmid);
     run->phase = EG_SETS_LIST;
-    return pve_request(sb->engine->pve, "GET", path, NULL, call_ms(run), on_step, run, &sb->call);
+    return pve_fw_ipset_list(sb->engine->pve, sb->node, sb->vmid, call_ms(run), on_step, run,
+                             &sb->call);
 }
 
 /* After the take-down: the group, or the list's sets and rules, or nothing. */
@@ -349,4 +348,107 @@ bool egress_sandbox_allows(const struct sandbox *sb, uint32_t ip, unsigned port)
     return a && sb->internet_allow &&
            egress_allow_parse(sb->internet_allow, "internet.allow", a, &err) == 0 &&
            egress_allows_addr(a, ip, (uint16_t)port);
+}
+
+/* ---- reading an allow-list back from the firewall (a lost state folder) ---- */
+
+struct egress_read {
+    struct pve_client *pve;
+    char node[CONFIG_NODE_NAME_MAX + 1];
+    uint32_t vmid;
+    uint64_t timeout_ms;
+    egress_read_fn cb;
+    void *userdata;
+    char sets[EGRESS_SETS_MAX][EGRESS_SET_NAME_MAX];
+    uint16_t ports[EGRESS_SETS_MAX];
+    size_t n_sets, i;
+    json_object *entries;
+};
+
+static void read_end(struct egress_read *rd, int error)
+{
+    _cleanup_json_ json_object *allow = NULL;
+    struct params_error err = {};
+
+    if (error == 0 && json_object_array_length(rd->entries) > 0 &&
+        egress_allow_normal(rd->entries, "internet_allow", &allow, &err) < 0)
+        error = -EBADMSG;
+    rd->cb(error, error == 0 ? allow : NULL, rd->userdata);
+    json_object_put(rd->entries);
+    free(rd);
+}
+
+static void on_read_set(const struct pve_result *res, void *userdata)
+{
+    struct egress_read *rd = userdata;
+    size_t n;
+
+    if (res->error < 0) {
+        read_end(rd, res->error);
+        return;
+    }
+    n = json_object_is_type(res->data, json_type_array) ? json_object_array_length(res->data) : 0;
+    for (size_t i = 0; i < n && json_object_array_length(rd->entries) < EGRESS_ALLOW_MAX; i++) {
+        json_object *c = NULL;
+        char e[EGRESS_ENTRY_MAX + 1];
+
+        json_object_object_get_ex(json_object_array_get_idx(res->data, i), "cidr", &c);
+        if (!json_object_get_string(c))
+            continue;
+        if (rd->ports[rd->i])
+            snprintf(e, sizeof e, "%s:%u", json_object_get_string(c), rd->ports[rd->i]);
+        else
+            snprintf(e, sizeof e, "%s", json_object_get_string(c));
+        json_object_array_add(rd->entries, json_object_new_string(e));
+    }
+    if (++rd->i >= rd->n_sets) {
+        read_end(rd, 0);
+        return;
+    }
+    if (pve_fw_ipset_get(rd->pve, rd->node, rd->vmid, rd->sets[rd->i], rd->timeout_ms, on_read_set,
+                         rd, NULL) < 0)
+        read_end(rd, -EIO);
+}
+
+int egress_fw_read(struct pve_client *pve, const char *node, uint32_t vmid,
+                   const struct pve_fw_rules *rules, uint64_t timeout_ms, egress_read_fn cb,
+                   void *userdata)
+{
+    struct egress_read *rd;
+    int r;
+
+    rd = calloc(1, sizeof *rd);
+    if (!rd)
+        return -ENOMEM;
+    *rd = (struct egress_read){
+        .pve = pve, .vmid = vmid, .timeout_ms = timeout_ms, .cb = cb, .userdata = userdata};
+    snprintf(rd->node, sizeof rd->node, "%s", node);
+    for (size_t i = 0; rules && i < rules->n && rd->n_sets < EGRESS_SETS_MAX; i++) {
+        const struct pve_fw_rule *ru = &rules->v[i];
+        const char *d = ru->dest;
+        unsigned port = 0;
+
+        if (!ru->comment || strcmp(ru->comment, EGRESS_COMMENT) != 0 || !d || d[0] != '+' ||
+            strncmp(d + 1, EGRESS_SET_PREFIX, strlen(EGRESS_SET_PREFIX)) != 0 ||
+            strlen(d + 1) >= EGRESS_SET_NAME_MAX)
+            continue;
+        if (strcmp(d + 1, EGRESS_SET_PREFIX "all") != 0 &&
+            (sscanf(d + 1, EGRESS_SET_PREFIX "%u", &port) != 1 || port == 0 || port > 65535))
+            continue;
+        snprintf(rd->sets[rd->n_sets], EGRESS_SET_NAME_MAX, "%s", d + 1);
+        rd->ports[rd->n_sets++] = (uint16_t)port;
+    }
+    if (rd->n_sets == 0) {
+        free(rd);
+        return 1;
+    }
+    rd->entries = json_object_new_array();
+    r = rd->entries
+            ? pve_fw_ipset_get(pve, node, vmid, rd->sets[0], timeout_ms, on_read_set, rd, NULL)
+            : -ENOMEM;
+    if (r < 0) {
+        json_object_put(rd->entries);
+        free(rd);
+    }
+    return r;
 }

@@ -5,17 +5,22 @@ rules (one set per port, "egress-80", and one rule each); checked from inside a 
 sandbox against the simulated internet, whose host answers on ports 80, 443 and 22 of each
 of its addresses (internet.test, allowed.test, denied.test), so that a refused connect is
 the firewall's doing, not a closed port. A live change takes effect; the list survives a
-kill -9 of the daemon; bad lists are refused and change nothing; with internet off a
+kill -9 of the daemon and, read back from the firewall, a lost state folder; bad lists are refused and change nothing; with internet off a
 lookup fails in under 100 ms. Prints the measured durations."""
 
 import json
 import os
+import shutil
+import subprocess
 import sys
 
-from e2elib import SRC, Env, expect_error, run
-from test_recovery_util import kill9, launch
+from e2elib import BUILD, SRC, Env, expect_error, run
+from test_recovery_util import kill9, launch, wait_reconciled
 
 sys.path.insert(0, os.path.join(SRC, "clients", "python"))
+import sandboxd  # noqa: E402
+
+SANDBOXCTL = os.path.join(BUILD, "clients", "cli", "sandboxctl")
 
 FAST_MS = 100
 PROBE = r"""
@@ -115,6 +120,18 @@ def main():
             ok, _ = reach()
             assert f"{denied}:80" in ok and f"{allowed}:80" not in ok, ok
 
+        def state_folder_lost():
+            """The list read back from the sandbox's firewall sets and rules."""
+            nonlocal c
+            assert env.stop_daemon() == 0
+            shutil.rmtree(os.path.join(env.dir, "state"))
+            launch(env)
+            c = env.client()
+            wait_reconciled(env, runs_after=1)
+            got = c.call("sandbox.get", {"id": sb["id"]})
+            assert got["internet"] is True and \
+                sorted(got["internet_allow"]) == sorted([denied, f"{inet}:443", f"{inet}:22"]), got
+
         def bad_lists():
             before = c.call("sandbox.get", {"id": sb["id"]})
             n = len(env.containers())
@@ -142,8 +159,14 @@ def main():
             ok, dns = reach()
             print(f"  internet off: reached {sorted(ok)}, lookup {dns}", flush=True)
             assert ok == set() and dns[1] == "gaierror" and dns[0] < FAST_MS, (ok, dns)
-            r = c.call("sandbox.set_internet", {"id": sb["id"], "enabled": True, "allow": [f"{allowed}:22"]})
-            r = c.call("sandbox.set_internet", {"id": sb["id"], "enabled": True})
+            # through sandboxctl, then the Python client
+            p = subprocess.run([SANDBOXCTL, "--socket", env.socket, "internet", sb["id"], "allow", f"{allowed}:22"],
+                               capture_output=True, text=True, timeout=120)
+            assert p.returncode == 0 and f'internet_allow ["{allowed}:22"]' in p.stdout.replace(" ]", "]") \
+                .replace("[ ", "["), p
+            py = sandboxd.Client(env.socket).get(sb["id"])
+            assert py.set_internet(True, allow=[f"{allowed}:443"]).info["internet_allow"] == [f"{allowed}:443"]
+            r = py.set_internet(True).info
             assert r["internet"] is True and r["internet_allow"] is None, r
             sets, rules = fw()
             assert sets == {} and group_rule(rules), (sets, rules)
@@ -152,6 +175,7 @@ def main():
             assert f"{allowed}:80" in ok and f"{allowed}:22" not in ok and dns[1] == "ok", (ok, dns)
 
         run([("one_cidr_port", one_cidr_port), ("live_change", live_change), ("survives_kill9", survives_kill9),
+         ("state_folder_lost", state_folder_lost),
              ("bad_lists", bad_lists), ("off_and_on", off_and_on)])
 
 
