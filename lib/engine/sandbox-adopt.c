@@ -76,6 +76,18 @@ int sandbox_set_idempotency(struct sandbox *sb, uid_t owner, const char *key,
     return 0;
 }
 
+static void on_reapplied(const struct engine_error *err, struct sandbox *sb, void *userdata)
+{
+    if (err)
+        log_warning(COMP, "%s: cannot put its recorded internet state back in place: %s", sb->id,
+                    strna(err->message));
+    else
+        log_info(COMP,
+                 "%s: its recorded internet state is back in place after an interrupted "
+                 "change",
+                 sb->id);
+}
+
 void sandbox_discard(struct sandbox *sb)
 {
     sandbox_set_state(sb, SANDBOX_GONE);
@@ -113,6 +125,9 @@ int engine_adopt(struct engine *e, const struct registry_record *r, struct sandb
     sandbox_link(sb);
     log_debug(COMP, "%s: re-attached (vmid %u, %s%s)", sb->id, sb->vmid, strna(sb->ip),
               paused ? ", paused" : "");
+    if (r->internet_pending && !paused) /* a change the restart cut short: the recorded state */
+        (void)engine_set_internet(e, sb, sb->internet, sb->internet_allow, on_reapplied, NULL,
+                                  &(struct engine_error){});
     if (ret)
         *ret = sb;
     return 0;

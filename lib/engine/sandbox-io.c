@@ -11,6 +11,7 @@
 #include "pve.h"
 #include "sandbox-internal.h"
 #include "sandbox-io.h"
+#include "testhook.h"
 
 /* ---- internet ---- */
 
@@ -105,15 +106,36 @@ static void on_fw_set(const struct pve_result *res, void *userdata)
     sandbox_unref(sb);
 }
 
+/* The record says a change is starting (internet_pending, sandbox_save()): a restart that
+ * finds it puts the recorded state back in place (engine_adopt()), whatever part of the
+ * change reached the firewall. Then the change runs. */
+static void on_fw_pending_saved(int r, void *userdata)
+{
+    struct fw_op *op = userdata;
+    struct sandbox *sb = op->sb;
+    struct pve_result res = {.error = r};
+
+    test_crash_point("internet-pending-durable");
+    if (r == 0 && (sb->engine->closing || sb->state != SANDBOX_READY))
+        res.error = -ESHUTDOWN;
+    if (res.error == 0)
+        res.error =
+            egress_fw_apply(sb, op->enabled, op->allow, ENGINE_STEP_CONFIG_MS * 4, on_fw_set, op);
+    if (res.error < 0)
+        on_fw_set(&res, op);
+}
+
 static int fw_start(struct sandbox *sb, struct fw_op *op)
 {
     int r;
 
     assert(!sb->fw_busy); /* one internet change at a time, the others queued */
-    r = egress_fw_apply(sb, op->enabled, op->allow, ENGINE_STEP_CONFIG_MS * 4, on_fw_set, op);
-    if (r < 0)
-        return r;
     sb->fw_busy = true;
+    r = sandbox_save(sb, on_fw_pending_saved, op);
+    if (r < 0) {
+        sb->fw_busy = false;
+        return r;
+    }
     sb->refs++;
     return 0;
 }

@@ -72,6 +72,7 @@ int sandbox_save(struct sandbox *sb, registry_done_fn cb, void *userdata)
         .net_rate_mbps = sb->net_rate_mbps,
         .internet = sb->internet,
         .internet_allow = sb->internet_allow,
+        .internet_pending = sb->fw_busy,
         .labels = sb->labels,
         .created_at = sb->created_at,
         .expires_at = sb->expires_at,

@@ -315,6 +315,8 @@ int registry_record_to_json(const struct registry_record *r, char **ret_json)
         return k;
     if (r->internet_allow && (k = add(o, "internet_allow", json_object_get(r->internet_allow))) < 0)
         return k;
+    if (r->internet_pending && (k = add(o, "internet_pending", json_object_new_boolean(true))) < 0)
+        return k;
     if ((k = add_str(o, "template", r->template)) < 0 ||
         (k = add_str(o, "fork_snapshot", r->fork_snapshot)) < 0 ||
         (r->pool && (k = add(o, "pool", json_object_new_boolean(true))) < 0) ||
@@ -496,6 +498,7 @@ int registry_record_from_json(const char *json, size_t n, struct registry_record
     r->net_rate_mbps = (unsigned)x;
 
     if ((k = get_bool(o, "internet", &r->internet)) < 0 ||
+        (k = get_bool(o, "internet_pending", &r->internet_pending)) < 0 ||
         (k = get_bool(o, "pool", &r->pool)) < 0 ||
         (k = get_bool(o, "resume_on_use", &r->resume_on_use)) < 0)
         return k;

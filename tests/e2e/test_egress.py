@@ -13,9 +13,10 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 from e2elib import BUILD, SRC, Env, expect_error, run
-from test_recovery_util import kill9, launch, wait_reconciled
+from test_recovery_util import kill9, launch, wait_dead, wait_reconciled
 
 sys.path.insert(0, os.path.join(SRC, "clients", "python"))
 import sandboxd  # noqa: E402
@@ -132,6 +133,36 @@ def main():
             assert got["internet"] is True and \
                 sorted(got["internet_allow"]) == sorted([denied, f"{inet}:443", f"{inet}:22"]), got
 
+        def change_cut_short():
+            """A change whose intent is recorded when the daemon dies, with part of it in the
+            firewall (here: the old list's rule gone): the restart puts the recorded list back."""
+            nonlocal c
+            before = c.call("sandbox.get", {"id": sb["id"]})["internet_allow"]
+            want = fw()[0]
+            assert env.stop_daemon() == 0
+            launch(env, crash_at="internet-pending-durable")
+            c = env.client()
+            c.send("sandbox.set_internet", {"id": sb["id"], "enabled": True, "allow": [f"{allowed}:80"]})
+            assert wait_dead(env) != 0
+            vmid = sb["vmid"]
+            rules = env.sim.ok("GET", f"/nodes/pve/lxc/{vmid}/firewall/rules")
+            eg = [r for r in rules if r.get("comment") == "sandboxd-egress"]
+            env.sim.ok("DELETE", f"/nodes/pve/lxc/{vmid}/firewall/rules/{eg[0]['pos']}")
+            launch(env)
+            c = env.client()
+            got = c.call("sandbox.get", {"id": sb["id"]})
+            assert got["internet_allow"] == before, got
+            deadline = time.time() + 30
+            while True:
+                sets, rules = fw()
+                n = len([r for r in rules if r.get("comment") == "sandboxd-egress"])
+                if sets == want and n == len(want):
+                    break
+                assert time.time() < deadline, (sets, rules)
+                time.sleep(0.2)
+            ok, _ = reach()
+            assert f"{denied}:80" in ok and f"{inet}:443" in ok and f"{allowed}:80" not in ok, ok
+
         def bad_lists():
             before = c.call("sandbox.get", {"id": sb["id"]})
             n = len(env.containers())
@@ -175,7 +206,7 @@ def main():
             assert f"{allowed}:80" in ok and f"{allowed}:22" not in ok and dns[1] == "ok", (ok, dns)
 
         run([("one_cidr_port", one_cidr_port), ("live_change", live_change), ("survives_kill9", survives_kill9),
-         ("state_folder_lost", state_folder_lost),
+         ("state_folder_lost", state_folder_lost), ("change_cut_short", change_cut_short),
              ("bad_lists", bad_lists), ("off_and_on", off_and_on)])
 
 
