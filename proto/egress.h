@@ -18,12 +18,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "api-limits.h"
 #include "params.h"
 
-/* Entries in one list. */
-#define EGRESS_ALLOW_MAX 64
-/* Bytes of one entry as given (a name of 253 with "*." and a port fit). */
-#define EGRESS_ENTRY_MAX 260
+/* EGRESS_ALLOW_MAX (entries in one list) and EGRESS_ENTRY_MAX (bytes of one entry as
+ * given): api-limits.h. */
 /* Bytes of a name without "*." (RFC 1035: 253 as text, labels of 1 to 63). */
 #define EGRESS_NAME_MAX 253
 
