@@ -172,12 +172,24 @@ bool internet_allow_usable(struct req *r, json_object *allow, const char *param)
         req_error(r, RPC_INTERNAL_ERROR, "out of memory");
         return false;
     }
-    if (egress_allow_parse(allow, param, a, &err) == 0 && !egress_has_names(a))
-        return true;
-    req_invalid_params(r, param,
-                       "domain names need the egress proxy, which this daemon does not run: "
-                       "give CIDR entries only");
-    return false;
+    if (egress_allow_parse(allow, param, a, &err) < 0 || egress_has_names(a)) {
+        req_invalid_params(r, param,
+                           "domain names need the egress proxy, which this daemon does not run: "
+                           "give CIDR entries only");
+        return false;
+    }
+    for (size_t i = 0; i < a->n; i++)
+        if (!egress_entry_public(&a->e[i])) {
+            char msg[160];
+
+            snprintf(msg, sizeof msg,
+                     "entry %zu: not a public address range (private, loopback, link-local, "
+                     "multicast and reserved addresses stay out of reach)",
+                     i);
+            req_invalid_params(r, param, msg);
+            return false;
+        }
+    return true;
 }
 
 bool internet_probe_expected(const struct config *cfg, bool internet, json_object *allow)

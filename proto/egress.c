@@ -308,3 +308,34 @@ int egress_internet_param(json_object *params, bool *ret_on, json_object **ret_a
     *ret_on = true;
     return egress_allow_normal(arr, "internet.allow", ret_allow, err);
 }
+
+/* The address ranges that are not the public internet (docs/sandbox-setup.md, the nomatch
+ * entries of sandbox-public): "this" network, private, shared, loopback, link-local, IETF
+ * protocol assignments, benchmarking, multicast and reserved. */
+static const struct {
+    uint32_t addr;
+    uint8_t prefix;
+} non_public[] = {
+    {0x00000000u, 8},  {0x0a000000u, 8},  {0x64400000u, 10}, {0x7f000000u, 8},
+    {0xa9fe0000u, 16}, {0xac100000u, 12}, {0xc0000000u, 24}, {0xc0a80000u, 16},
+    {0xc6120000u, 15}, {0xe0000000u, 4},  {0xf0000000u, 4},
+};
+
+static uint32_t prefix_mask(unsigned prefix)
+{
+    return prefix == 0 ? 0 : ~(UINT32_MAX >> prefix) & UINT32_MAX;
+}
+
+bool egress_entry_public(const struct egress_entry *e)
+{
+    if (e->kind != EGRESS_CIDR)
+        return true;
+    for (size_t i = 0; i < sizeof(non_public) / sizeof(non_public[0]); i++) {
+        uint8_t p = non_public[i].prefix;
+
+        if ((e->addr & prefix_mask(p)) == non_public[i].addr || /* inside the range */
+            (e->prefix <= p && (non_public[i].addr & prefix_mask(e->prefix)) == e->addr))
+            return false; /* or holding it */
+    }
+    return true;
+}

@@ -66,6 +66,11 @@ bool egress_allows_addr(const struct egress_allow *a, uint32_t addr, uint16_t po
  * empty name, one over EGRESS_NAME_MAX or an address is never allowed by name. */
 bool egress_allows_name(const struct egress_allow *a, const char *host, size_t len);
 
+/* False when a CIDR entry overlaps an address range that is not the public internet
+ * (private, shared, loopback, link-local, benchmarking, multicast, reserved: the nomatch
+ * ranges of docs/sandbox-setup.md's sandbox-public); true for the others and for names. */
+bool egress_entry_public(const struct egress_entry *e);
+
 /* True when the list has at least one name entry (the sandbox then needs the proxy). */
 bool egress_has_names(const struct egress_allow *a);
 

@@ -188,6 +188,8 @@ def main():
                      ({"allow": [f"10.0.{i // 250}.{i % 250}" for i in range(65)]}, "internet.allow"),
                      ({"allow": [allowed, allowed]}, "internet.allow"), ({"allow": ["x" * 300]}, "internet.allow"),
                      ({"allow": ["allowed.test"]}, "internet.allow"), ({"allow": [7]}, "internet.allow"),
+                     ({"allow": ["10.0.0.0/8:22"]}, "internet.allow"), ({"allow": [f"{allowed}", "8.0.0.0/5"]}, "internet.allow"),
+                     ({"allow": ["169.254.169.254:80"]}, "internet.allow"), ({"allow": [info["gateway"] + ":53"]}, "internet.allow"),
                      ({"deny": [allowed]}, "internet"), ("yes", "internet"), ({"allow": allowed}, "internet.allow")]
             for bad, field in cases:
                 expect_error(c, "sandbox.create", {"internet": bad}, -32602, field)
