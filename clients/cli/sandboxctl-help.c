@@ -62,7 +62,9 @@ static const struct help helps[] = {
                  "allow only the entries (CIDR[:PORT]);\n--wait: until a probe confirms it "
                  "(sandbox.set_internet).\n"},
     {"renew", "renew ID TTL_S\n\nExtend the lease to TTL_S seconds from now (sandbox.renew).\n"},
-    {"destroy", "destroy ID\n\nStop and purge the sandbox (sandbox.destroy).\n"},
+    {"destroy", "destroy [--no-wait] ID\n\nStop and purge the sandbox (sandbox.destroy). "
+                "--no-wait: return once\n"
+                "the destroy has begun (prints \"ID destroying\").\n"},
     {"snapshot", "snapshot ID NAME\n\nSnapshot the sandbox's disk (sandbox.snapshot). NAME: a "
                  "letter, then\nletters, digits, _ or -, 2..40 characters.\n"},
     {"snapshots", "snapshots ID\n\nThe sandbox's snapshots, oldest first (sandbox.snapshots).\n"},
