@@ -417,7 +417,8 @@ struct fromm {
     char *ip;
 };
 
-static void fromm_adopt(struct reconcile *rc, struct cand *c, const char *ip, bool internet)
+static void fromm_adopt(struct reconcile *rc, struct cand *c, const char *ip, bool internet,
+                        json_object *allow)
 {
     const char *rootfs = reconcile_conf_str(c->conf, "rootfs");
     char pin[HOSTKEY_PIN_MAX] = "";
@@ -441,7 +442,8 @@ static void fromm_adopt(struct reconcile *rc, struct cand *c, const char *ip, bo
         .memory_mb = conf_uint(c->conf, "memory", rc->cfg->sandbox.default_memory_mb),
         .disk_gb = pve_rootfs_size_gb(rootfs, rc->cfg->sandbox.default_disk_gb),
         .net_rate_mbps = net0_rate_mbps(reconcile_conf_str(c->conf, "net0")),
-        .internet = internet,
+        .internet = internet || allow,
+        .internet_allow = allow,
         .created_at = (time_t)c->m.created,
         .expires_at = (time_t)c->m.expires,
         .host_key = pin[0] ? pin : NULL,
@@ -453,15 +455,37 @@ static void fromm_adopt(struct reconcile *rc, struct cand *c, const char *ip, bo
     adopt(rc, c, &r, true);
 }
 
-static void on_fromm_rules(const struct pve_result *res, void *userdata)
+/* The allow-list read back from the firewall's sets: the sandbox adopted with it. */
+static void on_fromm_egress(int error, json_object *allow, void *userdata)
 {
     struct fromm *f = userdata;
     struct reconcile *rc = f->rc;
 
     if (!rc->closed) {
+        fromm_adopt(rc, &rc->cands[f->i], f->ip, false, error == 0 ? allow : NULL);
+        rc->i_cand++;
+        decide_next(rc);
+    }
+    free(f->ip);
+    free(f);
+    reconcile_unref(rc);
+}
+
+static void on_fromm_rules(const struct pve_result *res, void *userdata)
+{
+    struct fromm *f = userdata;
+    struct reconcile *rc = f->rc;
+    struct cand *c = &rc->cands[f->i];
+
+    if (!rc->closed) {
         bool internet = res->error == 0 && res->rules &&
                         pve_fw_rules_find_group(res->rules, rc->cfg->proxmox.internet_group) >= 0;
-        fromm_adopt(rc, &rc->cands[f->i], f->ip, internet);
+
+        if (!internet && res->error == 0 &&
+            egress_fw_read(engine_pve(rc->e), c->node, c->vmid, res->rules,
+                           RECONCILE_CALL_TIMEOUT_MS, on_fromm_egress, f) == 0)
+            return; /* on_fromm_egress() goes on, with the reference */
+        fromm_adopt(rc, c, f->ip, internet, NULL);
         rc->i_cand++;
         decide_next(rc);
     }
@@ -569,7 +593,7 @@ static bool rebuild_from_marker(struct reconcile *rc, struct cand *c)
     struct fromm *f;
 
     if (c->m.paused && c->m.expires > (int64_t)now_realtime()) {
-        fromm_adopt(rc, c, NULL, false);
+        fromm_adopt(rc, c, NULL, false, NULL);
         return false;
     }
     if (c->state == PVE_CT_STOPPED || c->m.expires <= (int64_t)now_realtime()) {

@@ -439,6 +439,9 @@ static int start_fw_group(struct sandbox *sb, uint64_t timeout_ms, const char **
 {
     struct engine *e = sb->engine;
 
+    if (sb->internet_allow)
+        return egress_fw_apply(sb, true, sb->internet_allow, timeout_ms, op_step_pve, sb);
+
     return pve_fw_group_set(e->pve, sb->node, sb->vmid, e->cfg->proxmox.internet_group, true,
                             timeout_ms, op_step_pve, sb, &sb->call);
 }
@@ -760,7 +763,7 @@ int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engi
     r = create_check(e, opts, ttl, ret_err);
     if (r < 0)
         return r;
-    if (!opts->pool && !opts->no_pool) {
+    if (!opts->pool && !opts->no_pool && !opts->internet_allow) {
         r = e->pool_take ? e->pool_take(e, opts, ttl, cb, userdata, ret_err) : 0;
         if (r != 0)
             return r < 0 ? r : 0;

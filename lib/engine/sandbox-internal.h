@@ -13,6 +13,7 @@
 #include "api-limits.h"
 #include "json-util.h"
 #include "op-step.h"
+#include "pve.h"
 #include "sandbox.h"
 #include "sshexec.h"
 #include "sshfile.h"
@@ -35,6 +36,9 @@ struct sandbox {
     char *hostname;
     char *ip; /* NULL until known */
     bool internet;
+    json_object *internet_allow;   /* with internet: the allow-list (egress.h normal form), owned;
+                                    * NULL: none (internet on is the internet group) */
+    struct egress_run *egress_run; /* the firewall change running (sandbox-egress.c) */
     unsigned cores;
     unsigned memory_mb;
     unsigned disk_gb;
@@ -165,10 +169,32 @@ struct tomb {
     uint64_t gone_ms; /* now_ms() at the destroy's end */
 };
 
+/* ---- the way out in the firewall (sandbox-egress.c) ---- */
+struct egress_run;
+/* Replaces what the sandbox's firewall lets out by internet off, on (the internet group) or
+ * the allow-list allow (a JSON array in normal form, with internet): the old rules and sets
+ * removed, then the new ones added (never more allowed than the old or the new state). cb
+ * runs once with the outcome (res->error, res->perr), unless sb->call is cancelled. 0 when
+ * started, else -errno (cb not called). */
+int egress_fw_apply(struct sandbox *sb, bool internet, json_object *allow, uint64_t timeout_ms,
+                    pve_done_fn cb, void *userdata);
+void egress_run_free(struct egress_run *run);
+/* The allow-list a container's firewall holds, read back from its sandboxd-egress rules
+ * (rules: its rule list) and their IP sets (a lost state folder, reconcile.c). 1 when rules
+ * hold none (cb not called); 0 when started: cb gets 0 and the list (borrowed; NULL when the
+ * sets are empty) or -errno. */
+typedef void (*egress_read_fn)(int error, json_object *allow, void *userdata);
+int egress_fw_read(struct pve_client *pve, const char *node, uint32_t vmid,
+                   const struct pve_fw_rules *rules, uint64_t timeout_ms, egress_read_fn cb,
+                   void *userdata);
+/* True when sb's allow-list lets ip:port (host order, TCP) through. */
+bool egress_sandbox_allows(const struct sandbox *sb, uint32_t ip, unsigned port);
+
 /* An internet change, running or queued behind the running one. */
 struct fw_op {
     struct sandbox *sb;
     bool enabled;
+    json_object *allow; /* owned; NULL: no list */
     engine_sandbox_cb cb;
     void *userdata;
     struct fw_op *next; /* in sb->fw_waiting */

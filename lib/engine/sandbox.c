@@ -71,6 +71,8 @@ int sandbox_save(struct sandbox *sb, registry_done_fn cb, void *userdata)
         .disk_gb = sb->disk_gb,
         .net_rate_mbps = sb->net_rate_mbps,
         .internet = sb->internet,
+        .internet_allow = sb->internet_allow,
+        .internet_pending = sb->fw_busy,
         .labels = sb->labels,
         .created_at = sb->created_at,
         .expires_at = sb->expires_at,
@@ -168,6 +170,8 @@ static void sandbox_free_cb(uv_handle_t *h)
     if (sb->labels)
         json_object_put(sb->labels);
     json_object_put(sb->env);
+    json_object_put(sb->internet_allow);
+    egress_run_free(sb->egress_run);
     bool counted = sb->close_counted;
     free(sb);
     if (counted)
