@@ -399,18 +399,6 @@ static void adopt(struct reconcile *rc, struct cand *c, const struct registry_re
         engine_pause_finish(sb);
 }
 
-static unsigned conf_uint(json_object *conf, const char *key, unsigned def)
-{
-    json_object *v;
-
-    if (conf && json_object_object_get_ex(conf, key, &v)) {
-        int64_t x = json_object_get_int64(v);
-        if (x > 0 && x < UINT32_MAX)
-            return (unsigned)x;
-    }
-    return def;
-}
-
 struct fromm {
     struct reconcile *rc;
     size_t i;
@@ -438,8 +426,8 @@ static void fromm_adopt(struct reconcile *rc, struct cand *c, const char *ip, bo
         .state = c->m.paused ? REG_PAUSED : REG_READY,
         .hostname = (char *)reconcile_conf_str(c->conf, "hostname"),
         .ip = (char *)ip,
-        .cores = conf_uint(c->conf, "cores", rc->cfg->sandbox.default_cores),
-        .memory_mb = conf_uint(c->conf, "memory", rc->cfg->sandbox.default_memory_mb),
+        .cores = reconcile_conf_uint(c->conf, "cores", rc->cfg->sandbox.default_cores),
+        .memory_mb = reconcile_conf_uint(c->conf, "memory", rc->cfg->sandbox.default_memory_mb),
         .disk_gb = pve_rootfs_size_gb(rootfs, rc->cfg->sandbox.default_disk_gb),
         .net_rate_mbps = net0_rate_mbps(reconcile_conf_str(c->conf, "net0")),
         .internet = internet || allow,
