@@ -610,7 +610,7 @@ void method_sandbox_destroy(struct req *r, void *params, void *userdata)
     struct engine_error err;
     struct destroy_ctx *d;
     struct sandbox *sb;
-    bool admin = req_is_admin(r);
+    bool admin = req_is_admin(r), wait = p->wait; /* the request ends with its reply */
     int ret;
 
     if (methods_sandbox_park(r, p->id, method_sandbox_destroy, params, userdata))
@@ -629,7 +629,7 @@ void method_sandbox_destroy(struct req *r, void *params, void *userdata)
         return;
     }
     snprintf(d->id, sizeof d->id, "%s", p->id);
-    if (p->wait) {
+    if (wait) {
         d->p.req = r;
         req_on_disconnect(r, pending_detach, &d->p);
     }
@@ -638,7 +638,8 @@ void method_sandbox_destroy(struct req *r, void *params, void *userdata)
     if (ret < 0) {
         free(d);
         reply_engine_error(r, &err);
-    } else if (!p->wait) {
+    } else if (!wait) {
+        /* not replied yet: the callback of a destroy that ended at once had no request */
         req_reply(r, destroy_json(p->id, "destroying"));
     }
 }
