@@ -31,12 +31,12 @@
 #include "registry.h"
 #include "sandbox-internal.h"
 #include "template-api.h"
+#include "template-internal.h"
 
 #define COMP "replica"
 #define REPLICA_CHECK_MS 10000u          /* the periodic look at what is missing or extra */
 #define REPLICA_RETRY_MS 30000u          /* after a failed build */
 #define REPLICA_BUILD_MS (3600u * 1000u) /* a build's deadline (a full clone copies a disk) */
-#define REPLICA_POLL_MS 250u
 #define REPLICA_WAIT_MS 1000u /* a build waiting for the creates cloning from its template */
 #define REPLICA_SANDBOX_ID "replica"
 /* The marker's sandbox= of a replica: the configured vmid it copies (its origin), so that a
@@ -212,30 +212,12 @@ static int start_convert(struct sandbox *sb, uint64_t timeout_ms, const char **r
     return pve_template(sb->engine->pve, b->node, b->vmid, timeout_ms, op_step_pve, sb, &sb->call);
 }
 
-static void on_status(const struct pve_result *res, void *userdata)
-{
-    struct sandbox *sb = userdata;
-    json_object *v;
-
-    sb->call = NULL;
-    if (res->error < 0) {
-        op_step_pve_done(sb, res);
-        return;
-    }
-    if (res->data && json_object_object_get_ex(res->data, "template", &v) &&
-        json_object_get_int(v) == 1) {
-        op_step_done(sb, NULL);
-        return;
-    }
-    op_step_again(sb, REPLICA_POLL_MS);
-}
-
 static int start_wait(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
 {
     struct repl_build *b = build_of(sb);
 
-    return pve_status_current(sb->engine->pve, b->node, b->vmid, timeout_ms, on_status, sb,
-                              &sb->call);
+    return pve_status_current(sb->engine->pve, b->node, b->vmid, timeout_ms,
+                              engine_template_on_convert_status, sb, &sb->call);
 }
 
 static const struct op_step build_steps[] = {
