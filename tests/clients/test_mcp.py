@@ -77,7 +77,9 @@ def main():
                     assert env_schema["type"] == "object" and \
                         env_schema["additionalProperties"] == {"type": "string"}, env_schema
                     size = len(json.dumps(s.request("tools/list"), separators=(",", ":")))
-                    assert size < 12 * 1024, size
+                    # The default tool set's cost in a model's context (allow-lists took it
+                    # past 12 KiB): grown only for what a model uses.
+                    assert size < 13 * 1024, size
                     print(f"  tools/list: {size} bytes, {len(tools)} tools")
                     assert ex["properties"]["max_output"]["default"] == 16384, ex
                     assert ex["required"] == ["id"], ex
