@@ -241,6 +241,7 @@ class Env:
         self.log_level = log_level
         self.proc = None
         self.dir = None
+        self.keep_log = False
 
     def __enter__(self):
         try:
@@ -251,7 +252,10 @@ class Env:
             raise
         return self
 
-    def __exit__(self, *a):
+    def __exit__(self, exc_type, exc, tb):
+        # a failed case (run() exits non-zero) or an exception keeps the daemon's log
+        if exc_type is not None and not (issubclass(exc_type, SystemExit) and not exc.code):
+            self.keep_log = True
         self.close()
 
     def start_daemon(self):
@@ -338,6 +342,20 @@ class Env:
         except OSError:
             return ""
 
+    def save_log(self):
+        """Copies the daemon's whole log into the build's meson-logs folder (kept with the
+        test log when the run failed); prints where."""
+        if not getattr(self, "errlog_path", None):
+            return
+        script = os.path.splitext(os.path.basename(sys.argv[0]))[0] or "e2e"
+        dest = os.path.join(BUILD, "meson-logs", f"sandboxd-{script}-{os.path.basename(self.dir)}.log")
+        try:
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            shutil.copyfile(self.errlog_path, dest)
+            print(f"the daemon's log: {dest}", file=sys.stderr)
+        except OSError as e:
+            print(f"the daemon's log not kept: {e}", file=sys.stderr)
+
     def close(self):
         """Stops the daemon and the simulator; the daemon's folder (its log, state and
         configuration) goes too, unless E2E_KEEP is set in the environment."""
@@ -347,6 +365,8 @@ class Env:
             rc = self.stop_daemon()
             if rc != 0:
                 log = self.daemon_log()  # before the folder goes
+            if rc != 0 or self.keep_log:
+                self.save_log()
         finally:
             self.sim.destroy()
             if self.dir and not os.environ.get("E2E_KEEP"):

@@ -177,11 +177,13 @@ def main():
             set_warm(3)
             wait_pool(env, 3)
             assert pool_of(c)["target"] == 3
-            n3 = len(env.containers())
             set_warm(1)
             wait_pool(env, 1)
-            wait_until(lambda: len(env.containers()) == n3 - 2, 30, "surplus destroyed")
-            wait_consistent(env, users)
+            # the surplus destroyed: one pool member left, marked and recorded as such
+            wait_until(lambda: (lambda m: m if len(m) == 1 else None)(
+                [v for v, f in marked_containers(env).items() if f.get("pool") == "1"]),
+                30, "surplus destroyed")
+            assert len(wait_consistent(env, users)) == 1
             set_warm(2)
             wait_pool(env, 2)
 
