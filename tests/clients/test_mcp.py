@@ -174,6 +174,12 @@ def main():
             # and process_wait / process_read pick up the rest from the offset given. A sandbox
             # of its own keeps its many processes apart from the other cases.
             i = rpc(env, "sandbox.create", {})["id"]
+            try:
+                background_in(i)
+            finally:  # its processes would otherwise outlive a failed case
+                rpc(env, "sandbox.destroy", {"id": i})
+
+        def background_in(i):
             b = Mcp(env.socket, "--exec-budget", "5")
             try:
                 b.initialize()
@@ -261,7 +267,6 @@ def main():
             r = s.ok("process_read", {"id": i, "process": x["process"]})
             assert r["structuredContent"]["data"] == "late\n", r
             print(f"  default budget: answered after {took:.1f} s")
-            rpc(env, "sandbox.destroy", {"id": i})
 
         def files():
             i = st["id"]
