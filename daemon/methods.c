@@ -140,7 +140,11 @@ void methods_dispatch(const struct method_table *t, struct req *r)
     }
     if (!parse_params(r, m, &params))
         return;
+    /* The request and its params stay valid for the whole handler, also where an engine
+     * callback answers it before the handler returns. */
+    req_handler_begin(r);
     m->handler(r, params, m->userdata);
+    req_handler_end(r);
 }
 
 static void dispatch_call(const struct method_table *t, struct req_port *port,

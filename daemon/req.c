@@ -39,6 +39,8 @@ struct req {
     uint64_t drain_pass; /* the connection's drain pass when on_drain was armed */
     struct req_fds fds;  /* passed with the line; closed at completion unless taken */
     const char *subject; /* the param naming the file of a file error (NULL: "path") */
+    bool in_handler;     /* its method's handler runs: a completion keeps it until it returns */
+    bool completed;      /* completed while in_handler */
     struct req *prev, *next;
 };
 
@@ -190,9 +192,26 @@ static void req_complete(struct req *r, json_object *response)
         else
             json_object_put(response);
     }
-    req_free(r);
+    if (r->in_handler)
+        r->completed = true; /* req_handler_end() frees it */
+    else
+        req_free(r);
     if (p)
         p->ops->completed(p->conn);
+}
+
+void req_handler_begin(struct req *r)
+{
+    assert(!r->in_handler);
+    r->in_handler = true;
+}
+
+void req_handler_end(struct req *r)
+{
+    assert(r->in_handler);
+    r->in_handler = false;
+    if (r->completed)
+        req_free(r);
 }
 
 void req_list_fire_drain(struct req_port *port, uint64_t pass)

@@ -87,7 +87,12 @@ unsigned req_fds(const struct req *r);
 int req_take_fd(struct req *r, int64_t index, enum req_fd_access access, int *ret_fd,
                 const char **ret_reason);
 
-/* --- Completion (exactly one per request; frees r). --- */
+/* Around a method's handler (methods_dispatch()): a completion inside it frees r only
+ * when the handler has returned, so the handler may read r and its params to its end. */
+void req_handler_begin(struct req *r);
+void req_handler_end(struct req *r);
+
+/* --- Completion (exactly one per request; frees r, or after req_handler_end()). --- */
 /* result is taken over (NULL means JSON null). */
 void req_reply(struct req *r, json_object *result);
 /* An error with data {"reason": reason} (sandboxd's own codes always carry one). */
