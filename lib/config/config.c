@@ -773,6 +773,8 @@ int config_validate(const struct config *c, char **ret_error)
                   file);
     if (!c->preview.tls_certificate != !c->preview.tls_key)
         set_error(&err, "%s: [preview] tls_certificate and tls_key go together", file);
+    if (c->egress.listen_port && c->egress.listen_ip == 0)
+        set_error(&err, "%s: [egress] listen: an address the sandboxes reach, not 0.0.0.0", file);
     if (!err)
         (void)config_templates_validate(c, &err);
     if (err) {
