@@ -15,6 +15,7 @@ connection is closed at once; names are refused while the proxy is off (test_egr
 
 import os
 import subprocess
+import time
 
 from e2elib import Env, run
 
@@ -91,6 +92,18 @@ for s in socks:
     except socket.timeout:
         pass
 print(closed)
+"""
+
+# run in a sandbox (a background process): three downloads through the proxy, never read
+HOLD = r"""
+import os, socket, time
+p = os.environ["HTTP_PROXY"].rsplit("/", 1)[1].rsplit(":", 1)
+socks = []
+for _ in range(3):
+    s = socket.create_connection((p[0], int(p[1])), timeout=10)
+    s.sendall(b"GET http://allowed.test/bytes/200000000 HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
+    socks.append(s)
+time.sleep(600)
 """
 
 
@@ -223,6 +236,44 @@ def main():
             r = sh(sb["a"], f"curl -sS -x http://{proxy} -m 5 http://allowed.test/", code=None)
             assert r["exit_code"] != 0 and "pve-sim" not in r["stdout"], r
 
+        def destroy_closes():
+            """A change of a sandbox's list and its end close its proxied connections: three
+            downloads left unread (the server blocked on them) are connections of the daemon
+            to allowed.test until then."""
+            d = c.call("sandbox.create", {"internet": {"allow": ["allowed.test"]}})["id"]
+            c.call("process.start", {"id": d, "argv": ["python3", "-c", HOLD]})
+            ip = names["allowed.test"]
+
+            def upstream():
+                out = subprocess.run(["ss", "-Htn", "state", "established", "dst", f"{ip}:80"],
+                                     capture_output=True, text=True, check=True).stdout
+                return len(out.splitlines())
+            deadline = time.time() + 30
+            while upstream() < 3 and time.time() < deadline:
+                time.sleep(0.2)
+            assert upstream() == 3, upstream()
+            # a change of the list closes them (the process holding them lives on)
+            c.call("sandbox.set_internet", {"id": d, "enabled": True, "allow": ["allowed.test", "denied.test"]})
+            deadline = time.time() + 30
+            while upstream() > 0 and time.time() < deadline:
+                time.sleep(0.2)
+            assert upstream() == 0, upstream()
+            c.call("process.start", {"id": d, "argv": ["python3", "-c", HOLD]})
+            deadline = time.time() + 30
+            while upstream() < 3 and time.time() < deadline:
+                time.sleep(0.2)
+            assert upstream() == 3, upstream()
+            # the sandbox's link cut first, so that nothing it sends at its end (a FIN when
+            # its processes are killed) closes them: the destroy must
+            vmid = c.call("sandbox.get", {"id": d})["vmid"]
+            subprocess.run(["ip", "-n", f"pvesim-{info['instance']}-ct{vmid}", "link", "set", "eth0", "down"],
+                           check=True)
+            c.call("sandbox.destroy", {"id": d})
+            deadline = time.time() + 30
+            while upstream() > 0 and time.time() < deadline:
+                time.sleep(0.2)
+            assert upstream() == 0, upstream()
+
         def destroy():
             for k in ("a", "b", "n"):
                 c.call("sandbox.destroy", {"id": sb[k]})
@@ -230,7 +281,7 @@ def main():
         run([("create", create), ("variables", variables), ("allowed_works", allowed_works),
              ("denied_refused", denied_refused), ("sni_mismatch", sni_mismatch), ("other_list", other_list),
              ("bypass_refused", bypass_refused), ("bad_input", bad_input), ("too_many", too_many),
-             ("live_change", live_change), ("destroy", destroy)])
+             ("live_change", live_change), ("destroy_closes", destroy_closes), ("destroy", destroy)])
 
 
 if __name__ == "__main__":
