@@ -238,10 +238,17 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     buf->len = buf->base ? EPROXY_READ : 0;
 }
 
+/* One side's end passed on to the other once its queued writes went out: the connection
+ * ends when both sides ended. */
 static void on_shutdown(uv_shutdown_t *req, int status)
 {
-    (void)status;
+    struct econn *c = req->data;
+
     free(req);
+    if (c->phase == EP_CLOSING)
+        return;
+    if (status < 0 || (c->down_eof && c->up_eof))
+        conn_close(c);
 }
 
 static void idle_restart(struct econn *c)
@@ -265,12 +272,10 @@ static void relay(struct econn *c, uv_stream_t *from, uv_stream_t *to, ssize_t n
         }
         *from_eof = true;
         uv_read_stop(from);
-        if (c->down_eof && c->up_eof) {
-            conn_close(c);
-            return;
-        }
         uv_shutdown_t *sr = malloc(sizeof *sr);
 
+        if (sr)
+            sr->data = c;
         if (!sr || uv_shutdown(sr, to, on_shutdown) < 0) {
             free(sr);
             conn_close(c);

@@ -78,6 +78,23 @@ while True:
 print(repr(got))
 """
 
+# run in a sandbox: a download of argv[1] bytes whose request ends with a half-close;
+# prints the bytes of body received
+HALF = r"""
+import os, socket, sys
+p = os.environ["HTTP_PROXY"].rsplit("/", 1)[1].rsplit(":", 1)
+s = socket.create_connection((p[0], int(p[1])), timeout=30)
+s.sendall(f"GET http://allowed.test/bytes/{sys.argv[1]} HTTP/1.0\r\n\r\n".encode())
+s.shutdown(socket.SHUT_WR)
+got = b""
+while True:
+    b = s.recv(1 << 16)
+    if not b:
+        break
+    got += b
+print(len(got.split(b"\r\n\r\n", 1)[1]) if b"\r\n\r\n" in got else -1)
+"""
+
 # run in a sandbox: opens n connections to the proxy sending nothing, then reports which
 # were closed by the proxy at once (recv of b"" within 2 s)
 CONNS = r"""
@@ -218,6 +235,11 @@ def main():
             got = py(sb["a"], RAW, repr(b"GET /relative HTTP/1.1\r\nHost: allowed.test\r\n\r\n"))
             assert got.startswith("b'HTTP/1.1 400"), got
 
+        def half_close():
+            n = 4 << 20
+            got = int(py(sb["a"], HALF, str(n)))
+            assert got == n, (got, n)
+
         def too_many():
             closed = int(py(sb["a"], CONNS, str(MAX_CONNS + 2)))
             assert closed == 2, closed
@@ -280,7 +302,7 @@ def main():
 
         run([("create", create), ("variables", variables), ("allowed_works", allowed_works),
              ("denied_refused", denied_refused), ("sni_mismatch", sni_mismatch), ("other_list", other_list),
-             ("bypass_refused", bypass_refused), ("bad_input", bad_input), ("too_many", too_many),
+             ("bypass_refused", bypass_refused), ("bad_input", bad_input), ("half_close", half_close), ("too_many", too_many),
              ("live_change", live_change), ("destroy_closes", destroy_closes), ("destroy", destroy)])
 
 
