@@ -41,13 +41,13 @@
 #define EPROXY_BUF EGRESS_HELLO_MAX /* the larger of a head and a first TLS record */
 
 enum eproxy_phase {
-    EP_HEAD,     /* reading the request head */
-    EP_RESOLVE,  /* uv_getaddrinfo() runs */
-    EP_CONNECT,  /* uv_tcp_connect() runs */
-    EP_HELLO,    /* CONNECT answered: reading the ClientHello */
-    EP_RELAY,    /* bytes both ways */
-    EP_REPLY,    /* an error reply being written: closed once written */
-    EP_CLOSING,  /* answered or failed: handles closing */
+    EP_HEAD,    /* reading the request head */
+    EP_RESOLVE, /* uv_getaddrinfo() runs */
+    EP_CONNECT, /* uv_tcp_connect() runs */
+    EP_HELLO,   /* CONNECT answered: reading the ClientHello */
+    EP_RELAY,   /* bytes both ways */
+    EP_REPLY,   /* an error reply being written: closed once written */
+    EP_CLOSING, /* answered or failed: handles closing */
 };
 
 struct econn {
@@ -60,9 +60,9 @@ struct econn {
     uv_timer_t timer;
     uv_getaddrinfo_t gai;
     uv_connect_t conn;
-    unsigned closing;  /* handles still closing */
-    bool up_open;      /* up initialised */
-    bool gai_pending;  /* the resolve's callback not run yet */
+    unsigned closing; /* handles still closing */
+    bool up_open;     /* up initialised */
+    bool gai_pending; /* the resolve's callback not run yet */
     bool down_eof, up_eof, down_paused, up_paused;
     struct egress_request req;
     size_t len;
@@ -321,8 +321,9 @@ static void relay_start(struct econn *c, const char *first, size_t n)
 /* A header line that must not be passed on to the server (RFC 9110 7.6.1). */
 static bool hop_by_hop(const char *line, size_t n)
 {
-    static const char *const names[] = {"connection:", "proxy-connection:", "keep-alive:",
-                                        "proxy-authorization:", "te:", "upgrade:"};
+    static const char *const names[] = {
+        "connection:", "proxy-connection:", "keep-alive:", "proxy-authorization:",
+        "te:",         "upgrade:"};
 
     for (size_t i = 0; i < ELEMENTSOF(names); i++) {
         size_t k = strlen(names[i]);
@@ -333,13 +334,15 @@ static bool hop_by_hop(const char *line, size_t n)
     return false;
 }
 
-/* Plain HTTP: the head in origin form, without hop-by-hop headers, "Connection: close". */
+/* Plain HTTP: the head in origin form, without hop-by-hop headers, with a Host (the
+ * target's when the client sent none) and "Connection: close". */
 static void http_forward(struct econn *c)
 {
     const struct egress_request *r = &c->req;
     const char *line = memchr(c->buf, '\n', r->head_len);
-    size_t cap = r->head_len + 64, k = 0;
+    size_t cap = r->head_len + 64 + sizeof r->host + 8, k = 0;
     char *out = malloc(cap);
+    bool host = false;
 
     if (!out || !line) {
         free(out);
@@ -361,8 +364,13 @@ static void http_forward(struct econn *c)
             memcpy(out + k, p, n);
             k += n;
         }
+        host = host || (n >= 5 && strncasecmp(p, "host:", 5) == 0);
         p += n;
     }
+    if (!host && r->port == 80) /* HTTP/1.0 without one: the target's */
+        k += (size_t)snprintf(out + k, cap - k, "Host: %s\r\n", r->host);
+    else if (!host)
+        k += (size_t)snprintf(out + k, cap - k, "Host: %s:%u\r\n", r->host, r->port);
     k += (size_t)snprintf(out + k, cap - k, "Connection: close\r\n\r\n");
     write_owned(c, (uv_stream_t *)&c->up, out, k, false);
     if (c->phase != EP_CLOSING)
@@ -380,8 +388,7 @@ static void hello_input(struct econn *c)
     if (n == -EAGAIN && c->len < sizeof c->buf)
         return;
     if (egress_tunnel_allowed(c->allow, &c->req, sni, n, &why) < 0) {
-        log_debug(COMP, "%s: tunnel to %s:%u closed: %s", c->sb_id, c->req.host, c->req.port,
-                  why);
+        log_debug(COMP, "%s: tunnel to %s:%u closed: %s", c->sb_id, c->req.host, c->req.port, why);
         conn_close(c);
         return;
     }
@@ -623,8 +630,7 @@ static void on_connection(uv_stream_t *server, int status)
     conn_start(srv, c);
     if (uv_accept(server, (uv_stream_t *)&c->down) < 0 ||
         uv_tcp_getpeername(&c->down, (struct sockaddr *)&peer, &plen) < 0 ||
-        peer.sin_family != AF_INET ||
-        !(sb = owner_of(e, ntohl(peer.sin_addr.s_addr), &c->allow))) {
+        peer.sin_family != AF_INET || !(sb = owner_of(e, ntohl(peer.sin_addr.s_addr), &c->allow))) {
         conn_close(c);
         return;
     }
