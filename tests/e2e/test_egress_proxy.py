@@ -18,6 +18,7 @@ import subprocess
 import time
 
 from e2elib import Env, run
+from test_recovery_util import kill9, launch
 
 PROXY_PORT = 3128
 MAX_CONNS = 4
@@ -258,6 +259,17 @@ def main():
             r = sh(sb["a"], f"curl -sS -x http://{proxy} -m 5 http://allowed.test/", code=None)
             assert r["exit_code"] != 0 and "pve-sim" not in r["stdout"], r
 
+        def survives_kill9():
+            """After a kill -9 the restarted daemon's proxy knows the sandboxes and their lists."""
+            nonlocal c
+            kill9(env)
+            launch(env)
+            c = env.client()
+            r = sh(sb["b"], "curl -sS -m 20 http://denied.test/")
+            assert r["stdout"] == "pve-sim internet http denied.test\n", r
+            r = sh(sb["b"], "curl -s -o /dev/null -w '%{http_code}' -m 20 http://allowed.test/", code=None)
+            assert r["stdout"] == "403", r
+
         def destroy_closes():
             """A change of a sandbox's list and its end close its proxied connections: three
             downloads left unread (the server blocked on them) are connections of the daemon
@@ -303,7 +315,7 @@ def main():
         run([("create", create), ("variables", variables), ("allowed_works", allowed_works),
              ("denied_refused", denied_refused), ("sni_mismatch", sni_mismatch), ("other_list", other_list),
              ("bypass_refused", bypass_refused), ("bad_input", bad_input), ("half_close", half_close), ("too_many", too_many),
-             ("live_change", live_change), ("destroy_closes", destroy_closes), ("destroy", destroy)])
+             ("live_change", live_change), ("survives_kill9", survives_kill9), ("destroy_closes", destroy_closes), ("destroy", destroy)])
 
 
 if __name__ == "__main__":
