@@ -152,6 +152,28 @@ static void on_timeout(uv_timer_t *t);
 static void on_down_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 static void on_up_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
+static void on_linger_shutdown(uv_shutdown_t *req, int status)
+{
+    (void)status;
+    free(req);
+}
+
+/* An error reply written: the client's end awaited (what it still sends read and dropped,
+ * within header_timeout_ms), so that closing does not reset the connection before the
+ * client read the reply. */
+static void reply_linger(struct econn *c)
+{
+    uv_shutdown_t *sr = malloc(sizeof *sr);
+
+    if (!sr || uv_shutdown(sr, (uv_stream_t *)&c->down, on_linger_shutdown) < 0) {
+        free(sr);
+        conn_close(c);
+        return;
+    }
+    if (uv_read_start((uv_stream_t *)&c->down, on_alloc, on_down_read) < 0)
+        conn_close(c); /* the shutdown's callback, cancelled, frees sr */
+}
+
 static void on_written(uv_write_t *w, int status)
 {
     struct ewrite *ew = w->data;
@@ -163,6 +185,10 @@ static void on_written(uv_write_t *w, int status)
     free(ew);
     if (c->phase == EP_CLOSING)
         return;
+    if (status == 0 && last && c->phase == EP_REPLY) {
+        reply_linger(c);
+        return;
+    }
     if (status < 0 || last) {
         conn_close(c);
         return;
@@ -509,6 +535,8 @@ static void on_down_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     if (c->phase != EP_HEAD && c->phase != EP_HELLO) {
         free(buf->base); /* on_alloc()'s for a phase that reads nothing more */
+        if (c->phase == EP_REPLY && nread < 0)
+            conn_close(c); /* the client's end after an error reply */
         return;
     }
     if (nread == UV_ENOBUFS && c->phase == EP_HEAD) {

@@ -57,14 +57,15 @@ except (OSError, ssl.SSLError) as e:
     print("closed", type(e).__name__)
 """
 
-# run in a sandbox: sends argv[1] (Python bytes literal) to the proxy, prints what comes
-# back before the proxy closes
+# run in a sandbox: sends argv[1] (Python bytes literal) to the proxy and ends its side,
+# prints what comes back before the proxy closes
 RAW = r"""
 import ast, os, socket, sys
 p = os.environ["HTTP_PROXY"].rsplit("/", 1)[1].rsplit(":", 1)
 s = socket.create_connection((p[0], int(p[1])), timeout=10)
 try:
     s.sendall(ast.literal_eval(sys.argv[1]))
+    s.shutdown(socket.SHUT_WR)
 except OSError:
     pass
 got = b""

@@ -79,6 +79,7 @@ elif mode == "garbage":
         socks = [conn() for _ in range(50)]
         for s in socks:
             s.sendall(os.urandom(4096))
+            s.shutdown(socket.SHUT_WR)
         for s in socks:
             a = answer(s)
             if a and not a.startswith(b"HTTP/1.1 400 "):
@@ -112,6 +113,7 @@ elif mode == "huge":
         s = conn()
         try:
             s.sendall(b"GET http://allowed.test/ HTTP/1.1\r\nX-Big: " + b"a" * 65536 + b"\r\n\r\n")
+            s.shutdown(socket.SHUT_WR)
         except OSError:
             pass
         a = answer(s)
