@@ -200,6 +200,13 @@ def main():
             r = sh(sb["a"], "curl -sS -k -m 20 https://allowed.test/")
             assert r["stdout"] == "pve-sim internet https allowed.test\n", r
             print(f"  {sb['a']}: http and https to allowed.test through {proxy}", flush=True)
+            n = 64 << 20
+            r = sh(sb["a"], f"curl -sS -o /dev/null -w '%{{size_download}} %{{time_total}}' -m 120 "
+                   f"http://allowed.test/bytes/{n}")
+            size, secs = r["stdout"].split()
+            assert int(size) == n, r
+            print(f"  64 MiB through the proxy in {float(secs):.2f} s "
+                  f"({n / float(secs) / 1e6:.0f} MB/s)", flush=True)
 
         def denied_refused():
             r = sh(sb["a"], "curl -s -o /dev/null -w '%{http_code}' -m 20 http://denied.test/", code=None)
