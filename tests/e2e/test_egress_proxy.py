@@ -83,11 +83,12 @@ print(repr(got))
 # run in a sandbox: a download of argv[1] bytes whose request ends with a half-close;
 # prints the bytes of body received
 HALF = r"""
-import os, socket, sys
+import os, socket, sys, time
 p = os.environ["HTTP_PROXY"].rsplit("/", 1)[1].rsplit(":", 1)
 s = socket.create_connection((p[0], int(p[1])), timeout=30)
 s.sendall(f"GET http://allowed.test/bytes/{sys.argv[1]} HTTP/1.0\r\n\r\n".encode())
 s.shutdown(socket.SHUT_WR)
+time.sleep(2)  # the proxy's queue to this side fills up meanwhile
 got = b""
 while True:
     b = s.recv(1 << 16)
