@@ -12,6 +12,7 @@ that address's name ("pve-sim internet http allowed.test"). Runs as
 
 import os
 import re
+import shutil
 import signal
 import socket
 import ssl
@@ -183,6 +184,8 @@ def serve_host(name, ip, dns_answer, names=None):
             return ctx
         except (OSError, subprocess.CalledProcessError, ssl.SSLError):
             return None
+        finally:
+            shutil.rmtree(d, ignore_errors=True)  # the context holds them
 
     tls_ctx = tls_context()
     tls_banner = banner(f"pve-sim {name} tls\n")
