@@ -208,6 +208,9 @@ static void reload_notices(const struct config *c, const struct config *n)
         !str_eq(n->preview.tls_key, c->preview.tls_key))
         log_notice(COMP, "[preview] listen, base_url, secret_file or TLS changed: a restart "
                          "applies it");
+    if (n->egress.listen_ip != c->egress.listen_ip ||
+        n->egress.listen_port != c->egress.listen_port)
+        log_notice(COMP, "[egress] listen changed: a restart applies it");
 }
 
 /* SIGHUP: caps, limits and the log level change live; the socket, the state folder,
@@ -235,6 +238,9 @@ void daemon_reload(struct daemon *d, struct config *n)
     c->preview.header_timeout_ms = n->preview.header_timeout_ms; /* per connection */
     c->preview.max_pending = n->preview.max_pending;
     c->preview.max_connections = n->preview.max_connections;
+    c->egress.max_connections = n->egress.max_connections; /* for new connections */
+    c->egress.header_timeout_ms = n->egress.header_timeout_ms;
+    c->egress.idle_timeout_s = n->egress.idle_timeout_s;
     c->proxmox.max_per_node = n->proxmox.max_per_node; /* placement reads them per create */
     c->proxmox.node_param = n->proxmox.node_param;
     c->max_templates_per_uid = n->max_templates_per_uid; /* checked per template.create */

@@ -160,7 +160,8 @@ static void on_disconnect(struct req *r, void *userdata)
         finish(w);
 }
 
-bool internet_allow_usable(struct req *r, json_object *allow, const char *param)
+bool internet_allow_usable(struct req *r, const struct config *cfg, json_object *allow,
+                           const char *param)
 {
     _cleanup_free_ struct egress_allow *a = NULL;
     struct params_error err = {};
@@ -172,10 +173,11 @@ bool internet_allow_usable(struct req *r, json_object *allow, const char *param)
         req_error(r, RPC_INTERNAL_ERROR, "out of memory");
         return false;
     }
-    if (egress_allow_parse(allow, param, a, &err) < 0 || egress_has_names(a)) {
+    if (egress_allow_parse(allow, param, a, &err) < 0 ||
+        (egress_has_names(a) && cfg->egress.listen_port == 0)) {
         req_invalid_params(r, param,
-                           "domain names need the egress proxy, which this daemon does not run: "
-                           "give CIDR entries only");
+                           "domain names need the egress proxy, which is off ([egress] listen "
+                           "unset in the daemon's configuration): give CIDR entries only");
         return false;
     }
     for (size_t i = 0; i < a->n; i++)

@@ -20,10 +20,11 @@ struct sandbox;
 
 struct config;
 
-/* True when allow (an allow-list in normal form, may be NULL) can be put in force: CIDR
- * entries only (domain names need the egress proxy); else replies invalid params naming
- * param and returns false. */
-bool internet_allow_usable(struct req *r, json_object *allow, const char *param);
+/* True when allow (an allow-list in normal form, may be NULL) can be put in force: public
+ * CIDR entries, and names when the egress proxy runs ([egress] listen); else replies
+ * invalid params naming param and returns false. */
+bool internet_allow_usable(struct req *r, const struct config *cfg, json_object *allow,
+                           const char *param);
 /* Whether [network] probe_address is reachable from a sandbox with internet (and allow). */
 bool internet_probe_expected(const struct config *cfg, bool internet, json_object *allow);
 

@@ -20,6 +20,7 @@
 #include "methods-internet.h"
 #include "methods-common.h"
 #include "sandbox-forward.h"
+#include "egress-proxy.h"
 #include "sandbox-preview.h"
 #include "methods-pool.h"
 #include "methods-transfer.h"
@@ -320,7 +321,8 @@ void method_sandbox_create(struct req *r, void *params, void *userdata)
         return;
     if (c->node && !node_param_allowed(r, engine_config(sm->engine)))
         return;
-    if (!internet_allow_usable(r, c->internet_allow, "internet.allow"))
+    if (!internet_allow_usable(r, engine_config(sm->engine), c->internet_allow,
+                               "internet.allow"))
         return;
     labels = json_object_new_object();
     for (size_t i = 0; i < c->labels.n; i++)
@@ -464,7 +466,7 @@ void method_sandbox_set_internet(struct req *r, void *params, void *userdata)
     sb = methods_sandbox_find(r, p->id, method_sandbox_set_internet, params, userdata);
     if (!sb)
         return;
-    if (!internet_allow_usable(r, p->allow, "allow"))
+    if (!internet_allow_usable(r, cfg, p->allow, "allow"))
         return;
     if (p->wait && !cfg->network.probe_ip) {
         req_invalid_params(r, "wait",
@@ -902,6 +904,11 @@ int methods_sandbox_start(struct sandbox_methods *sm, uv_loop_t *loop, const str
     r = engine_preview_start(sm->engine, &err);
     if (r < 0) {
         log_error(COMP, "cannot start the preview listener: %s", err ? err : strerror(-r));
+        return r;
+    }
+    r = engine_eproxy_start(sm->engine, &err);
+    if (r < 0) {
+        log_error(COMP, "cannot start the egress proxy: %s", err ? err : strerror(-r));
         return r;
     }
     if (engine_configured(sm->engine)) {

@@ -16,7 +16,8 @@ static const struct help helps[] = {
     {"create", "create [OPTIONS]\n\nCreate a sandbox, wait until it is ready, print it "
                "(sandbox.create).\n\n"
                "  --internet          outbound HTTP, HTTPS and DNS on from the start\n"
-               "  --allow ENTRY       an allow-list entry instead (CIDR[:PORT]; repeat it)\n"
+               "  --allow ENTRY       an allow-list entry instead (CIDR[:PORT] or a domain name,\n"
+               "                      e.g. pypi.org, *.github.com; repeat it)\n"
                "  --ttl S             the lease in seconds\n"
                "  --cores N, --memory MB, --disk GB\n"
                "  --net-rate MBIT     bandwidth cap in Mbit/s (0: none)\n"
@@ -59,7 +60,7 @@ static const struct help helps[] = {
               "there (file.mkdir).\n"},
     {"mv", "mv ID FROM TO\n\nRename or move (file.rename).\n"},
     {"internet", "internet ID on|off|allow ENTRY... [--wait]\n\nSwitch outbound internet, or "
-                 "allow only the entries (CIDR[:PORT]);\n--wait: until a probe confirms it "
+                 "allow only the entries (CIDR[:PORT] or a domain name, reached\nthrough the daemon's egress proxy);\n--wait: until a probe confirms it "
                  "(sandbox.set_internet).\n"},
     {"renew", "renew ID TTL_S\n\nExtend the lease to TTL_S seconds from now (sandbox.renew).\n"},
     {"destroy", "destroy [--no-wait] ID\n\nStop and purge the sandbox (sandbox.destroy). "

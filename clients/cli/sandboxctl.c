@@ -328,7 +328,7 @@ static void usage(FILE *f)
             "  create [--internet] [--ttl S] [--cores N] [--memory MB] [--disk GB]\n"
             "         [--net-rate MBIT] [--hostname H] [--label k=v]... [--env NAME=VALUE]...\n"
             "         [--template NAME] [--node NODE] [--auto-pause S] [--resume-on-use]\n"
-            "         [--allow CIDR[:PORT]]...  only these out (instead of --internet)\n"
+            "         [--allow CIDR[:PORT]|NAME]...  only these out (instead of --internet)\n"
             "  resize ID [--cores N] [--memory MB] [--disk GB] [--net-rate MBIT]\n"
             "                                  live; disks only grow\n"
             "  list [--all]                    your sandboxes (admins: --all)\n"

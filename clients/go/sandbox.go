@@ -127,7 +127,8 @@ func WithHostname(h string) Option { return func(p map[string]any) { p["hostname
 func WithInternet(on bool) Option { return func(p map[string]any) { p["internet"] = on } }
 
 // WithAllow lets out only the allow-list's entries (IPv4 CIDR[:PORT], e.g.
-// "203.0.113.0/24:443") instead of internet on or off: internet {"allow": [...]}.
+// "203.0.113.0/24:443", and domain names such as "pypi.org", reached through the
+// daemon's egress proxy) instead of internet on or off: internet {"allow": [...]}.
 func WithAllow(entries ...string) Option {
 	return func(p map[string]any) { p["internet"] = map[string]any{"allow": entries} }
 }
@@ -280,8 +281,8 @@ func (s *Sandbox) SetInternet(ctx context.Context, on bool) error {
 	return s.update(ctx, methodSetInternet, map[string]any{"enabled": on})
 }
 
-// SetInternetAllow lets out only the allow-list's entries (IPv4 CIDR[:PORT]), replacing
-// internet on or off or the list before.
+// SetInternetAllow lets out only the allow-list's entries (IPv4 CIDR[:PORT] or domain
+// names), replacing internet on or off or the list before.
 func (s *Sandbox) SetInternetAllow(ctx context.Context, entries []string) error {
 	return s.update(ctx, methodSetInternet, map[string]any{"enabled": true, "allow": entries})
 }

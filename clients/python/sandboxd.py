@@ -711,7 +711,7 @@ class Sandbox:
                      allow: Optional[List[str]] = None) -> "Sandbox":
         """Proxmox enforces the change at its next firewall cycle (info["effective_by"]);
         wait=True returns only once a probe from inside the sandbox confirms it. allow (with
-        enabled): an allow-list (CIDR[:PORT] entries) instead of HTTP, HTTPS and DNS; the list
+        enabled): an allow-list (CIDR[:PORT] and domain-name entries) instead of HTTP, HTTPS and DNS; the list
         in force is info["internet_allow"]."""
         kw: Dict[str, Any] = {"enabled": bool(enabled)}
         if allow is not None:

@@ -144,12 +144,16 @@ static const struct key_def keys[] = {
     UINT_KEY("preview", "header_timeout_ms", preview.header_timeout_ms, 100, 600000),
     UINT_KEY("preview", "max_pending", preview.max_pending, 1, 65536),
     UINT_KEY("preview", "max_connections", preview.max_connections, 1, 1024),
+    {"egress", "listen", KEY_HOSTPORT, F(egress.listen_ip), F(egress.listen_port), 0, 0},
+    UINT_KEY("egress", "max_connections", egress.max_connections, 1, 1024),
+    UINT_KEY("egress", "header_timeout_ms", egress.header_timeout_ms, 100, 600000),
+    UINT_KEY("egress", "idle_timeout_s", egress.idle_timeout_s, 1, 86400),
 };
 
 #define N_KEYS ELEMENTSOF(keys)
 
 static const char *known_sections[] = {"server", "proxmox", "ssh",     "sandbox", "templates",
-                                       "pool",   "network", "forward", "preview"};
+                                       "pool",   "network", "forward", "preview", "egress"};
 /* Keys of [templates] and [pool] other than the operator's template names. */
 static const char *const dynamic_keys[] = {"templates.default", "templates.max_templates_per_uid",
                                            "templates.max_template_disk_gb_per_uid", "pool.warm",
@@ -566,6 +570,12 @@ int config_init(struct config *c)
                 .max_pending = CONFIG_DEFAULT_PREVIEW_MAX_PENDING,
                 .max_connections = CONFIG_DEFAULT_PREVIEW_MAX_CONNECTIONS,
             },
+        .egress =
+            {
+                .max_connections = CONFIG_DEFAULT_EGRESS_MAX_CONNECTIONS,
+                .header_timeout_ms = CONFIG_DEFAULT_EGRESS_HEADER_TIMEOUT_MS,
+                .idle_timeout_s = CONFIG_DEFAULT_EGRESS_IDLE_TIMEOUT_S,
+            },
     };
     c->proxmox.nodes = calloc(1, sizeof(char *));
     if (c->proxmox.nodes) {
@@ -763,6 +773,8 @@ int config_validate(const struct config *c, char **ret_error)
                   file);
     if (!c->preview.tls_certificate != !c->preview.tls_key)
         set_error(&err, "%s: [preview] tls_certificate and tls_key go together", file);
+    if (c->egress.listen_port && c->egress.listen_ip == 0)
+        set_error(&err, "%s: [egress] listen: an address the sandboxes reach, not 0.0.0.0", file);
     if (!err)
         (void)config_templates_validate(c, &err);
     if (err) {

@@ -93,6 +93,9 @@
 #define CONFIG_DEFAULT_PREVIEW_HEADER_TIMEOUT_MS 10000
 #define CONFIG_DEFAULT_PREVIEW_MAX_PENDING 256
 #define CONFIG_DEFAULT_PREVIEW_MAX_CONNECTIONS 64
+#define CONFIG_DEFAULT_EGRESS_MAX_CONNECTIONS 64
+#define CONFIG_DEFAULT_EGRESS_HEADER_TIMEOUT_MS 10000
+#define CONFIG_DEFAULT_EGRESS_IDLE_TIMEOUT_S 300
 
 struct config_server {
     char *socket;       /* path bound when systemd passes none */
@@ -218,6 +221,16 @@ struct config_preview {
     unsigned max_connections;   /* 1..1024 relayed connections at once per preview */
 };
 
+/* [egress]: the egress proxy of allow-lists' domain names (lib/engine/egress-proxy.c), off
+ * while listen is unset (port 0). */
+struct config_egress {
+    uint32_t listen_ip;         /* IPv4 the sandboxes' bridge reaches (host order) */
+    unsigned listen_port;       /* 0: off */
+    unsigned max_connections;   /* 1..1024 connections at once per sandbox */
+    unsigned header_timeout_ms; /* 100..600000 for a request head and a ClientHello */
+    unsigned idle_timeout_s;    /* 1..86400 without a byte either way, then closed */
+};
+
 /* A template a sandbox is cloned from: [templates] NAME = VMID, NAME.host_key = pins
  * ([proxmox] template is the one named CONFIG_DEFAULT_TEMPLATE_NAME). */
 struct config_template {
@@ -255,6 +268,7 @@ struct config {
     struct config_network network;
     struct config_forward forward;
     struct config_preview preview;
+    struct config_egress egress;
     struct config_template *templates; /* [proxmox] template first, then [templates] in order */
     size_t n_templates;
     char *default_template; /* [templates] default; NULL: "default" or the first */

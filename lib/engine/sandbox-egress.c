@@ -15,6 +15,7 @@
  * idempotent, so a change interrupted (a failure, a restart) is finished by the next. */
 #include "macro.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +44,7 @@ enum egress_phase {
     EG_SET_CREATE,
     EG_SET_ADD,
     EG_RULE_ADD,
+    EG_PROXY_RULE,
 };
 
 struct egress_run {
@@ -58,6 +60,7 @@ struct egress_run {
     size_t n_sets, set_i;
     uint16_t ports[EGRESS_SETS_MAX]; /* the list's ports in order, 0: every port */
     size_t n_ports, port_i, entry_i;
+    bool proxy; /* the list has names and the proxy runs: a rule lets the sandbox reach it */
 };
 
 static void set_name(uint16_t port, char buf[EGRESS_SET_NAME_MAX])
@@ -122,6 +125,36 @@ static int start_rule_add(struct egress_run *run, char *set)
                            &sb->call);
 }
 
+/* The last rule of a list with names: TCP to the egress proxy's address and port. 1 when
+ * there is none to add. */
+static int start_proxy_rule(struct egress_run *run)
+{
+    struct sandbox *sb = run->sb;
+    const struct config_egress *ce = &sb->engine->cfg->egress;
+    _cleanup_json_ json_object *p = NULL;
+    char dest[INET_ADDRSTRLEN], dport[8];
+    uint32_t ip = ce->listen_ip;
+
+    if (!run->proxy)
+        return 1;
+    p = json_object_new_object();
+    if (!p)
+        return -ENOMEM;
+    snprintf(dest, sizeof dest, "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 255u, (ip >> 8) & 255u,
+             ip & 255u);
+    snprintf(dport, sizeof dport, "%u", ce->listen_port);
+    json_object_object_add(p, "type", json_object_new_string("out"));
+    json_object_object_add(p, "action", json_object_new_string("ACCEPT"));
+    json_object_object_add(p, "enable", json_object_new_int(1));
+    json_object_object_add(p, "dest", json_object_new_string(dest));
+    json_object_object_add(p, "proto", json_object_new_string("tcp"));
+    json_object_object_add(p, "dport", json_object_new_string(dport));
+    json_object_object_add(p, "comment", json_object_new_string(EGRESS_COMMENT));
+    run->phase = EG_PROXY_RULE;
+    return pve_fw_rule_add(sb->engine->pve, sb->node, sb->vmid, p, call_ms(run), on_step, run,
+                           &sb->call);
+}
+
 /* The build: the set of port_i (created, then filled), its rule, then the next port. */
 static int build_next(struct egress_run *run, enum egress_phase done)
 {
@@ -130,7 +163,7 @@ static int build_next(struct egress_run *run, enum egress_phase done)
     char set[EGRESS_SET_NAME_MAX], cidr[EGRESS_ENTRY_MAX + 1];
 
     if (run->port_i >= run->n_ports)
-        return 1;
+        return start_proxy_rule(run);
     set_name(run->ports[run->port_i], set);
     if (done == EG_SET_CREATE || done == EG_SET_ADD) {
         if (done == EG_SET_ADD)
@@ -147,7 +180,7 @@ static int build_next(struct egress_run *run, enum egress_phase done)
                                 &sb->call);
     }
     if (done == EG_RULE_ADD && ++run->port_i >= run->n_ports)
-        return 1;
+        return start_proxy_rule(run);
     set_name(run->ports[run->port_i], set);
     run->entry_i = 0;
     run->phase = EG_SET_CREATE;
@@ -202,7 +235,7 @@ static int build_start(struct egress_run *run)
                                 e->cfg->proxmox.internet_group, true, call_ms(run), on_step, run,
                                 &run->sb->call);
     }
-    if (!run->allow || run->n_ports == 0)
+    if (!run->allow)
         return 1;
     run->port_i = 0;
     return build_next(run, EG_SET_DELETE);
@@ -240,6 +273,7 @@ static int advance(struct egress_run *run, const struct pve_result *res, bool re
         }
         return build_start(run);
     case EG_GROUP_ON:
+    case EG_PROXY_RULE:
         return 1;
     case EG_SET_CREATE:
     case EG_SET_ADD:
@@ -324,6 +358,7 @@ int egress_fw_apply(struct sandbox *sb, bool internet, json_object *allow, uint6
             if (en->kind == EGRESS_CIDR && k == run->n_ports)
                 run->ports[run->n_ports++] = en->port;
         }
+        run->proxy = egress_has_names(run->allow) && e->cfg->egress.listen_port != 0;
     }
     run->phase = EG_GROUP_OFF;
     if (internet && !allow) /* the group stays, if there: no moment without it */
@@ -451,4 +486,35 @@ int egress_fw_read(struct pve_client *pve, const char *node, uint32_t vmid,
         free(rd);
     }
     return r;
+}
+
+/* ---- the proxy variables of a sandbox whose list holds names ---- */
+
+json_object *egress_proxy_env(const struct sandbox *sb)
+{
+    const struct config_egress *ce = &sb->engine->cfg->egress;
+    _cleanup_free_ struct egress_allow *a = NULL;
+    struct params_error err = {};
+    static const char *const names[] = {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"};
+    static const char no_proxy[] = "localhost,127.0.0.1,::1";
+    json_object *o;
+    char url[48];
+    uint32_t ip = ce->listen_ip;
+
+    if (ce->listen_port == 0 || !sb->internet || !sb->internet_allow)
+        return NULL;
+    a = malloc(sizeof *a);
+    if (!a || egress_allow_parse(sb->internet_allow, "internet.allow", a, &err) < 0 ||
+        !egress_has_names(a))
+        return NULL;
+    o = json_object_new_object();
+    if (!o)
+        return NULL;
+    snprintf(url, sizeof url, "http://%u.%u.%u.%u:%u", ip >> 24, (ip >> 16) & 255u,
+             (ip >> 8) & 255u, ip & 255u, ce->listen_port);
+    for (size_t i = 0; i < ELEMENTSOF(names); i++)
+        json_object_object_add(o, names[i], json_object_new_string(url));
+    json_object_object_add(o, "NO_PROXY", json_object_new_string(no_proxy));
+    json_object_object_add(o, "no_proxy", json_object_new_string(no_proxy));
+    return o;
 }

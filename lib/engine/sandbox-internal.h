@@ -187,6 +187,11 @@ typedef void (*egress_read_fn)(int error, json_object *allow, void *userdata);
 int egress_fw_read(struct pve_client *pve, const char *node, uint32_t vmid,
                    const struct pve_fw_rules *rules, uint64_t timeout_ms, egress_read_fn cb,
                    void *userdata);
+/* The proxy variables (HTTP_PROXY, HTTPS_PROXY, their lower-case forms, NO_PROXY) every
+ * exec and process of sb gets, as a JSON object (owned), when [egress] listen is set and
+ * sb's allow-list holds a name; else NULL. */
+json_object *egress_proxy_env(const struct sandbox *sb);
+
 /* True when sb's allow-list lets ip:port (host order, TCP) through. */
 bool egress_sandbox_allows(const struct sandbox *sb, uint32_t ip, unsigned port);
 
@@ -318,6 +323,11 @@ struct engine {
     void (*preview_srv_stop)(struct engine *e);
     uint8_t preview_key[64];
     size_t preview_key_len;
+    /* The egress proxy ([egress] listen, egress-proxy.c) and its hook, so that sandbox.c
+     * closes the proxied connections of a sandbox that goes away (sb) or all of them and
+     * the listener when the engine closes (NULL). */
+    struct eproxy_srv *eproxy;
+    void (*eproxy_stop)(struct engine *e, const struct sandbox *sb);
 
     bool closing;
     unsigned close_pending;

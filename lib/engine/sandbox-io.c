@@ -77,6 +77,8 @@ static void on_fw_set(const struct pve_result *res, void *userdata)
         sb->internet = op->enabled;
         json_object_put(sb->internet_allow);
         sb->internet_allow = TAKE_PTR(op->allow);
+        if (e->eproxy_stop) /* connections through the egress proxy checked by the old list */
+            e->eproxy_stop(e, sb);
         if (!e->closing)
             (void)sandbox_save(sb, save_logged, NULL);
         op->cb(NULL, sb, op->userdata);

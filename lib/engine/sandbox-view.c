@@ -122,7 +122,8 @@ static int env_add_layers(const char *const *env, json_object *const *layers, si
 int sandbox_env_merge(const struct sandbox *sb, const char *const *env, size_t max_vars,
                       size_t max_bytes, char ***ret, size_t *ret_bytes)
 {
-    json_object *const layers[] = {sb->env, sandbox_template_env(sb)};
+    _cleanup_json_ json_object *proxy = egress_proxy_env(sb);
+    json_object *const layers[] = {sb->env, sandbox_template_env(sb), proxy};
     size_t n = 0, bytes = 0, k = 0;
     char **v;
 

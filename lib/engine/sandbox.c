@@ -126,6 +126,8 @@ int sandbox_set_state_saved(struct sandbox *sb, enum sandbox_state s, void (*cb)
         sb->engine->pumps_stop(sb->engine, sb); /* the sandbox goes away: its pumps end */
     if (s >= SANDBOX_DESTROYING && sb->engine->relays_stop)
         sb->engine->relays_stop(sb->engine, sb); /* and its forwards and previews */
+    if (s >= SANDBOX_DESTROYING && sb->engine->eproxy_stop)
+        sb->engine->eproxy_stop(sb->engine, sb); /* and its proxied connections */
     sandbox_observe(sb, old);
     if (s == SANDBOX_GONE || s == SANDBOX_PENDING || sb->engine->closing)
         return -ESHUTDOWN;
@@ -502,6 +504,8 @@ void engine_close(struct engine *e, void (*cb)(void *userdata), void *userdata)
         e->pumps_stop(e, NULL);
     if (e->preview_srv_stop)
         e->preview_srv_stop(e);
+    if (e->eproxy_stop)
+        e->eproxy_stop(e, NULL);
     if (e->relays_stop)
         e->relays_stop(e, NULL); /* forwards and previews */
     if (e->transfers_stop)

@@ -232,13 +232,17 @@ def wait_procs(c, sid, pattern, n, timeout=30):
 class Env:
     """pve-sim + sandboxd. Use as a context manager."""
 
-    def __init__(self, sim_config=None, daemon_config=None, host_key=None, log_level="debug"):
+    def __init__(self, sim_config=None, daemon_config=None, host_key=None, log_level="debug",
+                 daemon_wrap=None):
         cfg = dict(FAST_SIM)
         cfg.update(sim_config or {})
         self.sim = simlib.Sim(config=cfg)
         self.daemon_config = daemon_config or {}
         self.host_key = host_key
         self.log_level = log_level
+        # a callable given the simulator's info and the daemon's folder: a command line
+        # the daemon's is appended to (e.g. unshare), or None
+        self.daemon_wrap = daemon_wrap
         self.proc = None
         self.dir = None
         self.keep_log = False
@@ -305,7 +309,8 @@ class Env:
         self.errlog = open(self.errlog_path, "w+")
         env = dict(os.environ)
         env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
-        self.proc = subprocess.Popen([SANDBOXD, "--config", self.config, "--log-level", self.log_level],
+        wrap = self.daemon_wrap(info, self.dir) if self.daemon_wrap else []
+        self.proc = subprocess.Popen(wrap + [SANDBOXD, "--config", self.config, "--log-level", self.log_level],
                                      stdout=self.errlog, stderr=self.errlog, env=env)
         deadline = time.time() + 30
         while time.time() < deadline:

@@ -27,7 +27,8 @@ def launch(env, crash_at=None):
     e.pop("SANDBOXD_TEST_CRASH_AT", None)
     if crash_at:
         e["SANDBOXD_TEST_CRASH_AT"] = crash_at
-    env.proc = subprocess.Popen([e2elib.SANDBOXD, "--config", env.config, "--log-level", env.log_level],
+    wrap = env.daemon_wrap(env.sim.info, env.dir) if env.daemon_wrap else []
+    env.proc = subprocess.Popen(wrap + [e2elib.SANDBOXD, "--config", env.config, "--log-level", env.log_level],
                                 stdout=env.errlog, stderr=env.errlog, env=e)
     deadline = time.time() + 30
     while time.time() < deadline:

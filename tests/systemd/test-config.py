@@ -181,6 +181,13 @@ def test_errors():
             p = check_config(conf)
             t.check(p.returncode == 1 and word in p.stderr,
                     f"[preview] {body.strip()!r}: exit {p.returncode}: {p.stderr.strip()}")
+        # [egress]: listen on an address the sandboxes can be told, not the wildcard
+        for i, (body, word) in enumerate([("listen = 0.0.0.0:3128\n", "listen"),
+                                          ("max_connections = 0\n", "max_connections")]):
+            conf = write(os.path.join(tmp, f"egress{i}.conf"), "[egress]\n" + body, 0o644)
+            p = check_config(conf)
+            t.check(p.returncode == 1 and word in p.stderr,
+                    f"[egress] {body.strip()!r}: exit {p.returncode}: {p.stderr.strip()}")
 
 
 TESTS = {"keys": test_keys, "example": test_example, "credentials": test_credentials,

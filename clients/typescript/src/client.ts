@@ -31,7 +31,7 @@ export interface CreateOptions extends CallOptions {
   /** Bandwidth cap in Mbit/s, both directions; 0: none. */
   netRateMbps?: number;
   /** true: HTTP, HTTPS and DNS out; { allow: [...] }: only the allow-list's entries
-   * (IPv4 CIDR[:PORT], e.g. "203.0.113.0/24:443"). */
+   * (IPv4 CIDR[:PORT], e.g. "203.0.113.0/24:443", or domain names, e.g. "pypi.org"). */
   internet?: boolean | { allow: string[] };
   ttlS?: number;
   labels?: Record<string, string>;

@@ -166,7 +166,7 @@ export class Sandbox {
   }
 
   /** sandbox.set_internet; with wait, returns once a probe from inside confirms it; allow
-   * (with enabled): only the allow-list's entries (IPv4 CIDR[:PORT]). */
+   * (with enabled): only the allow-list's entries (IPv4 CIDR[:PORT] or domain names). */
   setInternet(
     enabled: boolean,
     opts: CallOptions & { wait?: boolean; waitTimeoutS?: number; allow?: string[] } = {},

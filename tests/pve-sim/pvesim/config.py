@@ -47,6 +47,10 @@ def default_config():
         "transit_subnet": None,
         "lan_subnet": None,
         "internet_subnet": "198.51.100.0/24",
+        # True: the host routes internet_subnet through the node, as a node's uplink reaches
+        # the internet (an egress proxy on the host connects there); needs a subnet no
+        # other instance routes
+        "internet_route": False,
         "daemon_address": None,
         "authorized_key": None,
         "dhcp_delay": 1.0,

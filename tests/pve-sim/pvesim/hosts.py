@@ -1,6 +1,8 @@
 """The simulated internet and LAN hosts: HTTP on 80 (GET /bytes/N: N zero bytes, at most
 256 MiB, and PUT /sink: reads a body of up to 256 MiB and answers its size, for throughput
-checks), one-line banners on 443 and 22, and a
+checks), one-line banners on 443 and 22 (on 443, a client whose first byte, within 0.3 s,
+starts a TLS handshake gets HTTPS instead: a self-signed certificate, any request answered
+"pve-sim NAME https"), and a
 DNS server on 53. The resolver answers A queries for the names it serves (internet.test,
 allowed.test, denied.test: each an address of the internet host, which serves them all)
 with their addresses, names under .invalid with NXDOMAIN, and any other name with the
@@ -10,9 +12,13 @@ that address's name ("pve-sim internet http allowed.test"). Runs as
 
 import os
 import re
+import shutil
 import signal
 import socket
+import ssl
 import struct
+import subprocess
+import tempfile
 import threading
 import time
 
@@ -165,8 +171,55 @@ def serve_host(name, ip, dns_answer, names=None):
             pass
         conn.close()
 
+    def tls_context():
+        d = tempfile.mkdtemp(prefix="pve-sim-tls-")
+        key, crt = os.path.join(d, "key.pem"), os.path.join(d, "crt.pem")
+        try:
+            subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                            "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2", "-subj",
+                            f"/CN={name}.test", "-keyout", key, "-out", crt],
+                           check=True, capture_output=True)
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(crt, key)
+            return ctx
+        except (OSError, subprocess.CalledProcessError, ssl.SSLError):
+            return None
+        finally:
+            shutil.rmtree(d, ignore_errors=True)  # the context holds them
+
+    tls_ctx = tls_context()
+    tls_banner = banner(f"pve-sim {name} tls\n")
+
+    def https(conn):
+        try:
+            conn.settimeout(0.3)
+            try:
+                first = conn.recv(1, socket.MSG_PEEK)
+            except socket.timeout:
+                first = b""
+            if first != b"\x16" or tls_ctx is None:
+                conn.settimeout(None)
+                tls_banner(conn)
+                return
+            conn.settimeout(5)
+            lbl = label(conn)
+            s = tls_ctx.wrap_socket(conn, server_side=True)
+            req = b""
+            while b"\r\n\r\n" not in req and len(req) < 16384:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                req += chunk
+            body = f"pve-sim {name} https{lbl}\n".encode()
+            s.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s"
+                      % (len(body), body))
+            s.close()
+        except (OSError, ssl.SSLError):
+            pass
+        conn.close()
+
     tcp_banner(80, http)
-    tcp_banner(443, banner(f"pve-sim {name} tls\n"))
+    tcp_banner(443, https)
     tcp_banner(22, banner(f"SSH-2.0-pve-sim-{name}\r\n"))
     tcp_banner(53, tcp_dns)
     threading.Thread(target=udp_dns, daemon=True).start()

@@ -219,6 +219,8 @@ class Net:
         self.batch(None, [f"addr add {self.host_ip}/{self.transit.prefixlen} dev {self.host_if}",
                           f"link set {self.host_if} up",
                           f"route add {self.bridge} via {self.node_ip} dev {self.host_if} src {self.host_ip}"])
+        if self.sim.cfg["internet_route"]:
+            self.batch(None, [f"route add {self.inet} via {self.node_ip} dev {self.host_if} src {self.host_ip}"])
         # a fixed bridge address, as a node's bridge has from its uplink: without it Linux
         # gives the bridge its lowest port's MAC, and each container start or destroy that
         # changes it would flush the node's neighbour table, hiding stale entries
