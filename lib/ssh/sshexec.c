@@ -393,6 +393,60 @@ static void on_kill_done(struct sshexec *k, int error, struct sshexec_result *re
         uv_timer_start(&e->timer, on_exec_timer, SSHEXEC_KILL_GRACE_MS, 0);
 }
 
+/* Writes what is due (stdin, or the supervisor's stream and its kill frame), delivers
+ * output; true when the exec finished. */
+static bool exec_io(struct sshexec *e)
+{
+    const char *wbuf = e->super ? e->req : e->stdin_buf;
+    size_t wlen = e->super ? e->req_len : e->stdin_len;
+    int rc;
+
+    while (e->stdin_off < wlen && !e->remote_closed) {
+        size_t n = MIN(wlen - e->stdin_off, (size_t)SSHEXEC_WRITE_CHUNK);
+        rc = ssh_channel_write(e->ch, wbuf + e->stdin_off, (uint32_t)n);
+        if (rc == SSH_ERROR) {
+            /* The command may have exited without reading its input: not fatal. */
+            e->stdin_off = wlen;
+            break;
+        }
+        if (rc <= 0)
+            break;
+        e->stdin_off += (size_t)rc;
+    }
+    /* The supervisor takes the stream's end for the daemon's going away: never sent. */
+    if (e->stdin_off >= wlen && !e->eof_sent && !e->remote_closed && !e->super) {
+        rc = ssh_channel_send_eof(e->ch);
+        if (rc != SSH_AGAIN)
+            e->eof_sent = true;
+    }
+    if (e->super && e->state == EXEC_KILLING && e->stdin_off >= wlen && !e->super_kill_sent &&
+        !e->remote_closed &&
+        ssh_channel_write(e->ch, SUPER_KILL_FRAME, SUPER_KILL_FRAME_LEN) == SUPER_KILL_FRAME_LEN)
+        e->super_kill_sent = true;
+    flush_chunks(e, true);
+    if (e->state == EXEC_DONE)
+        return true;
+    if (e->remote_closed || (e->super && (e->sp.ended || e->sp.error))) {
+        exec_finish(e, e->cancelled ? -ECANCELED : 0);
+        return true;
+    }
+    return false;
+}
+
+/* The supervisor's channel was refused: the exec goes over an exec channel, queued again. */
+static void super_fall_back(struct sshexec *e)
+{
+    e->super = false;
+    free(e->req);
+    e->req = NULL;
+    ssh_remove_channel_callbacks(e->ch, &e->cbs);
+    ssh_channel_free(e->ch);
+    e->ch = NULL;
+    sshpool_release(&e->chan);
+    exec_set_state(e, EXEC_QUEUED);
+    sshpool_submit(e->pool, &e->chan);
+}
+
 static void exec_process(struct sshpool_chan *c)
 {
     struct sshexec *e = container_of(c, struct sshexec, chan);
@@ -429,15 +483,7 @@ static void exec_process(struct sshpool_chan *c)
         if (rc != SSH_OK && e->super && !e->abort_open && ssh_is_connected(ssh)) {
             /* Refused (forwarding off, the supervisor gone): the exec channel, now. */
             log_debug(COMP, "%s: supervisor channel refused: %s", e->marker, ssh_get_error(ssh));
-            e->super = false;
-            free(e->req);
-            e->req = NULL;
-            ssh_remove_channel_callbacks(e->ch, &e->cbs);
-            ssh_channel_free(e->ch);
-            e->ch = NULL;
-            sshpool_release(&e->chan);
-            exec_set_state(e, EXEC_QUEUED);
-            sshpool_submit(e->pool, &e->chan);
+            super_fall_back(e);
             return;
         }
         if (rc != SSH_OK) {
@@ -480,40 +526,8 @@ static void exec_process(struct sshpool_chan *c)
         }
         exec_set_state(e, EXEC_RUNNING);
     }
-    if (e->state == EXEC_RUNNING || e->state == EXEC_KILLING) {
-        const char *wbuf = e->super ? e->req : e->stdin_buf;
-        size_t wlen = e->super ? e->req_len : e->stdin_len;
-
-        while (e->stdin_off < wlen && !e->remote_closed) {
-            size_t n = MIN(wlen - e->stdin_off, (size_t)SSHEXEC_WRITE_CHUNK);
-            rc = ssh_channel_write(e->ch, wbuf + e->stdin_off, (uint32_t)n);
-            if (rc == SSH_ERROR) {
-                /* The command may have exited without reading its input: not fatal. */
-                e->stdin_off = wlen;
-                break;
-            }
-            if (rc <= 0)
-                break;
-            e->stdin_off += (size_t)rc;
-        }
-        /* The supervisor takes the stream's end for the daemon's going away: never sent. */
-        if (e->stdin_off >= wlen && !e->eof_sent && !e->remote_closed && !e->super) {
-            rc = ssh_channel_send_eof(e->ch);
-            if (rc != SSH_AGAIN)
-                e->eof_sent = true;
-        }
-        if (e->super && e->state == EXEC_KILLING && e->stdin_off >= wlen && !e->super_kill_sent &&
-            !e->remote_closed &&
-            ssh_channel_write(e->ch, SUPER_KILL_FRAME, SUPER_KILL_FRAME_LEN) != SSH_ERROR)
-            e->super_kill_sent = true;
-        flush_chunks(e, true);
-        if (e->state == EXEC_DONE)
-            return;
-        if (e->remote_closed || (e->super && (e->sp.ended || e->sp.error))) {
-            exec_finish(e, e->cancelled ? -ECANCELED : 0);
-            return;
-        }
-    }
+    if ((e->state == EXEC_RUNNING || e->state == EXEC_KILLING) && exec_io(e))
+        return;
 out:
     sshpool_chan_flush(c);
 }
@@ -763,18 +777,22 @@ int sshexec_cancel(struct sshexec *e)
  * first (which root would then run) nor swap the binary for one of its own.
  *
  * With the supervisor on (sshs_config.exec_supervisor), the check (and the push) run the
- * helper as `--serve /root/.sandboxd-serve-<hash>/sock` instead of `--check`: it also makes
- * sure the exec supervisor (nsexec/serve.c) listens there, and says so (state serving). On
+ * helper as `--serve /root/.sandboxd-serve-<hash>` instead of `--check`: it also makes sure
+ * the exec supervisor (nsexec/serve.c) runs and prints its port and token (state serving). On
  * a serving pool each exec without a user and without the container's PID namespace opens a
- * direct-streamlocal channel to that socket instead of an exec channel. When sshd refuses
- * that channel the exec goes on over an exec channel at once, and: if the supervisor had
- * served this pool since the last check, the pool checks again (which starts a supervisor
- * that died); if not (forwarding off in sshd, or no supervisor right after the check), the
- * pool stops using it. */
+ * direct-tcpip channel to the supervisor's port on 127.0.0.1 instead of an exec channel.
+ * When sshd refuses that channel the exec goes on over an exec channel at once, and the
+ * pool checks again (which starts a supervisor that died, e.g. with a container restart);
+ * after a second refusal with no channel opened between (forwarding off in sshd), the pool
+ * stops using it. */
 #define NS_DIR "/root/.sandboxd-nsexec-"
 #define NS_HASH_CHARS 16
 #define NS_CHECK_LINE "sandboxd-nsexec ok\n"
 #define NS_TIMEOUT_MS 30000u
+/* The exec supervisor's flags in the pool (sshpool_get_super()). */
+#define SUPER_USED 1    /* a channel to it opened since the last check */
+#define SUPER_OFF 2     /* refused twice without having served: not on this pool */
+#define SUPER_REFUSED 4 /* refused once without having served since */
 
 enum ns_state {
     NS_UNKNOWN = 0,
@@ -851,7 +869,7 @@ static void on_ns_done(struct sshexec *e, int error, struct sshexec_result *res,
         char token[SERVE_TOKEN_LEN + 1];
         bool serving = super_parse_line(res->out + strlen(NS_CHECK_LINE), &port, token) == 0;
 
-        sshpool_set_super(pool, 0);
+        sshpool_set_super(pool, sshpool_get_super(pool) & SUPER_REFUSED);
         if (serving)
             sshpool_set_super_addr(pool, port, token);
         ns_set_state(pool, serving ? NS_SERVING : NS_READY);
@@ -925,8 +943,6 @@ static const char *exec_ns_helper(struct sshpool *pool)
 
 /* ---- the exec supervisor (nsexec/serve.c) ---- */
 
-#define SUPER_USED 1 /* a channel to it opened since the last check */
-#define SUPER_OFF 2  /* refused without having served: not on this pool */
 
 static const char *super_dir(void)
 {
@@ -949,13 +965,14 @@ static void super_opened(struct sshpool *pool, bool ok)
     int flags = sshpool_get_super(pool);
 
     if (ok) {
-        sshpool_set_super(pool, flags | SUPER_USED);
+        sshpool_set_super(pool, (flags | SUPER_USED) & ~SUPER_REFUSED);
         return;
     }
-    if (flags & SUPER_USED) {
-        /* It served, then went away: check again, which starts it again. */
+    if ((flags & (SUPER_USED | SUPER_REFUSED)) != SUPER_REFUSED) {
+        /* It served, then went away (or the container restarted): check again, which starts
+         * it again. */
         log_debug(COMP, "exec supervisor gone: checking again");
-        sshpool_set_super(pool, flags & ~SUPER_USED);
+        sshpool_set_super(pool, (flags & ~SUPER_USED) | (flags & SUPER_USED ? 0 : SUPER_REFUSED));
         if (sshpool_get_nsexec(pool) == NS_SERVING)
             ns_set_state(pool, NS_UNKNOWN);
         return;
