@@ -5,6 +5,7 @@
             (one persistent libssh session, an exec channel per command: bench-sshfloor),
             the same sandbox's execs through the shell wrapper (the exec helper's file
             removed; only when the exec supervisor does not run), a fresh OpenSSH `ssh host true` per command and OpenSSH ControlMaster
+            then the same exec figures from a daemon with [ssh] exec_supervisor = false
   flight    1,000 execs in flight over 50 sandboxes: throughput, p99, errors
   create    create -> ready latency with the simulator's delays at zero (p50), and 16
             parallel creates
@@ -72,7 +73,7 @@ def ssh_floor(env, sb, n):
     return float(m.group(1)) / 1000, float(m.group(2)) / 1000
 
 
-def bench_exec(env, c, n):
+def bench_exec(env, c, n, openssh=True):
     sb = c.call("sandbox.create", {})
     # The first exec puts the exec helper in place and starts the exec supervisor (in the
     # background): wait for them.
@@ -112,6 +113,9 @@ def bench_exec(env, c, n):
         print(f"exec sandboxd, shell wrapper:        {ms(wrap)}")
     print(f"  ratio exec/floor p50 {pct(lat, 50) / floor50:.2f}x (goal <= 1.3x)"
           + (f"; shell wrapper/floor {pct(wrap, 50) / floor50:.2f}x" if wrap else ""))
+    if not openssh:
+        c.call("sandbox.destroy", {"id": sb["id"]})
+        return
     base = ssh_base(env, sb)
     fresh = []
     for _ in range(max(20, n // 20)):
@@ -313,6 +317,12 @@ def main():
             live = bench_rss(env, c, 10 if q else 100, live)
         destroy_all(c, live)
         print(f"bench done in {time.time() - t0:.0f} s")
+    if "exec" in only:
+        # The baseline in the same run: exec channels only (the exec helper, the shell wrapper).
+        print("baseline: [ssh] exec_supervisor = false")
+        with Env(sim_config=ZERO, log_level="info",
+                 daemon_config={"ssh": {"exec_supervisor": "false"}}) as env:
+            bench_exec(env, env.client(timeout=1800), 100 if q else 1000, openssh=False)
     if "create" in only:
         rekey_baseline(3 if q else 10, lat_with=CREATE_LAT)
 
