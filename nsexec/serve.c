@@ -615,8 +615,8 @@ static _Noreturn void start_supervisor(const char *dir, int lk, int ready)
         snprintf(token + 2 * i, 3, "%02x", rnd[i]);
     lfd = listen_on(&port);
     nul = open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (lfd < 0 || nul < 0 || write_addr(dir, port) < 0 || dup2(nul, 0) < 0 ||
-        dup2(nul, 1) < 0 || dup2(nul, 2) < 0)
+    if (lfd < 0 || nul < 0 || write_addr(dir, port) < 0 || dup2(nul, 0) < 0 || dup2(nul, 1) < 0 ||
+        dup2(nul, 2) < 0)
         _exit(1);
     close(nul);
     (void)!write(ready, "y", 1);

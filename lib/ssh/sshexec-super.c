@@ -11,8 +11,9 @@
 
 /* A request at every limit: the marker, cwd, the command (or argv with a tag per entry),
  * "/bin/sh" and "-c", env with a tag per entry. */
-_Static_assert(2 * (SERVE_TOKEN_LEN + 2) + 2 + EXEC_CWD_MAX + 16 + EXEC_COMMAND_MAX + EXEC_ARGV_BYTES_MAX +
-                       EXEC_ARGV_MAX + EXEC_ENV_BYTES_MAX + 3 * EXEC_ENV_MAX <=
+_Static_assert(2 * (SERVE_TOKEN_LEN + 2) + 2 + EXEC_CWD_MAX + 16 + EXEC_COMMAND_MAX +
+                       EXEC_ARGV_BYTES_MAX + EXEC_ARGV_MAX + EXEC_ENV_BYTES_MAX +
+                       3 * EXEC_ENV_MAX <=
                    SERVE_REQUEST_MAX,
                "a request at every exec limit must fit the supervisor's");
 _Static_assert(SSHEXEC_STDIN_MAX <= SERVE_STDIN_MAX, "stdin must fit the supervisor's");
@@ -76,7 +77,8 @@ int super_parse_line(const char *s, uint16_t *ret_port, char *ret_token)
     s += n;
     port = strtoul(s, &end, 10);
     if (end == s || port == 0 || port > 65535 || *end != ' ' ||
-        strspn(end + 1, "0123456789abcdef") != SERVE_TOKEN_LEN || strcmp(end + 1 + SERVE_TOKEN_LEN, "\n"))
+        strspn(end + 1, "0123456789abcdef") != SERVE_TOKEN_LEN ||
+        strcmp(end + 1 + SERVE_TOKEN_LEN, "\n"))
         return -EINVAL;
     *ret_port = (uint16_t)port;
     memcpy(ret_token, end + 1, SERVE_TOKEN_LEN);
@@ -106,8 +108,8 @@ int super_request(const struct sshexec_params *params, const char *marker, const
     }
     put_u32((unsigned char *)b.data + 1, (uint32_t)len);
     for (size_t off = 0; r == 0 && off < params->stdin_len; off += SERVE_CHUNK_MAX) {
-        size_t n = params->stdin_len - off < SERVE_CHUNK_MAX ? params->stdin_len - off
-                                                             : SERVE_CHUNK_MAX;
+        size_t n =
+            params->stdin_len - off < SERVE_CHUNK_MAX ? params->stdin_len - off : SERVE_CHUNK_MAX;
 
         r = add_frame_header(&b, 'I', n);
         if (r == 0)

@@ -473,8 +473,8 @@ static void exec_process(struct sshpool_chan *c)
         exec_set_state(e, EXEC_OPENING);
     }
     if (e->state == EXEC_OPENING) {
-        rc = e->super ? ssh_channel_open_forward(e->ch, "127.0.0.1", sshpool_get_super_port(e->pool),
-                                                 "127.0.0.1", 0)
+        rc = e->super ? ssh_channel_open_forward(e->ch, "127.0.0.1",
+                                                 sshpool_get_super_port(e->pool), "127.0.0.1", 0)
                       : ssh_channel_open_session(e->ch);
         if (rc == SSH_AGAIN)
             goto out;
@@ -807,8 +807,8 @@ enum ns_state {
 static const char *ns_state_to_string(enum ns_state s)
 {
     static const char *const names[_NS_STATE_MAX] = {
-        [NS_UNKNOWN] = "unknown", [NS_CHECKING] = "checking",       [NS_PUSHING] = "pushing",
-        [NS_READY] = "ready",     [NS_SERVING] = "serving",       [NS_UNAVAILABLE] = "unavailable",
+        [NS_UNKNOWN] = "unknown", [NS_CHECKING] = "checking", [NS_PUSHING] = "pushing",
+        [NS_READY] = "ready",     [NS_SERVING] = "serving",   [NS_UNAVAILABLE] = "unavailable",
     };
     return (unsigned)s < _NS_STATE_MAX ? names[s] : "invalid";
 }
@@ -942,7 +942,6 @@ static const char *exec_ns_helper(struct sshpool *pool)
 }
 
 /* ---- the exec supervisor (nsexec/serve.c) ---- */
-
 
 static const char *super_dir(void)
 {

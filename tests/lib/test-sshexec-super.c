@@ -44,8 +44,8 @@ static const struct super_events ev = {on_output, on_exited, on_signalled};
 
 /* stdout "hello", stderr "err", stdout " world", exit 3: each split at every place. */
 static const unsigned char stream[] = {
-    'O', 0, 0, 0, 5, 'h', 'e', 'l', 'l', 'o', 'R', 0, 0, 0, 3, 'e', 'r', 'r',
-    'O', 0, 0, 0, 6, ' ', 'w', 'o', 'r', 'l', 'd', 'X', 0, 0, 0, 4, 0, 0, 0, 3,
+    'O', 0, 0, 0, 5,   'h', 'e', 'l', 'l', 'o', 'R', 0, 0, 0, 3, 'e', 'r', 'r', 'O',
+    0,   0, 0, 6, ' ', 'w', 'o', 'r', 'l', 'd', 'X', 0, 0, 0, 4, 0,   0,   0,   3,
 };
 
 START_TEST(test_feed_any_split)
@@ -93,8 +93,8 @@ START_TEST(test_request)
 {
     const char *argv[] = {"printf", "%s", "a b", NULL};
     const char *env[] = {"FOO=bar", NULL};
-    struct sshexec_params p = {.argv = argv, .env = env, .cwd = "/tmp", .stdin_data = "in",
-                               .stdin_len = 2};
+    struct sshexec_params p = {
+        .argv = argv, .env = env, .cwd = "/tmp", .stdin_data = "in", .stdin_len = 2};
     const char token[] = "0123456789abcdef0123456789abcdef";
     char *r;
     size_t n;
@@ -104,7 +104,8 @@ START_TEST(test_request)
     ck_assert_int_eq(r[0], 'Q');
     {
         size_t q = (size_t)((unsigned char)r[3] << 8 | (unsigned char)r[4]);
-        const char want[] = "t0123456789abcdef0123456789abcdef\0mabc\0c/tmp\0aprintf\0a%s\0aa b\0eFOO=bar";
+        const char want[] =
+            "t0123456789abcdef0123456789abcdef\0mabc\0c/tmp\0aprintf\0a%s\0aa b\0eFOO=bar";
 
         ck_assert_uint_eq(q, sizeof(want));
         ck_assert(!memcmp(r + 5, want, sizeof(want)));
@@ -128,18 +129,26 @@ START_TEST(test_parse_line)
     char token[33];
 
     ck_assert_int_eq(
-        super_parse_line("sandboxd-nsexec serving 4321 0123456789abcdef0123456789abcdef\n", &port, token), 0);
+        super_parse_line("sandboxd-nsexec serving 4321 0123456789abcdef0123456789abcdef\n", &port,
+                         token),
+        0);
     ck_assert_uint_eq(port, 4321);
     ck_assert_str_eq(token, "0123456789abcdef0123456789abcdef");
     ck_assert_int_eq(super_parse_line("", &port, token), -EINVAL);
     ck_assert_int_eq(super_parse_line(NULL, &port, token), -EINVAL);
     ck_assert_int_eq(
-        super_parse_line("sandboxd-nsexec serving 0 0123456789abcdef0123456789abcdef\n", &port, token), -EINVAL);
+        super_parse_line("sandboxd-nsexec serving 0 0123456789abcdef0123456789abcdef\n", &port,
+                         token),
+        -EINVAL);
     ck_assert_int_eq(
-        super_parse_line("sandboxd-nsexec serving 70000 0123456789abcdef0123456789abcdef\n", &port, token), -EINVAL);
+        super_parse_line("sandboxd-nsexec serving 70000 0123456789abcdef0123456789abcdef\n", &port,
+                         token),
+        -EINVAL);
     ck_assert_int_eq(super_parse_line("sandboxd-nsexec serving 22 0123\n", &port, token), -EINVAL);
     ck_assert_int_eq(
-        super_parse_line("sandboxd-nsexec serving 22 0123456789abcdef0123456789abcdeX\n", &port, token), -EINVAL);
+        super_parse_line("sandboxd-nsexec serving 22 0123456789abcdef0123456789abcdeX\n", &port,
+                         token),
+        -EINVAL);
 }
 END_TEST
 
