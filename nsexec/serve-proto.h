@@ -4,7 +4,9 @@
  * 127.0.0.1 (what the template's `PermitOpen 127.0.0.1:*` allows; sshd refuses every
  * direct-streamlocal channel under a PermitOpen restriction). Any uid in the container can
  * connect there: a request runs only with the supervisor's token, which only root can read
- * (DIR/addr, DIR mode 0700) and the daemon learns from the --serve line.
+ * (DIR/addr, DIR mode 0700) and the daemon learns from the --serve line. The port is one
+ * only root can bind (SERVE_PORT_MIN..SERVE_PORT_MAX), so no other uid can stand in for a
+ * supervisor that died and receive the requests.
  *
  * Every frame is a type byte, a payload length (4 bytes, big-endian) and the payload.
  *
@@ -34,6 +36,9 @@
 /* How long a connection may take to send its request. */
 #define SERVE_REQUEST_TIMEOUT_S 10
 #define SERVE_TOKEN_LEN 32 /* hex digits */
+/* The supervisor's port: below 1024, which only root may bind (serve.c). */
+#define SERVE_PORT_MIN 700
+#define SERVE_PORT_MAX 999
 /* Connections served at once; more wait in the listen queue. */
 #define SERVE_CONN_MAX 1024
 /* The --serve line after the check line: SERVE_LINE PORT TOKEN\n */

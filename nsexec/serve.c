@@ -526,22 +526,47 @@ static _Noreturn void supervise(int lfd, int lk)
     }
 }
 
-/* Listens on 127.0.0.1, a port the kernel picks: *ret_port. */
-static int listen_on(unsigned *ret_port)
+/* The first port a user other than root may bind (1024 unless lowered). */
+static unsigned unprivileged_port_start(void)
 {
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    char b[16] = "";
+    int fd = open("/proc/sys/net/ipv4/ip_unprivileged_port_start", O_RDONLY | O_CLOEXEC);
 
     if (fd < 0)
+        return 1024;
+    (void)!read(fd, b, sizeof(b) - 1);
+    close(fd);
+    return b[0] >= '0' && b[0] <= '9' ? (unsigned)strtoul(b, NULL, 10) : 1024;
+}
+
+/* Listens on 127.0.0.1, on a free port of SERVE_PORT_MIN..SERVE_PORT_MAX (from a random
+ * one on): ports only root binds, so that no other user of the container can take the
+ * supervisor's port after it died and receive the daemon's requests. None where they are
+ * not privileged. */
+static int listen_on(unsigned *ret_port)
+{
+    unsigned n = SERVE_PORT_MAX - SERVE_PORT_MIN + 1, r = 0;
+    int fd;
+
+    if (unprivileged_port_start() <= SERVE_PORT_MAX)
         return -1;
-    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 128) < 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
+    (void)!getrandom(&r, sizeof(r), 0);
+    for (unsigned i = 0; i < n; i++) {
+        unsigned port = SERVE_PORT_MIN + (r + i) % n;
+        struct sockaddr_in a = {.sin_family = AF_INET,
+                                .sin_port = htons((uint16_t)port),
+                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+
+        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            return -1;
+        if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(fd, 128) == 0) {
+            *ret_port = port;
+            return fd;
+        }
         close(fd);
-        return -1;
     }
-    *ret_port = ntohs(a.sin_port);
-    return fd;
+    return -1;
 }
 
 /* DIR/addr: "PORT TOKEN\n", mode 0600, written whole (a new name renamed into place). */

@@ -76,7 +76,7 @@ int super_parse_line(const char *s, uint16_t *ret_port, char *ret_token)
         return -EINVAL;
     s += n;
     port = strtoul(s, &end, 10);
-    if (end == s || port == 0 || port > 65535 || *end != ' ' ||
+    if (end == s || port < SERVE_PORT_MIN || port > SERVE_PORT_MAX || *end != ' ' ||
         strspn(end + 1, "0123456789abcdef") != SERVE_TOKEN_LEN ||
         strcmp(end + 1 + SERVE_TOKEN_LEN, "\n"))
         return -EINVAL;

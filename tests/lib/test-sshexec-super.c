@@ -129,10 +129,10 @@ START_TEST(test_parse_line)
     char token[33];
 
     ck_assert_int_eq(
-        super_parse_line("sandboxd-nsexec serving 4321 0123456789abcdef0123456789abcdef\n", &port,
+        super_parse_line("sandboxd-nsexec serving 777 0123456789abcdef0123456789abcdef\n", &port,
                          token),
         0);
-    ck_assert_uint_eq(port, 4321);
+    ck_assert_uint_eq(port, 777);
     ck_assert_str_eq(token, "0123456789abcdef0123456789abcdef");
     ck_assert_int_eq(super_parse_line("", &port, token), -EINVAL);
     ck_assert_int_eq(super_parse_line(NULL, &port, token), -EINVAL);
@@ -141,12 +141,12 @@ START_TEST(test_parse_line)
                          token),
         -EINVAL);
     ck_assert_int_eq(
-        super_parse_line("sandboxd-nsexec serving 70000 0123456789abcdef0123456789abcdef\n", &port,
+        super_parse_line("sandboxd-nsexec serving 4321 0123456789abcdef0123456789abcdef\n", &port,
                          token),
         -EINVAL);
-    ck_assert_int_eq(super_parse_line("sandboxd-nsexec serving 22 0123\n", &port, token), -EINVAL);
+    ck_assert_int_eq(super_parse_line("sandboxd-nsexec serving 777 0123\n", &port, token), -EINVAL);
     ck_assert_int_eq(
-        super_parse_line("sandboxd-nsexec serving 22 0123456789abcdef0123456789abcdeX\n", &port,
+        super_parse_line("sandboxd-nsexec serving 777 0123456789abcdef0123456789abcdeX\n", &port,
                          token),
         -EINVAL);
 }
