@@ -60,6 +60,26 @@ def supervisors(rootfs):
     return out
 
 
+def tagged(tag):
+    """Host pids whose environment holds TAG=tag."""
+    out = []
+    needle = f"TAG={tag}".encode()
+    for p in os.listdir("/proc"):
+        try:
+            if p.isdigit() and needle in open(f"/proc/{p}/environ", "rb").read().split(b"\0"):
+                out.append(int(p))
+        except OSError:
+            pass
+    return out
+
+
+def ppid(pid):
+    try:
+        return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
 def via_supervisor(c, sb):
     r = c.call("sandbox.exec", {"id": sb["id"], "command": PARENT})
     assert r["exit_code"] == 0, r
@@ -169,6 +189,19 @@ def main():
             wait_until(lambda: not [p for p in os.listdir("/proc") if p.isdigit() and
                                     any(a.startswith(b"340") for a in cmdline(p))], "the sleeps to end")
 
+        def cancelled():
+            # The client goes away: the daemon's kill frame ends the command and what it
+            # started in the background.
+            sb = state["sb"]
+            tag = os.urandom(6).hex()
+            k = env.client()
+            k.send("sandbox.exec", {"id": sb["id"], "env": {"TAG": tag},
+                                    "command": "(sleep 3501 &); sleep 3502 & " + PARENT + "; sleep 3503"})
+            wait_until(lambda: len(tagged(tag)) >= 3, "the command's processes")
+            assert any(b"--serve" in cmdline(ppid(p)) for p in tagged(tag))
+            k.close()
+            wait_until(lambda: not tagged(tag), "every process of the exec to end")
+
         def root_only():
             sb = state["sb"]
             root = rootfs(sb)
@@ -214,6 +247,7 @@ def main():
             c.call("sandbox.destroy", {"id": sb["id"]})
 
         run([("execs go through the supervisor", used), ("exec semantics", semantics),
+             ("a client gone kills the command", cancelled),
              ("only the token runs a command", root_only), ("a dead supervisor is restarted", restarted)])
 
     # sshd refuses the forward (no TCP forwarding): the exec channel, every time.
