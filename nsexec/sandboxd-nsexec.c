@@ -4,6 +4,8 @@
  *
  *   sandboxd-nsexec -- COMMAND [ARG...]    run COMMAND (looked up in PATH) as below
  *   sandboxd-nsexec --check                print "sandboxd-nsexec ok" (it can run here)
+ *   sandboxd-nsexec --serve DIR            the same, and make sure the exec supervisor
+ *                                          runs (serve.c)
  *
  * It makes a PID namespace and forks its init, then (where allowed) a mount namespace with
  * the namespace's own /proc, as `unshare -p -f -m --mount-proc` does, and forks the command:
@@ -30,15 +32,22 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define CHECK_LINE "sandboxd-nsexec ok\n"
+#include "nsexec.h"
 
-static void say(const char *s)
+#define say nsexec_say
+
+void nsexec_say(const char *s)
 {
     (void)!write(STDERR_FILENO, s, strlen(s));
 }
 
+void nsexec_out(const char *s)
+{
+    (void)!write(STDOUT_FILENO, s, strlen(s));
+}
+
 /* pid 1: lives as long as the pipe's write end is open in the parent. */
-static _Noreturn void run_init(int rfd)
+_Noreturn void nsexec_run_init(int rfd)
 {
     char c;
 
@@ -85,11 +94,13 @@ int main(int argc, char **argv)
     pid_t init, child;
 
     if (argc == 2 && !strcmp(argv[1], "--check")) {
-        (void)!write(STDOUT_FILENO, CHECK_LINE, strlen(CHECK_LINE));
+        nsexec_out(NSEXEC_CHECK_LINE);
         return 0;
     }
+    if (argc == 3 && !strcmp(argv[1], "--serve"))
+        return nsexec_serve(argv[2]);
     if (argc < 3 || strcmp(argv[1], "--")) {
-        say("usage: sandboxd-nsexec -- COMMAND [ARG...] | --check\n");
+        say("usage: sandboxd-nsexec -- COMMAND [ARG...] | --check | --serve DIR\n");
         return 125;
     }
     argv += 2;
@@ -106,7 +117,7 @@ int main(int argc, char **argv)
         return 126;
     if (init == 0) {
         close(p[1]);
-        run_init(p[0]);
+        nsexec_run_init(p[0]);
     }
     /* Only a private tree gets the namespace's /proc: never into the container's. */
     if (unshare(CLONE_NEWNS) == 0)

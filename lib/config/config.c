@@ -85,6 +85,7 @@ static const struct key_def keys[] = {
     {"ssh", "template_host_key", KEY_LIST, F(ssh.template_host_keys), F(ssh.n_template_host_keys),
      0, CONFIG_HOST_KEYS_MAX},
     {"ssh", "rekey", KEY_BOOL, F(ssh.rekey), 0, 0, 0},
+    {"ssh", "exec_supervisor", KEY_BOOL, F(ssh.exec_supervisor), 0, 0, 0},
     UINT_KEY("ssh", "connect_timeout_ms", ssh.connect_timeout_ms, 100, 600000),
     UINT_KEY("ssh", "file_timeout_ms", ssh.file_timeout_ms, 1000, 3600000),
     UINT_KEY("ssh", "sessions_per_sandbox", ssh.sessions_per_sandbox, 1, 16),
@@ -529,6 +530,7 @@ int config_init(struct config *c)
                 .sessions_per_sandbox = CONFIG_DEFAULT_SSH_SESSIONS,
                 .file_workers = CONFIG_DEFAULT_SSH_FILE_WORKERS,
                 .rekey = true,
+                .exec_supervisor = true,
             },
         .sandbox =
             {

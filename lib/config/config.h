@@ -157,6 +157,7 @@ struct config_ssh {
     char **template_host_keys; /* pinned fingerprints ("SHA256:..."), comma/space separated */
     size_t n_template_host_keys;
     bool rekey;
+    bool exec_supervisor; /* sandbox.exec through the container's supervisor (sshexec.c) */
     unsigned connect_timeout_ms;   /* 100..600000 */
     unsigned file_timeout_ms;      /* 1000..3600000: deadline of one file.read/file.write */
     unsigned sessions_per_sandbox; /* 1..16 */

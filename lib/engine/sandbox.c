@@ -374,6 +374,7 @@ void sandbox_ssh_config(const struct sandbox *sb, struct sshs_config *ret)
                          : sb->fork_pin[0] ? sb->fork_pin
                                            : sandbox_template(sb)->pins,
         .connect_timeout_ms = e->cfg->ssh.connect_timeout_ms,
+        .exec_supervisor = e->cfg->ssh.exec_supervisor,
         .observe = sandbox_observe_ssh,
         .observe_data = (void *)sb,
     };

@@ -9,6 +9,8 @@
 #include "macro.h"
 #include "nsexec-blob.h"
 #include "sshexec-internal.h"
+#include "serve-proto.h"
+#include "sshexec-super.h"
 #include "sshexec.h"
 #include "sshs-internal.h"
 #include "sshuser.h"
@@ -119,10 +121,19 @@ struct sshexec {
     struct sshexec *killer;     /* the kill channel running for this exec */
     struct sshexec *kill_owner; /* for a kill channel: the exec it kills, or NULL */
     bool is_killer;
+    /* Through the supervisor (sshexec-super.h): the stream to send instead of stdin_buf
+     * (kept for the fallback to the exec channel), its parser, the kill frame sent. */
+    bool super, super_kill_sent;
+    char *req;
+    size_t req_len;
+    struct super_parser sp;
 };
 
 static void exec_finish(struct sshexec *e, int error);
 static const char *exec_ns_helper(struct sshpool *pool);
+static bool super_usable(struct sshpool *pool, const struct sshexec_params *params);
+static void super_opened(struct sshpool *pool, bool ok);
+static const char *super_dir(void);
 static void on_exec_timer(uv_timer_t *t);
 static const struct sshpool_chan_ops exec_ops;
 
@@ -146,17 +157,12 @@ static void exec_set_state(struct sshexec *e, enum exec_state state)
 
 /* ---- channel callbacks (inside libssh packet handling: record, never free) ---- */
 
-static int on_channel_data(ssh_session session, ssh_channel channel, void *data, uint32_t len,
-                           int is_stderr, void *userdata)
+static void take_output(struct sshexec *e, bool is_stderr, const void *data, size_t len)
 {
-    struct sshexec *e = userdata;
     struct outbuf *o = is_stderr ? &e->err : &e->out;
     size_t room = o->seen < e->cap ? e->cap - (size_t)o->seen : 0;
-    size_t take = MIN((size_t)len, room);
+    size_t take = MIN(len, room);
 
-    if (e->user_check && is_stderr && o->seen == 0 &&
-        (e->user_error = sshuser_error(data, len, e->marker)) != SSHUSER_OK)
-        return (int)len; /* nothing ran: the sentinel is no output */
     if (take > 0) {
         if (e->on_output) {
             struct chunk *c = malloc(sizeof(*c) + take);
@@ -178,9 +184,56 @@ static int on_channel_data(ssh_session session, ssh_channel channel, void *data,
             o->truncated = true;
         }
     }
-    if ((size_t)len > take)
+    if (len > take)
         o->truncated = true;
     o->seen += len;
+}
+
+static void on_super_output(void *ud, bool is_stderr, const void *data, size_t len)
+{
+    take_output(ud, is_stderr, data, len);
+}
+
+static void on_super_exited(void *ud, int code)
+{
+    struct sshexec *e = ud;
+
+    e->exit_code = code;
+    e->got_status = true;
+    sshpool_chan_mark_dirty(&e->chan);
+}
+
+static void on_super_signalled(void *ud, int signo)
+{
+    struct sshexec *e = ud;
+    const char *name = signo > 0 && signo < 65 ? sigabbrev_np(signo) : NULL;
+
+    snprintf(e->signal, sizeof(e->signal), "SIG%s", name ? name : "UNKNOWN");
+    e->got_signal = true;
+    sshpool_chan_mark_dirty(&e->chan);
+}
+
+static const struct super_events super_events = {
+    .output = on_super_output,
+    .exited = on_super_exited,
+    .signalled = on_super_signalled,
+};
+
+static int on_channel_data(ssh_session session, ssh_channel channel, void *data, uint32_t len,
+                           int is_stderr, void *userdata)
+{
+    struct sshexec *e = userdata;
+
+    if (e->super) {
+        super_feed(&e->sp, data, len, &super_events, e);
+        if (e->sp.error)
+            sshpool_chan_mark_dirty(&e->chan);
+        return (int)len;
+    }
+    if (e->user_check && is_stderr && (is_stderr ? e->err.seen : e->out.seen) == 0 &&
+        (e->user_error = sshuser_error(data, len, e->marker)) != SSHUSER_OK)
+        return (int)len; /* nothing ran: the sentinel is no output */
+    take_output(e, is_stderr, data, len);
     /* Everything is consumed, even past the cap, so the window keeps opening. */
     return (int)len;
 }
@@ -340,6 +393,60 @@ static void on_kill_done(struct sshexec *k, int error, struct sshexec_result *re
         uv_timer_start(&e->timer, on_exec_timer, SSHEXEC_KILL_GRACE_MS, 0);
 }
 
+/* Writes what is due (stdin, or the supervisor's stream and its kill frame), delivers
+ * output; true when the exec finished. */
+static bool exec_io(struct sshexec *e)
+{
+    const char *wbuf = e->super ? e->req : e->stdin_buf;
+    size_t wlen = e->super ? e->req_len : e->stdin_len;
+    int rc;
+
+    while (e->stdin_off < wlen && !e->remote_closed) {
+        size_t n = MIN(wlen - e->stdin_off, (size_t)SSHEXEC_WRITE_CHUNK);
+        rc = ssh_channel_write(e->ch, wbuf + e->stdin_off, (uint32_t)n);
+        if (rc == SSH_ERROR) {
+            /* The command may have exited without reading its input: not fatal. */
+            e->stdin_off = wlen;
+            break;
+        }
+        if (rc <= 0)
+            break;
+        e->stdin_off += (size_t)rc;
+    }
+    /* The supervisor takes the stream's end for the daemon's going away: never sent. */
+    if (e->stdin_off >= wlen && !e->eof_sent && !e->remote_closed && !e->super) {
+        rc = ssh_channel_send_eof(e->ch);
+        if (rc != SSH_AGAIN)
+            e->eof_sent = true;
+    }
+    if (e->super && e->state == EXEC_KILLING && e->stdin_off >= wlen && !e->super_kill_sent &&
+        !e->remote_closed &&
+        ssh_channel_write(e->ch, SUPER_KILL_FRAME, SUPER_KILL_FRAME_LEN) == SUPER_KILL_FRAME_LEN)
+        e->super_kill_sent = true;
+    flush_chunks(e, true);
+    if (e->state == EXEC_DONE)
+        return true;
+    if (e->remote_closed || (e->super && (e->sp.ended || e->sp.error))) {
+        exec_finish(e, e->cancelled ? -ECANCELED : 0);
+        return true;
+    }
+    return false;
+}
+
+/* The supervisor's channel was refused: the exec goes over an exec channel, queued again. */
+static void super_fall_back(struct sshexec *e)
+{
+    e->super = false;
+    free(e->req);
+    e->req = NULL;
+    ssh_remove_channel_callbacks(e->ch, &e->cbs);
+    ssh_channel_free(e->ch);
+    e->ch = NULL;
+    sshpool_release(&e->chan);
+    exec_set_state(e, EXEC_QUEUED);
+    sshpool_submit(e->pool, &e->chan);
+}
+
 static void exec_process(struct sshpool_chan *c)
 {
     struct sshexec *e = container_of(c, struct sshexec, chan);
@@ -366,9 +473,19 @@ static void exec_process(struct sshpool_chan *c)
         exec_set_state(e, EXEC_OPENING);
     }
     if (e->state == EXEC_OPENING) {
-        rc = ssh_channel_open_session(e->ch);
+        rc = e->super ? ssh_channel_open_forward(e->ch, "127.0.0.1",
+                                                 sshpool_get_super_port(e->pool), "127.0.0.1", 0)
+                      : ssh_channel_open_session(e->ch);
         if (rc == SSH_AGAIN)
             goto out;
+        if (e->super && !e->abort_open)
+            super_opened(e->pool, rc == SSH_OK);
+        if (rc != SSH_OK && e->super && !e->abort_open && ssh_is_connected(ssh)) {
+            /* Refused (forwarding off, the supervisor gone): the exec channel, now. */
+            log_debug(COMP, "%s: supervisor channel refused: %s", e->marker, ssh_get_error(ssh));
+            super_fall_back(e);
+            return;
+        }
         if (rc != SSH_OK) {
             log_debug(COMP, "%s: channel open failed: %s", e->marker, ssh_get_error(ssh));
             /* sshd frees a closed session's slot (MaxSessions) only after the packet batch
@@ -392,7 +509,10 @@ static void exec_process(struct sshpool_chan *c)
             exec_finish(e, e->cancelled ? -ECANCELED : 0);
             return;
         }
-        exec_set_state(e, EXEC_STARTING);
+        /* Through the supervisor the open is the start: the request is the first bytes. */
+        if (e->super)
+            e->started = true;
+        exec_set_state(e, e->super ? EXEC_RUNNING : EXEC_STARTING);
     }
     if (e->state == EXEC_STARTING) {
         e->started = true;
@@ -406,32 +526,8 @@ static void exec_process(struct sshpool_chan *c)
         }
         exec_set_state(e, EXEC_RUNNING);
     }
-    if (e->state == EXEC_RUNNING || e->state == EXEC_KILLING) {
-        while (e->stdin_off < e->stdin_len && !e->remote_closed) {
-            size_t n = MIN(e->stdin_len - e->stdin_off, (size_t)SSHEXEC_WRITE_CHUNK);
-            rc = ssh_channel_write(e->ch, e->stdin_buf + e->stdin_off, (uint32_t)n);
-            if (rc == SSH_ERROR) {
-                /* The command may have exited without reading its input: not fatal. */
-                e->stdin_off = e->stdin_len;
-                break;
-            }
-            if (rc <= 0)
-                break;
-            e->stdin_off += (size_t)rc;
-        }
-        if (e->stdin_off >= e->stdin_len && !e->eof_sent && !e->remote_closed) {
-            rc = ssh_channel_send_eof(e->ch);
-            if (rc != SSH_AGAIN)
-                e->eof_sent = true;
-        }
-        flush_chunks(e, true);
-        if (e->state == EXEC_DONE)
-            return;
-        if (e->remote_closed) {
-            exec_finish(e, e->cancelled ? -ECANCELED : 0);
-            return;
-        }
-    }
+    if ((e->state == EXEC_RUNNING || e->state == EXEC_KILLING) && exec_io(e))
+        return;
 out:
     sshpool_chan_flush(c);
 }
@@ -498,8 +594,8 @@ static void exec_finish(struct sshexec *e, int error)
     e->chunks_last = NULL;
     if (e->cb)
         e->cb(e, error, error == 0 ? &res : NULL, e->userdata);
-    FREE_MANY(res.out, res.err, e->cmd, e->stdin_buf);
-    e->cmd = e->stdin_buf = NULL;
+    FREE_MANY(res.out, res.err, e->cmd, e->stdin_buf, e->req);
+    e->cmd = e->stdin_buf = e->req = NULL;
     buf_clear(&e->out.b, true);
     buf_clear(&e->err.b, true);
     uv_close((uv_handle_t *)&e->timer, on_exec_timer_closed);
@@ -597,6 +693,12 @@ int sshexec_start(struct sshpool *pool, const struct sshexec_params *params, ssh
     r = exec_stdin_new(e, params);
     if (r < 0)
         goto fail;
+    if (super_usable(pool, params)) {
+        r = super_request(params, e->marker, sshpool_get_super_token(pool), &e->req, &e->req_len);
+        if (r < 0)
+            goto fail;
+        e->super = true;
+    }
     r = uv_timer_init(sshpool_get_loop(pool), &e->timer);
     if (r < 0)
         goto fail;
@@ -624,7 +726,7 @@ int sshexec_start(struct sshpool *pool, const struct sshexec_params *params, ssh
     return 0;
 
 fail:
-    FREE_MANY(e->stdin_buf, e->cmd, e);
+    FREE_MANY(e->req, e->stdin_buf, e->cmd, e);
     return r;
 }
 
@@ -672,17 +774,32 @@ int sshexec_cancel(struct sshexec *e)
  * A binary of another build has another name: both can live side by side. The line of each
  * exec execs the helper only while the file is there ([ -x ]), else the shell wrapper runs.
  * In root's home, not in /tmp: another user of the container can neither place a file there
- * first (which root would then run) nor swap the binary for one of its own. */
+ * first (which root would then run) nor swap the binary for one of its own.
+ *
+ * With the supervisor on (sshs_config.exec_supervisor), the check (and the push) run the
+ * helper as `--serve /root/.sandboxd-serve-<hash>` instead of `--check`: it also makes sure
+ * the exec supervisor (nsexec/serve.c) runs and prints its port and token (state serving). On
+ * a serving pool each exec without a user and without the container's PID namespace opens a
+ * direct-tcpip channel to the supervisor's port on 127.0.0.1 instead of an exec channel.
+ * When sshd refuses that channel the exec goes on over an exec channel at once, and the
+ * pool checks again (which starts a supervisor that died, e.g. with a container restart);
+ * after a second refusal with no channel opened between (forwarding off in sshd), the pool
+ * stops using it. */
 #define NS_DIR "/root/.sandboxd-nsexec-"
 #define NS_HASH_CHARS 16
 #define NS_CHECK_LINE "sandboxd-nsexec ok\n"
 #define NS_TIMEOUT_MS 30000u
+/* The exec supervisor's flags in the pool (sshpool_get_super()). */
+#define SUPER_USED 1    /* a channel to it opened since the last check */
+#define SUPER_OFF 2     /* refused twice without having served: not on this pool */
+#define SUPER_REFUSED 4 /* refused once without having served since */
 
 enum ns_state {
     NS_UNKNOWN = 0,
     NS_CHECKING,
     NS_PUSHING,
     NS_READY,
+    NS_SERVING, /* ready, and the supervisor listens */
     NS_UNAVAILABLE,
     _NS_STATE_MAX,
 };
@@ -690,14 +807,15 @@ enum ns_state {
 static const char *ns_state_to_string(enum ns_state s)
 {
     static const char *const names[_NS_STATE_MAX] = {
-        [NS_UNKNOWN] = "unknown", [NS_CHECKING] = "checking",       [NS_PUSHING] = "pushing",
-        [NS_READY] = "ready",     [NS_UNAVAILABLE] = "unavailable",
+        [NS_UNKNOWN] = "unknown", [NS_CHECKING] = "checking", [NS_PUSHING] = "pushing",
+        [NS_READY] = "ready",     [NS_SERVING] = "serving",   [NS_UNAVAILABLE] = "unavailable",
     };
     return (unsigned)s < _NS_STATE_MAX ? names[s] : "invalid";
 }
 
-/* unknown -> checking -> ready, or -> pushing -> ready or unavailable; back to unknown from
- * checking and pushing (the session failed, or an exec could not start). */
+/* unknown -> checking -> ready or serving, or -> pushing -> ready, serving or unavailable;
+ * back to unknown from checking and pushing (the session failed, or an exec could not start)
+ * and from serving (the supervisor's channel was refused after it had served). */
 _unused_ static bool ns_transition_ok(enum ns_state a, enum ns_state b)
 {
     switch (b) {
@@ -706,8 +824,10 @@ _unused_ static bool ns_transition_ok(enum ns_state a, enum ns_state b)
     case NS_PUSHING:
         return a == NS_CHECKING;
     case NS_READY:
-    case NS_UNKNOWN:
+    case NS_SERVING:
         return a == NS_CHECKING || a == NS_PUSHING;
+    case NS_UNKNOWN:
+        return a == NS_CHECKING || a == NS_PUSHING || a == NS_SERVING;
     case NS_UNAVAILABLE:
         return a == NS_PUSHING;
     default:
@@ -741,10 +861,18 @@ static void on_ns_done(struct sshexec *e, int error, struct sshexec_result *res,
 {
     struct sshpool *pool = userdata;
     bool pushing = sshpool_get_nsexec(pool) == NS_PUSHING;
-    bool ok = error == 0 && res->exit_code == 0 && res->out && !strcmp(res->out, NS_CHECK_LINE);
+    bool ok = error == 0 && res->exit_code == 0 && res->out &&
+              !strncmp(res->out, NS_CHECK_LINE, strlen(NS_CHECK_LINE));
 
     if (ok) {
-        ns_set_state(pool, NS_READY);
+        uint16_t port;
+        char token[SERVE_TOKEN_LEN + 1];
+        bool serving = super_parse_line(res->out + strlen(NS_CHECK_LINE), &port, token) == 0;
+
+        sshpool_set_super(pool, sshpool_get_super(pool) & SUPER_REFUSED);
+        if (serving)
+            sshpool_set_super_addr(pool, port, token);
+        ns_set_state(pool, serving ? NS_SERVING : NS_READY);
         return;
     }
     if (error < 0) {
@@ -771,21 +899,25 @@ static int ns_start(struct sshpool *pool, bool push)
         .max_output_bytes = 256,
         .container_pid_namespace = true,
     };
-    char cmd[512];
+    char cmd[640], check[128];
     int r;
 
+    if (sshpool_exec_supervisor(pool))
+        snprintf(check, sizeof(check), "--serve %s", super_dir());
+    else
+        snprintf(check, sizeof(check), "--check");
     if (push) {
         snprintf(cmd, sizeof(cmd),
                  "P=%s; t=$P.$$; umask 022; cat >$t && chmod 755 $t && mv -f $t $P && exec $P "
-                 "--check; rm -f $t; exit 1",
-                 ns_path());
+                 "%s; rm -f $t; exit 1",
+                 ns_path(), check);
         p.stdin_data = nsexec_blob;
         p.stdin_len = nsexec_blob_len;
     } else {
         snprintf(cmd, sizeof(cmd),
                  "P=%s; h=$(sha256sum $P 2>/dev/null) && [ \"${h%%%% *}\" = %s ] && exec $P "
-                 "--check; exit 1",
-                 ns_path(), nsexec_blob_sha256);
+                 "%s; exit 1",
+                 ns_path(), nsexec_blob_sha256, check);
     }
     p.command = cmd;
     ns_set_state(pool, push ? NS_PUSHING : NS_CHECKING);
@@ -799,6 +931,7 @@ static const char *exec_ns_helper(struct sshpool *pool)
 {
     switch ((enum ns_state)sshpool_get_nsexec(pool)) {
     case NS_READY:
+    case NS_SERVING:
         return ns_path();
     case NS_UNKNOWN:
         (void)ns_start(pool, false);
@@ -806,4 +939,44 @@ static const char *exec_ns_helper(struct sshpool *pool)
     default:
         return NULL;
     }
+}
+
+/* ---- the exec supervisor (nsexec/serve.c) ---- */
+
+static const char *super_dir(void)
+{
+    static char path[sizeof(SUPER_DIR) + NS_HASH_CHARS];
+
+    if (!path[0])
+        snprintf(path, sizeof(path), SUPER_DIR "%.*s", NS_HASH_CHARS, nsexec_blob_sha256);
+    return path;
+}
+
+static bool super_usable(struct sshpool *pool, const struct sshexec_params *params)
+{
+    return sshpool_exec_supervisor(pool) && sshpool_get_nsexec(pool) == NS_SERVING &&
+           !(sshpool_get_super(pool) & SUPER_OFF) && !params->container_pid_namespace &&
+           !(params->user && *params->user);
+}
+
+static void super_opened(struct sshpool *pool, bool ok)
+{
+    int flags = sshpool_get_super(pool);
+
+    if (ok) {
+        sshpool_set_super(pool, (flags | SUPER_USED) & ~SUPER_REFUSED);
+        return;
+    }
+    if ((flags & (SUPER_USED | SUPER_REFUSED)) != SUPER_REFUSED) {
+        /* It served, then went away (or the container restarted): check again, which starts
+         * it again. */
+        log_debug(COMP, "exec supervisor gone: checking again");
+        sshpool_set_super(pool, (flags & ~SUPER_USED) | (flags & SUPER_USED ? 0 : SUPER_REFUSED));
+        if (sshpool_get_nsexec(pool) == NS_SERVING)
+            ns_set_state(pool, NS_UNKNOWN);
+        return;
+    }
+    log_info(COMP, "exec supervisor unreachable (sshd refuses the forward to it?): "
+                   "exec channels for this sandbox");
+    sshpool_set_super(pool, flags | SUPER_OFF);
 }

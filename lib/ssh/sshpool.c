@@ -75,6 +75,9 @@ struct sshpool {
     uint64_t connects, lost;
     char last_error[256];
     int nsexec; /* the exec helper's state in the container (sshexec.c) */
+    int super;  /* the exec supervisor's flags (sshexec.c) */
+    uint16_t super_port;
+    char super_token[33];
 };
 
 static void on_session_timer(uv_timer_t *t);
@@ -175,6 +178,37 @@ int sshpool_get_nsexec(const struct sshpool *pool)
 void sshpool_set_nsexec(struct sshpool *pool, int state)
 {
     pool->nsexec = state;
+}
+
+int sshpool_get_super(const struct sshpool *pool)
+{
+    return pool->super;
+}
+
+void sshpool_set_super(struct sshpool *pool, int flags)
+{
+    pool->super = flags;
+}
+
+bool sshpool_exec_supervisor(const struct sshpool *pool)
+{
+    return pool->conf.exec_supervisor;
+}
+
+void sshpool_set_super_addr(struct sshpool *pool, uint16_t port, const char *token)
+{
+    pool->super_port = port;
+    snprintf(pool->super_token, sizeof(pool->super_token), "%s", token);
+}
+
+uint16_t sshpool_get_super_port(const struct sshpool *pool)
+{
+    return pool->super_port;
+}
+
+const char *sshpool_get_super_token(const struct sshpool *pool)
+{
+    return pool->super_token;
 }
 
 int sshpool_new(uv_loop_t *loop, const struct sshs_config *cfg, unsigned n_sessions,

@@ -28,6 +28,7 @@ struct sshs_conf {
     uint32_t keepalive_ms;
     uint32_t idle_close_ms;
     uint32_t channels_per_session;
+    bool exec_supervisor;
     void (*observe)(int event, unsigned session, void *userdata);
     void *observe_data;
 };
@@ -94,3 +95,11 @@ uv_loop_t *sshpool_get_loop(const struct sshpool *pool);
  * only sshexec.c's state setter writes it. */
 int sshpool_get_nsexec(const struct sshpool *pool);
 void sshpool_set_nsexec(struct sshpool *pool, int state);
+/* The same for the exec supervisor's flags (sshexec.c), and whether it is on. */
+int sshpool_get_super(const struct sshpool *pool);
+void sshpool_set_super(struct sshpool *pool, int flags);
+bool sshpool_exec_supervisor(const struct sshpool *pool);
+/* Where it listens in the container and its token (sshexec.c sets them with state serving). */
+void sshpool_set_super_addr(struct sshpool *pool, uint16_t port, const char *token);
+uint16_t sshpool_get_super_port(const struct sshpool *pool);
+const char *sshpool_get_super_token(const struct sshpool *pool);

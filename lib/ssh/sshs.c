@@ -312,6 +312,7 @@ int sshs_conf_copy(const struct sshs_config *cfg, struct sshs_conf *ret)
     }
     c.port = cfg->port ? cfg->port : 22;
     c.observe = cfg->observe;
+    c.exec_supervisor = cfg->exec_supervisor;
     c.observe_data = cfg->observe_data;
     c.key = sshs_key_ref(cfg->key);
     c.connect_timeout_ms =

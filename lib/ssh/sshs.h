@@ -72,6 +72,8 @@ struct sshs_config {
     uint32_t keepalive_ms;         /* 0 = default; idle sessions send SSH_MSG_IGNORE this often */
     uint32_t idle_close_ms;        /* 0 = default; see SSHS_IDLE_CLOSE_MS_DEFAULT */
     uint32_t channels_per_session; /* 0 = default; exec channels open at once per session */
+    bool exec_supervisor;          /* execs through the container's exec supervisor where it
+                                    * can run (sshexec.h); false: exec channels only */
     /* Optional observer of a pool's sessions (loop thread; never once the pool closes):
      * SSHS_EVENT_LOST when a ready session is lost, SSHS_EVENT_RESTORED when a session that
      * was lost is ready again. */

@@ -4,7 +4,8 @@
   exec      round trip of `true` through the socket, p50/p99 over N runs, beside the floor
             (one persistent libssh session, an exec channel per command: bench-sshfloor),
             the same sandbox's execs through the shell wrapper (the exec helper's file
-            removed), a fresh OpenSSH `ssh host true` per command and OpenSSH ControlMaster
+            removed; only when the exec supervisor does not run), a fresh OpenSSH `ssh host true` per command and OpenSSH ControlMaster
+            then the same exec figures from a daemon with [ssh] exec_supervisor = false
   flight    1,000 execs in flight over 50 sandboxes: throughput, p99, errors
   create    create -> ready latency with the simulator's delays at zero (p50), and 16
             parallel creates
@@ -72,14 +73,18 @@ def ssh_floor(env, sb, n):
     return float(m.group(1)) / 1000, float(m.group(2)) / 1000
 
 
-def bench_exec(env, c, n):
+def bench_exec(env, c, n, openssh=True):
     sb = c.call("sandbox.create", {})
-    # The first exec puts the exec helper in place (in the background): wait for it.
+    # The first exec puts the exec helper in place and starts the exec supervisor (in the
+    # background): wait for them.
     for _ in range(200):
-        r = c.call("sandbox.exec", {"id": sb["id"], "command": "ls /root/.sandboxd-nsexec-* 2>/dev/null"})
-        if r["stdout"]:
+        r = c.call("sandbox.exec", {"id": sb["id"], "command": "ls /root/.sandboxd-nsexec-* "
+                                    "/root/.sandboxd-serve-*/addr 2>/dev/null"})
+        if r["stdout"].count("\n") >= 2:
             break
         time.sleep(0.05)
+    # With the supervisor each exec bypasses the helper's file: no wrapper rounds then.
+    serving = ".sandboxd-serve-" in r["stdout"]
     for _ in range(20):
         c.call("sandbox.exec", {"id": sb["id"], "command": "true"})
     # Rounds of each in turn, so a busy neighbour weighs on all alike. Between them the
@@ -93,18 +98,24 @@ def bench_exec(env, c, n):
         lat += exec_lat(c, sb["id"], n // 4)
         cpu += cpu_ms(env.proc.pid) - cpu0
         floors.append(ssh_floor(env, sb, n // 4))
-        os.rename(helper, helper + ".off")
-        wrap += exec_lat(c, sb["id"], n // 4)
-        os.rename(helper + ".off", helper)
+        if not serving:
+            os.rename(helper, helper + ".off")
+            wrap += exec_lat(c, sb["id"], n // 4)
+            os.rename(helper + ".off", helper)
     cpu /= len(lat)
     floor50 = statistics.median(f[0] for f in floors)
     floor99 = max(f[1] for f in floors)
-    print(f"exec sandboxd (socket, `true`):      {ms(lat)}; daemon CPU {cpu:.2f} ms per exec")
+    print(f"exec sandboxd (socket, `true`):      {ms(lat)}; daemon CPU {cpu:.2f} ms per exec"
+          f"{' (exec supervisor)' if serving else ' (exec helper)'}")
     print(f"exec floor (one libssh session):     p50 {floor50 * 1000:.2f} ms  p99 {floor99 * 1000:.2f} ms  "
           f"(n={n // 4 * 4}, median of 4 rounds' p50)")
-    print(f"exec sandboxd, shell wrapper:        {ms(wrap)}")
-    print(f"  ratio exec/floor p50 {pct(lat, 50) / floor50:.2f}x (goal <= 1.3x); "
-          f"shell wrapper/floor {pct(wrap, 50) / floor50:.2f}x")
+    if wrap:
+        print(f"exec sandboxd, shell wrapper:        {ms(wrap)}")
+    print(f"  ratio exec/floor p50 {pct(lat, 50) / floor50:.2f}x (goal <= 1.3x)"
+          + (f"; shell wrapper/floor {pct(wrap, 50) / floor50:.2f}x" if wrap else ""))
+    if not openssh:
+        c.call("sandbox.destroy", {"id": sb["id"]})
+        return
     base = ssh_base(env, sb)
     fresh = []
     for _ in range(max(20, n // 20)):
@@ -306,6 +317,12 @@ def main():
             live = bench_rss(env, c, 10 if q else 100, live)
         destroy_all(c, live)
         print(f"bench done in {time.time() - t0:.0f} s")
+    if "exec" in only:
+        # The baseline in the same run: exec channels only (the exec helper, the shell wrapper).
+        print("baseline: [ssh] exec_supervisor = false")
+        with Env(sim_config=ZERO, log_level="info",
+                 daemon_config={"ssh": {"exec_supervisor": "false"}}) as env:
+            bench_exec(env, env.client(timeout=1800), 100 if q else 1000, openssh=False)
     if "create" in only:
         rekey_baseline(3 if q else 10, lat_with=CREATE_LAT)
 

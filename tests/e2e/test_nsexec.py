@@ -61,6 +61,12 @@ def helper_of(tag):
     return None
 
 
+def pushed(env):
+    """How many times the daemon put the helper in place (with or without the supervisor)."""
+    log = env.daemon_log()
+    return log.count("exec helper: pushing -> ready") + log.count("exec helper: pushing -> serving")
+
+
 def wait_until(pred, what, timeout=30):
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -86,8 +92,8 @@ def main():
             path = os.path.join(root_of(sb), "root", NAME)
             r = c.call("sandbox.exec", {"id": sb["id"], "command": "echo hi"})
             assert r["exit_code"] == 0 and r["stdout"] == "hi\n", r
-            wait_until(lambda: "exec helper: pushing -> ready" in env.daemon_log()
-                       or "exec helper: checking -> ready" in env.daemon_log(), "the helper")
+            wait_until(lambda: pushed(env) or "exec helper: checking -> ready" in env.daemon_log()
+                       or "exec helper: checking -> serving" in env.daemon_log(), "the helper")
             assert hashlib.sha256(open(path, "rb").read()).hexdigest() == DIGEST
             # A later exec runs through it: the exec's process is the helper.
             tag = os.urandom(6).hex()
@@ -132,7 +138,7 @@ def main():
             with open(os.path.join(tmpl_root, NAME), "wb") as f:
                 f.write(b"#!/bin/sh\necho sandboxd-nsexec ok\n")
             os.chmod(os.path.join(tmpl_root, NAME), 0o755)
-            n = env.daemon_log().count("exec helper: pushing -> ready")
+            n = pushed(env)
             try:
                 sb = c.call("sandbox.create", {})
             finally:
@@ -140,7 +146,7 @@ def main():
             path = os.path.join(root_of(sb), "root", NAME)
             r = c.call("sandbox.exec", {"id": sb["id"], "command": "echo hi"})
             assert r["stdout"] == "hi\n", r
-            wait_until(lambda: env.daemon_log().count("exec helper: pushing -> ready") > n,
+            wait_until(lambda: pushed(env) > n,
                        "the helper to be replaced")
             assert hashlib.sha256(open(path, "rb").read()).hexdigest() == DIGEST
             c.call("sandbox.destroy", {"id": sb["id"]})

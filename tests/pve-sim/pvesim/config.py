@@ -69,6 +69,7 @@ def default_config():
         "faults": [],
         "ct_faults": {"no_ip": [], "no_sshd": [], "locks": {}},
         "ip_never": False,
+        "sshd_tcp_forwarding": True,     # False: containers' sshd refuse every direct-tcpip channel
         "on_restart": "restore",         # "restore" | "stopped"
         "resources_lag": 0.0,            # /cluster/resources status refresh period (pvestatd: 10 s)
         "legacy_vmid_strings": False,    # /nodes/{n}/lxc gives vmid as a string (PVE < 8.2)

@@ -298,7 +298,7 @@ UseDNS no
 PrintMotd no
 PrintLastLog no
 X11Forwarding no
-AllowTcpForwarding local
+AllowTcpForwarding {"local" if self.sim.cfg.get("sshd_tcp_forwarding", True) else "no"}
 PermitOpen 127.0.0.1:*
 AllowAgentForwarding no
 PermitUserEnvironment no
@@ -307,6 +307,7 @@ MaxStartups 200:30:400
 LoginGraceTime 30
 LogLevel INFO
 """)
+
         logpath = os.path.join(ctdir, "sshd.log")
         logf = open(logpath, "ab")
         logpos = logf.tell()
