@@ -159,6 +159,10 @@ START_TEST(test_parallel_clones_one_template)
 }
 END_TEST
 
+/* Clone tasks that last long enough for the next clone's request to come while they run,
+ * also on a loaded machine (the fixture's default is 100 ms). */
+static const char *const long_tasks[] = {"--mode", "pve", "--task-ms", "1500", NULL};
+
 /* Three copies of a template on the node: the clones run on all three at once (none meets
  * the lock), and each copy runs one at a time. */
 START_TEST(test_clones_spread_over_copies)
@@ -172,6 +176,8 @@ START_TEST(test_clones_spread_over_copies)
                                  .full = -1};
     struct json_object *st;
 
+    fixture_stop(&fx);
+    fixture_start(&fx, long_tasks);
     client_open(TOKEN_SECRET, 100000, 100099);
     fixture_fault(&fx, "{\"ct\": {\"vmid\": 9010, \"template\": 1}}");
     fixture_fault(&fx, "{\"ct\": {\"vmid\": 9020, \"template\": 1}}");
@@ -200,6 +206,8 @@ START_TEST(test_copy_added_joins_queue)
     struct pve_clone_params p = {.node = "pve", .template_vmid = 9000, .full = -1};
     struct json_object *st;
 
+    fixture_stop(&fx);
+    fixture_start(&fx, long_tasks);
     client_open(TOKEN_SECRET, 100000, 100099);
     fixture_fault(&fx, "{\"ct\": {\"vmid\": 9010, \"template\": 1}}");
     ck_assert_int_eq(pve_clone(client, &p, 0, on_pres, &r[0], NULL), 0);
