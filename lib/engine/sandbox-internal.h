@@ -25,6 +25,7 @@ struct registry_record;
 struct sandbox_job;
 struct sandbox_pump;
 struct sandbox_fwd;
+struct volumes;
 
 struct sandbox {
     char id[ID_MAX + 1];
@@ -279,6 +280,12 @@ struct engine {
     void (*preview_srv_stop)(struct engine *e);
     uint8_t preview_key[64];
     size_t preview_key_len;
+
+    /* Volumes (volume.c) and their hook, installed with the first volume call, so that
+     * engine_close() in sandbox.c ends the calls waiting or running (ENGINE_E_SHUTDOWN)
+     * without calling into it; NULL while there was none. */
+    struct volumes *volumes;
+    void (*volumes_stop)(struct engine *e);
 
     bool closing;
     unsigned close_pending;

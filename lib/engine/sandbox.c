@@ -505,6 +505,8 @@ void engine_close(struct engine *e, void (*cb)(void *userdata), void *userdata)
         e->previews_stop(e, NULL);
     if (e->transfers_stop)
         e->transfers_stop(e);
+    if (e->volumes_stop)
+        e->volumes_stop(e);
     if (e->pool_close)
         e->pool_close(e);
     for (sb = e->sandboxes; sb; sb = sb->next) {

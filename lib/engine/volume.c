@@ -1,0 +1,618 @@
+/* Volumes and their holder. See volume.h. */
+#include "macro.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "marker.h"
+#include "pve-parse.h"
+#include "pve.h"
+#include "registry.h"
+#include "sandbox-internal.h"
+#include "testhook.h"
+#include "volume-locate.h"
+#include "volume.h"
+
+#define COMP "volume"
+/* Where a volume is mounted in the holder (never started: only a placeholder). */
+#define HOLDER_MOUNT_PATH "/mnt/volume"
+/* Candidates named as the holder that are looked at. */
+#define HOLDER_CANDIDATES_MAX 8
+
+enum vol_kind { VOL_CREATE, VOL_LIST, VOL_DELETE };
+
+struct vol_op {
+    enum vol_kind kind;
+    char name[ID_MAX + 1];
+    unsigned size_gb;
+    uid_t uid;
+    bool admin;
+    bool cleaned;  /* the holder's unusedN were destroyed once for this call */
+    bool detached; /* delete: the mount point and its line are gone */
+    bool cleaning; /* the write running destroys the holder's unusedN */
+    engine_json_cb cb;
+    void *userdata;
+    struct vol_op *next;
+};
+
+struct volumes {
+    struct engine *e;
+    uint32_t holder; /* 0 until found or made */
+    char node[CONFIG_NODE_NAME_MAX + 1];
+    struct vol_op *head, *running;
+    unsigned queued; /* head's ops and the running one */
+    struct pve_call *call;
+    uint32_t cands[HOLDER_CANDIDATES_MAX];
+    size_t n_cands, i_cand;
+};
+
+static void run_next(struct volumes *v);
+static void read_config(struct volumes *v);
+
+static void volumes_stop(struct engine *e)
+{
+    struct volumes *v = TAKE_PTR(e->volumes);
+    struct engine_error err = {.kind = ENGINE_E_SHUTDOWN,
+                               .error = -ECANCELED,
+                               .message = "the daemon is shutting down"};
+
+    if (!v)
+        return;
+    pve_call_cancel(TAKE_PTR(v->call));
+    if (v->running)
+        v->running->next = v->head, v->head = TAKE_PTR(v->running);
+    while (v->head) {
+        struct vol_op *op = v->head;
+
+        v->head = op->next;
+        op->cb(&err, NULL, op->userdata);
+        free(op);
+    }
+    free(v);
+}
+
+static struct volumes *volumes_get(struct engine *e)
+{
+    if (!e->volumes) {
+        e->volumes = calloc(1, sizeof *e->volumes);
+        if (!e->volumes)
+            return NULL;
+        e->volumes->e = e;
+        e->volumes_stop = volumes_stop;
+    }
+    return e->volumes;
+}
+
+/* The running call ends: its callback, then the next call. */
+static void finish(struct volumes *v, const struct engine_error *err, json_object *result)
+{
+    struct vol_op *op = TAKE_PTR(v->running);
+
+    v->queued--;
+    if (err)
+        log_info(COMP, "volume call of uid %u failed: %s", (unsigned)op->uid, err->message);
+    op->cb(err, result, op->userdata);
+    free(op);
+    run_next(v);
+}
+
+static void fail(struct volumes *v, enum engine_err_kind kind, int error, const char *msg,
+                 const char *param)
+{
+    struct engine_error err = {.kind = kind, .error = error, .message = msg, .param = param};
+
+    finish(v, &err, NULL);
+}
+
+static void fail_pve(struct volumes *v, const struct pve_result *res)
+{
+    struct engine_error err;
+
+    error_from_pve(res, v->e->closing, &err);
+    finish(v, &err, NULL);
+}
+
+static const char *conf_str(json_object *conf, const char *key)
+{
+    json_object *o;
+
+    return conf && json_object_object_get_ex(conf, key, &o) && json_object_is_type(o, json_type_string)
+               ? json_object_get_string(o)
+               : NULL;
+}
+
+static json_object *volume_json(const struct marker_volume *mv)
+{
+    json_object *o = json_object_new_object();
+
+    if (!o)
+        return NULL;
+    json_object_object_add(o, "name", json_object_new_string(mv->name));
+    json_object_object_add(o, "size_gb", json_object_new_int64(mv->size_gb));
+    json_object_object_add(o, "owner_uid", json_object_new_int64(mv->owner_uid));
+    json_object_object_add(o, "attached_to", NULL);
+    return o;
+}
+
+/* ---- the holder: found in the pool, or cloned ---- */
+
+static void on_cloned(const struct pve_result *res, void *userdata)
+{
+    struct volumes *v = userdata;
+
+    v->call = NULL;
+    if (res->error < 0) {
+        log_warning(COMP, "the volume holder's clone failed");
+        fail_pve(v, res);
+        return;
+    }
+    v->holder = res->vmid;
+    log_info(COMP, "volume holder: container %u on %s made", v->holder, v->node);
+    read_config(v);
+}
+
+static void holder_clone(struct volumes *v)
+{
+    struct engine *e = v->e;
+    const struct engine_template *t = &e->templates[0];
+    uint32_t src[PVE_CLONE_SOURCES_MAX];
+    char line[MARKER_HOLDER_LINE_MAX], desc[MARKER_HOLDER_LINE_MAX + 1];
+    size_t n;
+    int r;
+
+    snprintf(v->node, sizeof v->node, "%s",
+             t->n_copies ? t->copies[0].node : t->home[0] ? t->home : e->cfg->proxmox.nodes[0]);
+    n = engine_template_vmids(t, v->node, src, ELEMENTSOF(src));
+    r = marker_holder_format(registry_instance_id(e->reg), line, sizeof line);
+    if (r < 0) {
+        fail(v, ENGINE_E_INTERNAL, r, "cannot build the volume holder's line", NULL);
+        return;
+    }
+    snprintf(desc, sizeof desc, "%s\n", line);
+    struct pve_clone_params cp = {
+        .node = v->node,
+        .template_vmid = src[0],
+        .copies = src + 1,
+        .n_copies = n - 1,
+        .hostname = ENGINE_VOLUME_HOLDER_NAME,
+        .description = desc,
+        .pool = e->cfg->proxmox.pool,
+        .full = e->cfg->proxmox.full_clone ? 1 : -1,
+        .storage = e->cfg->proxmox.full_clone ? e->cfg->proxmox.storage : NULL,
+    };
+    r = pve_clone(e->pve, &cp, ENGINE_VOLUME_TIMEOUT_MS, on_cloned, v, &v->call);
+    if (r < 0)
+        fail(v, ENGINE_E_INTERNAL, r, "cannot start the volume holder's clone", NULL);
+    else
+        log_info(COMP, "no volume holder yet: cloning one on %s", v->node);
+}
+
+static void act(struct volumes *v, json_object *conf);
+static void cand_next(struct volumes *v);
+
+static void on_cand_config(const struct pve_result *res, void *userdata)
+{
+    struct volumes *v = userdata;
+    uint32_t vmid = v->cands[v->i_cand++];
+
+    v->call = NULL;
+    if (res->error < 0) {
+        fail_pve(v, res); /* a holder that cannot be read now: nothing is decided */
+        return;
+    }
+    if (!marker_holder_is(conf_str(res->data, "description"),
+                          registry_instance_id(v->e->reg))) {
+        cand_next(v);
+        return;
+    }
+    v->holder = vmid;
+    log_info(COMP, "volume holder: container %u on %s", vmid, v->node);
+    act(v, res->data);
+}
+
+static void cand_next(struct volumes *v)
+{
+    int r;
+
+    if (v->i_cand >= v->n_cands) {
+        if (v->running->kind == VOL_CREATE)
+            holder_clone(v);
+        else
+            act(v, NULL); /* no holder: no volume */
+        return;
+    }
+    r = pve_config_get(v->e->pve, v->node, v->cands[v->i_cand], false, ENGINE_VOLUME_TIMEOUT_MS,
+                       on_cand_config, v, &v->call);
+    if (r < 0)
+        fail(v, ENGINE_E_INTERNAL, r, "cannot read the volume holder", NULL);
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+static void on_members(const struct pve_result *res, void *userdata)
+{
+    struct volumes *v = userdata;
+    const char *node = NULL;
+
+    v->call = NULL;
+    if (res->error < 0) {
+        fail_pve(v, res);
+        return;
+    }
+    v->n_cands = v->i_cand = 0;
+    for (size_t i = 0; res->vms && i < res->vms->n; i++) {
+        const struct pve_vm *vm = &res->vms->v[i];
+
+        if (vm->template || !vm->name || strcmp(vm->name, ENGINE_VOLUME_HOLDER_NAME) != 0 ||
+            (vm->type && strcmp(vm->type, "lxc") != 0) || v->n_cands == HOLDER_CANDIDATES_MAX)
+            continue;
+        if (node && vm->node && strcmp(node, vm->node) != 0)
+            continue; /* the holder is on one node: the first one's */
+        node = node ? node : vm->node;
+        v->cands[v->n_cands++] = vm->vmid;
+    }
+    if (v->n_cands > 1)
+        log_warning(COMP, "%zu containers named %s in the pool: the lowest id that is marked "
+                          "as this daemon's holder is used",
+                    v->n_cands, ENGINE_VOLUME_HOLDER_NAME);
+    qsort(v->cands, v->n_cands, sizeof v->cands[0], cmp_u32);
+    snprintf(v->node, sizeof v->node, "%s", node ? node : v->e->cfg->proxmox.nodes[0]);
+    cand_next(v);
+}
+
+/* ---- a call's steps ---- */
+
+static void on_config(const struct pve_result *res, void *userdata)
+{
+    struct volumes *v = userdata;
+
+    v->call = NULL;
+    if (res->error < 0)
+        fail_pve(v, res);
+    else
+        act(v, res->data);
+}
+
+static void read_config(struct volumes *v)
+{
+    int r = pve_config_get(v->e->pve, v->node, v->holder, false, ENGINE_VOLUME_TIMEOUT_MS,
+                           on_config, v, &v->call);
+
+    if (r < 0)
+        fail(v, ENGINE_E_INTERNAL, r, "cannot read the volume holder", NULL);
+}
+
+static void on_put(const struct pve_result *res, void *userdata)
+{
+    struct volumes *v = userdata;
+    struct vol_op *op = v->running;
+
+    v->call = NULL;
+    if (res->error < 0) {
+        fail_pve(v, res);
+        return;
+    }
+    if (op->cleaning)
+        op->cleaning = false;
+    else if (op->kind == VOL_DELETE && !op->detached) {
+        op->detached = true;
+        test_crash_point("volume-delete-detached");
+        op->cleaned = false; /* its volume is unusedN now: destroyed next */
+    } else if (op->kind == VOL_CREATE) {
+        struct marker_volume mv = {.owner_uid = op->uid, .size_gb = op->size_gb};
+        _cleanup_json_ json_object *o = json_object_new_object();
+
+        snprintf(mv.name, sizeof mv.name, "%s", op->name);
+        log_info(COMP, "volume '%s' of uid %u (%u GiB) made", op->name, (unsigned)op->uid,
+                 op->size_gb);
+        json_object_object_add(o, "volume", volume_json(&mv));
+        finish(v, NULL, o);
+        return;
+    }
+    read_config(v); /* unusedN to destroy, or the delete's end */
+}
+
+static int put(struct volumes *v, json_object *p)
+{
+    int r = pve_config_put(v->e->pve, v->node, v->holder, p, ENGINE_VOLUME_TIMEOUT_MS, on_put, v,
+                           &v->call);
+
+    if (r < 0)
+        fail(v, ENGINE_E_INTERNAL, r, "cannot write the volume holder's configuration", NULL);
+    return r;
+}
+
+/* Destroys the holder's unusedN (deletes a crash interrupted): true when a write went out. */
+static bool clean_unused(struct volumes *v, json_object *conf)
+{
+    _cleanup_json_ json_object *p = NULL;
+    char list[PVE_VOLUME_KEYS * 11] = "";
+    size_t len = 0;
+
+    if (v->running->cleaned || v->running->kind == VOL_LIST)
+        return false;
+    v->running->cleaned = true;
+    json_object_object_foreach(conf, key, val) {
+        unsigned n;
+        char c;
+
+        (void)val;
+        if (sscanf(key, "unused%u%c", &n, &c) != 1 || n >= PVE_VOLUME_KEYS)
+            continue;
+        len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", len ? "," : "", key);
+    }
+    if (len == 0)
+        return false;
+    p = json_object_new_object();
+    if (!p)
+        return false;
+    log_info(COMP, "volume holder %u: destroying %s (deleted volumes)", v->holder, list);
+    json_object_object_add(p, "delete", json_object_new_string(list));
+    v->running->cleaning = true;
+    (void)put(v, p);
+    return true;
+}
+
+static void do_list(struct volumes *v, const struct marker_volume *mv, size_t n, json_object *conf)
+{
+    _cleanup_json_ json_object *o = json_object_new_object();
+    json_object *a = json_object_new_array();
+
+    json_object_object_add(o, "volumes", a);
+    for (size_t i = 0; i < n; i++) {
+        if (!v->running->admin && mv[i].owner_uid != v->running->uid)
+            continue;
+        if (!volume_config_has_mp(conf, mv[i].mp))
+            continue; /* not (or no longer) a volume of the holder */
+        json_object_array_add(a, volume_json(&mv[i]));
+    }
+    finish(v, NULL, o);
+}
+
+static const struct marker_volume *find(const struct marker_volume *mv, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(mv[i].name, name) == 0)
+            return &mv[i];
+    return NULL;
+}
+
+/* The holder's storage: that of its root disk ("local-lvm:vm-101-disk-0,size=8G"). */
+static int holder_storage(json_object *conf, char *buf, size_t n)
+{
+    const char *rootfs = conf_str(conf, "rootfs");
+    const char *colon = rootfs ? strchr(rootfs, ':') : NULL;
+
+    if (!colon || colon == rootfs || (size_t)(colon - rootfs) >= n)
+        return -EBADMSG;
+    memcpy(buf, rootfs, (size_t)(colon - rootfs));
+    buf[colon - rootfs] = '\0';
+    return 0;
+}
+
+static void do_create(struct volumes *v, const struct marker_volume *mv, size_t n,
+                      json_object *conf)
+{
+    struct vol_op *op = v->running;
+    const char *desc = conf_str(conf, "description");
+    _cleanup_free_ char *newdesc = NULL, *mpval = NULL;
+    _cleanup_json_ json_object *p = NULL;
+    struct marker_volume nv = {.owner_uid = op->uid, .size_gb = op->size_gb};
+    char storage[128], key[16];
+    unsigned owned = 0;
+    int r;
+
+    if (find(mv, n, op->name)) {
+        fail(v, ENGINE_E_INVALID, -EEXIST, "a volume of that name exists", "name");
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        owned += mv[i].owner_uid == op->uid;
+    if (owned >= v->e->cfg->sandbox.max_volumes_per_uid) {
+        fail(v, ENGINE_E_QUOTA, -EDQUOT,
+             "the caller owns [sandbox] max_volumes_per_uid volumes already", NULL);
+        return;
+    }
+    snprintf(nv.name, sizeof nv.name, "%s", op->name);
+    r = volume_free_mp(conf, desc, &nv.mp);
+    if (r >= 0)
+        r = holder_storage(conf, storage, sizeof storage);
+    if (r >= 0)
+        r = marker_volume_set(desc, &nv, &newdesc);
+    if (r >= 0)
+        r = pve_mp_format(storage, op->size_gb, HOLDER_MOUNT_PATH, false, &mpval);
+    p = r >= 0 ? json_object_new_object() : NULL;
+    if (!p) {
+        fail(v, r == -ENOSPC ? ENGINE_E_QUOTA : ENGINE_E_INTERNAL, r < 0 ? r : -ENOMEM,
+             r == -ENOSPC ? "the volume holder has no free mount point key"
+                          : "cannot build the volume holder's configuration",
+             NULL);
+        return;
+    }
+    snprintf(key, sizeof key, "mp%u", nv.mp);
+    /* the line and the mount point in one write: never one without the other */
+    json_object_object_add(p, "description", json_object_new_string(newdesc));
+    json_object_object_add(p, key, json_object_new_string(mpval));
+    if (put(v, p) >= 0)
+        test_crash_point("volume-create-sent");
+}
+
+static void do_delete(struct volumes *v, const struct marker_volume *mv, size_t n,
+                      json_object *conf)
+{
+    struct vol_op *op = v->running;
+    const struct marker_volume *x = find(mv, n, op->name);
+    _cleanup_free_ char *newdesc = NULL;
+    _cleanup_json_ json_object *p = NULL;
+    char key[16];
+    int r;
+
+    if (op->detached) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+
+        log_info(COMP, "volume '%s' deleted", op->name);
+        json_object_object_add(o, "name", json_object_new_string(op->name));
+        json_object_object_add(o, "deleted", json_object_new_boolean(true));
+        finish(v, NULL, o);
+        return;
+    }
+    if (!x || (!op->admin && x->owner_uid != op->uid)) {
+        fail(v, ENGINE_E_INVALID, -ENOENT, "no such volume", "name");
+        return;
+    }
+    if (!volume_config_has_mp(conf, x->mp)) {
+        fail(v, ENGINE_E_STATE, -EBUSY, "the volume is attached to a sandbox: destroy it first",
+             NULL);
+        return;
+    }
+    r = marker_volume_remove(conf_str(conf, "description"), op->name, &newdesc);
+    p = r >= 0 ? json_object_new_object() : NULL;
+    if (!p) {
+        fail(v, ENGINE_E_INTERNAL, r < 0 ? r : -ENOMEM,
+             "cannot build the volume holder's configuration", NULL);
+        return;
+    }
+    snprintf(key, sizeof key, "mp%u", x->mp);
+    /* the line and the mount point go in one write; the volume stays as unusedN, destroyed
+     * next (by this call, or the next one after a crash) */
+    json_object_object_add(p, "description", json_object_new_string(newdesc));
+    json_object_object_add(p, "delete", json_object_new_string(key));
+    if (put(v, p) >= 0)
+        test_crash_point("volume-delete-sent");
+}
+
+/* The holder's configuration is read (NULL: there is no holder). */
+static void act(struct volumes *v, json_object *conf)
+{
+    _cleanup_free_ struct marker_volume *mv = NULL;
+    struct vol_op *op = v->running;
+    size_t n = 0;
+    int r;
+
+    if (conf && clean_unused(v, conf))
+        return;
+    if (conf) {
+        r = marker_volumes_parse(conf_str(conf, "description"), &mv, &n);
+        if (r < 0) {
+            log_error(COMP, "volume holder %u: its volume lines do not parse (%s): not changed",
+                      v->holder, strerror(-r));
+            fail(v, ENGINE_E_INTERNAL, r, "the volume holder's description is damaged", NULL);
+            return;
+        }
+    }
+    switch (op->kind) {
+    case VOL_LIST:
+        do_list(v, mv, n, conf);
+        break;
+    case VOL_CREATE:
+        do_create(v, mv, n, conf);
+        break;
+    case VOL_DELETE:
+        if (!conf)
+            fail(v, ENGINE_E_INVALID, -ENOENT, "no such volume", "name");
+        else
+            do_delete(v, mv, n, conf);
+        break;
+    }
+}
+
+static void run_next(struct volumes *v)
+{
+    struct vol_op *op;
+    int r;
+
+    if (v->running || !v->head)
+        return;
+    op = v->running = v->head;
+    v->head = op->next;
+    op->next = NULL;
+    if (v->holder) {
+        read_config(v);
+        return;
+    }
+    r = pve_pool_members(v->e->pve, v->e->cfg->proxmox.pool, ENGINE_VOLUME_TIMEOUT_MS, on_members,
+                         v, &v->call);
+    if (r < 0)
+        fail(v, ENGINE_E_INTERNAL, r, "cannot list the pool", NULL);
+}
+
+static int enqueue(struct engine *e, const struct vol_op *tmpl, struct engine_error *ret_err)
+{
+    struct volumes *v;
+    struct vol_op *op, **pp;
+    unsigned mine = 0;
+    int r = engine_refuse_unavailable(e, ret_err);
+
+    if (r < 0)
+        return r;
+    v = volumes_get(e);
+    if (!v)
+        return engine_refuse_oom(ret_err);
+    mine = v->running && v->running->uid == tmpl->uid;
+    for (op = v->head; op; op = op->next)
+        mine += op->uid == tmpl->uid;
+    if (mine >= ENGINE_VOLUME_QUEUE_PER_UID || v->queued >= ENGINE_VOLUME_QUEUE_MAX)
+        return engine_refuse(ret_err, ENGINE_E_BUSY, -EBUSY,
+                             "too many volume calls waiting: try again later", NULL);
+    op = malloc(sizeof *op);
+    if (!op)
+        return engine_refuse_oom(ret_err);
+    *op = *tmpl;
+    for (pp = &v->head; *pp; pp = &(*pp)->next)
+        ;
+    *pp = op;
+    v->queued++;
+    run_next(v);
+    return 0;
+}
+
+int engine_volume_create(struct engine *e, uid_t uid, const char *name, unsigned size_gb,
+                         engine_json_cb cb, void *userdata, struct engine_error *ret_err)
+{
+    struct vol_op op = {.kind = VOL_CREATE, .uid = uid, .size_gb = size_gb, .cb = cb,
+                        .userdata = userdata};
+
+    if (!id_is_valid(name) || strlen(name) >= sizeof op.name)
+        return engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL, "invalid volume name", "name");
+    if (size_gb < 1 || size_gb > e->cfg->sandbox.max_volume_gb) {
+        engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL,
+                      "size_gb is above [sandbox] max_volume_gb", "size_gb");
+        ret_err->cap = "max_volume_gb";
+        ret_err->limit = e->cfg->sandbox.max_volume_gb;
+        return -EINVAL;
+    }
+    if (e->cfg->sandbox.max_volumes_per_uid == 0)
+        return engine_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT,
+                             "volumes are off ([sandbox] max_volumes_per_uid = 0)", NULL);
+    snprintf(op.name, sizeof op.name, "%s", name);
+    return enqueue(e, &op, ret_err);
+}
+
+int engine_volume_list(struct engine *e, uid_t uid, bool admin, engine_json_cb cb, void *userdata,
+                       struct engine_error *ret_err)
+{
+    struct vol_op op = {.kind = VOL_LIST, .uid = uid, .admin = admin, .cb = cb,
+                        .userdata = userdata};
+
+    return enqueue(e, &op, ret_err);
+}
+
+int engine_volume_delete(struct engine *e, uid_t uid, bool admin, const char *name,
+                         engine_json_cb cb, void *userdata, struct engine_error *ret_err)
+{
+    struct vol_op op = {.kind = VOL_DELETE, .uid = uid, .admin = admin, .cb = cb,
+                        .userdata = userdata};
+
+    if (!id_is_valid(name) || strlen(name) >= sizeof op.name)
+        return engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL, "invalid volume name", "name");
+    snprintf(op.name, sizeof op.name, "%s", name);
+    return enqueue(e, &op, ret_err);
+}

@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""Volumes against the simulator: volume.create makes the volume holder once (a stopped clone
+of the template, marked in its description, never started) and a mount point on it with the
+volume's line in the same write; volume.list shows the caller's volumes (an admin's: all);
+volume.delete destroys the volume's storage. Refusals change nothing: a name in use,
+size_gb past max_volume_gb, max_volumes_per_uid, another uid's volume. The holder is never
+taken for an orphan by the reconcile, and the volumes are found again after kill -9 and a
+lost state folder; kill -9 at each crash point of a create and a delete leaves every volume
+listed whole or not at all, and no storage behind."""
+
+import os
+import re
+import shutil
+import threading
+
+from e2elib import Env, RpcError, calls_as_uid, expect_error, run
+from test_recovery_util import FAST_RECONCILE, kill9, launch, wait_dead, wait_reconciled
+
+HOLDER = "sandboxd-volumes"
+OTHER_UID = 4242
+
+
+def main():
+    cfg = {"sandbox": dict(FAST_RECONCILE["sandbox"], max_volumes_per_uid="3", max_volume_gb="4")}
+    with Env(daemon_config=cfg) as env:
+        st = {}
+        c = env.client()
+
+        def conf(vmid):
+            return env.sim.ok("GET", f"/nodes/pve/lxc/{vmid}/config")
+
+        def holders():
+            return [v for v, ct in env.containers().items()
+                    if conf(v).get("hostname") == HOLDER]
+
+        def holder_volumes(unused_ok=False):
+            """name -> (mpN value, owner) from the holder's description and config; every
+            line has its mount point and every mount point its line."""
+            (h,) = holders()
+            cf = conf(h)
+            desc = cf.get("description", "")
+            assert re.search(r"^sandboxd-holder:v1 instance=\S+ check=[0-9a-f]{8}$", desc, re.M), desc
+            assert not env.containers()[h]["running"]
+            lines = re.findall(r"^sandboxd-volume:v1 name=(\S+) owner=(\d+) size=(\d+) key=(mp\d+) "
+                               r"check=[0-9a-f]{8}$", desc, re.M)
+            mps = {k for k in cf if re.fullmatch(r"mp\d+", k)}
+            assert mps == {key for _, _, _, key in lines}, (mps, lines)
+            assert unused_ok or not [k for k in cf if k.startswith("unused")], cf
+            return {n: (cf[key], int(o), int(s)) for n, o, s, key in lines}
+
+        def names(cl=None):
+            return sorted(v["name"] for v in (cl or c).call("volume.list")["volumes"])
+
+        def create_list_delete():
+            assert c.call("volume.list") == {"volumes": []}
+            assert holders() == []  # a list makes no holder
+            v = c.call("volume.create", {"name": "data", "size_gb": 2})["volume"]
+            assert v == {"name": "data", "size_gb": 2, "owner_uid": 0, "attached_to": None}, v
+            (h,) = holders()
+            st["holder"] = h
+            vols = holder_volumes()
+            assert vols["data"][1:] == (0, 2) and "size=2G" in vols["data"][0], vols
+            c.call("volume.create", {"name": "logs", "size_gb": 1})
+            assert holders() == [h]  # one holder
+            assert names() == ["data", "logs"]
+            assert c.call("volume.list")["volumes"][0] == v
+            e = expect_error(c, "volume.create", {"name": "data", "size_gb": 1}, -32602, "name")
+            e = expect_error(c, "volume.create", {"name": "big", "size_gb": 5}, -32602, "size_gb")
+            assert "max_volume_gb" in str(e), e
+            expect_error(c, "volume.create", {"name": "Bad_Name", "size_gb": 1}, -32602, "name")
+            expect_error(c, "volume.delete", {"name": "nope"}, -32602, "name")
+            assert set(holder_volumes()) == {"data", "logs"}
+            vol_data = holder_volumes()["logs"][0].split(",")[0]  # local-lvm:vm-H-disk-K
+            store, _, disk = vol_data.partition(":")
+            path = os.path.join(env.sim.state_dir, "storage", store, disk)
+            assert os.path.isdir(path), path
+            assert c.call("volume.delete", {"name": "logs"}) == {"name": "logs", "deleted": True}
+            assert names() == ["data"]
+            assert set(holder_volumes()) == {"data"}
+            assert not os.path.exists(path), path  # its storage destroyed
+
+        def quota_and_uids():
+            c.call("volume.create", {"name": "q2", "size_gb": 1})
+            c.call("volume.create", {"name": "q3", "size_gb": 1})
+            e = expect_error(c, "volume.create", {"name": "q4", "size_gb": 1}, -32003)
+            assert "max_volumes_per_uid" in str(e), e
+            assert names() == ["data", "q2", "q3"]
+            # another uid: sees none of them, cannot delete them, has its own quota
+            out = calls_as_uid(env.socket, OTHER_UID, [
+                ["volume.list", {}], ["volume.delete", {"name": "data"}],
+                ["volume.create", {"name": "data", "size_gb": 1}]])
+            assert out == {"volume.list": "succeeded", "volume.delete": -32602,
+                           "volume.create": -32602}, out
+            out = calls_as_uid(env.socket, OTHER_UID, [["volume.create", {"name": "theirs", "size_gb": 1}]])
+            assert out == {"volume.create": "succeeded"}, out
+            assert names() == ["data", "q2", "q3", "theirs"]  # uid 0 is an admin: sees all
+            vols = holder_volumes()
+            assert vols["theirs"][1] == OTHER_UID and vols["data"][1] == 0, vols
+            c.call("volume.delete", {"name": "theirs"})  # an admin's delete
+            c.call("volume.delete", {"name": "q3"})
+            assert names() == ["data", "q2"]
+
+        def parallel_creates():
+            errs = []
+
+            def one(n):
+                cl = env.client()
+                try:
+                    cl.call("volume.create", {"name": n, "size_gb": 1})
+                except RpcError as e:
+                    errs.append((n, e.code))
+                finally:
+                    cl.close()
+            ts = [threading.Thread(target=one, args=(n,)) for n in ("p1", "p2", "p3")]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            # max_volumes_per_uid 3: data and q2 are there, one of the three fits
+            assert sorted(code for _, code in errs) == [-32003, -32003], errs
+            vols = holder_volumes()
+            assert len(vols) == 3 and len({mp.split(",")[0] for mp, _, _ in vols.values()}) == 3, vols
+            for n, _ in [(n, 0) for n in vols if n.startswith("p")]:
+                c.call("volume.delete", {"name": n})
+            assert names() == ["data", "q2"]
+
+        def holder_survives_reconcile_kill9_lost_state():
+            nonlocal c
+            h = st["holder"]
+            before = c.call("volume.list")
+            wait_reconciled(env, runs_after=3, timeout=30)
+            assert h in env.containers() and not env.containers()[h]["running"]
+            c.close()
+            kill9(env)
+            launch(env)
+            wait_reconciled(env, runs_after=2)
+            c = env.client()
+            assert c.call("volume.list") == before
+            c.close()
+            kill9(env)
+            shutil.rmtree(os.path.join(env.dir, "state"))
+            launch(env)
+            wait_reconciled(env, runs_after=2)
+            c = env.client()
+            assert c.call("volume.list") == before
+            assert holders() == [h] and not env.containers()[h]["running"]
+            c.call("volume.create", {"name": "after", "size_gb": 1})
+            assert holders() == [h]
+            c.call("volume.delete", {"name": "after"})
+
+        def crash_points():
+            nonlocal c
+            for point, method, name in (("volume-create-sent", "volume.create", "c1"),
+                                        ("volume-delete-sent", "volume.delete", "q2"),
+                                        ("volume-delete-detached", "volume.delete", "data")):
+                c.close()
+                kill9(env)
+                launch(env, crash_at=point)
+                c = env.client()
+                prm = {"name": name, "size_gb": 1} if method == "volume.create" else {"name": name}
+                try:
+                    c.call(method, prm, timeout=60)
+                except (ConnectionError, OSError, RpcError) as e:
+                    assert getattr(e, "code", None) in (None, -32011), (point, e)
+                assert wait_dead(env) != 0, point
+                launch(env)
+                c = env.client()
+                listed = names()
+                if point == "volume-delete-detached":
+                    # the mount point and its line went in one write: the volume is
+                    # unusedN on the holder until the next call destroys it
+                    assert name not in listed, (point, listed)
+                    (h,) = holders()
+                    assert [k for k in conf(h) if k.startswith("unused")], conf(h)
+                elif method == "volume.create":
+                    # the write went out or not: the volume is whole or absent
+                    assert listed in (["c1", "data", "q2"], ["data", "q2"]), (point, listed)
+                assert set(holder_volumes(unused_ok=True)) == set(listed), point
+                # the next call destroys what a delete left as unusedN
+                out = calls_as_uid(env.socket, OTHER_UID, [["volume.create", {"name": "probe", "size_gb": 1}]])
+                assert out == {"volume.create": "succeeded"}, (point, out)
+                assert set(holder_volumes()) == set(listed) | {"probe"}, point
+                c.call("volume.delete", {"name": "probe"})
+            for n in names():
+                c.call("volume.delete", {"name": n})
+            assert names() == [] and holder_volumes() == {}
+            # nothing of a volume is left on the storage: only the holder's root disk
+            h = st["holder"]
+            root = os.path.join(env.sim.state_dir, "storage")
+            rootfs = conf(h)["rootfs"].split(",")[0].partition(":")[2].replace("/", "_")
+            left = [n for _, ds, fs in os.walk(root) for n in ds + fs
+                    if f"vm-{h}-disk-" in n and n != rootfs]
+            assert left == [], (left, rootfs)
+
+        run([("create_list_delete", create_list_delete),
+             ("quota_and_uids", quota_and_uids),
+             ("parallel_creates", parallel_creates),
+             ("holder_survives_reconcile_kill9_lost_state", holder_survives_reconcile_kill9_lost_state),
+             ("crash_points", crash_points)])
+
+
+if __name__ == "__main__":
+    main()
