@@ -5,6 +5,7 @@
 #include "params-snapshot.h"
 #include "params-fork.h"
 #include "params-template.h"
+#include "params-volume.h"
 
 #include "b64.h"
 #include "params-file.h"
@@ -912,6 +913,9 @@ static const struct rpc_method_info rpc_method_table[] = {
     {"template.publish", false, &params_template_name_spec},
     {"sandbox.pause", false, &params_sandbox_id_spec},
     {"sandbox.resume", false, &params_sandbox_id_spec},
+    {"volume.create", false, &params_volume_create_spec},
+    {"volume.list", false, &params_none_spec},
+    {"volume.delete", false, &params_volume_name_spec},
 };
 
 const struct rpc_method_info *rpc_method_find(const char *name)

@@ -102,7 +102,11 @@ static void finish(struct volumes *v, const struct engine_error *err, json_objec
 static void fail(struct volumes *v, enum engine_err_kind kind, int error, const char *msg,
                  const char *param)
 {
-    struct engine_error err = {.kind = kind, .error = error, .message = msg, .param = param};
+    struct engine_error err = {.kind = kind,
+                               .error = error,
+                               .message = msg,
+                               .param = param,
+                               .state = kind == ENGINE_E_STATE ? "attached" : NULL};
 
     finish(v, &err, NULL);
 }
