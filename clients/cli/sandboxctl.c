@@ -23,6 +23,7 @@
 #include "sandboxctl-forward.h"
 #include "sandboxctl-snapshot.h"
 #include "sandboxctl-template.h"
+#include "sandboxctl-volume.h"
 #include "sandboxctl-process.h"
 
 static const char *get_str(json_object *o, const char *key)
@@ -337,6 +338,9 @@ static void usage(FILE *f)
             "  template publish NAME           let every uid use it (admins)\n"
             "  template build NAME -f FILE [--context DIR] [--internet]\n"
             "                                  a template from a Dockerfile subset\n"
+            "  volume create NAME SIZE_GB      a volume that outlives sandboxes\n"
+            "  volume list                     your volumes\n"
+            "  volume delete NAME              delete a volume and its data\n"
             "  pause ID                        stop it, its disk kept (processes end)\n"
             "  resume ID                       start a paused one again (ready)\n"
             "  forward ID [LOCAL:]REMOTE       relay port REMOTE of the sandbox to a private\n"
@@ -441,6 +445,8 @@ static int run_command(struct ctl *c, const char *cmd, int argc, char **argv)
         r = ctl_snapshot_main(c, argc, argv);
     else if (strcmp(cmd, "template") == 0)
         r = ctl_template_main(c, argc, argv);
+    else if (strcmp(cmd, "volume") == 0)
+        r = ctl_volume_main(c, argc, argv);
     else if (strcmp(cmd, "destroy") == 0 && argc == 2)
         r = run_simple(c, "sandbox.destroy", id_params(argv[1]), print_destroyed);
     else {
@@ -499,7 +505,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "mcp") == 0)
         return mcp_main(c.socket, argc, argv);
     if ((!strstr(" status create list show exec put get internet renew resize destroy call metrics "
-                 "events forward preview previews unpreview template ",
+                 "events forward preview previews unpreview template volume ",
                  cmd) &&
          !ctl_fs_is_command(cmd) && !ctl_process_is_command(cmd) &&
          !ctl_snapshot_is_command(cmd)) ||

@@ -365,12 +365,19 @@ static bool clean_unused(struct volumes *v, json_object *conf)
     return true;
 }
 
-static void do_list(struct volumes *v, const struct marker_volume *mv, size_t n, json_object *conf)
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(((const struct marker_volume *)a)->name, ((const struct marker_volume *)b)->name);
+}
+
+static void do_list(struct volumes *v, struct marker_volume *mv, size_t n, json_object *conf)
 {
     _cleanup_json_ json_object *o = json_object_new_object();
     json_object *a = json_object_new_array();
 
     json_object_object_add(o, "volumes", a);
+    if (n > 1)
+        qsort(mv, n, sizeof *mv, cmp_name);
     for (size_t i = 0; i < n; i++) {
         if (!v->running->admin && mv[i].owner_uid != v->running->uid)
             continue;

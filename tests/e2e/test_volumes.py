@@ -11,12 +11,14 @@ listed whole or not at all, and no storage behind."""
 import os
 import re
 import shutil
+import subprocess
 import threading
 
-from e2elib import Env, RpcError, calls_as_uid, expect_error, run
+from e2elib import BUILD, Env, RpcError, calls_as_uid, expect_error, run
 from test_recovery_util import FAST_RECONCILE, kill9, launch, wait_dead, wait_reconciled
 
 HOLDER = "sandboxd-volumes"
+SANDBOXCTL = os.path.join(BUILD, "clients", "cli", "sandboxctl")
 OTHER_UID = 4242
 
 
@@ -78,6 +80,21 @@ def main():
             assert names() == ["data"]
             assert set(holder_volumes()) == {"data"}
             assert not os.path.exists(path), path  # its storage destroyed
+
+        def sandboxctl():
+            def ctl(*args):
+                return subprocess.run([SANDBOXCTL, "--socket", env.socket, "volume", *args],
+                                      capture_output=True, text=True, timeout=120)
+            r = ctl("create", "cli-vol", "1")
+            assert r.returncode == 0 and r.stdout.split() == ["cli-vol", "1", "0", "-"], r
+            r = ctl("list")
+            assert r.returncode == 0 and [ln.split()[0] for ln in r.stdout.splitlines()] == \
+                ["cli-vol", "data"], r
+            r = ctl("create", "cli-vol", "1")
+            assert r.returncode != 0 and "name" in r.stderr, r
+            r = ctl("delete", "cli-vol")
+            assert r.returncode == 0 and r.stdout == "cli-vol deleted\n", r
+            assert names() == ["data"]
 
         def quota_and_uids():
             c.call("volume.create", {"name": "q2", "size_gb": 1})
@@ -193,6 +210,7 @@ def main():
             assert left == [], (left, rootfs)
 
         run([("create_list_delete", create_list_delete),
+             ("sandboxctl", sandboxctl),
              ("quota_and_uids", quota_and_uids),
              ("parallel_creates", parallel_creates),
              ("holder_survives_reconcile_kill9_lost_state", holder_survives_reconcile_kill9_lost_state),
