@@ -110,6 +110,9 @@ class Method:
     TEMPLATE_CREATE = "template.create"
     TEMPLATE_DELETE = "template.delete"
     TEMPLATE_PUBLISH = "template.publish"
+    VOLUME_CREATE = "volume.create"
+    VOLUME_LIST = "volume.list"
+    VOLUME_DELETE = "volume.delete"
     STATUS = "daemon.status"
     DISCOVER = "rpc.discover"
     EXEC_OUTPUT = "exec.output"  # the notification a streaming exec sends
@@ -661,6 +664,22 @@ class Client:
     def publish_template(self, name: str, timeout: Optional[float] = None) -> Dict[str, Any]:
         """template.publish (admins): every uid may use it."""
         return self.call(Method.TEMPLATE_PUBLISH, {"name": name}, timeout)["template"]
+
+    # -- volumes
+    def create_volume(self, name: str, size_gb: int,
+                      timeout: Optional[float] = None) -> Dict[str, Any]:
+        """volume.create: a volume of size_gb GiB owned by the caller, storage that outlives
+        sandboxes: {name, size_gb, owner_uid, attached_to}."""
+        return self.call(Method.VOLUME_CREATE, {"name": name, "size_gb": size_gb},
+                         timeout)["volume"]
+
+    def volumes(self, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
+        """volume.list: the caller's volumes (admins: all), by name."""
+        return self.call(Method.VOLUME_LIST, None, timeout)["volumes"]
+
+    def delete_volume(self, name: str, timeout: Optional[float] = None) -> None:
+        """volume.delete: the volume and its data; refused (BadState) while attached."""
+        self.call(Method.VOLUME_DELETE, {"name": name}, timeout)
 
 
 class Sandbox:

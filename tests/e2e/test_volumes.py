@@ -14,8 +14,13 @@ import shutil
 import subprocess
 import threading
 
-from e2elib import BUILD, Env, RpcError, calls_as_uid, expect_error, run
+import sys
+
+from e2elib import BUILD, SRC, Env, RpcError, calls_as_uid, expect_error, run
 from test_recovery_util import FAST_RECONCILE, kill9, launch, wait_dead, wait_reconciled
+
+sys.path.insert(0, os.path.join(SRC, "clients", "python"))
+import sandboxd  # noqa: E402
 
 HOLDER = "sandboxd-volumes"
 SANDBOXCTL = os.path.join(BUILD, "clients", "cli", "sandboxctl")
@@ -95,6 +100,22 @@ def main():
             r = ctl("delete", "cli-vol")
             assert r.returncode == 0 and r.stdout == "cli-vol deleted\n", r
             assert names() == ["data"]
+
+        def python_client():
+            py = sandboxd.Client(env.socket)
+            try:
+                v = py.create_volume("py-vol", 1)
+                assert v == {"name": "py-vol", "size_gb": 1, "owner_uid": 0, "attached_to": None}, v
+                assert [x["name"] for x in py.volumes()] == ["data", "py-vol"]
+                try:
+                    py.create_volume("py-vol", 1)
+                    raise AssertionError("a name in use was accepted")
+                except sandboxd.InvalidParams:
+                    pass
+                py.delete_volume("py-vol")
+                assert [x["name"] for x in py.volumes()] == ["data"]
+            finally:
+                py.close()
 
         def quota_and_uids():
             c.call("volume.create", {"name": "q2", "size_gb": 1})
@@ -211,6 +232,7 @@ def main():
 
         run([("create_list_delete", create_list_delete),
              ("sandboxctl", sandboxctl),
+             ("python_client", python_client),
              ("quota_and_uids", quota_and_uids),
              ("parallel_creates", parallel_creates),
              ("holder_survives_reconcile_kill9_lost_state", holder_survives_reconcile_kill9_lost_state),
