@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit.h"
 #include "log.h"
 #include "marker.h"
 #include "pve-parse.h"
@@ -33,6 +34,8 @@ struct vol_op {
     bool cleaned;  /* the holder's unusedN were destroyed once for this call */
     bool detached; /* delete: the mount point and its line are gone */
     bool cleaning; /* the write running destroys the holder's unusedN */
+    uid_t deleted_owner;   /* delete: the volume's owner and size, for the audit record */
+    unsigned deleted_size;
     engine_json_cb cb;
     void *userdata;
     struct vol_op *next;
@@ -139,6 +142,21 @@ static json_object *volume_json(const struct marker_volume *mv)
     json_object_object_add(o, "owner_uid", json_object_new_int64(mv->owner_uid));
     json_object_object_add(o, "attached_to", NULL);
     return o;
+}
+
+/* An audit record of a volume's creation or deletion (its owner, by caller uid). */
+static void audit_volume(struct volumes *v, const char *event, const struct vol_op *op,
+                         uid_t owner, unsigned size_gb)
+{
+    struct audit_record rec = {.event = event,
+                               .priority = LOG_INFO,
+                               .vmid = v->holder,
+                               .node = v->node,
+                               .caller_uid = op->uid,
+                               .owner_uid = owner};
+
+    audit_emit(&rec, "%s: volume '%s' (%u GiB, owner uid %u) on the volume holder %u on %s",
+               event, op->name, size_gb, (unsigned)owner, v->holder, v->node);
 }
 
 /* ---- the holder: found in the pool, or cloned ---- */
@@ -315,8 +333,7 @@ static void on_put(const struct pve_result *res, void *userdata)
         _cleanup_json_ json_object *o = json_object_new_object();
 
         snprintf(mv.name, sizeof mv.name, "%s", op->name);
-        log_info(COMP, "volume '%s' of uid %u (%u GiB) made", op->name, (unsigned)op->uid,
-                 op->size_gb);
+        audit_volume(v, "volume.create", op, op->uid, op->size_gb);
         json_object_object_add(o, "volume", volume_json(&mv));
         finish(v, NULL, o);
         return;
@@ -469,7 +486,7 @@ static void do_delete(struct volumes *v, const struct marker_volume *mv, size_t 
     if (op->detached) {
         _cleanup_json_ json_object *o = json_object_new_object();
 
-        log_info(COMP, "volume '%s' deleted", op->name);
+        audit_volume(v, "volume.delete", op, op->deleted_owner, op->deleted_size);
         json_object_object_add(o, "name", json_object_new_string(op->name));
         json_object_object_add(o, "deleted", json_object_new_boolean(true));
         finish(v, NULL, o);
@@ -491,6 +508,8 @@ static void do_delete(struct volumes *v, const struct marker_volume *mv, size_t 
              "cannot build the volume holder's configuration", NULL);
         return;
     }
+    op->deleted_owner = x->owner_uid;
+    op->deleted_size = x->size_gb;
     snprintf(key, sizeof key, "mp%u", x->mp);
     /* the line and the mount point go in one write; the volume stays as unusedN, destroyed
      * next (by this call, or the next one after a crash) */

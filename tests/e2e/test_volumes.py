@@ -135,6 +135,9 @@ def main():
             vols = holder_volumes()
             assert vols["theirs"][1] == OTHER_UID and vols["data"][1] == 0, vols
             c.call("volume.delete", {"name": "theirs"})  # an admin's delete
+            log = env.daemon_log()
+            assert re.search(r"event=volume.create .*caller_uid=4242 owner_uid=4242 .*'theirs'", log), log[-3000:]
+            assert re.search(r"event=volume.delete .*caller_uid=0 owner_uid=4242 .*'theirs'", log), log[-3000:]
             c.call("volume.delete", {"name": "q3"})
             assert names() == ["data", "q2"]
 
