@@ -9,6 +9,7 @@
 #include "audit.h"
 #include "log.h"
 #include "marker.h"
+#include "pve-error.h"
 #include "pve-parse.h"
 #include "pve.h"
 #include "registry.h"
@@ -54,6 +55,7 @@ struct volumes {
 
 static void run_next(struct volumes *v);
 static void read_config(struct volumes *v);
+static void discover(struct volumes *v);
 
 static void volumes_stop(struct engine *e)
 {
@@ -297,10 +299,28 @@ static void on_config(const struct pve_result *res, void *userdata)
     struct volumes *v = userdata;
 
     v->call = NULL;
+    /* a pool-scoped token is refused (403) on a container that no longer exists */
+    if (res->error == -EREMOTEIO && res->perr &&
+        (res->perr->kind == PVE_ERR_NOT_FOUND || res->perr->kind == PVE_ERR_PERMISSION)) {
+        log_warning(COMP, "the volume holder %u cannot be read (%s): looked for in the pool",
+                    v->holder, res->perr->message);
+        v->holder = 0;
+        discover(v);
+        return;
+    }
     if (res->error < 0)
         fail_pve(v, res);
     else
         act(v, res->data);
+}
+
+static void discover(struct volumes *v)
+{
+    int r = pve_pool_members(v->e->pve, v->e->cfg->proxmox.pool, ENGINE_VOLUME_TIMEOUT_MS,
+                             on_members, v, &v->call);
+
+    if (r < 0)
+        fail(v, ENGINE_E_INTERNAL, r, "cannot list the pool", NULL);
 }
 
 static void read_config(struct volumes *v)
@@ -557,21 +577,16 @@ static void act(struct volumes *v, json_object *conf)
 static void run_next(struct volumes *v)
 {
     struct vol_op *op;
-    int r;
 
     if (v->running || !v->head)
         return;
     op = v->running = v->head;
     v->head = op->next;
     op->next = NULL;
-    if (v->holder) {
+    if (v->holder)
         read_config(v);
-        return;
-    }
-    r = pve_pool_members(v->e->pve, v->e->cfg->proxmox.pool, ENGINE_VOLUME_TIMEOUT_MS, on_members,
-                         v, &v->call);
-    if (r < 0)
-        fail(v, ENGINE_E_INTERNAL, r, "cannot list the pool", NULL);
+    else
+        discover(v);
 }
 
 static int enqueue(struct engine *e, const struct vol_op *tmpl, struct engine_error *ret_err)

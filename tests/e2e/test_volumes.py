@@ -233,13 +233,24 @@ def main():
                     if f"vm-{h}-disk-" in n and n != rootfs]
             assert left == [], (left, rootfs)
 
+        def holder_gone():
+            """An operator deleted the (empty) holder: the next call makes a new one."""
+            (h,) = holders()
+            env.sim.wait_task(env.sim.ok("DELETE", f"/nodes/pve/lxc/{h}"))
+            assert holders() == []
+            c.call("volume.create", {"name": "again", "size_gb": 1})
+            (h2,) = holders()
+            assert h2 != h and set(holder_volumes()) == {"again"}
+            c.call("volume.delete", {"name": "again"})
+
         run([("create_list_delete", create_list_delete),
              ("sandboxctl", sandboxctl),
              ("python_client", python_client),
              ("quota_and_uids", quota_and_uids),
              ("parallel_creates", parallel_creates),
              ("holder_survives_reconcile_kill9_lost_state", holder_survives_reconcile_kill9_lost_state),
-             ("crash_points", crash_points)])
+             ("crash_points", crash_points),
+             ("holder_gone", holder_gone)])
 
 
 if __name__ == "__main__":
