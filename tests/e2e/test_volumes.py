@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import threading
+import time
 
 import sys
 
@@ -243,6 +244,39 @@ def main():
             assert h2 != h and set(holder_volumes()) == {"again"}
             c.call("volume.delete", {"name": "again"})
 
+        def stop_mid_call():
+            """A stop while a create clones the holder (held up in Proxmox) and more calls
+            wait: each call ends (answered during the stop's drain, -32011, or the
+            connection's end) and the daemon exits cleanly; after a start one holder at most,
+            found again, its volumes whole."""
+            nonlocal c
+            (h,) = holders()
+            env.sim.wait_task(env.sim.ok("DELETE", f"/nodes/pve/lxc/{h}"))
+            env.sim.admin("POST", "/faults", {"method": "POST", "path": "/nodes/*/lxc/*/clone",
+                                                    "latency": 2, "count": 1})
+            ids = [c.send("volume.create", {"name": f"s{i}", "size_gb": 1}) for i in range(3)]
+            ids.append(c.send("volume.list", {}))
+            time.sleep(0.5)  # the holder's clone is held up in Proxmox meanwhile
+            assert env.stop_daemon() == 0
+            for i in ids:
+                try:
+                    c.wait(i, timeout=30)
+                except (ConnectionError, OSError):
+                    pass
+            c.close()
+            launch(env)
+            c = env.client()
+            time.sleep(3)  # a clone Proxmox went on with ends meanwhile
+            before = holders()
+            assert len(before) <= 1, before
+            created = c.call("volume.list")["volumes"]
+            for v in created:  # a create whose write went out before the stop
+                c.call("volume.delete", {"name": v["name"]})
+            c.call("volume.create", {"name": "after-stop", "size_gb": 1})
+            (h2,) = holders()
+            assert not before or before == [h2]
+            c.call("volume.delete", {"name": "after-stop"})
+
         run([("create_list_delete", create_list_delete),
              ("sandboxctl", sandboxctl),
              ("python_client", python_client),
@@ -250,7 +284,8 @@ def main():
              ("parallel_creates", parallel_creates),
              ("holder_survives_reconcile_kill9_lost_state", holder_survives_reconcile_kill9_lost_state),
              ("crash_points", crash_points),
-             ("holder_gone", holder_gone)])
+             ("holder_gone", holder_gone),
+             ("stop_mid_call", stop_mid_call)])
 
 
 if __name__ == "__main__":
