@@ -9,6 +9,7 @@
 #include "audit.h"
 #include "log.h"
 #include "marker.h"
+#include "metrics.h"
 #include "pve-error.h"
 #include "pve-parse.h"
 #include "pve.h"
@@ -96,7 +97,11 @@ static void finish(struct volumes *v, const struct engine_error *err, json_objec
 {
     struct vol_op *op = TAKE_PTR(v->running);
 
+    static const char *const ops[] = {[VOL_CREATE] = "create", [VOL_LIST] = "list",
+                                      [VOL_DELETE] = "delete"};
+
     v->queued--;
+    metrics_add(M_VOLUME_CALLS, ops[op->kind], err ? "failed" : "done", 1);
     if (err)
         log_info(COMP, "volume call of uid %u failed: %s", (unsigned)op->uid, err->message);
     op->cb(err, result, op->userdata);

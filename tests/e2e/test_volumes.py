@@ -78,6 +78,9 @@ def main():
             expect_error(c, "volume.create", {"name": "Bad_Name", "size_gb": 1}, -32602, "name")
             expect_error(c, "volume.delete", {"name": "nope"}, -32602, "name")
             assert set(holder_volumes()) == {"data", "logs"}
+            m = [f for f in c.call("daemon.metrics")["metrics"] if f["name"] == "sandboxd_volume_calls_total"][0]
+            got = {tuple(x["labels"].values()): x["value"] for x in m["samples"]}
+            assert got.get(("create", "done")) == 2 and got.get(("create", "failed")) == 1, got
             vol_data = holder_volumes()["logs"][0].split(",")[0]  # local-lvm:vm-H-disk-K
             store, _, disk = vol_data.partition(":")
             path = os.path.join(env.sim.state_dir, "storage", store, disk)
