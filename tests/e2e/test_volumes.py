@@ -175,6 +175,7 @@ def main():
             before = c.call("volume.list")
             wait_reconciled(env, runs_after=3, timeout=30)
             assert h in env.containers() and not env.containers()[h]["running"]
+            assert f"container {h}: the volume holder" in env.daemon_log()
             c.close()
             kill9(env)
             launch(env)
