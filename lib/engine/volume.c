@@ -484,9 +484,11 @@ static void do_create(struct volumes *v, const struct marker_volume *mv, size_t 
         r = pve_mp_format(storage, op->size_gb, HOLDER_MOUNT_PATH, false, &mpval);
     p = r >= 0 ? json_object_new_object() : NULL;
     if (!p) {
-        fail(v, r == -ENOSPC ? ENGINE_E_QUOTA : ENGINE_E_INTERNAL, r < 0 ? r : -ENOMEM,
-             r == -ENOSPC ? "the volume holder has no free mount point key"
-                          : "cannot build the volume holder's configuration",
+        bool full = r == -ENOSPC || r == -E2BIG; /* 256 keys, or 8 KiB of description */
+
+        fail(v, full ? ENGINE_E_QUOTA : ENGINE_E_INTERNAL, r < 0 ? r : -ENOMEM,
+             full ? "the volume holder is full: its description lists no more volumes"
+                  : "cannot build the volume holder's configuration",
              NULL);
         return;
     }

@@ -281,6 +281,23 @@ def main():
             assert not before or before == [h2]
             c.call("volume.delete", {"name": "after-stop"})
 
+        def holder_full():
+            """A description with no room for one more line: -32003, nothing changed."""
+            if not holders():
+                c.call("volume.create", {"name": "first", "size_gb": 1})
+                c.call("volume.delete", {"name": "first"})
+            (h,) = holders()
+            desc = conf(h)["description"]
+            note = "a human's note " * ((8170 - len(desc)) // 15)  # no room for a line
+            env.sim.ok("PUT", f"/nodes/pve/lxc/{h}/config", {"description": desc + note + "\n"})
+            e = expect_error(c, "volume.create", {"name": "nofit", "size_gb": 1}, -32003)
+            assert "full" in str(e), e
+            assert names() == [] and holder_volumes() == {}
+            env.sim.ok("PUT", f"/nodes/pve/lxc/{h}/config", {"description": desc})
+            c.call("volume.create", {"name": "fits", "size_gb": 1})
+            assert set(holder_volumes()) == {"fits"}
+            c.call("volume.delete", {"name": "fits"})
+
         run([("create_list_delete", create_list_delete),
              ("sandboxctl", sandboxctl),
              ("python_client", python_client),
@@ -289,7 +306,8 @@ def main():
              ("holder_survives_reconcile_kill9_lost_state", holder_survives_reconcile_kill9_lost_state),
              ("crash_points", crash_points),
              ("holder_gone", holder_gone),
-             ("stop_mid_call", stop_mid_call)])
+             ("stop_mid_call", stop_mid_call),
+             ("holder_full", holder_full)])
 
 
 if __name__ == "__main__":
