@@ -26,8 +26,8 @@ static void vol_method(struct req *r, void *params, void *userdata, enum vol_met
     case M_CREATE: {
         const struct params_volume_create *p = params;
 
-        k = engine_volume_create(e, req_uid(r), p->name, (unsigned)p->size_gb,
-                                 methods_wait_on_json, w, &err);
+        k = engine_volume_create(e, req_uid(r), p->name, (unsigned)p->size_gb, methods_wait_on_json,
+                                 w, &err);
         break;
     }
     case M_LIST:
@@ -36,8 +36,8 @@ static void vol_method(struct req *r, void *params, void *userdata, enum vol_met
     default: {
         const struct params_volume_name *p = params;
 
-        k = engine_volume_delete(e, req_uid(r), req_is_admin(r), p->name, methods_wait_on_json,
-                                 w, &err);
+        k = engine_volume_delete(e, req_uid(r), req_is_admin(r), p->name, methods_wait_on_json, w,
+                                 &err);
         break;
     }
     }

@@ -33,10 +33,10 @@ struct vol_op {
     unsigned size_gb;
     uid_t uid;
     bool admin;
-    bool cleaned;  /* the holder's unusedN were destroyed once for this call */
-    bool detached; /* delete: the mount point and its line are gone */
-    bool cleaning; /* the write running destroys the holder's unusedN */
-    uid_t deleted_owner;   /* delete: the volume's owner and size, for the audit record */
+    bool cleaned;        /* the holder's unusedN were destroyed once for this call */
+    bool detached;       /* delete: the mount point and its line are gone */
+    bool cleaning;       /* the write running destroys the holder's unusedN */
+    uid_t deleted_owner; /* delete: the volume's owner and size, for the audit record */
     unsigned deleted_size;
     engine_json_cb cb;
     void *userdata;
@@ -61,9 +61,8 @@ static void discover(struct volumes *v);
 static void volumes_stop(struct engine *e)
 {
     struct volumes *v = TAKE_PTR(e->volumes);
-    struct engine_error err = {.kind = ENGINE_E_SHUTDOWN,
-                               .error = -ECANCELED,
-                               .message = "the daemon is shutting down"};
+    struct engine_error err = {
+        .kind = ENGINE_E_SHUTDOWN, .error = -ECANCELED, .message = "the daemon is shutting down"};
 
     if (!v)
         return;
@@ -97,8 +96,8 @@ static void finish(struct volumes *v, const struct engine_error *err, json_objec
 {
     struct vol_op *op = TAKE_PTR(v->running);
 
-    static const char *const ops[] = {[VOL_CREATE] = "create", [VOL_LIST] = "list",
-                                      [VOL_DELETE] = "delete"};
+    static const char *const ops[] = {
+        [VOL_CREATE] = "create", [VOL_LIST] = "list", [VOL_DELETE] = "delete"};
 
     v->queued--;
     metrics_add(M_VOLUME_CALLS, ops[op->kind], err ? "failed" : "done", 1);
@@ -133,7 +132,8 @@ static const char *conf_str(json_object *conf, const char *key)
 {
     json_object *o;
 
-    return conf && json_object_object_get_ex(conf, key, &o) && json_object_is_type(o, json_type_string)
+    return conf && json_object_object_get_ex(conf, key, &o) &&
+                   json_object_is_type(o, json_type_string)
                ? json_object_get_string(o)
                : NULL;
 }
@@ -152,8 +152,8 @@ static json_object *volume_json(const struct marker_volume *mv)
 }
 
 /* An audit record of a volume's creation or deletion (its owner, by caller uid). */
-static void audit_volume(struct volumes *v, const char *event, const struct vol_op *op,
-                         uid_t owner, unsigned size_gb)
+static void audit_volume(struct volumes *v, const char *event, const struct vol_op *op, uid_t owner,
+                         unsigned size_gb)
 {
     struct audit_record rec = {.event = event,
                                .priority = LOG_INFO,
@@ -162,8 +162,8 @@ static void audit_volume(struct volumes *v, const char *event, const struct vol_
                                .caller_uid = op->uid,
                                .owner_uid = owner};
 
-    audit_emit(&rec, "%s: volume '%s' (%u GiB, owner uid %u) on the volume holder %u on %s",
-               event, op->name, size_gb, (unsigned)owner, v->holder, v->node);
+    audit_emit(&rec, "%s: volume '%s' (%u GiB, owner uid %u) on the volume holder %u on %s", event,
+               op->name, size_gb, (unsigned)owner, v->holder, v->node);
 }
 
 /* ---- the holder: found in the pool, or cloned ---- */
@@ -193,7 +193,9 @@ static void holder_clone(struct volumes *v)
     int r;
 
     snprintf(v->node, sizeof v->node, "%s",
-             t->n_copies ? t->copies[0].node : t->home[0] ? t->home : e->cfg->proxmox.nodes[0]);
+             t->n_copies  ? t->copies[0].node
+             : t->home[0] ? t->home
+                          : e->cfg->proxmox.nodes[0]);
     n = engine_template_vmids(t, v->node, src, ELEMENTSOF(src));
     r = marker_holder_format(registry_instance_id(e->reg), line, sizeof line);
     if (r < 0) {
@@ -232,8 +234,7 @@ static void on_cand_config(const struct pve_result *res, void *userdata)
         fail_pve(v, res); /* a holder that cannot be read now: nothing is decided */
         return;
     }
-    if (!marker_holder_is(conf_str(res->data, "description"),
-                          registry_instance_id(v->e->reg))) {
+    if (!marker_holder_is(conf_str(res->data, "description"), registry_instance_id(v->e->reg))) {
         cand_next(v);
         return;
     }
@@ -289,8 +290,9 @@ static void on_members(const struct pve_result *res, void *userdata)
         v->cands[v->n_cands++] = vm->vmid;
     }
     if (v->n_cands > 1)
-        log_warning(COMP, "%zu containers named %s in the pool: the lowest id that is marked "
-                          "as this daemon's holder is used",
+        log_warning(COMP,
+                    "%zu containers named %s in the pool: the lowest id that is marked "
+                    "as this daemon's holder is used",
                     v->n_cands, ENGINE_VOLUME_HOLDER_NAME);
     qsort(v->cands, v->n_cands, sizeof v->cands[0], cmp_u32);
     snprintf(v->node, sizeof v->node, "%s", node ? node : v->e->cfg->proxmox.nodes[0]);
@@ -386,7 +388,8 @@ static bool clean_unused(struct volumes *v, json_object *conf)
     if (v->running->cleaned || v->running->kind == VOL_LIST)
         return false;
     v->running->cleaned = true;
-    json_object_object_foreach(conf, key, val) {
+    json_object_object_foreach(conf, key, val)
+    {
         unsigned n;
         char c;
 
@@ -629,8 +632,8 @@ static int enqueue(struct engine *e, const struct vol_op *tmpl, struct engine_er
 int engine_volume_create(struct engine *e, uid_t uid, const char *name, unsigned size_gb,
                          engine_json_cb cb, void *userdata, struct engine_error *ret_err)
 {
-    struct vol_op op = {.kind = VOL_CREATE, .uid = uid, .size_gb = size_gb, .cb = cb,
-                        .userdata = userdata};
+    struct vol_op op = {
+        .kind = VOL_CREATE, .uid = uid, .size_gb = size_gb, .cb = cb, .userdata = userdata};
 
     if (!id_is_valid(name) || strlen(name) >= sizeof op.name)
         return engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL, "invalid volume name", "name");
@@ -651,8 +654,8 @@ int engine_volume_create(struct engine *e, uid_t uid, const char *name, unsigned
 int engine_volume_list(struct engine *e, uid_t uid, bool admin, engine_json_cb cb, void *userdata,
                        struct engine_error *ret_err)
 {
-    struct vol_op op = {.kind = VOL_LIST, .uid = uid, .admin = admin, .cb = cb,
-                        .userdata = userdata};
+    struct vol_op op = {
+        .kind = VOL_LIST, .uid = uid, .admin = admin, .cb = cb, .userdata = userdata};
 
     return enqueue(e, &op, ret_err);
 }
@@ -660,8 +663,8 @@ int engine_volume_list(struct engine *e, uid_t uid, bool admin, engine_json_cb c
 int engine_volume_delete(struct engine *e, uid_t uid, bool admin, const char *name,
                          engine_json_cb cb, void *userdata, struct engine_error *ret_err)
 {
-    struct vol_op op = {.kind = VOL_DELETE, .uid = uid, .admin = admin, .cb = cb,
-                        .userdata = userdata};
+    struct vol_op op = {
+        .kind = VOL_DELETE, .uid = uid, .admin = admin, .cb = cb, .userdata = userdata};
 
     if (!id_is_valid(name) || strlen(name) >= sizeof op.name)
         return engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL, "invalid volume name", "name");

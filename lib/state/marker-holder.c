@@ -61,8 +61,7 @@ bool marker_holder_is(const char *description, const char *instance)
     char line[MARKER_HOLDER_LINE_MAX];
     const char *p = description;
 
-    if (!p || marker_holder_format(instance, line, sizeof line) < 0 ||
-        strlen(p) > MARKER_INPUT_MAX)
+    if (!p || marker_holder_format(instance, line, sizeof line) < 0 || strlen(p) > MARKER_INPUT_MAX)
         return false;
     while (*p) {
         const char *nl = strchr(p, '\n');
