@@ -570,12 +570,12 @@ struct destroy_ctx {
     char id[ID_MAX + 1];
 };
 
-static json_object *destroyed_json(const char *id)
+static json_object *destroy_json(const char *id, const char *state)
 {
     json_object *o = json_object_new_object();
 
     json_object_object_add(o, "id", json_object_new_string(id));
-    json_object_object_add(o, "state", json_object_new_string("destroyed"));
+    json_object_object_add(o, "state", json_object_new_string(state));
     return o;
 }
 
@@ -587,15 +587,18 @@ static void on_destroyed(const struct engine_error *err, void *userdata)
         if (err)
             reply_engine_error(d->p.req, err);
         else
-            req_reply(d->p.req, destroyed_json(d->id));
+            req_reply(d->p.req, destroy_json(d->id, "destroyed"));
     }
     free(d);
 }
 
+/* With wait false the reply comes once the destroy has begun ("destroying"); the destroy goes
+ * on without the request; its end is an event of state destroyed, a failure one of state
+ * failed (the daemon tries again, as after any failed destroy). */
 void method_sandbox_destroy(struct req *r, void *params, void *userdata)
 {
     struct sandbox_methods *sm = methods_sandbox(r);
-    const struct params_sandbox_id *p = params;
+    const struct params_sandbox_destroy *p = params;
     struct engine_error err;
     struct destroy_ctx *d;
     struct sandbox *sb;
@@ -607,7 +610,7 @@ void method_sandbox_destroy(struct req *r, void *params, void *userdata)
     sb = engine_lookup(sm->engine, p->id, req_uid(r), admin);
     if (!sb) {
         if (engine_was_destroyed(sm->engine, p->id, req_uid(r), admin))
-            req_reply(r, destroyed_json(p->id));
+            req_reply(r, destroy_json(p->id, "destroyed"));
         else
             reply_not_found(r, p->id);
         return;
@@ -618,13 +621,17 @@ void method_sandbox_destroy(struct req *r, void *params, void *userdata)
         return;
     }
     snprintf(d->id, sizeof d->id, "%s", p->id);
-    d->p.req = r;
-    req_on_disconnect(r, pending_detach, &d->p);
+    if (p->wait) {
+        d->p.req = r;
+        req_on_disconnect(r, pending_detach, &d->p);
+    }
     engine_destroy_reason(sb, "caller", req_uid(r));
     ret = engine_destroy(sm->engine, sb, on_destroyed, d, &err);
     if (ret < 0) {
         free(d);
         reply_engine_error(r, &err);
+    } else if (!p->wait) {
+        req_reply(r, destroy_json(p->id, "destroying"));
     }
 }
 

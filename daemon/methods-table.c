@@ -42,7 +42,7 @@ const struct method_def methods_table[] = {
     {"sandbox.set_internet", &params_sandbox_set_internet_spec, method_sandbox_set_internet, 0},
     {"sandbox.renew",        &params_sandbox_renew_spec,        method_sandbox_renew,        0},
     {"sandbox.resize",       &params_sandbox_resize_spec,       method_sandbox_resize,       0},
-    {"sandbox.destroy",      &params_sandbox_id_spec,           method_sandbox_destroy,      0},
+    {"sandbox.destroy",      &params_sandbox_destroy_spec,         method_sandbox_destroy,      0},
     /* commands (methods-exec.c) */
     {"sandbox.exec",         &params_sandbox_exec_spec,         method_sandbox_exec,         0},
     /* files (methods-sandbox.c: read and write; methods-file.c: the rest) */

@@ -517,6 +517,12 @@ static const struct params_field params_sandbox_id_fields[] = {
     PARAMS_F_ID_OF(struct params_sandbox_id)};
 PARAMS_TABLE_SPEC(params_sandbox_id, struct params_sandbox_id, NULL);
 
+static const struct params_field params_sandbox_destroy_fields[] = {
+    PARAMS_F_ID_OF(struct params_sandbox_destroy),
+    PARAMS_F_BOOL_OF(struct params_sandbox_destroy, wait, false),
+};
+PARAMS_TABLE_SPEC(params_sandbox_destroy, struct params_sandbox_destroy, NULL, .wait = true);
+
 static int params_sandbox_list_fill(json_object *params, void *at, struct params_error *err)
 {
     static const char *const allowed[] = {"all", "labels", NULL};
@@ -876,7 +882,7 @@ static const struct rpc_method_info rpc_method_table[] = {
     {"sandbox.renew", false, &params_sandbox_renew_spec},
     {"sandbox.set_internet", false, &params_sandbox_set_internet_spec},
     {"sandbox.resize", false, &params_sandbox_resize_spec},
-    {"sandbox.destroy", false, &params_sandbox_id_spec},
+    {"sandbox.destroy", false, &params_sandbox_destroy_spec},
     {"sandbox.exec", false, &params_sandbox_exec_spec},
     {"file.write", false, &params_file_write_spec},
     {"file.read", false, &params_file_read_spec},

@@ -76,6 +76,12 @@ struct params_sandbox_id {
     char id[PARAMS_ID_MAX + 1];
 };
 
+/* sandbox.destroy */
+struct params_sandbox_destroy {
+    char id[PARAMS_ID_MAX + 1];
+    bool wait; /* false: reply once the destroy has begun */
+};
+
 /* sandbox.list */
 struct params_sandbox_list {
     bool all;
@@ -163,7 +169,8 @@ struct params_spec {
 };
 
 extern const struct params_spec params_sandbox_create_spec;
-extern const struct params_spec params_sandbox_id_spec; /* sandbox.get, sandbox.destroy */
+extern const struct params_spec params_sandbox_id_spec; /* sandbox.get and others */
+extern const struct params_spec params_sandbox_destroy_spec;
 extern const struct params_spec params_sandbox_list_spec;
 extern const struct params_spec params_sandbox_renew_spec;
 extern const struct params_spec params_sandbox_resize_spec;

@@ -60,7 +60,9 @@ static const struct help helps[] = {
     {"internet", "internet ID on|off [--wait]\n\nSwitch outbound internet; --wait: until a "
                  "probe confirms it\n(sandbox.set_internet).\n"},
     {"renew", "renew ID TTL_S\n\nExtend the lease to TTL_S seconds from now (sandbox.renew).\n"},
-    {"destroy", "destroy ID\n\nStop and purge the sandbox (sandbox.destroy).\n"},
+    {"destroy", "destroy [--no-wait] ID\n\nStop and purge the sandbox (sandbox.destroy). "
+                "--no-wait: return once\n"
+                "the destroy has begun (prints \"ID destroying\").\n"},
     {"snapshot", "snapshot ID NAME\n\nSnapshot the sandbox's disk (sandbox.snapshot). NAME: a "
                  "letter, then\nletters, digits, _ or -, 2..40 characters.\n"},
     {"snapshots", "snapshots ID\n\nThe sandbox's snapshots, oldest first (sandbox.snapshots).\n"},

@@ -112,6 +112,15 @@ static void print_destroyed(json_object *o)
     printf("%s %s\n", get_str(o, "id"), get_str(o, "state"));
 }
 
+/* destroy --no-wait ID */
+static json_object *no_wait_params(const char *id)
+{
+    json_object *p = id_params(id);
+
+    json_object_object_add(p, "wait", json_object_new_boolean(false));
+    return p;
+}
+
 /* --label k=v, --env NAME=VALUE: one pair into the object params[name]. */
 static int add_pair(json_object *params, const char *name, const char *option, char *arg)
 {
@@ -325,7 +334,7 @@ static void usage(FILE *f)
             "  mv ID FROM TO                   rename or move\n"
             "  internet ID on|off [--wait]\n"
             "  renew ID TTL_S\n"
-            "  destroy ID\n"
+            "  destroy [--no-wait] ID\n"
             "  snapshot ID NAME                snapshot the sandbox's disk\n"
             "  snapshots ID                    its snapshots, oldest first\n"
             "  rollback ID NAME                back to a snapshot (restarted, ready again)\n"
@@ -449,6 +458,8 @@ static int run_command(struct ctl *c, const char *cmd, int argc, char **argv)
         r = ctl_volume_main(c, argc, argv);
     else if (strcmp(cmd, "destroy") == 0 && argc == 2)
         r = run_simple(c, "sandbox.destroy", id_params(argv[1]), print_destroyed);
+    else if (strcmp(cmd, "destroy") == 0 && argc == 3 && strcmp(argv[1], "--no-wait") == 0)
+        r = run_simple(c, "sandbox.destroy", no_wait_params(argv[2]), print_destroyed);
     else {
         fprintf(stderr, "sandboxctl: wrong arguments for '%s'\n", cmd);
         usage(stderr);

@@ -307,6 +307,21 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 	return nil
 }
 
+// DestroyNoWait starts the destroy and returns once it has begun (state
+// "destroying"); the daemon finishes it without the caller.
+func (s *Sandbox) DestroyNoWait(ctx context.Context) error {
+	var r struct {
+		State string `json:"state"`
+	}
+	if err := s.m.call(ctx, methodDestroy, map[string]any{"id": s.ID(), "wait": false}, &r); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.info.State = r.State
+	s.mu.Unlock()
+	return nil
+}
+
 // putData sets params[name] to data as text, or params[name+"_b64"] when data
 // is not UTF-8 (docs/protocol.md, "Binary data").
 func putData(params map[string]any, name, data string) {

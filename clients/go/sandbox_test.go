@@ -309,4 +309,14 @@ func TestDestroy(t *testing.T) {
 	if !sandbox.IsCode(err, sandbox.CodeNoSuchSandbox) && !sandbox.IsCode(err, sandbox.CodeBadState) {
 		t.Fatalf("exec after destroy: %v", err)
 	}
+	nw, err := m.Create(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nw.DestroyNoWait(ctx); err != nil || nw.Info().State != "destroying" {
+		t.Fatalf("destroy without waiting: %v, state %q", err, nw.Info().State)
+	}
+	if err := nw.Destroy(ctx); err != nil || nw.Info().State != "destroyed" {
+		t.Fatalf("destroy after destroy without waiting: %v", err)
+	}
 }

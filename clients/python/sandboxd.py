@@ -748,9 +748,10 @@ class Sandbox:
              if v is not None}
         return self._update(self._call(Method.RESIZE, timeout, **p))
 
-    def destroy(self, timeout: Optional[float] = None) -> None:
-        self._call(Method.DESTROY, timeout)
-        self.info["state"] = "destroyed"
+    def destroy(self, timeout: Optional[float] = None, wait: bool = True) -> None:
+        """Destroy the sandbox; wait=False returns once the destroy has begun."""
+        r = self._call(Method.DESTROY, timeout, **({} if wait else {"wait": False}))
+        self.info["state"] = r.get("state", "destroyed") if isinstance(r, dict) else "destroyed"
 
     # -- commands
     def _exec_params(self, command: Union[str, Sequence[str]], stdin: Optional[Data],

@@ -417,9 +417,10 @@ class AsyncSandbox:
              if v is not None}
         return self._update(await self._call(Method.RESIZE, timeout, **p))
 
-    async def destroy(self, timeout: Optional[float] = None) -> None:
-        await self._call(Method.DESTROY, timeout)
-        self.info["state"] = "destroyed"
+    async def destroy(self, timeout: Optional[float] = None, wait: bool = True) -> None:
+        """Destroy the sandbox; wait=False returns once the destroy has begun."""
+        r = await self._call(Method.DESTROY, timeout, **({} if wait else {"wait": False}))
+        self.info["state"] = r.get("state", "destroyed") if isinstance(r, dict) else "destroyed"
 
     # -- commands
     def _exec_params(self, command: Union[str, Sequence[str]], stdin: Optional[Data],

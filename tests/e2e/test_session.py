@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The full agent session through the socket, on one sandbox: exec (output, env, cwd, stdin,
 argv, streaming, truncation, timeout killing the process tree, as a user), files (binary, sizes, parents,
-errors), the internet toggle with real reachability, sshd loss, destroy."""
+errors), the internet toggle with real reachability, sshd loss, destroy (waited for and not)."""
 
 import json
 import os
@@ -268,13 +268,37 @@ def main():
                 time.sleep(0.05)
             assert os.listdir(os.path.join(env.dir, "state", "sandboxes")) == []
 
+        def destroy_no_wait():
+            # wait false: the reply comes once the destroy has begun, and the destroy goes on
+            # after the caller has gone.
+            e = c.error("sandbox.destroy", {"id": "sb-doesnotexist", "wait": "no"})
+            assert e.code == -32602 and e.data.get("param") == "wait", e.err
+            r = c.call("sandbox.create", {})
+            assert r["state"] == "ready" and r["vmid"] in env.containers(), r
+            c2 = env.client()
+            got = c2.call("sandbox.destroy", {"id": r["id"], "wait": False})
+            c2.close()
+            assert got == {"id": r["id"], "state": "destroying"}, got
+            try:
+                now = c.call("sandbox.get", {"id": r["id"]})
+                assert now["state"] == "destroying", now
+            except RpcError as err:
+                assert err.code == -32001, err  # already gone
+            env.wait_no_containers(30)
+            deadline = time.time() + 10
+            while c.call("sandbox.list")["sandboxes"] and time.time() < deadline:
+                time.sleep(0.05)
+            assert c.call("sandbox.list")["sandboxes"] == []
+            got = c.call("sandbox.destroy", {"id": r["id"], "wait": False})
+            assert got == {"id": r["id"], "state": "destroyed"}, got
+
         run([("create", create), ("exec", exec_basic), ("exec stream", exec_stream),
              ("exec truncated", exec_truncated), ("exec timeout kills the tree", exec_timeout_kills_tree),
              ("exec as a user", exec_as_user),
              ("client disconnect kills a streaming exec", disconnect_kills_exec),
              ("files binary 0 B / 1 B / 5 MiB", files_binary), ("files parents and errors", files_parents_and_errors),
              ("internet toggle", internet_toggle), ("sshd killed", sshd_killed), ("bad params", bad_params),
-             ("destroy", destroy)])
+             ("destroy", destroy), ("destroy without waiting", destroy_no_wait)])
 
 
 if __name__ == "__main__":

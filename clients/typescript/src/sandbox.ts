@@ -183,10 +183,12 @@ export class Sandbox {
     return this.update("sandbox.resize", wireParams(size, ["timeout"]), size);
   }
 
-  /** sandbox.destroy (idempotent). */
-  async destroy(opts: CallOptions = {}): Promise<void> {
-    await this.call("sandbox.destroy", {}, opts);
-    this.info = { ...this.info, state: "destroyed" };
+  /** sandbox.destroy (idempotent); `wait: false` returns once the destroy has begun. */
+  async destroy(opts: CallOptions & { wait?: boolean } = {}): Promise<void> {
+    const r = (await this.call("sandbox.destroy", opts.wait === false ? { wait: false } : {}, opts)) as {
+      state?: string;
+    };
+    this.info = { ...this.info, state: r?.state ?? "destroyed" };
   }
 
   /** Destroys the sandbox: `await using sb = await client.create()`. */

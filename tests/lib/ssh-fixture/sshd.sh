@@ -51,10 +51,14 @@ EOF
     stop
     # Commands must run under a plain POSIX shell, as in the containers: the host's root
     # may have bash with a heavy ~/.bashrc (bash sources it for sshd). In a private mount
-    # namespace, sshd sees a passwd whose root shell is /bin/sh; the host is untouched.
+    # namespace, sshd sees a passwd whose root shell is /bin/sh, and a home of its own over
+    # /root (what the tests leave there, such as the exec helper, goes with DIR); the host is
+    # untouched.
     sed 's#^\(root:[^:]*:[^:]*:[^:]*:[^:]*:[^:]*:\).*#\1/bin/sh#' /etc/passwd >"$dir/passwd"
+    mkdir -p "$dir/home"
+    chmod 0700 "$dir/home"
     if ! unshare --mount --propagation private sh -c \
-        "mount --bind '$dir/passwd' /etc/passwd && exec /usr/sbin/sshd -f '$dir/sshd_config' -E '$dir/sshd.log'"; then
+        "mount --bind '$dir/passwd' /etc/passwd && mount --bind '$dir/home' /root && exec /usr/sbin/sshd -f '$dir/sshd_config' -E '$dir/sshd.log'"; then
         /usr/sbin/sshd -f "$dir/sshd_config" -E "$dir/sshd.log"
     fi
     # sshd daemonises after binding: the pid file appears once it listens.
