@@ -15,6 +15,7 @@
 #include <uv.h>
 
 #include "config.h"
+#include "egress.h"
 #include "log.h"
 #include "macro.h"
 #include "sandbox-io.h"
@@ -157,6 +158,50 @@ static void on_disconnect(struct req *r, void *userdata)
 
     if (methods_detach(r, &w->req, w->job)) /* else on_probed() finishes */
         finish(w);
+}
+
+bool internet_allow_usable(struct req *r, json_object *allow, const char *param)
+{
+    _cleanup_free_ struct egress_allow *a = NULL;
+    struct params_error err = {};
+
+    if (!allow)
+        return true;
+    a = malloc(sizeof *a);
+    if (!a) {
+        req_error(r, RPC_INTERNAL_ERROR, "out of memory");
+        return false;
+    }
+    if (egress_allow_parse(allow, param, a, &err) < 0 || egress_has_names(a)) {
+        req_invalid_params(r, param,
+                           "domain names need the egress proxy, which this daemon does not run: "
+                           "give CIDR entries only");
+        return false;
+    }
+    for (size_t i = 0; i < a->n; i++)
+        if (!egress_entry_public(&a->e[i])) {
+            char msg[160];
+
+            snprintf(msg, sizeof msg,
+                     "entry %zu: not a public address range (private, loopback, link-local, "
+                     "multicast and reserved addresses stay out of reach)",
+                     i);
+            req_invalid_params(r, param, msg);
+            return false;
+        }
+    return true;
+}
+
+bool internet_probe_expected(const struct config *cfg, bool internet, json_object *allow)
+{
+    _cleanup_free_ struct egress_allow *a = NULL;
+    struct params_error err = {};
+
+    if (!internet || !allow)
+        return internet;
+    a = malloc(sizeof *a);
+    return a && egress_allow_parse(allow, "allow", a, &err) == 0 &&
+           egress_allows_addr(a, cfg->network.probe_ip, (uint16_t)cfg->network.probe_port);
 }
 
 void internet_add_effective_by(json_object *o, const struct config *cfg)

@@ -20,6 +20,13 @@ struct sandbox;
 
 struct config;
 
+/* True when allow (an allow-list in normal form, may be NULL) can be put in force: CIDR
+ * entries only (domain names need the egress proxy); else replies invalid params naming
+ * param and returns false. */
+bool internet_allow_usable(struct req *r, json_object *allow, const char *param);
+/* Whether [network] probe_address is reachable from a sandbox with internet (and allow). */
+bool internet_probe_expected(const struct config *cfg, bool internet, json_object *allow);
+
 /* Proxmox enforces a firewall change at its next cycle: adds effective_by (RFC 3339, now plus
  * [proxmox] firewall_period_s) to a set_internet result. */
 void internet_add_effective_by(json_object *o, const struct config *cfg);

@@ -63,6 +63,8 @@ static json_object *sandbox_json(const struct sandbox *sb)
     json_object_object_add(o, "ip", v.ip ? json_object_new_string(v.ip) : NULL);
     json_object_object_add(o, "state", json_object_new_string(v.public_state));
     json_object_object_add(o, "internet", json_object_new_boolean(v.internet));
+    json_object_object_add(o, "internet_allow",
+                           v.internet_allow ? json_object_get(v.internet_allow) : NULL);
     json_object_object_add(o, "cores", json_object_new_int64(v.cores));
     json_object_object_add(o, "memory_mb", json_object_new_int64(v.memory_mb));
     json_object_object_add(o, "disk_gb", json_object_new_int64(v.disk_gb));
@@ -318,6 +320,8 @@ void method_sandbox_create(struct req *r, void *params, void *userdata)
         return;
     if (c->node && !node_param_allowed(r, engine_config(sm->engine)))
         return;
+    if (!internet_allow_usable(r, c->internet_allow, "internet.allow"))
+        return;
     labels = json_object_new_object();
     for (size_t i = 0; i < c->labels.n; i++)
         json_object_object_add(labels, c->labels.items[i].key,
@@ -336,6 +340,7 @@ void method_sandbox_create(struct req *r, void *params, void *userdata)
         .disk_gb = c->disk_gb,
         .net_rate_mbps = c->net_rate_mbps,
         .internet = c->internet,
+        .internet_allow = c->internet_allow,
         .ttl_s = c->ttl_s,
         .labels = labels,
         .idempotency_key = c->idempotency_key,
@@ -437,8 +442,9 @@ static void on_internet(const struct engine_error *err, struct sandbox *sb, void
         internet_add_effective_by(o, cfg);
         sandbox_view(sb, &v);
         if (pi->wait)
-            internet_wait_start(sm->engine, pi->p.req, sb, v.internet, cfg->network.probe_ip,
-                                cfg->network.probe_port, pi->wait_ms, o);
+            internet_wait_start(sm->engine, pi->p.req, sb,
+                                internet_probe_expected(cfg, v.internet, v.internet_allow),
+                                cfg->network.probe_ip, cfg->network.probe_port, pi->wait_ms, o);
         else
             req_reply(pi->p.req, o);
     }
@@ -457,6 +463,8 @@ void method_sandbox_set_internet(struct req *r, void *params, void *userdata)
 
     sb = methods_sandbox_find(r, p->id, method_sandbox_set_internet, params, userdata);
     if (!sb)
+        return;
+    if (!internet_allow_usable(r, p->allow, "allow"))
         return;
     if (p->wait && !cfg->network.probe_ip) {
         req_invalid_params(r, "wait",
@@ -478,7 +486,7 @@ void method_sandbox_set_internet(struct req *r, void *params, void *userdata)
     pi->wait = p->wait;
     pi->wait_ms = internet_wait_ms(cfg, p->wait_timeout_s);
     req_on_disconnect(r, pending_detach, &pi->p);
-    if (engine_set_internet(sm->engine, sb, p->enabled, on_internet, pi, &err) < 0) {
+    if (engine_set_internet(sm->engine, sb, p->enabled, p->allow, on_internet, pi, &err) < 0) {
         req_on_disconnect(r, NULL, NULL);
         free(pi);
         reply_engine_error(r, &err);
@@ -602,7 +610,7 @@ void method_sandbox_destroy(struct req *r, void *params, void *userdata)
     struct engine_error err;
     struct destroy_ctx *d;
     struct sandbox *sb;
-    bool admin = req_is_admin(r);
+    bool admin = req_is_admin(r), wait = p->wait; /* the request ends with its reply */
     int ret;
 
     if (methods_sandbox_park(r, p->id, method_sandbox_destroy, params, userdata))
@@ -621,7 +629,7 @@ void method_sandbox_destroy(struct req *r, void *params, void *userdata)
         return;
     }
     snprintf(d->id, sizeof d->id, "%s", p->id);
-    if (p->wait) {
+    if (wait) {
         d->p.req = r;
         req_on_disconnect(r, pending_detach, &d->p);
     }
@@ -630,7 +638,8 @@ void method_sandbox_destroy(struct req *r, void *params, void *userdata)
     if (ret < 0) {
         free(d);
         reply_engine_error(r, &err);
-    } else if (!p->wait) {
+    } else if (!wait) {
+        /* not replied yet: the callback of a destroy that ended at once had no request */
         req_reply(r, destroy_json(p->id, "destroying"));
     }
 }

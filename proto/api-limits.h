@@ -208,6 +208,14 @@
  * it; proto/preview-http.h). doc: "preview request head" */
 #define PREVIEW_HEAD_MAX (16u * 1024u)
 
+/* ---- egress allow-lists (internet: {"allow": [...]}, proto/egress.h) ------------------ */
+
+/* Entries of one list. doc: "`internet.allow`, `allow` (allow-lists)" */
+#define EGRESS_ALLOW_MAX 64
+/* Bytes of one entry as given (a name of 253 with "*." and a port fit).
+ * doc: "`internet.allow`, `allow` (allow-lists)" */
+#define EGRESS_ENTRY_MAX 260
+
 /* ---- one set of numbers: what is published passes the engine's backstops ------------ */
 _Static_assert(PARAMS_PATH_MAX <= EXEC_CWD_MAX, "a valid cwd must fit the exec line");
 _Static_assert(PARAMS_PATH_MAX <= SSHFILE_PATH_MAX, "a valid path must pass the SFTP layer");

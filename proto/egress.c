@@ -3,8 +3,10 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "macro.h"
 #include "params-internal.h"
 
 static bool is_digit(char c)
@@ -255,4 +257,85 @@ bool egress_has_names(const struct egress_allow *a)
         if (a->e[i].kind == EGRESS_NAME)
             return true;
     return false;
+}
+
+int egress_allow_normal(json_object *arr, const char *param, json_object **ret,
+                        struct params_error *err)
+{
+    _cleanup_free_ struct egress_allow *a = malloc(sizeof *a);
+    json_object *out;
+    char buf[EGRESS_ENTRY_MAX + 1];
+    int r;
+
+    if (!a)
+        return -ENOMEM;
+    r = egress_allow_parse(arr, param, a, err);
+    if (r < 0)
+        return r;
+    if (a->n == 0)
+        return params_fail(err, param, "must hold at least one entry (internet: false is none)");
+    out = json_object_new_array_ext((int)a->n);
+    if (!out)
+        return -ENOMEM;
+    for (size_t i = 0; i < a->n; i++) {
+        json_object *s;
+
+        if (egress_entry_format(&a->e[i], buf, sizeof buf) < 0 ||
+            !(s = json_object_new_string(buf)) || json_object_array_add(out, s) < 0) {
+            json_object_put(out);
+            return -ENOMEM;
+        }
+    }
+    *ret = out;
+    return 0;
+}
+
+int egress_internet_param(json_object *params, bool *ret_on, json_object **ret_allow,
+                          struct params_error *err)
+{
+    json_object *v = NULL, *arr = NULL;
+
+    if (!json_object_object_get_ex(params, "internet", &v) ||
+        json_object_is_type(v, json_type_null))
+        return 0;
+    if (json_object_is_type(v, json_type_boolean)) {
+        *ret_on = json_object_get_boolean(v);
+        return 0;
+    }
+    if (!json_object_is_type(v, json_type_object) || json_object_object_length(v) != 1 ||
+        !json_object_object_get_ex(v, "allow", &arr))
+        return params_fail(err, "internet", "must be a boolean or {\"allow\": [...]}");
+    *ret_on = true;
+    return egress_allow_normal(arr, "internet.allow", ret_allow, err);
+}
+
+/* The address ranges that are not the public internet (docs/sandbox-setup.md, the nomatch
+ * entries of sandbox-public): "this" network, private, shared, loopback, link-local, IETF
+ * protocol assignments, benchmarking, multicast and reserved. */
+static const struct {
+    uint32_t addr;
+    uint8_t prefix;
+} non_public[] = {
+    {0x00000000u, 8},  {0x0a000000u, 8},  {0x64400000u, 10}, {0x7f000000u, 8},
+    {0xa9fe0000u, 16}, {0xac100000u, 12}, {0xc0000000u, 24}, {0xc0a80000u, 16},
+    {0xc6120000u, 15}, {0xe0000000u, 4},  {0xf0000000u, 4},
+};
+
+static uint32_t prefix_mask(unsigned prefix)
+{
+    return prefix == 0 ? 0 : ~(UINT32_MAX >> prefix) & UINT32_MAX;
+}
+
+bool egress_entry_public(const struct egress_entry *e)
+{
+    if (e->kind != EGRESS_CIDR)
+        return true;
+    for (size_t i = 0; i < sizeof(non_public) / sizeof(non_public[0]); i++) {
+        uint8_t p = non_public[i].prefix;
+
+        if ((e->addr & prefix_mask(p)) == non_public[i].addr || /* inside the range */
+            (e->prefix <= p && (non_public[i].addr & prefix_mask(e->prefix)) == e->addr))
+            return false; /* or holding it */
+    }
+    return true;
 }

@@ -1,5 +1,6 @@
 /* Egress allow-lists: the entries of `internet: {"allow": [...]}`, parsed, checked,
- * normalised and matched. Pure: no loop, no sockets, no allocation.
+ * normalised and matched. Pure: no loop, no sockets; only egress_allow_normal() and
+ * egress_internet_param() allocate (their results).
  *
  * An entry is one of
  *   - an IPv4 address or CIDR, optionally with one port: "203.0.113.7", "203.0.113.0/24",
@@ -17,12 +18,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "api-limits.h"
 #include "params.h"
 
-/* Entries in one list. */
-#define EGRESS_ALLOW_MAX 64
-/* Bytes of one entry as given (a name of 253 with "*." and a port fit). */
-#define EGRESS_ENTRY_MAX 260
+/* EGRESS_ALLOW_MAX (entries in one list) and EGRESS_ENTRY_MAX (bytes of one entry as
+ * given): api-limits.h. */
 /* Bytes of a name without "*." (RFC 1035: 253 as text, labels of 1 to 63). */
 #define EGRESS_NAME_MAX 253
 
@@ -66,5 +66,21 @@ bool egress_allows_addr(const struct egress_allow *a, uint32_t addr, uint16_t po
  * empty name, one over EGRESS_NAME_MAX or an address is never allowed by name. */
 bool egress_allows_name(const struct egress_allow *a, const char *host, size_t len);
 
+/* False when a CIDR entry overlaps an address range that is not the public internet
+ * (private, shared, loopback, link-local, benchmarking, multicast, reserved: the nomatch
+ * ranges of docs/sandbox-setup.md's sandbox-public); true for the others and for names. */
+bool egress_entry_public(const struct egress_entry *e);
+
 /* True when the list has at least one name entry (the sandbox then needs the proxy). */
 bool egress_has_names(const struct egress_allow *a);
+
+/* The JSON array of entries arr in their normal form, into *ret (owned): at least one entry,
+ * else as egress_allow_parse(). -ENOMEM, or -EINVAL with err naming param. */
+int egress_allow_normal(json_object *arr, const char *param, json_object **ret,
+                        struct params_error *err);
+
+/* The "internet" member of params: absent or null leaves *ret_on and *ret_allow; a boolean
+ * sets *ret_on; {"allow": [...]} sets *ret_on true and *ret_allow (egress_allow_normal(),
+ * owned). Anything else: -EINVAL naming "internet" (or "internet.allow"). */
+int egress_internet_param(json_object *params, bool *ret_on, json_object **ret_allow,
+                          struct params_error *err);

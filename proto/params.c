@@ -10,6 +10,7 @@
 #include "b64.h"
 #include "params-file.h"
 #include "macro.h"
+#include "egress.h"
 #include "params-internal.h"
 
 #include <errno.h>
@@ -388,7 +389,6 @@ static int params_sandbox_create_fill(json_object *params, void *at, struct para
         PARAMS_F_INT_OF(struct params_sandbox_create, disk_gb, PARAMS_DISK_GB_MAX),
         PARAMS_FIELD(struct params_sandbox_create, net_rate_mbps, PARAMS_F_INT, false, 0,
                      PARAMS_NET_RATE_MBPS_MAX),
-        PARAMS_F_BOOL_OF(struct params_sandbox_create, internet, false),
         PARAMS_F_INT64_OF(struct params_sandbox_create, ttl_s, false, 1, PARAMS_TTL_S_MAX),
         PARAMS_F_BOOL_OF(struct params_sandbox_create, resume_on_use, false),
         PARAMS_F_INT64_OF(struct params_sandbox_create, auto_pause_s, false, 1, PARAMS_TTL_S_MAX),
@@ -418,6 +418,8 @@ static int params_sandbox_create_fill(json_object *params, void *at, struct para
                            PARAMS_HOSTNAME_MAX);
 
     r = params_read(params, NULL, create_fields, ELEMENTSOF(create_fields), p, err);
+    if (r == 0)
+        r = egress_internet_param(params, &p->internet, &p->internet_allow, err);
     if (r < 0)
         return r;
 
@@ -470,6 +472,7 @@ void params_sandbox_create_done(struct params_sandbox_create *p)
         free(TAKE_PTR(*strings[i]));
     params_kv_list_done(&p->labels);
     params_kv_list_done(&p->env);
+    json_object_put(TAKE_PTR(p->internet_allow));
 }
 
 PARAMS_SPEC_DONE(params_sandbox_create, struct params_sandbox_create);
@@ -502,7 +505,8 @@ bool params_sandbox_create_equal(const struct params_sandbox_create *a,
         a->memory_mb != b->memory_mb || a->disk_gb != b->disk_gb ||
         a->net_rate_mbps != b->net_rate_mbps || a->internet != b->internet ||
         a->ttl_s != b->ttl_s || a->labels.n != b->labels.n ||
-        !params_streq(a->template, b->template) || !params_streq(a->node, b->node))
+        !params_streq(a->template, b->template) || !params_streq(a->node, b->node) ||
+        !json_object_equal(a->internet_allow, b->internet_allow))
         return false;
     for (size_t i = 0; i < a->labels.n; i++)
         if (strcmp(a->labels.items[i].key, b->labels.items[i].key) != 0 ||
@@ -578,7 +582,32 @@ static const struct params_field params_sandbox_set_internet_fields[] = {
     PARAMS_F_INT64_OF(struct params_sandbox_set_internet, wait_timeout_s, false, 1,
                       PARAMS_INTERNET_WAIT_S_MAX),
 };
-PARAMS_TABLE_SPEC(params_sandbox_set_internet, struct params_sandbox_set_internet, NULL);
+
+static int params_sandbox_set_internet_fill(json_object *params, void *at, struct params_error *err)
+{
+    static const char *const allowed[] = {"id", "enabled", "wait", "wait_timeout_s", "allow", NULL};
+    struct params_sandbox_set_internet *p = at;
+    json_object *v;
+    int r;
+
+    *p = (struct params_sandbox_set_internet){};
+    r = params_read(params, allowed, params_sandbox_set_internet_fields,
+                    ELEMENTSOF(params_sandbox_set_internet_fields), p, err);
+    if (r < 0 || !json_object_object_get_ex(params, "allow", &v) ||
+        json_object_is_type(v, json_type_null))
+        return r;
+    if (!p->enabled)
+        return params_fail(err, "allow", "needs enabled: true");
+    return egress_allow_normal(v, "allow", &p->allow, err);
+}
+
+void params_sandbox_set_internet_done(struct params_sandbox_set_internet *p)
+{
+    if (p)
+        json_object_put(TAKE_PTR(p->allow));
+}
+
+PARAMS_SPEC_DONE(params_sandbox_set_internet, struct params_sandbox_set_internet);
 
 /* ---- sandbox.exec -------------------------------------------------------------- */
 

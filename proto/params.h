@@ -46,13 +46,15 @@ struct params_kv_list {
 
 /* sandbox.create */
 struct params_sandbox_create {
-    char *hostname;    /* NULL: derived from the id */
-    int cores;         /* -1: config default_cores */
-    int memory_mb;     /* -1: config default_memory_mb */
-    int disk_gb;       /* -1: config default_disk_gb */
-    int net_rate_mbps; /* -1: config default_net_rate_mbps; 0: no cap */
-    bool internet;     /* default false */
-    int64_t ttl_s;     /* -1: config default_ttl_s (max_ttl_s applies) */
+    char *hostname;              /* NULL: derived from the id */
+    int cores;                   /* -1: config default_cores */
+    int memory_mb;               /* -1: config default_memory_mb */
+    int disk_gb;                 /* -1: config default_disk_gb */
+    int net_rate_mbps;           /* -1: config default_net_rate_mbps; 0: no cap */
+    bool internet;               /* default false */
+    json_object *internet_allow; /* internet: {"allow": [...]}: the entries in normal form
+                                  * (egress.h), owned; NULL: none */
+    int64_t ttl_s;               /* -1: config default_ttl_s (max_ttl_s applies) */
     struct params_kv_list labels;
     char *idempotency_key;     /* NULL: none */
     char *template;            /* NULL: the default template; [a-z0-9-], <= PARAMS_TEMPLATE_MAX */
@@ -100,7 +102,9 @@ struct params_sandbox_set_internet {
     bool enabled;
     bool wait;              /* return once a probe from inside confirms the new state */
     int64_t wait_timeout_s; /* 1..PARAMS_INTERNET_WAIT_S_MAX; 0: the default */
+    json_object *allow;     /* an allow-list (egress.h normal form), owned; NULL: none */
 };
+void params_sandbox_set_internet_done(struct params_sandbox_set_internet *p);
 
 /* sandbox.exec: exactly one of command / argv. */
 struct params_sandbox_exec {

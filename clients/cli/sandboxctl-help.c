@@ -16,6 +16,7 @@ static const struct help helps[] = {
     {"create", "create [OPTIONS]\n\nCreate a sandbox, wait until it is ready, print it "
                "(sandbox.create).\n\n"
                "  --internet          outbound HTTP, HTTPS and DNS on from the start\n"
+               "  --allow ENTRY       an allow-list entry instead (CIDR[:PORT]; repeat it)\n"
                "  --ttl S             the lease in seconds\n"
                "  --cores N, --memory MB, --disk GB\n"
                "  --net-rate MBIT     bandwidth cap in Mbit/s (0: none)\n"
@@ -57,8 +58,9 @@ static const struct help helps[] = {
     {"mkdir", "mkdir [-p] [-m MODE] ID PATH\n\nMake a folder; -p: parents too, no error if "
               "there (file.mkdir).\n"},
     {"mv", "mv ID FROM TO\n\nRename or move (file.rename).\n"},
-    {"internet", "internet ID on|off [--wait]\n\nSwitch outbound internet; --wait: until a "
-                 "probe confirms it\n(sandbox.set_internet).\n"},
+    {"internet", "internet ID on|off|allow ENTRY... [--wait]\n\nSwitch outbound internet, or "
+                 "allow only the entries (CIDR[:PORT]);\n--wait: until a probe confirms it "
+                 "(sandbox.set_internet).\n"},
     {"renew", "renew ID TTL_S\n\nExtend the lease to TTL_S seconds from now (sandbox.renew).\n"},
     {"destroy", "destroy [--no-wait] ID\n\nStop and purge the sandbox (sandbox.destroy). "
                 "--no-wait: return once\n"

@@ -28,6 +28,7 @@ static const struct {
     {NULL, "idempotency_key", "same key, same sandbox"},
     {NULL, "template", "system image"},
     {NULL, "enabled", "true: allow, false: block"},
+    {NULL, "allow", "IPv4 CIDRs (:port optional) let out"},
     {NULL, "wait", "return once it applies"},
     {NULL, "wait_timeout_s", "seconds to wait at most"},
     {NULL, "command", "shell command (/bin/sh -c)"},

@@ -42,7 +42,7 @@ static const struct mcp_tool tools[] = {
      TOOL_UNPINNED | TOOL_READ_ONLY | TOOL_IDEMPOTENT, "", render_list},
     {"sandbox_destroy", "sandbox.destroy", "Destroy a sandbox",
      "Delete a sandbox with everything in it.",
-     TOOL_TAKES_ID | TOOL_UNPINNED | TOOL_DESTRUCTIVE | TOOL_IDEMPOTENT, "", render_destroyed},
+     TOOL_TAKES_ID | TOOL_UNPINNED | TOOL_DESTRUCTIVE | TOOL_IDEMPOTENT, "wait ", render_destroyed},
     {"sandbox_renew", "sandbox.renew", "Renew a lease",
      "Set a sandbox's lease to ttl_s seconds from now.", TOOL_TAKES_ID | TOOL_IDEMPOTENT, "",
      render_sandbox},

@@ -40,10 +40,11 @@ static void print_sandbox(json_object *sb)
     static const char *keys[] = {
         "id",       "state",      "vmid",       "node",     "hostname",      "ip",
         "internet", "cores",      "memory_mb",  "disk_gb",  "net_rate_mbps", "owner_uid",
-        "labels",   "created_at", "expires_at", "template", "env_names"};
+        "labels",   "created_at", "expires_at", "template", "env_names",     "internet_allow"};
 
     for (size_t i = 0; i < ELEMENTSOF(keys); i++)
-        if (strcmp(keys[i], "net_rate_mbps") != 0 || json_object_object_get_ex(sb, keys[i], NULL))
+        if ((strcmp(keys[i], "net_rate_mbps") != 0 && strcmp(keys[i], "internet_allow") != 0) ||
+            json_object_object_get_ex(sb, keys[i], NULL))
             printf("%-11s %s\n", keys[i], get_str(sb, keys[i]));
     if (json_object_object_get_ex(sb, "effective_by", NULL)) /* sandbox.set_internet */
         printf("%-11s %s\n", "effective_by", get_str(sb, "effective_by"));
@@ -145,6 +146,7 @@ static int cmd_create(struct ctl *c, int argc, char **argv)
     static const struct option opts[] = {
         /* clang-format off */
         {"internet", no_argument, NULL, 'i'},
+        {"allow", required_argument, NULL, 'A'},
         {"ttl", required_argument, NULL, 't'},
         {"cores", required_argument, NULL, 'c'},
         {"memory", required_argument, NULL, 'm'},
@@ -161,14 +163,18 @@ static int cmd_create(struct ctl *c, int argc, char **argv)
         /* clang-format on */
     };
     _cleanup_json_ json_object *p = json_object_new_object();
+    _cleanup_json_ json_object *allow = json_object_new_array();
     int64_t x;
     int opt;
 
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "+it:c:m:d:R:H:l:e:T:N:P:U", opts, NULL)) >= 0) {
+    while ((opt = getopt_long(argc, argv, "+iA:t:c:m:d:R:H:l:e:T:N:P:U", opts, NULL)) >= 0) {
         const char *key = NULL;
 
         switch (opt) {
+        case 'A': /* an allow-list entry: internet {"allow": [...]} */
+            json_object_array_add(allow, json_object_new_string(optarg));
+            continue;
         case 'i':
         case 'U':
             json_object_object_add(p, opt == 'i' ? "internet" : "resume_on_use",
@@ -219,6 +225,12 @@ static int cmd_create(struct ctl *c, int argc, char **argv)
     if (optind != argc) {
         fprintf(stderr, "sandboxctl: create takes no arguments besides options\n");
         return EXIT_USAGE;
+    }
+    if (json_object_array_length(allow) > 0) { /* replaces --internet */
+        json_object *inet = json_object_new_object();
+
+        json_object_object_add(inet, "allow", TAKE_PTR(allow));
+        json_object_object_add(p, "internet", inet);
     }
     return run_simple(c, "sandbox.create", TAKE_PTR(p), print_sandbox);
 }
@@ -317,6 +329,7 @@ static void usage(FILE *f)
             "  create [--internet] [--ttl S] [--cores N] [--memory MB] [--disk GB]\n"
             "         [--net-rate MBIT] [--hostname H] [--label k=v]... [--env NAME=VALUE]...\n"
             "         [--template NAME] [--node NODE] [--auto-pause S] [--resume-on-use]\n"
+            "         [--allow CIDR[:PORT]]...  only these out (instead of --internet)\n"
             "  resize ID [--cores N] [--memory MB] [--disk GB] [--net-rate MBIT]\n"
             "                                  live; disks only grow\n"
             "  list [--all]                    your sandboxes (admins: --all)\n"
@@ -332,7 +345,7 @@ static void usage(FILE *f)
             "  rm [-r] ID PATH                 remove (-r: a folder and all in it)\n"
             "  mkdir [-p] [-m MODE] ID PATH    make a folder (-p: parents, no error if there)\n"
             "  mv ID FROM TO                   rename or move\n"
-            "  internet ID on|off [--wait]\n"
+            "  internet ID on|off|allow ENTRY... [--wait]\n"
             "  renew ID TTL_S\n"
             "  destroy [--no-wait] ID\n"
             "  snapshot ID NAME                snapshot the sandbox's disk\n"
@@ -423,15 +436,27 @@ static int run_command(struct ctl *c, const char *cmd, int argc, char **argv)
         r = cmd_get(c, argc, argv);
     else if (ctl_fs_is_command(cmd))
         r = ctl_fs_main(c, argc, argv);
-    else if (strcmp(cmd, "internet") == 0 && (argc == 3 || argc == 4) &&
-             (!strcmp(argv[2], "on") || !strcmp(argv[2], "off")) &&
-             (argc == 3 || !strcmp(argv[3], "--wait"))) {
-        json_object *p = id_params(argv[1]);
+    else if (strcmp(cmd, "internet") == 0 && argc >= 3 &&
+             (!strcmp(argv[2], "on") || !strcmp(argv[2], "off") || !strcmp(argv[2], "allow"))) {
+        bool wait = !strcmp(argv[argc - 1], "--wait");
+        int n = argc - 3 - wait; /* allow's entries */
+        json_object *p = id_params(argv[1]), *allow = json_object_new_array();
 
-        json_object_object_add(p, "enabled", json_object_new_boolean(!strcmp(argv[2], "on")));
-        if (argc == 4)
+        json_object_object_add(p, "enabled", json_object_new_boolean(strcmp(argv[2], "off") != 0));
+        for (int i = 3; i < 3 + n; i++)
+            json_object_array_add(allow, json_object_new_string(argv[i]));
+        if (wait)
             json_object_object_add(p, "wait", json_object_new_boolean(true));
-        r = run_simple(c, "sandbox.set_internet", p, print_sandbox);
+        if (strcmp(argv[2], "allow") == 0)
+            json_object_object_add(p, "allow", allow);
+        else
+            json_object_put(allow);
+        if ((strcmp(argv[2], "allow") == 0) != (n > 0)) {
+            json_object_put(p);
+            fprintf(stderr, "usage: sandboxctl internet ID on|off|allow ENTRY... [--wait]\n");
+            r = EXIT_USAGE;
+        } else
+            r = run_simple(c, "sandbox.set_internet", p, print_sandbox);
     } else if (strcmp(cmd, "renew") == 0 && argc == 3) {
         json_object *p;
 

@@ -126,6 +126,12 @@ func WithHostname(h string) Option { return func(p map[string]any) { p["hostname
 // WithInternet allows outbound HTTP, HTTPS and DNS from the start (default off).
 func WithInternet(on bool) Option { return func(p map[string]any) { p["internet"] = on } }
 
+// WithAllow lets out only the allow-list's entries (IPv4 CIDR[:PORT], e.g.
+// "203.0.113.0/24:443") instead of internet on or off: internet {"allow": [...]}.
+func WithAllow(entries ...string) Option {
+	return func(p map[string]any) { p["internet"] = map[string]any{"allow": entries} }
+}
+
 // WithCores sets the number of CPU cores.
 func WithCores(n int) Option { return func(p map[string]any) { p["cores"] = n } }
 
@@ -166,22 +172,24 @@ func WithSandboxEnv(env map[string]string) Option {
 
 // Info is the daemon's view of a sandbox (docs/protocol.md, "The sandbox object").
 type Info struct {
-	ID        string            `json:"id"`
-	VMID      int               `json:"vmid"`
-	Node      string            `json:"node"`
-	Hostname  string            `json:"hostname"`
-	IP        *string           `json:"ip"`
-	State     string            `json:"state"`
-	Internet  bool              `json:"internet"`
-	Cores     int               `json:"cores"`
-	MemoryMB  int               `json:"memory_mb"`
-	DiskGB    int               `json:"disk_gb"`
-	NetRate   int               `json:"net_rate_mbps"` // bandwidth cap in Mbit/s, 0: none
-	OwnerUID  int               `json:"owner_uid"`
-	Labels    map[string]string `json:"labels"`
-	CreatedAt time.Time         `json:"created_at"`
-	ExpiresAt time.Time         `json:"expires_at"`
-	Template  string            `json:"template"`
+	ID       string  `json:"id"`
+	VMID     int     `json:"vmid"`
+	Node     string  `json:"node"`
+	Hostname string  `json:"hostname"`
+	IP       *string `json:"ip"`
+	State    string  `json:"state"`
+	Internet bool    `json:"internet"`
+	// InternetAllow is the allow-list in force with Internet; nil: none.
+	InternetAllow []string          `json:"internet_allow"`
+	Cores         int               `json:"cores"`
+	MemoryMB      int               `json:"memory_mb"`
+	DiskGB        int               `json:"disk_gb"`
+	NetRate       int               `json:"net_rate_mbps"` // bandwidth cap in Mbit/s, 0: none
+	OwnerUID      int               `json:"owner_uid"`
+	Labels        map[string]string `json:"labels"`
+	CreatedAt     time.Time         `json:"created_at"`
+	ExpiresAt     time.Time         `json:"expires_at"`
+	Template      string            `json:"template"`
 }
 
 // Sandbox is one sandbox.
@@ -270,6 +278,12 @@ func (s *Sandbox) Refresh(ctx context.Context) error {
 // SetInternet allows or blocks outbound HTTP, HTTPS and DNS.
 func (s *Sandbox) SetInternet(ctx context.Context, on bool) error {
 	return s.update(ctx, methodSetInternet, map[string]any{"enabled": on})
+}
+
+// SetInternetAllow lets out only the allow-list's entries (IPv4 CIDR[:PORT]), replacing
+// internet on or off or the list before.
+func (s *Sandbox) SetInternetAllow(ctx context.Context, entries []string) error {
+	return s.update(ctx, methodSetInternet, map[string]any{"enabled": true, "allow": entries})
 }
 
 // Resize changes the running sandbox's cores and memory (live) and grows its disk; a

@@ -613,7 +613,8 @@ class Client:
     def create(self, *, env: Optional[Mapping[str, str]] = None, timeout: Optional[float] = None,
                **params: Any) -> "Sandbox":
         """sandbox.create: template, hostname, cores, memory_mb, disk_gb, net_rate_mbps (a
-        bandwidth cap in Mbit/s, 0: none), internet, ttl_s, labels, idempotency_key, node (admins, per the daemon's node_param), env (variables
+        bandwidth cap in Mbit/s, 0: none), internet (True, False, or {"allow": ["203.0.113.0/24:443", ...]}: an
+        egress allow-list), ttl_s, labels, idempotency_key, node (admins, per the daemon's node_param), env (variables
         every later exec and process of the sandbox gets; secrets welcome: the daemon never
         returns them, `sb.env_names` lists the names). Returns once the sandbox is ready
         (from the daemon's warm pool when it keeps one for the template)."""
@@ -725,10 +726,15 @@ class Sandbox:
 
     def set_internet(self, enabled: bool, wait: bool = False,
                      wait_timeout_s: Optional[int] = None,
-                     timeout: Optional[float] = None) -> "Sandbox":
+                     timeout: Optional[float] = None,
+                     allow: Optional[List[str]] = None) -> "Sandbox":
         """Proxmox enforces the change at its next firewall cycle (info["effective_by"]);
-        wait=True returns only once a probe from inside the sandbox confirms it."""
+        wait=True returns only once a probe from inside the sandbox confirms it. allow (with
+        enabled): an allow-list (CIDR[:PORT] entries) instead of HTTP, HTTPS and DNS; the list
+        in force is info["internet_allow"]."""
         kw: Dict[str, Any] = {"enabled": bool(enabled)}
+        if allow is not None:
+            kw["allow"] = list(allow)
         if wait:
             kw["wait"] = True
         if wait_timeout_s is not None:

@@ -397,8 +397,11 @@ class AsyncSandbox:
 
     async def set_internet(self, enabled: bool, wait: bool = False,
                            wait_timeout_s: Optional[int] = None,
-                           timeout: Optional[float] = None) -> "AsyncSandbox":
+                           timeout: Optional[float] = None,
+                           allow: Optional[List[str]] = None) -> "AsyncSandbox":
         kw: Dict[str, Any] = {"enabled": bool(enabled)}
+        if allow is not None:
+            kw["allow"] = list(allow)
         if wait:
             kw["wait"] = True
         if wait_timeout_s is not None:

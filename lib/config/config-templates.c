@@ -168,6 +168,28 @@ static int set_uint(const char *value, unsigned max, unsigned *ret, char **ret_e
     return 0;
 }
 
+/* NAME.replicas = N (NAME may be "default": [proxmox] template's). */
+static int set_replicas(struct config *c, const char *name, size_t n, const char *value,
+                        char **ret_error)
+{
+    struct config_template *t;
+    unsigned x;
+    int r = set_uint(value, CONFIG_REPLICAS_MAX, &x, ret_error);
+
+    if (r < 0)
+        return r;
+    r = get_entry(c, name, n, &t);
+    if (r == -E2BIG)
+        return config_fail(ret_error, "more than %d templates", CONFIG_TEMPLATES_MAX);
+    if (r < 0)
+        return r;
+    if (t->replicas_set)
+        return config_fail(ret_error, "key given twice");
+    t->replicas_set = true;
+    t->replicas = x;
+    return 0;
+}
+
 static int set_template_key(struct config *c, const char *name, const char *value, char **ret_error)
 {
     const char *dot = strchr(name, '.');
@@ -192,8 +214,11 @@ static int set_template_key(struct config *c, const char *name, const char *valu
     if (!name_ok(name, n))
         return config_fail(ret_error, "'%.*s' is not a template name ([a-z0-9-], 1-%d)", (int)n,
                            name, CONFIG_TEMPLATE_NAME_MAX);
+    if (dot && strcmp(dot, ".replicas") == 0)
+        return set_replicas(c, name, n, value, ret_error);
     if (dot && strcmp(dot, ".host_key") != 0)
-        return config_fail(ret_error, "unknown key '%s' (NAME or NAME.host_key)", name);
+        return config_fail(ret_error, "unknown key '%s' (NAME, NAME.host_key or NAME.replicas)",
+                           name);
     if (n == strlen(CONFIG_DEFAULT_TEMPLATE_NAME) && memcmp(name, "default", n) == 0)
         return config_fail(ret_error,
                            "the template named 'default' is [proxmox] template; pick another name");
@@ -308,7 +333,8 @@ bool config_templates_equal(const struct config *a, const struct config *b)
         const struct config_template *x = &a->templates[i], *y = &b->templates[i];
 
         if (strcmp(x->name, y->name) != 0 || x->vmid != y->vmid ||
-            x->n_host_keys != y->n_host_keys || x->n_copies != y->n_copies)
+            x->n_host_keys != y->n_host_keys || x->n_copies != y->n_copies ||
+            x->replicas != y->replicas)
             return false;
         for (size_t j = 0; j < x->n_copies; j++)
             if (x->copies[j].vmid != y->copies[j].vmid ||
@@ -363,8 +389,8 @@ int config_templates_validate(const struct config *c, char **ret_error)
         const struct config_template *t = &c->templates[i];
 
         if (t->vmid == 0)
-            return config_fail(ret_error, "%s: [templates] %s.host_key: no '%s = VMID' line", file,
-                               t->name, t->name);
+            return config_fail(ret_error, "%s: [templates] %s.%s: no '%s = VMID' line", file,
+                               t->name, t->replicas_set ? "replicas" : "host_key", t->name);
         if (t->vmid >= c->proxmox.vmid_min && t->vmid <= c->proxmox.vmid_max)
             return config_fail(ret_error, "%s: [templates] %s: vmid %u lies inside vmid_range",
                                file, t->name, t->vmid);

@@ -76,6 +76,7 @@
 #define CONFIG_DEFAULT_MAX_TEMPLATES_PER_UID 5
 #define CONFIG_DEFAULT_MAX_TEMPLATE_DISK_GB_PER_UID 64
 #define CONFIG_TEMPLATES_MAX 32                /* [templates] entries */
+#define CONFIG_REPLICAS_MAX 16                 /* [templates] NAME.replicas */
 #define CONFIG_TEMPLATE_NAME_MAX 32            /* [a-z0-9-] */
 #define CONFIG_DEFAULT_TEMPLATE_NAME "default" /* the name of [proxmox] template */
 #define CONFIG_POOL_WARM_MAX 256               /* [pool] warm per template */
@@ -232,6 +233,10 @@ struct config_template {
     size_t n_copies;
     char **host_keys; /* NULL: [ssh] template_host_key */
     size_t n_host_keys;
+    /* NAME.replicas: copies the daemon makes of it and keeps on each node holding it
+     * (0..CONFIG_REPLICAS_MAX; lib/engine/replica.c) */
+    unsigned replicas;
+    bool replicas_set;
 };
 
 /* [pool]: containers kept ready per template (reloadable). */

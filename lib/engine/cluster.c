@@ -446,8 +446,8 @@ static void on_timer(uv_timer_t *t)
 
 /* ---- placement ---- */
 
-size_t engine_template_vmids(const struct engine_template *t, const char *node, uint32_t *out,
-                             size_t max)
+size_t engine_template_vmids(struct engine *e, const struct engine_template *t, const char *node,
+                             uint32_t *out, size_t max)
 {
     size_t n = 0;
 
@@ -456,6 +456,10 @@ size_t engine_template_vmids(const struct engine_template *t, const char *node, 
             out[n++] = t->copies[i].vmid;
     if (n == 0 && max > 0)
         out[n++] = t->vmid;
+    for (size_t i = 0; node && !t->runtime && i < e->n_repl && n < max; i++)
+        if (!e->repl[i].retiring && strcmp(e->repl[i].name, t->name) == 0 &&
+            strcmp(e->repl[i].node, node) == 0)
+            out[n++] = e->repl[i].vmid;
     return n;
 }
 

@@ -216,6 +216,7 @@ void engine_pool_apply(struct engine *e)
     e->pool->active = true;
     e->pool->retry_at_ms = 0;
     pool_kick(e);
+    engine_replicas_apply(e);
 }
 
 void engine_pool_pause(struct engine *e)

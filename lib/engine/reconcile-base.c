@@ -1,6 +1,7 @@
 /* The reconcile's shared helpers. See reconcile-internal.h. */
 #include "macro.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "reconcile-internal.h"
@@ -60,6 +61,18 @@ const char *reconcile_conf_str(json_object *conf, const char *key)
         json_object_is_type(v, json_type_string))
         return json_object_get_string(v);
     return NULL;
+}
+
+unsigned reconcile_conf_uint(json_object *conf, const char *key, unsigned def)
+{
+    json_object *v;
+
+    if (conf && json_object_object_get_ex(conf, key, &v)) {
+        int64_t x = json_object_get_int64(v);
+        if (x > 0 && x < UINT32_MAX)
+            return (unsigned)x;
+    }
+    return def;
 }
 
 void reconcile_on_expired(const struct engine_error *err, void *userdata)

@@ -78,6 +78,8 @@ struct sandbox *reconcile_find_sandbox(struct reconcile *rc, const char *id);
 void reconcile_on_expired(const struct engine_error *err, void *userdata);
 /* A string member of a container's config, or NULL. */
 const char *reconcile_conf_str(json_object *conf, const char *key);
+/* A positive integer of a container's config, else def. */
+unsigned reconcile_conf_uint(json_object *conf, const char *key, unsigned def);
 
 /* A notice to the engine's user (logged, and sent to the notice hook). */
 #define notice(rc, level, ...) engine_noticef((rc)->e, level, __VA_ARGS__)

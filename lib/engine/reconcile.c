@@ -357,6 +357,7 @@ static void decide_done(struct reconcile *rc)
 {
     stuck_update(rc);
     engine_rt_prune(rc->e, rc->members);
+    engine_replica_prune(rc->e, rc->members);
     if (rc->first) {
         records_unmatched(rc);
         reconcile_records_clear(rc);
@@ -398,25 +399,14 @@ static void adopt(struct reconcile *rc, struct cand *c, const struct registry_re
         engine_pause_finish(sb);
 }
 
-static unsigned conf_uint(json_object *conf, const char *key, unsigned def)
-{
-    json_object *v;
-
-    if (conf && json_object_object_get_ex(conf, key, &v)) {
-        int64_t x = json_object_get_int64(v);
-        if (x > 0 && x < UINT32_MAX)
-            return (unsigned)x;
-    }
-    return def;
-}
-
 struct fromm {
     struct reconcile *rc;
     size_t i;
     char *ip;
 };
 
-static void fromm_adopt(struct reconcile *rc, struct cand *c, const char *ip, bool internet)
+static void fromm_adopt(struct reconcile *rc, struct cand *c, const char *ip, bool internet,
+                        json_object *allow)
 {
     const char *rootfs = reconcile_conf_str(c->conf, "rootfs");
     char pin[HOSTKEY_PIN_MAX] = "";
@@ -436,11 +426,12 @@ static void fromm_adopt(struct reconcile *rc, struct cand *c, const char *ip, bo
         .state = c->m.paused ? REG_PAUSED : REG_READY,
         .hostname = (char *)reconcile_conf_str(c->conf, "hostname"),
         .ip = (char *)ip,
-        .cores = conf_uint(c->conf, "cores", rc->cfg->sandbox.default_cores),
-        .memory_mb = conf_uint(c->conf, "memory", rc->cfg->sandbox.default_memory_mb),
+        .cores = reconcile_conf_uint(c->conf, "cores", rc->cfg->sandbox.default_cores),
+        .memory_mb = reconcile_conf_uint(c->conf, "memory", rc->cfg->sandbox.default_memory_mb),
         .disk_gb = pve_rootfs_size_gb(rootfs, rc->cfg->sandbox.default_disk_gb),
         .net_rate_mbps = net0_rate_mbps(reconcile_conf_str(c->conf, "net0")),
-        .internet = internet,
+        .internet = internet || allow,
+        .internet_allow = allow,
         .created_at = (time_t)c->m.created,
         .expires_at = (time_t)c->m.expires,
         .host_key = pin[0] ? pin : NULL,
@@ -452,15 +443,37 @@ static void fromm_adopt(struct reconcile *rc, struct cand *c, const char *ip, bo
     adopt(rc, c, &r, true);
 }
 
-static void on_fromm_rules(const struct pve_result *res, void *userdata)
+/* The allow-list read back from the firewall's sets: the sandbox adopted with it. */
+static void on_fromm_egress(int error, json_object *allow, void *userdata)
 {
     struct fromm *f = userdata;
     struct reconcile *rc = f->rc;
 
     if (!rc->closed) {
+        fromm_adopt(rc, &rc->cands[f->i], f->ip, false, error == 0 ? allow : NULL);
+        rc->i_cand++;
+        decide_next(rc);
+    }
+    free(f->ip);
+    free(f);
+    reconcile_unref(rc);
+}
+
+static void on_fromm_rules(const struct pve_result *res, void *userdata)
+{
+    struct fromm *f = userdata;
+    struct reconcile *rc = f->rc;
+    struct cand *c = &rc->cands[f->i];
+
+    if (!rc->closed) {
         bool internet = res->error == 0 && res->rules &&
                         pve_fw_rules_find_group(res->rules, rc->cfg->proxmox.internet_group) >= 0;
-        fromm_adopt(rc, &rc->cands[f->i], f->ip, internet);
+
+        if (!internet && res->error == 0 &&
+            egress_fw_read(engine_pve(rc->e), c->node, c->vmid, res->rules,
+                           RECONCILE_CALL_TIMEOUT_MS, on_fromm_egress, f) == 0)
+            return; /* on_fromm_egress() goes on, with the reference */
+        fromm_adopt(rc, c, f->ip, internet, NULL);
         rc->i_cand++;
         decide_next(rc);
     }
@@ -568,7 +581,7 @@ static bool rebuild_from_marker(struct reconcile *rc, struct cand *c)
     struct fromm *f;
 
     if (c->m.paused && c->m.expires > (int64_t)now_realtime()) {
-        fromm_adopt(rc, c, NULL, false);
+        fromm_adopt(rc, c, NULL, false, NULL);
         return false;
     }
     if (c->state == PVE_CT_STOPPED || c->m.expires <= (int64_t)now_realtime()) {
@@ -598,6 +611,12 @@ static bool decide_one(struct reconcile *rc, struct cand *c)
     struct sandbox *sb = reconcile_find_sandbox(rc, c->m.sandbox);
     struct registry_record *r;
 
+    if (c->m.replica) { /* not a template yet (else adopted): a replica build's clone */
+        if (!c->lock && !engine_replica_building(rc->e, c->vmid))
+            destroy_container(rc, c->vmid, c->node, c->m.sandbox, &rc->st.orphans_destroyed,
+                              "a replica whose build was interrupted");
+        return false;
+    }
     if ((sb && (sb->vmid == 0 || sb->vmid == c->vmid)) || vmid_known(rc, c->vmid))
         return false; /* live: ours and known */
     if (destroying_has(rc, c->vmid))
@@ -770,6 +789,9 @@ static void on_template_config(const struct pve_result *res, void *userdata)
         const struct pve_vm *vm = &rc->members->v[rc->i_member];
 
         rc->i_member++;
+        if (res->error == 0)
+            (void)engine_replica_adopt(rc->e, vm->vmid,
+                                       vm->node ? vm->node : rc->cfg->proxmox.nodes[0], res->data);
         if (res->error == 0)
             (void)engine_rt_adopt_config(
                 rc->e, vm->vmid, vm->node ? vm->node : rc->cfg->proxmox.nodes[0], res->data);

@@ -37,6 +37,7 @@ int sandbox_from_record(struct engine *e, const struct registry_record *r, enum 
     sb->node = strdup(r->node);
     sb->hostname = strdup(r->hostname ? r->hostname : r->id);
     sb->internet = r->internet;
+    sb->internet_allow = r->internet ? json_object_get(r->internet_allow) : NULL;
     sb->resume_on_use = r->resume_on_use;
     sb->auto_pause_s = r->auto_pause_s;
     sb->cores = r->cores;
@@ -73,6 +74,18 @@ int sandbox_set_idempotency(struct sandbox *sb, uid_t owner, const char *key,
     if (!sb->idempotency_key || marker_key_hash(owner, key, sb->idem_hash) < 0)
         return -ENOMEM;
     return 0;
+}
+
+static void on_reapplied(const struct engine_error *err, struct sandbox *sb, void *userdata)
+{
+    if (err)
+        log_warning(COMP, "%s: cannot put its recorded internet state back in place: %s", sb->id,
+                    strna(err->message));
+    else
+        log_info(COMP,
+                 "%s: its recorded internet state is back in place after an interrupted "
+                 "change",
+                 sb->id);
 }
 
 void sandbox_discard(struct sandbox *sb)
@@ -112,6 +125,9 @@ int engine_adopt(struct engine *e, const struct registry_record *r, struct sandb
     sandbox_link(sb);
     log_debug(COMP, "%s: re-attached (vmid %u, %s%s)", sb->id, sb->vmid, strna(sb->ip),
               paused ? ", paused" : "");
+    if (r->internet_pending && !paused) /* a change the restart cut short: the recorded state */
+        (void)engine_set_internet(e, sb, sb->internet, sb->internet_allow, on_reapplied, NULL,
+                                  &(struct engine_error){});
     if (ret)
         *ret = sb;
     return 0;

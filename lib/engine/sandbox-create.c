@@ -236,7 +236,7 @@ static int start_clone(struct sandbox *sb, uint64_t timeout_ms, const char **ret
     struct engine *e = sb->engine;
     _cleanup_free_ char *desc = NULL;
     uint32_t src[PVE_CLONE_SOURCES_MAX];
-    size_t n = engine_template_vmids(sandbox_template(sb), sb->node, src, ELEMENTSOF(src));
+    size_t n = engine_template_vmids(e, sandbox_template(sb), sb->node, src, ELEMENTSOF(src));
     int r;
 
     r = sandbox_description(sb, &desc);
@@ -438,6 +438,9 @@ static bool skip_fw_group(const struct sandbox *sb)
 static int start_fw_group(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
 {
     struct engine *e = sb->engine;
+
+    if (sb->internet_allow)
+        return egress_fw_apply(sb, true, sb->internet_allow, timeout_ms, op_step_pve, sb);
 
     return pve_fw_group_set(e->pve, sb->node, sb->vmid, e->cfg->proxmox.internet_group, true,
                             timeout_ms, op_step_pve, sb, &sb->call);
@@ -760,7 +763,7 @@ int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engi
     r = create_check(e, opts, ttl, ret_err);
     if (r < 0)
         return r;
-    if (!opts->pool && !opts->no_pool) {
+    if (!opts->pool && !opts->no_pool && !opts->internet_allow) {
         r = e->pool_take ? e->pool_take(e, opts, ttl, cb, userdata, ret_err) : 0;
         if (r != 0)
             return r < 0 ? r : 0;

@@ -216,6 +216,7 @@ static void fork_launch(struct fork_op *f)
             .disk_gb = (int)p->disk_gb,
             .net_rate_mbps = (int)p->net_rate_mbps,
             .internet = p->internet,
+            .internet_allow = p->internet_allow, /* never more than the parent */
             .labels = p->labels,
             .env = p->env,
             .template = p->template,

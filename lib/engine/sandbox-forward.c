@@ -8,42 +8,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <syslog.h>
 #include <unistd.h>
 
-#include "audit.h"
 #include "log.h"
-#include "sandbox-internal.h"
-#include "sshforward.h"
+#include "sandbox-relay.h"
 
 #define COMP "forward"
 #define FORWARD_BACKLOG 128
 #define FORWARD_DIR_HEX 32
 
-enum forward_state {
-    FORWARD_OPEN,
-    FORWARD_CLOSING, /* listener, connections and session closing; freed once all are */
-};
-
-struct conn {
-    struct conn *next, *prev;
-    struct sandbox_fwd *fw;
-    struct sshfwd *f;
-};
+_Static_assert(SANDBOX_FORWARD_ID_LEN == RELAY_ID_LEN, "a forward's id is a relay endpoint's");
 
 struct sandbox_fwd {
-    struct sandbox_fwd *next, *prev; /* in the engine's list */
-    struct engine *e;
-    struct sandbox *sb; /* NULL once closing */
-    enum forward_state state;
-    char id[SANDBOX_FORWARD_ID_LEN + 1];
-    char sandbox_id[ID_MAX + 1];
-    uid_t uid;
-    uint16_t port;
+    struct relay_ep ep;
     bool tcp;
     union {
         uv_stream_t stream;
@@ -53,46 +33,19 @@ struct sandbox_fwd {
     bool listener_open;
     char *dir, *path; /* the Unix socket's folder and path */
     char address[32];
-    struct sshpool *pool;
-    struct conn *conns;
-    unsigned n_conns;
-    uint64_t accepted, bytes_in, bytes_out;
-    unsigned pending; /* listener + pool + connections still closing */
-    bool counted;     /* holds one of the closing engine's pending handles */
 };
 
-/* Every forward of every sandbox, in the order opened, closing ones included. */
-static struct sandbox_fwd **forwards_of(struct engine *e)
+static struct sandbox_fwd *fwd_of(const struct relay_ep *ep)
 {
-    return &e->forwards;
+    return container_of(ep, struct sandbox_fwd, ep);
 }
 
-static void forward_set_state(struct sandbox_fwd *fw, enum forward_state state)
+static void forward_free(struct relay_ep *ep)
 {
-    if (fw->state == state)
-        return;
-    log_debug(COMP, "%s: %s: %s -> %s (%u connections)", fw->sandbox_id, fw->id,
-              fw->state == FORWARD_OPEN ? "open" : "closing",
-              state == FORWARD_OPEN ? "open" : "closing", fw->n_conns);
-    fw->state = state;
-}
+    struct sandbox_fwd *fw = fwd_of(ep);
 
-static void forward_maybe_free(struct sandbox_fwd *fw)
-{
-    struct engine *e = fw->e;
-
-    if (fw->state != FORWARD_CLOSING || fw->pending > 0 || fw->n_conns > 0)
-        return;
-    if (fw->prev)
-        fw->prev->next = fw->next;
-    else
-        *forwards_of(e) = fw->next;
-    if (fw->next)
-        fw->next->prev = fw->prev;
     free(fw->dir);
     free(fw->path);
-    if (fw->counted)
-        engine_handle_closed(e);
     free(fw);
 }
 
@@ -100,16 +53,7 @@ static void on_listener_closed(uv_handle_t *h)
 {
     struct sandbox_fwd *fw = h->data;
 
-    fw->pending--;
-    forward_maybe_free(fw);
-}
-
-static void on_pool_closed(void *userdata)
-{
-    struct sandbox_fwd *fw = userdata;
-
-    fw->pending--;
-    forward_maybe_free(fw);
+    relay_ep_release(&fw->ep);
 }
 
 static void remove_socket(struct sandbox_fwd *fw)
@@ -120,90 +64,40 @@ static void remove_socket(struct sandbox_fwd *fw)
         (void)rmdir(fw->dir);
 }
 
-/* The audit record of a forward's open ("sandbox.forward_opened") or close. */
-static void forward_audit(const struct sandbox_fwd *fw, const struct sandbox *sb, const char *event,
-                          const char *reason)
+/* The audit records' text (never the socket's path: its folder's random name is part of
+ * its protection). */
+static void forward_describe(const struct relay_ep *ep, char *buf, size_t size)
 {
-    struct audit_record rec = {
-        .event = event,
-        .priority = LOG_INFO,
-        .sandbox = fw->sandbox_id,
-        .vmid = sb ? sb->vmid : 0,
-        .node = sb ? sb->node : NULL,
-        .caller_uid = fw->uid,
-        .owner_uid = sb ? (int64_t)sb->owner_uid : AUDIT_NO_UID,
-        .reason = reason,
-    };
+    const struct sandbox_fwd *fw = fwd_of(ep);
 
-    /* never the socket's path: its folder's random name is part of its protection */
-    audit_emit(&rec, "forward %s of sandbox %s port %u on %s for uid %u: %s", fw->id,
-               fw->sandbox_id, fw->port, fw->tcp ? fw->address : "a Unix socket", (unsigned)fw->uid,
-               reason);
+    snprintf(buf, size, "forward %s of sandbox %s port %u on %s for uid %u", ep->id, ep->sandbox_id,
+             ep->port, fw->tcp ? fw->address : "a Unix socket", (unsigned)ep->uid);
 }
 
-static void forward_close(struct sandbox_fwd *fw, const char *reason)
+/* The relay endpoint's closing: the socket files and the listener. */
+static void forward_close_handles(struct relay_ep *ep)
 {
-    if (fw->state == FORWARD_CLOSING)
-        return;
-    if (reason)
-        forward_audit(fw, fw->sb, "sandbox.forward_closed", reason);
-    forward_set_state(fw, FORWARD_CLOSING);
-    fw->sb = NULL;
+    struct sandbox_fwd *fw = fwd_of(ep);
+
     remove_socket(fw);
     if (fw->listener_open) {
         fw->listener_open = false;
-        fw->pending++;
+        relay_ep_hold(ep);
         uv_close((uv_handle_t *)&fw->listener.stream, on_listener_closed);
     }
-    for (struct conn *c = fw->conns; c; c = c->next)
-        sshfwd_close(c->f); /* each ends from the loop: on_conn_done */
-    if (fw->pool) {
-        fw->pending++;
-        sshpool_close(TAKE_PTR(fw->pool), on_pool_closed, fw);
-    }
-    forward_maybe_free(fw);
 }
 
-/* sandbox.c's hook: sb leaves READY for good (sb), or the engine closes (NULL). */
-static void forwards_stop(struct engine *e, const struct sandbox *sb)
-{
-    struct sandbox_fwd *fw, *next;
-
-    for (fw = *forwards_of(e); fw; fw = next) {
-        next = fw->next;
-        if (!sb && !fw->counted) {
-            fw->counted = true;
-            e->close_pending++;
-        }
-        if (!sb || fw->sb == sb)
-            forward_close(fw, sb ? "sandbox_gone" : "shutdown");
-    }
-}
+static const struct relay_ops forward_ops = {
+    .comp = COMP,
+    .closed_event = "sandbox.forward_closed",
+    .quota_sandbox = "too many forwards open on this sandbox ([forward] max_per_sandbox)",
+    .quota_uid = "too many forwards open by this user ([forward] max_per_uid)",
+    .close = forward_close_handles,
+    .free = forward_free,
+    .describe = forward_describe,
+};
 
 /* ---- connections ---- */
-
-static void on_conn_done(struct sshfwd *f, int error, void *userdata)
-{
-    struct conn *c = userdata;
-    struct sandbox_fwd *fw = c->fw;
-    uint64_t in, out;
-
-    sshfwd_counts(f, &in, &out);
-    fw->bytes_in += in;
-    fw->bytes_out += out;
-    log_debug(COMP, "%s: %s: connection ended (%s), %llu bytes in, %llu out", fw->sandbox_id,
-              fw->id, error ? strerror(-error) : "done", (unsigned long long)in,
-              (unsigned long long)out);
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        fw->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    fw->n_conns--;
-    free(c);
-    forward_maybe_free(fw);
-}
 
 static void on_refused_closed(uv_handle_t *h)
 {
@@ -217,8 +111,8 @@ static void refuse_connection(struct sandbox_fwd *fw)
 
     if (!s)
         return;
-    if ((fw->tcp ? uv_tcp_init(fw->e->loop, (uv_tcp_t *)s)
-                 : uv_pipe_init(fw->e->loop, (uv_pipe_t *)s, 0)) < 0) {
+    if ((fw->tcp ? uv_tcp_init(fw->ep.e->loop, (uv_tcp_t *)s)
+                 : uv_pipe_init(fw->ep.e->loop, (uv_pipe_t *)s, 0)) < 0) {
         free(s);
         return;
     }
@@ -239,59 +133,38 @@ static bool peer_allowed(struct sandbox_fwd *fw, uv_stream_t *s)
     if (uv_fileno((uv_handle_t *)s, &fd) < 0 ||
         getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
         return false;
-    return cred.uid == fw->uid || cred.uid == 0;
+    return cred.uid == fw->ep.uid || cred.uid == 0;
 }
 
 static void on_connection(uv_stream_t *server, int status)
 {
     struct sandbox_fwd *fw = server->data;
-    const struct config_forward *cf = &fw->e->cfg->forward;
-    struct conn *c;
-    int r;
+    struct relay_ep *ep = &fw->ep;
+    const struct config_forward *cf = &ep->e->cfg->forward;
+    struct relay_conn *c;
+    uv_stream_t *client;
 
-    if (status < 0 || fw->state != FORWARD_OPEN)
+    if (status < 0 || ep->state != RELAY_OPEN)
         return;
-    if (fw->n_conns >= cf->max_connections) {
-        log_debug(COMP, "%s: %s: connection refused: %u open", fw->sandbox_id, fw->id, fw->n_conns);
+    if (ep->n_conns >= cf->max_connections) {
+        log_debug(COMP, "%s: %s: connection refused: %u open", ep->sandbox_id, ep->id, ep->n_conns);
         refuse_connection(fw);
         return;
     }
-    c = calloc(1, sizeof *c);
+    c = relay_conn_new(ep);
     if (!c) {
         refuse_connection(fw);
         return;
     }
-    c->fw = fw;
-    r = sshfwd_accept(fw->pool, server, fw->tcp, fw->port, cf->buffer_bytes, on_conn_done, c,
-                      &c->f);
-    if (r < 0) {
-        free(c);
+    if (relay_conn_accept(c, server, fw->tcp, cf->buffer_bytes, &client) < 0)
         return;
-    }
-    c->next = fw->conns;
-    if (fw->conns)
-        fw->conns->prev = c;
-    fw->conns = c;
-    fw->n_conns++;
-    fw->accepted++;
-    if (!peer_allowed(fw, sshfwd_client(c->f))) {
-        log_debug(COMP, "%s: %s: peer of another uid closed", fw->sandbox_id, fw->id);
-        sshfwd_close(c->f);
+    if (!peer_allowed(fw, client)) {
+        log_debug(COMP, "%s: %s: peer of another uid closed", ep->sandbox_id, ep->id);
+        relay_conn_close(c);
     }
 }
 
 /* ---- listeners ---- */
-
-static int random_hex(char *buf, size_t n_hex)
-{
-    uint8_t b[32];
-
-    if (n_hex / 2 > sizeof b || getrandom(b, n_hex / 2, 0) != (ssize_t)(n_hex / 2))
-        return -EIO;
-    for (size_t i = 0; i < n_hex / 2; i++)
-        snprintf(buf + 2 * i, 3, "%02x", b[i]);
-    return 0;
-}
 
 /* "127.0.0.1:N" (N 0 or 1024..65535) into *ret_port; -EINVAL for anything else. */
 static int parse_listen(const char *s, unsigned *ret_port)
@@ -321,7 +194,7 @@ static int listen_tcp(struct sandbox_fwd *fw, unsigned port)
 
     r = uv_ip4_addr("127.0.0.1", (int)port, &sin);
     if (r >= 0)
-        r = uv_tcp_init(fw->e->loop, &fw->listener.tcp);
+        r = uv_tcp_init(fw->ep.e->loop, &fw->listener.tcp);
     if (r < 0)
         return r;
     fw->listener_open = true;
@@ -342,14 +215,14 @@ static int listen_tcp(struct sandbox_fwd *fw, unsigned port)
  * know the random name; peer_allowed() still applies). */
 static int listen_unix(struct sandbox_fwd *fw, gid_t gid)
 {
-    const char *base = fw->e->cfg->forward.socket_dir;
+    const char *base = fw->ep.e->cfg->forward.socket_dir;
     char hex[FORWARD_DIR_HEX + 1];
     bool owned;
     int r;
 
     if (!base)
         return -ENOTSUP;
-    r = random_hex(hex, FORWARD_DIR_HEX);
+    r = relay_random_hex(hex, FORWARD_DIR_HEX);
     if (r < 0)
         return r;
     if (mkdir(base, 0711) == 0)
@@ -360,7 +233,7 @@ static int listen_unix(struct sandbox_fwd *fw, gid_t gid)
         fw->dir = NULL;
         return -ENOMEM;
     }
-    if (asprintf(&fw->path, "%s/%u.sock", fw->dir, fw->port) < 0) {
+    if (asprintf(&fw->path, "%s/%u.sock", fw->dir, fw->ep.port) < 0) {
         fw->path = NULL;
         return -ENOMEM;
     }
@@ -371,7 +244,7 @@ static int listen_unix(struct sandbox_fwd *fw, gid_t gid)
         free(TAKE_PTR(fw->dir));
         return r;
     }
-    r = uv_pipe_init(fw->e->loop, &fw->listener.pipe, 0);
+    r = uv_pipe_init(fw->ep.e->loop, &fw->listener.pipe, 0);
     if (r < 0)
         return r;
     fw->listener_open = true;
@@ -379,8 +252,8 @@ static int listen_unix(struct sandbox_fwd *fw, gid_t gid)
     r = uv_pipe_bind(&fw->listener.pipe, fw->path);
     if (r < 0)
         return r;
-    owned = chmod(fw->path, 0600) == 0 && chown(fw->path, fw->uid, gid) == 0 &&
-            chown(fw->dir, fw->uid, gid) == 0;
+    owned = chmod(fw->path, 0600) == 0 && chown(fw->path, fw->ep.uid, gid) == 0 &&
+            chown(fw->dir, fw->ep.uid, gid) == 0;
     if (!owned && (chmod(fw->path, 0666) < 0 || chmod(fw->dir, 0711) < 0))
         return -errno;
     return uv_listen(&fw->listener.stream, FORWARD_BACKLOG, on_connection);
@@ -388,70 +261,38 @@ static int listen_unix(struct sandbox_fwd *fw, gid_t gid)
 
 /* ---- the engine's side ---- */
 
-static unsigned count_open(struct engine *e, const struct sandbox *sb, uid_t uid, bool by_uid)
-{
-    unsigned n = 0;
-
-    for (struct sandbox_fwd *fw = *forwards_of(e); fw; fw = fw->next)
-        if (fw->state == FORWARD_OPEN && (by_uid ? fw->uid == uid : fw->sb == sb))
-            n++;
-    return n;
-}
-
 static void info_of(const struct sandbox_fwd *fw, struct sandbox_forward_info *ret)
 {
     *ret = (struct sandbox_forward_info){
-        .id = fw->id,
-        .port = fw->port,
+        .id = fw->ep.id,
+        .port = fw->ep.port,
         .socket = fw->tcp ? NULL : fw->path,
         .address = fw->tcp ? fw->address : NULL,
-        .uid = fw->uid,
-        .connections = fw->n_conns,
-        .accepted = fw->accepted,
-        .bytes_in = fw->bytes_in,
-        .bytes_out = fw->bytes_out,
+        .uid = fw->ep.uid,
+        .connections = fw->ep.n_conns,
+        .accepted = fw->ep.accepted,
+        .bytes_in = fw->ep.bytes_in,
+        .bytes_out = fw->ep.bytes_out,
     };
 }
 
 static int forward_new(struct sandbox *sb, uid_t uid, unsigned port, bool tcp,
                        struct sandbox_fwd **ret)
 {
-    struct engine *e = sb->engine;
-    struct sshs_config sc;
     struct sandbox_fwd *fw = calloc(1, sizeof *fw);
     int r;
 
     if (!fw)
         return -ENOMEM;
-    fw->e = e;
-    fw->sb = sb;
-    fw->uid = uid;
-    fw->port = (uint16_t)port;
     fw->tcp = tcp;
-    memcpy(fw->id, "fw-", 3);
-    snprintf(fw->sandbox_id, sizeof fw->sandbox_id, "%s", sb->id);
-    r = random_hex(fw->id + 3, SANDBOX_FORWARD_ID_LEN - 3);
-    if (r >= 0) {
-        sandbox_ssh_config(sb, &sc);
-        sc.observe = NULL; /* not the sandbox's own sessions */
-        sc.channels_per_session = e->cfg->forward.max_connections;
-        r = sshpool_new(e->loop, &sc, 1, &fw->pool);
-    }
+    r = relay_ep_init(&fw->ep, &forward_ops, sb, uid, port, "fw-",
+                      sb->engine->cfg->forward.max_connections);
     if (r < 0) {
+        relay_ep_discard(&fw->ep);
         free(fw);
         return r;
     }
-    /* linked at the end (oldest first), closing from now on like any other */
-    if (!*forwards_of(e)) {
-        *forwards_of(e) = fw;
-    } else {
-        struct sandbox_fwd *t = *forwards_of(e);
-        while (t->next)
-            t = t->next;
-        t->next = fw;
-        fw->prev = t;
-    }
-    e->forwards_stop = forwards_stop;
+    relay_ep_link(&fw->ep); /* closing from now on like any other */
     *ret = fw;
     return 0;
 }
@@ -471,22 +312,16 @@ int sandbox_forward_open(struct sandbox *sb, uid_t uid, gid_t gid, unsigned port
     if (listen && parse_listen(listen, &lport) < 0)
         return engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL,
                              "only \"127.0.0.1:0\" or \"127.0.0.1:N\" (N 1024..65535)", "listen");
-    if (sb->state != SANDBOX_READY || !sb->ip)
-        return engine_refuse_not_ready(ret_err, sb->state);
-    if (count_open(e, sb, uid, false) >= cf->max_per_sandbox)
-        return engine_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT,
-                             "too many forwards open on this sandbox ([forward] max_per_sandbox)",
-                             NULL);
-    if (count_open(e, sb, uid, true) >= cf->max_per_uid)
-        return engine_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT,
-                             "too many forwards open by this user ([forward] max_per_uid)", NULL);
+    r = relay_ep_admit(sb, &forward_ops, uid, cf->max_per_sandbox, cf->max_per_uid, ret_err);
+    if (r < 0)
+        return r;
     r = forward_new(sb, uid, port, listen != NULL, &fw);
     if (r < 0)
         return engine_refuse(ret_err, ENGINE_E_INTERNAL, r, "cannot make the forward", NULL);
     r = listen ? listen_tcp(fw, lport) : listen_unix(fw, gid);
     if (r < 0) {
         log_debug(COMP, "%s: listen failed: %s", sb->id, strerror(-r));
-        forward_close(fw, NULL);
+        relay_ep_close(&fw->ep, NULL);
         if (r == UV_EADDRINUSE)
             return engine_refuse(ret_err, ENGINE_E_BUSY, r, "the TCP port is in use", "listen");
         if (r == -ENOTSUP)
@@ -495,32 +330,27 @@ int sandbox_forward_open(struct sandbox *sb, uid_t uid, gid_t gid, unsigned port
                                  "listen");
         return engine_refuse(ret_err, ENGINE_E_INTERNAL, r, "cannot listen for the forward", NULL);
     }
-    forward_audit(fw, sb, "sandbox.forward_opened", fw->tcp ? "tcp" : "unix");
+    relay_ep_audit(&fw->ep, sb, "sandbox.forward_opened", fw->tcp ? "tcp" : "unix");
     info_of(fw, ret);
     return 0;
 }
 
 int sandbox_forward_close(struct sandbox *sb, const char *fid)
 {
-    for (struct sandbox_fwd *fw = *forwards_of(sb->engine); fw; fw = fw->next)
-        if (fw->state == FORWARD_OPEN && fw->sb == sb && strcmp(fw->id, fid) == 0) {
-            forward_close(fw, "caller");
-            return 0;
-        }
-    return -ENOENT;
+    return relay_ep_close_id(sb, &forward_ops, fid, "caller");
 }
 
 void sandbox_forward_list(struct sandbox *sb,
                           void (*each)(const struct sandbox_forward_info *info, void *userdata),
                           void *userdata)
 {
-    for (struct sandbox_fwd *fw = *forwards_of(sb->engine); fw; fw = fw->next)
-        if (fw->state == FORWARD_OPEN && fw->sb == sb) {
-            struct sandbox_forward_info info;
+    for (struct relay_ep *ep = relay_ep_next(sb->engine, &forward_ops, sb, NULL); ep;
+         ep = relay_ep_next(sb->engine, &forward_ops, sb, ep)) {
+        struct sandbox_forward_info info;
 
-            info_of(fw, &info);
-            each(&info, userdata);
-        }
+        info_of(fwd_of(ep), &info);
+        each(&info, userdata);
+    }
 }
 
 static bool is_forward_dir(const char *name)

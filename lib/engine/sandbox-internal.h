@@ -13,6 +13,7 @@
 #include "api-limits.h"
 #include "json-util.h"
 #include "op-step.h"
+#include "pve.h"
 #include "sandbox.h"
 #include "sshexec.h"
 #include "sshfile.h"
@@ -24,7 +25,7 @@ struct pve_vm_list;
 struct registry_record;
 struct sandbox_job;
 struct sandbox_pump;
-struct sandbox_fwd;
+struct relay_ep;
 struct volumes;
 
 struct sandbox {
@@ -36,6 +37,9 @@ struct sandbox {
     char *hostname;
     char *ip; /* NULL until known */
     bool internet;
+    json_object *internet_allow;   /* with internet: the allow-list (egress.h normal form), owned;
+                                    * NULL: none (internet on is the internet group) */
+    struct egress_run *egress_run; /* the firewall change running (sandbox-egress.c) */
     unsigned cores;
     unsigned memory_mb;
     unsigned disk_gb;
@@ -166,10 +170,32 @@ struct tomb {
     uint64_t gone_ms; /* now_ms() at the destroy's end */
 };
 
+/* ---- the way out in the firewall (sandbox-egress.c) ---- */
+struct egress_run;
+/* Replaces what the sandbox's firewall lets out by internet off, on (the internet group) or
+ * the allow-list allow (a JSON array in normal form, with internet): the old rules and sets
+ * removed, then the new ones added (never more allowed than the old or the new state). cb
+ * runs once with the outcome (res->error, res->perr), unless sb->call is cancelled. 0 when
+ * started, else -errno (cb not called). */
+int egress_fw_apply(struct sandbox *sb, bool internet, json_object *allow, uint64_t timeout_ms,
+                    pve_done_fn cb, void *userdata);
+void egress_run_free(struct egress_run *run);
+/* The allow-list a container's firewall holds, read back from its sandboxd-egress rules
+ * (rules: its rule list) and their IP sets (a lost state folder, reconcile.c). 1 when rules
+ * hold none (cb not called); 0 when started: cb gets 0 and the list (borrowed; NULL when the
+ * sets are empty) or -errno. */
+typedef void (*egress_read_fn)(int error, json_object *allow, void *userdata);
+int egress_fw_read(struct pve_client *pve, const char *node, uint32_t vmid,
+                   const struct pve_fw_rules *rules, uint64_t timeout_ms, egress_read_fn cb,
+                   void *userdata);
+/* True when sb's allow-list lets ip:port (host order, TCP) through. */
+bool egress_sandbox_allows(const struct sandbox *sb, uint32_t ip, unsigned port);
+
 /* An internet change, running or queued behind the running one. */
 struct fw_op {
     struct sandbox *sb;
     bool enabled;
+    json_object *allow; /* owned; NULL: no list */
     engine_sandbox_cb cb;
     void *userdata;
     struct fw_op *next; /* in sb->fw_waiting */
@@ -180,6 +206,19 @@ struct engine_template_copy {
     uint32_t vmid;
     char node[CONFIG_NODE_NAME_MAX + 1];
 };
+/* A replica of a configured template (lib/engine/replica.c): a template of its own in the
+ * pool, cloned like a configured copy while not retiring. */
+struct engine_replica {
+    char name[ID_MAX + 1]; /* the configured template it copies */
+    char node[CONFIG_NODE_NAME_MAX + 1];
+    uint32_t vmid;
+    uint32_t origin; /* the configured vmid it copies (its marker's sandbox=replica-of-VMID) */
+    bool retiring;   /* past the template's replicas (or its template is gone): no new clone */
+    bool deleting;
+    int64_t known_since; /* unix seconds */
+};
+struct replicas;
+
 struct engine_template {
     char name[ID_MAX + 1];
     uint32_t vmid;
@@ -195,7 +234,8 @@ struct engine_template {
     int check_state;
     char *check_error;
     uint64_t hits, misses;
-    unsigned filling; /* pool creates running */
+    unsigned filling;  /* pool creates running */
+    unsigned replicas; /* [templates] NAME.replicas (configured templates only) */
     /* A template made from a sandbox (template.create; lib/engine/template-rt.c): heap
      * allocated in engine.rt, on home, its marker in its Proxmox description. */
     bool runtime;
@@ -267,15 +307,14 @@ struct engine {
      * the pumps of a sandbox that goes away (sb) or of the engine closing (NULL), their ends
      * reported now, without calling into it; NULL while there was none. */
     void (*pumps_stop)(struct engine *e, const struct sandbox *sb);
-    /* Port forwards (sandbox-forward.c), and its hook installed with the first one, so that
-     * sandbox.c closes the forwards of a sandbox that goes away (sb) or of the engine closing
-     * (NULL) without calling into it; NULL while there was none. */
-    struct sandbox_fwd *forwards;
-    void (*forwards_stop)(struct engine *e, const struct sandbox *sb);
-    /* Preview URLs (sandbox-preview.c) and their hook, as the forwards'; the preview
-     * listener (preview-listen.c) and its hook for engine_close(); the signing key. */
-    struct sandbox_preview *previews;
-    void (*previews_stop)(struct engine *e, const struct sandbox *sb);
+    /* SSH-relayed endpoints (sandbox-relay.c: port forwards and preview URLs), and their
+     * hook installed with the first one, so that sandbox.c closes the endpoints of a
+     * sandbox that goes away (sb) or of the engine closing (NULL) without calling into it;
+     * NULL while there was none. */
+    struct relay_ep *relays;
+    void (*relays_stop)(struct engine *e, const struct sandbox *sb);
+    /* The preview listener (preview-listen.c) and its hook for engine_close(); the preview
+     * URLs' signing key. */
     struct preview_srv *preview_srv;
     void (*preview_srv_stop)(struct engine *e);
     uint8_t preview_key[64];
@@ -297,6 +336,12 @@ struct engine {
     int (*pool_take)(struct engine *e, const struct sandbox_create_opts *opts, int64_t ttl,
                      engine_sandbox_cb cb, void *userdata, struct engine_error *ret_err);
     void (*pool_close)(struct engine *e);
+    /* The replicas of configured templates (replica.c; read by engine_template_vmids()), and
+     * their builder with its close hook, installed by engine_replicas_apply(). */
+    struct engine_replica *repl;
+    size_t n_repl;
+    struct replicas *replicas;
+    void (*replicas_close)(struct engine *e);
     /* Installed by sandbox-create.c with the first create, so lib/engine/cluster.c, below it, moves
      * the creates of a node that went down (creates_replace) without calling into it. */
     void (*creates_replace)(struct engine *e);
@@ -545,11 +590,10 @@ void cluster_close(struct engine *e, void (*closed)(struct engine *e));
  * without t is ENGINE_E_INVALID on "node"), or the refusal in *ret_err (borrowed strings). */
 int cluster_place(struct engine *e, const struct engine_template *t, const char *want,
                   unsigned memory_mb, const char **ret_node, struct engine_error *ret_err);
-/* The vmid to clone for a sandbox of t on node (its copy there, or the one vmid). */
-/* The template's copies on node (its one vmid when it has no copies there), at most max,
- * into out; returns how many. */
-size_t engine_template_vmids(const struct engine_template *t, const char *node, uint32_t *out,
-                             size_t max);
+/* The template's copies on node (its one vmid when it has no copies there), then its
+ * replicas there that are not retiring, at most max, into out; returns how many. */
+size_t engine_template_vmids(struct engine *e, const struct engine_template *t, const char *node,
+                             uint32_t *out, size_t max);
 /* True while node is taken out (offline in the report, or failed calls in backoff). */
 bool cluster_node_down(struct engine *e, const char *node);
 /* The nodes that hold t and are up, in [proxmox] nodes order (the warm pool's). */
@@ -574,6 +618,21 @@ bool engine_adopt_unreachable(struct engine *e, const struct registry_record *r,
                               const struct pve_vm_list *members);
 /* For engine_close(): a handle of the engine closed. */
 void engine_handle_closed(struct engine *e);
+
+/* ---- replica.c: replicas of configured templates ([templates] NAME.replicas) ---- */
+/* Starts (or looks again at) the background builds and deletes of replicas: after the first
+ * reconcile, so that the replicas already made are known. */
+void engine_replicas_apply(struct engine *e);
+/* The reconcile read the config of a template in the pool: a replica (a replica marker of this
+ * instance's) is known from now on (retiring when past its template's replicas); anything
+ * else is left alone. */
+int engine_replica_adopt(struct engine *e, uint32_t vmid, const char *node, json_object *conf);
+/* Forgets the replicas no longer in the pool listing members (deleted behind the daemon's
+ * back): they are made again. */
+void engine_replica_prune(struct engine *e, const struct pve_vm_list *members);
+/* True while a replica build of this process may own the container vmid (the reconcile leaves
+ * it alone). */
+bool engine_replica_building(struct engine *e, uint32_t vmid);
 
 /* ---- sandbox-probe.c ---- */
 /* Runs the /version probe in ms (0: now). */

@@ -11,6 +11,7 @@
 #include "pve.h"
 #include "sandbox-internal.h"
 #include "sandbox-io.h"
+#include "testhook.h"
 
 /* ---- internet ---- */
 
@@ -21,6 +22,12 @@
 
 static int fw_start(struct sandbox *sb, struct fw_op *op);
 
+static void fw_op_free(struct fw_op *op)
+{
+    json_object_put(op->allow);
+    free(op);
+}
+
 /* Completes every queued change with err (the sandbox is going away or the daemon stops). */
 static void fw_fail_waiting(struct sandbox *sb, const struct engine_error *err)
 {
@@ -30,7 +37,7 @@ static void fw_fail_waiting(struct sandbox *sb, const struct engine_error *err)
         sb->fw_waiting = op->next;
         sb->n_fw_waiting--;
         op->cb(err, sb, op->userdata);
-        free(op);
+        fw_op_free(op);
     }
 }
 
@@ -52,7 +59,7 @@ static void fw_start_next(struct sandbox *sb)
                                        .message = "cannot change the firewall rule"};
 
             op->cb(&err, sb, op->userdata);
-            free(op);
+            fw_op_free(op);
         }
     }
 }
@@ -68,6 +75,8 @@ static void on_fw_set(const struct pve_result *res, void *userdata)
     sb->fw_busy = false;
     if (res->error == 0) {
         sb->internet = op->enabled;
+        json_object_put(sb->internet_allow);
+        sb->internet_allow = TAKE_PTR(op->allow);
         if (!e->closing)
             (void)sandbox_save(sb, save_logged, NULL);
         op->cb(NULL, sb, op->userdata);
@@ -75,7 +84,7 @@ static void on_fw_set(const struct pve_result *res, void *userdata)
         error_from_pve(res, e->closing, &err);
         op->cb(&err, sb, op->userdata);
     }
-    free(op);
+    fw_op_free(op);
     if (e->closing) {
         err = (struct engine_error){.kind = ENGINE_E_SHUTDOWN,
                                     .error = -ESHUTDOWN,
@@ -97,23 +106,42 @@ static void on_fw_set(const struct pve_result *res, void *userdata)
     sandbox_unref(sb);
 }
 
+/* The record says a change is starting (internet_pending, sandbox_save()): a restart that
+ * finds it puts the recorded state back in place (engine_adopt()), whatever part of the
+ * change reached the firewall. Then the change runs. */
+static void on_fw_pending_saved(int r, void *userdata)
+{
+    struct fw_op *op = userdata;
+    struct sandbox *sb = op->sb;
+    struct pve_result res = {.error = r};
+
+    test_crash_point("internet-pending-durable");
+    if (r == 0 && (sb->engine->closing || sb->state != SANDBOX_READY))
+        res.error = -ESHUTDOWN;
+    if (res.error == 0)
+        res.error =
+            egress_fw_apply(sb, op->enabled, op->allow, ENGINE_STEP_CONFIG_MS * 4, on_fw_set, op);
+    if (res.error < 0)
+        on_fw_set(&res, op);
+}
+
 static int fw_start(struct sandbox *sb, struct fw_op *op)
 {
-    struct engine *e = sb->engine;
     int r;
 
     assert(!sb->fw_busy); /* one internet change at a time, the others queued */
-    r = pve_fw_group_set(e->pve, sb->node, sb->vmid, e->cfg->proxmox.internet_group, op->enabled,
-                         ENGINE_STEP_CONFIG_MS, on_fw_set, op, &sb->call);
-    if (r < 0)
-        return r;
     sb->fw_busy = true;
+    r = sandbox_save(sb, on_fw_pending_saved, op);
+    if (r < 0) {
+        sb->fw_busy = false;
+        return r;
+    }
     sb->refs++;
     return 0;
 }
 
-int engine_set_internet(struct engine *e, struct sandbox *sb, bool enabled, engine_sandbox_cb cb,
-                        void *userdata, struct engine_error *ret_err)
+int engine_set_internet(struct engine *e, struct sandbox *sb, bool enabled, json_object *allow,
+                        engine_sandbox_cb cb, void *userdata, struct engine_error *ret_err)
 {
     struct fw_op *op;
     int r;
@@ -129,6 +157,7 @@ int engine_set_internet(struct engine *e, struct sandbox *sb, bool enabled, engi
         return engine_refuse_oom(ret_err);
     op->sb = sb;
     op->enabled = enabled;
+    op->allow = enabled && allow ? json_object_get(allow) : NULL;
     op->cb = cb;
     op->userdata = userdata;
     /* Behind the running change and behind every waiting one: a change asked for from a
@@ -145,7 +174,7 @@ int engine_set_internet(struct engine *e, struct sandbox *sb, bool enabled, engi
     }
     r = fw_start(sb, op);
     if (r < 0) {
-        free(op);
+        fw_op_free(op);
         return engine_refuse(ret_err, ENGINE_E_INTERNAL, r, "cannot change the firewall rule",
                              NULL);
     }

@@ -196,6 +196,18 @@ int isolation_probe_start(struct sandbox *sb, uint64_t timeout_ms, const char **
     uint32_t ip = sb->internet ? n->lan_probe_ip : n->probe_ip;
     unsigned port = sb->internet ? n->lan_probe_port : n->probe_port;
     bool open_check = sb->internet && n->probe_ip;
+
+    if (sb->internet_allow) { /* an allow-list: a probe address it does not let through */
+        open_check = false;
+        ip = n->probe_ip;
+        port = n->probe_port;
+        if (!ip || egress_sandbox_allows(sb, ip, port)) {
+            ip = n->lan_probe_ip;
+            port = n->lan_probe_port;
+        }
+        if (ip && egress_sandbox_allows(sb, ip, port))
+            ip = 0; /* both are let through: a firewall cycle instead */
+    }
     char command[720], a[16];
     struct sshexec_params p = {.command = command, .has_max_output = true};
     struct isolation *k;

@@ -45,6 +45,8 @@ int create_sandbox_new(struct engine *e, const struct sandbox_create_opts *opts,
     snprintf(sb->template, sizeof sb->template, "%s",
              engine_template_find(e, opts->template)->name);
     sb->internet = opts->internet;
+    sb->internet_allow =
+        opts->internet && opts->internet_allow ? json_object_get(opts->internet_allow) : NULL;
     sandbox_pause_opts_set(sb, opts);
     fork_child_init(sb, opts);
     r = sandbox_set_idempotency(sb, opts->owner_uid, opts->idempotency_key, opts->params_hash);

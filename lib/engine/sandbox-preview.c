@@ -9,76 +9,36 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "audit.h"
 #include "log.h"
 #include "preview-internal.h"
-#include "sshforward.h"
+#include "sandbox-relay.h"
 
 #define COMP "preview"
 #define PREVIEW_KEY_MIN 16
 
-enum preview_state {
-    PREVIEW_OPEN,
-    PREVIEW_CLOSING, /* timer, connections and session closing; freed once all are */
-};
-
-struct pv_conn {
-    struct pv_conn *next, *prev;
-    struct sandbox_preview *p;
-    struct sshfwd *f;
-};
+_Static_assert(PREVIEW_ID_LEN == RELAY_ID_LEN, "a preview's id is a relay endpoint's");
 
 struct sandbox_preview {
-    struct sandbox_preview *next, *prev; /* in the engine's list, oldest first */
-    struct engine *e;
-    struct sandbox *sb; /* NULL once closing */
-    enum preview_state state;
-    char id[PREVIEW_ID_LEN + 1];
-    char sandbox_id[ID_MAX + 1];
+    struct relay_ep ep;
     char mac[PREVIEW_MAC_HEX + 1];
     char *url;
-    uid_t uid;
-    uint16_t port;
     uint64_t expires_at;
     uv_timer_t timer;
-    struct sshpool *pool;
-    struct pv_conn *conns;
-    unsigned n_conns;
-    uint64_t accepted;
-    unsigned pending; /* timer + pool still closing */
-    bool counted;     /* holds one of the closing engine's pending handles */
 };
 
-static void preview_set_state(struct sandbox_preview *p, enum preview_state state)
+static struct sandbox_preview *preview_of(const struct relay_ep *ep)
 {
-    if (p->state == state)
-        return;
-    log_debug(COMP, "%s: %s: %s -> %s (%u connections)", p->sandbox_id, p->id,
-              p->state == PREVIEW_OPEN ? "open" : "closing",
-              state == PREVIEW_OPEN ? "open" : "closing", p->n_conns);
-    p->state = state;
+    return container_of(ep, struct sandbox_preview, ep);
 }
 
-static void preview_maybe_free(struct sandbox_preview *p)
+static void preview_free(struct relay_ep *ep)
 {
-    struct engine *e = p->e;
+    struct sandbox_preview *p = preview_of(ep);
 
-    if (p->state != PREVIEW_CLOSING || p->pending > 0 || p->n_conns > 0)
-        return;
-    if (p->prev)
-        p->prev->next = p->next;
-    else
-        e->previews = p->next;
-    if (p->next)
-        p->next->prev = p->prev;
     free(p->url);
-    if (p->counted)
-        engine_handle_closed(e);
     free(p);
 }
 
@@ -86,75 +46,40 @@ static void on_timer_closed(uv_handle_t *h)
 {
     struct sandbox_preview *p = h->data;
 
-    p->pending--;
-    preview_maybe_free(p);
+    relay_ep_release(&p->ep);
 }
 
-static void on_pool_closed(void *userdata)
+/* The audit records' text (never the URL: its token is the access). */
+static void preview_describe(const struct relay_ep *ep, char *buf, size_t size)
 {
-    struct sandbox_preview *p = userdata;
-
-    p->pending--;
-    preview_maybe_free(p);
+    snprintf(buf, size, "preview %s of sandbox %s port %u for uid %u", ep->id, ep->sandbox_id,
+             ep->port, (unsigned)ep->uid);
 }
 
-static void preview_audit(const struct sandbox_preview *p, const struct sandbox *sb,
-                          const char *event, const char *reason)
+/* The relay endpoint's closing: the expiry timer. */
+static void preview_close_handles(struct relay_ep *ep)
 {
-    struct audit_record rec = {
-        .event = event,
-        .priority = LOG_INFO,
-        .sandbox = p->sandbox_id,
-        .vmid = sb ? sb->vmid : 0,
-        .node = sb ? sb->node : NULL,
-        .caller_uid = p->uid,
-        .owner_uid = sb ? (int64_t)sb->owner_uid : AUDIT_NO_UID,
-        .reason = reason,
-    };
+    struct sandbox_preview *p = preview_of(ep);
 
-    /* never the URL: its token is the access */
-    audit_emit(&rec, "preview %s of sandbox %s port %u for uid %u: %s", p->id, p->sandbox_id,
-               p->port, (unsigned)p->uid, reason);
-}
-
-static void preview_close(struct sandbox_preview *p, const char *reason)
-{
-    if (p->state == PREVIEW_CLOSING)
-        return;
-    if (reason)
-        preview_audit(p, p->sb, "sandbox.preview_closed", reason);
-    preview_set_state(p, PREVIEW_CLOSING);
-    p->sb = NULL;
-    p->pending++;
+    relay_ep_hold(ep);
     uv_close((uv_handle_t *)&p->timer, on_timer_closed);
-    for (struct pv_conn *c = p->conns; c; c = c->next)
-        sshfwd_close(c->f); /* each ends from the loop: on_conn_done */
-    if (p->pool) {
-        p->pending++;
-        sshpool_close(TAKE_PTR(p->pool), on_pool_closed, p);
-    }
-    preview_maybe_free(p);
 }
 
-/* sandbox.c's hook: sb leaves READY for good (sb), or the engine closes (NULL). */
-static void previews_stop(struct engine *e, const struct sandbox *sb)
-{
-    struct sandbox_preview *p, *next;
-
-    for (p = e->previews; p; p = next) {
-        next = p->next;
-        if (!sb && !p->counted) {
-            p->counted = true;
-            e->close_pending++;
-        }
-        if (!sb || p->sb == sb)
-            preview_close(p, sb ? "sandbox_gone" : "shutdown");
-    }
-}
+static const struct relay_ops preview_ops = {
+    .comp = COMP,
+    .closed_event = "sandbox.preview_closed",
+    .quota_sandbox = "too many previews open on this sandbox ([preview] max_per_sandbox)",
+    .quota_uid = "too many previews open by this user ([preview] max_per_uid)",
+    .close = preview_close_handles,
+    .free = preview_free,
+    .describe = preview_describe,
+};
 
 static void on_expired(uv_timer_t *t)
 {
-    preview_close(t->data, "expired");
+    struct sandbox_preview *p = t->data;
+
+    relay_ep_close(&p->ep, "expired");
 }
 
 /* ---- tokens ---- */
@@ -193,10 +118,14 @@ struct sandbox_preview *preview_find(struct engine *e, const char *sandbox_id, u
         return NULL;
     if (expires <= (uint64_t)time(NULL))
         return NULL;
-    for (struct sandbox_preview *p = e->previews; p; p = p->next)
-        if (p->state == PREVIEW_OPEN && strcmp(p->id, pid) == 0 &&
-            strcmp(p->sandbox_id, sandbox_id) == 0 && p->port == port && p->expires_at == expires)
+    for (struct relay_ep *ep = relay_ep_next(e, &preview_ops, NULL, NULL); ep;
+         ep = relay_ep_next(e, &preview_ops, NULL, ep)) {
+        struct sandbox_preview *p = preview_of(ep);
+
+        if (strcmp(ep->id, pid) == 0 && strcmp(ep->sandbox_id, sandbox_id) == 0 &&
+            ep->port == port && p->expires_at == expires)
             return p;
+    }
     return NULL;
 }
 
@@ -209,104 +138,37 @@ uint64_t preview_remaining_s(const struct sandbox_preview *p)
 
 /* ---- connections ---- */
 
-static void on_conn_done(struct sshfwd *f, int error, void *userdata)
-{
-    struct pv_conn *c = userdata;
-    struct sandbox_preview *p = c->p;
-
-    log_debug(COMP, "%s: %s: connection ended (%s)", p->sandbox_id, p->id,
-              error ? strerror(-error) : "done");
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        p->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    p->n_conns--;
-    free(c);
-    preview_maybe_free(p);
-}
-
 int preview_relay(struct sandbox_preview *p, int fd, bool tcp, const char *head, size_t head_len)
 {
-    const struct config *cfg = p->e->cfg;
-    struct pv_conn *c;
-    int r;
+    const struct config *cfg = p->ep.e->cfg;
+    struct relay_conn *c;
 
-    if (p->state != PREVIEW_OPEN || p->n_conns >= cfg->preview.max_connections) {
+    if (p->ep.state != RELAY_OPEN || p->ep.n_conns >= cfg->preview.max_connections) {
         close(fd);
         return -EBUSY;
     }
-    c = calloc(1, sizeof *c);
+    c = relay_conn_new(&p->ep);
     if (!c) {
         close(fd);
         return -ENOMEM;
     }
-    c->p = p;
-    r = sshfwd_open_fd(p->pool, fd, tcp, p->port,
-                       MAX((size_t)cfg->forward.buffer_bytes, PREVIEW_HEAD_MAX), head, head_len,
-                       on_conn_done, c, &c->f);
-    if (r < 0) {
-        free(c);
-        return r;
-    }
-    c->next = p->conns;
-    if (p->conns)
-        p->conns->prev = c;
-    p->conns = c;
-    p->n_conns++;
-    p->accepted++;
-    return 0;
+    return relay_conn_open_fd(c, fd, tcp, MAX((size_t)cfg->forward.buffer_bytes, PREVIEW_HEAD_MAX),
+                              head, head_len);
 }
 
 /* ---- the engine's side ---- */
 
-static int random_hex(char *buf, size_t n_hex)
-{
-    uint8_t b[32];
-
-    if (n_hex / 2 > sizeof b || getrandom(b, n_hex / 2, 0) != (ssize_t)(n_hex / 2))
-        return -EIO;
-    for (size_t i = 0; i < n_hex / 2; i++)
-        snprintf(buf + 2 * i, 3, "%02x", b[i]);
-    return 0;
-}
-
-static unsigned count_open(struct engine *e, const struct sandbox *sb, uid_t uid, bool by_uid)
-{
-    unsigned n = 0;
-
-    for (struct sandbox_preview *p = e->previews; p; p = p->next)
-        if (p->state == PREVIEW_OPEN && (by_uid ? p->uid == uid : p->sb == sb))
-            n++;
-    return n;
-}
-
 static void info_of(const struct sandbox_preview *p, struct sandbox_preview_info *ret)
 {
     *ret = (struct sandbox_preview_info){
-        .id = p->id,
-        .port = p->port,
+        .id = p->ep.id,
+        .port = p->ep.port,
         .url = p->url,
         .expires_at = p->expires_at,
-        .uid = p->uid,
-        .connections = p->n_conns,
-        .accepted = p->accepted,
+        .uid = p->ep.uid,
+        .connections = p->ep.n_conns,
+        .accepted = p->ep.accepted,
     };
-}
-
-static void preview_link(struct engine *e, struct sandbox_preview *p)
-{
-    if (!e->previews) {
-        e->previews = p;
-    } else {
-        struct sandbox_preview *t = e->previews;
-        while (t->next)
-            t = t->next;
-        t->next = p;
-        p->prev = t;
-    }
-    e->previews_stop = previews_stop;
 }
 
 /* The token and URL of a new preview, its session (connected at the first connection). */
@@ -315,45 +177,31 @@ static int preview_new(struct sandbox *sb, uid_t uid, unsigned port, uint64_t tt
 {
     struct engine *e = sb->engine;
     char token[PREVIEW_TOKEN_MAX + 1];
-    struct sshs_config sc;
     struct sandbox_preview *p = calloc(1, sizeof *p);
     int r;
 
     if (!p)
         return -ENOMEM;
-    p->e = e;
-    p->sb = sb;
-    p->uid = uid;
-    p->port = (uint16_t)port;
     p->expires_at = (uint64_t)time(NULL) + ttl_s;
-    memcpy(p->id, "pv-", 3);
-    snprintf(p->sandbox_id, sizeof p->sandbox_id, "%s", sb->id);
-    r = random_hex(p->id + 3, PREVIEW_ID_LEN - 3);
+    r = relay_ep_init(&p->ep, &preview_ops, sb, uid, port, "pv-", e->cfg->preview.max_connections);
     if (r >= 0)
-        r = preview_sign(e, p->id, p->sandbox_id, port, p->expires_at, p->mac);
+        r = preview_sign(e, p->ep.id, p->ep.sandbox_id, port, p->expires_at, p->mac);
     if (r >= 0) {
-        snprintf(token, sizeof token, "%s.%llu.%s", p->id, (unsigned long long)p->expires_at,
+        snprintf(token, sizeof token, "%s.%llu.%s", p->ep.id, (unsigned long long)p->expires_at,
                  p->mac);
-        r = preview_url(e->cfg->preview.base_url, port, p->sandbox_id, token, &p->url);
-    }
-    if (r >= 0) {
-        sandbox_ssh_config(sb, &sc);
-        sc.observe = NULL; /* not the sandbox's own sessions */
-        sc.channels_per_session = e->cfg->preview.max_connections;
-        r = sshpool_new(e->loop, &sc, 1, &p->pool);
+        r = preview_url(e->cfg->preview.base_url, port, p->ep.sandbox_id, token, &p->url);
     }
     if (r >= 0)
         r = uv_timer_init(e->loop, &p->timer);
     if (r < 0) {
-        if (p->pool)
-            sshpool_close(TAKE_PTR(p->pool), NULL, NULL);
+        relay_ep_discard(&p->ep);
         free(p->url);
         free(p);
         return r;
     }
     p->timer.data = p;
     (void)uv_timer_start(&p->timer, on_expired, ttl_s * 1000, 0);
-    preview_link(e, p);
+    relay_ep_link(&p->ep);
     *ret = p;
     return 0;
 }
@@ -377,44 +225,33 @@ int sandbox_preview_open(struct sandbox *sb, uid_t uid, unsigned port, int64_t t
                           "[preview] max_ttl_s");
     if (r < 0)
         return r;
-    if (sb->state != SANDBOX_READY || !sb->ip)
-        return engine_refuse_not_ready(ret_err, sb->state);
-    if (count_open(e, sb, uid, false) >= cp->max_per_sandbox)
-        return engine_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT,
-                             "too many previews open on this sandbox ([preview] max_per_sandbox)",
-                             NULL);
-    if (count_open(e, sb, uid, true) >= cp->max_per_uid)
-        return engine_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT,
-                             "too many previews open by this user ([preview] max_per_uid)", NULL);
+    r = relay_ep_admit(sb, &preview_ops, uid, cp->max_per_sandbox, cp->max_per_uid, ret_err);
+    if (r < 0)
+        return r;
     r = preview_new(sb, uid, port, (uint64_t)ttl_s, &p);
     if (r < 0)
         return engine_refuse(ret_err, ENGINE_E_INTERNAL, r, "cannot make the preview", NULL);
-    preview_audit(p, sb, "sandbox.preview_opened", "caller");
+    relay_ep_audit(&p->ep, sb, "sandbox.preview_opened", "caller");
     info_of(p, ret);
     return 0;
 }
 
 int sandbox_preview_close(struct sandbox *sb, const char *pid)
 {
-    for (struct sandbox_preview *p = sb->engine->previews; p; p = p->next)
-        if (p->state == PREVIEW_OPEN && p->sb == sb && strcmp(p->id, pid) == 0) {
-            preview_close(p, "caller");
-            return 0;
-        }
-    return -ENOENT;
+    return relay_ep_close_id(sb, &preview_ops, pid, "caller");
 }
 
 void sandbox_preview_list(struct sandbox *sb,
                           void (*each)(const struct sandbox_preview_info *info, void *userdata),
                           void *userdata)
 {
-    for (struct sandbox_preview *p = sb->engine->previews; p; p = p->next)
-        if (p->state == PREVIEW_OPEN && p->sb == sb) {
-            struct sandbox_preview_info info;
+    for (struct relay_ep *ep = relay_ep_next(sb->engine, &preview_ops, sb, NULL); ep;
+         ep = relay_ep_next(sb->engine, &preview_ops, sb, ep)) {
+        struct sandbox_preview_info info;
 
-            info_of(p, &info);
-            each(&info, userdata);
-        }
+        info_of(preview_of(ep), &info);
+        each(&info, userdata);
+    }
 }
 
 /* The key file: made with 32 random bytes (64 hex digits) when missing. */
@@ -423,7 +260,7 @@ static int key_make(const char *path)
     char hex[65];
     int fd, r;
 
-    r = random_hex(hex, 64);
+    r = relay_random_hex(hex, 64);
     if (r < 0)
         return r;
     hex[64] = '\n';

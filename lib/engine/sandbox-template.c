@@ -38,6 +38,7 @@ static int add_template(struct engine *e, const char *name, uint32_t vmid,
 
     *t = (struct engine_template){.vmid = vmid, .check_state = -1};
     snprintf(t->name, sizeof t->name, "%s", name);
+    t->replicas = ct ? ct->replicas : 0;
     if (ct && ct->n_copies > 0) {
         t->copies = calloc(ct->n_copies, sizeof *t->copies);
         if (!t->copies)

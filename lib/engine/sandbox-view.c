@@ -30,6 +30,7 @@ void sandbox_view(const struct sandbox *sb, struct sandbox_info *ret)
         .hostname = sb->hostname,
         .ip = sb->ip,
         .internet = sb->internet,
+        .internet_allow = sb->internet_allow,
         .cores = sb->cores,
         .memory_mb = sb->memory_mb,
         .disk_gb = sb->disk_gb,

@@ -71,6 +71,8 @@ int sandbox_save(struct sandbox *sb, registry_done_fn cb, void *userdata)
         .disk_gb = sb->disk_gb,
         .net_rate_mbps = sb->net_rate_mbps,
         .internet = sb->internet,
+        .internet_allow = sb->internet_allow,
+        .internet_pending = sb->fw_busy,
         .labels = sb->labels,
         .created_at = sb->created_at,
         .expires_at = sb->expires_at,
@@ -122,10 +124,8 @@ int sandbox_set_state_saved(struct sandbox *sb, enum sandbox_state s, void (*cb)
     sb->state = s;
     if (s >= SANDBOX_DESTROYING && sb->engine->pumps_stop)
         sb->engine->pumps_stop(sb->engine, sb); /* the sandbox goes away: its pumps end */
-    if (s >= SANDBOX_DESTROYING && sb->engine->forwards_stop)
-        sb->engine->forwards_stop(sb->engine, sb); /* and its forwards */
-    if (s >= SANDBOX_DESTROYING && sb->engine->previews_stop)
-        sb->engine->previews_stop(sb->engine, sb); /* and its previews */
+    if (s >= SANDBOX_DESTROYING && sb->engine->relays_stop)
+        sb->engine->relays_stop(sb->engine, sb); /* and its forwards and previews */
     sandbox_observe(sb, old);
     if (s == SANDBOX_GONE || s == SANDBOX_PENDING || sb->engine->closing)
         return -ESHUTDOWN;
@@ -138,6 +138,7 @@ static void engine_free_now(struct engine *e)
 {
     free(e->tombs);
     free(e->held);
+    free(e->repl);
     engine_templates_check_free(e);
     engine_templates_free(e);
     free(e->last_error);
@@ -169,6 +170,8 @@ static void sandbox_free_cb(uv_handle_t *h)
     if (sb->labels)
         json_object_put(sb->labels);
     json_object_put(sb->env);
+    json_object_put(sb->internet_allow);
+    egress_run_free(sb->egress_run);
     bool counted = sb->close_counted;
     free(sb);
     if (counted)
@@ -497,18 +500,18 @@ void engine_close(struct engine *e, void (*cb)(void *userdata), void *userdata)
     e->close_pending = 1; /* released at the end of this function */
     if (e->pumps_stop)
         e->pumps_stop(e, NULL);
-    if (e->forwards_stop)
-        e->forwards_stop(e, NULL);
     if (e->preview_srv_stop)
         e->preview_srv_stop(e);
-    if (e->previews_stop)
-        e->previews_stop(e, NULL);
+    if (e->relays_stop)
+        e->relays_stop(e, NULL); /* forwards and previews */
     if (e->transfers_stop)
         e->transfers_stop(e);
     if (e->volumes_stop)
         e->volumes_stop(e);
     if (e->pool_close)
         e->pool_close(e);
+    if (e->replicas_close)
+        e->replicas_close(e);
     for (sb = e->sandboxes; sb; sb = sb->next) {
         uv_timer_stop(&sb->timer);
         sandbox_close_ssh(sb); /* fails execs and a running connect */

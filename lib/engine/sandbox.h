@@ -174,10 +174,12 @@ struct sandbox_create_opts {
     int disk_gb;
     int net_rate_mbps; /* -1: default_net_rate_mbps; 0: no cap */
     bool internet;
-    int64_t ttl_s;       /* -1: default_ttl_s; > max_ttl_s is ENGINE_E_INVALID */
-    json_object *labels; /* borrowed object of strings, may be NULL */
-    json_object *env;    /* borrowed object of strings (registry_env_ok), may be NULL: set for
-                          * every exec and process (sandbox_env_merge, sandbox-io.h) */
+    json_object *internet_allow; /* borrowed, with internet: the allow-list (egress.h normal
+                                  * form); NULL: none. Never from the warm pool */
+    int64_t ttl_s;               /* -1: default_ttl_s; > max_ttl_s is ENGINE_E_INVALID */
+    json_object *labels;         /* borrowed object of strings, may be NULL */
+    json_object *env; /* borrowed object of strings (registry_env_ok), may be NULL: set for
+                       * every exec and process (sandbox_env_merge, sandbox-io.h) */
     const char *idempotency_key; /* NULL: none (<= REG_KEY_MAX) */
     const char *params_hash;     /* NULL: none; 64 hex (registry_params_hash) */
     const char *template;        /* NULL: the default template; unknown: ENGINE_E_INVALID */
@@ -251,8 +253,9 @@ void engine_destroy_reason(struct sandbox *sb, const char *reason, int64_t calle
 bool engine_was_destroyed(const struct engine *e, const char *id, uid_t uid, bool admin);
 
 /* ---- internet ---- */
-int engine_set_internet(struct engine *e, struct sandbox *sb, bool enabled, engine_sandbox_cb cb,
-                        void *userdata, struct engine_error *ret_err);
+/* allow (borrowed, with enabled; NULL: none): the allow-list (egress.h normal form). */
+int engine_set_internet(struct engine *e, struct sandbox *sb, bool enabled, json_object *allow,
+                        engine_sandbox_cb cb, void *userdata, struct engine_error *ret_err);
 
 /* ---- work in a READY sandbox (commands, files, transfers, background processes):
  * sandbox-io.h ---- */
@@ -314,6 +317,7 @@ struct sandbox_info {
     const char *hostname;
     const char *ip;
     bool internet;
+    json_object *internet_allow; /* borrowed array, NULL: none */
     unsigned cores;
     unsigned memory_mb;
     unsigned disk_gb;

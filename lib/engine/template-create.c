@@ -67,7 +67,7 @@ static int start_convert(struct sandbox *sb, uint64_t timeout_ms, const char **r
                         &sb->call);
 }
 
-static void on_status(const struct pve_result *res, void *userdata)
+void engine_template_on_convert_status(const struct pve_result *res, void *userdata)
 {
     struct sandbox *sb = userdata;
     json_object *v;
@@ -87,8 +87,8 @@ static void on_status(const struct pve_result *res, void *userdata)
 
 static int start_wait(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
 {
-    return pve_status_current(sb->engine->pve, sb->node, sb->vmid, timeout_ms, on_status, sb,
-                              &sb->call);
+    return pve_status_current(sb->engine->pve, sb->node, sb->vmid, timeout_ms,
+                              engine_template_on_convert_status, sb, &sb->call);
 }
 
 static const struct op_step tmpl_steps[] = {

@@ -23,6 +23,10 @@ int engine_rt_adopt_config(struct engine *e, uint32_t vmid, const char *node, js
 /* Forgets the runtime templates the pool (members: its listing, NULL: nothing done) no longer
  * holds (deleted behind the daemon's back, or by a delete a restart interrupted). */
 void engine_rt_prune(struct engine *e, const struct pve_vm_list *members);
+/* The status poll of a step waiting for a conversion into a template (template-create.c,
+ * replica.c; userdata the step's sandbox): done once Proxmox reports template 1, polled again
+ * every 250 ms before. */
+void engine_template_on_convert_status(const struct pve_result *res, void *userdata);
 /* An audit record (event "template.create" ...) about t, asked for by caller_uid. */
 void engine_audit_template(struct engine *e, const char *event, const struct engine_template *t,
                            int64_t caller_uid);

@@ -171,6 +171,20 @@ static json_object *template_json(struct engine *e, const struct engine_template
         }
         json_object_object_add(o, "copies", nodes);
     }
+    if (!t->runtime && t->replicas > 0) {
+        nodes = json_object_new_array();
+        for (size_t i = 0; i < e->n_repl; i++) {
+            json_object *c;
+
+            if (strcmp(e->repl[i].name, t->name) != 0 || e->repl[i].retiring)
+                continue;
+            c = json_object_new_object();
+            json_object_object_add(c, "node", json_object_new_string(e->repl[i].node));
+            json_object_object_add(c, "vmid", json_object_new_int64(e->repl[i].vmid));
+            json_object_array_add(nodes, c);
+        }
+        json_object_object_add(o, "replicas", nodes);
+    }
     if (t->runtime) {
         origin = json_object_new_object();
         json_object_object_add(origin, "sandbox", json_object_new_string(t->origin));
@@ -294,6 +308,8 @@ int engine_rt_adopt_config(struct engine *e, uint32_t vmid, const char *node, js
     if (r < 0 || !m.is_template || strcmp(m.instance, registry_instance_id(e->reg)) != 0)
         return 0; /* an operator's template, or another daemon's: not ours */
     if (!json_object_object_get_ex(conf, "template", &v) || json_object_get_int(v) != 1)
+        return 0;
+    if (m.replica) /* a configured template's replica: replica.c's */
         return 0;
     if (!json_object_object_get_ex(conf, "rootfs", &v) || !json_object_is_type(v, json_type_string))
         v = NULL;

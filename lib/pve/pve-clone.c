@@ -38,9 +38,17 @@ static struct pve_clone_queue *queue_get(struct pve_client *c, const struct pve_
 {
     struct pve_clone_queue *q;
 
-    for (q = c->queues; q; q = q->next)
+    for (q = c->queues; q; q = q->next) {
         if (q->n == s->n_sources && memcmp(q->vmids, s->sources, q->n * sizeof *q->vmids) == 0)
             return q;
+        /* the same copies and more (a copy added since): one queue, grown, so that a copy
+         * running a clone is never handed a second one */
+        if (q->n < s->n_sources && memcmp(q->vmids, s->sources, q->n * sizeof *q->vmids) == 0) {
+            memcpy(q->vmids, s->sources, s->n_sources * sizeof *q->vmids);
+            q->n = s->n_sources;
+            return q;
+        }
+    }
     q = calloc(1, sizeof(*q));
     if (!q)
         return NULL;

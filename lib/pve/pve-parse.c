@@ -602,7 +602,7 @@ struct pve_fw_rules *pve_fw_rules_free(struct pve_fw_rules *rules)
     if (!rules)
         return NULL;
     for (size_t i = 0; i < rules->n; i++)
-        FREE_MANY(rules->v[i].type, rules->v[i].action, rules->v[i].comment);
+        FREE_MANY(rules->v[i].type, rules->v[i].action, rules->v[i].comment, rules->v[i].dest);
     FREE_MANY(rules->v, rules->digest);
     free(rules);
     return NULL;
@@ -635,6 +635,7 @@ int pve_fw_rules_parse(struct json_object *data, struct pve_fw_rules **ret_rules
         rule->type = get_str_dup(it, "type", &oom);
         rule->action = get_str_dup(it, "action", &oom);
         rule->comment = get_str_dup(it, "comment", &oom);
+        rule->dest = get_str_dup(it, "dest", &oom);
         rule->enable = get_bool(it, "enable");
         rules->n++;
         if (!rules->digest)

@@ -115,6 +115,7 @@ struct pve_fw_rule {
     char *type;    /* in|out|forward|group */
     char *action;  /* ACCEPT|DROP|REJECT or a group name */
     char *comment; /* may be NULL */
+    char *dest;    /* may be NULL */
     bool enable;
 };
 struct pve_fw_rules {

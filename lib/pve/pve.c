@@ -222,6 +222,19 @@ int pve_fw_ipset_delete(struct pve_client *c, const char *node, uint32_t vmid, c
     return pve_call_start(c, &req, PVE_CALL_PASS);
 }
 
+DEFINE_CT_CALL(pve_fw_ipset_list, PVE_EP_FW_IPSET_LIST)
+
+int pve_fw_ipset_get(struct pve_client *c, const char *node, uint32_t vmid, const char *name,
+                     PVE_CALL_ARGS)
+{
+    const struct pve_req req = {.ep = PVE_EP_FW_IPSET_GET,
+                                .path = {.node = node, .vmid = vmid, .name = name}};
+
+    if (!name || !*name)
+        return -EINVAL;
+    return pve_call_start(c, &req, PVE_CALL_PASS);
+}
+
 int pve_fw_ipset_add(struct pve_client *c, const char *node, uint32_t vmid, const char *name,
                      const char *cidr, PVE_CALL_ARGS)
 {

@@ -293,6 +293,11 @@ int pve_fw_ipset_rename(struct pve_client *c, const char *node, uint32_t vmid, c
  * missing set fails with 500 "no such IPSet '<name>'" (see pve_error_no_such()). */
 int pve_fw_ipset_delete(struct pve_client *c, const char *node, uint32_t vmid, const char *name,
                         PVE_CALL_ARGS);
+/* GET .../lxc/{vmid}/firewall/ipset: res->data, the guest's sets ([{"name":..},...]). */
+int pve_fw_ipset_list(struct pve_client *c, const char *node, uint32_t vmid, PVE_CALL_ARGS);
+/* GET .../lxc/{vmid}/firewall/ipset/{name}: res->data, its entries ([{"cidr":..},...]). */
+int pve_fw_ipset_get(struct pve_client *c, const char *node, uint32_t vmid, const char *name,
+                     PVE_CALL_ARGS);
 /* True when res is a Proxmox "no such ..." refusal (a set, an entry that is not there). */
 bool pve_error_no_such(const struct pve_result *res);
 /* True when res is a Proxmox "... already exists" refusal (message or a parameter error). */

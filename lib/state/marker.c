@@ -42,17 +42,19 @@ static int format_body(const struct marker *m, char *buf, size_t n)
         return -EINVAL;
     if ((m->is_template || m->published) && (!m->template[0] || m->pool))
         return -EINVAL;
-    if (m->published && !m->is_template)
+    if ((m->published || m->replica) && !m->is_template)
+        return -EINVAL;
+    if (m->published && m->replica)
         return -EINVAL;
     k = snprintf(buf, n,
                  MARKER_PREFIX "v%d instance=%s sandbox=%s owner=%" PRIu32 " created=%" PRId64
-                               " expires=%" PRId64 "%s%s%s%s%s%s%s%s%s%s%s%s",
+                               " expires=%" PRId64 "%s%s%s%s%s%s%s%s%s%s%s%s%s",
                  MARKER_VERSION, m->instance, m->sandbox, (uint32_t)m->owner_uid, m->created,
                  m->expires, m->key[0] ? " key=" : "", m->key, m->params[0] ? " params=" : "",
                  m->params, m->hostkey[0] ? " hostkey=" : "", m->hostkey,
                  m->template[0] ? " template=" : "", m->template, m->pool ? " pool=1" : "",
                  m->is_template ? " tmpl=1" : "", m->published ? " pub=1" : "",
-                 m->paused ? " paused=1" : "");
+                 m->replica ? " repl=1" : "", m->paused ? " paused=1" : "");
     if (k < 0)
         return -EINVAL;
     if ((size_t)k >= n)
@@ -171,6 +173,7 @@ enum {
     F_TMPL = 1 << 11,
     F_PUB = 1 << 12,
     F_PAUSED = 1 << 13,
+    F_REPL = 1 << 14,
     F_REQUIRED = F_INSTANCE | F_SANDBOX | F_OWNER | F_CREATED | F_EXPIRES | F_CHECK,
 };
 
@@ -226,6 +229,10 @@ static int parse_field(struct marker *m, char check[CHECK_LEN + 1], const char *
         bit = F_PUB;
         r = vlen == 1 && val[0] == '1' ? 0 : -EBADMSG;
         m->published = true;
+    } else if (KEY_IS("repl")) {
+        bit = F_REPL;
+        r = vlen == 1 && val[0] == '1' ? 0 : -EBADMSG;
+        m->replica = true;
     } else if (KEY_IS("paused")) {
         bit = F_PAUSED;
         r = vlen == 1 && val[0] == '1' ? 0 : -EBADMSG;

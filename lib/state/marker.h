@@ -6,11 +6,14 @@
  *
  *   sandboxd:v1 instance=<id> sandbox=<id> owner=<uid> created=<unix>
  *       expires=<unix> [key=<sha256 hex>] [params=<sha256 hex>] [hostkey=<sha256 hex>]
- *       [template=<name>] [pool=1] [tmpl=1 [pub=1]] [paused=1] check=<8 hex>
+ *       [template=<name>] [pool=1] [tmpl=1 [pub=1 | repl=1]] [paused=1] check=<8 hex>
  *
  * A template made from a sandbox (template.create) carries a marker too, with tmpl=1:
  * sandbox= is the sandbox it was made from, owner= its owner, template= the template's own
  * name, hostkey= the pinned host key its clones start with, pub=1 once published.
+ * A replica of a configured template (its NAME.replicas, lib/engine/replica.c) carries
+ * tmpl=1 repl=1: template= is the configured template it copies, sandbox= "replica-of-VMID"
+ * (the vmid of the template it copies).
  *
  * (one line, single spaces). Ids are [a-z0-9-] (<= ID_MAX), numbers are plain
  * decimal without leading zeros; `check` is the first 8 hex digits of the
@@ -58,6 +61,7 @@ struct marker {
     bool pool;                     /* a warm pool member (owner is a placeholder) */
     bool is_template;              /* tmpl=1: a template made from a sandbox (template= names it) */
     bool published;                /* pub=1: such a template, visible to every uid */
+    bool replica;                  /* repl=1: a replica of the configured template template= */
     bool paused; /* paused (sandbox.pause): stopped on purpose, its disk kept; expires is the
                   * paused lease's end */
 };

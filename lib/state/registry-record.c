@@ -2,6 +2,7 @@
  * format (version REG_FORMAT_VERSION) and the canonical hash of create params.
  * No file I/O: the state folder is registry.c's. */
 #include "macro.h"
+#include "egress.h"
 #include "registry.h"
 
 #include <errno.h>
@@ -60,6 +61,7 @@ struct registry_record *registry_record_free(struct registry_record *r)
               r->ip, r->error, r->host_key, r->template, r->fork_snapshot);
     json_object_put(r->labels);
     json_object_put(r->env);
+    json_object_put(r->internet_allow);
     free(r);
     return NULL;
 }
@@ -76,7 +78,7 @@ struct registry_record *registry_record_dup(const struct registry_record *r)
     *c = *r;
     c->id = c->instance = c->idempotency_key = c->params_hash = c->node = c->upid = NULL;
     c->hostname = c->ip = c->error = c->host_key = c->template = c->fork_snapshot = NULL;
-    c->labels = c->env = NULL;
+    c->labels = c->env = c->internet_allow = NULL;
     if (strdup_replace(&c->id, r->id) < 0 || strdup_replace(&c->instance, r->instance) < 0 ||
         strdup_replace(&c->idempotency_key, r->idempotency_key) < 0 ||
         strdup_replace(&c->params_hash, r->params_hash) < 0 ||
@@ -89,6 +91,8 @@ struct registry_record *registry_record_dup(const struct registry_record *r)
     if (r->labels && json_object_deep_copy(r->labels, &c->labels, NULL) < 0)
         return NULL;
     if (r->env && json_object_deep_copy(r->env, &c->env, NULL) < 0)
+        return NULL;
+    if (r->internet_allow && json_object_deep_copy(r->internet_allow, &c->internet_allow, NULL) < 0)
         return NULL;
     return TAKE_PTR(c);
 }
@@ -127,6 +131,15 @@ static bool text_ok(const char *s, size_t max, bool allow_empty)
         if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
             return false;
     return true;
+}
+
+/* An allow-list as a record keeps it: absent, or entries egress.h accepts (1 or more). */
+static bool allow_ok(json_object *allow)
+{
+    _cleanup_json_ json_object *norm = NULL;
+    struct params_error err = {};
+
+    return !allow || egress_allow_normal(allow, "internet_allow", &norm, &err) == 0;
 }
 
 static bool labels_ok(json_object *labels)
@@ -220,7 +233,7 @@ int registry_record_validate(const struct registry_record *r)
     if (r->cores > CORES_MAX || r->memory_mb > MEMORY_MB_MAX || r->disk_gb > DISK_GB_MAX ||
         r->net_rate_mbps > NET_RATE_MAX)
         return -EINVAL;
-    if (!labels_ok(r->labels) || !registry_env_ok(r->env))
+    if (!labels_ok(r->labels) || !registry_env_ok(r->env) || !allow_ok(r->internet_allow))
         return -EINVAL;
     if (r->created_at < 0 || r->expires_at < 0)
         return -EINVAL;
@@ -299,6 +312,10 @@ int registry_record_to_json(const struct registry_record *r, char **ret_json)
     if (r->labels && (k = add(o, "labels", json_object_get(r->labels))) < 0)
         return k;
     if (r->env && (k = add(o, "env", json_object_get(r->env))) < 0)
+        return k;
+    if (r->internet_allow && (k = add(o, "internet_allow", json_object_get(r->internet_allow))) < 0)
+        return k;
+    if (r->internet_pending && (k = add(o, "internet_pending", json_object_new_boolean(true))) < 0)
         return k;
     if ((k = add_str(o, "template", r->template)) < 0 ||
         (k = add_str(o, "fork_snapshot", r->fork_snapshot)) < 0 ||
@@ -481,6 +498,7 @@ int registry_record_from_json(const char *json, size_t n, struct registry_record
     r->net_rate_mbps = (unsigned)x;
 
     if ((k = get_bool(o, "internet", &r->internet)) < 0 ||
+        (k = get_bool(o, "internet_pending", &r->internet_pending)) < 0 ||
         (k = get_bool(o, "pool", &r->pool)) < 0 ||
         (k = get_bool(o, "resume_on_use", &r->resume_on_use)) < 0)
         return k;
@@ -492,6 +510,9 @@ int registry_record_from_json(const char *json, size_t n, struct registry_record
         r->labels = json_object_get(v);
     if (json_object_object_get_ex(o, "env", &v) && !json_object_is_type(v, json_type_null))
         r->env = json_object_get(v);
+    if (json_object_object_get_ex(o, "internet_allow", &v) &&
+        !json_object_is_type(v, json_type_null))
+        r->internet_allow = json_object_get(v);
 
     k = registry_state_from_string(state);
     if (k < 0)

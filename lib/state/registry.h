@@ -95,6 +95,10 @@ struct registry_record {
     uint64_t disk_gb;
     unsigned net_rate_mbps; /* 0: no cap (the field is left out) */
     bool internet;
+    json_object *internet_allow; /* optional: with internet, the allow-list (an owned array of
+                                  * entries in egress.h's normal form) */
+    bool internet_pending;       /* a firewall change was starting: internet and internet_allow
+                                  * are the state before it (left out when false) */
     json_object *labels;
     time_t created_at; /* required */
     time_t expires_at; /* required: lease expiry */

@@ -37,7 +37,7 @@ import urllib.parse
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 
-from e2elib import Env  # noqa: E402
+from e2elib import Env, free_port  # noqa: E402
 
 print = functools.partial(print, flush=True)  # noqa: A001
 ECHO, SOURCE, SINK = 9000, 9001, 9002
@@ -137,14 +137,6 @@ def connects(where, n):
         s.close()
         time.sleep(0.02)  # busybox nc's listen backlog is tiny
     return statistics.median(out)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def wait_reachable(where, timeout=60):

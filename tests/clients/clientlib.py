@@ -205,11 +205,4 @@ def sh(args, cwd, env, timeout=300):
     return out
 
 
-def free_port():
-    """A loopback TCP port free now (for [preview] listen)."""
-    import socket
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+free_port = e2elib.free_port  # a loopback TCP port free now (for [preview] listen)

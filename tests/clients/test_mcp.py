@@ -77,7 +77,9 @@ def main():
                     assert env_schema["type"] == "object" and \
                         env_schema["additionalProperties"] == {"type": "string"}, env_schema
                     size = len(json.dumps(s.request("tools/list"), separators=(",", ":")))
-                    assert size < 12 * 1024, size
+                    # The default tool set's cost in a model's context (allow-lists took it
+                    # past 12 KiB): grown only for what a model uses.
+                    assert size < 13 * 1024, size
                     print(f"  tools/list: {size} bytes, {len(tools)} tools")
                     assert ex["properties"]["max_output"]["default"] == 16384, ex
                     assert ex["required"] == ["id"], ex
@@ -226,13 +228,19 @@ def main():
                 r = b.ok("exec", {"id": i, "command": "ls /tmp/bg-left 2>&1; true"})
                 assert "No such file" in text(r), text(r)
                 # More commands at once than the sandbox has long-poll slots (16): those
-                # left out wait for one, and every call gets its own answer.
-                ids = {b.send("tools/call", {"name": "exec", "arguments": {
-                    "id": i, "command": f"sleep 1.5; echo n{n}"}}): n for n in range(20)}
-                for rid, n in ids.items():
-                    r = b.wait(rid)
-                    assert r["structuredContent"]["exit_code"] == 0, r
-                    assert text(r).endswith(f"--- stdout ---\nn{n}"), (n, r)
+                # left out wait for one, and every call gets its own answer (a server of
+                # its own with a budget no loaded machine reaches: this is about the slots).
+                w = Mcp(env.socket, "--exec-budget", "60")
+                try:
+                    w.initialize()
+                    ids = {w.send("tools/call", {"name": "exec", "arguments": {
+                        "id": i, "command": f"sleep 1.5; echo n{n}"}}): n for n in range(20)}
+                    for rid, n in ids.items():
+                        r = w.wait(rid)
+                        assert r["structuredContent"].get("exit_code") == 0, r
+                        assert text(r).endswith(f"--- stdout ---\nn{n}"), (n, r)
+                finally:
+                    assert w.close() == 0, w.errtext
                 # A command past process.start's limits runs as sandbox.exec did.
                 r = b.ok("exec", {"id": i, "command": "echo " + "x" * 9000 + " | wc -c"})
                 assert "process" not in r["structuredContent"], r["structuredContent"]

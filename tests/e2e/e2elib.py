@@ -1,6 +1,7 @@
 """End-to-end harness: a pve-sim instance, a sandboxd configured for it, and a JSON-RPC client."""
 
 import base64
+import contextlib
 import itertools
 import json
 import os
@@ -139,6 +140,93 @@ def data_of(obj, name):
     if name in obj:
         return obj[name].encode()
     return base64.b64decode(obj[name + "_b64"])
+
+
+def free_port():
+    """A loopback TCP port nobody listens on now."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def recv_all(s, ends=(ConnectionResetError, socket.timeout)):
+    """What s receives until its peer closes it, or until one of ends is raised."""
+    out = b""
+    while True:
+        try:
+            d = s.recv(65536)
+        except ends:
+            return out
+        if not d:
+            return out
+        out += d
+
+
+def ws_echo(sock, rest, payloads):
+    """Sends each payload as one binary WebSocket frame (unmasked: the peer, an echo of
+    bytes, sends the frame back as it is) and asserts the same bytes come back. rest: what
+    was read already past the handshake's head. Returns what was read past the last echo."""
+    for payload in payloads:
+        n = len(payload)
+        frame = bytes([0x82]) + (bytes([n]) if n < 126 else bytes([126]) + n.to_bytes(2, "big"))
+        frame += payload
+        sock.sendall(frame)
+        while len(rest) < len(frame):
+            d = sock.recv(65536)
+            assert d, rest
+            rest += d
+        assert rest[:len(frame)] == frame
+        rest = rest[len(frame):]
+    return rest
+
+
+@contextlib.contextmanager
+def dripping(socks, byte, interval=0.1):
+    """While the with block runs, a thread sends byte on each of socks every interval
+    seconds (a slowloris); errors of sockets closed by their peer are passed over."""
+    stop = threading.Event()
+
+    def drip():
+        while not stop.is_set():
+            for s in socks:
+                try:
+                    s.send(byte)
+                except OSError:
+                    pass
+            time.sleep(interval)
+    t = threading.Thread(target=drip)
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join()
+
+
+def container_procs(c, sid, pattern):
+    """The command lines of sandbox sid's processes that match pattern (grep's), as its
+    container's pid 1 sees them: each exec runs in a PID namespace and /proc of its own,
+    where the container's other processes never show. On pve-sim that /proc lists every
+    process of the host: pattern must name something no other test runs (a sleep of a
+    duration no other test uses)."""
+    r = c.call("sandbox.exec", {"id": sid, "command": f"nsenter -m -t 1 ps -o args | grep '{pattern}' || true"})
+    assert r["exit_code"] == 0, r
+    return r["stdout"].splitlines()
+
+
+def wait_procs(c, sid, pattern, n, timeout=30):
+    """Polls container_procs() until n processes match pattern; asserts they do in time.
+    Returns their command lines."""
+    deadline = time.time() + timeout
+    while True:
+        got = container_procs(c, sid, pattern)
+        if len(got) == n or time.time() > deadline:
+            break
+        time.sleep(0.2)
+    assert len(got) == n, (pattern, n, got)
+    return got
 
 
 class Env:

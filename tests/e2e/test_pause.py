@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 
-from e2elib import BUILD, SRC, Env, RpcError, calls_as_uid, data_of, expect_error, run
+from e2elib import BUILD, SRC, Env, RpcError, calls_as_uid, data_of, expect_error, run, wait_procs
 from test_recovery_util import description, kill9, launch, wait_dead, wait_reconciled
 
 SANDBOXCTL = os.path.join(BUILD, "clients", "cli", "sandboxctl")
@@ -73,7 +73,8 @@ def main():
             st["vmid"], st["ip"] = sb["vmid"], sb["ip"]
             c.call("file.write", {"id": sid, "path": "/root/kept.txt", "content": "kept\n"})
             key = st["key"] = sh(c, sid, "cat /etc/ssh/ssh_host_*_key.pub | sort")
-            c.call("process.start", {"id": sid, "command": "sleep 300"})
+            c.call("process.start", {"id": sid, "command": "sleep 4501"})
+            wait_procs(c, sid, "^sleep 4501", 1)  # seen running: its absence below means something
             t0 = time.time()
             p = c.call("sandbox.pause", {"id": sid})
             assert p["state"] == "paused" and p["ip"] == sb["ip"], p
@@ -100,7 +101,7 @@ def main():
             assert abs(epoch(r["expires_at"]) - (t0 + RUNNING_TTL)) < 30, r  # a running lease
             assert data_of(c.call("file.read", {"id": sid, "path": "/root/kept.txt"}), "content") == b"kept\n"
             assert sh(c, sid, "cat /etc/ssh/ssh_host_*_key.pub | sort") == key
-            assert sh(c, sid, "ps -o args | grep -c '^sleep 300' || true") == "0\n"
+            wait_procs(c, sid, "^sleep 4501", 0)  # the pause stopped it with the container
             log = env.daemon_log()
             assert f"event=sandbox.paused sandbox={sid}" in log and f"event=sandbox.resumed sandbox={sid}" in log
             m = c.call("daemon.metrics")["metrics"]

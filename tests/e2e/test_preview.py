@@ -21,7 +21,7 @@ import time
 import urllib.parse
 
 import e2elib
-from e2elib import Env, expect_error, run
+from e2elib import Env, expect_error, free_port, recv_all, run, ws_echo
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "clients", "python"))
@@ -47,28 +47,8 @@ exec cat
 """
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 LPORT = free_port()
 BASE = f"http://{{port}}-{{id}}.preview.test:{LPORT}"
-
-
-def recv_all(s):
-    out = b""
-    while True:
-        try:
-            d = s.recv(65536)
-        except (ConnectionResetError, socket.timeout):
-            return out
-        if not d:
-            return out
-        out += d
 
 
 TLS = {}  # "ctx": the client's SSLContext while the TLS daemon runs
@@ -104,16 +84,22 @@ def split_url(url):
     return u.hostname, q["sandboxd_preview"][0]
 
 
+def serving_sandbox(c):
+    """A new sandbox serving PAGE on HTTP_PORT and WebSocket echoes on WS_PORT."""
+    sid = c.call("sandbox.create", {"ttl_s": 900})["id"]
+    c.call("file.write", {"id": sid, "path": "/root/www/index.html", "content": PAGE.decode()})
+    c.call("file.write", {"id": sid, "path": "/root/ws.sh", "content": WS_SH, "mode": "0755"})
+    c.call("process.start", {"id": sid, "command": f"httpd -f -p {HTTP_PORT} -h /root/www"})
+    c.call("process.start", {"id": sid, "command": f"nc -ll -p {WS_PORT} -e /root/ws.sh"})
+    return sid
+
+
 def main():
     conf = {"preview": {"listen": f"127.0.0.1:{LPORT}", "base_url": BASE, "max_per_sandbox": "4",
                         "max_ttl_s": "3600", "header_timeout_ms": "1000", "max_pending": "64"}}
     with Env(daemon_config=conf) as env:
         c = env.client()
-        sid = c.call("sandbox.create", {"ttl_s": 900})["id"]
-        c.call("file.write", {"id": sid, "path": "/root/www/index.html", "content": PAGE.decode()})
-        c.call("file.write", {"id": sid, "path": "/root/ws.sh", "content": WS_SH, "mode": "0755"})
-        c.call("process.start", {"id": sid, "command": f"httpd -f -p {HTTP_PORT} -h /root/www"})
-        c.call("process.start", {"id": sid, "command": f"nc -ll -p {WS_PORT} -e /root/ws.sh"})
+        sid = serving_sandbox(c)
         pv = c.call("sandbox.preview", {"id": sid, "port": HTTP_PORT, "ttl_s": 600})
         host, token = split_url(pv["url"])
 
@@ -151,33 +137,7 @@ def main():
         def websocket_echo():
             ws = c.call("sandbox.preview", {"id": sid, "port": WS_PORT})
             wh, wt = split_url(ws["url"])
-            key = base64.b64encode(os.urandom(16)).decode()
-            head = (f"GET /chat HTTP/1.1\r\nHost: {wh}:{LPORT}\r\nUpgrade: websocket\r\n"
-                    f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
-                    f"Sec-WebSocket-Version: 13\r\nCookie: sandboxd_preview={wt}\r\n\r\n").encode()
-            want = base64.b64encode(hashlib.sha1((key + GUID).encode()).digest()).decode()
-            s = socket.create_connection(("127.0.0.1", LPORT), timeout=20)
-            s.sendall(head)
-            got = b""
-            while b"\r\n\r\n" not in got:
-                d = s.recv(4096)
-                assert d, got
-                got += d
-            hdrs, rest = got.split(b"\r\n\r\n", 1)
-            assert hdrs.startswith(b"HTTP/1.1 101 "), hdrs
-            assert f"Sec-WebSocket-Accept: {want}".encode() in hdrs, (hdrs, want)
-            for payload in (b"hello", os.urandom(100), os.urandom(3000)):
-                n = len(payload)
-                frame = bytes([0x82]) + (bytes([n]) if n < 126 else bytes([126]) + n.to_bytes(2, "big"))
-                frame += payload
-                s.sendall(frame)
-                while len(rest) < len(frame):
-                    d = s.recv(65536)
-                    assert d, rest
-                    rest += d
-                assert rest[:len(frame)] == frame
-                rest = rest[len(frame):]
-            s.close()
+            websocket(wh, wt, (b"hello", os.urandom(100), os.urandom(3000)))
             c.call("sandbox.unpreview", {"id": sid, "preview": ws["preview"]})
 
         def forbidden():
@@ -336,7 +296,9 @@ def main():
              ("tls_mode", tls_mode)])
 
 
-def ws_echo(host, token):
+def websocket(host, token, payloads):
+    """A WebSocket upgrade through the preview listener (TLS while the TLS daemon runs): the
+    101 and its accept key, then payloads echoed."""
     key = base64.b64encode(os.urandom(16)).decode()
     s = socket.create_connection(("127.0.0.1", LPORT), timeout=20)
     if "ctx" in TLS:
@@ -353,17 +315,7 @@ def ws_echo(host, token):
     hdrs, rest = got.split(b"\r\n\r\n", 1)
     assert hdrs.startswith(b"HTTP/1.1 101 "), hdrs
     assert f"Sec-WebSocket-Accept: {want}".encode() in hdrs, (hdrs, want)
-    for payload in (b"hello", os.urandom(100), os.urandom(3000), os.urandom(60000)):
-        n = len(payload)
-        frame = bytes([0x82]) + (bytes([n]) if n < 126 else bytes([126]) + n.to_bytes(2, "big"))
-        frame += payload
-        s.sendall(frame)
-        while len(rest) < len(frame):
-            d = s.recv(65536)
-            assert d, rest
-            rest += d
-        assert rest[:len(frame)] == frame
-        rest = rest[len(frame):]
+    ws_echo(s, rest, payloads)
     s.close()
 
 
@@ -391,11 +343,7 @@ def tls_daemon():
                         "tls_certificate": cert, "tls_key": key}}
     with Env(daemon_config=conf) as env:
         c = env.client()
-        sid = c.call("sandbox.create", {"ttl_s": 900})["id"]
-        c.call("file.write", {"id": sid, "path": "/root/www/index.html", "content": PAGE.decode()})
-        c.call("file.write", {"id": sid, "path": "/root/ws.sh", "content": WS_SH, "mode": "0755"})
-        c.call("process.start", {"id": sid, "command": f"httpd -f -p {HTTP_PORT} -h /root/www"})
-        c.call("process.start", {"id": sid, "command": f"nc -ll -p {WS_PORT} -e /root/ws.sh"})
+        sid = serving_sandbox(c)
         pv = c.call("sandbox.preview", {"id": sid, "port": HTTP_PORT})
         assert pv["url"].startswith("https://"), pv
         host, token = split_url(pv["url"])
@@ -437,7 +385,8 @@ def tls_daemon():
 
             def https_websocket():
                 ws = c.call("sandbox.preview", {"id": sid, "port": WS_PORT})
-                ws_echo(*split_url(ws["url"]))
+                websocket(*split_url(ws["url"]),
+                          (b"hello", os.urandom(100), os.urandom(3000), os.urandom(60000)))
 
             def https_unpreview_closes():
                 held = TLS["ctx"].wrap_socket(

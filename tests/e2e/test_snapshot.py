@@ -8,7 +8,7 @@ unknown names refused with nothing changed; another uid refused; the per-sandbox
 import os
 import subprocess
 
-from e2elib import BUILD, Env, RpcError, b64, calls_as_uid, data_of, expect_error, run
+from e2elib import BUILD, Env, RpcError, b64, calls_as_uid, data_of, expect_error, run, wait_procs
 from test_recovery_util import launch, wait_dead, wait_reconciled
 
 SANDBOXCTL = os.path.join(BUILD, "clients", "cli", "sandboxctl")
@@ -48,13 +48,14 @@ def main():
             sh(c, sid, "head -c 5000 /dev/urandom > /root/change.bin; rm /root/gone.txt; "
                        "echo new > /root/new.txt; rm -r /tmp/deep")
             assert names(c, sid) == ["s1"]
-            proc = c.call("process.start", {"id": sid, "command": "sleep 300"})["process"]
+            proc = c.call("process.start", {"id": sid, "command": "sleep 4511"})["process"]
+            wait_procs(c, sid, "^sleep 4511", 1)  # seen running: its absence below means something
             sb2 = c.call("sandbox.rollback", {"id": sid, "name": "s1"})
             # the background process ended with the container, and its record went with
             # the disk it was written to after the snapshot
             assert [p for p in c.call("process.list", {"id": sid})["processes"]
                     if p["process"] == proc] == []
-            assert sh(c, sid, "ps -o args | grep -c '^sleep 300' || true") == "0\n"
+            wait_procs(c, sid, "^sleep 4511", 0)
             assert sb2["state"] == "ready" and sb2["ip"] == sb["ip"], (sb, sb2)
             for p, data in FILES.items():
                 assert read(c, sid, p) == data, p

@@ -235,6 +235,8 @@ static const struct {
     {"[templates]\ndefault = Go\n", 2, "default"},
     {"[templates]\npy.hostkey = SHA256:x\n", 2, "py.hostkey"},
     {"[templates]\npy.host_key = ,\n", 2, "py.host_key"},
+    {"[templates]\npy.replicas = 17\n", 2, "0..16"},
+    {"[templates]\npy.replicas = 2\npy.replicas = 3\n", 3, "given twice"},
     {"[templates]\n-py = 9001\n", 2, "-py"},
     {"[templates]\nabcdefghijabcdefghijabcdefghijabc = 9001\n", 2, "template name"},
     {"[pool]\nwarm = 257\n", 2, "warm"},
@@ -316,6 +318,8 @@ START_TEST(test_validate)
         {"[sandbox]\ndefault_memory_mb = 2048\nmax_memory_mb = 1024\n", "max_memory_mb"},
         {"[sandbox]\ndefault_disk_gb = 16\nmax_disk_gb = 8\n", "max_disk_gb"},
         {"[templates]\npy.host_key = SHA256:x\n", "no 'py = VMID' line"},
+        /* replicas are for configured templates only (not one template.create made) */
+        {"[templates]\npy.replicas = 2\n", "py.replicas: no 'py = VMID' line"},
         {"[templates]\npy = 150000\n", "inside vmid_range"},
         {"[templates]\npy = 9001\ndefault = go\n", "no template named 'go'"},
         {"[proxmox]\nurl = https://h\ntoken_id = a@pve!b\ntemplate = 9000\npool = p\n"
@@ -422,7 +426,8 @@ START_TEST(test_cluster_keys)
                                  "nodes = pve1, pve2, pve3\n"
                                  "template = 9000@pve1, 9001@pve2,9002@pve3\n"
                                  "max_per_node = 12\nnode_param = any\n"
-                                 "[templates]\npy = 9100@pve2,9110@pve2\ngo = 9200\n");
+                                 "[templates]\npy = 9100@pve2,9110@pve2\ngo = 9200\n"
+                                 "go.replicas = 3\ndefault.replicas = 2\n");
     ck_assert_int_eq(config_load(path, &c, &err), 0);
     ck_assert_int_eq(config_validate(&c, &err), 0);
     t = config_template_find(&c, NULL);
@@ -438,6 +443,9 @@ START_TEST(test_cluster_keys)
     ck_assert_uint_eq(t->copies[1].vmid, 9110);
     ck_assert_str_eq(t->copies[1].node, "pve2");
     ck_assert_uint_eq(config_template_find(&c, "go")->n_copies, 0); /* one vmid */
+    ck_assert_uint_eq(config_template_find(&c, "go")->replicas, 3);
+    ck_assert_uint_eq(config_template_find(&c, NULL)->replicas, 2); /* [proxmox] template's */
+    ck_assert_uint_eq(config_template_find(&c, "py")->replicas, 0);
     ck_assert_uint_eq(c.proxmox.max_per_node, 12);
     ck_assert_int_eq(c.proxmox.node_param, CONFIG_NODE_PARAM_ANY);
     ck_assert(config_templates_equal(&c, &c));

@@ -268,6 +268,35 @@ START_TEST(test_template_itself)
 }
 END_TEST
 
+/* A configured template's replica: tmpl=1 repl=1, never published, never without tmpl. */
+START_TEST(test_replica)
+{
+    struct marker m = sample(true), got;
+    _cleanup_free_ char *line = NULL;
+    char buf[MARKER_LINE_MAX];
+
+    strcpy(m.template, "py");
+    m.is_template = true;
+    m.replica = true;
+    line = line_of(&m);
+    ck_assert_ptr_nonnull(strstr(line, " template=py tmpl=1 repl=1 check="));
+    ck_assert_int_eq(marker_parse(line, &got), 0);
+    ck_assert(got.is_template && got.replica && !got.published);
+    ck_assert_str_eq(got.template, "py");
+    m.published = true;
+    ck_assert_int_eq(marker_format(&m, buf, sizeof buf), -EINVAL);
+    m.published = false;
+    m.is_template = false;
+    ck_assert_int_eq(marker_format(&m, buf, sizeof buf), -EINVAL);
+    /* a template made from a sandbox is no replica */
+    m.is_template = true;
+    m.replica = false;
+    ck_assert_int_ge(marker_format(&m, buf, sizeof buf), 0);
+    ck_assert_int_eq(marker_parse(buf, &got), 0);
+    ck_assert(!got.replica);
+}
+END_TEST
+
 /* sandbox.pause: paused=1 says the container was stopped on purpose (reconcile never starts
  * it); a renew keeps it, a resume drops it. */
 START_TEST(test_paused)
@@ -661,6 +690,7 @@ int main(void)
     tcase_add_test(tc, test_roundtrip);
     tcase_add_test(tc, test_template_pool);
     tcase_add_test(tc, test_template_itself);
+    tcase_add_test(tc, test_replica);
 
     tcase_add_test(tc, test_paused);
     tcase_add_test(tc, test_surroundings);

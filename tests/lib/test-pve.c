@@ -191,6 +191,34 @@ START_TEST(test_clones_spread_over_copies)
 }
 END_TEST
 
+/* A copy added while a clone runs (a replica made): the next clone with the longer list of
+ * copies joins the same queue and runs on the new copy at once, never on the busy one. */
+START_TEST(test_copy_added_joins_queue)
+{
+    struct pres r[2] = {0};
+    const uint32_t copies[] = {9010};
+    struct pve_clone_params p = {.node = "pve", .template_vmid = 9000, .full = -1};
+    struct json_object *st;
+
+    client_open(TOKEN_SECRET, 100000, 100099);
+    fixture_fault(&fx, "{\"ct\": {\"vmid\": 9010, \"template\": 1}}");
+    ck_assert_int_eq(pve_clone(client, &p, 0, on_pres, &r[0], NULL), 0);
+    p.copies = copies;
+    p.n_copies = ELEMENTSOF(copies);
+    ck_assert_int_eq(pve_clone(client, &p, 0, on_pres, &r[1], NULL), 0);
+    run();
+    for (int i = 0; i < 2; i++)
+        ck_assert_msg(r[i].error == 0, "clone %d: %d %s", i, r[i].error, strna(r[i].message));
+    st = fixture_state(&fx);
+    ck_assert_int_eq(json_object_get_int(state_get(st, "counters", "clone_locked")), 0);
+    ck_assert_int_eq(json_object_get_int(state_get(st, "counters", "clone_overlap_max")), 2);
+    json_object_put(st);
+    for (int i = 0; i < 2; i++)
+        pres_clear(&r[i]);
+    client_done();
+}
+END_TEST
+
 /* One copy busy: a waiting urgent clone (a create) goes before an earlier non-urgent one (a
  * pool refill). */
 START_TEST(test_urgent_clone_first)
@@ -1453,6 +1481,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_parallel_clones_one_template);
     tcase_add_test(tc, test_clones_spread_over_copies);
     tcase_add_test(tc, test_urgent_clone_first);
+    tcase_add_test(tc, test_copy_added_joins_queue);
     tcase_add_test(tc, test_clone_retries_template_lock);
     tcase_add_test(tc, test_clone_vmid_already_exists);
     tcase_add_test(tc, test_error_body_old_form);

@@ -226,6 +226,30 @@ START_TEST(test_match)
 }
 END_TEST
 
+START_TEST(test_public)
+{
+    static const char *const pub[] = {
+        "203.0.113.0/24:443", "198.51.100.3",  "8.8.8.8:53", "11.0.0.0/8",
+        "192.0.2.1",          "198.20.0.0/16", "pypi.org"};
+    static const char *const not_pub[] = {"10.1.2.3",        "10.0.0.0/8",      "172.16.0.0/12:22",
+                                          "172.31.255.255",  "192.168.1.0/24",  "127.0.0.1",
+                                          "169.254.169.254", "100.64.0.1",      "0.1.2.3",
+                                          "224.0.0.1",       "255.255.255.255", "198.19.0.1",
+                                          "8.0.0.0/5",       "192.0.0.8",       "128.0.0.0/1"};
+
+    for (size_t i = 0; i < sizeof(pub) / sizeof(pub[0]); i++) {
+        struct egress_entry e = ok(pub[i]);
+
+        ck_assert_msg(egress_entry_public(&e), "%s: not public", pub[i]);
+    }
+    for (size_t i = 0; i < sizeof(not_pub) / sizeof(not_pub[0]); i++) {
+        struct egress_entry e = ok(not_pub[i]);
+
+        ck_assert_msg(!egress_entry_public(&e), "%s: public", not_pub[i]);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("egress");
@@ -238,6 +262,7 @@ int main(void)
     tcase_add_test(tc, test_lengths);
     tcase_add_test(tc, test_list);
     tcase_add_test(tc, test_match);
+    tcase_add_test(tc, test_public);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

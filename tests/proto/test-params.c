@@ -152,6 +152,20 @@ START_TEST(test_create)
     bad("sandbox.create", "{\"memory_mb\":-1}", "memory_mb", NULL);
     bad("sandbox.create", "{\"disk_gb\":0}", "disk_gb", NULL);
     bad("sandbox.create", "{\"internet\":1}", "internet", "boolean");
+    /* allow-lists: at create and at set_internet, refused as a whole */
+    good("sandbox.create", "{\"internet\":{\"allow\":[\"203.0.113.0/24:443\",\"10.0.0.9/8\"]}}");
+    bad("sandbox.create", "{\"internet\":{\"allow\":[]}}", "internet.allow", "at least one");
+    bad("sandbox.create", "{\"internet\":{\"allow\":[\"0.0.0.0/0\"]}}", "internet.allow",
+        "entry 0");
+    bad("sandbox.create", "{\"internet\":{\"allow\":[\"10.0.0.1\",\"10.0.0.1/32\"]}}",
+        "internet.allow", "repeats");
+    bad("sandbox.create", "{\"internet\":{\"deny\":[\"10.0.0.1\"]}}", "internet", "allow");
+    bad("sandbox.create", "{\"internet\":{\"allow\":\"10.0.0.1\"}}", "internet.allow", "array");
+    good("sandbox.set_internet", "{\"id\":\"a\",\"enabled\":true,\"allow\":[\"10.0.0.1:22\"]}");
+    bad("sandbox.set_internet", "{\"id\":\"a\",\"enabled\":false,\"allow\":[\"10.0.0.1\"]}",
+        "allow", "enabled");
+    bad("sandbox.set_internet", "{\"id\":\"a\",\"enabled\":true,\"allow\":[\"10.0.0.1:70000\"]}",
+        "allow", "entry 0");
     bad("sandbox.create", "{\"ttl_s\":0}", "ttl_s", NULL);
     bad("sandbox.create", "{\"ttl_s\":-5}", "ttl_s", NULL);
     bad("sandbox.create", "{\"labels\":[]}", "labels", "object");

@@ -9,12 +9,11 @@ come back and its resident memory growth stays within the buffers the limits all
 import os
 import socket
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
 
-from e2elib import Env, run  # noqa: E402
+from e2elib import Env, dripping, run  # noqa: E402
 
 # a small quarantine, so that resident memory shows what the daemon holds (as test_conn.py)
 os.environ["ASAN_OPTIONS"] = ":".join(filter(None, [
@@ -109,25 +108,10 @@ def main():
                 s.sendall(os.urandom(8192))
                 junk.append(s)
             slow = [connect(http) for _ in range(20)]
-            stop = threading.Event()
-
-            def drip():
-                while not stop.is_set():
-                    for s in slow:
-                        try:
-                            s.send(b"G")
-                        except OSError:
-                            pass
-                    time.sleep(0.1)
-            t = threading.Thread(target=drip)
-            t.start()
-            try:
+            with dripping(slow, b"G"):
                 for _ in range(5):
                     exec_answers()
                     time.sleep(0.3)
-            finally:
-                stop.set()
-                t.join()
             for s in junk + slow:
                 s.close()
             settle()

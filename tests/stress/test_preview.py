@@ -14,13 +14,13 @@ import ssl
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
 
-from e2elib import Env, run  # noqa: E402
+import e2elib  # noqa: E402
+from e2elib import Env, dripping, free_port, run  # noqa: E402
 
 os.environ["ASAN_OPTIONS"] = ":".join(filter(None, [
     os.environ.get("ASAN_OPTIONS"), "quarantine_size_mb=4",
@@ -29,14 +29,6 @@ MAX_PENDING = 256
 HEADER_TIMEOUT_MS = 2000
 FD_SLACK = 8
 N_FLOOD = 10000
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 LPORT = free_port()
@@ -58,15 +50,7 @@ def connect(timeout=10):
 
 
 def recv_all(s):
-    out = b""
-    while True:
-        try:
-            d = s.recv(65536)
-        except (OSError, socket.timeout):
-            return out
-        if not d:
-            return out
-        out += d
+    return e2elib.recv_all(s, ends=(OSError, socket.timeout))
 
 
 def tls_attacks():
@@ -244,26 +228,11 @@ def main():
 
         def slowloris():
             slow = [connect(timeout=30) for _ in range(100)]
-            stop = threading.Event()
-
-            def drip():
-                while not stop.is_set():
-                    for s in slow:
-                        try:
-                            s.send(b"X")
-                        except OSError:
-                            pass
-                    time.sleep(0.1)
-            t = threading.Thread(target=drip)
-            t.start()
-            try:
+            with dripping(slow, b"X"):
                 for _ in range(3):
                     exec_answers()
                     assert page()
                 time.sleep(HEADER_TIMEOUT_MS / 1000 + 1)
-            finally:
-                stop.set()
-                t.join()
             closed = 0
             for s in slow:
                 s.settimeout(10)

@@ -30,7 +30,9 @@ export interface CreateOptions extends CallOptions {
   diskGb?: number;
   /** Bandwidth cap in Mbit/s, both directions; 0: none. */
   netRateMbps?: number;
-  internet?: boolean;
+  /** true: HTTP, HTTPS and DNS out; { allow: [...] }: only the allow-list's entries
+   * (IPv4 CIDR[:PORT], e.g. "203.0.113.0/24:443"). */
+  internet?: boolean | { allow: string[] };
   ttlS?: number;
   labels?: Record<string, string>;
   idempotencyKey?: string;

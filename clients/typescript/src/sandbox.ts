@@ -18,6 +18,8 @@ export interface SandboxInfo {
   ip: string | null;
   state: string;
   internet: boolean;
+  /** With internet: the allow-list in force; null: none. */
+  internet_allow?: string[] | null;
   cores: number;
   memory_mb: number;
   disk_gb: number;
@@ -163,10 +165,11 @@ export class Sandbox {
     return this.update("sandbox.get", {}, opts);
   }
 
-  /** sandbox.set_internet; with wait, returns once a probe from inside confirms it. */
+  /** sandbox.set_internet; with wait, returns once a probe from inside confirms it; allow
+   * (with enabled): only the allow-list's entries (IPv4 CIDR[:PORT]). */
   setInternet(
     enabled: boolean,
-    opts: CallOptions & { wait?: boolean; waitTimeoutS?: number } = {},
+    opts: CallOptions & { wait?: boolean; waitTimeoutS?: number; allow?: string[] } = {},
   ): Promise<this> {
     return this.update("sandbox.set_internet", { enabled, ...wireParams(opts, ["timeout"]) }, opts);
   }

@@ -6,6 +6,8 @@ export interface TemplateInfo {
   /** its disk in GB; null until known (a configured template before its first clone) */
   disk_gb: number | null;
   copies?: { node: string; vmid: number }[];
+  /** the copies the daemon made ([templates] NAME.replicas), once made */
+  replicas?: { node: string; vmid: number }[];
   origin: "config" | { sandbox: string; uid: number; created_at: number };
   owner_uid: number | null;
   published: boolean;

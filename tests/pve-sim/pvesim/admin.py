@@ -30,7 +30,8 @@ def admin(h, sim, method, url, body):
                 cts[vmid] = {"node": ct["node"], "running": ct.get("running", False), "ip": rt.get("ip"),
                              "mac": rt.get("mac"), "pid": rt["proc"].pid if rt.get("proc") else None,
                              "lock": ct["conf"].get("lock"), "pool": ct.get("pool"),
-                             "template": ct["conf"].get("template") == "1", "netns": sim.net.ct_ns(vmid)}
+                             "template": ct["conf"].get("template") == "1", "netns": sim.net.ct_ns(vmid),
+                             "linked_from": ct.get("linked_from")}
             fw = sim.firewall_status()
             return h.send_json({"containers": cts, "nodes": sim.nodes_status(), "leases": dict(sim.leases),
                                 "firewall": fw,
