@@ -196,7 +196,7 @@ static void holder_clone(struct volumes *v)
              t->n_copies  ? t->copies[0].node
              : t->home[0] ? t->home
                           : e->cfg->proxmox.nodes[0]);
-    n = engine_template_vmids(t, v->node, src, ELEMENTSOF(src));
+    n = engine_template_vmids(e, t, v->node, src, ELEMENTSOF(src));
     r = marker_holder_format(registry_instance_id(e->reg), line, sizeof line);
     if (r < 0) {
         fail(v, ENGINE_E_INTERNAL, r, "cannot build the volume holder's line", NULL);
