@@ -316,6 +316,11 @@ void method_sandbox_create(struct req *r, void *params, void *userdata)
 
     if (methods_sandbox_park(r, NULL, method_sandbox_create, params, userdata))
         return;
+    if (c->n_volumes > 0) {
+        /* Valid mounts, but no sandbox takes a volume yet: refused, nothing changed. */
+        req_invalid_params(r, "volumes", "volumes at sandbox.create are not supported yet");
+        return;
+    }
     if (c->idempotency_key && idem_lookup(sm, r, c, phash))
         return;
     if (c->node && !node_param_allowed(r, engine_config(sm->engine)))

@@ -736,13 +736,12 @@ static void on_config(const struct pve_result *res, void *userdata)
     }
     desc = reconcile_conf_str(res->data, "description");
     k = marker_parse(desc, &m);
-    if (k < 0 && marker_holder_is(desc, registry_instance_id(engine_registry(rc->e)))) {
-        log_debug(COMP, "container %u: the volume holder (lib/engine/volume.c): kept", vm->vmid);
-        goto next;
-    }
     if (k < 0) {
-        log_debug(COMP, "container %u: no marker of ours (%s): never touched", vm->vmid,
-                  strerror(-k));
+        if (marker_holder_is(desc, registry_instance_id(engine_registry(rc->e))))
+            log_debug(COMP, "container %u: the volume holder: kept", vm->vmid);
+        else
+            log_debug(COMP, "container %u: no marker of ours (%s): never touched", vm->vmid,
+                      strerror(-k));
         goto next;
     }
     if (strcmp(m.instance, registry_instance_id(engine_registry(rc->e))) != 0) {

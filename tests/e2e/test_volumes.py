@@ -90,6 +90,37 @@ def main():
             assert set(holder_volumes()) == {"data"}
             assert not os.path.exists(path), path  # its storage destroyed
 
+        def create_volumes_refused():
+            """sandbox.create's volumes are checked, then refused until a sandbox can take a
+            volume: nothing is made, the volume stays whole on the holder, unattached."""
+            c.call("volume.create", {"name": "mnt", "size_gb": 1})
+            before_cts = set(env.containers())
+            before = holder_volumes()
+            ok = [{"name": "mnt", "path": "/mnt/data"}]
+            e = expect_error(c, "sandbox.create", {"volumes": ok}, -32602, "volumes")
+            assert "not supported yet" in str(e), e
+            for bad, param in ((["mnt"], "volumes[0]"),
+                               ([{"name": "mnt", "path": "mnt"}], "volumes[0].path"),
+                               ([{"name": "mnt", "path": "/a/../b"}], "volumes[0].path"),
+                               ([{"name": "mnt", "path": "/a,b=c"}], "volumes[0].path"),
+                               ([{"name": "Mnt", "path": "/x"}], "volumes[0].name"),
+                               ([{"name": "mnt", "path": "/x", "read_only": "yes"}],
+                                "volumes[0].read_only"),
+                               ([{"name": "mnt", "path": "/x"}, {"name": "mnt", "path": "/y"}],
+                                "volumes"),
+                               ([{"name": f"v{i}", "path": f"/v{i}"} for i in range(9)], "volumes"),
+                               ({"name": "mnt"}, "volumes")):
+                expect_error(c, "sandbox.create", {"volumes": bad}, -32602, param)
+            # an idempotent create with volumes is refused alike, and nothing is kept for it
+            expect_error(c, "sandbox.create", {"volumes": ok, "idempotency_key": "k-vol"},
+                         -32602, "volumes")
+            assert set(env.containers()) == before_cts
+            assert c.call("sandbox.list")["sandboxes"] == []
+            assert holder_volumes() == before
+            v = [x for x in c.call("volume.list")["volumes"] if x["name"] == "mnt"]
+            assert v == [{"name": "mnt", "size_gb": 1, "owner_uid": 0, "attached_to": None}], v
+            c.call("volume.delete", {"name": "mnt"})
+
         def sandboxctl():
             def ctl(*args):
                 return subprocess.run([SANDBOXCTL, "--socket", env.socket, "volume", *args],
@@ -299,6 +330,7 @@ def main():
             c.call("volume.delete", {"name": "fits"})
 
         run([("create_list_delete", create_list_delete),
+             ("create_volumes_refused", create_volumes_refused),
              ("sandboxctl", sandboxctl),
              ("python_client", python_client),
              ("quota_and_uids", quota_and_uids),
