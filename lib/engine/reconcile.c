@@ -15,9 +15,9 @@
 
 #include "hostkey.h"
 #include "audit.h"
+#include "delete-guard.h"
 #include "log.h"
 #include "marker.h"
-#include "pve.h"
 #include "reconcile-internal.h"
 #include "template-internal.h"
 #include "reconcile-restart.h"
@@ -143,8 +143,8 @@ static void destroy_container(struct reconcile *rc, uint32_t vmid, const char *n
            : counter == &rc->st.rolled_back     ? "rollback"
                                                 : "lease_expired";
     audit_reconcile("destroy", kind, id, vmid, node, why);
-    if (pve_delete(engine_pve(rc->e), node, vmid, PVE_DELETE_FORCE | PVE_DELETE_PURGE,
-                   RECONCILE_DESTROY_TIMEOUT_MS, on_orphan_deleted, d, NULL) < 0) {
+    if (engine_delete_guarded(engine_pve(rc->e), node, vmid, PVE_DELETE_FORCE | PVE_DELETE_PURGE,
+                              RECONCILE_DESTROY_TIMEOUT_MS, on_orphan_deleted, d) < 0) {
         free(d);
         return;
     }

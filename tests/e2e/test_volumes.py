@@ -329,6 +329,66 @@ def main():
             assert set(holder_volumes()) == {"fits"}
             c.call("volume.delete", {"name": "fits"})
 
+        def no_delete_with_volume():
+            """A container that holds a volume (moved in by hand here, as a crash between an
+            attach's writes could leave it) is never deleted: the caller's destroy fails
+            naming the volume, the reconcile's delete of the unrecorded container after a lost
+            state folder is refused alike; the volume's file stays. Once the volume is back
+            on the holder, the container goes."""
+            nonlocal c
+            c.call("volume.create", {"name": "kept", "size_gb": 1})
+            (h,) = holders()
+            hconf = conf(h)
+            key = [k for k in hconf if re.fullmatch(r"mp\d+", k)
+                   and hconf[k] == holder_volumes()["kept"][0]][0]
+            line = [ln for ln in hconf["description"].splitlines() if " name=kept " in ln][0]
+            sb = c.call("sandbox.create", {})
+            vm = sb["vmid"]
+            env.sim.wait_task(env.sim.ok("POST", f"/nodes/pve/lxc/{h}/move_volume",
+                                         {"volume": key, "target-vmid": vm, "target-volume": key}))
+            desc = conf(vm)["description"]
+            env.sim.ok("PUT", f"/nodes/pve/lxc/{vm}/config",
+                       {"description": desc.rstrip("\n") + "\n" + line + "\n"})
+            env.sim.ok("PUT", f"/nodes/pve/lxc/{h}/config",
+                       {"description": hconf["description"].replace(line + "\n", "")})
+            store, _, disk = conf(vm)[key].split(",")[0].partition(":")
+            proof = os.path.join(env.sim.state_dir, "storage", store, disk, "proof")
+            with open(proof, "w") as f:
+                f.write("still here\n")
+            try:
+                c.call("sandbox.destroy", {"id": sb["id"]})
+                raise AssertionError("a container holding a volume was destroyed")
+            except RpcError as e:
+                assert "holds volume 'kept'" in str(e.err), e.err
+            assert vm in env.containers() and key in conf(vm)
+            assert c.call("sandbox.get", {"id": sb["id"]})["state"] == "failed"
+            # the reconcile's delete: the state folder lost, the container stopped and unrecorded
+            c.close()
+            kill9(env)
+            shutil.rmtree(os.path.join(env.dir, "state"))
+            assert not env.containers()[vm]["running"]  # stopped by the destroy
+            launch(env)
+            wait_reconciled(env, runs_after=2)
+            c = env.client()
+            assert vm in env.containers() and key in conf(vm)
+            assert re.search(rf"container {vm} holds volume 'kept' \({key}\): not deleted",
+                             env.daemon_log()), env.daemon_log()[-2000:]
+            assert open(proof).read() == "still here\n"
+            # back on the holder: the container goes at the next run, the volume stays
+            env.sim.wait_task(env.sim.ok("POST", f"/nodes/pve/lxc/{vm}/move_volume",
+                                         {"volume": key, "target-vmid": h, "target-volume": key}))
+            env.sim.ok("PUT", f"/nodes/pve/lxc/{h}/config", {"description": hconf["description"]})
+            deadline = time.time() + 60  # a run's delete ends after the run
+            while vm in env.containers() and time.time() < deadline:
+                wait_reconciled(env, runs_after=1)
+            assert vm not in env.containers()
+            assert [v for v in c.call("volume.list")["volumes"] if v["name"] == "kept"] == \
+                [{"name": "kept", "size_gb": 1, "owner_uid": 0, "attached_to": None}]
+            store, _, disk = conf(h)[key].split(",")[0].partition(":")
+            with open(os.path.join(env.sim.state_dir, "storage", store, disk, "proof")) as f:
+                assert f.read() == "still here\n"
+            c.call("volume.delete", {"name": "kept"})
+
         run([("create_list_delete", create_list_delete),
              ("create_volumes_refused", create_volumes_refused),
              ("sandboxctl", sandboxctl),
@@ -339,7 +399,8 @@ def main():
              ("crash_points", crash_points),
              ("holder_gone", holder_gone),
              ("stop_mid_call", stop_mid_call),
-             ("holder_full", holder_full)])
+             ("holder_full", holder_full),
+             ("no_delete_with_volume", no_delete_with_volume)])
 
 
 if __name__ == "__main__":
