@@ -17,6 +17,7 @@
 #include "sandbox-internal.h"
 #include "testhook.h"
 #include "volume-locate.h"
+#include "volume.h"
 
 #define COMP "sandbox"
 
@@ -115,9 +116,37 @@ static int start_check_pool(struct sandbox *sb, uint64_t timeout_ms, const char 
     return 0;
 }
 
-/* Deleting a container destroys its mount points' volumes: one that holds a volume of a
- * uid's (volume_held()) is kept, and the destroy fails saying so (the sandbox FAILED; the
- * reconcile tries again at each run). */
+/* A volume went back to the holder (or could not): the container is looked at again. */
+static void on_volume_back(const struct engine_error *err, json_object *result, void *userdata)
+{
+    struct sandbox *sb = userdata;
+    char buf[320];
+
+    sb->refs--;
+    if (sb->state == SANDBOX_GONE) {
+        sandbox_maybe_free(sb);
+        return;
+    }
+    if (op_step_check_abort(sb))
+        return;
+    if (!err) {
+        test_crash_point("destroy-volume-back");
+        op_step_again(sb, 0);
+        return;
+    }
+    snprintf(buf, sizeof buf,
+             "container %u holds a volume that cannot go back to the volume holder (%s): not "
+             "deleted, so that the volume is not destroyed with it",
+             sb->vmid, strna(err->message));
+    log_error(COMP, "%s: %s", sb->id, buf);
+    op_step_done(sb,
+                 &(struct engine_error){.kind = ENGINE_E_STATE, .error = -EBUSY, .message = buf});
+}
+
+/* Deleting a container destroys its mount points' volumes: each volume the container holds
+ * (volume_held()) goes back to the holder first, one at a time; when one cannot, the
+ * container is kept, and the destroy fails saying so (the sandbox FAILED; the reconcile tries
+ * again at each run). */
 static void on_volumes_checked(const struct pve_result *res, void *userdata)
 {
     struct sandbox *sb = userdata;
@@ -148,6 +177,18 @@ static void on_volumes_checked(const struct pve_result *res, void *userdata)
     if (r == 0) {
         op_step_done(sb, NULL);
         return;
+    }
+    if (r > 0) {
+        struct engine_error qerr = {};
+
+        log_info(COMP, "%s: volume '%s' (mp%u) goes back to the volume holder", sb->id, v.name,
+                 v.mp);
+        sb->refs++;
+        if (engine_volume_take_back(sb->engine, sb->node, sb->vmid, &v, on_volume_back, sb,
+                                    &qerr) == 0)
+            return;
+        sb->refs--;
+        log_warning(COMP, "%s: volume '%s': %s", sb->id, v.name, strna(qerr.message));
     }
     if (r > 0)
         snprintf(buf, sizeof buf,

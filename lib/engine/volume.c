@@ -25,7 +25,7 @@
 /* Candidates named as the holder that are looked at. */
 #define HOLDER_CANDIDATES_MAX 8
 
-enum vol_kind { VOL_CREATE, VOL_LIST, VOL_DELETE };
+enum vol_kind { VOL_CREATE, VOL_LIST, VOL_DELETE, VOL_TAKE_BACK };
 
 struct vol_op {
     enum vol_kind kind;
@@ -33,9 +33,13 @@ struct vol_op {
     unsigned size_gb;
     uid_t uid;
     bool admin;
-    bool cleaned;        /* the holder's unusedN were destroyed once for this call */
-    bool detached;       /* delete: the mount point and its line are gone */
-    bool cleaning;       /* the write running destroys the holder's unusedN */
+    bool cleaned;              /* the holder's unusedN were destroyed once for this call */
+    bool detached;             /* delete: the mount point and its line are gone */
+    bool cleaning;             /* the write running destroys the holder's unusedN */
+    bool line_written;         /* take back: the holder's line of the volume is written */
+    struct marker_volume from; /* take back: the volume's line in the container src */
+    uint32_t src;
+    char src_node[CONFIG_NODE_NAME_MAX + 1];
     uid_t deleted_owner; /* delete: the volume's owner and size, for the audit record */
     unsigned deleted_size;
     engine_json_cb cb;
@@ -96,8 +100,10 @@ static void finish(struct volumes *v, const struct engine_error *err, json_objec
 {
     struct vol_op *op = TAKE_PTR(v->running);
 
-    static const char *const ops[] = {
-        [VOL_CREATE] = "create", [VOL_LIST] = "list", [VOL_DELETE] = "delete"};
+    static const char *const ops[] = {[VOL_CREATE] = "create",
+                                      [VOL_LIST] = "list",
+                                      [VOL_DELETE] = "delete",
+                                      [VOL_TAKE_BACK] = "take_back"};
 
     v->queued--;
     metrics_add(M_VOLUME_CALLS, ops[op->kind], err ? "failed" : "done", 1);
@@ -351,7 +357,10 @@ static void on_put(const struct pve_result *res, void *userdata)
     }
     if (op->cleaning)
         op->cleaning = false;
-    else if (op->kind == VOL_DELETE && !op->detached) {
+    else if (op->kind == VOL_TAKE_BACK) {
+        op->line_written = true;
+        test_crash_point("volume-take-back-line");
+    } else if (op->kind == VOL_DELETE && !op->detached) {
         op->detached = true;
         test_crash_point("volume-delete-detached");
         op->cleaned = false; /* its volume is unusedN now: destroyed next */
@@ -549,6 +558,71 @@ static void do_delete(struct volumes *v, const struct marker_volume *mv, size_t 
         test_crash_point("volume-delete-sent");
 }
 
+static void on_taken_back(const struct pve_result *res, void *userdata)
+{
+    struct volumes *v = userdata;
+    struct vol_op *op = v->running;
+    _cleanup_json_ json_object *o = NULL;
+
+    v->call = NULL;
+    if (res->error < 0) {
+        fail_pve(v, res);
+        return;
+    }
+    test_crash_point("volume-take-back-moved");
+    log_info(COMP, "volume '%s': back on the holder %u from container %u", op->name, v->holder,
+             op->src);
+    o = json_object_new_object();
+    json_object_object_add(o, "volume", volume_json(&op->from));
+    finish(v, NULL, o);
+}
+
+/* A volume mounted in container src goes back to the holder: the holder's line first (its
+ * key free there), then the move; src's line, stale then, goes with src. After a crash
+ * between the two, the volume is still src's (volume_locate()) and the next take back
+ * writes the holder's line again. */
+static void do_take_back(struct volumes *v, const struct marker_volume *mv, size_t n,
+                         json_object *conf)
+{
+    struct vol_op *op = v->running;
+    const struct marker_volume *x = find(mv, n, op->name);
+    struct marker_volume line = op->from;
+    _cleanup_free_ char *newdesc = NULL;
+    _cleanup_json_ json_object *p = NULL;
+    char key[16], src_key[16];
+    int r;
+
+    if (strcmp(op->src_node, v->node) != 0) {
+        fail(v, ENGINE_E_INTERNAL, -EXDEV, "the volume holder is on another node", NULL);
+        return;
+    }
+    if (op->line_written) {
+        snprintf(key, sizeof key, "mp%u", x ? x->mp : 0);
+        snprintf(src_key, sizeof src_key, "mp%u", op->from.mp);
+        r = x ? pve_move_volume(v->e->pve, v->node, op->src, src_key, v->holder, key,
+                                ENGINE_VOLUME_TIMEOUT_MS, on_taken_back, v, &v->call)
+              : -ENOENT;
+        if (r < 0)
+            fail(v, ENGINE_E_INTERNAL, r, "cannot move the volume back to its holder", NULL);
+        return;
+    }
+    if (x && volume_config_has_mp(conf, x->mp)) {
+        fail(v, ENGINE_E_INTERNAL, -EEXIST, "the holder has a volume of that name", NULL);
+        return;
+    }
+    r = volume_free_mp(conf, conf_str(conf, "description"), &line.mp);
+    if (r == 0)
+        r = marker_volume_set(conf_str(conf, "description"), &line, &newdesc);
+    p = r >= 0 ? json_object_new_object() : NULL;
+    if (!p) {
+        fail(v, r == -E2BIG || r == -ENOSPC ? ENGINE_E_QUOTA : ENGINE_E_INTERNAL,
+             r < 0 ? r : -ENOMEM, "cannot write the volume's line on the volume holder", NULL);
+        return;
+    }
+    json_object_object_add(p, "description", json_object_new_string(newdesc));
+    (void)put(v, p); /* then the config is read again, the line found */
+}
+
 /* The holder's configuration is read (NULL: there is no holder). */
 static void act(struct volumes *v, json_object *conf)
 {
@@ -580,6 +654,12 @@ static void act(struct volumes *v, json_object *conf)
             fail(v, ENGINE_E_INVALID, -ENOENT, "no such volume", "name");
         else
             do_delete(v, mv, n, conf);
+        break;
+    case VOL_TAKE_BACK:
+        if (!conf)
+            fail(v, ENGINE_E_INTERNAL, -ENOENT, "there is no volume holder", NULL);
+        else
+            do_take_back(v, mv, n, conf);
         break;
     }
 }
@@ -669,5 +749,22 @@ int engine_volume_delete(struct engine *e, uid_t uid, bool admin, const char *na
     if (!id_is_valid(name) || strlen(name) >= sizeof op.name)
         return engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL, "invalid volume name", "name");
     snprintf(op.name, sizeof op.name, "%s", name);
+    return enqueue(e, &op, ret_err);
+}
+
+int engine_volume_take_back(struct engine *e, const char *node, uint32_t vmid,
+                            const struct marker_volume *line, engine_json_cb cb, void *userdata,
+                            struct engine_error *ret_err)
+{
+    struct vol_op op = {.kind = VOL_TAKE_BACK,
+                        .uid = line->owner_uid,
+                        .admin = true,
+                        .from = *line,
+                        .src = vmid,
+                        .cb = cb,
+                        .userdata = userdata};
+
+    snprintf(op.name, sizeof op.name, "%s", line->name);
+    snprintf(op.src_node, sizeof op.src_node, "%s", node);
     return enqueue(e, &op, ret_err);
 }

@@ -40,3 +40,12 @@ int engine_volume_list(struct engine *e, uid_t uid, bool admin, engine_json_cb c
  * ENGINE_E_STATE. */
 int engine_volume_delete(struct engine *e, uid_t uid, bool admin, const char *name,
                          engine_json_cb cb, void *userdata, struct engine_error *ret_err);
+struct marker_volume;
+/* Moves the volume of line, mounted in container vmid (stopped) on node, back to the holder:
+ * the holder's line written first, then the move (docs/protocol.md sandbox.destroy). Result
+ * {"volume": {...}}; fails (ENGINE_E_INTERNAL, or Proxmox's error) when there is no holder,
+ * it is on another node, or a call fails: the volume then stays in vmid. Counts in the line
+ * owner's queue share. */
+int engine_volume_take_back(struct engine *e, const char *node, uint32_t vmid,
+                            const struct marker_volume *line, engine_json_cb cb, void *userdata,
+                            struct engine_error *ret_err);

@@ -329,19 +329,15 @@ def main():
             assert set(holder_volumes()) == {"fits"}
             c.call("volume.delete", {"name": "fits"})
 
-        def no_delete_with_volume():
-            """A container that holds a volume (moved in by hand here, as a crash between an
-            attach's writes could leave it) is never deleted: the caller's destroy fails
-            naming the volume, the reconcile's delete of the unrecorded container after a lost
-            state folder is refused alike; the volume's file stays. Once the volume is back
-            on the holder, the container goes."""
-            nonlocal c
-            c.call("volume.create", {"name": "kept", "size_gb": 1})
+        def move_in_by_hand(name):
+            """A new sandbox with volume `name` moved into it from the holder by hand (its line
+            with it), as a crash between an attach's writes could leave it: (sandbox, vmid,
+            key, path of the volume's folder)."""
             (h,) = holders()
             hconf = conf(h)
             key = [k for k in hconf if re.fullmatch(r"mp\d+", k)
-                   and hconf[k] == holder_volumes()["kept"][0]][0]
-            line = [ln for ln in hconf["description"].splitlines() if " name=kept " in ln][0]
+                   and hconf[k] == holder_volumes()[name][0]][0]
+            line = [ln for ln in hconf["description"].splitlines() if f" name={name} " in ln][0]
             sb = c.call("sandbox.create", {})
             vm = sb["vmid"]
             env.sim.wait_task(env.sim.ok("POST", f"/nodes/pve/lxc/{h}/move_volume",
@@ -352,16 +348,53 @@ def main():
             env.sim.ok("PUT", f"/nodes/pve/lxc/{h}/config",
                        {"description": hconf["description"].replace(line + "\n", "")})
             store, _, disk = conf(vm)[key].split(",")[0].partition(":")
-            proof = os.path.join(env.sim.state_dir, "storage", store, disk, "proof")
-            with open(proof, "w") as f:
+            return sb, vm, key, os.path.join(env.sim.state_dir, "storage", store, disk)
+
+        def on_holder(name):
+            """The folder of volume `name` on the holder, which has it back, unattached."""
+            (h,) = holders()
+            mp = holder_volumes()[name][0]
+            assert [v for v in c.call("volume.list")["volumes"] if v["name"] == name] == \
+                [{"name": name, "size_gb": 1, "owner_uid": 0, "attached_to": None}]
+            store, _, disk = mp.split(",")[0].partition(":")
+            return os.path.join(env.sim.state_dir, "storage", store, disk)
+
+        def destroy_takes_volume_back():
+            """A sandbox's destroy moves each volume it holds back to the holder (the holder's
+            line first, then the move) before the container is deleted: the file stays."""
+            c.call("volume.create", {"name": "back", "size_gb": 1})
+            sb, vm, key, folder = move_in_by_hand("back")
+            with open(os.path.join(folder, "proof"), "w") as f:
+                f.write("came back\n")
+            assert "back" not in names()  # its line is in the sandbox now
+            assert c.call("sandbox.destroy", {"id": sb["id"]}) == {"id": sb["id"], "state": "destroyed"}
+            assert vm not in env.containers()
+            with open(os.path.join(on_holder("back"), "proof")) as f:
+                assert f.read() == "came back\n"
+            assert re.search(r"volume 'back' \(mp\d+\) goes back to the volume holder", env.daemon_log())
+            c.call("volume.delete", {"name": "back"})
+
+        def no_delete_with_volume():
+            """When a volume cannot go back to the holder (its move fails), its container is
+            never deleted: the caller's destroy fails naming it, the reconcile's delete of the
+            unrecorded container after a lost state folder is refused alike; the volume's file
+            stays. Once the volume is back on the holder, the container goes."""
+            nonlocal c
+            c.call("volume.create", {"name": "kept", "size_gb": 1})
+            sb, vm, key, folder = move_in_by_hand("kept")
+            with open(os.path.join(folder, "proof"), "w") as f:
                 f.write("still here\n")
+            env.sim.admin("POST", "/faults", {"method": "POST", "path": "/nodes/*/lxc/*/move_volume",
+                                              "status": 403,
+                                              "message": "Permission check failed (/vms/1, VM.Config.Disk)"})
             try:
                 c.call("sandbox.destroy", {"id": sb["id"]})
                 raise AssertionError("a container holding a volume was destroyed")
             except RpcError as e:
-                assert "holds volume 'kept'" in str(e.err), e.err
+                assert e.code == -32002 and "cannot go back to the volume holder" in str(e.err), e.err
             assert vm in env.containers() and key in conf(vm)
-            assert c.call("sandbox.get", {"id": sb["id"]})["state"] == "failed"
+            # failed, tried again by each reconcile run
+            assert c.call("sandbox.get", {"id": sb["id"]})["state"] in ("failed", "destroying")
             # the reconcile's delete: the state folder lost, the container stopped and unrecorded
             c.close()
             kill9(env)
@@ -373,19 +406,20 @@ def main():
             assert vm in env.containers() and key in conf(vm)
             assert re.search(rf"container {vm} holds volume 'kept' \({key}\): not deleted",
                              env.daemon_log()), env.daemon_log()[-2000:]
-            assert open(proof).read() == "still here\n"
-            # back on the holder: the container goes at the next run, the volume stays
+            with open(os.path.join(folder, "proof")) as f:
+                assert f.read() == "still here\n"
+            # an operator moves it back to the key of the holder's line: the container goes
+            env.sim.admin("DELETE", "/faults")
+            (h,) = holders()
+            hkey = re.search(r"^sandboxd-volume:v1 name=kept .* key=(mp\d+) ",
+                             conf(h)["description"], re.M).group(1)
             env.sim.wait_task(env.sim.ok("POST", f"/nodes/pve/lxc/{vm}/move_volume",
-                                         {"volume": key, "target-vmid": h, "target-volume": key}))
-            env.sim.ok("PUT", f"/nodes/pve/lxc/{h}/config", {"description": hconf["description"]})
+                                         {"volume": key, "target-vmid": h, "target-volume": hkey}))
             deadline = time.time() + 60  # a run's delete ends after the run
             while vm in env.containers() and time.time() < deadline:
                 wait_reconciled(env, runs_after=1)
             assert vm not in env.containers()
-            assert [v for v in c.call("volume.list")["volumes"] if v["name"] == "kept"] == \
-                [{"name": "kept", "size_gb": 1, "owner_uid": 0, "attached_to": None}]
-            store, _, disk = conf(h)[key].split(",")[0].partition(":")
-            with open(os.path.join(env.sim.state_dir, "storage", store, disk, "proof")) as f:
+            with open(os.path.join(on_holder("kept"), "proof")) as f:
                 assert f.read() == "still here\n"
             c.call("volume.delete", {"name": "kept"})
 
@@ -400,6 +434,7 @@ def main():
              ("holder_gone", holder_gone),
              ("stop_mid_call", stop_mid_call),
              ("holder_full", holder_full),
+             ("destroy_takes_volume_back", destroy_takes_volume_back),
              ("no_delete_with_volume", no_delete_with_volume)])
 
 
