@@ -143,7 +143,7 @@ static void destroy_container(struct reconcile *rc, uint32_t vmid, const char *n
            : counter == &rc->st.rolled_back     ? "rollback"
                                                 : "lease_expired";
     audit_reconcile("destroy", kind, id, vmid, node, why);
-    if (engine_delete_guarded(engine_pve(rc->e), node, vmid, PVE_DELETE_FORCE | PVE_DELETE_PURGE,
+    if (engine_delete_guarded(rc->e, node, vmid, PVE_DELETE_FORCE | PVE_DELETE_PURGE,
                               RECONCILE_DESTROY_TIMEOUT_MS, on_orphan_deleted, d) < 0) {
         free(d);
         return;

@@ -374,11 +374,18 @@ def main():
             assert re.search(r"volume 'back' \(mp\d+\) goes back to the volume holder", env.daemon_log())
             c.call("volume.delete", {"name": "back"})
 
+        def wait_gone(vm):
+            deadline = time.time() + 60  # a run's delete ends after the run
+            while vm in env.containers() and time.time() < deadline:
+                wait_reconciled(env, runs_after=1)
+            assert vm not in env.containers()
+
         def no_delete_with_volume():
-            """When a volume cannot go back to the holder (its move fails), its container is
+            """When a volume cannot go back to the holder (its move refused), its container is
             never deleted: the caller's destroy fails naming it, the reconcile's delete of the
             unrecorded container after a lost state folder is refused alike; the volume's file
-            stays. Once the volume is back on the holder, the container goes."""
+            stays. Once moves work again, the reconcile takes the volume back and deletes the
+            container."""
             nonlocal c
             c.call("volume.create", {"name": "kept", "size_gb": 1})
             sb, vm, key, folder = move_in_by_hand("kept")
@@ -404,24 +411,44 @@ def main():
             wait_reconciled(env, runs_after=2)
             c = env.client()
             assert vm in env.containers() and key in conf(vm)
-            assert re.search(rf"container {vm} holds volume 'kept' \({key}\): not deleted",
-                             env.daemon_log()), env.daemon_log()[-2000:]
+            assert re.search(rf"container {vm} holds volume 'kept' \({key}\), which cannot go back "
+                             r"to the volume holder \(.*\): not deleted", env.daemon_log()), \
+                env.daemon_log()[-2000:]
             with open(os.path.join(folder, "proof")) as f:
                 assert f.read() == "still here\n"
-            # an operator moves it back to the key of the holder's line: the container goes
             env.sim.admin("DELETE", "/faults")
-            (h,) = holders()
-            hkey = re.search(r"^sandboxd-volume:v1 name=kept .* key=(mp\d+) ",
-                             conf(h)["description"], re.M).group(1)
-            env.sim.wait_task(env.sim.ok("POST", f"/nodes/pve/lxc/{vm}/move_volume",
-                                         {"volume": key, "target-vmid": h, "target-volume": hkey}))
-            deadline = time.time() + 60  # a run's delete ends after the run
-            while vm in env.containers() and time.time() < deadline:
-                wait_reconciled(env, runs_after=1)
-            assert vm not in env.containers()
+            wait_gone(vm)
             with open(os.path.join(on_holder("kept"), "proof")) as f:
                 assert f.read() == "still here\n"
             c.call("volume.delete", {"name": "kept"})
+
+        def destroy_crash_points():
+            """kill -9 at each point of a destroy's take back: the restarted daemon's reconcile
+            takes the volume back (or finds it back) and deletes the container; the file
+            stays, the volume listed once, unattached."""
+            nonlocal c
+            for point in ("volume-take-back-line", "volume-take-back-moved", "destroy-volume-back"):
+                c.call("volume.create", {"name": "cp", "size_gb": 1})
+                sb, vm, key, folder = move_in_by_hand("cp")
+                with open(os.path.join(folder, "proof"), "w") as f:
+                    f.write(point + "\n")
+                c.close()
+                kill9(env)
+                launch(env, crash_at=point)
+                c = env.client()
+                try:
+                    c.call("sandbox.destroy", {"id": sb["id"]}, timeout=60)
+                except (ConnectionError, OSError, RpcError) as e:
+                    assert getattr(e, "code", None) in (None, -32011), (point, e)
+                assert wait_dead(env) != 0, point
+                launch(env)
+                c = env.client()
+                wait_gone(vm)
+                assert names().count("cp") == 1, (point, names())
+                with open(os.path.join(on_holder("cp"), "proof")) as f:
+                    assert f.read() == point + "\n", point
+                assert set(holder_volumes()) == set(names()), point
+                c.call("volume.delete", {"name": "cp"})
 
         run([("create_list_delete", create_list_delete),
              ("create_volumes_refused", create_volumes_refused),
@@ -435,7 +462,8 @@ def main():
              ("stop_mid_call", stop_mid_call),
              ("holder_full", holder_full),
              ("destroy_takes_volume_back", destroy_takes_volume_back),
-             ("no_delete_with_volume", no_delete_with_volume)])
+             ("no_delete_with_volume", no_delete_with_volume),
+             ("destroy_crash_points", destroy_crash_points)])
 
 
 if __name__ == "__main__":
