@@ -28,6 +28,7 @@
 #include "b64.h"
 #include "methods-cluster.h"
 #include "params.h"
+#include "params-volume.h"
 #include "rpc.h"
 
 #define COMP "sandbox"
@@ -310,17 +311,13 @@ void method_sandbox_create(struct req *r, void *params, void *userdata)
     struct sandbox_create_opts o;
     json_object *labels, *env = NULL;
     struct pending *p;
+    struct engine_volume_mount mounts[ENGINE_VOLUMES_MAX] = {};
     int ret;
 
     char phash[SHA256_HEX_SIZE] = "";
 
     if (methods_sandbox_park(r, NULL, method_sandbox_create, params, userdata))
         return;
-    if (c->n_volumes > 0) {
-        /* Valid mounts, but no sandbox takes a volume yet: refused, nothing changed. */
-        req_invalid_params(r, "volumes", "volumes at sandbox.create are not supported yet");
-        return;
-    }
     if (c->idempotency_key && idem_lookup(sm, r, c, phash))
         return;
     if (c->node && !node_param_allowed(r, engine_config(sm->engine)))
@@ -355,7 +352,14 @@ void method_sandbox_create(struct req *r, void *params, void *userdata)
         .env = env,
         .resume_on_use = c->resume_on_use,
         .auto_pause_s = c->auto_pause_s,
+        .volumes = mounts,
+        .n_volumes = MIN(c->n_volumes, ELEMENTSOF(mounts)),
     };
+    for (size_t i = 0; i < o.n_volumes; i++) {
+        snprintf(mounts[i].name, sizeof mounts[i].name, "%s", c->volumes[i].name);
+        snprintf(mounts[i].path, sizeof mounts[i].path, "%s", c->volumes[i].path);
+        mounts[i].read_only = c->volumes[i].read_only;
+    }
     p = pending_new(sm, r);
     if (!p) {
         json_object_put(labels);

@@ -411,7 +411,6 @@ static void fromm_adopt(struct reconcile *rc, struct cand *c, const char *ip, bo
     const char *rootfs = reconcile_conf_str(c->conf, "rootfs");
     char pin[HOSTKEY_PIN_MAX] = "";
     _cleanup_json_ json_object *labels = NULL;
-
     /* The marker carries the host key pin and the labels (a broken labels line: none). */
     if (c->m.hostkey[0] && hostkey_hex_to_pin(c->m.hostkey, pin) < 0)
         pin[0] = '\0';
@@ -438,6 +437,7 @@ static void fromm_adopt(struct reconcile *rc, struct cand *c, const char *ip, bo
         .labels = labels,
         .template = c->m.template[0] ? c->m.template : NULL,
         .pool = c->m.pool,
+        .volumes = reconcile_has_volume_lines(reconcile_conf_str(c->conf, "description")),
     };
 
     adopt(rc, c, &r, true);

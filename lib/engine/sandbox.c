@@ -86,6 +86,7 @@ int sandbox_save(struct sandbox *sb, registry_done_fn cb, void *userdata)
         .env = sb->env,
         .resume_on_use = sb->resume_on_use,
         .auto_pause_s = sb->auto_pause_s,
+        .volumes = sb->n_vol_mounts > 0 || sb->had_volumes,
     };
 
     if (sb->error) {
@@ -167,6 +168,7 @@ static void sandbox_free_cb(uv_handle_t *h)
     struct engine *e = sb->engine;
 
     FREE_MANY(sb->node, sb->hostname, sb->ip, sb->net0, sb->error, sb->idempotency_key, sb->upid);
+    free(sb->vol_mounts);
     if (sb->labels)
         json_object_put(sb->labels);
     json_object_put(sb->env);

@@ -17,49 +17,14 @@
 #include "sandbox-internal.h"
 #include "testhook.h"
 #include "volume-locate.h"
+#include "volume-internal.h"
 #include "volume.h"
 
 #define COMP "volume"
 /* Where a volume is mounted in the holder (never started: only a placeholder). */
 #define HOLDER_MOUNT_PATH "/mnt/volume"
-/* Candidates named as the holder that are looked at. */
-#define HOLDER_CANDIDATES_MAX 8
-
-enum vol_kind { VOL_CREATE, VOL_LIST, VOL_DELETE, VOL_TAKE_BACK };
-
-struct vol_op {
-    enum vol_kind kind;
-    char name[ID_MAX + 1];
-    unsigned size_gb;
-    uid_t uid;
-    bool admin;
-    bool cleaned;              /* the holder's unusedN were destroyed once for this call */
-    bool detached;             /* delete: the mount point and its line are gone */
-    bool cleaning;             /* the write running destroys the holder's unusedN */
-    bool line_written;         /* take back: the holder's line of the volume is written */
-    struct marker_volume from; /* take back: the volume's line in the container src */
-    uint32_t src;
-    char src_node[CONFIG_NODE_NAME_MAX + 1];
-    uid_t deleted_owner; /* delete: the volume's owner and size, for the audit record */
-    unsigned deleted_size;
-    engine_json_cb cb;
-    void *userdata;
-    struct vol_op *next;
-};
-
-struct volumes {
-    struct engine *e;
-    uint32_t holder; /* 0 until found or made */
-    char node[CONFIG_NODE_NAME_MAX + 1];
-    struct vol_op *head, *running;
-    unsigned queued; /* head's ops and the running one */
-    struct pve_call *call;
-    uint32_t cands[HOLDER_CANDIDATES_MAX];
-    size_t n_cands, i_cand;
-};
 
 static void run_next(struct volumes *v);
-static void read_config(struct volumes *v);
 static void discover(struct volumes *v);
 
 static void volumes_stop(struct engine *e)
@@ -83,7 +48,7 @@ static void volumes_stop(struct engine *e)
     free(v);
 }
 
-static struct volumes *volumes_get(struct engine *e)
+struct volumes *vol_get(struct engine *e)
 {
     if (!e->volumes) {
         e->volumes = calloc(1, sizeof *e->volumes);
@@ -96,14 +61,15 @@ static struct volumes *volumes_get(struct engine *e)
 }
 
 /* The running call ends: its callback, then the next call. */
-static void finish(struct volumes *v, const struct engine_error *err, json_object *result)
+void vol_finish(struct volumes *v, const struct engine_error *err, json_object *result)
 {
     struct vol_op *op = TAKE_PTR(v->running);
 
     static const char *const ops[] = {[VOL_CREATE] = "create",
                                       [VOL_LIST] = "list",
                                       [VOL_DELETE] = "delete",
-                                      [VOL_TAKE_BACK] = "take_back"};
+                                      [VOL_TAKE_BACK] = "take_back",
+                                      [VOL_ATTACH] = "attach"};
 
     v->queued--;
     metrics_add(M_VOLUME_CALLS, ops[op->kind], err ? "failed" : "done", 1);
@@ -114,8 +80,8 @@ static void finish(struct volumes *v, const struct engine_error *err, json_objec
     run_next(v);
 }
 
-static void fail(struct volumes *v, enum engine_err_kind kind, int error, const char *msg,
-                 const char *param)
+void vol_fail(struct volumes *v, enum engine_err_kind kind, int error, const char *msg,
+              const char *param)
 {
     struct engine_error err = {.kind = kind,
                                .error = error,
@@ -123,18 +89,18 @@ static void fail(struct volumes *v, enum engine_err_kind kind, int error, const 
                                .param = param,
                                .state = kind == ENGINE_E_STATE ? "attached" : NULL};
 
-    finish(v, &err, NULL);
+    vol_finish(v, &err, NULL);
 }
 
-static void fail_pve(struct volumes *v, const struct pve_result *res)
+void vol_fail_pve(struct volumes *v, const struct pve_result *res)
 {
     struct engine_error err;
 
     error_from_pve(res, v->e->closing, &err);
-    finish(v, &err, NULL);
+    vol_finish(v, &err, NULL);
 }
 
-static const char *conf_str(json_object *conf, const char *key)
+const char *vol_conf_str(json_object *conf, const char *key)
 {
     json_object *o;
 
@@ -144,7 +110,7 @@ static const char *conf_str(json_object *conf, const char *key)
                : NULL;
 }
 
-static json_object *volume_json(const struct marker_volume *mv)
+json_object *vol_json(const struct marker_volume *mv)
 {
     json_object *o = json_object_new_object();
 
@@ -181,12 +147,12 @@ static void on_cloned(const struct pve_result *res, void *userdata)
     v->call = NULL;
     if (res->error < 0) {
         log_warning(COMP, "the volume holder's clone failed");
-        fail_pve(v, res);
+        vol_fail_pve(v, res);
         return;
     }
     v->holder = res->vmid;
     log_info(COMP, "volume holder: container %u on %s made", v->holder, v->node);
-    read_config(v);
+    vol_read_config(v);
 }
 
 static void holder_clone(struct volumes *v)
@@ -205,7 +171,7 @@ static void holder_clone(struct volumes *v)
     n = engine_template_vmids(e, t, v->node, src, ELEMENTSOF(src));
     r = marker_holder_format(registry_instance_id(e->reg), line, sizeof line);
     if (r < 0) {
-        fail(v, ENGINE_E_INTERNAL, r, "cannot build the volume holder's line", NULL);
+        vol_fail(v, ENGINE_E_INTERNAL, r, "cannot build the volume holder's line", NULL);
         return;
     }
     snprintf(desc, sizeof desc, "%s\n", line);
@@ -222,7 +188,7 @@ static void holder_clone(struct volumes *v)
     };
     r = pve_clone(e->pve, &cp, ENGINE_VOLUME_TIMEOUT_MS, on_cloned, v, &v->call);
     if (r < 0)
-        fail(v, ENGINE_E_INTERNAL, r, "cannot start the volume holder's clone", NULL);
+        vol_fail(v, ENGINE_E_INTERNAL, r, "cannot start the volume holder's clone", NULL);
     else
         log_info(COMP, "no volume holder yet: cloning one on %s", v->node);
 }
@@ -237,10 +203,11 @@ static void on_cand_config(const struct pve_result *res, void *userdata)
 
     v->call = NULL;
     if (res->error < 0) {
-        fail_pve(v, res); /* a holder that cannot be read now: nothing is decided */
+        vol_fail_pve(v, res); /* a holder that cannot be read now: nothing is decided */
         return;
     }
-    if (!marker_holder_is(conf_str(res->data, "description"), registry_instance_id(v->e->reg))) {
+    if (!marker_holder_is(vol_conf_str(res->data, "description"),
+                          registry_instance_id(v->e->reg))) {
         cand_next(v);
         return;
     }
@@ -263,7 +230,7 @@ static void cand_next(struct volumes *v)
     r = pve_config_get(v->e->pve, v->node, v->cands[v->i_cand], false, ENGINE_VOLUME_TIMEOUT_MS,
                        on_cand_config, v, &v->call);
     if (r < 0)
-        fail(v, ENGINE_E_INTERNAL, r, "cannot read the volume holder", NULL);
+        vol_fail(v, ENGINE_E_INTERNAL, r, "cannot read the volume holder", NULL);
 }
 
 static int cmp_u32(const void *a, const void *b)
@@ -280,7 +247,7 @@ static void on_members(const struct pve_result *res, void *userdata)
 
     v->call = NULL;
     if (res->error < 0) {
-        fail_pve(v, res);
+        vol_fail_pve(v, res);
         return;
     }
     v->n_cands = v->i_cand = 0;
@@ -288,7 +255,8 @@ static void on_members(const struct pve_result *res, void *userdata)
         const struct pve_vm *vm = &res->vms->v[i];
 
         if (vm->template || !vm->name || strcmp(vm->name, ENGINE_VOLUME_HOLDER_NAME) != 0 ||
-            (vm->type && strcmp(vm->type, "lxc") != 0) || v->n_cands == HOLDER_CANDIDATES_MAX)
+            (vm->type && strcmp(vm->type, "lxc") != 0) ||
+            v->n_cands == VOLUME_HOLDER_CANDIDATES_MAX)
             continue;
         if (node && vm->node && strcmp(node, vm->node) != 0)
             continue; /* the holder is on one node: the first one's */
@@ -322,7 +290,7 @@ static void on_config(const struct pve_result *res, void *userdata)
         return;
     }
     if (res->error < 0)
-        fail_pve(v, res);
+        vol_fail_pve(v, res);
     else
         act(v, res->data);
 }
@@ -333,16 +301,16 @@ static void discover(struct volumes *v)
                              on_members, v, &v->call);
 
     if (r < 0)
-        fail(v, ENGINE_E_INTERNAL, r, "cannot list the pool", NULL);
+        vol_fail(v, ENGINE_E_INTERNAL, r, "cannot list the pool", NULL);
 }
 
-static void read_config(struct volumes *v)
+void vol_read_config(struct volumes *v)
 {
     int r = pve_config_get(v->e->pve, v->node, v->holder, false, ENGINE_VOLUME_TIMEOUT_MS,
                            on_config, v, &v->call);
 
     if (r < 0)
-        fail(v, ENGINE_E_INTERNAL, r, "cannot read the volume holder", NULL);
+        vol_fail(v, ENGINE_E_INTERNAL, r, "cannot read the volume holder", NULL);
 }
 
 static void on_put(const struct pve_result *res, void *userdata)
@@ -352,7 +320,7 @@ static void on_put(const struct pve_result *res, void *userdata)
 
     v->call = NULL;
     if (res->error < 0) {
-        fail_pve(v, res);
+        vol_fail_pve(v, res);
         return;
     }
     if (op->cleaning)
@@ -370,11 +338,11 @@ static void on_put(const struct pve_result *res, void *userdata)
 
         snprintf(mv.name, sizeof mv.name, "%s", op->name);
         audit_volume(v, "volume.create", op, op->uid, op->size_gb);
-        json_object_object_add(o, "volume", volume_json(&mv));
-        finish(v, NULL, o);
+        json_object_object_add(o, "volume", vol_json(&mv));
+        vol_finish(v, NULL, o);
         return;
     }
-    read_config(v); /* unusedN to destroy, or the delete's end */
+    vol_read_config(v); /* unusedN to destroy, or the delete's end */
 }
 
 static int put(struct volumes *v, json_object *p)
@@ -383,7 +351,7 @@ static int put(struct volumes *v, json_object *p)
                            &v->call);
 
     if (r < 0)
-        fail(v, ENGINE_E_INTERNAL, r, "cannot write the volume holder's configuration", NULL);
+        vol_fail(v, ENGINE_E_INTERNAL, r, "cannot write the volume holder's configuration", NULL);
     return r;
 }
 
@@ -437,12 +405,12 @@ static void do_list(struct volumes *v, struct marker_volume *mv, size_t n, json_
             continue;
         if (!volume_config_has_mp(conf, mv[i].mp))
             continue; /* not (or no longer) a volume of the holder */
-        json_object_array_add(a, volume_json(&mv[i]));
+        json_object_array_add(a, vol_json(&mv[i]));
     }
-    finish(v, NULL, o);
+    vol_finish(v, NULL, o);
 }
 
-static const struct marker_volume *find(const struct marker_volume *mv, size_t n, const char *name)
+const struct marker_volume *vol_find(const struct marker_volume *mv, size_t n, const char *name)
 {
     for (size_t i = 0; i < n; i++)
         if (strcmp(mv[i].name, name) == 0)
@@ -453,7 +421,7 @@ static const struct marker_volume *find(const struct marker_volume *mv, size_t n
 /* The holder's storage: that of its root disk ("local-lvm:vm-101-disk-0,size=8G"). */
 static int holder_storage(json_object *conf, char *buf, size_t n)
 {
-    const char *rootfs = conf_str(conf, "rootfs");
+    const char *rootfs = vol_conf_str(conf, "rootfs");
     const char *colon = rootfs ? strchr(rootfs, ':') : NULL;
 
     if (!colon || colon == rootfs || (size_t)(colon - rootfs) >= n)
@@ -467,7 +435,7 @@ static void do_create(struct volumes *v, const struct marker_volume *mv, size_t 
                       json_object *conf)
 {
     struct vol_op *op = v->running;
-    const char *desc = conf_str(conf, "description");
+    const char *desc = vol_conf_str(conf, "description");
     _cleanup_free_ char *newdesc = NULL, *mpval = NULL;
     _cleanup_json_ json_object *p = NULL;
     struct marker_volume nv = {.owner_uid = op->uid, .size_gb = op->size_gb};
@@ -475,15 +443,15 @@ static void do_create(struct volumes *v, const struct marker_volume *mv, size_t 
     unsigned owned = 0;
     int r;
 
-    if (find(mv, n, op->name)) {
-        fail(v, ENGINE_E_INVALID, -EEXIST, "a volume of that name exists", "name");
+    if (vol_find(mv, n, op->name)) {
+        vol_fail(v, ENGINE_E_INVALID, -EEXIST, "a volume of that name exists", "name");
         return;
     }
     for (size_t i = 0; i < n; i++)
         owned += mv[i].owner_uid == op->uid;
     if (owned >= v->e->cfg->sandbox.max_volumes_per_uid) {
-        fail(v, ENGINE_E_QUOTA, -EDQUOT,
-             "the caller owns [sandbox] max_volumes_per_uid volumes already", NULL);
+        vol_fail(v, ENGINE_E_QUOTA, -EDQUOT,
+                 "the caller owns [sandbox] max_volumes_per_uid volumes already", NULL);
         return;
     }
     snprintf(nv.name, sizeof nv.name, "%s", op->name);
@@ -498,10 +466,10 @@ static void do_create(struct volumes *v, const struct marker_volume *mv, size_t 
     if (!p) {
         bool full = r == -ENOSPC || r == -E2BIG; /* 256 keys, or 8 KiB of description */
 
-        fail(v, full ? ENGINE_E_QUOTA : ENGINE_E_INTERNAL, r < 0 ? r : -ENOMEM,
-             full ? "the volume holder is full: its description lists no more volumes"
-                  : "cannot build the volume holder's configuration",
-             NULL);
+        vol_fail(v, full ? ENGINE_E_QUOTA : ENGINE_E_INTERNAL, r < 0 ? r : -ENOMEM,
+                 full ? "the volume holder is full: its description lists no more volumes"
+                      : "cannot build the volume holder's configuration",
+                 NULL);
         return;
     }
     snprintf(key, sizeof key, "mp%u", nv.mp);
@@ -516,7 +484,7 @@ static void do_delete(struct volumes *v, const struct marker_volume *mv, size_t 
                       json_object *conf)
 {
     struct vol_op *op = v->running;
-    const struct marker_volume *x = find(mv, n, op->name);
+    const struct marker_volume *x = vol_find(mv, n, op->name);
     _cleanup_free_ char *newdesc = NULL;
     _cleanup_json_ json_object *p = NULL;
     char key[16];
@@ -528,23 +496,23 @@ static void do_delete(struct volumes *v, const struct marker_volume *mv, size_t 
         audit_volume(v, "volume.delete", op, op->deleted_owner, op->deleted_size);
         json_object_object_add(o, "name", json_object_new_string(op->name));
         json_object_object_add(o, "deleted", json_object_new_boolean(true));
-        finish(v, NULL, o);
+        vol_finish(v, NULL, o);
         return;
     }
     if (!x || (!op->admin && x->owner_uid != op->uid)) {
-        fail(v, ENGINE_E_INVALID, -ENOENT, "no such volume", "name");
+        vol_fail(v, ENGINE_E_INVALID, -ENOENT, "no such volume", "name");
         return;
     }
     if (!volume_config_has_mp(conf, x->mp)) {
-        fail(v, ENGINE_E_STATE, -EBUSY, "the volume is attached to a sandbox: destroy it first",
-             NULL);
+        vol_fail(v, ENGINE_E_STATE, -EBUSY, "the volume is attached to a sandbox: destroy it first",
+                 NULL);
         return;
     }
-    r = marker_volume_remove(conf_str(conf, "description"), op->name, &newdesc);
+    r = marker_volume_remove(vol_conf_str(conf, "description"), op->name, &newdesc);
     p = r >= 0 ? json_object_new_object() : NULL;
     if (!p) {
-        fail(v, ENGINE_E_INTERNAL, r < 0 ? r : -ENOMEM,
-             "cannot build the volume holder's configuration", NULL);
+        vol_fail(v, ENGINE_E_INTERNAL, r < 0 ? r : -ENOMEM,
+                 "cannot build the volume holder's configuration", NULL);
         return;
     }
     op->deleted_owner = x->owner_uid;
@@ -566,15 +534,15 @@ static void on_taken_back(const struct pve_result *res, void *userdata)
 
     v->call = NULL;
     if (res->error < 0) {
-        fail_pve(v, res);
+        vol_fail_pve(v, res);
         return;
     }
     test_crash_point("volume-take-back-moved");
     log_info(COMP, "volume '%s': back on the holder %u from container %u", op->name, v->holder,
              op->src);
     o = json_object_new_object();
-    json_object_object_add(o, "volume", volume_json(&op->from));
-    finish(v, NULL, o);
+    json_object_object_add(o, "volume", vol_json(&op->from));
+    vol_finish(v, NULL, o);
 }
 
 /* A volume mounted in container src goes back to the holder: the holder's line first (its
@@ -585,7 +553,7 @@ static void do_take_back(struct volumes *v, const struct marker_volume *mv, size
                          json_object *conf)
 {
     struct vol_op *op = v->running;
-    const struct marker_volume *x = find(mv, n, op->name);
+    const struct marker_volume *x = vol_find(mv, n, op->name);
     struct marker_volume line = op->from;
     _cleanup_free_ char *newdesc = NULL;
     _cleanup_json_ json_object *p = NULL;
@@ -593,7 +561,7 @@ static void do_take_back(struct volumes *v, const struct marker_volume *mv, size
     int r;
 
     if (strcmp(op->src_node, v->node) != 0) {
-        fail(v, ENGINE_E_INTERNAL, -EXDEV, "the volume holder is on another node", NULL);
+        vol_fail(v, ENGINE_E_INTERNAL, -EXDEV, "the volume holder is on another node", NULL);
         return;
     }
     if (op->line_written) {
@@ -603,20 +571,20 @@ static void do_take_back(struct volumes *v, const struct marker_volume *mv, size
                                 ENGINE_VOLUME_TIMEOUT_MS, on_taken_back, v, &v->call)
               : -ENOENT;
         if (r < 0)
-            fail(v, ENGINE_E_INTERNAL, r, "cannot move the volume back to its holder", NULL);
+            vol_fail(v, ENGINE_E_INTERNAL, r, "cannot move the volume back to its holder", NULL);
         return;
     }
     if (x && volume_config_has_mp(conf, x->mp)) {
-        fail(v, ENGINE_E_INTERNAL, -EEXIST, "the holder has a volume of that name", NULL);
+        vol_fail(v, ENGINE_E_INTERNAL, -EEXIST, "the holder has a volume of that name", NULL);
         return;
     }
-    r = volume_free_mp(conf, conf_str(conf, "description"), &line.mp);
+    r = volume_free_mp(conf, vol_conf_str(conf, "description"), &line.mp);
     if (r == 0)
-        r = marker_volume_set(conf_str(conf, "description"), &line, &newdesc);
+        r = marker_volume_set(vol_conf_str(conf, "description"), &line, &newdesc);
     p = r >= 0 ? json_object_new_object() : NULL;
     if (!p) {
-        fail(v, r == -E2BIG || r == -ENOSPC ? ENGINE_E_QUOTA : ENGINE_E_INTERNAL,
-             r < 0 ? r : -ENOMEM, "cannot write the volume's line on the volume holder", NULL);
+        vol_fail(v, r == -E2BIG || r == -ENOSPC ? ENGINE_E_QUOTA : ENGINE_E_INTERNAL,
+                 r < 0 ? r : -ENOMEM, "cannot write the volume's line on the volume holder", NULL);
         return;
     }
     json_object_object_add(p, "description", json_object_new_string(newdesc));
@@ -634,11 +602,11 @@ static void act(struct volumes *v, json_object *conf)
     if (conf && clean_unused(v, conf))
         return;
     if (conf) {
-        r = marker_volumes_parse(conf_str(conf, "description"), &mv, &n);
+        r = marker_volumes_parse(vol_conf_str(conf, "description"), &mv, &n);
         if (r < 0) {
             log_error(COMP, "volume holder %u: its volume lines do not parse (%s): not changed",
                       v->holder, strerror(-r));
-            fail(v, ENGINE_E_INTERNAL, r, "the volume holder's description is damaged", NULL);
+            vol_fail(v, ENGINE_E_INTERNAL, r, "the volume holder's description is damaged", NULL);
             return;
         }
     }
@@ -651,15 +619,21 @@ static void act(struct volumes *v, json_object *conf)
         break;
     case VOL_DELETE:
         if (!conf)
-            fail(v, ENGINE_E_INVALID, -ENOENT, "no such volume", "name");
+            vol_fail(v, ENGINE_E_INVALID, -ENOENT, "no such volume", "name");
         else
             do_delete(v, mv, n, conf);
         break;
     case VOL_TAKE_BACK:
         if (!conf)
-            fail(v, ENGINE_E_INTERNAL, -ENOENT, "there is no volume holder", NULL);
+            vol_fail(v, ENGINE_E_INTERNAL, -ENOENT, "there is no volume holder", NULL);
         else
             do_take_back(v, mv, n, conf);
+        break;
+    case VOL_ATTACH:
+        if (!conf)
+            vol_fail(v, ENGINE_E_INVALID, -ENOENT, "no such volume", "volumes");
+        else
+            v->attach_act(v, mv, n, conf);
         break;
     }
 }
@@ -674,12 +648,12 @@ static void run_next(struct volumes *v)
     v->head = op->next;
     op->next = NULL;
     if (v->holder)
-        read_config(v);
+        vol_read_config(v);
     else
         discover(v);
 }
 
-static int enqueue(struct engine *e, const struct vol_op *tmpl, struct engine_error *ret_err)
+int vol_enqueue(struct engine *e, const struct vol_op *tmpl, struct engine_error *ret_err)
 {
     struct volumes *v;
     struct vol_op *op, **pp;
@@ -688,7 +662,7 @@ static int enqueue(struct engine *e, const struct vol_op *tmpl, struct engine_er
 
     if (r < 0)
         return r;
-    v = volumes_get(e);
+    v = vol_get(e);
     if (!v)
         return engine_refuse_oom(ret_err);
     mine = v->running && v->running->uid == tmpl->uid;
@@ -728,7 +702,7 @@ int engine_volume_create(struct engine *e, uid_t uid, const char *name, unsigned
         return engine_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT,
                              "volumes are off ([sandbox] max_volumes_per_uid = 0)", NULL);
     snprintf(op.name, sizeof op.name, "%s", name);
-    return enqueue(e, &op, ret_err);
+    return vol_enqueue(e, &op, ret_err);
 }
 
 int engine_volume_list(struct engine *e, uid_t uid, bool admin, engine_json_cb cb, void *userdata,
@@ -737,7 +711,19 @@ int engine_volume_list(struct engine *e, uid_t uid, bool admin, engine_json_cb c
     struct vol_op op = {
         .kind = VOL_LIST, .uid = uid, .admin = admin, .cb = cb, .userdata = userdata};
 
-    return enqueue(e, &op, ret_err);
+    return vol_enqueue(e, &op, ret_err);
+}
+
+const struct sandbox *engine_volume_user(struct engine *e, const char *name)
+{
+    for (const struct sandbox *sb = e->sandboxes; sb; sb = sb->next) {
+        if (sb->state == SANDBOX_GONE)
+            continue;
+        for (size_t i = 0; i < sb->n_vol_mounts; i++)
+            if (strcmp(sb->vol_mounts[i].name, name) == 0)
+                return sb;
+    }
+    return NULL;
 }
 
 int engine_volume_delete(struct engine *e, uid_t uid, bool admin, const char *name,
@@ -748,8 +734,14 @@ int engine_volume_delete(struct engine *e, uid_t uid, bool admin, const char *na
 
     if (!id_is_valid(name) || strlen(name) >= sizeof op.name)
         return engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL, "invalid volume name", "name");
+    if (engine_volume_user(e, name)) {
+        engine_refuse(ret_err, ENGINE_E_STATE, -EBUSY,
+                      "the volume is attached to a sandbox: destroy it first", NULL);
+        ret_err->state = "attached";
+        return -EBUSY;
+    }
     snprintf(op.name, sizeof op.name, "%s", name);
-    return enqueue(e, &op, ret_err);
+    return vol_enqueue(e, &op, ret_err);
 }
 
 int engine_volume_take_back(struct engine *e, const char *node, uint32_t vmid,
@@ -766,5 +758,5 @@ int engine_volume_take_back(struct engine *e, const char *node, uint32_t vmid,
 
     snprintf(op.name, sizeof op.name, "%s", line->name);
     snprintf(op.src_node, sizeof op.src_node, "%s", node);
-    return enqueue(e, &op, ret_err);
+    return vol_enqueue(e, &op, ret_err);
 }

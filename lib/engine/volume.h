@@ -46,6 +46,23 @@ struct marker_volume;
  * {"volume": {...}}; fails (ENGINE_E_INTERNAL, or Proxmox's error) when there is no holder,
  * it is on another node, or a call fails: the volume then stays in vmid. Counts in the line
  * owner's queue share. */
+/* The sandbox of the table (not gone) whose sandbox.create named volume `name`: the volume is
+ * reserved for it (volume.delete and another create refused), attached or being attached.
+ * NULL: none. */
+const struct sandbox *engine_volume_user(struct engine *e, const char *name);
+/* sandbox.create's volumes, checked before anything is made: at most ENGINE_VOLUMES_MAX, not
+ * for a warm pool member, none reserved by another sandbox (ENGINE_E_INVALID "volumes"). */
+int engine_volume_mounts_check(struct engine *e, const struct sandbox_create_opts *opts,
+                               struct engine_error *ret_err);
+/* The create's step (op-step.h) that attaches sb's volumes (sb->vol_mounts) to its stopped
+ * new container, one at a time, each on the volume calls' queue: the volume checked on the
+ * holder (the caller's, not attached), its line written in the container's description
+ * (a free mpN key), the holder's mount point given the sandbox's path (and ro=1), then the
+ * move. The holder's line stays, stale (volume-locate.h): the name stays taken. A failure
+ * fails the create, whose rollback takes attached volumes back. */
+int volumes_attach_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
+bool volumes_attach_skip(const struct sandbox *sb);
+
 int engine_volume_take_back(struct engine *e, const char *node, uint32_t vmid,
                             const struct marker_volume *line, engine_json_cb cb, void *userdata,
                             struct engine_error *ret_err);
