@@ -51,6 +51,12 @@ struct volumes {
     /* an attach's part, once its holder's configuration is read (set by volume-attach.c) */
     void (*attach_act)(struct volumes *v, const struct marker_volume *mv, size_t n,
                        json_object *conf);
+    /* a list's part (volume-list.c): the lines to show, by name; conf (the holder's) when
+     * some are attached, else NULL; list_free frees a scan left running by a stop */
+    void (*list_act)(struct volumes *v, const struct marker_volume *mv, size_t n,
+                     json_object *conf);
+    void (*list_free)(struct volumes *v);
+    struct vol_scan *scan;
 };
 
 /* The running call ends: its callback, then the next call. */

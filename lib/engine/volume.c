@@ -36,6 +36,8 @@ static void volumes_stop(struct engine *e)
     if (!v)
         return;
     pve_call_cancel(TAKE_PTR(v->call));
+    if (v->list_free)
+        v->list_free(v);
     if (v->running)
         v->running->next = v->head, v->head = TAKE_PTR(v->running);
     while (v->head) {
@@ -392,22 +394,22 @@ static int cmp_name(const void *a, const void *b)
     return strcmp(((const struct marker_volume *)a)->name, ((const struct marker_volume *)b)->name);
 }
 
+/* The caller's lines (an admin's: all), by name; those whose key is not a mount point of the
+ * holder are attached: where, volume-list.c finds out. */
 static void do_list(struct volumes *v, struct marker_volume *mv, size_t n, json_object *conf)
 {
-    _cleanup_json_ json_object *o = json_object_new_object();
-    json_object *a = json_object_new_array();
+    size_t k = 0;
+    bool attached = false;
 
-    json_object_object_add(o, "volumes", a);
     if (n > 1)
         qsort(mv, n, sizeof *mv, cmp_name);
     for (size_t i = 0; i < n; i++) {
         if (!v->running->admin && mv[i].owner_uid != v->running->uid)
             continue;
-        if (!volume_config_has_mp(conf, mv[i].mp))
-            continue; /* not (or no longer) a volume of the holder */
-        json_object_array_add(a, vol_json(&mv[i]));
+        attached = attached || !volume_config_has_mp(conf, mv[i].mp);
+        mv[k++] = mv[i];
     }
-    vol_finish(v, NULL, o);
+    v->list_act(v, mv, k, attached ? conf : NULL);
 }
 
 const struct marker_volume *vol_find(const struct marker_volume *mv, size_t n, const char *name)
@@ -612,7 +614,10 @@ static void act(struct volumes *v, json_object *conf)
     }
     switch (op->kind) {
     case VOL_LIST:
-        do_list(v, mv, n, conf);
+        if (conf)
+            do_list(v, mv, n, conf);
+        else
+            v->list_act(v, NULL, 0, NULL);
         break;
     case VOL_CREATE:
         do_create(v, mv, n, conf);
@@ -702,15 +707,6 @@ int engine_volume_create(struct engine *e, uid_t uid, const char *name, unsigned
         return engine_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT,
                              "volumes are off ([sandbox] max_volumes_per_uid = 0)", NULL);
     snprintf(op.name, sizeof op.name, "%s", name);
-    return vol_enqueue(e, &op, ret_err);
-}
-
-int engine_volume_list(struct engine *e, uid_t uid, bool admin, engine_json_cb cb, void *userdata,
-                       struct engine_error *ret_err)
-{
-    struct vol_op op = {
-        .kind = VOL_LIST, .uid = uid, .admin = admin, .cb = cb, .userdata = userdata};
-
     return vol_enqueue(e, &op, ret_err);
 }
 

@@ -32,7 +32,9 @@
  * max_volumes_per_uid (ENGINE_E_QUOTA). */
 int engine_volume_create(struct engine *e, uid_t uid, const char *name, unsigned size_gb,
                          engine_json_cb cb, void *userdata, struct engine_error *ret_err);
-/* {"volumes": [...]}: uid's volumes (admin: every uid's), by name. */
+/* {"volumes": [...]}: uid's volumes (admin: every uid's), by name; an attached one's
+ * attached_to from the marker of the container that holds it (volume-list.c: the pool's
+ * configurations read, volume_locate()). */
 int engine_volume_list(struct engine *e, uid_t uid, bool admin, engine_json_cb cb, void *userdata,
                        struct engine_error *ret_err);
 /* Deletes volume `name` of uid (admin: of any uid) with its data: result {"name", "deleted":

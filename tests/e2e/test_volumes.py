@@ -151,6 +151,8 @@ def main():
                 assert holder_volumes()[name][0] is None  # attached: the line stays, no mount
             assert "sandboxd:" in cf["description"]  # the marker rewritten with the host key
             assert sh(sb["id"], "echo from-first > /mnt/shared/f && cat /mnt/shared/f") == "from-first\n"
+            listed = {v["name"]: v["attached_to"] for v in c.call("volume.list")["volumes"]}
+            assert listed["shared"] == sb["id"] and listed["second"] == sb["id"], listed
             e = expect_error(c, "sandbox.create", {"volumes": [{"name": "shared", "path": "/x"}]},
                              -32602, "volumes")
             assert "attached to another sandbox" in str(e), e
@@ -160,6 +162,8 @@ def main():
             assert vm not in env.containers()
             assert holder_volumes()["shared"][0] is not None
             assert set(names()) >= {"shared", "second"}
+            assert [v["attached_to"] for v in c.call("volume.list")["volumes"]
+                    if v["name"] in ("shared", "second")] == [None, None]
             sb2 = c.call("sandbox.create", {"volumes": [{"name": "shared", "path": "/data",
                                                         "read_only": True}]})
             assert ",ro=1" in [v for k, v in conf(sb2["vmid"]).items() if re.fullmatch(r"mp\d+", k)][0]
@@ -195,6 +199,10 @@ def main():
                 assert wait_dead(env) != 0, point
                 launch(env)
                 c = env.client()
+                # right after the restart: listed once, where it is (the interrupted create's
+                # container once moved), until the rollback takes it back
+                (v,) = [v for v in c.call("volume.list")["volumes"] if v["name"] == "ac"]
+                assert v["attached_to"] is None or v["attached_to"].startswith("sb-"), (point, v)
                 for vm in set(env.containers()) - before:
                     wait_gone(vm)
                 assert names().count("ac") == 1, (point, names())
@@ -209,7 +217,9 @@ def main():
         def attached_sandbox_ops():
             """A sandbox with a volume: snapshot, rollback, fork and template.create are refused
             (-32602 naming id), nothing changed; a pause and a resume (which rewrite the
-            marker) keep the volume's line, its mount point and its file."""
+            marker) keep the volume's line, its mount point and its file, also after kill -9
+            and a lost state folder."""
+            nonlocal c
             c.call("volume.create", {"name": "ops", "size_gb": 1})
             sb = c.call("sandbox.create", {"volumes": [{"name": "ops", "path": "/mnt/ops"}]})
             sid, vm = sb["id"], sb["vmid"]
@@ -232,6 +242,20 @@ def main():
             cf = conf(vm)
             assert re.search(rf"^sandboxd-volume:v1 name=ops owner=0 size=1 key={key} ",
                              cf["description"], re.M) and key in cf, cf
+            assert sh(sid, "cat /mnt/ops/f") == "kept\n"
+            # kill -9 and a lost state folder: the sandbox is rebuilt from its marker, the
+            # volume listed as attached to it, its line kept by the next marker write
+            c.close()
+            kill9(env)
+            shutil.rmtree(os.path.join(env.dir, "state"))
+            launch(env)
+            wait_reconciled(env, runs_after=1)
+            c = env.client()
+            (v,) = [v for v in c.call("volume.list")["volumes"] if v["name"] == "ops"]
+            assert v["attached_to"] == sid, v
+            e = expect_error(c, "sandbox.snapshot", {"id": sid, "name": "s1"}, -32602, "id")
+            assert c.call("sandbox.pause", {"id": sid})["state"] == "paused"
+            assert c.call("sandbox.resume", {"id": sid})["state"] == "ready"
             assert sh(sid, "cat /mnt/ops/f") == "kept\n"
             c.call("sandbox.destroy", {"id": sid})
             with open(os.path.join(on_holder("ops"), "f")) as f:
