@@ -24,6 +24,7 @@ static const struct help helps[] = {
                "  --auto-pause S      paused after S seconds without use (auto_pause_s)\n"
                "  --resume-on-use     a call on it while paused resumes it first\n"
                "  --label K=V         a label (up to 16)\n"
+               "  --volume NAME:PATH[:ro]  your volume mounted at PATH (read-only: :ro)\n"
                "  --template NAME     one of the daemon's templates\n"
                "  --node NODE         the Proxmox node (admins)\n"},
     {"resize", "resize ID [--cores N] [--memory MB] [--disk GB] [--net-rate MBIT]\n\nChange "

@@ -10,6 +10,32 @@
 #include <stdio.h>
 #include <string.h>
 
+int ctl_volume_mount_arg(json_object *params, const char *arg)
+{
+    const char *colon = strchr(arg, ':');
+    size_t len;
+    json_object *a, *m;
+
+    if (!colon || colon == arg || colon[1] != '/') {
+        fprintf(stderr, "sandboxctl: --volume wants NAME:PATH[:ro] (PATH absolute)\n");
+        return EXIT_USAGE;
+    }
+    len = strlen(colon + 1);
+    m = json_object_new_object();
+    json_object_object_add(m, "name", json_object_new_string_len(arg, (int)(colon - arg)));
+    if (len > 3 && strcmp(colon + 1 + len - 3, ":ro") == 0) {
+        json_object_object_add(m, "path", json_object_new_string_len(colon + 1, (int)len - 3));
+        json_object_object_add(m, "read_only", json_object_new_boolean(true));
+    } else
+        json_object_object_add(m, "path", json_object_new_string(colon + 1));
+    if (!json_object_object_get_ex(params, "volumes", &a)) {
+        a = json_object_new_array();
+        json_object_object_add(params, "volumes", a);
+    }
+    json_object_array_add(a, m);
+    return 0;
+}
+
 static const char *get_str(json_object *o, const char *name)
 {
     json_object *v;

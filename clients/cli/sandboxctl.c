@@ -159,6 +159,7 @@ static int cmd_create(struct ctl *c, int argc, char **argv)
         {"node", required_argument, NULL, 'N'},
         {"auto-pause", required_argument, NULL, 'P'},
         {"resume-on-use", no_argument, NULL, 'U'},
+        {"volume", required_argument, NULL, 'V'},
         {},
         /* clang-format on */
     };
@@ -168,7 +169,7 @@ static int cmd_create(struct ctl *c, int argc, char **argv)
     int opt;
 
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "+iA:t:c:m:d:R:H:l:e:T:N:P:U", opts, NULL)) >= 0) {
+    while ((opt = getopt_long(argc, argv, "+iA:t:c:m:d:R:H:l:e:T:N:P:UV:", opts, NULL)) >= 0) {
         const char *key = NULL;
 
         switch (opt) {
@@ -208,6 +209,10 @@ static int cmd_create(struct ctl *c, int argc, char **argv)
             continue;
         case 'N':
             json_object_object_add(p, "node", json_object_new_string(optarg));
+            continue;
+        case 'V':
+            if (ctl_volume_mount_arg(p, optarg) != 0)
+                return EXIT_USAGE;
             continue;
         case 'l':
         case 'e':
@@ -328,6 +333,7 @@ static void usage(FILE *f)
             "  status                          daemon version, uptime, counts\n"
             "  create [--internet] [--ttl S] [--cores N] [--memory MB] [--disk GB]\n"
             "         [--net-rate MBIT] [--hostname H] [--label k=v]... [--env NAME=VALUE]...\n"
+            "         [--volume NAME:PATH[:ro]]...\n"
             "         [--template NAME] [--node NODE] [--auto-pause S] [--resume-on-use]\n"
             "         [--allow CIDR[:PORT]]...  only these out (instead of --internet)\n"
             "  resize ID [--cores N] [--memory MB] [--disk GB] [--net-rate MBIT]\n"

@@ -616,7 +616,9 @@ class Client:
         bandwidth cap in Mbit/s, 0: none), internet (True, False, or {"allow": ["203.0.113.0/24:443", ...]}: an
         egress allow-list), ttl_s, labels, idempotency_key, node (admins, per the daemon's node_param), env (variables
         every later exec and process of the sandbox gets; secrets welcome: the daemon never
-        returns them, `sb.env_names` lists the names). Returns once the sandbox is ready
+        returns them, `sb.env_names` lists the names), volumes ([{"name", "path",
+        "read_only"?}]: the caller's volumes, mounted at path before the first start; a
+        sandbox with volumes is never from the warm pool). Returns once the sandbox is ready
         (from the daemon's warm pool when it keeps one for the template)."""
         if env is not None:
             params["env"] = dict(env)

@@ -273,6 +273,19 @@ def main():
                 ["cli-vol", "data"], r
             r = ctl("create", "cli-vol", "1")
             assert r.returncode != 0 and "name" in r.stderr, r
+            r = subprocess.run([SANDBOXCTL, "--socket", env.socket, "create", "--volume",
+                                "cli-vol:/mnt/cli:ro"], capture_output=True, text=True, timeout=120)
+            assert r.returncode == 0, r
+            (sid,) = [s["id"] for s in c.call("sandbox.list")["sandboxes"]]
+            (vm,) = [s["vmid"] for s in c.call("sandbox.list")["sandboxes"]]
+            assert [v for k, v in conf(vm).items() if re.fullmatch(r"mp\d+", k)][0].endswith(
+                ",mp=/mnt/cli,ro=1,size=1G"), conf(vm)
+            r = ctl("list")
+            assert r.stdout.split()[:4] == ["cli-vol", "1", "0", sid], r
+            c.call("sandbox.destroy", {"id": sid})
+            r = subprocess.run([SANDBOXCTL, "--socket", env.socket, "create", "--volume", "cli-vol"],
+                               capture_output=True, text=True, timeout=120)
+            assert r.returncode == 64 and "NAME:PATH" in r.stderr, r
             r = ctl("delete", "cli-vol")
             assert r.returncode == 0 and r.stdout == "cli-vol deleted\n", r
             assert names() == ["data"]
@@ -288,6 +301,10 @@ def main():
                     raise AssertionError("a name in use was accepted")
                 except sandboxd.InvalidParams:
                     pass
+                sb = py.create(volumes=[{"name": "py-vol", "path": "/mnt/py"}])
+                assert sb.exec("echo py > /mnt/py/f").exit_code == 0
+                assert [x["attached_to"] for x in py.volumes() if x["name"] == "py-vol"] == [sb.id]
+                sb.destroy()
                 py.delete_volume("py-vol")
                 assert [x["name"] for x in py.volumes()] == ["data"]
             finally:
