@@ -153,6 +153,9 @@ def main():
             assert sh(sb["id"], "echo from-first > /mnt/shared/f && cat /mnt/shared/f") == "from-first\n"
             listed = {v["name"]: v["attached_to"] for v in c.call("volume.list")["volumes"]}
             assert listed["shared"] == sb["id"] and listed["second"] == sb["id"], listed
+            m = [f for f in c.call("daemon.metrics")["metrics"] if f["name"] == "sandboxd_volume_calls_total"][0]
+            got = {tuple(x["labels"].values()): x["value"] for x in m["samples"]}
+            assert got.get(("attach", "done")) == 2, got
             e = expect_error(c, "sandbox.create", {"volumes": [{"name": "shared", "path": "/x"}]},
                              -32602, "volumes")
             assert "attached to another sandbox" in str(e), e
