@@ -217,6 +217,41 @@ def main():
             c.call("sandbox.destroy", {"id": sb["id"]})
             c.call("volume.delete", {"name": "ac"})
 
+        def destroy_mid_attach():
+            """A destroy asked for while the volume moves into the new sandbox: the create
+            fails once the move ended, its rollback takes the volume back before the delete;
+            the file stays."""
+            c.call("volume.create", {"name": "race", "size_gb": 1})
+            with open(os.path.join(on_holder("race"), "f"), "w") as f:
+                f.write("raced\n")
+            (h,) = holders()
+            before = set(env.containers())
+            env.sim.admin("POST", "/faults", {"method": "POST", "path": "/nodes/*/lxc/*/move_volume",
+                                              "latency": 2})
+            out = {}
+
+            def create():
+                try:
+                    out["ok"] = env.client().call("sandbox.create",
+                                                  {"volumes": [{"name": "race", "path": "/mnt/race"}]})
+                except RpcError as e:
+                    out["err"] = e
+            t = threading.Thread(target=create)
+            t.start()
+            deadline = time.time() + 60
+            while not any(",mp=/mnt/race" in v for k, v in conf(h).items() if k.startswith("mp")):
+                assert time.time() < deadline
+                time.sleep(0.05)
+            (sb,) = c.call("sandbox.list")["sandboxes"]
+            assert c.call("sandbox.destroy", {"id": sb["id"]})["state"] == "destroyed"
+            t.join(120)
+            env.sim.admin("DELETE", "/faults")
+            assert "err" in out, out
+            assert set(env.containers()) == before
+            with open(os.path.join(on_holder("race"), "f")) as f:
+                assert f.read() == "raced\n"
+            c.call("volume.delete", {"name": "race"})
+
         def attached_sandbox_ops():
             """A sandbox with a volume: snapshot, rollback, fork and template.create are refused
             (-32602 naming id), nothing changed; a pause and a resume (which rewrite the
@@ -616,6 +651,7 @@ def main():
              ("attach_at_create", attach_at_create),
              ("attach_crash_points", attach_crash_points),
              ("attached_sandbox_ops", attached_sandbox_ops),
+             ("destroy_mid_attach", destroy_mid_attach),
              ("sandboxctl", sandboxctl),
              ("python_client", python_client),
              ("quota_and_uids", quota_and_uids),
