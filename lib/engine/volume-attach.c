@@ -30,7 +30,7 @@ int engine_volume_mounts_check(struct engine *e, const struct sandbox_create_opt
                              "at most 8 volumes, and none for a warm pool member or a fork",
                              "volumes");
     for (size_t i = 0; i < opts->n_volumes; i++)
-        if (engine_volume_user(e, opts->volumes[i].name))
+        if (engine_volume_user(e, opts->volumes[i].name, opts->owner_uid))
             return engine_refuse(ret_err, ENGINE_E_INVALID, -EBUSY,
                                  "a volume asked for is attached to another sandbox", "volumes");
     return 0;

@@ -710,13 +710,14 @@ int engine_volume_create(struct engine *e, uid_t uid, const char *name, unsigned
     return vol_enqueue(e, &op, ret_err);
 }
 
-const struct sandbox *engine_volume_user(struct engine *e, const char *name)
+const struct sandbox *engine_volume_user(struct engine *e, const char *name, uid_t uid)
 {
     for (const struct sandbox *sb = e->sandboxes; sb; sb = sb->next) {
         if (sb->state == SANDBOX_GONE)
             continue;
         for (size_t i = 0; i < sb->n_vol_mounts; i++)
-            if (strcmp(sb->vol_mounts[i].name, name) == 0)
+            if (strcmp(sb->vol_mounts[i].name, name) == 0 &&
+                (i < sb->n_vol_attached || sb->owner_uid == uid))
                 return sb;
     }
     return NULL;
@@ -730,7 +731,7 @@ int engine_volume_delete(struct engine *e, uid_t uid, bool admin, const char *na
 
     if (!id_is_valid(name) || strlen(name) >= sizeof op.name)
         return engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL, "invalid volume name", "name");
-    if (engine_volume_user(e, name)) {
+    if (engine_volume_user(e, name, uid)) {
         engine_refuse(ret_err, ENGINE_E_STATE, -EBUSY,
                       "the volume is attached to a sandbox: destroy it first", NULL);
         ret_err->state = "attached";

@@ -48,10 +48,10 @@ struct marker_volume;
  * {"volume": {...}}; fails (ENGINE_E_INTERNAL, or Proxmox's error) when there is no holder,
  * it is on another node, or a call fails: the volume then stays in vmid. Counts in the line
  * owner's queue share. */
-/* The sandbox of the table (not gone) whose sandbox.create named volume `name`: the volume is
- * reserved for it (volume.delete and another create refused), attached or being attached.
- * NULL: none. */
-const struct sandbox *engine_volume_user(struct engine *e, const char *name);
+/* The sandbox of the table (not gone) that has volume `name` attached, or whose create by uid
+ * names it (another uid's create fails at its attach: it cannot hold a volume back): the
+ * volume is reserved for it (volume.delete and another create refused). NULL: none. */
+const struct sandbox *engine_volume_user(struct engine *e, const char *name, uid_t uid);
 /* sandbox.create's volumes, checked before anything is made: at most ENGINE_VOLUMES_MAX, not
  * for a warm pool member, none reserved by another sandbox (ENGINE_E_INVALID "volumes"). */
 int engine_volume_mounts_check(struct engine *e, const struct sandbox_create_opts *opts,
