@@ -29,6 +29,7 @@
 #include "b64.h"
 #include "methods-cluster.h"
 #include "params.h"
+#include "params-volume.h"
 #include "rpc.h"
 
 #define COMP "sandbox"
@@ -311,6 +312,7 @@ void method_sandbox_create(struct req *r, void *params, void *userdata)
     struct sandbox_create_opts o;
     json_object *labels, *env = NULL;
     struct pending *p;
+    struct engine_volume_mount mounts[ENGINE_VOLUMES_MAX] = {};
     int ret;
 
     char phash[SHA256_HEX_SIZE] = "";
@@ -352,7 +354,14 @@ void method_sandbox_create(struct req *r, void *params, void *userdata)
         .env = env,
         .resume_on_use = c->resume_on_use,
         .auto_pause_s = c->auto_pause_s,
+        .volumes = mounts,
+        .n_volumes = MIN(c->n_volumes, ELEMENTSOF(mounts)),
     };
+    for (size_t i = 0; i < o.n_volumes; i++) {
+        snprintf(mounts[i].name, sizeof mounts[i].name, "%s", c->volumes[i].name);
+        snprintf(mounts[i].path, sizeof mounts[i].path, "%s", c->volumes[i].path);
+        mounts[i].read_only = c->volumes[i].read_only;
+    }
     p = pending_new(sm, r);
     if (!p) {
         json_object_put(labels);

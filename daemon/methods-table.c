@@ -14,6 +14,7 @@
 #include "methods-sandbox.h"
 #include "methods-snapshot.h"
 #include "methods-template.h"
+#include "methods-volume.h"
 #include "methods-test.h"
 #include "params-file.h"
 #include "params-fork.h"
@@ -21,6 +22,7 @@
 #include "params-process.h"
 #include "params-snapshot.h"
 #include "params-template.h"
+#include "params-volume.h"
 
 #define ADMIN METHOD_ADMIN
 #define TEST METHOD_TEST_HOOK
@@ -82,6 +84,10 @@ const struct method_def methods_table[] = {
     /* pause and resume (methods-pause.c) */
     {"sandbox.pause",        &params_sandbox_id_spec,           method_sandbox_pause,        0},
     {"sandbox.resume",       &params_sandbox_id_spec,           method_sandbox_resume,       0},
+    /* volumes (methods-volume.c) */
+    {"volume.create",        &params_volume_create_spec,        method_volume_create,        0},
+    {"volume.list",          &params_none_spec,                 method_volume_list,          0},
+    {"volume.delete",        &params_volume_name_spec,          method_volume_delete,        0},
     /* test hooks, SANDBOXD_TEST_HOOKS=1 only (methods-test.c, methods-obs.c) */
     {"test.sleep",           NULL,                              method_test_sleep,           TEST},
     {"test.notify",          NULL,                              method_test_notify,          TEST},

@@ -1,5 +1,6 @@
 /* Params of the volume methods (volume.create, volume.delete; volume.list takes none) and the
- * "volumes" of sandbox.create. Pure, as params.h. */
+ * "volumes" of sandbox.create (params-mount.c: names, paths, mounts; params-volume.c: the
+ * methods). Pure, as params.h. */
 #pragma once
 
 #include <stdbool.h>
@@ -37,6 +38,10 @@ struct params_volume_mount {
 };
 
 bool params_volume_name_valid(const char *name);
+/* The string member `name` of obj, valid by ok, copied into ret (at most max bytes); else
+ * -EINVAL with err naming `where` ("missing", "must be a string", or rule). */
+int params_volume_str(json_object *obj, const char *name, const char *where, size_t max, char *ret,
+                      bool (*ok)(const char *), const char *rule, struct params_error *err);
 bool params_volume_path_valid(const char *path);
 
 /* "volumes" of params (absent: *ret_n 0): an array of at most PARAMS_VOLUMES_MAX mounts, no

@@ -5,6 +5,7 @@
 #include "params-snapshot.h"
 #include "params-fork.h"
 #include "params-template.h"
+#include "params-volume.h"
 
 #include "b64.h"
 #include "params-file.h"
@@ -381,7 +382,7 @@ static int params_sandbox_create_fill(json_object *params, void *at, struct para
     static const char *const allowed[] = {"hostname",        "cores",        "memory_mb", "disk_gb",
                                           "net_rate_mbps",   "internet",     "ttl_s",     "labels",
                                           "idempotency_key", "template",     "node",      "env",
-                                          "resume_on_use",   "auto_pause_s", NULL};
+                                          "resume_on_use",   "auto_pause_s", "volumes",   NULL};
     static const struct params_field create_fields[] = {
         PARAMS_F_INT_OF(struct params_sandbox_create, cores, PARAMS_CORES_MAX),
         PARAMS_F_INT_OF(struct params_sandbox_create, memory_mb, PARAMS_MEMORY_MB_MAX),
@@ -393,6 +394,8 @@ static int params_sandbox_create_fill(json_object *params, void *at, struct para
         PARAMS_F_INT64_OF(struct params_sandbox_create, auto_pause_s, false, 1, PARAMS_TTL_S_MAX),
     };
     struct params_sandbox_create *p = at;
+    struct params_volume_mount mounts[PARAMS_VOLUMES_MAX];
+    size_t n_mounts = 0;
     const char *s;
     size_t n;
     int r;
@@ -450,8 +453,17 @@ static int params_sandbox_create_fill(json_object *params, void *at, struct para
     r = params_labels(params, "labels", &p->labels, err);
     if (r == 0)
         r = params_env(params, PARAMS_CREATE_ENV_MAX, PARAMS_CREATE_ENV_BYTES_MAX, &p->env, err);
+    if (r == 0)
+        r = params_volume_mounts(params, mounts, &n_mounts, err);
     if (r < 0)
         return r;
+    if (n_mounts > 0) {
+        p->volumes = calloc(n_mounts, sizeof(*p->volumes));
+        if (!p->volumes)
+            return -ENOMEM;
+        memcpy(p->volumes, mounts, n_mounts * sizeof(*mounts));
+        p->n_volumes = n_mounts;
+    }
 
     /* The strings, kept once all is valid. */
     const char *const src[] = {s, tmpl, node, key};
@@ -472,6 +484,8 @@ void params_sandbox_create_done(struct params_sandbox_create *p)
     params_kv_list_done(&p->labels);
     params_kv_list_done(&p->env);
     json_object_put(TAKE_PTR(p->internet_allow));
+    free(TAKE_PTR(p->volumes));
+    p->n_volumes = 0;
 }
 
 PARAMS_SPEC_DONE(params_sandbox_create, struct params_sandbox_create);
@@ -505,8 +519,13 @@ bool params_sandbox_create_equal(const struct params_sandbox_create *a,
         a->net_rate_mbps != b->net_rate_mbps || a->internet != b->internet ||
         a->ttl_s != b->ttl_s || a->labels.n != b->labels.n ||
         !params_streq(a->template, b->template) || !params_streq(a->node, b->node) ||
-        !json_object_equal(a->internet_allow, b->internet_allow))
+        !json_object_equal(a->internet_allow, b->internet_allow) || a->n_volumes != b->n_volumes)
         return false;
+    for (size_t i = 0; i < a->n_volumes; i++)
+        if (strcmp(a->volumes[i].name, b->volumes[i].name) != 0 ||
+            strcmp(a->volumes[i].path, b->volumes[i].path) != 0 ||
+            a->volumes[i].read_only != b->volumes[i].read_only)
+            return false;
     for (size_t i = 0; i < a->labels.n; i++)
         if (strcmp(a->labels.items[i].key, b->labels.items[i].key) != 0 ||
             strcmp(a->labels.items[i].value, b->labels.items[i].value) != 0)
@@ -947,6 +966,9 @@ static const struct rpc_method_info rpc_method_table[] = {
     {"template.publish", false, &params_template_name_spec},
     {"sandbox.pause", false, &params_sandbox_id_spec},
     {"sandbox.resume", false, &params_sandbox_id_spec},
+    {"volume.create", false, &params_volume_create_spec},
+    {"volume.list", false, &params_none_spec},
+    {"volume.delete", false, &params_volume_name_spec},
 };
 
 const struct rpc_method_info *rpc_method_find(const char *name)

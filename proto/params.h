@@ -34,6 +34,8 @@ struct params_error {
     int64_t min, max;
 };
 
+struct params_volume_mount;
+
 struct params_kv {
     char *key;
     char *value;
@@ -62,6 +64,9 @@ struct params_sandbox_create {
     struct params_kv_list env; /* for every exec and process: <= PARAMS_CREATE_ENV_MAX, as given */
     bool resume_on_use;        /* a call that needs the container resumes a paused sandbox */
     int64_t auto_pause_s; /* -1: never; else paused after that long idle (<= max_paused_ttl_s) */
+    /* "volumes": n_volumes mounts (params-volume.h params_volume_mounts()), owned; NULL: none */
+    struct params_volume_mount *volumes;
+    size_t n_volumes;
 };
 
 /* sandbox.resize: -1 leaves a size as it is; at least one is given. */

@@ -25,6 +25,7 @@ static const struct help helps[] = {
                "  --auto-pause S      paused after S seconds without use (auto_pause_s)\n"
                "  --resume-on-use     a call on it while paused resumes it first\n"
                "  --label K=V         a label (up to 16)\n"
+               "  --volume NAME:PATH[:ro]  your volume mounted at PATH (read-only: :ro)\n"
                "  --template NAME     one of the daemon's templates\n"
                "  --node NODE         the Proxmox node (admins)\n"},
     {"resize", "resize ID [--cores N] [--memory MB] [--disk GB] [--net-rate MBIT]\n\nChange "
@@ -90,6 +91,10 @@ static const struct help helps[] = {
                  "after its \"Step N/M\" line;\nENV, WORKDIR and USER become the template's "
                  "defaults; a failing step or Ctrl-C\nleaves nothing. --context DIR: where COPY "
                  "reads (default: FILE's folder);\n--internet: the build sandbox's internet.\n"},
+    {"volume", "volume create NAME SIZE_GB | list | delete NAME\n\n"
+               "create: a volume of SIZE_GB GiB, storage that outlives sandboxes "
+               "(volume.create).\nlist: your volumes (admins: all): NAME SIZE_GB OWNER "
+               "ATTACHED_TO (volume.list).\ndelete: a volume and its data (volume.delete).\n"},
     {"pause", "pause ID\n\nStop the sandbox's container and keep its disk (sandbox.pause); its "
               "processes\nand forwards end. Prints the sandbox, paused.\n"},
     {"resume", "resume ID\n\nStart a paused sandbox again (sandbox.resume): same disk, address "

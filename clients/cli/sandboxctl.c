@@ -23,6 +23,7 @@
 #include "sandboxctl-forward.h"
 #include "sandboxctl-snapshot.h"
 #include "sandboxctl-template.h"
+#include "sandboxctl-volume.h"
 #include "sandboxctl-process.h"
 
 static const char *get_str(json_object *o, const char *key)
@@ -158,6 +159,7 @@ static int cmd_create(struct ctl *c, int argc, char **argv)
         {"node", required_argument, NULL, 'N'},
         {"auto-pause", required_argument, NULL, 'P'},
         {"resume-on-use", no_argument, NULL, 'U'},
+        {"volume", required_argument, NULL, 'V'},
         {},
         /* clang-format on */
     };
@@ -167,7 +169,7 @@ static int cmd_create(struct ctl *c, int argc, char **argv)
     int opt;
 
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "+iA:t:c:m:d:R:H:l:e:T:N:P:U", opts, NULL)) >= 0) {
+    while ((opt = getopt_long(argc, argv, "+iA:t:c:m:d:R:H:l:e:T:N:P:UV:", opts, NULL)) >= 0) {
         const char *key = NULL;
 
         switch (opt) {
@@ -207,6 +209,10 @@ static int cmd_create(struct ctl *c, int argc, char **argv)
             continue;
         case 'N':
             json_object_object_add(p, "node", json_object_new_string(optarg));
+            continue;
+        case 'V':
+            if (ctl_volume_mount_arg(p, optarg) != 0)
+                return EXIT_USAGE;
             continue;
         case 'l':
         case 'e':
@@ -327,6 +333,7 @@ static void usage(FILE *f)
             "  status                          daemon version, uptime, counts\n"
             "  create [--internet] [--ttl S] [--cores N] [--memory MB] [--disk GB]\n"
             "         [--net-rate MBIT] [--hostname H] [--label k=v]... [--env NAME=VALUE]...\n"
+            "         [--volume NAME:PATH[:ro]]...\n"
             "         [--template NAME] [--node NODE] [--auto-pause S] [--resume-on-use]\n"
             "         [--allow CIDR[:PORT]|NAME]...  only these out (instead of --internet)\n"
             "  resize ID [--cores N] [--memory MB] [--disk GB] [--net-rate MBIT]\n"
@@ -359,6 +366,9 @@ static void usage(FILE *f)
             "  template publish NAME           let every uid use it (admins)\n"
             "  template build NAME -f FILE [--context DIR] [--internet]\n"
             "                                  a template from a Dockerfile subset\n"
+            "  volume create NAME SIZE_GB      a volume that outlives sandboxes\n"
+            "  volume list                     your volumes\n"
+            "  volume delete NAME              delete a volume and its data\n"
             "  pause ID                        stop it, its disk kept (processes end)\n"
             "  resume ID                       start a paused one again (ready)\n"
             "  forward ID [LOCAL:]REMOTE       relay port REMOTE of the sandbox to a private\n"
@@ -475,6 +485,8 @@ static int run_command(struct ctl *c, const char *cmd, int argc, char **argv)
         r = ctl_snapshot_main(c, argc, argv);
     else if (strcmp(cmd, "template") == 0)
         r = ctl_template_main(c, argc, argv);
+    else if (strcmp(cmd, "volume") == 0)
+        r = ctl_volume_main(c, argc, argv);
     else if (strcmp(cmd, "destroy") == 0 && argc == 2)
         r = run_simple(c, "sandbox.destroy", id_params(argv[1]), print_destroyed);
     else if (strcmp(cmd, "destroy") == 0 && argc == 3 && strcmp(argv[1], "--no-wait") == 0)
@@ -535,7 +547,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "mcp") == 0)
         return mcp_main(c.socket, argc, argv);
     if ((!strstr(" status create list show exec put get internet renew resize destroy call metrics "
-                 "events forward preview previews unpreview template ",
+                 "events forward preview previews unpreview template volume ",
                  cmd) &&
          !ctl_fs_is_command(cmd) && !ctl_process_is_command(cmd) &&
          !ctl_snapshot_is_command(cmd)) ||

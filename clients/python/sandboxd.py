@@ -110,6 +110,9 @@ class Method:
     TEMPLATE_CREATE = "template.create"
     TEMPLATE_DELETE = "template.delete"
     TEMPLATE_PUBLISH = "template.publish"
+    VOLUME_CREATE = "volume.create"
+    VOLUME_LIST = "volume.list"
+    VOLUME_DELETE = "volume.delete"
     STATUS = "daemon.status"
     DISCOVER = "rpc.discover"
     EXEC_OUTPUT = "exec.output"  # the notification a streaming exec sends
@@ -613,7 +616,9 @@ class Client:
         bandwidth cap in Mbit/s, 0: none), internet (True, False, or {"allow": ["203.0.113.0/24:443", ...]}: an
         egress allow-list), ttl_s, labels, idempotency_key, node (admins, per the daemon's node_param), env (variables
         every later exec and process of the sandbox gets; secrets welcome: the daemon never
-        returns them, `sb.env_names` lists the names). Returns once the sandbox is ready
+        returns them, `sb.env_names` lists the names), volumes ([{"name", "path",
+        "read_only"?}]: the caller's volumes, mounted at path before the first start; a
+        sandbox with volumes is never from the warm pool). Returns once the sandbox is ready
         (from the daemon's warm pool when it keeps one for the template)."""
         if env is not None:
             params["env"] = dict(env)
@@ -662,6 +667,22 @@ class Client:
     def publish_template(self, name: str, timeout: Optional[float] = None) -> Dict[str, Any]:
         """template.publish (admins): every uid may use it."""
         return self.call(Method.TEMPLATE_PUBLISH, {"name": name}, timeout)["template"]
+
+    # -- volumes
+    def create_volume(self, name: str, size_gb: int,
+                      timeout: Optional[float] = None) -> Dict[str, Any]:
+        """volume.create: a volume of size_gb GiB owned by the caller, storage that outlives
+        sandboxes: {name, size_gb, owner_uid, attached_to}."""
+        return self.call(Method.VOLUME_CREATE, {"name": name, "size_gb": size_gb},
+                         timeout)["volume"]
+
+    def volumes(self, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
+        """volume.list: the caller's volumes (admins: all), by name."""
+        return self.call(Method.VOLUME_LIST, None, timeout)["volumes"]
+
+    def delete_volume(self, name: str, timeout: Optional[float] = None) -> None:
+        """volume.delete: the volume and its data; refused (BadState) while attached."""
+        self.call(Method.VOLUME_DELETE, {"name": name}, timeout)
 
 
 class Sandbox:

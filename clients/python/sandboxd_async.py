@@ -342,6 +342,18 @@ class AsyncClient:
                                timeout: Optional[float] = None) -> Dict[str, Any]:
         return (await self.call(Method.TEMPLATE_PUBLISH, {"name": name}, timeout))["template"]
 
+    # volumes (as sandboxd.Client)
+    async def create_volume(self, name: str, size_gb: int,
+                            timeout: Optional[float] = None) -> Dict[str, Any]:
+        r = await self.call(Method.VOLUME_CREATE, {"name": name, "size_gb": size_gb}, timeout)
+        return r["volume"]
+
+    async def volumes(self, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
+        return (await self.call(Method.VOLUME_LIST, None, timeout))["volumes"]
+
+    async def delete_volume(self, name: str, timeout: Optional[float] = None) -> None:
+        await self.call(Method.VOLUME_DELETE, {"name": name}, timeout)
+
 
 class AsyncSandbox:
     """One sandbox (as sandboxd.Sandbox); `async with` destroys it when the block ends."""

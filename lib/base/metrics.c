@@ -65,6 +65,9 @@ static const struct family_def defs[_M_MAX] = {
               "From a sandbox.fork request to each of its children ready."),
     COUNTER(M_PAUSES, "pauses", "Pauses and resumes of sandboxes by outcome.", "operation",
             "outcome"),
+    COUNTER(M_VOLUME_CALLS, "volume_calls",
+            "Volume calls (create, list, delete, take_back, attach) by outcome.", "operation",
+            "outcome"),
 };
 
 struct series {

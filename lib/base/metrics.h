@@ -39,6 +39,7 @@ enum metric_id {
     M_FORK_CHILDREN,       /* counter {outcome}: fork children ready or failed */
     M_FORK_CHILD_SECONDS,  /* histogram: from the sandbox.fork request to a child ready */
     M_PAUSES,              /* counter {operation, outcome}: pause or resume, done or failed */
+    M_VOLUME_CALLS,        /* counter {operation, outcome}: volume calls, done or failed */
     _M_MAX,
 };
 

@@ -8,5 +8,7 @@
  * create-clone-task-recorded (the clone task's UPID durable, the clone running),
  * create-cloned, create-starting, create-connecting, create-rekeyed (the sandbox's own host
  * key made, not yet recorded), create-before-ready, create-ready-durable, create-replied,
- * destroy-stop-sent, destroy-deleted. */
+ * destroy-stop-sent, destroy-deleted; a volume going back to the holder before a delete:
+ * volume-take-back-line (the holder's line written), volume-take-back-moved,
+ * destroy-volume-back, reconcile-volume-back. */
 void test_crash_point(const char *name);

@@ -61,6 +61,8 @@
 #define CONFIG_DEFAULT_MAX_SNAPSHOTS 8
 #define CONFIG_DEFAULT_MAX_PAUSED_TTL_S 604800u /* 7 days */
 #define CONFIG_DEFAULT_MAX_PAUSED_PER_UID 8u
+#define CONFIG_DEFAULT_MAX_VOLUMES_PER_UID 8u
+#define CONFIG_DEFAULT_MAX_VOLUME_GB 64u
 #define CONFIG_DEFAULT_MAX_TOTAL 256
 #define CONFIG_DEFAULT_CORES 1
 #define CONFIG_DEFAULT_MEMORY_MB 512
@@ -171,6 +173,8 @@ struct config_sandbox {
     unsigned max_snapshots;        /* 0..64 snapshots per sandbox (0: none allowed) */
     unsigned max_paused_ttl_s;     /* 60..31536000: a paused sandbox's lease (sandbox.pause) */
     unsigned max_paused_per_uid;   /* 0..65536 paused sandboxes per uid (0: no pause) */
+    unsigned max_volumes_per_uid;  /* 0..4096 volumes per uid (0: no volume.create) */
+    unsigned max_volume_gb;        /* 1..1024: a volume's size_gb at most */
     unsigned max_total;            /* 0..65536 */
     unsigned default_cores;        /* 1..512 */
     unsigned default_memory_mb;    /* 16..1048576 */

@@ -83,3 +83,11 @@ void reconcile_on_expired(const struct engine_error *err, void *userdata)
         rc->st.expired_destroyed++;
     reconcile_unref(rc);
 }
+
+bool reconcile_has_volume_lines(const char *description)
+{
+    _cleanup_free_ struct marker_volume *mv = NULL;
+    size_t n = 0;
+
+    return marker_volumes_parse(description, &mv, &n) < 0 || n > 0;
+}

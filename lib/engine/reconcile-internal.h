@@ -78,6 +78,8 @@ struct sandbox *reconcile_find_sandbox(struct reconcile *rc, const char *id);
 void reconcile_on_expired(const struct engine_error *err, void *userdata);
 /* A string member of a container's config, or NULL. */
 const char *reconcile_conf_str(json_object *conf, const char *key);
+/* description has a volume line (or volume lines that do not parse). */
+bool reconcile_has_volume_lines(const char *description);
 /* A positive integer of a container's config, else def. */
 unsigned reconcile_conf_uint(json_object *conf, const char *key, unsigned def);
 

@@ -15,9 +15,9 @@
 
 #include "hostkey.h"
 #include "audit.h"
+#include "delete-guard.h"
 #include "log.h"
 #include "marker.h"
-#include "pve.h"
 #include "reconcile-internal.h"
 #include "template-internal.h"
 #include "reconcile-restart.h"
@@ -143,8 +143,8 @@ static void destroy_container(struct reconcile *rc, uint32_t vmid, const char *n
            : counter == &rc->st.rolled_back     ? "rollback"
                                                 : "lease_expired";
     audit_reconcile("destroy", kind, id, vmid, node, why);
-    if (pve_delete(engine_pve(rc->e), node, vmid, PVE_DELETE_FORCE | PVE_DELETE_PURGE,
-                   RECONCILE_DESTROY_TIMEOUT_MS, on_orphan_deleted, d, NULL) < 0) {
+    if (engine_delete_guarded(rc->e, node, vmid, PVE_DELETE_FORCE | PVE_DELETE_PURGE,
+                              RECONCILE_DESTROY_TIMEOUT_MS, on_orphan_deleted, d) < 0) {
         free(d);
         return;
     }
@@ -411,7 +411,6 @@ static void fromm_adopt(struct reconcile *rc, struct cand *c, const char *ip, bo
     const char *rootfs = reconcile_conf_str(c->conf, "rootfs");
     char pin[HOSTKEY_PIN_MAX] = "";
     _cleanup_json_ json_object *labels = NULL;
-
     /* The marker carries the host key pin and the labels (a broken labels line: none). */
     if (c->m.hostkey[0] && hostkey_hex_to_pin(c->m.hostkey, pin) < 0)
         pin[0] = '\0';
@@ -438,6 +437,7 @@ static void fromm_adopt(struct reconcile *rc, struct cand *c, const char *ip, bo
         .labels = labels,
         .template = c->m.template[0] ? c->m.template : NULL,
         .pool = c->m.pool,
+        .volumes = reconcile_has_volume_lines(reconcile_conf_str(c->conf, "description")),
     };
 
     adopt(rc, c, &r, true);
@@ -737,8 +737,11 @@ static void on_config(const struct pve_result *res, void *userdata)
     desc = reconcile_conf_str(res->data, "description");
     k = marker_parse(desc, &m);
     if (k < 0) {
-        log_debug(COMP, "container %u: no marker of ours (%s): never touched", vm->vmid,
-                  strerror(-k));
+        if (marker_holder_is(desc, registry_instance_id(engine_registry(rc->e))))
+            log_debug(COMP, "container %u: the volume holder: kept", vm->vmid);
+        else
+            log_debug(COMP, "container %u: no marker of ours (%s): never touched", vm->vmid,
+                      strerror(-k));
         goto next;
     }
     if (strcmp(m.instance, registry_instance_id(engine_registry(rc->e))) != 0) {

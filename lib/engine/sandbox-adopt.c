@@ -40,6 +40,7 @@ int sandbox_from_record(struct engine *e, const struct registry_record *r, enum 
     sb->internet_allow = r->internet ? json_object_get(r->internet_allow) : NULL;
     sb->resume_on_use = r->resume_on_use;
     sb->auto_pause_s = r->auto_pause_s;
+    sb->had_volumes = r->volumes;
     sb->cores = r->cores;
     sb->memory_mb = (unsigned)r->memory_mb;
     sb->disk_gb = (unsigned)r->disk_gb;

@@ -26,6 +26,7 @@
 #include "sandbox-internal.h"
 #include "sandbox-pause.h"
 #include "testhook.h"
+#include "volume.h"
 
 #define COMP "sandbox"
 
@@ -603,6 +604,10 @@ static const struct op_step create_steps[] = {
     /* No container starts while the datacenter firewall is off (sandbox-isolation.c). */
     {SANDBOX_CONFIGURING, ENGINE_STEP_CONFIG_MS, "checking the datacenter firewall",
      isolation_dc_start, "cannot read the datacenter firewall options"},
+    /* Before the first start; the volume calls have their own deadlines: a volume call is
+     * never left running behind a failed create (its rollback would not see the volume). */
+    {SANDBOX_CONFIGURING, OP_STEP_UNBOUNDED, "attaching volumes", volumes_attach_start,
+     "cannot attach the volumes", ENGINE_E_INVALID, .skip = volumes_attach_skip},
     {SANDBOX_STARTING, ENGINE_STEP_START_MS, "starting", start_start, "cannot start the container",
      .crash_sent = "create-starting"},
     /* Polls: each query bounded by IP_CALL_MS, the wait by the step's deadline. */
@@ -763,7 +768,7 @@ int engine_create(struct engine *e, const struct sandbox_create_opts *opts, engi
     r = create_check(e, opts, ttl, ret_err);
     if (r < 0)
         return r;
-    if (!opts->pool && !opts->no_pool && !opts->internet_allow) {
+    if (!opts->pool && !opts->no_pool && !opts->internet_allow && opts->n_volumes == 0) {
         r = e->pool_take ? e->pool_take(e, opts, ttl, cb, userdata, ret_err) : 0;
         if (r != 0)
             return r < 0 ? r : 0;

@@ -1,10 +1,11 @@
-/* The destroy: stop, delete, and after a refused delete a look at the pool; one table of
- * steps run by the operation driver (op-step.h) under one deadline (ENGINE_CLEANUP_TIMEOUT_MS).
- * See sandbox.h. */
+/* The destroy: stop, a look for volumes, delete, and after a refused delete a look at the pool; one
+ * table of steps run by the operation driver (op-step.h) under one deadline
+ * (ENGINE_CLEANUP_TIMEOUT_MS). See sandbox.h. */
 #include "macro.h"
 
 #include <assert.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,8 @@
 #include "registry.h"
 #include "sandbox-internal.h"
 #include "testhook.h"
+#include "volume-locate.h"
+#include "volume.h"
 
 #define COMP "sandbox"
 
@@ -113,14 +116,115 @@ static int start_check_pool(struct sandbox *sb, uint64_t timeout_ms, const char 
     return 0;
 }
 
-/* Stop, delete, and after a refused delete a look at the pool; a step that finds the
- * container gone ends the destroy (op_step_finish()). */
+/* A volume went back to the holder (or could not): the container is looked at again. */
+static void on_volume_back(const struct engine_error *err, json_object *result, void *userdata)
+{
+    struct sandbox *sb = userdata;
+    char buf[320];
+
+    sb->refs--;
+    if (sb->state == SANDBOX_GONE) {
+        sandbox_maybe_free(sb);
+        return;
+    }
+    if (op_step_check_abort(sb))
+        return;
+    if (!err) {
+        test_crash_point("destroy-volume-back");
+        op_step_again(sb, 0);
+        return;
+    }
+    snprintf(buf, sizeof buf,
+             "container %u holds a volume that cannot go back to the volume holder (%s): not "
+             "deleted, so that the volume is not destroyed with it",
+             sb->vmid, strna(err->message));
+    log_error(COMP, "%s: %s", sb->id, buf);
+    op_step_done(sb,
+                 &(struct engine_error){.kind = ENGINE_E_STATE, .error = -EBUSY, .message = buf});
+}
+
+/* Deleting a container destroys its mount points' volumes: each volume the container holds
+ * (volume_held()) goes back to the holder first, one at a time; when one cannot, the
+ * container is kept, and the destroy fails saying so (the sandbox FAILED; the reconcile tries
+ * again at each run). */
+static void on_volumes_checked(const struct pve_result *res, void *userdata)
+{
+    struct sandbox *sb = userdata;
+    struct marker_volume v;
+    char buf[256];
+    int r;
+
+    sb->call = NULL;
+    if (not_found(res)) {
+        op_step_finish(sb); /* gone already */
+        return;
+    }
+    if (res->error == -EREMOTEIO && res->perr && res->perr->kind == PVE_ERR_PERMISSION &&
+        !sb->engine->closing) {
+        /* as a refused delete: gone when no longer in the pool, else the destroy fails */
+        free(sb->error);
+        sb->error = strdup(res->perr->message);
+        if (sb->error) {
+            (void)start_check_pool(sb, op_step_left(sb), NULL);
+            return;
+        }
+    }
+    if (res->error < 0) {
+        op_step_pve_done(sb, res);
+        return;
+    }
+    r = volume_held(res->data, &v);
+    if (r == 0) {
+        op_step_done(sb, NULL);
+        return;
+    }
+    if (r > 0) {
+        struct engine_error qerr = {};
+
+        log_info(COMP, "%s: volume '%s' (mp%u) goes back to the volume holder", sb->id, v.name,
+                 v.mp);
+        sb->refs++;
+        if (engine_volume_take_back(sb->engine, sb->node, sb->vmid, &v, on_volume_back, sb,
+                                    &qerr) == 0)
+            return;
+        sb->refs--;
+        log_warning(COMP, "%s: volume '%s': %s", sb->id, v.name, strna(qerr.message));
+    }
+    if (r > 0)
+        snprintf(buf, sizeof buf,
+                 "container %" PRIu32 " holds volume '%s' (mp%u): not deleted, so that the "
+                 "volume is not destroyed with it",
+                 sb->vmid, v.name, v.mp);
+    else
+        snprintf(buf, sizeof buf,
+                 "container %" PRIu32 ": its description's volume lines do not parse: not "
+                 "deleted, so that no volume is destroyed with it",
+                 sb->vmid);
+    log_error(COMP, "%s: %s", sb->id, buf);
+    op_step_done(sb,
+                 &(struct engine_error){.kind = ENGINE_E_STATE, .error = -EBUSY, .message = buf});
+}
+
+static int start_volume_check(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    /* current: a mount point removed from a running container stays until its next start */
+    return pve_config_get(sb->engine->pve, sb->node, sb->vmid, true, timeout_ms, on_volumes_checked,
+                          sb, &sb->call);
+}
+
+/* Stop, a look for volumes (none may be deleted with the container), delete, and after a refused
+ * delete a look at the pool; a step that finds the container gone ends the destroy
+ * (op_step_finish()). */
 static const struct op_step destroy_steps[] = {
     /* optional: a stop that cannot start leaves it to the forced delete */
     {.what = "stopping",
      .start = start_stop,
      .cap_ms = OP_STEP_OP_DEADLINE,
      .crash_sent = "destroy-stop-sent"},
+    {.what = "looking for volumes",
+     .start = start_volume_check,
+     .cap_ms = OP_STEP_OP_DEADLINE,
+     .fail = "cannot read the container's configuration"},
     {.what = "deleting",
      .start = start_delete,
      .cap_ms = OP_STEP_OP_DEADLINE,

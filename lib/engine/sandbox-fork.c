@@ -321,6 +321,8 @@ static int fork_check(struct engine *e, const struct sandbox *p, const struct en
         return -EINVAL;
     if (p->state != SANDBOX_READY || p->destroy_requested || !p->vmid)
         return engine_refuse_not_ready(ret_err, p->state);
+    if (sandbox_has_volumes(p))
+        return engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL, SANDBOX_VOLUMES_REFUSED, "id");
     if ((!o->snapshot || !*o->snapshot) && (p->fork_pending[0] || sandbox_busy(p)))
         return engine_refuse(ret_err, ENGINE_E_BUSY, -EBUSY,
                              "another operation on this sandbox is running", NULL);

@@ -26,6 +26,7 @@ struct registry_record;
 struct sandbox_job;
 struct sandbox_pump;
 struct relay_ep;
+struct volumes;
 
 struct sandbox {
     char id[ID_MAX + 1];
@@ -114,7 +115,22 @@ struct sandbox {
     char fork_pending[41];
     unsigned forks;
     uint64_t fork_retry_ms;
+    /* sandbox.create's volumes (volume-attach.c): the mounts asked for (in memory: they
+     * reserve their volumes while the sandbox lives), how many are attached; had_volumes:
+     * a sandbox adopted from a record that had some */
+    struct engine_volume_mount *vol_mounts;
+    size_t n_vol_mounts, n_vol_attached;
+    bool had_volumes;
 };
+
+/* sb asked for volumes, or was rebuilt with some: no snapshot, rollback, fork or template of
+ * it (a volume in a snapshot could not move back to the holder). */
+static inline bool sandbox_has_volumes(const struct sandbox *sb)
+{
+    return sb->n_vol_mounts > 0 || sb->had_volumes;
+}
+#define SANDBOX_VOLUMES_REFUSED                                                                    \
+    "a sandbox with volumes cannot be snapshotted, rolled back, forked or made a template"
 
 /* A create in progress: its callback and its first failure. It outlives the create's steps
  * while the destroy that cleans up after a failed create runs. */
@@ -328,6 +344,12 @@ struct engine {
      * the listener when the engine closes (NULL). */
     struct eproxy_srv *eproxy;
     void (*eproxy_stop)(struct engine *e, const struct sandbox *sb);
+
+    /* Volumes (volume.c) and their hook, installed with the first volume call, so that
+     * engine_close() in sandbox.c ends the calls waiting or running (ENGINE_E_SHUTDOWN)
+     * without calling into it; NULL while there was none. */
+    struct volumes *volumes;
+    void (*volumes_stop)(struct engine *e);
 
     bool closing;
     unsigned close_pending;

@@ -10,6 +10,7 @@
 #include "pve.h"
 #include "sandbox-internal.h"
 #include "sandbox-pause.h"
+#include "volume.h"
 
 /* Fills a new sandbox from opts; the caller checked quota and ttl. */
 int create_sandbox_new(struct engine *e, const struct sandbox_create_opts *opts, int64_t ttl,
@@ -27,7 +28,16 @@ int create_sandbox_new(struct engine *e, const struct sandbox_create_opts *opts,
         r = labels_copy(opts->labels, &sb->labels);
     if (r >= 0)
         r = env_copy(opts->env, &sb->env);
+    if (r >= 0 && opts->n_volumes > 0) {
+        sb->vol_mounts = calloc(opts->n_volumes, sizeof *sb->vol_mounts);
+        if (sb->vol_mounts) {
+            memcpy(sb->vol_mounts, opts->volumes, opts->n_volumes * sizeof *sb->vol_mounts);
+            sb->n_vol_mounts = opts->n_volumes;
+        } else
+            r = -ENOMEM;
+    }
     if (r < 0) {
+        free(sb->vol_mounts);
         json_object_put(sb->labels);
         free(sb);
         return r == -EINVAL ? -EINVAL : -ENOMEM;
@@ -49,6 +59,7 @@ int create_sandbox_new(struct engine *e, const struct sandbox_create_opts *opts,
         opts->internet && opts->internet_allow ? json_object_get(opts->internet_allow) : NULL;
     sandbox_pause_opts_set(sb, opts);
     fork_child_init(sb, opts);
+    sb->no_replace = sb->no_replace || opts->n_volumes > 0; /* the volumes are on its node */
     r = sandbox_set_idempotency(sb, opts->owner_uid, opts->idempotency_key, opts->params_hash);
     sb->created_at = now_realtime();
     sb->expires_at = sb->created_at + ttl;
@@ -81,6 +92,8 @@ int create_check(struct engine *e, const struct sandbox_create_opts *opts, int64
         r = engine_check_net_rate(e, opts->net_rate_mbps, ret_err);
     if (r >= 0)
         r = engine_pause_opts_check(e, opts, ret_err);
+    if (r >= 0)
+        r = engine_volume_mounts_check(e, opts, ret_err);
     if (r < 0)
         return r;
     if (!t) {

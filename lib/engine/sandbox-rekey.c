@@ -98,13 +98,27 @@ int rekey_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
     return sshexec_start(sb->pool, &p, on_rekeyed, sb, NULL); /* on_rekeyed runs once */
 }
 
-int marker_write_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+/* The marker written, with the volume lines of cur (the description read: NULL when the
+ * sandbox has no volumes) kept. */
+static int marker_put(struct sandbox *sb, const char *cur, uint64_t timeout_ms,
+                      const char **ret_fail)
 {
     _cleanup_json_ json_object *p = json_object_new_object();
     _cleanup_free_ char *desc = NULL;
+    _cleanup_free_ struct marker_volume *mv = NULL;
+    size_t n = 0;
     int r;
 
     r = sandbox_description(sb, &desc);
+    if (r >= 0 && cur)
+        r = marker_volumes_parse(cur, &mv, &n);
+    for (size_t i = 0; r >= 0 && i < n; i++) {
+        _cleanup_free_ char *d = NULL;
+
+        r = marker_volume_set(desc, &mv[i], &d);
+        if (r >= 0)
+            free(desc), desc = TAKE_PTR(d);
+    }
     if (r < 0) {
         *ret_fail = "cannot build the ownership marker";
         return r;
@@ -116,6 +130,34 @@ int marker_write_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret
     json_object_object_add(p, "description", json_object_new_string(desc));
     return pve_config_put(sb->engine->pve, sb->node, sb->vmid, p, timeout_ms, op_step_pve, sb,
                           &sb->call);
+}
+
+static void on_marker_conf(const struct pve_result *res, void *userdata)
+{
+    struct sandbox *sb = userdata;
+    json_object *d = NULL;
+    const char *fail = "cannot write the ownership marker";
+    struct engine_error err = {.kind = ENGINE_E_INTERNAL, .message = fail};
+
+    sb->call = NULL;
+    if (res->error < 0) {
+        op_step_pve_done(sb, res);
+        return;
+    }
+    if (res->data)
+        json_object_object_get_ex(res->data, "description", &d);
+    err.error = marker_put(sb, d ? json_object_get_string(d) : "", op_step_left(sb), &fail);
+    err.message = fail;
+    if (err.error < 0)
+        op_step_done(sb, &err);
+}
+
+/* The description is read first and its volume lines kept (volume.h): a volume attached at
+ * create, or by hand, or to a sandbox rebuilt from its marker alike. */
+int marker_write_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    return pve_config_get(sb->engine->pve, sb->node, sb->vmid, false, timeout_ms, on_marker_conf,
+                          sb, &sb->call);
 }
 
 /* The same connect again, with the sandbox's own host key pinned (sandbox_ssh_config()). The

@@ -33,7 +33,7 @@ static void on_resumed(const struct engine_error *err, struct sandbox *sb, void 
 static bool resumable(const struct registry_record *r, time_t now)
 {
     return r && (r->state == REG_CLONING || r->state == REG_CONFIGURING) && r->idempotency_key &&
-           r->vmid > 0 && r->node && r->upid && r->expires_at > now;
+           r->vmid > 0 && r->node && r->upid && r->expires_at > now && !r->volumes;
 }
 
 /* A sandbox for record r, in the table, its create running from the clone wait. */

@@ -386,6 +386,8 @@ static int snap_start(struct engine *e, struct sandbox *sb, enum snap_kind kind,
                              "must be 2..40 characters: a letter, then letters, digits, '_' or '-' "
                              "(not \"current\" or \"vzdump\")",
                              "name");
+    if (kind != SNAP_DELETE && sandbox_has_volumes(sb))
+        return engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL, SANDBOX_VOLUMES_REFUSED, "id");
     if (kind == SNAP_TAKE && e->cfg->sandbox.max_snapshots == 0)
         return engine_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT,
                              "snapshots are turned off ([sandbox] max_snapshots = 0)", NULL);

@@ -86,6 +86,7 @@ int sandbox_save(struct sandbox *sb, registry_done_fn cb, void *userdata)
         .env = sb->env,
         .resume_on_use = sb->resume_on_use,
         .auto_pause_s = sb->auto_pause_s,
+        .volumes = sb->n_vol_mounts > 0 || sb->had_volumes,
     };
 
     if (sb->error) {
@@ -169,6 +170,7 @@ static void sandbox_free_cb(uv_handle_t *h)
     struct engine *e = sb->engine;
 
     FREE_MANY(sb->node, sb->hostname, sb->ip, sb->net0, sb->error, sb->idempotency_key, sb->upid);
+    free(sb->vol_mounts);
     if (sb->labels)
         json_object_put(sb->labels);
     json_object_put(sb->env);
@@ -511,6 +513,8 @@ void engine_close(struct engine *e, void (*cb)(void *userdata), void *userdata)
         e->relays_stop(e, NULL); /* forwards and previews */
     if (e->transfers_stop)
         e->transfers_stop(e);
+    if (e->volumes_stop)
+        e->volumes_stop(e);
     if (e->pool_close)
         e->pool_close(e);
     if (e->replicas_close)

@@ -166,6 +166,15 @@ int isolation_probe_command(uint32_t ip, unsigned port, unsigned timeout_s, char
 const struct config *engine_config(const struct engine *e);
 
 /* ---- create ---- */
+/* A volume to mount in a new sandbox (docs/protocol.md sandbox.create "volumes"). */
+#define ENGINE_VOLUME_PATH_MAX 255
+#define ENGINE_VOLUMES_MAX 8
+struct engine_volume_mount {
+    char name[ID_MAX + 1];
+    char path[ENGINE_VOLUME_PATH_MAX + 1];
+    bool read_only;
+};
+
 struct sandbox_create_opts {
     uid_t owner_uid;
     const char *hostname; /* NULL: the id */
@@ -198,6 +207,9 @@ struct sandbox_create_opts {
      * auto_pause_s idle (-1: never; 1..max_paused_ttl_s, else ENGINE_E_INVALID) */
     bool resume_on_use;
     int64_t auto_pause_s;
+    /* volumes to mount before the first start (volume.h): never from the warm pool */
+    const struct engine_volume_mount *volumes;
+    size_t n_volumes;
 };
 /* sb is valid only during the callback (state READY on success). */
 typedef void (*engine_sandbox_cb)(const struct engine_error *err, struct sandbox *sb,

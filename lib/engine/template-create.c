@@ -222,6 +222,8 @@ static int create_refused(struct engine *e, struct sandbox *sb, const char *name
         return engine_refuse_not_ready(ret_err, sb->state);
     if (sb->pool_member || !sb->vmid || !sb->node)
         return engine_refuse(ret_err, ENGINE_E_STATE, -EINVAL, "not a sandbox of a caller", NULL);
+    if (sandbox_has_volumes(sb))
+        return engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL, SANDBOX_VOLUMES_REFUSED, "id");
     if (sb->create_op || sb->resize_op || sb->snap_op || sb->tmpl_op || sb->fw_busy || sb->call ||
         sb->rolling_back)
         return engine_refuse(ret_err, ENGINE_E_BUSY, -EBUSY,

@@ -160,3 +160,18 @@ int marker_volume_set(const char *description, const struct marker_volume *v,
                       char **ret_description);
 /* A new description without the line of volume name (the same text when there is none). */
 int marker_volume_remove(const char *description, const char *name, char **ret_description);
+
+/* The volume holder's line: the description of the stopped container that keeps the volumes
+ * attached to no sandbox (lib/engine/volume.c). Not a marker candidate, so the reconcile
+ * never takes the holder for a sandbox or an orphan, even without a registry:
+ *
+ *   sandboxd-holder:v1 instance=<id> check=<8 hex>
+ *
+ * check as the volume lines'. */
+#define MARKER_HOLDER_PREFIX "sandboxd-holder:"
+#define MARKER_HOLDER_LINE_MAX 128
+/* The line (no newline) of instance's holder into buf: -EINVAL for a bad id, -ENOBUFS. */
+int marker_holder_format(const char *instance, char *buf, size_t n);
+/* Whether description has the holder line of instance (tolerated surroundings and
+ * separators as for the marker). */
+bool marker_holder_is(const char *description, const char *instance);

@@ -321,6 +321,7 @@ int registry_record_to_json(const struct registry_record *r, char **ret_json)
         (k = add_str(o, "fork_snapshot", r->fork_snapshot)) < 0 ||
         (r->pool && (k = add(o, "pool", json_object_new_boolean(true))) < 0) ||
         (r->resume_on_use && (k = add(o, "resume_on_use", json_object_new_boolean(true))) < 0) ||
+        (r->volumes && (k = add(o, "volumes", json_object_new_boolean(true))) < 0) ||
         (r->auto_pause_s &&
          (k = add(o, "auto_pause_s", json_object_new_int64(r->auto_pause_s))) < 0))
         return k;
@@ -500,7 +501,8 @@ int registry_record_from_json(const char *json, size_t n, struct registry_record
     if ((k = get_bool(o, "internet", &r->internet)) < 0 ||
         (k = get_bool(o, "internet_pending", &r->internet_pending)) < 0 ||
         (k = get_bool(o, "pool", &r->pool)) < 0 ||
-        (k = get_bool(o, "resume_on_use", &r->resume_on_use)) < 0)
+        (k = get_bool(o, "resume_on_use", &r->resume_on_use)) < 0 ||
+        (k = get_bool(o, "volumes", &r->volumes)) < 0)
         return k;
     x = 0;
     if ((k = get_int(o, "auto_pause_s", false, 0, INT32_MAX, &x)) < 0)

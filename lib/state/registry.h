@@ -116,6 +116,9 @@ struct registry_record {
      * out) */
     bool resume_on_use;
     unsigned auto_pause_s;
+    /* sandbox.create asked for volumes (left out when false): an interrupted create is then
+     * rolled back, never resumed (lib/engine/volume-attach.c) */
+    bool volumes;
 };
 
 struct registry_record *registry_record_new(void);

@@ -48,6 +48,27 @@ int volume_free_mp(struct json_object *config, const char *description, unsigned
     return -ENOSPC;
 }
 
+int volume_held(struct json_object *config, struct marker_volume *ret)
+{
+    _cleanup_free_ struct marker_volume *lines = NULL;
+    struct json_object *d = NULL;
+    size_t n = 0;
+    int r;
+
+    if (config && json_object_object_get_ex(config, "description", &d) &&
+        !json_object_is_type(d, json_type_string))
+        return -EBADMSG;
+    r = marker_volumes_parse(d ? json_object_get_string(d) : NULL, &lines, &n);
+    if (r < 0)
+        return r;
+    for (size_t i = 0; i < n; i++)
+        if (volume_config_has_mp(config, lines[i].mp)) {
+            *ret = lines[i];
+            return 1;
+        }
+    return 0;
+}
+
 struct found {
     struct volume_place *p;
     size_t n, cap;

@@ -45,3 +45,10 @@ bool volume_config_has_mp(struct json_object *config, unsigned mp);
  * description has key mp<N>: the key for a volume coming in. -ENOSPC when all are taken,
  * errors of marker_volumes_parse(). */
 int volume_free_mp(struct json_object *config, const char *description, unsigned *ret_mp);
+
+/* Whether the container of config (GET .../config, its description within) holds a volume: a
+ * volume line of its description whose key is a mount point of config. 1 with the first such
+ * line in *ret, 0 when none, -EBADMSG when its volume lines do not parse (nothing known: to be
+ * treated as holding one). Deleting a container destroys its mount points' volumes: no
+ * container that holds one may be deleted. */
+int volume_held(struct json_object *config, struct marker_volume *ret);

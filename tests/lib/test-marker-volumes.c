@@ -257,6 +257,42 @@ START_TEST(test_fuzz)
 }
 END_TEST
 
+/* The volume holder's line: exact, found among other lines and after Proxmox's round trips,
+ * another instance's or a damaged one is not this daemon's holder, and it is never a
+ * marker candidate (marker_parse() sees no marker: the reconcile leaves the holder alone). */
+START_TEST(test_holder_line)
+{
+    char line[MARKER_HOLDER_LINE_MAX], check[SHA256_HEX_SIZE], want[256], desc[512];
+    const char *body = "sandboxd-holder:v1 instance=i-abc123";
+    struct marker m;
+
+    ck_assert_int_eq(marker_holder_format("i-abc123", line, sizeof line), 0);
+    ck_assert_int_eq(sha256_hex(body, strlen(body), check), 0);
+    snprintf(want, sizeof want, "%s check=%.8s", body, check);
+    ck_assert_str_eq(line, want);
+    ck_assert_int_eq(marker_holder_format("I-bad", line, sizeof line), -EINVAL);
+    ck_assert_int_eq(marker_holder_format("i-abc123", line, 10), -ENOBUFS);
+    ck_assert_int_eq(marker_holder_format("i-abc123", line, sizeof line), 0);
+
+    snprintf(desc, sizeof desc, "a note\n%s\nsandboxd-volume:v1 x\n", line);
+    ck_assert(marker_holder_is(desc, "i-abc123"));
+    ck_assert(!marker_holder_is(desc, "i-abc124"));
+    ck_assert_int_eq(marker_parse(desc, &m), -ENOENT);
+    /* Proxmox's comment form, a form round trip's '+', blanks and '\r' */
+    snprintf(desc, sizeof desc, "#  sandboxd-holder:v1+instance=i-abc123 \tcheck=%.8s\r\n", check);
+    ck_assert(marker_holder_is(desc, "i-abc123"));
+    /* a wrong check, a missing field, trailing text: not the holder */
+    snprintf(desc, sizeof desc, "sandboxd-holder:v1 instance=i-abc123 check=%.8s", "00000000");
+    ck_assert(strcmp(check, "00000000") == 0 || !marker_holder_is(desc, "i-abc123"));
+    snprintf(desc, sizeof desc, "sandboxd-holder:v1 check=%.8s", check);
+    ck_assert(!marker_holder_is(desc, "i-abc123"));
+    snprintf(desc, sizeof desc, "%s x", line);
+    ck_assert(!marker_holder_is(desc, "i-abc123"));
+    ck_assert(!marker_holder_is(NULL, "i-abc123"));
+    ck_assert(!marker_holder_is("", "i-abc123"));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("marker-volumes");
@@ -268,6 +304,7 @@ int main(void)
     tcase_add_test(tc, test_damaged);
     tcase_add_test(tc, test_full);
     tcase_add_test(tc, test_fuzz);
+    tcase_add_test(tc, test_holder_line);
     suite_add_tcase(s, tc);
     return check_run_suite(s);
 }

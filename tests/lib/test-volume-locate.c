@@ -156,6 +156,41 @@ START_TEST(test_free_mp)
 }
 END_TEST
 
+/* volume_held(): a line whose key is a mount point holds; a line alone (its move not made, or
+ * made away) does not; lines that do not parse count as holding; no description: none. */
+START_TEST(test_held)
+{
+    struct marker_volume data = vol("data", 1), logs = vol("logs", 2), got = {0};
+    struct marker_volume both[] = {data, logs};
+    _cleanup_free_ char *d = desc_of(both, 2);
+    struct json_object *c;
+    char buf[4096];
+
+    c = json_object_new_string(d);
+    snprintf(buf, sizeof buf, "{\"description\":%s,\"mp2\":\"local:vm-205-disk-2,mp=/l\"}",
+             json_object_to_json_string(c));
+    json_object_put(c);
+    c = conf(buf);
+    ck_assert_int_eq(volume_held(c, &got), 1);
+    ck_assert_str_eq(got.name, "logs");
+    ck_assert_uint_eq(got.mp, 2);
+    json_object_object_del(c, "mp2");
+    ck_assert_int_eq(volume_held(c, &got), 0); /* lines without their mount points */
+    json_object_object_add(c, "mp0", json_object_new_string("local:vm-205-disk-3,mp=/x"));
+    ck_assert_int_eq(volume_held(c, &got), 0); /* a mount point of no line: not ours */
+    json_object_object_add(c, "description",
+                           json_object_new_string("sandboxd-volume:v1 name=data broken\n"));
+    ck_assert_int_eq(volume_held(c, &got), -EBADMSG);
+    json_object_object_add(c, "description", json_object_new_int(3));
+    ck_assert_int_eq(volume_held(c, &got), -EBADMSG);
+    json_object_put(c);
+    c = conf("{\"mp0\":\"local:vm-205-disk-3,mp=/x\"}");
+    ck_assert_int_eq(volume_held(c, &got), 0);
+    json_object_put(c);
+    ck_assert_str_eq(got.name, "logs"); /* written only on success */
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("volume-locate");
@@ -164,6 +199,7 @@ int main(void)
     tcase_add_test(tc, test_move_each_point);
     tcase_add_test(tc, test_missing_and_bad);
     tcase_add_test(tc, test_free_mp);
+    tcase_add_test(tc, test_held);
     suite_add_tcase(s, tc);
     return check_run_suite(s);
 }

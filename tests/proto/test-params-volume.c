@@ -142,6 +142,42 @@ START_TEST(test_mounts)
 }
 END_TEST
 
+/* sandbox.create keeps its volumes (owned by the params), compares them for idempotency, and
+ * refuses bad ones with the entry's field named. */
+START_TEST(test_sandbox_create)
+{
+    struct params_sandbox_create a, b;
+    struct params_error e;
+    json_object *o;
+
+    o = js("{\"volumes\":[{\"name\":\"data\",\"path\":\"/data\"},"
+           "{\"name\":\"cache\",\"path\":\"/srv/cache\",\"read_only\":true}]}");
+    ck_assert_int_eq(params_sandbox_create_spec.parse(o, &a, &e), 0);
+    ck_assert_int_eq(params_sandbox_create_spec.parse(o, &b, &e), 0);
+    json_object_put(o);
+    ck_assert_uint_eq(a.n_volumes, 2);
+    ck_assert_str_eq(a.volumes[0].name, "data");
+    ck_assert_str_eq(a.volumes[1].path, "/srv/cache");
+    ck_assert(!a.volumes[0].read_only && a.volumes[1].read_only);
+    ck_assert(params_sandbox_create_equal(&a, &b));
+    b.volumes[1].read_only = false;
+    ck_assert(!params_sandbox_create_equal(&a, &b));
+    params_sandbox_create_done(&b);
+    o = js("{}");
+    ck_assert_int_eq(params_sandbox_create_spec.parse(o, &b, &e), 0);
+    json_object_put(o);
+    ck_assert_uint_eq(b.n_volumes, 0);
+    ck_assert_ptr_null(b.volumes);
+    ck_assert(!params_sandbox_create_equal(&a, &b));
+    params_sandbox_create_done(&a);
+    params_sandbox_create_done(&b);
+    o = js("{\"volumes\":[{\"name\":\"data\",\"path\":\"relative\"}]}");
+    ck_assert_int_eq(params_sandbox_create_spec.parse(o, &a, &e), -EINVAL);
+    json_object_put(o);
+    ck_assert_str_eq(e.param, "volumes[0].path");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("params-volume");
@@ -150,6 +186,7 @@ int main(void)
     tcase_add_test(tc, test_create);
     tcase_add_test(tc, test_paths);
     tcase_add_test(tc, test_mounts);
+    tcase_add_test(tc, test_sandbox_create);
     suite_add_tcase(s, tc);
     return check_run_suite(s);
 }

@@ -774,7 +774,10 @@ START_TEST(test_method_table)
                                            "sandbox.resume",
                                            "sandbox.preview",
                                            "sandbox.previews",
-                                           "sandbox.unpreview"};
+                                           "sandbox.unpreview",
+                                           "volume.create",
+                                           "volume.list",
+                                           "volume.delete"};
     const struct rpc_method_info *all;
     size_t n;
 
@@ -791,7 +794,7 @@ START_TEST(test_method_table)
     ck_assert_ptr_null(rpc_method_find(""));
     ck_assert_ptr_null(rpc_method_find(NULL));
     all = rpc_methods(&n);
-    ck_assert_uint_eq(n, 43);
+    ck_assert_uint_eq(n, 46);
     for (size_t i = 0; i < n; i++)
         ck_assert(!all[i].planned && all[i].params);
     ck_assert_str_eq(all[0].name, "sandbox.create");
