@@ -33,6 +33,7 @@
 #include "log.h"
 #include "macro.h"
 #include "sandbox-internal.h"
+#include "tcp-listen.h"
 
 #define COMP "egress"
 #define EPROXY_BACKLOG 511
@@ -572,25 +573,6 @@ static void on_timeout(uv_timer_t *t)
     conn_close(c);
 }
 
-static void on_refused_closed(uv_handle_t *h)
-{
-    free(h);
-}
-
-static void refuse(struct eproxy_srv *srv)
-{
-    uv_tcp_t *s = malloc(sizeof *s);
-
-    if (!s)
-        return;
-    if (uv_tcp_init(srv->e->loop, s) < 0) {
-        free(s);
-        return;
-    }
-    (void)uv_accept((uv_stream_t *)&srv->listener, (uv_stream_t *)s);
-    uv_close((uv_handle_t *)s, on_refused_closed);
-}
-
 /* The sandbox whose address is ip (host order), while it is not going away, with its
  * list parsed into *ret_allow (malloc'ed) when the list holds a name; else NULL. */
 static struct sandbox *owner_of(struct engine *e, uint32_t ip, struct egress_allow **ret_allow)
@@ -652,7 +634,7 @@ static void on_connection(uv_stream_t *server, int status)
     c = calloc(1, sizeof *c);
     if (!c || uv_tcp_init(e->loop, &c->down) < 0) {
         free(c);
-        refuse(srv);
+        tcp_listen_refuse(&srv->listener);
         return;
     }
     conn_start(srv, c);
@@ -706,7 +688,6 @@ int engine_eproxy_start(struct engine *e, char **ret_error)
 {
     const struct config_egress *ce = &e->cfg->egress;
     struct eproxy_srv *srv;
-    struct sockaddr_in sin = {.sin_family = AF_INET};
     char addr[INET_ADDRSTRLEN] = "?";
     int r;
 
@@ -717,9 +698,6 @@ int engine_eproxy_start(struct engine *e, char **ret_error)
     if (!srv)
         return -ENOMEM;
     srv->e = e;
-    sin.sin_port = htons((uint16_t)ce->listen_port);
-    sin.sin_addr.s_addr = htonl(ce->listen_ip);
-    inet_ntop(AF_INET, &sin.sin_addr, addr, sizeof addr);
     r = uv_tcp_init(e->loop, &srv->listener);
     if (r < 0) {
         free(srv);
@@ -728,15 +706,10 @@ int engine_eproxy_start(struct engine *e, char **ret_error)
     srv->listener.data = srv;
     e->eproxy = srv;
     e->eproxy_stop = eproxy_stop;
-    r = uv_tcp_bind(&srv->listener, (const struct sockaddr *)&sin, 0);
-    if (r >= 0)
-        r = uv_listen((uv_stream_t *)&srv->listener, EPROXY_BACKLOG, on_connection);
-    if (r < 0) {
-        if (asprintf(ret_error, "[egress] listen %s:%u: %s", addr, ce->listen_port,
-                     uv_strerror(r)) < 0)
-            *ret_error = NULL;
+    r = tcp_listen_start(&srv->listener, ce->listen_ip, ce->listen_port, EPROXY_BACKLOG,
+                         on_connection, "[egress] listen", addr, ret_error);
+    if (r < 0)
         return r; /* the listener is closed with the engine */
-    }
     log_info(COMP, "egress proxy on %s:%u", addr, ce->listen_port);
     return 0;
 }

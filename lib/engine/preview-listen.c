@@ -28,6 +28,7 @@
 #include "preview-internal.h"
 #include "preview-tls.h"
 #include "sandbox-preview.h"
+#include "tcp-listen.h"
 
 #define COMP "preview"
 #define PREVIEW_BACKLOG 511
@@ -491,25 +492,6 @@ static void on_header_timeout(uv_timer_t *t)
     pconn_close(c);
 }
 
-static void on_refused_closed(uv_handle_t *h)
-{
-    free(h);
-}
-
-static void refuse(struct preview_srv *srv)
-{
-    uv_tcp_t *s = malloc(sizeof *s);
-
-    if (!s)
-        return;
-    if (uv_tcp_init(srv->e->loop, s) < 0) {
-        free(s);
-        return;
-    }
-    (void)uv_accept((uv_stream_t *)&srv->listener, (uv_stream_t *)s);
-    uv_close((uv_handle_t *)s, on_refused_closed);
-}
-
 static void on_connection(uv_stream_t *server, int status)
 {
     struct preview_srv *srv = server->data;
@@ -519,7 +501,7 @@ static void on_connection(uv_stream_t *server, int status)
     if (status < 0 || srv->closing)
         return;
     if (srv->n_pending >= cp->max_pending || !(c = calloc(1, sizeof *c))) {
-        refuse(srv);
+        tcp_listen_refuse(&srv->listener);
         return;
     }
     c->srv = srv;
@@ -534,7 +516,7 @@ static void on_connection(uv_stream_t *server, int status)
         ptls_free(c->tls);
         free(c->rbuf);
         free(c);
-        refuse(srv);
+        tcp_listen_refuse(&srv->listener);
         return;
     }
     (void)uv_timer_init(srv->e->loop, &c->timer);
@@ -581,7 +563,6 @@ int engine_preview_start(struct engine *e, char **ret_error)
 {
     const struct config_preview *cp = &e->cfg->preview;
     struct preview_srv *srv;
-    struct sockaddr_in sin = {.sin_family = AF_INET};
     char addr[INET_ADDRSTRLEN] = "?";
     int r;
 
@@ -602,9 +583,6 @@ int engine_preview_start(struct engine *e, char **ret_error)
             return r;
         }
     }
-    sin.sin_port = htons((uint16_t)cp->listen_port);
-    sin.sin_addr.s_addr = htonl(cp->listen_ip);
-    inet_ntop(AF_INET, &sin.sin_addr, addr, sizeof addr);
     r = uv_tcp_init(e->loop, &srv->listener);
     if (r < 0) {
         ptls_ctx_free(srv->tls_ctx);
@@ -614,15 +592,10 @@ int engine_preview_start(struct engine *e, char **ret_error)
     srv->listener.data = srv;
     e->preview_srv = srv;
     e->preview_srv_stop = preview_srv_stop;
-    r = uv_tcp_bind(&srv->listener, (const struct sockaddr *)&sin, 0);
-    if (r >= 0)
-        r = uv_listen((uv_stream_t *)&srv->listener, PREVIEW_BACKLOG, on_connection);
-    if (r < 0) {
-        if (asprintf(ret_error, "[preview] listen %s:%u: %s", addr, cp->listen_port,
-                     uv_strerror(r)) < 0)
-            *ret_error = NULL;
+    r = tcp_listen_start(&srv->listener, cp->listen_ip, cp->listen_port, PREVIEW_BACKLOG,
+                         on_connection, "[preview] listen", addr, ret_error);
+    if (r < 0)
         return r; /* the listener is closed with the engine */
-    }
     log_info(COMP, "preview URLs on %s://%s:%u for %s", srv->tls_ctx ? "https" : "http", addr,
              cp->listen_port, cp->base_url);
     return 0;
