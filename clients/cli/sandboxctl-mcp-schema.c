@@ -28,7 +28,7 @@ static const struct {
     {NULL, "idempotency_key", "same key, same sandbox"},
     {NULL, "template", "system image"},
     {NULL, "enabled", "true: allow, false: block"},
-    {NULL, "allow", "CIDR[:port] or domain names let out"},
+    {NULL, "allow", "IPv4 CIDRs (:port optional) or domain names let out"},
     {NULL, "wait", "return once it applies"},
     {NULL, "wait_timeout_s", "seconds to wait at most"},
     {NULL, "command", "shell command (/bin/sh -c)"},

@@ -36,8 +36,8 @@ static const struct mcp_tool tools[] = {
     {"sandbox_create", "sandbox.create", "Create a sandbox",
      "Create a Linux sandbox; pass its id to the other tools. Internet is off unless "
      "internet is true. It ends with its lease (ttl_s).",
-     TOOL_UNPINNED | TOOL_CREATES | TOOL_OPEN_WORLD, "net_rate_mbps resume_on_use auto_pause_s ",
-     render_created},
+     TOOL_UNPINNED | TOOL_CREATES | TOOL_OPEN_WORLD,
+     "net_rate_mbps resume_on_use auto_pause_s volumes ", render_created},
     {"sandbox_list", "sandbox.list", "List sandboxes", "List your sandboxes.",
      TOOL_UNPINNED | TOOL_READ_ONLY | TOOL_IDEMPOTENT, "", render_list},
     {"sandbox_destroy", "sandbox.destroy", "Destroy a sandbox",

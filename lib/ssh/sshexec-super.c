@@ -183,3 +183,31 @@ void super_feed(struct super_parser *sp, const void *data, size_t len,
         }
     }
 }
+
+/* The supervisor hands the command, argv and env to execve() as they are: Linux refuses a
+ * string of MAX_ARG_STRLEN (32 pages) or more, and all of them past ARG_MAX (a quarter of
+ * the stack limit, 2 MiB by default). Bigger ones go the exec channel's way, whose wrapper
+ * feeds a long command to the shell through its stdin. */
+#define SUPER_ARG_STRLEN_MAX (128 * 1024 - 1)
+#define SUPER_ARGS_MAX (1024 * 1024)
+
+static bool strings_fit(const char *const *v, size_t *total)
+{
+    for (; v && *v; v++) {
+        size_t n = strlen(*v);
+
+        if (n > SUPER_ARG_STRLEN_MAX)
+            return false;
+        *total += n + 1 + sizeof(char *);
+    }
+    return true;
+}
+
+bool super_fits(const struct sshexec_params *params)
+{
+    const char *const cmd[] = {params->command, NULL};
+    size_t total = 0;
+
+    return strings_fit(cmd, &total) && strings_fit(params->argv, &total) &&
+           strings_fit(params->env, &total) && total <= SUPER_ARGS_MAX;
+}

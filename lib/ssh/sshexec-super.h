@@ -16,6 +16,10 @@
 
 /* The whole stream the daemon sends for one exec: the request, the stdin frames, the end of
  * stdin (*ret, *ret_len bytes, to free). -EINVAL/-E2BIG as sshexec_start(). */
+/* Whether params can go to the supervisor: each string under Linux's MAX_ARG_STRLEN and all
+ * of them well under ARG_MAX (else the exec channel's wrapper runs it). */
+bool super_fits(const struct sshexec_params *params);
+
 int super_request(const struct sshexec_params *params, const char *marker, const char *token,
                   char **ret, size_t *ret_len);
 /* Parses the supervisor's line (after the check line): 0 and *ret_port, ret_token (33 bytes)

@@ -956,7 +956,7 @@ static bool super_usable(struct sshpool *pool, const struct sshexec_params *para
 {
     return sshpool_exec_supervisor(pool) && sshpool_get_nsexec(pool) == NS_SERVING &&
            !(sshpool_get_super(pool) & SUPER_OFF) && !params->container_pid_namespace &&
-           !(params->user && *params->user);
+           !(params->user && *params->user) && super_fits(params);
 }
 
 static void super_opened(struct sshpool *pool, bool ok)
