@@ -387,6 +387,8 @@ static const struct step_fault step_faults[] = {
     {NULL, ENGINE_E_PROXMOX, "not implemented", "GET", "/nonexistent"},
 };
 
+static void destroy_kept(struct pvefix *p);
+
 START_TEST(test_create_step_fails)
 {
     const struct step_fault *f = &step_faults[_i];
@@ -412,6 +414,15 @@ START_TEST(test_create_step_fails)
     ck_assert_msg(out.err.kind == f->kind, "kind %d: %s", out.err.kind, out.msg);
     ck_assert_msg(strstr(out.msg, f->message), "'%s' not in '%s'", f->message, out.msg);
     ck_assert(!fake_served(&p, f->next_method, f->next_path));
+    if (strstr(f->message, "config unreadable")) {
+        /* The rollback's destroy reads the config again to take volumes back before its
+         * delete: it keeps a container whose config it cannot read (FAILED, tried again by
+         * reconcile) rather than delete what it cannot see. Readable again, it goes. */
+        ck_assert_ptr_nonnull(engine_first(p.e));
+        ck_assert_uint_eq(fake_containers(&p), 1);
+        fixture_fault(&p.srv, "{\"clear_faults\":1}");
+        destroy_kept(&p);
+    }
     assert_nothing_left(&p);
     pvefix_stop(&p);
 }
@@ -520,6 +531,17 @@ static void on_destroyed(const struct engine_error *err, void *userdata)
 
     d->done = true;
     d->ok = err == NULL;
+}
+
+static void destroy_kept(struct pvefix *p)
+{
+    struct destroyed d = {};
+    struct engine_error derr = {};
+
+    ck_assert_int_eq(engine_destroy(p->e, engine_first(p->e), on_destroyed, &d, &derr), 0);
+    while (!d.done)
+        uv_run(&p->loop, UV_RUN_ONCE);
+    ck_assert(d.ok);
 }
 
 /* A destroy while the create runs (in each of its first states): the create fails with a
