@@ -27,20 +27,15 @@ int marker_holder_format(const char *instance, char *buf, size_t n)
     return k < 0 ? -EINVAL : (size_t)k >= n ? -ENOBUFS : 0;
 }
 
-/* Whether [p, p + n) is line once trimmed (blanks, '\r', one leading '#') with each run of
- * ' ', '\t' or '+' read as one space. */
+/* Whether [p, p + n) is line once trimmed (marker_line_trim()) with each run of ' ', '\t' or
+ * '+' read as one space. */
 static bool line_is(const char *p, size_t n, const char *line)
 {
-    const char *e = p + n;
+    size_t tn;
+    const char *e;
 
-    while (p < e && (*p == ' ' || *p == '\t'))
-        p++;
-    if (p < e && *p == '#')
-        p++;
-    while (p < e && (*p == ' ' || *p == '\t'))
-        p++;
-    while (e > p && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
-        e--;
+    p = marker_line_trim(p, n, &tn);
+    e = p + tn;
     while (p < e && *line) {
         if (*p == ' ' || *p == '\t' || *p == '+') {
             if (*line != ' ')

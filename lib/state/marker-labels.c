@@ -138,14 +138,11 @@ static const char *find_line(const char *desc, const char *sandbox, size_t *ret_
     snprintf(want, sizeof want, MARKER_LABELS_PREFIX LABELS_VERSION " sandbox=%s ", sandbox);
     for (const char *p = desc; p && *p;) {
         const char *nl = strchr(p, '\n');
-        const char *q = p, *e = nl ? nl : p + strlen(p);
+        size_t n;
+        const char *q = marker_line_trim(p, nl ? (size_t)(nl - p) : strlen(p), &n);
 
-        while (q < e && (*q == ' ' || *q == '\t' || *q == '#'))
-            q++;
-        while (e > q && (e[-1] == ' ' || e[-1] == '\r' || e[-1] == '\t'))
-            e--;
-        if ((size_t)(e - q) > strlen(want) && memcmp(q, want, strlen(want)) == 0) {
-            *ret_n = (size_t)(e - q);
+        if (n > strlen(want) && memcmp(q, want, strlen(want)) == 0) {
+            *ret_n = n;
             return q;
         }
         p = nl ? nl + 1 : NULL;

@@ -61,23 +61,6 @@ int marker_volume_format(const struct marker_volume *v, char *buf, size_t n)
     return r < 0 ? -EINVAL : (size_t)r >= n ? -ENOBUFS : 0;
 }
 
-/* The line's text between blanks, '\r' and one leading '#'. */
-static const char *trim(const char *p, size_t n, size_t *ret_n)
-{
-    const char *e = p + n;
-
-    while (p < e && (*p == ' ' || *p == '\t'))
-        p++;
-    if (p < e && *p == '#')
-        p++;
-    while (p < e && (*p == ' ' || *p == '\t'))
-        p++;
-    while (e > p && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
-        e--;
-    *ret_n = (size_t)(e - p);
-    return p;
-}
-
 static bool is_candidate(const char *p, size_t n)
 {
     size_t l = strlen(MARKER_VOLUME_PREFIX);
@@ -238,7 +221,7 @@ static int parse_cb(const char *p, size_t n, void *userdata)
     struct parse_ctx *c = userdata;
     struct marker_volume v;
     size_t tn;
-    const char *t = trim(p, n, &tn);
+    const char *t = marker_line_trim(p, n, &tn);
     int r;
 
     if (!is_candidate(t, tn))
@@ -306,7 +289,7 @@ static int rewrite_cb(const char *p, size_t n, void *userdata)
     struct rewrite_ctx *c = userdata;
     struct marker_volume v;
     size_t tn;
-    const char *t = trim(p, n, &tn);
+    const char *t = marker_line_trim(p, n, &tn);
 
     if (n > 0 && p[n - 1] == '\r')
         n--;

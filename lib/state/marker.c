@@ -97,13 +97,7 @@ int marker_format(const struct marker *m, char *buf, size_t n)
     return 0;
 }
 
-/* A line, trimmed of blanks and one leading '#'. */
-struct span {
-    const char *p;
-    size_t n;
-};
-
-static struct span trim_line(const char *p, size_t n)
+const char *marker_line_trim(const char *p, size_t n, size_t *ret_n)
 {
     while (n > 0 && is_blank(p[n - 1]))
         n--;
@@ -114,7 +108,22 @@ static struct span trim_line(const char *p, size_t n)
         while (n > 0 && is_blank(*p))
             p++, n--;
     }
-    return (struct span){p, n};
+    *ret_n = n;
+    return p;
+}
+
+/* A line, trimmed of blanks and one leading '#'. */
+struct span {
+    const char *p;
+    size_t n;
+};
+
+static struct span trim_line(const char *p, size_t n)
+{
+    struct span s;
+
+    s.p = marker_line_trim(p, n, &s.n);
+    return s;
 }
 
 static bool is_candidate(struct span s)

@@ -66,6 +66,11 @@ struct marker {
                   * paused lease's end */
 };
 
+/* [p, p + n) without its surrounding blanks (' ', '\t', '\r', '\v', '\f') and one leading '#'
+ * (blanks after it too): a description line's text as every marker line's reader takes it.
+ * Its length into *ret_n. */
+const char *marker_line_trim(const char *p, size_t n, size_t *ret_n);
+
 /* The marker line (no newline) into buf. -EINVAL for invalid fields
  * (bad ids, negative times, owner (uid_t)-1, key/params not 64 hex digits),
  * -ENOBUFS when buf is too small (MARKER_LINE_MAX always suffices). */
