@@ -71,12 +71,9 @@ struct econn {
 };
 
 struct eproxy_srv {
+    struct tcp_srv tcp;
     struct engine *e;
-    uv_tcp_t listener;
     struct econn *conns;
-    unsigned n_conns;
-    bool closing;
-    unsigned pending; /* the listener's close */
 };
 
 /* One write of data the write owns. */
@@ -97,12 +94,11 @@ static const char reply_502[] = "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r
                                 "Connection: close\r\n\r\n";
 static const char reply_200[] = "HTTP/1.1 200 Connection established\r\n\r\n";
 
-static void srv_maybe_free(struct eproxy_srv *srv)
+static void on_srv_freed(struct tcp_srv *t)
 {
+    struct eproxy_srv *srv = container_of(t, struct eproxy_srv, tcp);
     struct engine *e = srv->e;
 
-    if (!srv->closing || srv->pending > 0 || srv->n_conns > 0)
-        return;
     e->eproxy = NULL;
     free(srv);
     engine_handle_closed(e);
@@ -120,10 +116,9 @@ static void conn_maybe_free(struct econn *c)
         srv->conns = c->next;
     if (c->next)
         c->next->prev = c->prev;
-    srv->n_conns--;
     free(c->allow);
     free(c);
-    srv_maybe_free(srv);
+    tcp_srv_conn_gone(&srv->tcp);
 }
 
 static void on_handle_closed(uv_handle_t *h)
@@ -617,24 +612,24 @@ static void conn_start(struct eproxy_srv *srv, struct econn *c)
     if (srv->conns)
         srv->conns->prev = c;
     srv->conns = c;
-    srv->n_conns++;
+    tcp_srv_conn_added(&srv->tcp);
 }
 
 static void on_connection(uv_stream_t *server, int status)
 {
-    struct eproxy_srv *srv = server->data;
+    struct eproxy_srv *srv = container_of(server->data, struct eproxy_srv, tcp);
     struct engine *e = srv->e;
     struct sockaddr_in peer;
     int plen = sizeof peer;
     struct econn *c;
     struct sandbox *sb;
 
-    if (status < 0 || srv->closing)
+    if (status < 0 || srv->tcp.closing)
         return;
     c = calloc(1, sizeof *c);
     if (!c || uv_tcp_init(e->loop, &c->down) < 0) {
         free(c);
-        tcp_listen_refuse(&srv->listener);
+        tcp_srv_refuse(&srv->tcp);
         return;
     }
     conn_start(srv, c);
@@ -657,31 +652,18 @@ static void on_connection(uv_stream_t *server, int status)
     (void)uv_timer_start(&c->timer, on_timeout, e->cfg->egress.header_timeout_ms, 0);
 }
 
-static void on_listener_closed(uv_handle_t *h)
-{
-    struct eproxy_srv *srv = h->data;
-
-    srv->pending--;
-    srv_maybe_free(srv);
-}
-
 /* sandbox.c's hook: sb's connections, or with NULL every connection and the listener. */
 static void eproxy_stop(struct engine *e, const struct sandbox *sb)
 {
     struct eproxy_srv *srv = e->eproxy;
 
-    if (!srv || srv->closing)
+    if (!srv || srv->tcp.closing || (!sb && !tcp_srv_close(&srv->tcp)))
         return;
+    if (!sb)
+        e->close_pending++;
     for (struct econn *c = srv->conns; c; c = c->next)
         if (!sb || strcmp(c->sb_id, sb->id) == 0)
             conn_close(c);
-    if (sb)
-        return;
-    srv->closing = true;
-    e->close_pending++;
-    srv->pending++;
-    uv_close((uv_handle_t *)&srv->listener, on_listener_closed);
-    srv_maybe_free(srv);
 }
 
 int engine_eproxy_start(struct engine *e, char **ret_error)
@@ -698,16 +680,15 @@ int engine_eproxy_start(struct engine *e, char **ret_error)
     if (!srv)
         return -ENOMEM;
     srv->e = e;
-    r = uv_tcp_init(e->loop, &srv->listener);
+    r = tcp_srv_init(&srv->tcp, e->loop, on_srv_freed);
     if (r < 0) {
         free(srv);
         return r;
     }
-    srv->listener.data = srv;
     e->eproxy = srv;
     e->eproxy_stop = eproxy_stop;
-    r = tcp_listen_start(&srv->listener, ce->listen_ip, ce->listen_port, EPROXY_BACKLOG,
-                         on_connection, "[egress] listen", addr, ret_error);
+    r = tcp_srv_listen(&srv->tcp, ce->listen_ip, ce->listen_port, EPROXY_BACKLOG, on_connection,
+                       "[egress] listen", addr, ret_error);
     if (r < 0)
         return r; /* the listener is closed with the engine */
     log_info(COMP, "egress proxy on %s:%u", addr, ce->listen_port);

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "macro.h"
 #include "preview-internal.h"
 #include "preview-tls.h"
 #include "sandbox-preview.h"
@@ -59,14 +60,11 @@ struct pconn {
 };
 
 struct preview_srv {
+    struct tcp_srv tcp;
     struct engine *e;
-    uv_tcp_t listener;
     struct ptls_ctx *tls_ctx;
     struct pconn *conns;
-    unsigned n_conns;
     unsigned n_pending; /* connections whose head is being read */
-    bool closing;
-    unsigned pending; /* the listener's close */
 };
 
 /* One write of a copy of data (TLS records, plaintext for the relay). */
@@ -88,12 +86,11 @@ static const char reply_431[] = "HTTP/1.1 431 Request Header Fields Too Large\r\
 static const char reply_503[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
                                 "Connection: close\r\n\r\n";
 
-static void srv_maybe_free(struct preview_srv *srv)
+static void on_srv_freed(struct tcp_srv *t)
 {
+    struct preview_srv *srv = container_of(t, struct preview_srv, tcp);
     struct engine *e = srv->e;
 
-    if (!srv->closing || srv->pending > 0 || srv->n_conns > 0)
-        return;
     e->preview_srv = NULL;
     ptls_ctx_free(srv->tls_ctx);
     free(srv);
@@ -113,7 +110,6 @@ static void on_pconn_closed(uv_handle_t *h)
         srv->conns = c->next;
     if (c->next)
         c->next->prev = c->prev;
-    srv->n_conns--;
     if (!c->relaying)
         srv->n_pending--;
     preview_head_free(c->head);
@@ -121,7 +117,7 @@ static void on_pconn_closed(uv_handle_t *h)
     free(c->rbuf);
     free(c->reply);
     free(c);
-    srv_maybe_free(srv);
+    tcp_srv_conn_gone(&srv->tcp);
 }
 
 /* Closes c's handles (a socket handed to a relay lives on as its duplicate there). */
@@ -494,14 +490,14 @@ static void on_header_timeout(uv_timer_t *t)
 
 static void on_connection(uv_stream_t *server, int status)
 {
-    struct preview_srv *srv = server->data;
+    struct preview_srv *srv = container_of(server->data, struct preview_srv, tcp);
     const struct config_preview *cp = &srv->e->cfg->preview;
     struct pconn *c;
 
-    if (status < 0 || srv->closing)
+    if (status < 0 || srv->tcp.closing)
         return;
     if (srv->n_pending >= cp->max_pending || !(c = calloc(1, sizeof *c))) {
-        tcp_listen_refuse(&srv->listener);
+        tcp_srv_refuse(&srv->tcp);
         return;
     }
     c->srv = srv;
@@ -516,7 +512,7 @@ static void on_connection(uv_stream_t *server, int status)
         ptls_free(c->tls);
         free(c->rbuf);
         free(c);
-        tcp_listen_refuse(&srv->listener);
+        tcp_srv_refuse(&srv->tcp);
         return;
     }
     (void)uv_timer_init(srv->e->loop, &c->timer);
@@ -525,7 +521,7 @@ static void on_connection(uv_stream_t *server, int status)
     if (srv->conns)
         srv->conns->prev = c;
     srv->conns = c;
-    srv->n_conns++;
+    tcp_srv_conn_added(&srv->tcp);
     srv->n_pending++;
     if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0 ||
         uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0) {
@@ -535,28 +531,16 @@ static void on_connection(uv_stream_t *server, int status)
     (void)uv_timer_start(&c->timer, on_header_timeout, cp->header_timeout_ms, 0);
 }
 
-static void on_listener_closed(uv_handle_t *h)
-{
-    struct preview_srv *srv = h->data;
-
-    srv->pending--;
-    srv_maybe_free(srv);
-}
-
 /* sandbox.c's hook at engine_close(). */
 static void preview_srv_stop(struct engine *e)
 {
     struct preview_srv *srv = e->preview_srv;
 
-    if (!srv || srv->closing)
+    if (!srv || !tcp_srv_close(&srv->tcp))
         return;
-    srv->closing = true;
     e->close_pending++;
-    srv->pending++;
-    uv_close((uv_handle_t *)&srv->listener, on_listener_closed);
     for (struct pconn *c = srv->conns; c; c = c->next)
         pconn_close(c);
-    srv_maybe_free(srv);
 }
 
 int engine_preview_start(struct engine *e, char **ret_error)
@@ -583,17 +567,16 @@ int engine_preview_start(struct engine *e, char **ret_error)
             return r;
         }
     }
-    r = uv_tcp_init(e->loop, &srv->listener);
+    r = tcp_srv_init(&srv->tcp, e->loop, on_srv_freed);
     if (r < 0) {
         ptls_ctx_free(srv->tls_ctx);
         free(srv);
         return r;
     }
-    srv->listener.data = srv;
     e->preview_srv = srv;
     e->preview_srv_stop = preview_srv_stop;
-    r = tcp_listen_start(&srv->listener, cp->listen_ip, cp->listen_port, PREVIEW_BACKLOG,
-                         on_connection, "[preview] listen", addr, ret_error);
+    r = tcp_srv_listen(&srv->tcp, cp->listen_ip, cp->listen_port, PREVIEW_BACKLOG, on_connection,
+                       "[preview] listen", addr, ret_error);
     if (r < 0)
         return r; /* the listener is closed with the engine */
     log_info(COMP, "preview URLs on %s://%s:%u for %s", srv->tls_ctx ? "https" : "http", addr,
