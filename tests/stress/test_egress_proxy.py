@@ -16,18 +16,14 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
+from stresslib import FD_SLACK, fds, fds_back, rss_kib  # noqa: E402,F401
 
 from e2elib import Env, run  # noqa: E402
 from test_egress_proxy import free_subnet, wrap  # noqa: E402
 
-os.environ["ASAN_OPTIONS"] = ":".join(filter(None, [
-    os.environ.get("ASAN_OPTIONS"), "quarantine_size_mb=4",
-    "allocator_release_to_os_interval_ms=500"]))
 PORT = 3128
 MAX_CONNS = 64
 HEADER_TIMEOUT_MS = 2000
-FD_SLACK = 8
 
 # run in the attacking sandbox: python3 -c ATTACK MODE; prints a JSON object of figures
 ATTACK = r"""
@@ -156,17 +152,6 @@ print(json.dumps(out))
 """
 
 
-def fds(env):
-    return len(os.listdir(f"/proc/{env.proc.pid}/fd"))
-
-
-def rss_kib(env):
-    for line in open(f"/proc/{env.proc.pid}/status"):
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
-
-
 def main():
     from test_debian import ensure_image
     ensure_image()
@@ -197,10 +182,8 @@ def main():
         rss0 = rss_kib(env)
 
         def settle():
-            deadline = time.time() + 30
-            while fds(env) > base + FD_SLACK and time.time() < deadline:
-                time.sleep(0.2)
-            assert fds(env) <= base + FD_SLACK, (fds(env), base)
+
+            fds_back(env, base, 30)
 
         def attack(mode):
             """Runs mode in sandbox a while b is served and an exec answers; its figures."""

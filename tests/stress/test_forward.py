@@ -11,28 +11,12 @@ import socket
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
+from stresslib import FD_SLACK, fds, fds_back, rss_kib  # noqa: E402,F401
 
 from e2elib import Env, dripping, run  # noqa: E402
 
-# a small quarantine, so that resident memory shows what the daemon holds (as test_conn.py)
-os.environ["ASAN_OPTIONS"] = ":".join(filter(None, [
-    os.environ.get("ASAN_OPTIONS"), "quarantine_size_mb=4",
-    "allocator_release_to_os_interval_ms=500"]))
 MAX_CONN = 64
 BUFFER = 65536
-FD_SLACK = 8
-
-
-def fds(env):
-    return len(os.listdir(f"/proc/{env.proc.pid}/fd"))
-
-
-def rss_kib(env):
-    for line in open(f"/proc/{env.proc.pid}/status"):
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
 
 
 def connect(path, timeout=10):
@@ -80,10 +64,8 @@ def main():
         base_fds = fds(env)
 
         def settle():
-            deadline = time.time() + 20
-            while fds(env) > base_fds + FD_SLACK and time.time() < deadline:
-                time.sleep(0.2)
-            assert fds(env) <= base_fds + FD_SLACK, (fds(env), base_fds)
+
+            fds_back(env, base_fds, 20)
 
         def flood_past_max_connections():
             held = []

@@ -17,32 +17,17 @@ import tempfile
 import time
 import urllib.parse
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
+from stresslib import FD_SLACK, fds, fds_back, rss_kib  # noqa: E402,F401
 
 import e2elib  # noqa: E402
 from e2elib import Env, dripping, free_port, run  # noqa: E402
 
-os.environ["ASAN_OPTIONS"] = ":".join(filter(None, [
-    os.environ.get("ASAN_OPTIONS"), "quarantine_size_mb=4",
-    "allocator_release_to_os_interval_ms=500"]))
 MAX_PENDING = 256
 HEADER_TIMEOUT_MS = 2000
-FD_SLACK = 8
 N_FLOOD = 10000
 
 
 LPORT = free_port()
-
-
-def fds(env):
-    return len(os.listdir(f"/proc/{env.proc.pid}/fd"))
-
-
-def rss_kib(env):
-    for line in open(f"/proc/{env.proc.pid}/status"):
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
 
 
 def connect(timeout=10):
@@ -134,10 +119,7 @@ def tls_attacks():
         assert page()
         for s in slow + half + held:
             s.close()
-        deadline = time.time() + 20
-        while fds(env) > base + FD_SLACK and time.time() < deadline:
-            time.sleep(0.2)
-        assert fds(env) <= base + FD_SLACK, (fds(env), base)
+        fds_back(env, base, 20)
 
 
 def main():
@@ -187,10 +169,8 @@ def main():
         rss0 = rss_kib(env)
 
         def settle():
-            deadline = time.time() + 20
-            while fds(env) > base_fds + FD_SLACK and time.time() < deadline:
-                time.sleep(0.2)
-            assert fds(env) <= base_fds + FD_SLACK, (fds(env), base_fds)
+
+            fds_back(env, base_fds, 20)
 
         def ten_thousand_connections():
             held, failed = [], 0
