@@ -621,7 +621,7 @@ void method_sandbox_destroy(struct req *r, void *params, void *userdata)
     struct engine_error err;
     struct destroy_ctx *d;
     struct sandbox *sb;
-    bool admin = req_is_admin(r), wait = p->wait; /* the request ends with its reply */
+    bool admin = req_is_admin(r);
     int ret;
 
     if (methods_sandbox_park(r, p->id, method_sandbox_destroy, params, userdata))
@@ -640,7 +640,7 @@ void method_sandbox_destroy(struct req *r, void *params, void *userdata)
         return;
     }
     snprintf(d->id, sizeof d->id, "%s", p->id);
-    if (wait) {
+    if (p->wait) {
         d->p.req = r;
         req_on_disconnect(r, pending_detach, &d->p);
     }
@@ -649,8 +649,9 @@ void method_sandbox_destroy(struct req *r, void *params, void *userdata)
     if (ret < 0) {
         free(d);
         reply_engine_error(r, &err);
-    } else if (!wait) {
-        /* not replied yet: the callback of a destroy that ended at once had no request */
+    } else if (!p->wait) {
+        /* not replied yet: the callback of a destroy that ended at once had no request (params
+         * live until the handler returns, a reply or not: req_handler_end()) */
         req_reply(r, destroy_json(p->id, "destroying"));
     }
 }
