@@ -29,6 +29,9 @@
 #define COMP "sandbox"
 
 #define EGRESS_COMMENT "sandboxd-egress"
+/* The proxy rule's comment: the list's names, space-separated, so that a lost state folder
+ * reads them back as it reads the addresses back from the sets. */
+#define EGRESS_NAMES_PREFIX EGRESS_COMMENT " names="
 #define EGRESS_SET_PREFIX "egress-"
 #define EGRESS_SETS_MAX (EGRESS_ALLOW_MAX + 1)
 #define EGRESS_SET_NAME_MAX 24
@@ -62,6 +65,12 @@ struct egress_run {
     size_t n_ports, port_i, entry_i;
     bool proxy; /* the list has names and the proxy runs: a rule lets the sandbox reach it */
 };
+
+static bool is_egress_comment(const char *c)
+{
+    return c && (strcmp(c, EGRESS_COMMENT) == 0 ||
+                 strncmp(c, EGRESS_NAMES_PREFIX, strlen(EGRESS_NAMES_PREFIX)) == 0);
+}
 
 static void set_name(uint16_t port, char buf[EGRESS_SET_NAME_MAX])
 {
@@ -125,6 +134,33 @@ static int start_rule_add(struct egress_run *run, char *set)
                            &sb->call);
 }
 
+/* EGRESS_NAMES_PREFIX and a's names (malloc'ed), or NULL when out of memory. */
+static char *names_comment(const struct egress_allow *a)
+{
+    size_t size = strlen(EGRESS_NAMES_PREFIX) + a->n * (EGRESS_ENTRY_MAX + 1) + 1, len;
+    char *out = malloc(size);
+
+    if (!out)
+        return NULL;
+    len = (size_t)snprintf(out, size, "%s", EGRESS_NAMES_PREFIX);
+    for (size_t i = 0; i < a->n; i++) {
+        int k;
+
+        if (a->e[i].kind != EGRESS_NAME)
+            continue;
+        if (len > strlen(EGRESS_NAMES_PREFIX))
+            out[len++] = ' ';
+        k = egress_entry_format(&a->e[i], out + len, size - len);
+        if (k < 0) {
+            free(out);
+            return NULL;
+        }
+        len += (size_t)k;
+    }
+    out[len] = '\0';
+    return out;
+}
+
 /* The last rule of a list with names: TCP to the egress proxy's address and port. 1 when
  * there is none to add. */
 static int start_proxy_rule(struct egress_run *run)
@@ -132,13 +168,15 @@ static int start_proxy_rule(struct egress_run *run)
     struct sandbox *sb = run->sb;
     const struct config_egress *ce = &sb->engine->cfg->egress;
     _cleanup_json_ json_object *p = NULL;
+    _cleanup_free_ char *comment = NULL;
     char dest[INET_ADDRSTRLEN], dport[8];
     uint32_t ip = ce->listen_ip;
 
     if (!run->proxy)
         return 1;
     p = json_object_new_object();
-    if (!p)
+    comment = names_comment(run->allow);
+    if (!p || !comment)
         return -ENOMEM;
     snprintf(dest, sizeof dest, "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 255u, (ip >> 8) & 255u,
              ip & 255u);
@@ -149,7 +187,7 @@ static int start_proxy_rule(struct egress_run *run)
     json_object_object_add(p, "dest", json_object_new_string(dest));
     json_object_object_add(p, "proto", json_object_new_string("tcp"));
     json_object_object_add(p, "dport", json_object_new_string(dport));
-    json_object_object_add(p, "comment", json_object_new_string(EGRESS_COMMENT));
+    json_object_object_add(p, "comment", json_object_new_string(comment));
     run->phase = EG_PROXY_RULE;
     return pve_fw_rule_add(sb->engine->pve, sb->node, sb->vmid, p, call_ms(run), on_step, run,
                            &sb->call);
@@ -211,9 +249,7 @@ static int rules_next(struct egress_run *run, const struct pve_fw_rules *rules)
     struct sandbox *sb = run->sb;
 
     for (size_t i = 0; rules && i < rules->n; i++) {
-        const char *c = rules->v[i].comment;
-
-        if (c && strcmp(c, EGRESS_COMMENT) == 0) {
+        if (is_egress_comment(rules->v[i].comment)) {
             run->phase = EG_RULE_DELETE;
             return pve_fw_rule_delete(sb->engine->pve, sb->node, sb->vmid, rules->v[i].pos,
                                       rules->digest, call_ms(run), on_step, run, &sb->call);
@@ -400,6 +436,19 @@ struct egress_read {
     json_object *entries;
 };
 
+/* The names of the proxy rule's comment (after EGRESS_NAMES_PREFIX) into entries. */
+static void read_names(json_object *entries, const char *names)
+{
+    while (*names && json_object_array_length(entries) < EGRESS_ALLOW_MAX) {
+        size_t n = strcspn(names, " ");
+
+        if (n > 0 && n <= EGRESS_ENTRY_MAX)
+            json_object_array_add(entries, json_object_new_string_len(names, (int)n));
+        names += n;
+        names += strspn(names, " ");
+    }
+}
+
 static void read_end(struct egress_read *rd, int error)
 {
     _cleanup_json_ json_object *allow = NULL;
@@ -450,6 +499,7 @@ int egress_fw_read(struct pve_client *pve, const char *node, uint32_t vmid,
                    void *userdata)
 {
     struct egress_read *rd;
+    const char *names = NULL;
     int r;
 
     rd = calloc(1, sizeof *rd);
@@ -463,6 +513,11 @@ int egress_fw_read(struct pve_client *pve, const char *node, uint32_t vmid,
         const char *d = ru->dest;
         unsigned port = 0;
 
+        if (ru->comment &&
+            strncmp(ru->comment, EGRESS_NAMES_PREFIX, strlen(EGRESS_NAMES_PREFIX)) == 0) {
+            names = ru->comment + strlen(EGRESS_NAMES_PREFIX);
+            continue;
+        }
         if (!ru->comment || strcmp(ru->comment, EGRESS_COMMENT) != 0 || !d || d[0] != '+' ||
             strncmp(d + 1, EGRESS_SET_PREFIX, strlen(EGRESS_SET_PREFIX)) != 0 ||
             strlen(d + 1) >= EGRESS_SET_NAME_MAX)
@@ -473,11 +528,17 @@ int egress_fw_read(struct pve_client *pve, const char *node, uint32_t vmid,
         snprintf(rd->sets[rd->n_sets], EGRESS_SET_NAME_MAX, "%s", d + 1);
         rd->ports[rd->n_sets++] = (uint16_t)port;
     }
-    if (rd->n_sets == 0) {
+    if (rd->n_sets == 0 && !names) {
         free(rd);
         return 1;
     }
     rd->entries = json_object_new_array();
+    if (rd->entries && names)
+        read_names(rd->entries, names);
+    if (rd->entries && rd->n_sets == 0) {
+        read_end(rd, 0); /* a list of names only: no set to read */
+        return 0;
+    }
     r = rd->entries
             ? pve_fw_ipset_get(pve, node, vmid, rd->sets[0], timeout_ms, on_read_set, rd, NULL)
             : -ENOMEM;

@@ -196,9 +196,10 @@ int egress_fw_apply(struct sandbox *sb, bool internet, json_object *allow, uint6
                     pve_done_fn cb, void *userdata);
 void egress_run_free(struct egress_run *run);
 /* The allow-list a container's firewall holds, read back from its sandboxd-egress rules
- * (rules: its rule list) and their IP sets (a lost state folder, reconcile.c). 1 when rules
- * hold none (cb not called); 0 when started: cb gets 0 and the list (borrowed; NULL when the
- * sets are empty) or -errno. */
+ * (rules: its rule list), their IP sets and the proxy rule's names (a lost state folder,
+ * reconcile.c). 1 when rules hold none (cb not called); 0 when started: cb gets 0 and the
+ * list (borrowed; NULL when the sets are empty) or -errno; for a list of names only, cb is
+ * called before this returns. */
 typedef void (*egress_read_fn)(int error, json_object *allow, void *userdata);
 int egress_fw_read(struct pve_client *pve, const char *node, uint32_t vmid,
                    const struct pve_fw_rules *rules, uint64_t timeout_ms, egress_read_fn cb,

@@ -9,16 +9,18 @@ certificate is self-signed) to an allowed name work through the proxy the sandbo
 variables name; another name is 403 (plain HTTP and CONNECT); a CONNECT to the allowed
 name whose ClientHello names another is closed before the server sees a byte; another
 sandbox's list does not apply; a connection that bypasses the proxy is refused by the
-firewall; a sandbox without names cannot reach the proxy; a live change takes effect;
+firewall; a sandbox without names cannot reach the proxy; a live change takes effect; the
+lists survive kill -9 and, names included, a lost state folder;
 a head too large is 431, garbage 400, both closed; past [egress] max_connections a
 connection is closed at once; names are refused while the proxy is off (test_egress)."""
 
 import os
+import shutil
 import subprocess
 import time
 
 from e2elib import Env, run
-from test_recovery_util import kill9, launch
+from test_recovery_util import kill9, launch, wait_reconciled
 
 PROXY_PORT = 3128
 MAX_CONNS = 4
@@ -181,7 +183,9 @@ def main():
             sb.update(a=a["id"], b=b["id"], n=n["id"])
             assert a["internet_allow"] == ["allowed.test", names["internet.test"] + ":22"], a
             rules = env.sim.ok("GET", f"/nodes/pve/lxc/{a['vmid']}/firewall/rules")
-            px = [r for r in rules if r.get("comment") == "sandboxd-egress" and r.get("dest") == info["daemon_ip"]]
+            # the proxy rule's comment keeps the list's names (read back after a lost state folder)
+            px = [r for r in rules if r.get("comment") == "sandboxd-egress names=allowed.test" and
+                  r.get("dest") == info["daemon_ip"]]
             assert len(px) == 1 and px[0]["dport"] == str(PROXY_PORT) and px[0]["proto"] == "tcp" and \
                 px[0]["action"] == "ACCEPT" and px[0]["type"] == "out", rules
             rules = env.sim.ok("GET", f"/nodes/pve/lxc/{n['vmid']}/firewall/rules")
@@ -279,6 +283,26 @@ def main():
             r = sh(sb["b"], "curl -s -o /dev/null -w '%{http_code}' -m 20 http://allowed.test/", code=None)
             assert r["stdout"] == "403", r
 
+        def state_folder_lost():
+            """The lists read back from the firewall after a lost state folder keep their names
+            (from the proxy rule's comment): a list of names only (b) and a mixed one (a)."""
+            nonlocal c
+            mixed = ["allowed.test", names["internet.test"] + ":22"]
+            c.call("sandbox.set_internet", {"id": sb["a"], "enabled": True, "allow": mixed})
+            assert env.stop_daemon() == 0
+            shutil.rmtree(os.path.join(env.dir, "state"))
+            launch(env)
+            c = env.client()
+            wait_reconciled(env, runs_after=1)
+            got = c.call("sandbox.get", {"id": sb["b"]})
+            assert got["internet"] is True and got["internet_allow"] == ["denied.test"], got
+            got = c.call("sandbox.get", {"id": sb["a"]})
+            assert got["internet"] is True and sorted(got["internet_allow"]) == sorted(mixed), got
+            r = sh(sb["b"], "curl -sS -m 20 http://denied.test/")
+            assert r["stdout"] == "pve-sim internet http denied.test\n", r
+            r = sh(sb["a"], "curl -sS -m 20 http://allowed.test/")
+            assert r["stdout"] == "pve-sim internet http allowed.test\n", r
+
         def destroy_closes():
             """A change of a sandbox's list and its end close its proxied connections: three
             downloads left unread (the server blocked on them) are connections of the daemon
@@ -324,7 +348,8 @@ def main():
         run([("create", create), ("variables", variables), ("allowed_works", allowed_works),
              ("denied_refused", denied_refused), ("sni_mismatch", sni_mismatch), ("other_list", other_list),
              ("bypass_refused", bypass_refused), ("bad_input", bad_input), ("half_close", half_close), ("too_many", too_many),
-             ("live_change", live_change), ("survives_kill9", survives_kill9), ("destroy_closes", destroy_closes), ("destroy", destroy)])
+             ("live_change", live_change), ("survives_kill9", survives_kill9),
+             ("state_folder_lost", state_folder_lost), ("destroy_closes", destroy_closes), ("destroy", destroy)])
 
 
 if __name__ == "__main__":
