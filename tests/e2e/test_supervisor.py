@@ -189,6 +189,17 @@ def main():
             wait_until(lambda: not [p for p in os.listdir("/proc") if p.isdigit() and
                                     any(a.startswith(b"340") for a in cmdline(p))], "the sleeps to end")
 
+        def past_execve_limits():
+            """A command the supervisor's execve could not take (one string of 128 KiB or more)
+            goes the exec channel's way and runs; one of 100 KiB still goes through the
+            supervisor."""
+            sb = state["sb"]
+            for size, served in ((100 * 1024, True), (200 * 1024, False)):
+                cmd = PARENT + "; : " + "x" * size + "; echo; echo done"
+                r = c.call("sandbox.exec", {"id": sb["id"], "command": cmd})
+                assert r["exit_code"] == 0 and r["stdout"].endswith("\ndone\n"), (size, r)
+                assert ("--serve" in r["stdout"]) == served, (size, r["stdout"][:200])
+
         def cancelled():
             # The client goes away: the daemon's kill frame ends the command and what it
             # started in the background.
@@ -247,6 +258,7 @@ def main():
             c.call("sandbox.destroy", {"id": sb["id"]})
 
         run([("execs go through the supervisor", used), ("exec semantics", semantics),
+             ("past execve's limits: the exec channel", past_execve_limits),
              ("a client gone kills the command", cancelled),
              ("only the token runs a command", root_only), ("a dead supervisor is restarted", restarted)])
 
