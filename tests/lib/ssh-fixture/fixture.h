@@ -62,8 +62,14 @@ static inline void fixture_start(struct sshd_fixture *f)
     snprintf(f->script, sizeof(f->script), "%s/tests/lib/ssh-fixture/sshd.sh", src ? src : ".");
     snprintf(f->dir, sizeof(f->dir), "/tmp/sandboxd-sshd-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(f->dir));
-    f->port = fixture_free_port();
-    ck_assert_int_eq(fixture_sshd_run(f, "start"), 0);
+    /* The port is free when probed; another test running beside this one may take it before
+     * sshd binds it: then sshd fails to start, and another port is tried. */
+    for (int attempt = 1;; attempt++) {
+        f->port = fixture_free_port();
+        if (fixture_sshd_run(f, "start") == 0)
+            break;
+        ck_assert_int_lt(attempt, 5);
+    }
     snprintf(path, sizeof(path), "%s/client_ed25519", f->dir);
     ck_assert_int_eq(sshs_key_load_file(path, &f->key), 0);
     snprintf(path, sizeof(path), "%s/host_ed25519.pub", f->dir);
