@@ -68,3 +68,7 @@ bool volumes_attach_skip(const struct sandbox *sb);
 int engine_volume_take_back(struct engine *e, const char *node, uint32_t vmid,
                             const struct marker_volume *line, engine_json_cb cb, void *userdata,
                             struct engine_error *ret_err);
+/* engine_volume_take_back() for sandbox.detach (counted as operation "detach"). */
+int engine_volume_detach(struct engine *e, const char *node, uint32_t vmid,
+                         const struct marker_volume *line, engine_json_cb cb, void *userdata,
+                         struct engine_error *ret_err);
