@@ -460,6 +460,24 @@ def main():
             r = ctl("list")
             assert r.stdout.split()[:4] == ["cli-vol", "1", "0", sid], r
             c.call("sandbox.destroy", {"id": sid})
+            # attach and detach on a running sandbox
+            sid = c.call("sandbox.create", {})["id"]
+
+            def top(*args):
+                return subprocess.run([SANDBOXCTL, "--socket", env.socket, *args],
+                                      capture_output=True, text=True, timeout=120)
+            r = top("attach", sid, "cli-vol:/mnt/c:ro")
+            assert r.returncode == 0 and r.stdout.split()[:2] == [sid, "ready"], r
+            assert ctl("list").stdout.split()[:4] == ["cli-vol", "1", "0", sid]
+            assert c.call("sandbox.exec", {"id": sid, "command": "touch /mnt/c/x"})["exit_code"] != 0
+            r = top("attach", sid, "cli-vol")
+            assert r.returncode == 64 and "NAME:PATH" in r.stderr, r
+            r = top("detach", sid, "cli-vol")
+            assert r.returncode == 0 and r.stdout.split()[:2] == [sid, "ready"], r
+            r = top("detach", sid, "cli-vol")
+            assert r.returncode != 0 and "not attached" in r.stderr, r
+            assert ctl("list").stdout.split()[:4] == ["cli-vol", "1", "0", "-"]
+            c.call("sandbox.destroy", {"id": sid})
             r = subprocess.run([SANDBOXCTL, "--socket", env.socket, "create", "--volume", "cli-vol"],
                                capture_output=True, text=True, timeout=120)
             assert r.returncode == 64 and "NAME:PATH" in r.stderr, r
@@ -481,6 +499,15 @@ def main():
                 sb = py.create(volumes=[{"name": "py-vol", "path": "/mnt/py"}])
                 assert sb.exec("echo py > /mnt/py/f").exit_code == 0
                 assert [x["attached_to"] for x in py.volumes() if x["name"] == "py-vol"] == [sb.id]
+                assert sb.detach("py-vol").state == "ready"
+                assert [x["attached_to"] for x in py.volumes() if x["name"] == "py-vol"] == [None]
+                assert sb.attach("py-vol", "/srv/again", read_only=True).state == "ready"
+                assert sb.exec("cat /srv/again/f").stdout == "py\n"
+                try:
+                    sb.attach("py-vol", "/srv/twice")
+                    raise AssertionError("an attached volume was attached again")
+                except sandboxd.InvalidParams:
+                    pass
                 sb.destroy()
                 py.delete_volume("py-vol")
                 assert [x["name"] for x in py.volumes()] == ["data"]
