@@ -357,8 +357,15 @@ def main():
             assert "not attached" in str(e), e
             out = calls_as_uid(env.socket, OTHER_UID, [
                 ["sandbox.attach", {"id": s2, "volume": "att2", "path": "/mnt/o"}],
-                ["sandbox.detach", {"id": s1, "volume": "att"}]])
-            assert out == {"sandbox.attach": -32001, "sandbox.detach": -32001}, out
+                ["sandbox.detach", {"id": s1, "volume": "att"}],
+                ["volume.create", {"name": "theirs-att", "size_gb": 1}]])
+            assert out == {"sandbox.attach": -32001, "sandbox.detach": -32001,
+                           "volume.create": "succeeded"}, out
+            # another uid's volume into this uid's sandbox (even asked by an admin)
+            e = expect_error(c, "sandbox.attach", {"id": s2, "volume": "theirs-att", "path": "/t"},
+                             -32602, "volume")
+            assert "no such volume" in str(e), e
+            c.call("volume.delete", {"name": "theirs-att"})
             assert conf(sb1["vmid"]) == before1 and conf(sb2["vmid"]) == before2
             assert alive()  # never stopped
             r = c.call("sandbox.detach", {"id": s1, "volume": "att"})
