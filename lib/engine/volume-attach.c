@@ -88,20 +88,21 @@ static void on_target_line(const struct pve_result *res, void *userdata)
         vol_fail(v, ENGINE_E_INTERNAL, r, "cannot write the volume holder's configuration", NULL);
 }
 
-/* Why the container of conf cannot take one more volume at path: it holds ENGINE_VOLUMES_MAX
- * (volume lines whose key is a mount point), or a mount point of it is at path. NULL: it can. */
-static const char *target_refusal(json_object *conf, const char *desc, const char *path)
+/* Whether the container of conf can take one more volume at path: -EBADMSG when its volume
+ * lines do not parse, -E2BIG when it holds ENGINE_VOLUMES_MAX (volume lines whose key is a
+ * mount point), -EEXIST when a mount point of it is at path; else 0. */
+static int target_check(json_object *conf, const char *desc, const char *path)
 {
     _cleanup_free_ struct marker_volume *mv = NULL;
     size_t n = 0, held = 0;
     bool taken = false;
 
     if (marker_volumes_parse(desc, &mv, &n) < 0)
-        return "the sandbox's volume lines do not parse";
+        return -EBADMSG;
     for (size_t i = 0; i < n; i++)
         held += volume_config_has_mp(conf, mv[i].mp);
     if (held >= ENGINE_VOLUMES_MAX)
-        return "the sandbox has 8 volumes attached already";
+        return -E2BIG;
     json_object_object_foreach(conf, key, val)
     {
         struct pve_mp mp = {};
@@ -115,7 +116,7 @@ static const char *target_refusal(json_object *conf, const char *desc, const cha
         taken = mp.path && strcmp(mp.path, path) == 0;
         pve_mp_done(&mp);
     }
-    return taken ? "the path is a mount point of the sandbox already" : NULL;
+    return taken ? -EEXIST : 0;
 }
 
 /* The container's configuration is read: the volume's line goes in, at a free key. */
@@ -134,9 +135,16 @@ static void on_target_conf(const struct pve_result *res, void *userdata)
         vol_fail_pve(v, res);
         return;
     }
-    if (target_refusal(res->data, desc, op->mount.path)) {
-        vol_fail(v, ENGINE_E_INVALID, -EBUSY, target_refusal(res->data, desc, op->mount.path),
-                 strcmp(op->param, "volume") == 0 ? "path" : op->param);
+    r = target_check(res->data, desc, op->mount.path);
+    if (r == -EBADMSG) {
+        vol_fail(v, ENGINE_E_INTERNAL, r, "the sandbox's volume lines do not parse", NULL);
+        return;
+    }
+    if (r < 0) {
+        vol_fail(v, ENGINE_E_INVALID, r,
+                 r == -E2BIG ? "the sandbox has 8 volumes attached already"
+                             : "the path is a mount point of the sandbox already",
+                 r == -EEXIST && strcmp(op->param, "volume") == 0 ? "path" : op->param);
         return;
     }
     r = volume_free_mp(res->data, desc, &line.mp);
