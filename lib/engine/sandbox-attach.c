@@ -103,10 +103,26 @@ static int start_stop(struct sandbox *sb, uint64_t timeout_ms, const char **ret_
     return pause_stop_step_start(sb, timeout_ms, ret_fail);
 }
 
+/* The volume leaves the in-memory mounts (they reserve volumes while the sandbox lives). */
+static void mounts_drop(struct sandbox *sb, const char *name)
+{
+    size_t k = 0;
+
+    for (size_t i = 0; i < sb->n_vol_mounts; i++)
+        if (strcmp(sb->vol_mounts[i].name, name) != 0)
+            sb->vol_mounts[k++] = sb->vol_mounts[i];
+    sb->n_vol_attached -= sb->n_vol_mounts - k;
+    sb->n_vol_mounts = k;
+}
+
 static void on_back(const struct engine_error *err, json_object *result, void *userdata)
 {
+    struct sandbox *sb = userdata;
+
     (void)result;
-    op_step_done(userdata, err);
+    if (!err) /* the last save of the detach writes the record without it */
+        mounts_drop(sb, sb->attach_op->name);
+    op_step_done(sb, err);
 }
 
 static int start_back(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
@@ -208,18 +224,6 @@ static void attach_audit(const struct sandbox *sb, const struct attach_op *op,
                sb->vmid, strna(sb->node), err ? " failed: " : "", err ? strna(err->message) : "");
 }
 
-/* The volume leaves the in-memory mounts (they reserve volumes while the sandbox lives). */
-static void mounts_drop(struct sandbox *sb, const char *name)
-{
-    size_t k = 0;
-
-    for (size_t i = 0; i < sb->n_vol_mounts; i++)
-        if (strcmp(sb->vol_mounts[i].name, name) != 0)
-            sb->vol_mounts[k++] = sb->vol_mounts[i];
-    sb->n_vol_attached -= sb->n_vol_mounts - k;
-    sb->n_vol_mounts = k;
-}
-
 /* The caller hears of the outcome; a destroy asked for meanwhile runs now. */
 static void attach_finish(struct sandbox *sb, const struct engine_error *err)
 {
@@ -228,12 +232,11 @@ static void attach_finish(struct sandbox *sb, const struct engine_error *err)
 
     sb->rolling_back = false;
     attach_audit(sb, op, err);
-    if (!err && op->detach)
-        mounts_drop(sb, op->name);
     if (err && !op->detach) {
-        /* the move may have happened all the same (a lost answer): the sandbox keeps
-         * counting as one with volumes (no snapshot) */
-        sb->had_volumes = true;
+        /* a failure other than a refusal (those come before any write) may follow a move
+         * that happened all the same (a lost answer): the sandbox keeps counting as one with
+         * volumes (no snapshot) */
+        sb->had_volumes = sb->had_volumes || err->kind != ENGINE_E_INVALID;
         sb->n_vol_mounts = sb->n_vol_attached;
     }
     if (err && op->stopped && !e->closing) {

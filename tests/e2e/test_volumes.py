@@ -328,6 +328,8 @@ def main():
             r = c.call("sandbox.attach", {"id": s1, "volume": "att", "path": "/mnt/att"})
             assert r["id"] == s1 and r["state"] == "ready", r
             assert alive()  # hot-plugged: nothing stopped
+            e = expect_error(c, "sandbox.snapshot", {"id": s1, "name": "s1"}, -32602, "id")
+            assert "cannot be snapshotted" in str(e), e
             assert sh(s1, "echo from-s1 > /mnt/att/f && cat /mnt/att/f") == "from-s1\n"
             assert holder_volumes()["att"][0] is None
             listed = {v["name"]: v["attached_to"] for v in c.call("volume.list")["volumes"]}
@@ -374,6 +376,9 @@ def main():
             assert not alive()  # the container was stopped
             assert sh(s1, "test -e /mnt/att/f || echo gone") == "gone\n"
             assert "name=att " not in conf(sb1["vmid"])["description"]  # its line removed
+            # attached, no snapshot; detached, the sandbox has no volume: a snapshot works
+            assert c.call("sandbox.snapshot", {"id": s1, "name": "after"})["snapshot"]["name"] == "after"
+            c.call("sandbox.snapshot_delete", {"id": s1, "name": "after"})
             with open(os.path.join(on_holder("att"), "f")) as f:
                 assert f.read() == "from-s1\n"
             r = c.call("sandbox.attach", {"id": s2, "volume": "att", "path": "/data",
