@@ -88,6 +88,8 @@ const struct method_def methods_table[] = {
     {"volume.create",        &params_volume_create_spec,        method_volume_create,        0},
     {"volume.list",          &params_none_spec,                 method_volume_list,          0},
     {"volume.delete",        &params_volume_name_spec,          method_volume_delete,        0},
+    {"sandbox.attach",       &params_sandbox_attach_spec,       method_sandbox_attach,       0},
+    {"sandbox.detach",       &params_sandbox_detach_spec,       method_sandbox_detach,       0},
     /* test hooks, SANDBOXD_TEST_HOOKS=1 only (methods-test.c, methods-obs.c) */
     {"test.sleep",           NULL,                              method_test_sleep,           TEST},
     {"test.notify",          NULL,                              method_test_notify,          TEST},

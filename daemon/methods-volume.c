@@ -5,6 +5,7 @@
 #include "methods-sandbox.h"
 #include "params-volume.h"
 #include "req.h"
+#include "sandbox-attach.h"
 #include "volume.h"
 
 enum vol_method { M_CREATE, M_LIST, M_DELETE };
@@ -58,4 +59,40 @@ void method_volume_list(struct req *r, void *params, void *userdata)
 void method_volume_delete(struct req *r, void *params, void *userdata)
 {
     vol_method(r, params, userdata, M_DELETE, method_volume_delete);
+}
+
+static void on_attach_done(const struct engine_error *err, struct sandbox *sb, void *userdata)
+{
+    methods_wait_end(userdata, err, err ? NULL : methods_sandbox_json(sb));
+}
+
+static void attach_method(struct req *r, void *params, bool detach, method_handler_t self)
+{
+    const struct params_sandbox_attach *p = params;
+    struct engine *e = methods_sandbox(r)->engine;
+    struct engine_error err = {};
+    struct methods_wait *w;
+    struct sandbox *sb;
+    int k;
+
+    sb = methods_sandbox_find(r, p->id, self, params, NULL);
+    if (!sb)
+        return;
+    w = methods_wait_new(r);
+    if (!w)
+        return;
+    k = detach ? engine_detach(e, sb, p->volume, on_attach_done, w, &err)
+               : engine_attach(e, sb, p->volume, p->path, p->read_only, on_attach_done, w, &err);
+    if (k < 0)
+        methods_wait_refused(w, &err);
+}
+
+void method_sandbox_attach(struct req *r, void *params, void *userdata)
+{
+    attach_method(r, params, false, method_sandbox_attach);
+}
+
+void method_sandbox_detach(struct req *r, void *params, void *userdata)
+{
+    attach_method(r, params, true, method_sandbox_detach);
 }

@@ -38,3 +38,44 @@ static int params_volume_name_fill(json_object *params, void *at, struct params_
 }
 
 PARAMS_SPEC(params_volume_name, struct params_volume_name, NULL);
+
+#define PATH_RULE                                                                                  \
+    "must be an absolute path of at most 255 bytes, components of A-Z, a-z, 0-9, '.', '_' and "    \
+    "'-' (not '.' or '..'), without a trailing '/'"
+
+static int params_sandbox_attach_fill(json_object *params, void *at, struct params_error *err)
+{
+    static const char *const allowed[] = {"id", "volume", "path", "read_only", NULL};
+    static const struct params_field fields[] = {
+        PARAMS_F_ID_OF(struct params_sandbox_attach),
+        PARAMS_F_BOOL_OF(struct params_sandbox_attach, read_only, false),
+    };
+    struct params_sandbox_attach *p = at;
+    int r = params_read(params, allowed, fields, ELEMENTSOF(fields), p, err);
+
+    if (r >= 0)
+        r = params_volume_str(params, "volume", "volume", PARAMS_VOLUME_NAME_MAX, p->volume,
+                              params_volume_name_valid, NAME_RULE, err);
+    if (r >= 0)
+        r = params_volume_str(params, "path", "path", PARAMS_VOLUME_PATH_MAX, p->path,
+                              params_volume_path_valid, PATH_RULE, err);
+    return r;
+}
+
+PARAMS_SPEC(params_sandbox_attach, struct params_sandbox_attach, NULL);
+
+static int params_sandbox_detach_fill(json_object *params, void *at, struct params_error *err)
+{
+    static const char *const allowed[] = {"id", "volume", NULL};
+    static const struct params_field fields[] = {
+        PARAMS_F_ID_OF(struct params_sandbox_attach),
+    };
+    struct params_sandbox_attach *p = at;
+    int r = params_read(params, allowed, fields, ELEMENTSOF(fields), p, err);
+
+    return r < 0 ? r
+                 : params_volume_str(params, "volume", "volume", PARAMS_VOLUME_NAME_MAX, p->volume,
+                                     params_volume_name_valid, NAME_RULE, err);
+}
+
+PARAMS_SPEC(params_sandbox_detach, struct params_sandbox_attach, NULL);

@@ -30,6 +30,14 @@ struct params_volume_name {
     char name[PARAMS_VOLUME_NAME_MAX + 1];
 };
 
+/* sandbox.attach {id, volume, path, read_only?} and sandbox.detach {id, volume} (path unused) */
+struct params_sandbox_attach {
+    char id[PARAMS_ID_MAX + 1];
+    char volume[PARAMS_VOLUME_NAME_MAX + 1];
+    char path[PARAMS_VOLUME_PATH_MAX + 1];
+    bool read_only;
+};
+
 /* One entry of sandbox.create's "volumes": {name, path, read_only?}. */
 struct params_volume_mount {
     char name[PARAMS_VOLUME_NAME_MAX + 1];
@@ -51,3 +59,5 @@ int params_volume_mounts(json_object *params, struct params_volume_mount ret[PAR
 
 extern const struct params_spec params_volume_create_spec;
 extern const struct params_spec params_volume_name_spec;
+extern const struct params_spec params_sandbox_attach_spec;
+extern const struct params_spec params_sandbox_detach_spec;

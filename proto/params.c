@@ -969,6 +969,8 @@ static const struct rpc_method_info rpc_method_table[] = {
     {"volume.create", false, &params_volume_create_spec},
     {"volume.list", false, &params_none_spec},
     {"volume.delete", false, &params_volume_name_spec},
+    {"sandbox.attach", false, &params_sandbox_attach_spec},
+    {"sandbox.detach", false, &params_sandbox_detach_spec},
 };
 
 const struct rpc_method_info *rpc_method_find(const char *name)

@@ -61,7 +61,8 @@ static const struct help helps[] = {
               "there (file.mkdir).\n"},
     {"mv", "mv ID FROM TO\n\nRename or move (file.rename).\n"},
     {"internet", "internet ID on|off|allow ENTRY... [--wait]\n\nSwitch outbound internet, or "
-                 "allow only the entries (CIDR[:PORT] or a domain name, reached\nthrough the daemon's egress proxy);\n--wait: until a probe confirms it "
+                 "allow only the entries (CIDR[:PORT] or a domain name, reached\nthrough the "
+                 "daemon's egress proxy);\n--wait: until a probe confirms it "
                  "(sandbox.set_internet).\n"},
     {"renew", "renew ID TTL_S\n\nExtend the lease to TTL_S seconds from now (sandbox.renew).\n"},
     {"destroy", "destroy [--no-wait] ID\n\nStop and purge the sandbox (sandbox.destroy). "
@@ -95,6 +96,12 @@ static const struct help helps[] = {
                "create: a volume of SIZE_GB GiB, storage that outlives sandboxes "
                "(volume.create).\nlist: your volumes (admins: all): NAME SIZE_GB OWNER "
                "ATTACHED_TO (volume.list).\ndelete: a volume and its data (volume.delete).\n"},
+    {"attach", "attach ID NAME:PATH[:ro]\n\nMount your volume NAME at PATH in a running sandbox "
+               "(sandbox.attach),\nread-only with :ro; the sandbox keeps running. Prints the "
+               "sandbox.\n"},
+    {"detach", "detach ID NAME\n\nTake volume NAME out of the sandbox back to the daemon "
+               "(sandbox.detach). The\nsandbox restarts: its processes and forwards end. Prints "
+               "the sandbox, ready.\n"},
     {"pause", "pause ID\n\nStop the sandbox's container and keep its disk (sandbox.pause); its "
               "processes\nand forwards end. Prints the sandbox, paused.\n"},
     {"resume", "resume ID\n\nStart a paused sandbox again (sandbox.resume): same disk, address "

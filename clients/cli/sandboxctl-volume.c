@@ -2,7 +2,9 @@
  *
  *   volume create NAME SIZE_GB   volume.create
  *   volume list                  volume.list: one line per volume
- *   volume delete NAME           volume.delete */
+ *   volume delete NAME           volume.delete
+ *   attach ID NAME:PATH[:ro]     sandbox.attach
+ *   detach ID NAME               sandbox.detach */
 #include "sandboxctl-volume.h"
 
 #include <inttypes.h>
@@ -97,4 +99,38 @@ int ctl_volume_main(struct ctl *c, int argc, char **argv)
     fprintf(stderr, "sandboxctl: usage: volume create NAME SIZE_GB | volume list | "
                     "volume delete NAME\n");
     return EXIT_USAGE;
+}
+
+static void print_sandbox(json_object *sb)
+{
+    printf("%s %s %s\n", get_str(sb, "id"), get_str(sb, "state"), get_str(sb, "ip"));
+}
+
+int ctl_attach_main(struct ctl *c, int argc, char **argv)
+{
+    bool attach = strcmp(argv[0], "attach") == 0;
+    json_object *p, *a, *m;
+
+    if (argc != 3) {
+        fprintf(stderr, "sandboxctl: usage: attach ID NAME:PATH[:ro] | detach ID NAME\n");
+        return EXIT_USAGE;
+    }
+    p = json_object_new_object();
+    json_object_object_add(p, "id", json_object_new_string(argv[1]));
+    if (!attach) {
+        json_object_object_add(p, "volume", json_object_new_string(argv[2]));
+        return ctl_run(c, "sandbox.detach", p, print_sandbox);
+    }
+    if (ctl_volume_mount_arg(p, argv[2]) != 0) {
+        json_object_put(p);
+        return EXIT_USAGE;
+    }
+    /* the one mount parsed as --volume's, its fields the call's */
+    json_object_object_get_ex(p, "volumes", &a);
+    m = json_object_get(json_object_array_get_idx(a, 0));
+    json_object_object_del(p, "volumes");
+    json_object_object_foreach(m, key, val)
+        json_object_object_add(p, strcmp(key, "name") == 0 ? "volume" : key, json_object_get(val));
+    json_object_put(m);
+    return ctl_run(c, "sandbox.attach", p, print_sandbox);
 }

@@ -369,6 +369,8 @@ static void usage(FILE *f)
             "  volume create NAME SIZE_GB      a volume that outlives sandboxes\n"
             "  volume list                     your volumes\n"
             "  volume delete NAME              delete a volume and its data\n"
+            "  attach ID NAME:PATH[:ro]        mount a volume into a running sandbox\n"
+            "  detach ID NAME                  take it out (the sandbox restarts)\n"
             "  pause ID                        stop it, its disk kept (processes end)\n"
             "  resume ID                       start a paused one again (ready)\n"
             "  forward ID [LOCAL:]REMOTE       relay port REMOTE of the sandbox to a private\n"
@@ -487,6 +489,8 @@ static int run_command(struct ctl *c, const char *cmd, int argc, char **argv)
         r = ctl_template_main(c, argc, argv);
     else if (strcmp(cmd, "volume") == 0)
         r = ctl_volume_main(c, argc, argv);
+    else if (strcmp(cmd, "attach") == 0 || strcmp(cmd, "detach") == 0)
+        r = ctl_attach_main(c, argc, argv);
     else if (strcmp(cmd, "destroy") == 0 && argc == 2)
         r = run_simple(c, "sandbox.destroy", id_params(argv[1]), print_destroyed);
     else if (strcmp(cmd, "destroy") == 0 && argc == 3 && strcmp(argv[1], "--no-wait") == 0)
@@ -547,7 +551,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "mcp") == 0)
         return mcp_main(c.socket, argc, argv);
     if ((!strstr(" status create list show exec put get internet renew resize destroy call metrics "
-                 "events forward preview previews unpreview template volume ",
+                 "events forward preview previews unpreview template volume attach detach ",
                  cmd) &&
          !ctl_fs_is_command(cmd) && !ctl_process_is_command(cmd) &&
          !ctl_snapshot_is_command(cmd)) ||

@@ -75,3 +75,55 @@ func TestFork(t *testing.T) {
 		t.Fatalf("unknown snapshot: %v", err)
 	}
 }
+
+// A volume: made, mounted at create, written; detached (the sandbox restarts,
+// ready), attached again read-only in another sandbox and read; refusals are
+// typed; deleted once free.
+func TestVolumes(t *testing.T) {
+	m := manager(t)
+	ctx := context.Background()
+	v, err := m.CreateVolume(ctx, "go-vol", 1)
+	if err != nil || v.Name != "go-vol" || v.SizeGB != 1 || v.AttachedTo != nil {
+		t.Fatalf("create: %+v %v", v, err)
+	}
+	defer m.DeleteVolume(ctx, "go-vol")
+	if _, err := m.CreateVolume(ctx, "go-vol", 1); !errors.Is(err, sandbox.ErrInvalidParams) {
+		t.Fatalf("a name in use: %v", err)
+	}
+	sb := create(t, m, sandbox.WithVolumes(sandbox.VolumeMount{Name: "go-vol", Path: "/mnt/go"}))
+	if err := sb.WriteFile(ctx, "/mnt/go/f", "from go"); err != nil {
+		t.Fatal(err)
+	}
+	list, err := m.Volumes(ctx)
+	if err != nil || len(list) != 1 || list[0].AttachedTo == nil || *list[0].AttachedTo != sb.ID() {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+	if err := m.DeleteVolume(ctx, "go-vol"); !errors.Is(err, sandbox.ErrBadState) {
+		t.Fatalf("delete while attached: %v", err)
+	}
+	if err := sb.Detach(ctx, "go-vol"); err != nil || sb.Info().State != "ready" {
+		t.Fatalf("detach: %v %+v", err, sb.Info())
+	}
+	if err := sb.Detach(ctx, "go-vol"); !errors.Is(err, sandbox.ErrInvalidParams) {
+		t.Fatalf("detach again: %v", err)
+	}
+	other := create(t, m)
+	if err := other.Attach(ctx, "go-vol", "/data", true); err != nil || other.Info().State != "ready" {
+		t.Fatalf("attach: %v", err)
+	}
+	if err := sb.Attach(ctx, "go-vol", "/mnt/go", false); !errors.Is(err, sandbox.ErrInvalidParams) {
+		t.Fatalf("attached elsewhere: %v", err)
+	}
+	if s, err := other.ReadFile(ctx, "/data/f"); err != nil || s != "from go" {
+		t.Fatalf("read: %q %v", s, err)
+	}
+	if err := other.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if list, err := m.Volumes(ctx); err != nil || len(list) != 1 || list[0].AttachedTo != nil {
+		t.Fatalf("after the destroy: %+v %v", list, err)
+	}
+	if err := sb.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -113,6 +113,8 @@ class Method:
     VOLUME_CREATE = "volume.create"
     VOLUME_LIST = "volume.list"
     VOLUME_DELETE = "volume.delete"
+    ATTACH = "sandbox.attach"
+    DETACH = "sandbox.detach"
     STATUS = "daemon.status"
     DISCOVER = "rpc.discover"
     EXEC_OUTPUT = "exec.output"  # the notification a streaming exec sends
@@ -1060,6 +1062,17 @@ class Sandbox:
     def resume(self, timeout: Optional[float] = None) -> "Sandbox":
         """sandbox.resume: started again, `state` "ready", same disk, host key and address."""
         return self._update(self._call(Method.RESUME, timeout))
+
+    def attach(self, volume: str, path: str, read_only: bool = False,
+               timeout: Optional[float] = None) -> "Sandbox":
+        """sandbox.attach: the caller's volume mounted at path while the sandbox runs."""
+        return self._update(self._call(Method.ATTACH, timeout, volume=volume, path=path,
+                                       read_only=read_only))
+
+    def detach(self, volume: str, timeout: Optional[float] = None) -> "Sandbox":
+        """sandbox.detach: the volume back to the daemon; the sandbox restarts (its processes,
+        sessions and forwards end) and is ready again."""
+        return self._update(self._call(Method.DETACH, timeout, volume=volume))
 
 
 class Process:

@@ -621,6 +621,14 @@ class AsyncSandbox:
     async def resume(self, timeout: Optional[float] = None) -> "AsyncSandbox":
         return self._update(await self._call(Method.RESUME, timeout))
 
+    async def attach(self, volume: str, path: str, read_only: bool = False,
+                     timeout: Optional[float] = None) -> "AsyncSandbox":
+        return self._update(await self._call(Method.ATTACH, timeout, volume=volume, path=path,
+                                             read_only=read_only))
+
+    async def detach(self, volume: str, timeout: Optional[float] = None) -> "AsyncSandbox":
+        return self._update(await self._call(Method.DETACH, timeout, volume=volume))
+
     async def processes(self, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
         return (await self._call(Method.PROCESS_LIST, timeout))["processes"]
 

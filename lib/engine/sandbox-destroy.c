@@ -383,7 +383,7 @@ int engine_destroy(struct engine *e, struct sandbox *sb, engine_done_cb cb, void
         }
         return 0;
     }
-    if (sb->resize_op || sb->snap_op || sb->tmpl_op || sb->pause_op) {
+    if (sb->resize_op || sb->snap_op || sb->tmpl_op || sb->pause_op || sb->attach_op) {
         /* A live change, a snapshot operation, a template.create, a pause or a resume runs:
          * the destroy follows it (lib/engine/sandbox-resize.c, sandbox-snapshot.c,
          * template-create.c, sandbox-pause.c). */

@@ -85,6 +85,7 @@ struct sandbox {
     struct tmpl_op *tmpl_op;     /* a template.create running (template-create.c) */
     bool rolling_back;           /* a rollback runs: no new session, no command */
     struct pause_op *pause_op;   /* a pause or resume running (sandbox-pause.c) */
+    struct attach_op *attach_op; /* a sandbox.attach or sandbox.detach running */
     bool marker_paused;          /* the marker to write says paused=1 */
     bool resume_on_use;          /* sandbox.create's: calls that need the container resume it */
     unsigned auto_pause_s;       /* sandbox.create's: paused after that long idle (0: never) */

@@ -128,8 +128,7 @@ static void on_stopped(const struct pve_result *res, void *userdata)
     op_step_pve_done(sb, res);
 }
 
-/* The sessions go first: the container stops under them. */
-static int start_stop(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+int pause_stop_step_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
 {
     sandbox_close_ssh(sb);
     return pve_shutdown(sb->engine->pve, sb->node, sb->vmid, ENGINE_PAUSE_SHUTDOWN_S, true,
@@ -160,7 +159,7 @@ static const struct op_step pause_steps[] = {
                .crash_done = "pause-recorded"),
     PAUSE_STEP("writing the marker", marker_write_start, ENGINE_STEP_CONFIG_MS,
                .crash_done = "pause-marked"),
-    PAUSE_STEP("stopping the container", start_stop, OP_STEP_OP_DEADLINE,
+    PAUSE_STEP("stopping the container", pause_stop_step_start, OP_STEP_OP_DEADLINE,
                .crash_sent = "pause-sent", .crash_done = "pause-stopped"),
 };
 
@@ -284,7 +283,8 @@ static int pause_refused(struct engine *e, struct sandbox *sb, struct engine_err
 {
     if (engine_refuse_unavailable(e, ret_err) < 0)
         return ret_err->error;
-    if (sb->create_op || sb->resize_op || sb->snap_op || sb->fw_busy || sb->call || sb->pause_op)
+    if (sb->create_op || sb->resize_op || sb->snap_op || sb->fw_busy || sb->call || sb->pause_op ||
+        sb->attach_op)
         return engine_refuse(ret_err, ENGINE_E_BUSY, -EBUSY,
                              "another operation on this sandbox is running", NULL);
     if ((sb->state != SANDBOX_READY && sb->state != SANDBOX_PAUSED) || sb->destroy_requested ||

@@ -57,3 +57,6 @@ bool engine_resume_on_use(const struct sandbox *sb);
 void engine_auto_pause_check(struct sandbox *sb);
 /* A request on sb began: the idle time auto_pause_s counts from now. */
 void engine_touch(struct sandbox *sb);
+/* The pause's step that stops the container (sandbox.detach's too): its sessions closed
+ * first, a clean shutdown, then a stop; a container found stopped already counts as done. */
+int pause_stop_step_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);

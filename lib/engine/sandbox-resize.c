@@ -361,6 +361,9 @@ int engine_resize(struct engine *e, struct sandbox *sb, const struct engine_resi
     if (sb->tmpl_op)
         return engine_refuse(ret_err, ENGINE_E_BUSY, -EBUSY, "the sandbox is becoming a template",
                              NULL);
+    if (sb->attach_op)
+        return engine_refuse(ret_err, ENGINE_E_BUSY, -EBUSY,
+                             "a volume attach or detach on this sandbox is running", NULL);
     r = engine_check_caps(e, NULL, cores, memory_mb, disk_gb, ret_err);
     if (r >= 0)
         r = engine_check_net_rate(e, sz->net_rate_mbps, ret_err);

@@ -391,7 +391,8 @@ static int snap_start(struct engine *e, struct sandbox *sb, enum snap_kind kind,
     if (kind == SNAP_TAKE && e->cfg->sandbox.max_snapshots == 0)
         return engine_refuse(ret_err, ENGINE_E_QUOTA, -EDQUOT,
                              "snapshots are turned off ([sandbox] max_snapshots = 0)", NULL);
-    if (sb->create_op || sb->resize_op || sb->snap_op || sb->tmpl_op || sb->fw_busy || sb->call)
+    if (sb->create_op || sb->resize_op || sb->snap_op || sb->tmpl_op || sb->fw_busy || sb->call ||
+        sb->attach_op)
         return engine_refuse(ret_err, ENGINE_E_BUSY, -EBUSY,
                              "another operation on this sandbox is running", NULL);
     op = malloc(sizeof *op);

@@ -597,7 +597,7 @@ bool engine_closing(const struct engine *e)
 bool sandbox_busy(const struct sandbox *sb)
 {
     return sb->create_op || sb->call || sb->fw_busy || sb->resize_op || sb->snap_op || sb->forks ||
-           sb->tmpl_op || sb->pause_op || sb->state == SANDBOX_DESTROYING || sb->destroy_requested;
+           sb->tmpl_op || sb->pause_op || sb->attach_op || sb->state == SANDBOX_DESTROYING || sb->destroy_requested;
 }
 
 int engine_save(struct sandbox *sb, void (*cb)(int r, void *userdata), void *userdata)

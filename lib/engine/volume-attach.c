@@ -38,25 +38,6 @@ int engine_volume_mounts_check(struct engine *e, const struct sandbox_create_opt
 
 /* ---- the attach call, on the volume calls' queue ---- */
 
-static void on_moved(const struct pve_result *res, void *userdata)
-{
-    struct volumes *v = userdata;
-    struct vol_op *op = v->running;
-    _cleanup_json_ json_object *o = NULL;
-
-    v->call = NULL;
-    if (res->error < 0) {
-        vol_fail_pve(v, res);
-        return;
-    }
-    test_crash_point("volume-attach-moved");
-    log_info(COMP, "volume '%s': attached to container %" PRIu32 " (mp%u, %s%s)", op->name, op->src,
-             op->dst_mp, op->mount.path, op->mount.read_only ? ", read-only" : "");
-    o = json_object_new_object();
-    json_object_object_add(o, "volume", vol_json(&op->from));
-    vol_finish(v, NULL, o);
-}
-
 static void on_holder_path(const struct pve_result *res, void *userdata)
 {
     struct volumes *v = userdata;
@@ -73,7 +54,7 @@ static void on_holder_path(const struct pve_result *res, void *userdata)
     snprintf(key, sizeof key, "mp%u", op->hold_mp);
     snprintf(dst_key, sizeof dst_key, "mp%u", op->dst_mp);
     r = pve_move_volume(v->e->pve, v->node, v->holder, key, op->src, dst_key,
-                        ENGINE_VOLUME_TIMEOUT_MS, on_moved, v, &v->call);
+                        ENGINE_VOLUME_TIMEOUT_MS, vol_on_moved, v, &v->call);
     if (r < 0)
         vol_fail(v, ENGINE_E_INTERNAL, r, "cannot move the volume to the sandbox", NULL);
 }
@@ -107,6 +88,37 @@ static void on_target_line(const struct pve_result *res, void *userdata)
         vol_fail(v, ENGINE_E_INTERNAL, r, "cannot write the volume holder's configuration", NULL);
 }
 
+/* Whether the container of conf can take one more volume at path: -EBADMSG when its volume
+ * lines do not parse, -E2BIG when it holds ENGINE_VOLUMES_MAX (volume lines whose key is a
+ * mount point), -EEXIST when a mount point of it is at path; else 0. */
+static int target_check(json_object *conf, const char *desc, const char *path)
+{
+    _cleanup_free_ struct marker_volume *mv = NULL;
+    size_t n = 0, held = 0;
+    bool taken = false;
+
+    if (marker_volumes_parse(desc, &mv, &n) < 0)
+        return -EBADMSG;
+    for (size_t i = 0; i < n; i++)
+        held += volume_config_has_mp(conf, mv[i].mp);
+    if (held >= ENGINE_VOLUMES_MAX)
+        return -E2BIG;
+    json_object_object_foreach(conf, key, val)
+    {
+        struct pve_mp mp = {};
+        unsigned k;
+        char c;
+
+        if (taken || sscanf(key, "mp%u%c", &k, &c) != 1 ||
+            !json_object_is_type(val, json_type_string) ||
+            pve_mp_parse(json_object_get_string(val), &mp) < 0)
+            continue;
+        taken = mp.path && strcmp(mp.path, path) == 0;
+        pve_mp_done(&mp);
+    }
+    return taken ? -EEXIST : 0;
+}
+
 /* The container's configuration is read: the volume's line goes in, at a free key. */
 static void on_target_conf(const struct pve_result *res, void *userdata)
 {
@@ -121,6 +133,18 @@ static void on_target_conf(const struct pve_result *res, void *userdata)
     v->call = NULL;
     if (res->error < 0) {
         vol_fail_pve(v, res);
+        return;
+    }
+    r = target_check(res->data, desc, op->mount.path);
+    if (r == -EBADMSG) {
+        vol_fail(v, ENGINE_E_INTERNAL, r, "the sandbox's volume lines do not parse", NULL);
+        return;
+    }
+    if (r < 0) {
+        vol_fail(v, ENGINE_E_INVALID, r,
+                 r == -E2BIG ? "the sandbox has 8 volumes attached already"
+                             : "the path is a mount point of the sandbox already",
+                 r == -EEXIST && strcmp(op->param, "volume") == 0 ? "path" : op->param);
         return;
     }
     r = volume_free_mp(res->data, desc, &line.mp);
@@ -166,16 +190,19 @@ static void attach_act(struct volumes *v, const struct marker_volume *mv, size_t
     int r;
 
     if (!x || (!op->admin && x->owner_uid != op->uid)) {
-        vol_fail(v, ENGINE_E_INVALID, -ENOENT, "no such volume", "volumes");
+        vol_fail(v, ENGINE_E_INVALID, -ENOENT, "no such volume", op->param);
         return;
     }
     if (!volume_config_has_mp(conf, x->mp)) {
-        vol_fail(v, ENGINE_E_INVALID, -EBUSY, "a volume asked for is attached to another sandbox",
-                 "volumes");
+        vol_fail(v, ENGINE_E_INVALID, -EBUSY,
+                 strcmp(op->param, "volume") == 0
+                     ? "the volume is attached to a sandbox"
+                     : "a volume asked for is attached to another sandbox",
+                 op->param);
         return;
     }
     if (strcmp(op->src_node, v->node) != 0) {
-        vol_fail(v, ENGINE_E_INVALID, -EXDEV, "the volume is on another node", "volumes");
+        vol_fail(v, ENGINE_E_INVALID, -EXDEV, "the volume is on another node", op->param);
         return;
     }
     op->from = *x;
@@ -197,6 +224,7 @@ static int attach_one(struct sandbox *sb, engine_json_cb cb, struct engine_error
                         .uid = sb->owner_uid,
                         .mount = *m,
                         .src = sb->vmid,
+                        .param = sb->attach_op ? "volume" : "volumes",
                         .cb = cb,
                         .userdata = sb};
 

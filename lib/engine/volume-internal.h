@@ -23,6 +23,8 @@ struct vol_op {
     bool detached;             /* delete: the mount point and its line are gone */
     bool cleaning;             /* the write running destroys the holder's unusedN */
     bool line_written;         /* take back: the holder's line of the volume is written */
+    bool detach;               /* take back: for sandbox.detach (its metric) */
+    const char *param;         /* attach: the param an error names ("volumes", "volume") */
     struct marker_volume from; /* take back: the volume's line in the container src */
     uint32_t src;
     char src_node[CONFIG_NODE_NAME_MAX + 1];
@@ -70,6 +72,9 @@ const char *vol_conf_str(json_object *conf, const char *key);
 /* {"name", "size_gb", "owner_uid", "attached_to": null} */
 json_object *vol_json(const struct marker_volume *mv);
 const struct marker_volume *vol_find(const struct marker_volume *mv, size_t n, const char *name);
+/* The move of the running attach or take back ended (pve_move_volume()'s callback): the call
+ * ends with {"volume": {...}}, or Proxmox's error. */
+void vol_on_moved(const struct pve_result *res, void *userdata);
 /* Reads the holder's configuration again; then the running call acts on it. */
 void vol_read_config(struct volumes *v);
 /* Queues a call (a copy of tmpl): 0, or ENGINE_E_BUSY past the queue's bounds. */

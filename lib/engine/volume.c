@@ -74,7 +74,7 @@ void vol_finish(struct volumes *v, const struct engine_error *err, json_object *
                                       [VOL_ATTACH] = "attach"};
 
     v->queued--;
-    metrics_add(M_VOLUME_CALLS, ops[op->kind], err ? "failed" : "done", 1);
+    metrics_add(M_VOLUME_CALLS, op->detach ? "detach" : ops[op->kind], err ? "failed" : "done", 1);
     if (err)
         log_info(COMP, "volume call of uid %u failed: %s", (unsigned)op->uid, err->message);
     op->cb(err, result, op->userdata);
@@ -528,10 +528,11 @@ static void do_delete(struct volumes *v, const struct marker_volume *mv, size_t 
         test_crash_point("volume-delete-sent");
 }
 
-static void on_taken_back(const struct pve_result *res, void *userdata)
+void vol_on_moved(const struct pve_result *res, void *userdata)
 {
     struct volumes *v = userdata;
     struct vol_op *op = v->running;
+    bool attach = op->kind == VOL_ATTACH;
     _cleanup_json_ json_object *o = NULL;
 
     v->call = NULL;
@@ -539,9 +540,13 @@ static void on_taken_back(const struct pve_result *res, void *userdata)
         vol_fail_pve(v, res);
         return;
     }
-    test_crash_point("volume-take-back-moved");
-    log_info(COMP, "volume '%s': back on the holder %u from container %u", op->name, v->holder,
-             op->src);
+    test_crash_point(attach ? "volume-attach-moved" : "volume-take-back-moved");
+    if (attach)
+        log_info(COMP, "volume '%s': attached to container %u (mp%u, %s%s)", op->name, op->src,
+                 op->dst_mp, op->mount.path, op->mount.read_only ? ", read-only" : "");
+    else
+        log_info(COMP, "volume '%s': back on the holder %u from container %u", op->name, v->holder,
+                 op->src);
     o = json_object_new_object();
     json_object_object_add(o, "volume", vol_json(&op->from));
     vol_finish(v, NULL, o);
@@ -570,7 +575,7 @@ static void do_take_back(struct volumes *v, const struct marker_volume *mv, size
         snprintf(key, sizeof key, "mp%u", x ? x->mp : 0);
         snprintf(src_key, sizeof src_key, "mp%u", op->from.mp);
         r = x ? pve_move_volume(v->e->pve, v->node, op->src, src_key, v->holder, key,
-                                ENGINE_VOLUME_TIMEOUT_MS, on_taken_back, v, &v->call)
+                                ENGINE_VOLUME_TIMEOUT_MS, vol_on_moved, v, &v->call)
               : -ENOENT;
         if (r < 0)
             vol_fail(v, ENGINE_E_INTERNAL, r, "cannot move the volume back to its holder", NULL);
@@ -636,7 +641,7 @@ static void act(struct volumes *v, json_object *conf)
         break;
     case VOL_ATTACH:
         if (!conf)
-            vol_fail(v, ENGINE_E_INVALID, -ENOENT, "no such volume", "volumes");
+            vol_fail(v, ENGINE_E_INVALID, -ENOENT, "no such volume", op->param);
         else
             v->attach_act(v, mv, n, conf);
         break;
@@ -738,6 +743,24 @@ int engine_volume_delete(struct engine *e, uid_t uid, bool admin, const char *na
         return -EBUSY;
     }
     snprintf(op.name, sizeof op.name, "%s", name);
+    return vol_enqueue(e, &op, ret_err);
+}
+
+int engine_volume_detach(struct engine *e, const char *node, uint32_t vmid,
+                         const struct marker_volume *line, engine_json_cb cb, void *userdata,
+                         struct engine_error *ret_err)
+{
+    struct vol_op op = {.kind = VOL_TAKE_BACK,
+                        .uid = line->owner_uid,
+                        .admin = true,
+                        .detach = true,
+                        .from = *line,
+                        .src = vmid,
+                        .cb = cb,
+                        .userdata = userdata};
+
+    snprintf(op.name, sizeof op.name, "%s", line->name);
+    snprintf(op.src_node, sizeof op.src_node, "%s", node);
     return vol_enqueue(e, &op, ret_err);
 }
 

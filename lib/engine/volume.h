@@ -57,14 +57,19 @@ const struct sandbox *engine_volume_user(struct engine *e, const char *name, uid
 int engine_volume_mounts_check(struct engine *e, const struct sandbox_create_opts *opts,
                                struct engine_error *ret_err);
 /* The create's step (op-step.h) that attaches sb's volumes (sb->vol_mounts) to its stopped
- * new container, one at a time, each on the volume calls' queue: the volume checked on the
- * holder (the caller's, not attached), its line written in the container's description
- * (a free mpN key), the holder's mount point given the sandbox's path (and ro=1), then the
- * move. The holder's line stays, stale (volume-locate.h): the name stays taken. A failure
- * fails the create, whose rollback takes attached volumes back. */
+ * new container (sandbox.attach's too: the last one, into its running container, which
+ * Proxmox hot-plugs; sandbox-attach.h), one at a time, each on the volume calls' queue: the volume
+ * checked on the holder (the caller's, not attached), its line written in the container's
+ * description (a free mpN key), the holder's mount point given the sandbox's path (and ro=1), then
+ * the move. The holder's line stays, stale (volume-locate.h): the name stays taken. A failure fails
+ * the create, whose rollback takes attached volumes back. */
 int volumes_attach_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
 bool volumes_attach_skip(const struct sandbox *sb);
 
 int engine_volume_take_back(struct engine *e, const char *node, uint32_t vmid,
                             const struct marker_volume *line, engine_json_cb cb, void *userdata,
                             struct engine_error *ret_err);
+/* engine_volume_take_back() for sandbox.detach (counted as operation "detach"). */
+int engine_volume_detach(struct engine *e, const char *node, uint32_t vmid,
+                         const struct marker_volume *line, engine_json_cb cb, void *userdata,
+                         struct engine_error *ret_err);

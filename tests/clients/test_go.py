@@ -25,6 +25,14 @@ def go_env(socket):
                      "GO111MODULE": "on"})
 
 
+def drop_volume_holder(env):
+    """The volume holder TestVolumes made stays when its volumes are gone: deleted here, so
+    that no container is left (the daemon makes another one when needed)."""
+    for vm in list(env.containers()):
+        if env.sim.ok("GET", f"/nodes/pve/lxc/{vm}/config").get("hostname") == "sandboxd-volumes":
+            env.sim.wait_task(env.sim.ok("DELETE", f"/nodes/pve/lxc/{vm}"))
+
+
 def sh(args, env, timeout=300):
     return clientlib.sh(args, GO_DIR, env, timeout)
 
@@ -53,6 +61,7 @@ def main():
                              if l.startswith(("--- ", "ok ", "FAIL")) or " MiB: " in l))
             assert "--- SKIP" not in out, out
             assert "--- FAIL" not in out and "\nok  \tsandboxd/sandbox" in out, out
+            drop_volume_holder(env)
             env.wait_no_containers(timeout=30)
 
         def example():

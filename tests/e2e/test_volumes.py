@@ -304,6 +304,153 @@ def main():
                 assert f.read() == "kept\n"
             c.call("volume.delete", {"name": "ops"})
 
+        def attach_detach():
+            """sandbox.attach hot-plugs a volume into a running sandbox (its processes keep
+            running); sandbox.detach stops it, moves the volume back to the holder, starts it
+            and returns it ready; the file written in one sandbox is read in the next.
+            Refusals change nothing: attached already (here or elsewhere), a volume not
+            attached there, a path taken, another uid, a paused sandbox."""
+            def calls(op):
+                m = [f for f in c.call("daemon.metrics")["metrics"]
+                     if f["name"] == "sandboxd_volume_calls_total"][0]
+                return {tuple(x["labels"].values()): x["value"]
+                        for x in m["samples"]}.get((op, "done"), 0)
+            c.call("volume.create", {"name": "att", "size_gb": 1})
+            c.call("volume.create", {"name": "att2", "size_gb": 1})
+            sb1, sb2 = c.call("sandbox.create", {}), c.call("sandbox.create", {})
+            s1, s2 = sb1["id"], sb2["id"]
+            c.call("process.start", {"id": s1, "command": "exec sleep 1000"})
+
+            def alive():
+                ps = c.call("process.list", {"id": s1})["processes"]
+                return [p["state"] for p in ps] == ["running"]
+            attached, detached = calls("attach"), calls("detach")
+            r = c.call("sandbox.attach", {"id": s1, "volume": "att", "path": "/mnt/att"})
+            assert r["id"] == s1 and r["state"] == "ready", r
+            assert alive()  # hot-plugged: nothing stopped
+            e = expect_error(c, "sandbox.snapshot", {"id": s1, "name": "s1"}, -32602, "id")
+            assert "cannot be snapshotted" in str(e), e
+            assert sh(s1, "echo from-s1 > /mnt/att/f && cat /mnt/att/f") == "from-s1\n"
+            assert holder_volumes()["att"][0] is None
+            listed = {v["name"]: v["attached_to"] for v in c.call("volume.list")["volumes"]}
+            assert listed["att"] == s1 and listed["att2"] is None, listed
+            assert calls("attach") == attached + 1
+            before1, before2 = conf(sb1["vmid"]), conf(sb2["vmid"])
+            e = expect_error(c, "sandbox.attach", {"id": s1, "volume": "att", "path": "/mnt/x"},
+                             -32602, "volume")
+            assert "already" in str(e), e
+            e = expect_error(c, "sandbox.attach", {"id": s2, "volume": "att", "path": "/mnt/att"},
+                             -32602, "volume")
+            assert "attached to another sandbox" in str(e), e
+            e = expect_error(c, "sandbox.attach", {"id": s1, "volume": "att2", "path": "/mnt/att"},
+                             -32602, "path")
+            e = expect_error(c, "sandbox.attach", {"id": s1, "volume": "nope", "path": "/mnt/n"},
+                             -32602, "volume")
+            assert "no such volume" in str(e), e
+            for bad, param in (({"id": s1, "volume": "att2", "path": "rel"}, "path"),
+                               ({"id": s1, "volume": "att2", "path": "/a/../b"}, "path"),
+                               ({"id": s1, "volume": "Att", "path": "/a"}, "volume"),
+                               ({"id": s1, "volume": "att2"}, "path"),
+                               ({"id": s1, "volume": "att2", "path": "/a", "read_only": 1},
+                                "read_only")):
+                expect_error(c, "sandbox.attach", bad, -32602, param)
+            e = expect_error(c, "sandbox.detach", {"id": s2, "volume": "att"}, -32602, "volume")
+            e = expect_error(c, "sandbox.detach", {"id": s1, "volume": "att2"}, -32602, "volume")
+            assert "not attached" in str(e), e
+            out = calls_as_uid(env.socket, OTHER_UID, [
+                ["sandbox.attach", {"id": s2, "volume": "att2", "path": "/mnt/o"}],
+                ["sandbox.detach", {"id": s1, "volume": "att"}],
+                ["volume.create", {"name": "theirs-att", "size_gb": 1}]])
+            assert out == {"sandbox.attach": -32001, "sandbox.detach": -32001,
+                           "volume.create": "succeeded"}, out
+            # another uid's volume into this uid's sandbox (even asked by an admin)
+            e = expect_error(c, "sandbox.attach", {"id": s2, "volume": "theirs-att", "path": "/t"},
+                             -32602, "volume")
+            assert "no such volume" in str(e), e
+            c.call("volume.delete", {"name": "theirs-att"})
+            assert conf(sb1["vmid"]) == before1 and conf(sb2["vmid"]) == before2
+            assert alive()  # never stopped
+            r = c.call("sandbox.detach", {"id": s1, "volume": "att"})
+            assert r["state"] == "ready", r
+            assert calls("detach") == detached + 1
+            assert not alive()  # the container was stopped
+            assert sh(s1, "test -e /mnt/att/f || echo gone") == "gone\n"
+            assert "name=att " not in conf(sb1["vmid"])["description"]  # its line removed
+            # attached, no snapshot; detached, the sandbox has no volume: a snapshot works
+            assert c.call("sandbox.snapshot", {"id": s1, "name": "after"})["snapshot"]["name"] == "after"
+            c.call("sandbox.snapshot_delete", {"id": s1, "name": "after"})
+            with open(os.path.join(on_holder("att"), "f")) as f:
+                assert f.read() == "from-s1\n"
+            r = c.call("sandbox.attach", {"id": s2, "volume": "att", "path": "/data",
+                                          "read_only": True})
+            assert sh(s2, "cat /data/f") == "from-s1\n"
+            assert c.call("sandbox.exec", {"id": s2, "command": "touch /data/g"})["exit_code"] != 0
+            listed = {v["name"]: v["attached_to"] for v in c.call("volume.list")["volumes"]}
+            assert listed["att"] == s2, listed
+            assert c.call("sandbox.pause", {"id": s1})["state"] == "paused"
+            e = expect_error(c, "sandbox.attach", {"id": s1, "volume": "att2", "path": "/p"}, -32002)
+            assert e["data"]["state"] == "paused", e
+            c.call("sandbox.destroy", {"id": s1})
+            c.call("sandbox.destroy", {"id": s2})  # takes att back
+            assert [v["attached_to"] for v in c.call("volume.list")["volumes"]
+                    if v["name"] in ("att", "att2")] == [None, None]
+            c.call("volume.delete", {"name": "att"})
+            c.call("volume.delete", {"name": "att2"})
+
+        def attach_detach_crash_points():
+            """kill -9 at each point of an attach and of a detach: the volume is attached to
+            the sandbox or back on the holder (listed once, its file whole), never lost; the
+            sandbox is ready (a container the detach stopped is started again) and serves
+            commands; the next attach or detach works."""
+            nonlocal c
+            c.call("volume.create", {"name": "acp", "size_gb": 1})
+            with open(os.path.join(on_holder("acp"), "proof"), "w") as f:
+                f.write("kept\n")
+            sb = c.call("sandbox.create", {"ttl_s": 3600})
+            sid = sb["id"]
+
+            def crash(point, method, params):
+                nonlocal c
+                c.close()
+                kill9(env)
+                launch(env, crash_at=point)
+                c = env.client()
+                try:
+                    c.call(method, params, timeout=120)
+                    raise AssertionError(f"{point}: no crash")
+                except (ConnectionError, OSError, RpcError) as e:
+                    assert getattr(e, "code", None) in (None, -32011), (point, e)
+                assert wait_dead(env) != 0, point
+                launch(env)
+                c = env.client()
+                deadline = time.time() + 120
+                while c.call("sandbox.get", {"id": sid})["state"] != "ready":
+                    assert time.time() < deadline, (point, c.call("sandbox.get", {"id": sid}))
+                    time.sleep(0.5)
+                (v,) = [v for v in c.call("volume.list")["volumes"] if v["name"] == "acp"]
+                assert v["attached_to"] in (None, sid), (point, v)
+                if v["attached_to"] == sid:
+                    assert sh(sid, "cat /mnt/acp/proof") == "kept\n", point
+                else:
+                    with open(os.path.join(on_holder("acp"), "proof")) as f:
+                        assert f.read() == "kept\n", point
+                assert set(holder_volumes()) == set(names()), point
+                return v["attached_to"] == sid
+
+            attach = {"id": sid, "volume": "acp", "path": "/mnt/acp"}
+            for point in ("attach-recorded", "volume-attach-line", "volume-attach-path",
+                          "volume-attach-moved"):
+                if crash(point, "sandbox.attach", attach):
+                    c.call("sandbox.detach", {"id": sid, "volume": "acp"})
+            for point in ("detach-stopped", "volume-take-back-line", "volume-take-back-moved",
+                          "detach-started"):
+                c.call("sandbox.attach", attach)
+                if crash(point, "sandbox.detach", {"id": sid, "volume": "acp"}):
+                    c.call("sandbox.detach", {"id": sid, "volume": "acp"})
+            assert sh(sid, "echo ok") == "ok\n"
+            c.call("sandbox.destroy", {"id": sid})
+            c.call("volume.delete", {"name": "acp"})
+
         def sandboxctl():
             def ctl(*args):
                 return subprocess.run([SANDBOXCTL, "--socket", env.socket, "volume", *args],
@@ -324,6 +471,24 @@ def main():
                 ",mp=/mnt/cli,ro=1,size=1G"), conf(vm)
             r = ctl("list")
             assert r.stdout.split()[:4] == ["cli-vol", "1", "0", sid], r
+            c.call("sandbox.destroy", {"id": sid})
+            # attach and detach on a running sandbox
+            sid = c.call("sandbox.create", {})["id"]
+
+            def top(*args):
+                return subprocess.run([SANDBOXCTL, "--socket", env.socket, *args],
+                                      capture_output=True, text=True, timeout=120)
+            r = top("attach", sid, "cli-vol:/mnt/c:ro")
+            assert r.returncode == 0 and r.stdout.split()[:2] == [sid, "ready"], r
+            assert ctl("list").stdout.split()[:4] == ["cli-vol", "1", "0", sid]
+            assert c.call("sandbox.exec", {"id": sid, "command": "touch /mnt/c/x"})["exit_code"] != 0
+            r = top("attach", sid, "cli-vol")
+            assert r.returncode == 64 and "NAME:PATH" in r.stderr, r
+            r = top("detach", sid, "cli-vol")
+            assert r.returncode == 0 and r.stdout.split()[:2] == [sid, "ready"], r
+            r = top("detach", sid, "cli-vol")
+            assert r.returncode != 0 and "not attached" in r.stderr, r
+            assert ctl("list").stdout.split()[:4] == ["cli-vol", "1", "0", "-"]
             c.call("sandbox.destroy", {"id": sid})
             r = subprocess.run([SANDBOXCTL, "--socket", env.socket, "create", "--volume", "cli-vol"],
                                capture_output=True, text=True, timeout=120)
@@ -346,6 +511,15 @@ def main():
                 sb = py.create(volumes=[{"name": "py-vol", "path": "/mnt/py"}])
                 assert sb.exec("echo py > /mnt/py/f").exit_code == 0
                 assert [x["attached_to"] for x in py.volumes() if x["name"] == "py-vol"] == [sb.id]
+                assert sb.detach("py-vol").state == "ready"
+                assert [x["attached_to"] for x in py.volumes() if x["name"] == "py-vol"] == [None]
+                assert sb.attach("py-vol", "/srv/again", read_only=True).state == "ready"
+                assert sb.exec("cat /srv/again/f").stdout == "py\n"
+                try:
+                    sb.attach("py-vol", "/srv/twice")
+                    raise AssertionError("an attached volume was attached again")
+                except sandboxd.InvalidParams:
+                    pass
                 sb.destroy()
                 py.delete_volume("py-vol")
                 assert [x["name"] for x in py.volumes()] == ["data"]
@@ -656,6 +830,8 @@ def main():
              ("attach_crash_points", attach_crash_points),
              ("attached_sandbox_ops", attached_sandbox_ops),
              ("destroy_mid_attach", destroy_mid_attach),
+             ("attach_detach", attach_detach),
+             ("attach_detach_crash_points", attach_detach_crash_points),
              ("sandboxctl", sandboxctl),
              ("python_client", python_client),
              ("quota_and_uids", quota_and_uids),

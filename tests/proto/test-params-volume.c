@@ -1,4 +1,5 @@
-/* Tests for proto/params-volume: volume.create, volume.delete and sandbox.create's volumes. */
+/* Tests for proto/params-volume: volume.create, volume.delete, sandbox.create's volumes,
+ * sandbox.attach and sandbox.detach. */
 #include <check.h>
 #include <errno.h>
 #include <string.h>
@@ -53,6 +54,60 @@ START_TEST(test_create)
     o = js("{\"name\":\"d\",\"size_gb\":1}");
     ck_assert_int_eq(params_volume_name_spec.parse(o, &d, &e), -EINVAL);
     json_object_put(o);
+}
+END_TEST
+
+/* sandbox.attach (detach: false) or sandbox.detach; 0 or -EINVAL with e->param. */
+static int attach(bool detach, const char *s, struct params_sandbox_attach *p,
+                  struct params_error *e)
+{
+    json_object *o = js(s);
+    int r = (detach ? params_sandbox_detach_spec : params_sandbox_attach_spec).parse(o, p, e);
+
+    json_object_put(o);
+    return r;
+}
+
+START_TEST(test_attach_detach)
+{
+    struct params_sandbox_attach p;
+    struct params_error e;
+    static const struct {
+        const char *json, *param;
+    } bad[] = {
+        {"{\"volume\":\"v\",\"path\":\"/a\"}", "id"},
+        {"{\"id\":\"sb-1\",\"path\":\"/a\"}", "volume"},
+        {"{\"id\":\"sb-1\",\"volume\":\"V\",\"path\":\"/a\"}", "volume"},
+        {"{\"id\":\"sb-1\",\"volume\":\"v\"}", "path"},
+        {"{\"id\":\"sb-1\",\"volume\":\"v\",\"path\":\"a\"}", "path"},
+        {"{\"id\":\"sb-1\",\"volume\":\"v\",\"path\":\"/a/../b\"}", "path"},
+        {"{\"id\":\"sb-1\",\"volume\":\"v\",\"path\":\"/a,ro=1\"}", "path"},
+        {"{\"id\":\"sb-1\",\"volume\":\"v\",\"path\":\"/a\",\"read_only\":1}", "read_only"},
+        {"{\"id\":\"sb-1\",\"volume\":\"v\",\"path\":\"/a\",\"name\":\"v\"}", "name"},
+    };
+
+    ck_assert_int_eq(
+        attach(false, "{\"id\":\"sb-1\",\"volume\":\"v-1\",\"path\":\"/mnt/v\"}", &p, &e), 0);
+    ck_assert_str_eq(p.id, "sb-1");
+    ck_assert_str_eq(p.volume, "v-1");
+    ck_assert_str_eq(p.path, "/mnt/v");
+    ck_assert(!p.read_only);
+    ck_assert_int_eq(attach(false,
+                            "{\"id\":\"sb-1\",\"volume\":\"v\",\"path\":\"/v\",\"read_only\":true}",
+                            &p, &e),
+                     0);
+    ck_assert(p.read_only);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(attach(false, bad[i].json, &p, &e), -EINVAL);
+        ck_assert_str_eq(e.param, bad[i].param);
+    }
+    ck_assert_int_eq(attach(true, "{\"id\":\"sb-1\",\"volume\":\"v\"}", &p, &e), 0);
+    ck_assert_str_eq(p.volume, "v");
+    ck_assert_int_eq(attach(true, "{\"id\":\"sb-1\"}", &p, &e), -EINVAL);
+    ck_assert_str_eq(e.param, "volume");
+    ck_assert_int_eq(attach(true, "{\"id\":\"sb-1\",\"volume\":\"v\",\"path\":\"/a\"}", &p, &e),
+                     -EINVAL);
+    ck_assert_str_eq(e.param, "path");
 }
 END_TEST
 
@@ -187,6 +242,7 @@ int main(void)
     tcase_add_test(tc, test_paths);
     tcase_add_test(tc, test_mounts);
     tcase_add_test(tc, test_sandbox_create);
+    tcase_add_test(tc, test_attach_detach);
     suite_add_tcase(s, tc);
     return check_run_suite(s);
 }

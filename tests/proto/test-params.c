@@ -777,7 +777,9 @@ START_TEST(test_method_table)
                                            "sandbox.unpreview",
                                            "volume.create",
                                            "volume.list",
-                                           "volume.delete"};
+                                           "volume.delete",
+                                           "sandbox.attach",
+                                           "sandbox.detach"};
     const struct rpc_method_info *all;
     size_t n;
 
@@ -794,7 +796,7 @@ START_TEST(test_method_table)
     ck_assert_ptr_null(rpc_method_find(""));
     ck_assert_ptr_null(rpc_method_find(NULL));
     all = rpc_methods(&n);
-    ck_assert_uint_eq(n, 46);
+    ck_assert_uint_eq(n, 48);
     for (size_t i = 0; i < n; i++)
         ck_assert(!all[i].planned && all[i].params);
     ck_assert_str_eq(all[0].name, "sandbox.create");

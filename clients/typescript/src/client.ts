@@ -2,7 +2,7 @@
 
 import { Connection, NotSent, type OutputParams } from "./connection.js";
 import { Sandbox, type SandboxInfo } from "./sandbox.js";
-import type { TemplateInfo } from "./template.js";
+import type { TemplateInfo, VolumeInfo, VolumeMount } from "./template.js";
 import { wireParams } from "./wire.js";
 
 export const DEFAULT_SOCKET = "/run/sandboxd.sock";
@@ -40,6 +40,8 @@ export interface CreateOptions extends CallOptions {
   env?: Record<string, string>;
   /** Admins (per the daemon's node_param): the node to create it on. */
   node?: string;
+  /** The caller's volumes (at most 8), mounted before the sandbox first starts. */
+  volumes?: VolumeMount[];
 }
 
 export interface ListOptions extends CallOptions {
@@ -139,7 +141,10 @@ export class Client {
 
   /** sandbox.create: returns once the sandbox is ready. */
   async create(opts: CreateOptions = {}): Promise<Sandbox> {
-    const info = await this.call("sandbox.create", wireParams(opts, ["timeout"]), opts);
+    const params = wireParams(opts, ["timeout", "volumes"]);
+    if (opts.volumes)
+      params.volumes = opts.volumes.map((v) => ({ name: v.name, path: v.path, read_only: !!v.readOnly }));
+    const info = await this.call("sandbox.create", params, opts);
     return new Sandbox(this, info as SandboxInfo);
   }
 
@@ -164,6 +169,22 @@ export class Client {
   /** template.delete: refused (BadState) while sandboxes or warm pool members use it. */
   async deleteTemplate(name: string, opts: CallOptions = {}): Promise<void> {
     await this.call("template.delete", { name }, opts);
+  }
+
+  /** volume.create: an empty volume of sizeGb GiB owned by the caller. */
+  async createVolume(name: string, sizeGb: number, opts: CallOptions = {}): Promise<VolumeInfo> {
+    const r = (await this.call("volume.create", { name, size_gb: sizeGb }, opts)) as { volume: VolumeInfo };
+    return r.volume;
+  }
+
+  /** volume.list: the caller's volumes (admins: all), by name. */
+  async volumes(opts: CallOptions = {}): Promise<VolumeInfo[]> {
+    return ((await this.call("volume.list", {}, opts)) as { volumes: VolumeInfo[] }).volumes;
+  }
+
+  /** volume.delete: the volume and its data; refused (BadState) while a sandbox has it. */
+  async deleteVolume(name: string, opts: CallOptions = {}): Promise<void> {
+    await this.call("volume.delete", { name }, opts);
   }
 
   /** template.publish (admins): every uid may use the template. */

@@ -5,7 +5,7 @@ export { Client, DEFAULT_SOCKET } from "./client.js";
 export type { CallOptions, ClientOptions, CreateOptions, ListOptions } from "./client.js";
 export { ForkIncompleteError, Forward, Preview, Sandbox } from "./sandbox.js";
 export type { ForwardInfo, PreviewInfo, SnapshotInfo } from "./sandbox.js";
-export type { TemplateDefaults, TemplateInfo } from "./template.js";
+export type { TemplateDefaults, TemplateInfo, VolumeInfo, VolumeMount } from "./template.js";
 export type {
   ExecOptions,
   FileEntry,

@@ -464,6 +464,17 @@ export class Sandbox {
   resume(opts: CallOptions = {}): Promise<this> {
     return this.update("sandbox.resume", {}, opts);
   }
+
+  /** sandbox.attach: the caller's volume mounted at `path` while the sandbox runs. */
+  attach(volume: string, path: string, opts: CallOptions & { readOnly?: boolean } = {}): Promise<this> {
+    return this.update("sandbox.attach", { volume, path, read_only: !!opts.readOnly }, opts);
+  }
+
+  /** sandbox.detach: the volume back to the daemon; the sandbox restarts (its processes,
+   * sessions and forwards end) and is ready again. */
+  detach(volume: string, opts: CallOptions = {}): Promise<this> {
+    return this.update("sandbox.detach", { volume }, opts);
+  }
 }
 
 /** sandbox.fork made some children and some failed (rolled back): `sandboxes` are those made. */

@@ -1,3 +1,19 @@
+/** A volume (volume.create, volume.list): storage of a uid's that outlives sandboxes. */
+export interface VolumeInfo {
+  name: string;
+  size_gb: number;
+  owner_uid: number;
+  /** the sandbox it is mounted in; null while the daemon keeps it */
+  attached_to: string | null;
+}
+
+/** One volume of sandbox.create's `volumes`: the caller's volume mounted at `path`. */
+export interface VolumeMount {
+  name: string;
+  path: string;
+  readOnly?: boolean;
+}
+
 /** A template of template.list: configured (origin "config") or made from a sandbox. */
 export interface TemplateInfo {
   name: string;

@@ -295,6 +295,26 @@ test("snapshot, rollback restores the file, delete", async () => {
   }
 });
 
+test("volumes: create with one, detach, attach read-only elsewhere, delete", async () => {
+  const v = await client.createVolume("ts-vol", 1);
+  assert.deepEqual(v, { name: "ts-vol", size_gb: 1, owner_uid: v.owner_uid, attached_to: null });
+  await rejects(client.createVolume("ts-vol", 1), InvalidParams);
+  const a = await client.create({ memoryMb: 256, ttlS: 600, volumes: [{ name: "ts-vol", path: "/mnt/ts" }] });
+  await a.writeFile("/mnt/ts/f", "from ts");
+  assert.deepEqual((await client.volumes()).map((x) => x.attached_to), [a.id]);
+  await rejects(client.deleteVolume("ts-vol"), BadState);
+  assert.equal((await a.detach("ts-vol")).info.state, "ready");
+  await rejects(a.detach("ts-vol"), InvalidParams);
+  assert.equal((await sb.attach("ts-vol", "/data", { readOnly: true })).info.state, "ready");
+  await rejects(a.attach("ts-vol", "/mnt/ts"), InvalidParams);
+  assert.equal(await sb.readText("/data/f"), "from ts");
+  await a.destroy();
+  assert.equal((await sb.detach("ts-vol")).info.state, "ready");
+  assert.deepEqual((await client.volumes()).map((x) => x.attached_to), [null]);
+  await client.deleteVolume("ts-vol");
+  assert.deepEqual(await client.volumes(), []);
+});
+
 test("a sandbox becomes a template; a clone of it has its file; delete after", async () => {
   const src = await client.create({ memoryMb: 256, ttlS: 600 });
   await src.writeFile("/root/tmpl.txt", "baked");
