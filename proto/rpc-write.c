@@ -167,7 +167,7 @@ static void write_string(struct wbuf *b, const char *s, size_t n)
  * once: a chunk of it at a time into room reserved for the chunk. */
 static void write_key(struct wbuf *b, const char *key)
 {
-    enum { CHUNK = 64 };
+    enum { CHUNK = 16 };
     char *o;
 
     wbuf_putc(b, '"');
@@ -230,14 +230,13 @@ static void write_value(struct wbuf *b, json_object *o)
         wbuf_put(b, "null", 4);
         return;
     }
-    if (b64_is_plain(o)) {
-        wbuf_putc(b, '"');
-        wbuf_put(b, json_object_get_string(o), (size_t)json_object_get_string_len(o));
-        wbuf_putc(b, '"');
-        return;
-    }
     if (json_object_get_userdata(o)) {
-        write_by_json_c(b, o);
+        if (b64_is_plain(o)) {
+            wbuf_putc(b, '"');
+            wbuf_put(b, json_object_get_string(o), (size_t)json_object_get_string_len(o));
+            wbuf_putc(b, '"');
+        } else
+            write_by_json_c(b, o);
         return;
     }
     switch (json_object_get_type(o)) {
@@ -287,8 +286,9 @@ int rpc_text_new(json_object *o, size_t hint, char **ret_text, size_t *ret_len)
 {
     struct wbuf b = {};
 
-    /* The hint is a lower bound: a little more for the numbers and the line's end. */
-    if (hint < SIZE_MAX / 2 && !wbuf_reserve(&b, hint + hint / 8 + 64))
+    /* The hint is a lower bound: more for the numbers, the room a name's chunk asks for
+     * and the line's end, so that a small reply is written without growing the buffer. */
+    if (hint < SIZE_MAX / 2 && !wbuf_reserve(&b, hint + hint / 4 + 256))
         return -ENOMEM;
     write_value(&b, o);
     wbuf_put(&b, "\n", 2);
