@@ -17,19 +17,21 @@ static size_t line_held(const struct out_line *l)
 static void out_line_free(struct out_line *l)
 {
     json_object_put(l->obj);
+    free(l->buf);
     free(l);
 }
 
-int out_queue_push_text(struct out_queue *q, json_object *o, const char *text, size_t len,
-                        size_t weight)
+static int out_queue_add(struct out_queue *q, json_object *o, char *buf, const char *text,
+                         size_t len, size_t weight)
 {
-    struct out_line *l = calloc(1, sizeof *l);
+    struct out_line *l = malloc(sizeof *l);
 
     if (!l) {
         json_object_put(o);
+        free(buf);
         return -ENOMEM;
     }
-    *l = (struct out_line){.obj = o, .text = text, .len = len, .weight = weight};
+    *l = (struct out_line){.obj = o, .buf = buf, .text = text, .len = len, .weight = weight};
     if (q->tail)
         q->tail->next = l;
     else
@@ -41,16 +43,27 @@ int out_queue_push_text(struct out_queue *q, json_object *o, const char *text, s
     return 0;
 }
 
+int out_queue_push_text(struct out_queue *q, json_object *o, const char *text, size_t len,
+                        size_t weight)
+{
+    return out_queue_add(q, o, NULL, text, len, weight);
+}
+
+int out_queue_push_buf(struct out_queue *q, char *buf, size_t len, size_t weight)
+{
+    return out_queue_add(q, NULL, buf, buf, len, weight);
+}
+
 int out_queue_push(struct out_queue *q, json_object *o, size_t weight)
 {
+    char *buf;
     size_t len;
-    const char *text = rpc_serialise(o, &len);
+    int r = rpc_text_new(o, weight, &buf, &len);
 
-    if (!text) {
-        json_object_put(o);
-        return -ENOMEM;
-    }
-    return out_queue_push_text(q, o, text, len, weight);
+    json_object_put(o);
+    if (r < 0)
+        return r;
+    return out_queue_push_buf(q, buf, len, weight);
 }
 
 unsigned out_queue_iov(const struct out_queue *q, uv_buf_t *iov, unsigned max, size_t *ret_bytes)

@@ -1,7 +1,8 @@
 /* The lines of one connection not yet written, in order. Each line stays where it was
- * serialised (json-c's buffer, kept alive with its object until the line is written) and
- * is written from there, its '\n' from a constant; the unwritten rest of the first line
- * is an offset. No copies: the socket gets the serialiser's bytes through iovecs.
+ * written (the buffer rpc_text_new() wrote it into, or json-c's buffer kept alive with its
+ * object) and is written from there, its '\n' from a constant; the unwritten rest of the
+ * first line is an offset. No copies: the socket gets the serialiser's bytes through
+ * iovecs.
  * No loop, no sockets: the connection hands the iovecs to libuv and reports back
  * how many bytes went out. Loop thread only. */
 #pragma once
@@ -12,7 +13,8 @@
 
 struct out_line {
     struct out_line *next;
-    json_object *obj; /* owns text (json-c's buffer of its serialisation) */
+    json_object *obj; /* NULL, or owns text (json-c's buffer of its serialisation) */
+    char *buf;        /* NULL, or owns text (rpc_text_new()'s) */
     const char *text;
     size_t len;    /* of text; the line is len + 1 bytes with its '\n' */
     size_t off;    /* bytes of the line already written */
@@ -30,7 +32,12 @@ struct out_queue {
  * rpc_serialise() returned for it; text lives in o). Returns 0 or -ENOMEM. */
 int out_queue_push_text(struct out_queue *q, json_object *o, const char *text, size_t len,
                         size_t weight);
-/* Serialises o (taken over, also on failure) and queues it. Returns 0 or -ENOMEM. */
+/* Queues the text of len bytes in buf (taken over, also on failure: rpc_text_new()'s). The
+ * weight is what its object held (the object is gone: the weight keeps the accounting of
+ * a line the same however it was written). Returns 0 or -ENOMEM. */
+int out_queue_push_buf(struct out_queue *q, char *buf, size_t len, size_t weight);
+/* Writes o (taken over, also on failure; freed once written) with rpc_text_new() and
+ * queues it. Returns 0 or -ENOMEM. */
 int out_queue_push(struct out_queue *q, json_object *o, size_t weight);
 /* Fills iov (libuv's, laid out as struct iovec) with the unwritten bytes from the head, at
  * most max entries (two per line: its text and its '\n'). Returns the number of entries;

@@ -30,14 +30,14 @@ struct wreq {
     struct out_queue lines;
 };
 
-/* A message on the send queue: serialised on a worker thread when large (text set once
+/* A message on the send queue: written on a worker thread when large (text set once
  * done), on the loop when it is small but was sent behind a large one. */
 struct conn_msg {
     uv_work_t work;
     struct conn *conn;
     json_object *msg;
     size_t hint;
-    const char *text; /* in msg */
+    char *text; /* rpc_text_new()'s */
     size_t len;
     struct conn_msg *next;
 };
@@ -425,6 +425,7 @@ static void conn_flush(struct conn *c)
 static void conn_msg_free(struct conn_msg *m)
 {
     json_object_put(m->msg);
+    free(m->text);
     free(m);
 }
 
@@ -444,12 +445,13 @@ static void conn_drop_sendq(struct conn *c)
 }
 
 /* Worker thread: the message is this thread's alone until sendq_done() (a reply built
- * for one request; its id is shared, but only read). Its text stays in it. */
+ * for one request; its id is shared, but only read: the message is freed on the loop). */
 static void sendq_work(uv_work_t *w)
 {
     struct conn_msg *m = container_of(w, struct conn_msg, work);
 
-    m->text = rpc_serialise(m->msg, &m->len);
+    if (rpc_text_new(m->msg, m->hint, &m->text, &m->len) < 0)
+        m->text = NULL;
 }
 
 static void sendq_done(uv_work_t *w, int status);
@@ -475,8 +477,11 @@ static void sendq_run(struct conn *c)
         if (!c->sendq)
             c->sendq_tail = NULL;
         c->sendq_bytes -= m->hint;
-        r = m->text ? out_queue_push_text(&c->out, TAKE_PTR(m->msg), m->text, m->len, m->hint)
-                    : out_queue_push(&c->out, TAKE_PTR(m->msg), m->hint);
+        if (m->text) {
+            json_object_put(TAKE_PTR(m->msg));
+            r = out_queue_push_buf(&c->out, TAKE_PTR(m->text), m->len, m->hint);
+        } else
+            r = out_queue_push(&c->out, TAKE_PTR(m->msg), m->hint);
         free(m);
         if (r < 0) {
             conn_close(c); /* out of memory: a reply would be missing */
@@ -628,7 +633,7 @@ static void dispatch_line(struct conn *c, const char *line, size_t len)
     if (len == 0 || (len == 1 && line[0] == '\r'))
         return;
     c->port.inflight_max = max_inflight(c); /* live config: reloads apply */
-    if (methods_dispatch_line(c->host->methods, &c->port, line, len,
+    if (methods_dispatch_line(c->host->methods, &c->port, &c->host->tokener, line, len,
                               c->host->ops->stopping(c->host->owner)) < 0)
         conn_fail(c, RPC_INTERNAL_ERROR, "out of memory");
 }
@@ -743,6 +748,13 @@ void conn_sweep(struct conn *c, uint64_t now)
     /* Reading may have stopped for the uid's memory share: resume once it is back under. */
     if (c->state == CONN_OPEN && !c->reading)
         conn_update(c);
+}
+
+void conn_host_done(struct conn_host *h)
+{
+    if (h->tokener) /* json-c's free does not take NULL */
+        json_tokener_free(h->tokener);
+    h->tokener = NULL;
 }
 
 void conn_shutdown(struct conn *c)

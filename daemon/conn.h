@@ -84,6 +84,9 @@ struct conn_host {
     /* One read buffer for every connection: libuv calls alloc and read back to back on
      * the loop thread, and the bytes are copied into the frame buffer at once. */
     char read_buffer[CONN_READ_CHUNK];
+    /* The json-c tokener every line is parsed with, kept between lines (rpc_parse_with()):
+     * freed by conn_host_done(). */
+    json_tokener *tokener;
 };
 
 /* Descriptors received with the line numbered line (counted from 0 on the connection). */
@@ -146,6 +149,8 @@ void conn_start(struct conn *c);
 void conn_sweep(struct conn *c, uint64_t now);
 /* At shutdown: close when idle. */
 void conn_shutdown(struct conn *c);
+/* Frees what the connections of h kept between lines (once none is left). */
+void conn_host_done(struct conn_host *h);
 /* Shutdown deadline: detach every request and close. */
 void conn_abort(struct conn *c);
 size_t conn_output_bytes(const struct conn *c);

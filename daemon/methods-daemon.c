@@ -19,29 +19,28 @@ void method_daemon_status(struct req *r, void *params, void *userdata)
 
     (void)params;
     o = json_object_new_object();
-    json_object_object_add(o, "version", json_object_new_string(SANDBOXD_VERSION));
-    json_object_object_add(o, "uptime_s", json_object_new_int64((int64_t)server_uptime_s(s)));
-    json_object_object_add(o, "connections", json_object_new_int64(server_connections(s)));
-    json_object_object_add(o, "sandboxes", json_object_new_object());
+    rpc_add_literal(o, "version", json_object_new_string(SANDBOXD_VERSION));
+    rpc_add_literal(o, "uptime_s", json_object_new_int64((int64_t)server_uptime_s(s)));
+    rpc_add_literal(o, "connections", json_object_new_int64(server_connections(s)));
+    rpc_add_literal(o, "sandboxes", json_object_new_object());
     server_memory(s, &bytes, &peak);
     mem = json_object_new_object();
-    json_object_object_add(mem, "bytes", json_object_new_int64((int64_t)bytes));
-    json_object_object_add(mem, "peak", json_object_new_int64((int64_t)peak));
-    json_object_object_add(mem, "budget",
-                           json_object_new_int64((int64_t)cfg->server.memory_budget));
-    json_object_object_add(o, "memory", mem);
+    rpc_add_literal(mem, "bytes", json_object_new_int64((int64_t)bytes));
+    rpc_add_literal(mem, "peak", json_object_new_int64((int64_t)peak));
+    rpc_add_literal(mem, "budget", json_object_new_int64((int64_t)cfg->server.memory_budget));
+    rpc_add_literal(o, "memory", mem);
     px = json_object_new_object();
-    json_object_object_add(px, "configured", json_object_new_boolean(cfg->proxmox.present));
-    json_object_object_add(px, "reachable", NULL);
-    json_object_object_add(
+    rpc_add_literal(px, "configured", json_object_new_boolean(cfg->proxmox.present));
+    rpc_add_literal(px, "reachable", NULL);
+    rpc_add_literal(
         px, "last_error",
         json_object_new_string(cfg->proxmox.present ? "not connected yet" : "not configured"));
-    json_object_object_add(o, "proxmox", px);
+    rpc_add_literal(o, "proxmox", px);
     caller = json_object_new_object();
-    json_object_object_add(caller, "uid", json_object_new_int64(req_uid(r)));
-    json_object_object_add(caller, "gid", json_object_new_int64(req_gid(r)));
-    json_object_object_add(caller, "pid", json_object_new_int64(req_pid(r)));
-    json_object_object_add(o, "caller", caller);
+    rpc_add_literal(caller, "uid", json_object_new_int64(req_uid(r)));
+    rpc_add_literal(caller, "gid", json_object_new_int64(req_gid(r)));
+    rpc_add_literal(caller, "pid", json_object_new_int64(req_pid(r)));
+    rpc_add_literal(o, "caller", caller);
     if (d && d->sandbox.engine)
         methods_sandbox_status(&d->sandbox, o);
     req_reply(r, o);

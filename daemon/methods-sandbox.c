@@ -51,6 +51,14 @@ static json_object *env_names(const struct sandbox *sb)
     return a;
 }
 
+/* Adds a member whose name is a literal, once: json-c neither copies nor looks up the name. */
+static void add(json_object *o, const char *literal, json_object *v)
+{
+    if (json_object_object_add_ex(o, literal, v,
+                                  JSON_C_OBJECT_ADD_KEY_IS_NEW | JSON_C_OBJECT_KEY_IS_CONSTANT) < 0)
+        json_object_put(v);
+}
+
 static json_object *sandbox_json(const struct sandbox *sb)
 {
     json_object *o = json_object_new_object();
@@ -58,29 +66,28 @@ static json_object *sandbox_json(const struct sandbox *sb)
     char t[RFC3339_MAX];
 
     sandbox_view(sb, &v);
-    json_object_object_add(o, "id", json_object_new_string(v.id));
-    json_object_object_add(o, "vmid", v.vmid ? json_object_new_int64(v.vmid) : NULL);
-    json_object_object_add(o, "node", v.node ? json_object_new_string(v.node) : NULL);
-    json_object_object_add(o, "hostname", v.hostname ? json_object_new_string(v.hostname) : NULL);
-    json_object_object_add(o, "ip", v.ip ? json_object_new_string(v.ip) : NULL);
-    json_object_object_add(o, "state", json_object_new_string(v.public_state));
-    json_object_object_add(o, "internet", json_object_new_boolean(v.internet));
-    json_object_object_add(o, "internet_allow",
-                           v.internet_allow ? json_object_get(v.internet_allow) : NULL);
-    json_object_object_add(o, "cores", json_object_new_int64(v.cores));
-    json_object_object_add(o, "memory_mb", json_object_new_int64(v.memory_mb));
-    json_object_object_add(o, "disk_gb", json_object_new_int64(v.disk_gb));
-    json_object_object_add(o, "net_rate_mbps", json_object_new_int64(v.net_rate_mbps));
-    json_object_object_add(o, "owner_uid", json_object_new_int64(v.owner));
-    json_object_object_add(o, "labels", json_object_get(v.labels));
-    json_object_object_add(o, "env_names", env_names(sb));
-    json_object_object_add(o, "template", json_object_new_string(v.template));
+    add(o, "id", json_object_new_string(v.id));
+    add(o, "vmid", v.vmid ? json_object_new_int64(v.vmid) : NULL);
+    add(o, "node", v.node ? json_object_new_string(v.node) : NULL);
+    add(o, "hostname", v.hostname ? json_object_new_string(v.hostname) : NULL);
+    add(o, "ip", v.ip ? json_object_new_string(v.ip) : NULL);
+    add(o, "state", json_object_new_string(v.public_state));
+    add(o, "internet", json_object_new_boolean(v.internet));
+    add(o, "internet_allow", v.internet_allow ? json_object_get(v.internet_allow) : NULL);
+    add(o, "cores", json_object_new_int64(v.cores));
+    add(o, "memory_mb", json_object_new_int64(v.memory_mb));
+    add(o, "disk_gb", json_object_new_int64(v.disk_gb));
+    add(o, "net_rate_mbps", json_object_new_int64(v.net_rate_mbps));
+    add(o, "owner_uid", json_object_new_int64(v.owner));
+    add(o, "labels", json_object_get(v.labels));
+    add(o, "env_names", env_names(sb));
+    add(o, "template", json_object_new_string(v.template));
     if (time_format_rfc3339(v.created_at, t, sizeof t) == 0)
-        json_object_object_add(o, "created_at", json_object_new_string(t));
+        add(o, "created_at", json_object_new_string(t));
     if (time_format_rfc3339(v.expires_at, t, sizeof t) == 0)
-        json_object_object_add(o, "expires_at", json_object_new_string(t));
+        add(o, "expires_at", json_object_new_string(t));
     if (v.error && v.state == SANDBOX_FAILED)
-        json_object_object_add(o, "error", json_object_new_string(v.error));
+        add(o, "error", json_object_new_string(v.error));
     return o;
 }
 
@@ -805,23 +812,21 @@ void methods_sandbox_status(struct sandbox_methods *sm, json_object *status)
     for (int i = 0; i < _SANDBOX_STATE_MAX; i++) {
         if (i == SANDBOX_GONE)
             continue;
-        json_object_object_add(s, sandbox_state_to_string(i), json_object_new_int64(counts[i]));
+        rpc_add_literal(s, sandbox_state_to_string(i), json_object_new_int64(counts[i]));
         total += counts[i];
     }
-    json_object_object_add(s, "total", json_object_new_int64(total));
-    json_object_object_add(status, "sandboxes", s);
+    rpc_add_literal(s, "total", json_object_new_int64(total));
+    rpc_add_literal(status, "sandboxes", s);
 
     engine_proxmox_status(sm->engine, &reachable, &last_error);
-    json_object_object_add(px, "configured",
-                           json_object_new_boolean(engine_configured(sm->engine)));
-    json_object_object_add(px, "reachable",
-                           reachable < 0 ? NULL : json_object_new_boolean(reachable));
-    json_object_object_add(px, "last_error",
-                           !engine_configured(sm->engine) ? json_object_new_string("not configured")
-                           : last_error                   ? json_object_new_string(last_error)
-                           : reachable < 0 ? json_object_new_string("not connected yet")
-                                           : NULL);
-    json_object_object_add(status, "proxmox", px);
+    rpc_add_literal(px, "configured", json_object_new_boolean(engine_configured(sm->engine)));
+    rpc_add_literal(px, "reachable", reachable < 0 ? NULL : json_object_new_boolean(reachable));
+    rpc_add_literal(px, "last_error",
+                    !engine_configured(sm->engine) ? json_object_new_string("not configured")
+                    : last_error                   ? json_object_new_string(last_error)
+                    : reachable < 0                ? json_object_new_string("not connected yet")
+                                                   : NULL);
+    rpc_add_literal(status, "proxmox", px);
     engine_checks_status_add(sm->engine, status);
     pool_status_add(sm->engine, status);
 
@@ -831,35 +836,35 @@ void methods_sandbox_status(struct sandbox_methods *sm, json_object *status)
         char t[RFC3339_MAX];
 
         reconcile_get_stats(sm->reconcile, &st);
-        json_object_object_add(rc, "last_run",
-                               st.last_run && time_format_rfc3339(st.last_run, t, sizeof t) == 0
-                                   ? json_object_new_string(t)
-                                   : NULL);
-        json_object_object_add(rc, "ok", json_object_new_boolean(st.last_ok));
-        json_object_object_add(rc, "last_error",
-                               st.last_error ? json_object_new_string(st.last_error) : NULL);
-        json_object_object_add(rc, "runs", json_object_new_int64((int64_t)st.runs));
-        json_object_object_add(rc, "reattached", json_object_new_int64((int64_t)st.reattached));
-        json_object_object_add(rc, "rolled_back", json_object_new_int64((int64_t)st.rolled_back));
-        json_object_object_add(rc, "resumed", json_object_new_int64((int64_t)st.resumed));
-        json_object_object_add(rc, "orphans_destroyed",
-                               json_object_new_int64((int64_t)st.orphans_destroyed));
-        json_object_object_add(rc, "expired_destroyed",
-                               json_object_new_int64((int64_t)st.expired_destroyed));
-        json_object_object_add(rc, "registry_problems",
-                               json_object_new_int64((int64_t)st.registry_problems));
+        rpc_add_literal(rc, "last_run",
+                        st.last_run && time_format_rfc3339(st.last_run, t, sizeof t) == 0
+                            ? json_object_new_string(t)
+                            : NULL);
+        rpc_add_literal(rc, "ok", json_object_new_boolean(st.last_ok));
+        rpc_add_literal(rc, "last_error",
+                        st.last_error ? json_object_new_string(st.last_error) : NULL);
+        rpc_add_literal(rc, "runs", json_object_new_int64((int64_t)st.runs));
+        rpc_add_literal(rc, "reattached", json_object_new_int64((int64_t)st.reattached));
+        rpc_add_literal(rc, "rolled_back", json_object_new_int64((int64_t)st.rolled_back));
+        rpc_add_literal(rc, "resumed", json_object_new_int64((int64_t)st.resumed));
+        rpc_add_literal(rc, "orphans_destroyed",
+                        json_object_new_int64((int64_t)st.orphans_destroyed));
+        rpc_add_literal(rc, "expired_destroyed",
+                        json_object_new_int64((int64_t)st.expired_destroyed));
+        rpc_add_literal(rc, "registry_problems",
+                        json_object_new_int64((int64_t)st.registry_problems));
         for (size_t i = 0; i < st.n_stuck; i++) {
             json_object *o = json_object_new_object();
 
-            json_object_object_add(o, "vmid", json_object_new_int64(st.stuck[i].vmid));
-            json_object_object_add(o, "lock", json_object_new_string(st.stuck[i].lock));
-            json_object_object_add(o, "sandbox", json_object_new_string(st.stuck[i].sandbox));
+            rpc_add_literal(o, "vmid", json_object_new_int64(st.stuck[i].vmid));
+            rpc_add_literal(o, "lock", json_object_new_string(st.stuck[i].lock));
+            rpc_add_literal(o, "sandbox", json_object_new_string(st.stuck[i].sandbox));
             if (time_format_rfc3339(st.stuck[i].since, t, sizeof t) == 0)
-                json_object_object_add(o, "since", json_object_new_string(t));
+                rpc_add_literal(o, "since", json_object_new_string(t));
             json_object_array_add(stuck, o);
         }
-        json_object_object_add(rc, "stuck", stuck);
-        json_object_object_add(status, "reconcile", rc);
+        rpc_add_literal(rc, "stuck", stuck);
+        rpc_add_literal(status, "reconcile", rc);
     }
 }
 

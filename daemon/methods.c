@@ -185,13 +185,13 @@ static void dispatch_call(const struct method_table *t, struct req_port *port,
     methods_dispatch(t, r);
 }
 
-int methods_dispatch_line(const struct method_table *t, struct req_port *port, const char *line,
-                          size_t len, bool stopping)
+int methods_dispatch_line(const struct method_table *t, struct req_port *port, json_tokener **tok,
+                          const char *line, size_t len, bool stopping)
 {
     struct rpc_message m;
     struct rpc_batch *b = NULL;
 
-    if (rpc_parse(line, len, &m) < 0) {
+    if (rpc_parse_with(tok, line, len, &m) < 0) {
         rpc_message_done(&m);
         return -ENOMEM;
     }

@@ -58,10 +58,10 @@ void methods_dispatch(const struct method_table *t, struct req *r);
 /* Parses one line (not blank; without its '\n') and dispatches every call in it
  * as requests on port: invalid entries are answered, a batch is answered as one
  * array once every entry completed, and while stopping every call is refused
- * with -32011. Returns 0, or -ENOMEM when the line could not be handled (the
- * connection should fail). */
-int methods_dispatch_line(const struct method_table *t, struct req_port *port, const char *line,
-                          size_t len, bool stopping);
+ * with -32011. tok: the json-c tokener kept between lines (rpc_parse_with()). Returns
+ * 0, or -ENOMEM when the line could not be handled (the connection should fail). */
+int methods_dispatch_line(const struct method_table *t, struct req_port *port, json_tokener **tok,
+                          const char *line, size_t len, bool stopping);
 /* Answers r with -32602 for a params error: data as params_error_data() gives it, except
  * that a size out of range (ttl_s, cores, memory_mb, disk_gb) is reported against the
  * operator's cap when that is tighter than the schema's bound: "ttl_s must be 1..86400

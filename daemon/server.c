@@ -600,6 +600,7 @@ void server_done(struct server *s)
     free(s->socket_path);
     free(s->uids);
     admin_set_done(&s->admins);
+    conn_host_done(&s->host);
     s->socket_path = NULL;
     s->uids = NULL;
 }

@@ -140,6 +140,14 @@ bool utf8_valid(const void *p, size_t n)
  * escaping loop byte by byte. */
 #define B64_PLAIN_MIN 256
 
+/* The userdata of such a string: what tells it from others (b64_is_plain()). */
+static const char b64_plain_mark;
+
+bool b64_is_plain(json_object *o)
+{
+    return o && json_object_get_userdata(o) == (void *)&b64_plain_mark;
+}
+
 static int b64_plain_to_json(json_object *o, struct printbuf *pb, int level, int flags)
 {
     (void)level;
@@ -172,7 +180,7 @@ static json_object *b64_string_new(const char *s, size_t n, bool plain)
     json_object *v = json_object_new_string_len(s, (int)n);
 
     if (v && n >= B64_PLAIN_MIN && (plain || b64_plain(s, n)))
-        json_object_set_serializer(v, b64_plain_to_json, NULL, NULL);
+        json_object_set_serializer(v, b64_plain_to_json, (void *)&b64_plain_mark, NULL);
     return v;
 }
 

@@ -33,3 +33,5 @@ bool utf8_valid(const void *p, size_t n);
  * B64_MAX_DECODED. A long string that needs no escape is serialised as it is (the bytes
  * json-c writes, without its escaping loop). */
 int b64_object_add_data(json_object *o, const char *name, const void *p, size_t n);
+/* True when o is such a string (written as it is by rpc_text_new() too). */
+bool b64_is_plain(json_object *o);

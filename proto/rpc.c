@@ -51,13 +51,26 @@ const char *rpc_code_message(int code)
 
 /* ---- response builders ---------------------------------------------------- */
 
+/* json_object_object_add() of a member named by a literal, once: json-c neither copies
+ * nor looks up the name. */
+static int rpc_add(json_object *o, const char *literal, json_object *v)
+{
+    return json_object_object_add_ex(o, literal, v,
+                                     JSON_C_OBJECT_ADD_KEY_IS_NEW | JSON_C_OBJECT_KEY_IS_CONSTANT);
+}
+
+int rpc_add_literal(json_object *o, const char *literal, json_object *v)
+{
+    return json_object_object_add_ex(o, literal, v, JSON_C_OBJECT_KEY_IS_CONSTANT);
+}
+
 static json_object *rpc_envelope_new(void)
 {
     json_object *o = json_object_new_object();
 
     if (!o)
         return NULL;
-    if (json_object_object_add(o, "jsonrpc", json_object_new_string("2.0")) < 0) {
+    if (rpc_add(o, "jsonrpc", json_object_new_string("2.0")) < 0) {
         json_object_put(o);
         return NULL;
     }
@@ -66,7 +79,7 @@ static json_object *rpc_envelope_new(void)
 
 static json_object *rpc_envelope_finish(json_object *o, json_object *id)
 {
-    if (json_object_object_add(o, "id", id ? json_object_get(id) : NULL) < 0) {
+    if (rpc_add(o, "id", id ? json_object_get(id) : NULL) < 0) {
         json_object_put(o);
         return NULL;
     }
@@ -81,7 +94,7 @@ json_object *rpc_result_new(json_object *id, json_object *result)
         json_object_put(result);
         return NULL;
     }
-    if (json_object_object_add(o, "result", result) < 0) {
+    if (rpc_add(o, "result", result) < 0) {
         json_object_put(result);
         json_object_put(o);
         return NULL;
@@ -97,16 +110,16 @@ json_object *rpc_error_new(json_object *id, int code, const char *message, json_
     e = json_object_new_object();
     if (!o || !e)
         goto fail;
-    if (json_object_object_add(e, "code", json_object_new_int(code)) < 0 ||
-        json_object_object_add(
-            e, "message", json_object_new_string(message ? message : rpc_code_message(code))) < 0)
+    if (rpc_add(e, "code", json_object_new_int(code)) < 0 ||
+        rpc_add(e, "message", json_object_new_string(message ? message : rpc_code_message(code))) <
+            0)
         goto fail;
     if (data) {
-        if (json_object_object_add(e, "data", data) < 0)
+        if (rpc_add(e, "data", data) < 0)
             goto fail;
         data = NULL;
     }
-    if (json_object_object_add(o, "error", e) < 0)
+    if (rpc_add(o, "error", e) < 0)
         goto fail;
     return rpc_envelope_finish(o, id);
 
@@ -123,8 +136,8 @@ static json_object *rpc_reason_data_new(const char *reason, const char *param)
 
     if (!d)
         return NULL;
-    if (json_object_object_add(d, "reason", json_object_new_string(reason ? reason : "")) < 0 ||
-        (param && json_object_object_add(d, "param", json_object_new_string(param)) < 0)) {
+    if (rpc_add(d, "reason", json_object_new_string(reason ? reason : "")) < 0 ||
+        (param && rpc_add(d, "param", json_object_new_string(param)) < 0)) {
         json_object_put(d);
         return NULL;
     }
@@ -157,12 +170,12 @@ json_object *rpc_notification_new(const char *method, json_object *params)
         json_object_put(params);
         return NULL;
     }
-    if (json_object_object_add(o, "method", json_object_new_string(method)) < 0) {
+    if (rpc_add(o, "method", json_object_new_string(method)) < 0) {
         json_object_put(params);
         json_object_put(o);
         return NULL;
     }
-    if (params && json_object_object_add(o, "params", params) < 0) {
+    if (params && rpc_add(o, "params", params) < 0) {
         json_object_put(params);
         json_object_put(o);
         return NULL;
@@ -195,19 +208,11 @@ const char *rpc_serialise(json_object *o, size_t *ret_len)
 
 char *rpc_to_line(json_object *o, size_t *ret_len)
 {
-    const char *s;
-    size_t n;
     char *line;
+    size_t n;
 
-    s = rpc_serialise(o, &n);
-    if (!s)
+    if (rpc_text_new(o, rpc_size_hint(o), &line, &n) < 0)
         return NULL;
-    line = malloc(n + 2);
-    if (!line)
-        return NULL;
-    memcpy(line, s, n);
-    line[n] = '\n';
-    line[n + 1] = '\0';
     if (ret_len)
         *ret_len = n + 1;
     return line;
@@ -495,17 +500,19 @@ static int rpc_call_parse(json_object *req, const struct rpc_lex *lex, struct rp
 
 /* The JSON value of line, in json-c's strict mode: *ret_root (NULL unless *ret_error is
  * json_tokener_success), or -ENOMEM. */
-static int rpc_json_parse(const char *line, size_t len, json_object **ret_root,
-                          enum json_tokener_error *ret_error)
+static int rpc_json_parse(json_tokener **cache, const char *line, size_t len,
+                          json_object **ret_root, enum json_tokener_error *ret_error)
 {
-    json_tokener *tok;
+    json_tokener *tok = *cache;
     json_object *root;
     enum json_tokener_error jerr;
 
-    tok = json_tokener_new_ex(RPC_MAX_DEPTH);
-    if (!tok)
-        return -ENOMEM;
-    json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+    if (!tok) {
+        tok = *cache = json_tokener_new_ex(RPC_MAX_DEPTH);
+        if (!tok)
+            return -ENOMEM;
+        json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+    }
     root = json_tokener_parse_ex(tok, line, (int)len);
     jerr = json_tokener_get_error(tok);
     if (jerr == json_tokener_continue) {
@@ -523,7 +530,11 @@ static int rpc_json_parse(const char *line, size_t len, json_object **ret_root,
                 break;
             }
     }
-    json_tokener_free(tok);
+    if (len > RPC_TOKENER_KEEP) {
+        json_tokener_free(tok);
+        *cache = NULL;
+    } else
+        json_tokener_reset(tok); /* the flags stay */
     assert(jerr == json_tokener_success || !root);
     *ret_root = root;
     *ret_error = jerr;
@@ -567,6 +578,16 @@ static int rpc_calls_parse(json_object *root, const struct rpc_lex *lex, struct 
 
 int rpc_parse(const char *line, size_t len, struct rpc_message *ret)
 {
+    json_tokener *tok = NULL;
+    int r = rpc_parse_with(&tok, line, len, ret);
+
+    if (tok) /* json-c's free does not take NULL */
+        json_tokener_free(tok);
+    return r;
+}
+
+int rpc_parse_with(json_tokener **tok, const char *line, size_t len, struct rpc_message *ret)
+{
     json_object *root = NULL;
     enum json_tokener_error jerr;
     const char *reason;
@@ -595,7 +616,7 @@ int rpc_parse(const char *line, size_t len, struct rpc_message *ret)
         goto out;
     }
 
-    r = rpc_json_parse(line, len, &root, &jerr);
+    r = rpc_json_parse(tok, line, len, &root, &jerr);
     if (r < 0)
         goto out;
     if (jerr != json_tokener_success) {

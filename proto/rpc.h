@@ -57,6 +57,11 @@ struct rpc_message {
 
 /* Parses one line (without its '\n'). Always fills *ret (on -ENOMEM it is zeroed). */
 int rpc_parse(const char *line, size_t len, struct rpc_message *ret);
+/* The same with a json-c tokener kept between lines by the caller (*tok: NULL at first, made
+ * here; json_tokener_free() it once done, when not NULL). One allocation less per line; after a
+ * line over RPC_TOKENER_KEEP bytes it is freed (its buffer grew to the line's longest string). */
+int rpc_parse_with(json_tokener **tok, const char *line, size_t len, struct rpc_message *ret);
+#define RPC_TOKENER_KEEP (64 * 1024)
 void rpc_message_done(struct rpc_message *m);
 /* Releases one call's references and zeroes it. To keep a call beyond its
  * message (concurrent dispatch), copy the struct out and zero the slot in
@@ -67,6 +72,9 @@ void rpc_call_done(struct rpc_call *c);
  * `result` and `data` are taken over. */
 json_object *rpc_result_new(json_object *id, json_object *result);
 json_object *rpc_error_new(json_object *id, int code, const char *message, json_object *data);
+/* json_object_object_add() of a member named by a string literal (or any string that
+ * outlives o): json-c keeps the pointer instead of a copy of the name. */
+int rpc_add_literal(json_object *o, const char *literal, json_object *v);
 /* Error with data {"reason": reason} (sandboxd's own codes always carry one). */
 json_object *rpc_error_reason_new(json_object *id, int code, const char *reason);
 /* Invalid params: data {"reason": ..., "param": name}. */
@@ -85,6 +93,13 @@ json_object *rpc_exec_output_new(json_object *request_id, const char *stream, co
  * owns: the text stays valid while o lives and is not serialised again or changed.
  * *ret_len: its length (without the terminating NUL). NULL without memory. */
 const char *rpc_serialise(json_object *o, size_t *ret_len);
+/* Writes o as one line into a new buffer (*ret_text, freed by the caller): the bytes
+ * rpc_serialise() gives, *ret_len of them, then '\n' and a NUL. Written directly (strings
+ * escaped as json-c escapes them, integers without printf); doubles and values with a
+ * serialiser of their own (which json-c lets set only with userdata here: b64.c's plain
+ * strings are told apart) are written by json-c. hint: rpc_size_hint(o), the first size
+ * of the buffer. 0 or -ENOMEM. o is only read (a double's text is cached in it). */
+int rpc_text_new(json_object *o, size_t hint, char **ret_text, size_t *ret_len);
 /* Serialises o as one line: compact JSON plus '\n', a copy the caller frees. */
 char *rpc_to_line(json_object *o, size_t *ret_len);
 /* A lower bound of the length of o serialised: the bytes of its strings (each escape

@@ -340,6 +340,13 @@ int mkdir_p(const char *path, mode_t mode)
     return 0;
 }
 
+/* v (0 <= v < 10^count) as count decimal digits. */
+static void put_digits(char *p, int v, int count)
+{
+    for (int i = count - 1; i >= 0; i--, v /= 10)
+        p[i] = (char)('0' + v % 10);
+}
+
 int time_format_rfc3339(time_t t, char *buf, size_t n)
 {
     struct tm tm;
@@ -352,8 +359,22 @@ int time_format_rfc3339(time_t t, char *buf, size_t n)
         return -ERANGE;
     if (n < RFC3339_MAX)
         return -ENOBUFS;
-    if (strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm) != RFC3339_MAX - 1)
+    /* strftime's "%Y-%m-%dT%H:%M:%SZ", without its locale work: %Y is not padded, so a year
+     * below 1000 would not make the fixed length. */
+    if (tm.tm_year + 1900 < 1000)
         return -ERANGE;
+    put_digits(buf, tm.tm_year + 1900, 4);
+    buf[4] = '-';
+    put_digits(buf + 5, tm.tm_mon + 1, 2);
+    buf[7] = '-';
+    put_digits(buf + 8, tm.tm_mday, 2);
+    buf[10] = 'T';
+    put_digits(buf + 11, tm.tm_hour, 2);
+    buf[13] = ':';
+    put_digits(buf + 14, tm.tm_min, 2);
+    buf[16] = ':';
+    put_digits(buf + 17, tm.tm_sec, 2);
+    memcpy(buf + 19, "Z", 2);
     return 0;
 }
 

@@ -291,20 +291,29 @@ static int read_pipelined(struct sshfile *f, sftp_file file, uint64_t offset, ui
     return sshfile_read_ahead(f, file, offset, win, &sink);
 }
 
+/* The first read past a buffer read full, to find the end of the file. */
+#define READ_PROBE 4096
+
 /* One request at a time from offset + b->got until the end of the file (*ret_eof) or want. */
 static int read_rest(struct sshfile *f, sftp_file file, uint64_t offset, size_t want,
                      struct rdbuf *b, bool *ret_eof)
 {
     while (b->got < want) {
         size_t len = MIN(want - b->got, (size_t)SSHFILE_READ_CHUNK);
+        char probe[READ_PROBE];
+        bool full = b->got + 1 >= b->cap;
         ssize_t k;
         int r;
 
-        r = rdbuf_reserve(b, b->got + len + 1, want + 1);
-        if (r < 0)
+        /* With the buffer full (the file read whole at its stat size), the read that finds
+         * the end goes to the stack first: the buffer grows (a copy of it) only when the
+         * file has more. */
+        if (full)
+            len = MIN(len, sizeof probe);
+        else if ((r = rdbuf_reserve(b, b->got + len + 1, want + 1)) < 0)
             return r;
         (void)sftp_seek64(file, offset + b->got);
-        k = sftp_read(file, b->buf + b->got, len);
+        k = sftp_read(file, full ? probe : b->buf + b->got, len);
         if (k < 0) {
             r = sshfile_last_error(f);
             if (r != -EBADMSG)
@@ -314,6 +323,12 @@ static int read_rest(struct sshfile *f, sftp_file file, uint64_t offset, size_t 
         if (k == 0) {
             *ret_eof = true;
             return 0;
+        }
+        if (full) {
+            r = rdbuf_reserve(b, b->got + (size_t)k + 1, want + 1);
+            if (r < 0)
+                return r;
+            memcpy(b->buf + b->got, probe, (size_t)k);
         }
         b->got += (size_t)k;
     }

@@ -206,6 +206,9 @@ def main():
                 e = c.error(m, p)
                 assert e.code == -32009 and e.data["errno"] == want, (m, p, e)
             assert c.call("file.stat", {"id": sid, "path": "/proc/version"})["type"] == "file"
+            # stat says 0 bytes: the read that finds the end finds the text, which is kept
+            r = c.call("file.read", {"id": sid, "path": "/proc/version"})
+            assert r["content"] == sh(c, sid, "cat /proc/version") and r["eof"], r
             assert sh(c, sid, "test -d /proc/1 && echo there") == "there\n"
 
         def write_offset_append():

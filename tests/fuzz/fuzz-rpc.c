@@ -29,17 +29,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
             abort();                                                                               \
     } while (0)
 
-/* Serialises one response and checks it is one valid JSON line. */
+/* Serialises one response and checks it is one valid JSON line, the bytes json-c writes. */
 static void emit(json_object *resp)
 {
-    size_t n;
+    size_t n, ref_n;
     char *line;
+    const char *ref;
     json_object *back;
 
     CHECK(resp);
     line = rpc_to_line(resp, &n);
     CHECK(line);
     CHECK(n > 0 && line[n - 1] == '\n' && strlen(line) == n);
+    ref = rpc_serialise(resp, &ref_n);
+    CHECK(ref && ref_n == n - 1 && memcmp(ref, line, ref_n) == 0);
     CHECK(memchr(line, '\n', n - 1) == NULL);
     back = json_tokener_parse(line);
     CHECK(back);
@@ -145,6 +148,10 @@ static void register_rows(void)
     CHECK(methods_check(rows, &(const char *){NULL}) == 0);
 }
 
+/* Kept between lines, as the daemon keeps it: what one line leaves in it must not change
+ * how the next one reads. */
+static json_tokener *tokener;
+
 static void handle_line(const char *line, size_t len)
 {
     struct req_port port = {
@@ -157,7 +164,8 @@ static void handle_line(const char *line, size_t len)
 
     if (len == 0 || (len == 1 && line[0] == '\r'))
         return;
-    CHECK(methods_dispatch_line(&(struct method_table){rows}, &port, line, len, false) == 0);
+    CHECK(methods_dispatch_line(&(struct method_table){rows}, &port, &tokener, line, len, false) ==
+          0);
     /* Every handler answers at once: nothing stays in flight. */
     CHECK(port.list.head == NULL && port.list.n == 0);
 
