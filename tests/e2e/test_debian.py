@@ -238,11 +238,16 @@ def main():
                 key = base64.b64encode(os.urandom(16))
                 for _ in range(50):  # until the server listens
                     conn = fwd.connect(timeout=10)
-                    conn.sendall(b"GET /live HTTP/1.1\r\nHost: sandbox\r\nUpgrade: websocket\r\n"
-                                 b"Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
-                                 b"Sec-WebSocket-Key: " + key + b"\r\n\r\n")
                     f = conn.makefile("rb")
-                    status = f.readline()
+                    try:
+                        conn.sendall(b"GET /live HTTP/1.1\r\nHost: sandbox\r\nUpgrade: websocket\r\n"
+                                     b"Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                                     b"Sec-WebSocket-Key: " + key + b"\r\n\r\n")
+                        status = f.readline()
+                    except (ConnectionResetError, BrokenPipeError):
+                        # the forward closes a connection the sandbox's port refused; closed
+                        # with data unread, the socket resets rather than ends
+                        status = b""
                     if status.startswith(b"HTTP/1.1 101"):
                         break
                     f.close()
