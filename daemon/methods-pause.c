@@ -9,11 +9,6 @@
 #include "req.h"
 #include "sandbox-pause.h"
 
-static void on_done(const struct engine_error *err, struct sandbox *sb, void *userdata)
-{
-    methods_wait_end(userdata, err, err ? NULL : methods_sandbox_json(sb));
-}
-
 static void pause_method(struct req *r, void *params, bool resume, method_handler_t self)
 {
     const struct params_sandbox_id *p = params;
@@ -29,7 +24,7 @@ static void pause_method(struct req *r, void *params, bool resume, method_handle
     w = methods_wait_new(r);
     if (!w)
         return;
-    k = resume ? engine_resume(e, sb, on_done, w, &err) : engine_pause(e, sb, on_done, w, &err);
+    k = resume ? engine_resume(e, sb, methods_wait_on_sandbox, w, &err) : engine_pause(e, sb, methods_wait_on_sandbox, w, &err);
     if (k < 0)
         methods_wait_refused(w, &err);
 }

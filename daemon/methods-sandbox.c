@@ -963,3 +963,8 @@ json_object *methods_sandbox_json(const struct sandbox *sb)
 {
     return sandbox_json(sb);
 }
+
+void methods_wait_on_sandbox(const struct engine_error *err, struct sandbox *sb, void *userdata)
+{
+    methods_wait_end(userdata, err, err ? NULL : methods_sandbox_json(sb));
+}

@@ -24,6 +24,8 @@ void method_file_write(struct req *r, void *params, void *userdata);
 void method_file_read(struct req *r, void *params, void *userdata);
 /* The sandbox object of docs/protocol.md (as sandbox.get answers). */
 json_object *methods_sandbox_json(const struct sandbox *sb);
+/* An engine callback answering the sandbox object (userdata: a methods_wait; methods-common.h). */
+void methods_wait_on_sandbox(const struct engine_error *err, struct sandbox *sb, void *userdata);
 
 /* Creates the engine on loop with the live config into sm, its events published to events,
  * and starts the reconcile. Returns 0 or a negative errno (the error is logged). */

@@ -15,11 +15,6 @@ static_assert(offsetof(struct params_sandbox_snapshot, id) == 0 &&
                   offsetof(struct params_sandbox_id, id) == 0,
               "the params of a snapshot method begin with the sandbox's id");
 
-static void on_rolled_back(const struct engine_error *err, struct sandbox *sb, void *userdata)
-{
-    methods_wait_end(userdata, err, err ? NULL : methods_sandbox_json(sb));
-}
-
 enum snap_method { M_SNAPSHOT, M_SNAPSHOTS, M_ROLLBACK, M_DELETE };
 
 static void snap_method(struct req *r, void *params, enum snap_method m, method_handler_t self)
@@ -45,7 +40,7 @@ static void snap_method(struct req *r, void *params, enum snap_method m, method_
         k = engine_snapshots(e, sb, methods_wait_on_json, w, &err);
         break;
     case M_ROLLBACK:
-        k = engine_rollback(e, sb, p->name, on_rolled_back, w, &err);
+        k = engine_rollback(e, sb, p->name, methods_wait_on_sandbox, w, &err);
         break;
     default:
         k = engine_snapshot_delete(e, sb, p->name, methods_wait_on_json, w, &err);

@@ -61,11 +61,6 @@ void method_volume_delete(struct req *r, void *params, void *userdata)
     vol_method(r, params, userdata, M_DELETE, method_volume_delete);
 }
 
-static void on_attach_done(const struct engine_error *err, struct sandbox *sb, void *userdata)
-{
-    methods_wait_end(userdata, err, err ? NULL : methods_sandbox_json(sb));
-}
-
 static void attach_method(struct req *r, void *params, bool detach, method_handler_t self)
 {
     const struct params_sandbox_attach *p = params;
@@ -81,8 +76,8 @@ static void attach_method(struct req *r, void *params, bool detach, method_handl
     w = methods_wait_new(r);
     if (!w)
         return;
-    k = detach ? engine_detach(e, sb, p->volume, on_attach_done, w, &err)
-               : engine_attach(e, sb, p->volume, p->path, p->read_only, on_attach_done, w, &err);
+    k = detach ? engine_detach(e, sb, p->volume, methods_wait_on_sandbox, w, &err)
+               : engine_attach(e, sb, p->volume, p->path, p->read_only, methods_wait_on_sandbox, w, &err);
     if (k < 0)
         methods_wait_refused(w, &err);
 }

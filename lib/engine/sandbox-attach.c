@@ -33,29 +33,6 @@ struct attach_op {
 
 /* ---- steps ---- */
 
-static void on_saved(int r, void *userdata)
-{
-    struct sandbox *sb = userdata;
-    struct engine_error err = {
-        .kind = ENGINE_E_INTERNAL, .error = r, .message = "cannot write the registry record"};
-
-    sb->refs--;
-    op_step_done(sb, r < 0 ? &err : NULL);
-}
-
-/* The record (its volumes flag: set from here on) written ahead, or the address after a
- * detach's start. */
-static int start_save(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
-{
-    int r;
-
-    sb->refs++;
-    r = sandbox_save(sb, on_saved, sb);
-    if (r < 0)
-        sb->refs--;
-    return r;
-}
-
 /* The container's configuration: the volume must be mounted there (its line's key a mount
  * point); nothing is changed before. */
 static void on_config(const struct pve_result *res, void *userdata)
@@ -184,7 +161,7 @@ static int start_unline(struct sandbox *sb, uint64_t timeout_ms, const char **re
     }
 
 static const struct op_step attach_steps[] = {
-    ATTACH_STEP("recording the attach", start_save, OP_STEP_UNBOUNDED,
+    ATTACH_STEP("recording the attach", save_step_start, OP_STEP_UNBOUNDED,
                 .crash_done = "attach-recorded"),
     ATTACH_STEP("attaching volumes", volumes_attach_start, OP_STEP_OP_DEADLINE,
                 .skip = volumes_attach_skip),
@@ -199,7 +176,7 @@ static const struct op_step detach_steps[] = {
     ATTACH_STEP("starting the container", restart_step_start, OP_STEP_UNBOUNDED,
                 .crash_done = "detach-started"),
     ATTACH_STEP("connecting", reconnect_step_start, OP_STEP_OP_DEADLINE),
-    ATTACH_STEP("recording the address", start_save, OP_STEP_UNBOUNDED),
+    ATTACH_STEP("recording the address", save_step_start, OP_STEP_UNBOUNDED),
 };
 
 /* ---- outcome ---- */

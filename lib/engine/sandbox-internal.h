@@ -497,10 +497,13 @@ void creates_replace(struct engine *e);
 /* Connects a new sb->pool to the sandbox's address (sandbox_ssh_config()); connects a
  * starting sshd drops are retried (ENGINE_CONNECT_ATTEMPTS) within the step's deadline. */
 int connect_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
-/* sandbox-restart.c: the steps that bring a stopped sandbox back (rollback, resume): its
+/* sandbox-restart.c: the steps that bring a stopped sandbox back (rollback, resume, detach): its
  * container started, its address awaited and checked (a new one is taken); a new session. */
 int restart_step_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
 int reconnect_step_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
+/* The record saved as it is now: an operation's intent written ahead (an attach), or the
+ * address a restart may have changed, in the registry before the caller hears of READY. */
+int save_step_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
 
 /* ---- sandbox-rekey.c: the per-sandbox host key steps (op-step.h rows of the create) ---- */
 /* True when [ssh] rekey is off: the sandbox keeps the template's host key. */

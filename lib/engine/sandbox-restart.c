@@ -1,6 +1,6 @@
-/* The two steps that bring a stopped sandbox back (a rollback, a resume): its container
- * started with its address awaited and checked (reconcile_restart()), then a new SSH session
- * with the pinned host key. See sandbox-internal.h. */
+/* The steps that bring a stopped sandbox back (a rollback, a resume, a detach): its container
+ * started with its address awaited and checked (reconcile_restart()), a new SSH session with
+ * the pinned host key, and the record saved with the address. See sandbox-internal.h. */
 #include "macro.h"
 
 #include <errno.h>
@@ -52,4 +52,25 @@ int reconnect_step_start(struct sandbox *sb, uint64_t timeout_ms, const char **r
 {
     sandbox_close_ssh(sb); /* the sessions of before the stop are gone with it */
     return connect_start(sb, timeout_ms, ret_fail);
+}
+
+static void on_saved(int r, void *userdata)
+{
+    struct sandbox *sb = userdata;
+    struct engine_error err = {
+        .kind = ENGINE_E_INTERNAL, .error = r, .message = "cannot write the registry record"};
+
+    sb->refs--;
+    op_step_done(sb, r < 0 ? &err : NULL);
+}
+
+int save_step_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    int r;
+
+    sb->refs++;
+    r = sandbox_save(sb, on_saved, sb);
+    if (r < 0)
+        sb->refs--;
+    return r;
 }

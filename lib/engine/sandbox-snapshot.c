@@ -208,28 +208,6 @@ static int start_reconfig(struct sandbox *sb, uint64_t timeout_ms, const char **
                           &sb->call);
 }
 
-static void on_saved(int r, void *userdata)
-{
-    struct sandbox *sb = userdata;
-    struct engine_error err = {
-        .kind = ENGINE_E_INTERNAL, .error = r, .message = "cannot write the registry record"};
-
-    sb->refs--;
-    op_step_done(sb, r < 0 ? &err : NULL);
-}
-
-/* The address may be new: the registry has it before the caller hears of READY. */
-static int start_save(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
-{
-    int r;
-
-    sb->refs++;
-    r = sandbox_save(sb, on_saved, sb);
-    if (r < 0)
-        sb->refs--;
-    return r;
-}
-
 #define SNAP_STEP(what_, start_, cap_, ...)                                                        \
     {                                                                                              \
         .what = what_, .start = start_, .cap_ms = cap_, .fail = "cannot issue the call",           \
@@ -255,7 +233,7 @@ static const struct op_step rollback_steps[] = {
     SNAP_STEP("starting the container", restart_step_start, OP_STEP_UNBOUNDED,
               .crash_done = "rollback-started"),
     SNAP_STEP("connecting", reconnect_step_start, OP_STEP_OP_DEADLINE),
-    SNAP_STEP("recording the address", start_save, OP_STEP_UNBOUNDED),
+    SNAP_STEP("recording the address", save_step_start, OP_STEP_UNBOUNDED),
 };
 
 /* The audit record of an operation's outcome (err NULL: it succeeded). */
