@@ -504,6 +504,9 @@ int reconnect_step_start(struct sandbox *sb, uint64_t timeout_ms, const char **r
 /* The record saved as it is now: an operation's intent written ahead (an attach), or the
  * address a restart may have changed, in the registry before the caller hears of READY. */
 int save_step_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail);
+/* The registry's callback of a step's save (userdata: the sandbox, a reference taken for
+ * the save): the step done, or failed when the record could not be written. */
+void save_step_saved(int r, void *userdata);
 
 /* ---- sandbox-rekey.c: the per-sandbox host key steps (op-step.h rows of the create) ---- */
 /* True when [ssh] rekey is off: the sandbox keeps the template's host key. */

@@ -82,25 +82,15 @@ static unsigned paused_of(const struct engine *e, uid_t uid)
 
 /* ---- steps ---- */
 
-static void on_saved(int r, void *userdata)
-{
-    struct sandbox *sb = userdata;
-    struct engine_error err = {
-        .kind = ENGINE_E_INTERNAL, .error = r, .message = "cannot write the registry record"};
-
-    sb->refs--;
-    op_step_done(sb, r < 0 ? &err : NULL);
-}
-
 /* Saves the record in state s (the same state: saved all the same). */
 static int save_state(struct sandbox *sb, enum sandbox_state s)
 {
     int r;
 
     sb->refs++;
-    r = sandbox_set_state_saved(sb, s, on_saved, sb);
+    r = sandbox_set_state_saved(sb, s, save_step_saved, sb);
     if (r == -EALREADY)
-        r = sandbox_save(sb, on_saved, sb);
+        r = sandbox_save(sb, save_step_saved, sb);
     if (r < 0)
         sb->refs--;
     return r;

@@ -54,7 +54,7 @@ int reconnect_step_start(struct sandbox *sb, uint64_t timeout_ms, const char **r
     return connect_start(sb, timeout_ms, ret_fail);
 }
 
-static void on_saved(int r, void *userdata)
+void save_step_saved(int r, void *userdata)
 {
     struct sandbox *sb = userdata;
     struct engine_error err = {
@@ -69,7 +69,7 @@ int save_step_start(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fa
     int r;
 
     sb->refs++;
-    r = sandbox_save(sb, on_saved, sb);
+    r = sandbox_save(sb, save_step_saved, sb);
     if (r < 0)
         sb->refs--;
     return r;

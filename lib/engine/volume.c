@@ -746,14 +746,16 @@ int engine_volume_delete(struct engine *e, uid_t uid, bool admin, const char *na
     return vol_enqueue(e, &op, ret_err);
 }
 
-int engine_volume_detach(struct engine *e, const char *node, uint32_t vmid,
-                         const struct marker_volume *line, engine_json_cb cb, void *userdata,
-                         struct engine_error *ret_err)
+/* A volume's line of container vmid on node moved back to the holder: a detach's (the
+ * sandbox goes on) or a destroy's. */
+static int take_back(struct engine *e, const char *node, uint32_t vmid,
+                     const struct marker_volume *line, bool detach, engine_json_cb cb,
+                     void *userdata, struct engine_error *ret_err)
 {
     struct vol_op op = {.kind = VOL_TAKE_BACK,
                         .uid = line->owner_uid,
                         .admin = true,
-                        .detach = true,
+                        .detach = detach,
                         .from = *line,
                         .src = vmid,
                         .cb = cb,
@@ -764,19 +766,16 @@ int engine_volume_detach(struct engine *e, const char *node, uint32_t vmid,
     return vol_enqueue(e, &op, ret_err);
 }
 
+int engine_volume_detach(struct engine *e, const char *node, uint32_t vmid,
+                         const struct marker_volume *line, engine_json_cb cb, void *userdata,
+                         struct engine_error *ret_err)
+{
+    return take_back(e, node, vmid, line, true, cb, userdata, ret_err);
+}
+
 int engine_volume_take_back(struct engine *e, const char *node, uint32_t vmid,
                             const struct marker_volume *line, engine_json_cb cb, void *userdata,
                             struct engine_error *ret_err)
 {
-    struct vol_op op = {.kind = VOL_TAKE_BACK,
-                        .uid = line->owner_uid,
-                        .admin = true,
-                        .from = *line,
-                        .src = vmid,
-                        .cb = cb,
-                        .userdata = userdata};
-
-    snprintf(op.name, sizeof op.name, "%s", line->name);
-    snprintf(op.src_node, sizeof op.src_node, "%s", node);
-    return vol_enqueue(e, &op, ret_err);
+    return take_back(e, node, vmid, line, false, cb, userdata, ret_err);
 }
