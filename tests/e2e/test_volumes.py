@@ -28,6 +28,21 @@ SANDBOXCTL = os.path.join(BUILD, "clients", "cli", "sandboxctl")
 OTHER_UID = 4242
 
 
+
+def crash_in(env, point, method, params):
+    """Starts the daemon with crash point `point`, makes the call that must end it there,
+    then starts it again; returns a client of the new daemon."""
+    launch(env, crash_at=point)
+    c = env.client()
+    try:
+        c.call(method, params, timeout=120)
+        raise AssertionError(f"{point}: no crash")
+    except (ConnectionError, OSError, RpcError) as e:
+        assert getattr(e, "code", None) in (None, -32011), (point, e)
+    assert wait_dead(env) != 0, point
+    launch(env)
+    return env.client()
+
 def main():
     cfg = {"sandbox": dict(FAST_RECONCILE["sandbox"], max_volumes_per_uid="3", max_volume_gb="4")}
     with Env(daemon_config=cfg) as env:
@@ -195,17 +210,9 @@ def main():
                 before = set(env.containers())
                 c.close()
                 kill9(env)
-                launch(env, crash_at=point)
-                c = env.client()
-                try:
-                    c.call("sandbox.create", {"volumes": [{"name": "ac", "path": "/mnt/ac"}],
-                                              "idempotency_key": "k-" + point}, timeout=120)
-                    raise AssertionError(f"{point}: no crash")
-                except (ConnectionError, OSError, RpcError) as e:
-                    assert getattr(e, "code", None) in (None, -32011), (point, e)
-                assert wait_dead(env) != 0, point
-                launch(env)
-                c = env.client()
+                c = crash_in(env, point, "sandbox.create",
+                             {"volumes": [{"name": "ac", "path": "/mnt/ac"}],
+                              "idempotency_key": "k-" + point})
                 # right after the restart: listed once, where it is (the interrupted create's
                 # container once moved), until the rollback takes it back
                 (v,) = [v for v in c.call("volume.list")["volumes"] if v["name"] == "ac"]
@@ -413,16 +420,7 @@ def main():
                 nonlocal c
                 c.close()
                 kill9(env)
-                launch(env, crash_at=point)
-                c = env.client()
-                try:
-                    c.call(method, params, timeout=120)
-                    raise AssertionError(f"{point}: no crash")
-                except (ConnectionError, OSError, RpcError) as e:
-                    assert getattr(e, "code", None) in (None, -32011), (point, e)
-                assert wait_dead(env) != 0, point
-                launch(env)
-                c = env.client()
+                c = crash_in(env, point, method, params)
                 deadline = time.time() + 120
                 while c.call("sandbox.get", {"id": sid})["state"] != "ready":
                     assert time.time() < deadline, (point, c.call("sandbox.get", {"id": sid}))
