@@ -34,7 +34,8 @@ Bounded: --n 1..32 in parallel, --tasks 1..128 per side, --rounds 1..8, --max-ti
 of a side starts after it (seconds from the side's start).
 
 Usage: SANDBOXD_BUILD_ROOT=BUILD tests/bench/bench_agent.py [--n 8] [--tasks 16] [--rounds 1]
-           [--upload tar|stdin|files] [--max-time 900] [--only ssh,daemon]"""
+           [--upload tar|stdin|files] [--max-time 900] [--only ssh,daemon]
+           [--destroy wait|nowait]"""
 
 import argparse
 import functools
@@ -256,7 +257,7 @@ def tar_of(proj):
     return buf.getvalue()
 
 
-def daemon_task(client, proj, files, patched, expect, upload, retries):
+def daemon_task(client, proj, files, patched, expect, upload, retries, wait):
     t = {}
     t0 = time.perf_counter()
     sb = client.create(ttl_s=3600)
@@ -283,7 +284,7 @@ def daemon_task(client, proj, files, patched, expect, upload, retries):
         t["retest"] = time.perf_counter()
         expect.check(r.exit_code, r.stdout, True)
     finally:
-        sb.destroy()
+        sb.destroy(wait=wait)
     t["destroy"] = time.perf_counter()
     return steps_of(t0, t)
 
@@ -416,6 +417,17 @@ def wait_pool(env, n, timeout=900):
         c.close()
 
 
+def wait_destroyed(c, timeout=600):
+    """Seconds until none of the caller's sandboxes is being destroyed (a destroy that was not
+    waited for ends before the other side's round starts)."""
+    t0 = time.monotonic()
+    while any(s["state"] == "destroying" for s in c.call("sandbox.list")["sandboxes"]):
+        if time.monotonic() - t0 > timeout:
+            raise RuntimeError("destroys still running")
+        time.sleep(0.1)
+    return time.monotonic() - t0
+
+
 def image():
     r = subprocess.run([sys.executable, e2elib.simlib.SIM, "--build-template-image"],
                        capture_output=True, text=True, timeout=900)
@@ -457,7 +469,8 @@ def daemon_phase(env, a, proj, files, patched, expect):
         if not hasattr(slot, "c"):
             with lock:
                 slot.c = next(it)
-        return daemon_task(slot.c, proj, files, patched, expect, a.upload, retries)
+        return daemon_task(slot.c, proj, files, patched, expect, a.upload, retries,
+                           a.destroy == "wait")
 
     wait_pool(env, min(WARM_MAX, a.tasks))
     c = env.client()
@@ -465,12 +478,15 @@ def daemon_phase(env, a, proj, files, patched, expect):
     try:
         done, wall = parallel(a.n, range(a.tasks), time.monotonic() + a.max_time, task)
         hits = c.call("daemon.status")["pool"]["default"]["hits"] - h0
+        gone = wait_destroyed(c)
     finally:
         c.close()
         for cl in clients:
             cl.close()
     if retries:
         print(f"  (upload_dir answered Busy {len(retries)} times and was retried after 50 ms)")
+    if a.destroy == "nowait":
+        print(f"  (destroys not waited for: the last one ended {gone:.1f} s after the last task)")
     return done, wall, hits
 
 
@@ -530,6 +546,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=1,
                     help="rounds of each side, in turns (1..8, default 1)")
     ap.add_argument("--only", default="ssh,daemon", help="ssh,daemon")
+    ap.add_argument("--destroy", choices=["wait", "nowait"], default="wait",
+                    help="the daemon's destroy: answered once the container is gone (default), "
+                         "or as soon as it has begun (wait: false, as an agent that moves on)")
     a = ap.parse_args()
     only = set(a.only.split(","))
     if (not 1 <= a.n <= 32 or not 1 <= a.tasks <= 128 or not 1 <= a.max_time <= 7200
@@ -551,7 +570,7 @@ def main():
         size = sum(os.path.getsize(os.path.join(proj, r)) for r in files)
         print(f"project: {len(files)} files, {size / 1024:.0f} KiB, {ntests} tests of which "
               f"{nfail} fail before the patch; {a.n} tasks in parallel, {a.tasks} per side; "
-              f"daemon upload: {UPLOADS[a.upload]}")
+              f"daemon upload: {UPLOADS[a.upload]}; destroy: {a.destroy}")
         warm = min(WARM_MAX, a.tasks)
         sim = dict(DELAYS, template_os="debian", bridge_subnet="10.221.0.0/20",
                    node_capacity={"pve": {"maxmem": 1 << 40, "maxcpu": 1024}})

@@ -248,6 +248,40 @@ class T1bAddresses(unittest.TestCase):
         S.wait_task(S.ok("DELETE", "/nodes/pve/lxc/112", {"force": 1}))
 
 
+class T1cCpus(unittest.TestCase):
+    """Which CPUs a container of `cores` gets: drawn from the host's at each start, as
+    pve-container does, so containers of one core do not all share the host's first CPU."""
+
+    def test_cores_drawn_from_the_host(self):
+        from pvesim import cgroups
+        if not cgroups.available():
+            self.skipTest("no writable cgroup v1 cpuset and memory controllers")
+        host = cgroups._cpus(cgroups._read(os.path.join(cgroups.ROOTS["cpuset"], "cpuset.cpus")))
+        if len(host) < 2:
+            self.skipTest("one CPU")
+        names = ["cputest-%d-%d" % (os.getpid(), i) for i in range(24)]
+        try:
+            seen = []
+            for n in names:
+                self.assertTrue(cgroups.setup(n, 1, 64))
+                seen.append(cgroups._read(os.path.join(cgroups.path("cpuset", n), "cpuset.cpus")))
+            self.assertTrue(all(len(cgroups._cpus(c)) == 1 and set(cgroups._cpus(c)) <= set(host)
+                                for c in seen), seen)
+            self.assertGreater(len(set(seen)), 1, seen)  # all 24 on one CPU: 2**-23 by chance
+            # a live change keeps the CPUs while their count is right, and draws anew otherwise
+            cpus = lambda: cgroups._cpus(cgroups._read(os.path.join(cgroups.path("cpuset", names[0]), "cpuset.cpus")))
+            before = cpus()
+            cgroups.apply(names[0], 1, 128)
+            self.assertEqual(cpus(), before)
+            cgroups.apply(names[0], 2, 128)
+            self.assertEqual(len(cpus()), 2)
+            cgroups.apply(names[0], 1000, 128)
+            self.assertEqual(sorted(cpus()), sorted(host))
+        finally:
+            for n in names:
+                cgroups.remove(n)
+
+
 class T2Firewall(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

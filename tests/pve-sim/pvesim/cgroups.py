@@ -2,9 +2,15 @@
 controllers (when the host has them mounted and writable; otherwise nothing is enforced
 and the configuration alone records the sizes). A container's processes see `cores` CPUs
 (nproc, sched_getaffinity) and a memory limit of `memory` MiB; a config PUT on a running
-container changes both live, as on a real node."""
+container changes both live, as on a real node.
+
+Which CPUs: as pve-container's update_lxc_config() (PVE/LXC.pm) does at each start, `cores`
+of the host's CPUs drawn at random, so that containers of one core spread over the host
+rather than all sharing its first CPU. A live change keeps the CPUs while their count is
+right."""
 
 import os
+import random
 
 ROOTS = {"cpuset": "/sys/fs/cgroup/cpuset", "memory": "/sys/fs/cgroup/memory"}
 TOP = "pve-sim"
@@ -33,13 +39,14 @@ def _write(p, v):
 
 
 def _cpus(spec):
-    n = 0
+    """The CPUs of a cpuset list ("0-3,6"), in order."""
+    cpus = []
     for part in spec.split(","):
         if not part:
             continue
         a, _, b = part.partition("-")
-        n += (int(b) - int(a) + 1) if b else 1
-    return n
+        cpus.extend(range(int(a), int(b or a) + 1))
+    return cpus
 
 
 def setup(name, cores, memory_mb):
@@ -66,12 +73,15 @@ def apply(name, cores, memory_mb):
     """The sizes of a running container, now (a shrink below current use may be refused)."""
     if not available() or not os.path.isdir(path("cpuset", name)):
         return
+    mine = os.path.join(path("cpuset", name), "cpuset.cpus")
     try:
-        ncpu = _cpus(_read(os.path.join(ROOTS["cpuset"], "cpuset.cpus")))
-    except OSError:
+        host = _cpus(_read(os.path.join(ROOTS["cpuset"], "cpuset.cpus")))
+        now = _cpus(_read(mine))
+    except (OSError, ValueError):
         return
-    n = max(1, min(int(cores), ncpu))
-    _write(os.path.join(path("cpuset", name), "cpuset.cpus"), f"0-{n - 1}" if n > 1 else "0")
+    n = max(1, min(int(cores), len(host)))
+    if len(now) != n or not set(now) <= set(host):
+        _write(mine, ",".join(str(c) for c in sorted(random.sample(host, n))))
     _write(os.path.join(path("memory", name), "memory.limit_in_bytes"), int(memory_mb) << 20)
 
 
