@@ -18,8 +18,9 @@ Servers, measured one after the other in the same run:
                   file read from the container's root file system and base64-encoded per
                   request)
 
-Each (server, request) is measured --rounds times; the median is printed with the ratio
-asyncio / server (above 1: the server spends less CPU per request than asyncio).
+Each (server, request) is measured --rounds times, the servers in turn within each round (the
+daemons restarted in turn, each with a sandbox of its own); the median is printed with the
+ratio asyncio / server (above 1: the server spends less CPU per request than asyncio).
 The daemon's file.read includes reading the file over SSH from the container, which the
 reference does not do (it reads the host's copy of the same file).
 
@@ -94,7 +95,8 @@ def requests(sid):
             ("file.read", {"id": sid, "path": FILE_IN_CT})]
 
 
-def measure(name, path, pid, sid, a, table, sizes):
+def measure(name, path, pid, sid, a, table, sizes, rounds=1):
+    """rounds rounds of every request on one connection, appended to table."""
     c = Conn(path)
     try:
         for method, params in requests(sid):
@@ -104,7 +106,7 @@ def measure(name, path, pid, sid, a, table, sizes):
             if "result" not in reply:
                 raise RuntimeError(f"{name} {method}: {line[:300]!r}")
             sizes[(name, method)] = len(line) + 1
-            for _ in range(a.rounds):
+            for _ in range(rounds):
                 t0 = cpu_seconds(pid)
                 for _ in range(n):
                     c.call(method, params)
@@ -174,6 +176,7 @@ def start_reference(tmp, results, host_file):
 
 
 def run_daemon(env, name, a, table, sizes):
+    """One round of the daemon running in env (a sandbox made for it, destroyed after)."""
     c = env.client()
     sb = c.call("sandbox.create", {})
     sid, vmid = sb["id"], sb["vmid"]
@@ -189,6 +192,14 @@ def run_daemon(env, name, a, table, sizes):
     c.call("sandbox.destroy", {"id": sid})
     c.close()
     return results, saved
+
+
+def switch_daemon(env, path):
+    """Runs the daemon binary path in env instead of the one running (a fresh state folder)."""
+    env.stop_daemon()
+    shutil.rmtree(env.dir, ignore_errors=True)
+    e2elib.SANDBOXD = path
+    env.start_daemon()
 
 
 def report(table, sizes, servers):
@@ -226,26 +237,32 @@ def main():
     if a.baseline:
         daemons.append(("baseline", os.path.abspath(a.baseline)))
     tmp = tempfile.mkdtemp(prefix="bench-rpc-")
-    with Env(sim_config=ZERO, log_level="info") as env:
-        for i, (name, path) in enumerate(daemons):
-            if i > 0:
-                env.stop_daemon()
-                shutil.rmtree(env.dir, ignore_errors=True)
-                e2elib.SANDBOXD = path
-                env.start_daemon()
-            print(f"{name}: {path}", flush=True)
-            results, data = run_daemon(env, name, a, table, sizes)
-        host_file = os.path.join(tmp, "file")
-        with open(host_file, "wb") as f:
-            f.write(data)
-        ref, sock = start_reference(tmp, results, host_file)
-        try:
-            print("asyncio: the reference server", flush=True)
-            measure("asyncio", sock, ref.pid, "-", a, table, sizes)
-        finally:
+    ref = None
+    try:
+        with Env(sim_config=ZERO, log_level="info") as env:
+            running = daemons[0][1]
+            for r in range(a.rounds):
+                # Every server in turn in each round, so that a slow spell of the host lands
+                # on one round of each rather than on every round of one server.
+                for name, path in daemons:
+                    if path != running:
+                        switch_daemon(env, path)
+                        running = path
+                    if r == 0:
+                        print(f"{name}: {path}", flush=True)
+                    results, data = run_daemon(env, name, a, table, sizes)
+                if ref is None:
+                    host_file = os.path.join(tmp, "file")
+                    with open(host_file, "wb") as f:
+                        f.write(data)
+                    ref, sock = start_reference(tmp, results, host_file)
+                    print("asyncio: the reference server", flush=True)
+                measure("asyncio", sock, ref.pid, "-", a, table, sizes)
+    finally:
+        if ref:
             ref.terminate()
             ref.wait()
-            shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)
     report(table, sizes, [n for n, _ in daemons] + ["asyncio"])
 
 
