@@ -428,36 +428,43 @@ def create_parallel(client_factory, n, parallel, params, timeout=300):
     return made, errors
 
 
-# calls_as_uid()'s child: another process (the dropped uid) calls each method once.
+# results_as_uid()'s child: another process (the dropped uid) makes each call in turn on one
+# connection.
 _AS_UID_CHILD = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from e2elib import Client
 c = Client(sys.argv[2], timeout=120)
-out = {}
+out = []
 for m, p in json.loads(sys.argv[3]):
     try:
-        c.call(m, p)
-        out[m] = "succeeded"
+        out.append({"result": c.call(m, p)})
     except Exception as e:
-        out[m] = getattr(e, "code", str(e))
+        out.append({"code": getattr(e, "code", str(e))})
 print(json.dumps(out))
 """
 
 
-def calls_as_uid(socket_path, uid, calls, timeout=300):
-    """Makes each (method, params) call of `calls` on a connection of its own from a process
-    running as uid (and its gid, no groups); returns {method: "succeeded" or the error code}."""
+def results_as_uid(socket_path, uid, calls, timeout=300):
+    """Makes each (method, params) call of `calls` in turn on one connection from a process
+    running as uid (and its gid, no groups); returns [{"result": ...} or {"code": N}, ...]."""
     def drop():
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
     py = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
     r = subprocess.run([py, "-c", _AS_UID_CHILD, os.path.dirname(os.path.abspath(__file__)), socket_path,
-                        json.dumps(list(calls))], capture_output=True, text=True, timeout=timeout,
-                       preexec_fn=drop)
+                        json.dumps([list(c) for c in calls])], capture_output=True, text=True,
+                       timeout=timeout, preexec_fn=drop)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def calls_as_uid(socket_path, uid, calls, timeout=300):
+    """results_as_uid() as {method: "succeeded" or the error code} (the last call of each)."""
+    calls = list(calls)
+    got = results_as_uid(socket_path, uid, calls, timeout)
+    return {m: ("succeeded" if "result" in g else g["code"]) for (m, _), g in zip(calls, got)}
 
 
 def run(tests):

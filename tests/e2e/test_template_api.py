@@ -8,7 +8,6 @@ neither sees, uses nor deletes it until an admin publishes it; the per-uid quota
 second one; the delete is refused while a sandbox or a pool member uses it and removes the
 Proxmox template after."""
 
-import json
 import os
 import shutil
 import signal
@@ -17,7 +16,7 @@ import sys
 import time
 
 import e2elib
-from e2elib import BUILD, Env, RpcError, run
+from e2elib import BUILD, Env, RpcError, results_as_uid, run
 from test_recovery_util import (kill9, launch, marker_fields, records, restart_with_crash, wait_dead,
                                 wait_reconciled)
 
@@ -25,33 +24,9 @@ NOBODY = 65534
 SANDBOXCTL = os.path.join(BUILD, "clients", "cli", "sandboxctl")
 TOOL = "#!/bin/sh\necho greetings from $(cat /etc/hostname)\n"
 
-AS_UID = r"""
-import json, sys
-sys.path.insert(0, sys.argv[1])
-from e2elib import Client
-c = Client(sys.argv[2], timeout=120)
-out = []
-for m, p in json.loads(sys.argv[3]):
-    try:
-        out.append({"result": c.call(m, p)})
-    except Exception as e:
-        out.append({"code": getattr(e, "code", str(e))})
-print(json.dumps(out))
-"""
-
-
 def as_uid(env, uid, calls):
     """Each (method, params) as uid: [{"result": ...} or {"code": N}]."""
-    def drop():
-        os.setgroups([])
-        os.setgid(uid)
-        os.setuid(uid)
-    py = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
-    r = subprocess.run([py, "-c", AS_UID, os.path.dirname(os.path.abspath(__file__)), env.socket,
-                        json.dumps(calls)], capture_output=True, text=True, timeout=180,
-                       preexec_fn=drop)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return results_as_uid(env.socket, uid, calls, timeout=180)
 
 
 def code_of(c, method, params):

@@ -7,89 +7,16 @@ preview, volume and template: each is refused with its documented code and nothi
 root's changes; a method this test does not know fails it, so a new method comes with its
 ownership check."""
 
-import json
-import os
 import socket
-import subprocess
-import sys
 
-from e2elib import Env, run
-
-# The child runs as another uid: it needs an interpreter that uid can execute.
-CHILD_PY = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
-
-CHILD = r"""
-import json, sys
-sys.path.insert(0, sys.argv[1])
-from e2elib import Client
-sock, other = sys.argv[2], sys.argv[3]
-c = Client(sock, timeout=120)
-out = {"codes": {}}
-calls = {
-    "sandbox.get": {"id": other},
-    "sandbox.set_internet": {"id": other, "enabled": True},
-    "sandbox.resize": {"id": other, "cores": 1},
-    "sandbox.exec": {"id": other, "command": "true"},
-    "file.write": {"id": other, "path": "/root/x", "content": "x"},
-    "file.read": {"id": other, "path": "/etc/passwd"},
-    "sandbox.destroy": {"id": other},
-}
-for m, p in calls.items():
-    try:
-        c.call(m, p)
-        out["codes"][m] = "succeeded"
-    except Exception as e:
-        out["codes"][m] = getattr(e, "code", str(e))
-out["list"] = [s["id"] for s in c.call("sandbox.list")["sandboxes"]]
-try:
-    c.call("sandbox.list", {"all": True})
-    out["list_all"] = "succeeded"
-except Exception as e:
-    out["list_all"] = getattr(e, "code", str(e))
-mine = c.call("sandbox.create", {"labels": {"who": "nobody"}})
-out["mine"] = mine
-out["mine_exec"] = c.call("sandbox.exec", {"id": mine["id"], "command": "echo mine"})["stdout"]
-print(json.dumps(out))
-"""
-
-
-def as_uid(uid, env, other):
-    def drop():
-        os.setgroups([])
-        os.setgid(uid)
-        os.setuid(uid)
-    r = subprocess.run([CHILD_PY, "-c", CHILD, os.path.dirname(os.path.abspath(__file__)), env.socket, other],
-                       capture_output=True, text=True, timeout=300, preexec_fn=drop)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout.strip().splitlines()[-1])
-
-
-# calls_on()'s child: one connection, each call in turn; [[method, code or "succeeded", result]].
-CALLS_CHILD = r"""
-import json, sys
-sys.path.insert(0, sys.argv[1])
-from e2elib import Client
-c = Client(sys.argv[2], timeout=120)
-out = []
-for m, p in json.loads(sys.argv[3]):
-    try:
-        out.append([m, "succeeded", c.call(m, p)])
-    except Exception as e:
-        out.append([m, getattr(e, "code", str(e)), None])
-print(json.dumps(out))
-"""
-
+from e2elib import Env, results_as_uid, run
 
 def calls_on(env, uid, calls):
-    def drop():
-        os.setgroups([])
-        os.setgid(uid)
-        os.setuid(uid)
-    r = subprocess.run([CHILD_PY, "-c", CALLS_CHILD, os.path.dirname(os.path.abspath(__file__)),
-                        env.socket, json.dumps(calls)], capture_output=True, text=True,
-                       timeout=600, preexec_fn=drop)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    """Each [method, params] as uid, in turn on one connection: [[method, code or
+    "succeeded", result], ...]."""
+    got = results_as_uid(env.socket, uid, calls, timeout=600)
+    return [[m, "succeeded" if "result" in g else g["code"], g.get("result")]
+            for (m, _), g in zip(calls, got)]
 
 
 HOLDER = "sandboxd-volumes"  # the volume holder's hostname (docs/protocol.md)
@@ -211,14 +138,28 @@ def main():
         def other_uid_sees_nothing():
             a = root.call("sandbox.create", {})
             st["a"] = a
-            out = as_uid(65534, env, a["id"])
-            for m, code in out["codes"].items():
+            other = a["id"]
+            out = calls_on(env, 65534, [
+                ["sandbox.get", {"id": other}],
+                ["sandbox.set_internet", {"id": other, "enabled": True}],
+                ["sandbox.resize", {"id": other, "cores": 1}],
+                ["sandbox.exec", {"id": other, "command": "true"}],
+                ["file.write", {"id": other, "path": "/root/x", "content": "x"}],
+                ["file.read", {"id": other, "path": "/etc/passwd"}],
+                ["sandbox.destroy", {"id": other}],
+                ["sandbox.list", {}],
+                ["sandbox.list", {"all": True}],
+                ["sandbox.create", {"labels": {"who": "nobody"}}]])
+            for m, code, _ in out[:7]:
                 assert code == -32001, (m, code, out)
-            assert a["id"] not in out["list"], out
+            assert other not in [s["id"] for s in out[7][2]["sandboxes"]], out
             # Listing every owner's sandboxes is for admins only.
-            assert out["list_all"] == -32008, out
-            assert out["mine_exec"] == "mine\n" and out["mine"]["owner_uid"] == 65534, out
-            st["b"] = out["mine"]
+            assert out[8][1] == -32008, out
+            mine = out[9][2]
+            assert mine["owner_uid"] == 65534, out
+            r = calls_on(env, 65534, [["sandbox.exec", {"id": mine["id"], "command": "echo mine"}]])
+            assert r[0][2]["stdout"] == "mine\n", r
+            st["b"] = mine
             # Nothing was changed on root's sandbox: still there, internet still off.
             got = root.call("sandbox.get", {"id": a["id"]})
             assert got["state"] == "ready" and got["internet"] is False, got
