@@ -495,10 +495,11 @@ static void on_interfaces(const struct pve_result *res, void *userdata)
         op_step_done(sb, sb->ip ? NULL : &err);
         return;
     }
-    /* polls back off from ENGINE_IP_POLL_MIN_MS to ENGINE_IP_POLL_MAX_MS */
+    /* polls back off from ENGINE_IP_POLL_MIN_MS to ENGINE_IP_POLL_MAX_MS, growing by half
+     * each time: an address is seen at most half the wait late */
     uint64_t delay = sb->run.poll_ms ? sb->run.poll_ms : ENGINE_IP_POLL_MIN_MS;
 
-    sb->run.poll_ms = MIN(delay * 2, ENGINE_IP_POLL_MAX_MS);
+    sb->run.poll_ms = MIN(delay * 3 / 2, ENGINE_IP_POLL_MAX_MS);
     op_step_again(sb, delay);
 }
 

@@ -551,7 +551,7 @@ static void task_on_status(struct pve_call *call, struct json_object *data)
         /* the same request again after poll_ms, counted afresh */
         request_rearm(call);
         call_sleep(call, call->poll_ms, false);
-        call->poll_ms = MIN(call->poll_ms * 2, (uint64_t)PVE_TASK_POLL_MAX_MS);
+        call->poll_ms = MIN(call->poll_ms * 3 / 2, (uint64_t)PVE_TASK_POLL_MAX_MS);
         return;
     }
     if (st.success) {

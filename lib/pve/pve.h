@@ -27,9 +27,10 @@
  * refused.
  *
  * Task-starting calls (clone, start, stop, shutdown, resize, delete) wait for the task:
- * they complete when it has stopped (status polled with backoff from 20 ms, doubling,
- * capped at 1 s). "WARNINGS: n" is success. A failed task gives error -EREMOTEIO with a
- * pve_error (http_status 0, message = exitstatus, upid set).
+ * they complete when it has stopped (status polled with backoff from 20 ms, growing by half
+ * each time, capped at 1 s: a task's end is seen at most half its length late, or 1 s).
+ * "WARNINGS: n" is success. A failed task gives error -EREMOTEIO with a pve_error
+ * (http_status 0, message = exitstatus, upid set).
  *
  * Per-node cap: a node's pvedaemon serves three requests at once and pveproxy gives up on a
  * proxied request after 30 s (596 while it may still run), so the client sends at most
