@@ -28,7 +28,9 @@ struct attach_op {
     void *userdata;
     char name[ID_MAX + 1];
     struct marker_volume line; /* detach: the volume's line in the container */
-    bool stopped;              /* detach: the container was (maybe) stopped */
+    bool stopped;              /* the container was (maybe) stopped */
+    bool checked;              /* attach: its mount point was looked for once */
+    bool restart;              /* attach: not hot-plugged, the container restarts */
 };
 
 /* ---- steps ---- */
@@ -70,6 +72,63 @@ static int start_read(struct sandbox *sb, uint64_t timeout_ms, const char **ret_
 {
     return pve_config_get(sb->engine->pve, sb->node, sb->vmid, false, timeout_ms, on_config, sb,
                           &sb->call);
+}
+
+/* The attach's mount point is live when the container's running configuration (GET
+ * .../config with current=1) has the key of the volume's line. A hot-plug Proxmox could not
+ * make is only a warning of the move's task: the key stays a pending change, applied at the
+ * next start (pve-container src/PVE/LXC/Config.pm:1630-1633 and 1740-1745, API2/LXC.pm:2845-
+ * 2848, LXC.pm:3131). Found pending the first time, the container restarts; the second time
+ * (after the start) it is a failure. */
+static void on_running_config(const struct pve_result *res, void *userdata)
+{
+    struct sandbox *sb = userdata;
+    struct attach_op *op = sb->attach_op;
+    _cleanup_free_ struct marker_volume *mv = NULL;
+    json_object *d = NULL;
+    size_t n = 0;
+    int r;
+
+    sb->call = NULL;
+    if (res->error < 0) {
+        op_step_pve_done(sb, res);
+        return;
+    }
+    json_object_object_get_ex(res->data, "description", &d);
+    r = marker_volumes_parse(d ? json_object_get_string(d) : NULL, &mv, &n);
+    for (size_t i = 0; r >= 0 && i < n; i++) {
+        if (strcmp(mv[i].name, op->name) != 0)
+            continue;
+        if (volume_config_has_mp(res->data, mv[i].mp) || !op->checked) {
+            op->restart = !volume_config_has_mp(res->data, mv[i].mp);
+            op->checked = true;
+            if (op->restart)
+                log_warning(COMP, "%s: volume '%s' was not hot-plugged (mp%u is pending): "
+                                  "restarting the container", sb->id, op->name, mv[i].mp);
+            op_step_done(sb, NULL);
+            return;
+        }
+        break;
+    }
+    op_step_done(sb,
+                 &(struct engine_error){.kind = ENGINE_E_INTERNAL,
+                                        .error = r < 0 ? r : -EIO,
+                                        .message = op->checked
+                                                       ? "the volume's mount point is not live "
+                                                         "after the container's start"
+                                                       : "the volume's line is not in the "
+                                                         "sandbox's configuration"});
+}
+
+static int start_check(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    return pve_config_get(sb->engine->pve, sb->node, sb->vmid, true, timeout_ms,
+                          on_running_config, sb, &sb->call);
+}
+
+static bool no_restart(const struct sandbox *sb)
+{
+    return !sb->attach_op->restart;
 }
 
 /* No command and no new session while the container is stopped. */
@@ -165,6 +224,15 @@ static const struct op_step attach_steps[] = {
                 .crash_done = "attach-recorded"),
     ATTACH_STEP("attaching volumes", volumes_attach_start, OP_STEP_OP_DEADLINE,
                 .skip = volumes_attach_skip),
+    ATTACH_STEP("checking the mount point", start_check, ENGINE_STEP_CONFIG_MS),
+    ATTACH_STEP("stopping the container", start_stop, OP_STEP_OP_DEADLINE, .skip = no_restart,
+                .crash_done = "attach-stopped"),
+    ATTACH_STEP("starting the container", restart_step_start, OP_STEP_UNBOUNDED,
+                .skip = no_restart, .crash_done = "attach-started"),
+    ATTACH_STEP("connecting", reconnect_step_start, OP_STEP_OP_DEADLINE, .skip = no_restart),
+    ATTACH_STEP("recording the address", save_step_start, OP_STEP_UNBOUNDED, .skip = no_restart),
+    ATTACH_STEP("checking the mount point again", start_check, ENGINE_STEP_CONFIG_MS,
+                .skip = no_restart),
 };
 
 static const struct op_step detach_steps[] = {

@@ -15,7 +15,16 @@
  *           rollback, fork or template of it, even after a crash; crash point
  *           attach-recorded), then the create's step "attaching volumes" (volume-attach.c:
  *           crash points volume-attach-line, -path, -moved) into the running container,
- *           hot-plugged. The sandbox stays READY; its processes keep running.
+ *           hot-plugged. The sandbox stays READY; its processes keep running. Then the
+ *           running configuration (GET .../config, current=1) is read: a hot-plug that
+ *           Proxmox could not make is only a warning of the move's task, its mpN left a
+ *           pending change applied at the next start (src/PVE/LXC/Config.pm:1630-1633,
+ *           1740-1745; API2/LXC.pm:2845-2848; LXC.pm:3131 vm_start). The container is then
+ *           stopped (crash point attach-stopped), started (attach-started), connected, the
+ *           record saved, the mount point checked again: READY, its processes ended, the
+ *           path mounted. The configuration rather than a look inside the container over
+ *           SSH: it is Proxmox's own record of the hot-plug's outcome, needs no tool in the
+ *           container, and names the key that the start applies.
  *   detach: the container's configuration read (the volume must be mounted there), the
  *           container stopped (the pause's step; crash point detach-stopped), the volume moved
  *           back to the holder (engine_volume_detach(): volume-take-back-line, -moved), its
@@ -24,8 +33,11 @@
  *
  * A daemon killed at any point finds the volume in exactly one container (volume-locate.h):
  * the sandbox's or the holder; the sandbox's record says READY, and a READY sandbox whose
- * container is found stopped is started again (reconcile-restart.h). A detach that fails
- * once the container was stopped leaves the sandbox FAILED (the reconcile destroys it, which
+ * container is found stopped is started again (reconcile-restart.h): a detach killed after its
+ * stop and before its move ends as if it had not been asked for (the volume stays attached),
+ * one killed after its move ends detached; an attach killed after its restart's stop ends
+ * with the pending mount point applied by that start. An attach or a detach that fails once
+ * the container was stopped leaves the sandbox FAILED (the reconcile destroys it, which
  * takes its volumes back). Loop thread only. */
 #pragma once
 

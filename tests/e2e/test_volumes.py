@@ -404,6 +404,36 @@ def main():
             c.call("volume.delete", {"name": "att"})
             c.call("volume.delete", {"name": "att2"})
 
+        def attach_hotplug_fails():
+            """A hot-plug Proxmox could not make (the move's task ends with a warning, the
+            mount point pending): the attach restarts the sandbox and answers once the path
+            is mounted; its processes ended, nothing stays pending."""
+            c.call("volume.create", {"name": "hpf", "size_gb": 1})
+            with open(os.path.join(on_holder("hpf"), "proof"), "w") as f:
+                f.write("kept\n")
+            sb = c.call("sandbox.create", {})
+            sid = sb["id"]
+            c.call("process.start", {"id": sid, "command": "exec sleep 1000"})
+            env.sim.admin("POST", "/faults", {"method": "POST", "hotplug_error": "mount failed",
+                                              "path": "/nodes/*/lxc/*/move_volume", "count": 1})
+            r = c.call("sandbox.attach", {"id": sid, "volume": "hpf", "path": "/mnt/hpf"})
+            assert r["id"] == sid and r["state"] == "ready", r
+            assert env.sim.admin("GET", "/faults") == [], "the fault was not used"
+            assert sh(sid, "cat /mnt/hpf/proof") == "kept\n"
+            ps = c.call("process.list", {"id": sid})["processes"]
+            assert [p["state"] for p in ps] != ["running"], ps  # restarted
+            pend = env.sim.ok("GET", f"/nodes/pve/lxc/{sb['vmid']}/pending")
+            assert not [e for e in pend if "pending" in e or "delete" in e], pend
+            listed = {v["name"]: v["attached_to"] for v in c.call("volume.list")["volumes"]}
+            assert listed["hpf"] == sid, listed
+            assert holder_volumes()["hpf"][0] is None
+            r = c.call("sandbox.detach", {"id": sid, "volume": "hpf"})
+            assert r["state"] == "ready", r
+            with open(os.path.join(on_holder("hpf"), "proof")) as f:
+                assert f.read() == "kept\n"
+            c.call("sandbox.destroy", {"id": sid})
+            c.call("volume.delete", {"name": "hpf"})
+
         def attach_detach_crash_points():
             """kill -9 at each point of an attach and of a detach: the volume is attached to
             the sandbox or back on the holder (listed once, its file whole), never lost; the
@@ -440,10 +470,20 @@ def main():
                           "volume-attach-moved"):
                 if crash(point, "sandbox.attach", attach):
                     c.call("sandbox.detach", {"id": sid, "volume": "acp"})
-            for point in ("detach-stopped", "volume-take-back-line", "volume-take-back-moved",
-                          "detach-started"):
+            # an attach whose hot-plug failed, killed in its restart: the start that follows
+            # (the reconcile's or its own) applies the pending mount point
+            for point in ("attach-stopped", "attach-started"):
+                env.sim.admin("POST", "/faults", {"method": "POST", "hotplug_error": "mount failed",
+                                                  "path": "/nodes/*/lxc/*/move_volume", "count": 1})
+                assert crash(point, "sandbox.attach", attach), point
+                c.call("sandbox.detach", {"id": sid, "volume": "acp"})
+            # a detach killed before its move ends as if not asked for (the reconcile starts
+            # the container it stopped, the volume still mounted); after its move, detached
+            for point, stays in (("detach-stopped", True), ("volume-take-back-line", True),
+                                 ("volume-take-back-moved", False), ("detach-started", False)):
                 c.call("sandbox.attach", attach)
-                if crash(point, "sandbox.detach", {"id": sid, "volume": "acp"}):
+                assert crash(point, "sandbox.detach", {"id": sid, "volume": "acp"}) == stays, point
+                if stays:
                     c.call("sandbox.detach", {"id": sid, "volume": "acp"})
             assert sh(sid, "echo ok") == "ok\n"
             c.call("sandbox.destroy", {"id": sid})
@@ -829,6 +869,7 @@ def main():
              ("attached_sandbox_ops", attached_sandbox_ops),
              ("destroy_mid_attach", destroy_mid_attach),
              ("attach_detach", attach_detach),
+             ("attach_hotplug_fails", attach_hotplug_fails),
              ("attach_detach_crash_points", attach_detach_crash_points),
              ("sandboxctl", sandboxctl),
              ("python_client", python_client),
