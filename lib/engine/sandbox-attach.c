@@ -103,27 +103,28 @@ static void on_running_config(const struct pve_result *res, void *userdata)
             op->restart = !volume_config_has_mp(res->data, mv[i].mp);
             op->checked = true;
             if (op->restart)
-                log_warning(COMP, "%s: volume '%s' was not hot-plugged (mp%u is pending): "
-                                  "restarting the container", sb->id, op->name, mv[i].mp);
+                log_warning(COMP,
+                            "%s: volume '%s' was not hot-plugged (mp%u is pending): "
+                            "restarting the container",
+                            sb->id, op->name, mv[i].mp);
             op_step_done(sb, NULL);
             return;
         }
         break;
     }
-    op_step_done(sb,
-                 &(struct engine_error){.kind = ENGINE_E_INTERNAL,
-                                        .error = r < 0 ? r : -EIO,
-                                        .message = op->checked
-                                                       ? "the volume's mount point is not live "
-                                                         "after the container's start"
-                                                       : "the volume's line is not in the "
-                                                         "sandbox's configuration"});
+    op_step_done(sb, &(struct engine_error){.kind = ENGINE_E_INTERNAL,
+                                            .error = r < 0 ? r : -EIO,
+                                            .message = op->checked
+                                                           ? "the volume's mount point is not live "
+                                                             "after the container's start"
+                                                           : "the volume's line is not in the "
+                                                             "sandbox's configuration"});
 }
 
 static int start_check(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
 {
-    return pve_config_get(sb->engine->pve, sb->node, sb->vmid, true, timeout_ms,
-                          on_running_config, sb, &sb->call);
+    return pve_config_get(sb->engine->pve, sb->node, sb->vmid, true, timeout_ms, on_running_config,
+                          sb, &sb->call);
 }
 
 static bool no_restart(const struct sandbox *sb)
@@ -227,8 +228,8 @@ static const struct op_step attach_steps[] = {
     ATTACH_STEP("checking the mount point", start_check, ENGINE_STEP_CONFIG_MS),
     ATTACH_STEP("stopping the container", start_stop, OP_STEP_OP_DEADLINE, .skip = no_restart,
                 .crash_done = "attach-stopped"),
-    ATTACH_STEP("starting the container", restart_step_start, OP_STEP_UNBOUNDED,
-                .skip = no_restart, .crash_done = "attach-started"),
+    ATTACH_STEP("starting the container", restart_step_start, OP_STEP_UNBOUNDED, .skip = no_restart,
+                .crash_done = "attach-started"),
     ATTACH_STEP("connecting", reconnect_step_start, OP_STEP_OP_DEADLINE, .skip = no_restart),
     ATTACH_STEP("recording the address", save_step_start, OP_STEP_UNBOUNDED, .skip = no_restart),
     ATTACH_STEP("checking the mount point again", start_check, ENGINE_STEP_CONFIG_MS,
