@@ -236,6 +236,13 @@ static const struct op_step attach_steps[] = {
                 .skip = no_restart),
 };
 
+static const struct op_step recover_steps[] = {
+    ATTACH_STEP("stopping the container", start_stop, OP_STEP_OP_DEADLINE),
+    ATTACH_STEP("starting the container", restart_step_start, OP_STEP_UNBOUNDED),
+    ATTACH_STEP("connecting", reconnect_step_start, OP_STEP_OP_DEADLINE),
+    ATTACH_STEP("recording the address", save_step_start, OP_STEP_UNBOUNDED),
+};
+
 static const struct op_step detach_steps[] = {
     ATTACH_STEP("reading the configuration", start_read, ENGINE_STEP_CONFIG_MS),
     ATTACH_STEP("stopping the container", start_stop, OP_STEP_OP_DEADLINE,
@@ -277,8 +284,9 @@ static void attach_finish(struct sandbox *sb, const struct engine_error *err)
     struct engine *e = sb->engine;
 
     sb->rolling_back = false;
-    attach_audit(sb, op, err);
-    if (err && !op->detach) {
+    if (op->cb)
+        attach_audit(sb, op, err);
+    if (err && !op->detach && op->cb) {
         /* a failure other than a refusal (those come before any write) may follow a move
          * that happened all the same (a lost answer): the sandbox keeps counting as one with
          * volumes (no snapshot) */
@@ -290,7 +298,8 @@ static void attach_finish(struct sandbox *sb, const struct engine_error *err)
         sb->error = strdup(err->message ? err->message : "sandbox.detach failed");
         sandbox_set_state(sb, SANDBOX_FAILED);
     }
-    op->cb(err, sb, op->userdata);
+    if (op->cb)
+        op->cb(err, sb, op->userdata);
     free(op);
     if (!e->closing && sb->state != SANDBOX_DESTROYING && sb->destroy_requested) {
         sb->destroy_requested = false;
@@ -319,6 +328,26 @@ static const struct op_kind attach_kind = {
     .n_steps = ELEMENTSOF(attach_steps),
     .fail = attach_failed,
     .done = attach_done,
+};
+
+static void recover_failed(struct sandbox *sb, const struct engine_error *err)
+{
+    log_warning(COMP, "%s: cannot apply a pending mount point: %s", sb->id, strna(err->message));
+    attach_finish(sb, err);
+}
+
+static void recover_done(struct sandbox *sb)
+{
+    log_info(COMP, "%s: restarted; its pending mount point applied", sb->id);
+    attach_finish(sb, NULL);
+}
+
+static const struct op_kind recover_kind = {
+    .name = "attach",
+    .steps = recover_steps,
+    .n_steps = ELEMENTSOF(recover_steps),
+    .fail = recover_failed,
+    .done = recover_done,
 };
 
 static const struct op_kind detach_kind = {
@@ -351,7 +380,7 @@ static int attach_refused(struct engine *e, struct sandbox *sb, const char *name
     return 0;
 }
 
-static int op_begin(struct sandbox *sb, const struct attach_op *init)
+static int op_begin(struct sandbox *sb, const struct attach_op *init, const struct op_kind *kind)
 {
     struct attach_op *op = malloc(sizeof *op);
 
@@ -360,9 +389,82 @@ static int op_begin(struct sandbox *sb, const struct attach_op *init)
     *op = *init;
     sb->attach_op = op;
     sb->refs++;
-    log_debug(COMP, "%s: %s of volume '%s'", sb->id, op->detach ? "detach" : "attach", op->name);
-    op_step_run(sb, op->detach ? &detach_kind : &attach_kind, ENGINE_ATTACH_TIMEOUT_MS);
+    log_debug(COMP, "%s: %s of volume '%s'", sb->id, kind->name, op->name);
+    op_step_run(sb, kind, ENGINE_ATTACH_TIMEOUT_MS);
     return 0;
+}
+
+/* ---- recovery: a mount point left pending ---- */
+
+/* The check is two reads outside the driver (the sandbox takes other calls meanwhile);
+ * only a pending mount point starts an operation. */
+struct recover {
+    struct sandbox *sb;
+    unsigned n_held; /* the volume lines whose key is in the configuration */
+    unsigned held[ENGINE_VOLUMES_MAX];
+};
+
+static void recover_end(struct recover *rc)
+{
+    sandbox_unref(rc->sb);
+    free(rc);
+}
+
+/* Which of them are pending: not in the running configuration (current=1). */
+static void on_current_config(const struct pve_result *res, void *userdata)
+{
+    struct recover *rc = userdata;
+    struct sandbox *sb = rc->sb;
+    struct engine_error err = {};
+    unsigned i = 0;
+
+    while (res->error >= 0 && i < rc->n_held && volume_config_has_mp(res->data, rc->held[i]))
+        i++;
+    if (res->error >= 0 && i < rc->n_held) {
+        log_warning(COMP,
+                    "%s: mount point mp%u of a volume is pending (a hot-plug that failed): "
+                    "restarting the container",
+                    sb->id, rc->held[i]);
+        if (attach_refused(sb->engine, sb, "", &err) < 0 ||
+            op_begin(sb, &(struct attach_op){.restart = true}, &recover_kind) < 0)
+            log_warning(COMP, "%s: cannot restart it: %s", sb->id, strna(err.message));
+    }
+    recover_end(rc);
+}
+
+/* The volume lines of the container whose key is in its configuration, pending changes
+ * merged in (GET .../config). */
+static void on_merged_config(const struct pve_result *res, void *userdata)
+{
+    struct recover *rc = userdata;
+    struct sandbox *sb = rc->sb;
+    _cleanup_free_ struct marker_volume *mv = NULL;
+    json_object *d = NULL;
+    size_t n = 0;
+
+    if (res->error >= 0 && json_object_object_get_ex(res->data, "description", &d) &&
+        marker_volumes_parse(json_object_get_string(d), &mv, &n) >= 0)
+        for (size_t i = 0; i < n && rc->n_held < ENGINE_VOLUMES_MAX; i++)
+            if (volume_config_has_mp(res->data, mv[i].mp))
+                rc->held[rc->n_held++] = mv[i].mp;
+    if (rc->n_held > 0 && !sb->engine->closing && sb->state == SANDBOX_READY &&
+        pve_config_get(sb->engine->pve, sb->node, sb->vmid, true, ENGINE_STEP_CONFIG_MS,
+                       on_current_config, rc, NULL) >= 0)
+        return;
+    recover_end(rc);
+}
+
+void engine_attach_recover(struct sandbox *sb)
+{
+    struct recover *rc = calloc(1, sizeof *rc);
+
+    if (!rc)
+        return;
+    rc->sb = sb;
+    sb->refs++;
+    if (pve_config_get(sb->engine->pve, sb->node, sb->vmid, false, ENGINE_STEP_CONFIG_MS,
+                       on_merged_config, rc, NULL) < 0)
+        recover_end(rc);
 }
 
 int engine_attach(struct engine *e, struct sandbox *sb, const char *name, const char *path,
@@ -395,7 +497,7 @@ int engine_attach(struct engine *e, struct sandbox *sb, const char *name, const 
     snprintf(m->path, sizeof m->path, "%s", path);
     snprintf(init.name, sizeof init.name, "%s", name);
     sb->n_vol_mounts++;
-    if (op_begin(sb, &init) < 0) {
+    if (op_begin(sb, &init, &attach_kind) < 0) {
         sb->n_vol_mounts--;
         return engine_refuse_oom(ret_err);
     }
@@ -413,5 +515,5 @@ int engine_detach(struct engine *e, struct sandbox *sb, const char *name, engine
     if (strlen(name) >= sizeof init.name)
         return engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL, "invalid volume name", "volume");
     snprintf(init.name, sizeof init.name, "%s", name);
-    return op_begin(sb, &init) < 0 ? engine_refuse_oom(ret_err) : 0;
+    return op_begin(sb, &init, &detach_kind) < 0 ? engine_refuse_oom(ret_err) : 0;
 }

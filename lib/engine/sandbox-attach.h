@@ -62,3 +62,10 @@ int engine_attach(struct engine *e, struct sandbox *sb, const char *name, const 
  * "volume", before the container is stopped. */
 int engine_detach(struct engine *e, struct sandbox *sb, const char *name, engine_sandbox_cb cb,
                   void *userdata, struct engine_error *ret_err);
+/* At a re-attach (engine_adopt()): a READY sandbox whose record says it has volumes. Its
+ * configuration is read twice, outside the driver (the sandbox takes calls meanwhile): a
+ * volume line's mount point in the configuration with its pending changes but not in the
+ * running one (an attach killed between a move whose hot-plug failed and its restart) is
+ * applied by the attach's restart, nobody waiting (skipped, logged, when another operation
+ * runs by then); a failure once the container was stopped leaves it FAILED. */
+void engine_attach_recover(struct sandbox *sb);
