@@ -132,6 +132,13 @@ static bool no_restart(const struct sandbox *sb)
     return !sb->attach_op->restart;
 }
 
+/* The detach's intent, written ahead of the stop: a re-attach finishes it. */
+static int start_record(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    snprintf(sb->detaching, sizeof sb->detaching, "%s", sb->attach_op->name);
+    return save_step_start(sb, timeout_ms, ret_fail);
+}
+
 /* No command and no new session while the container is stopped. */
 static int start_stop(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
 {
@@ -157,8 +164,10 @@ static void on_back(const struct engine_error *err, json_object *result, void *u
     struct sandbox *sb = userdata;
 
     (void)result;
-    if (!err) /* the last save of the detach writes the record without it */
+    if (!err) { /* the last save of the detach writes the record without it */
         mounts_drop(sb, sb->attach_op->name);
+        sb->detaching[0] = '\0';
+    }
     op_step_done(sb, err);
 }
 
@@ -245,6 +254,8 @@ static const struct op_step recover_steps[] = {
 
 static const struct op_step detach_steps[] = {
     ATTACH_STEP("reading the configuration", start_read, ENGINE_STEP_CONFIG_MS),
+    ATTACH_STEP("recording the detach", start_record, OP_STEP_UNBOUNDED,
+                .crash_done = "detach-recorded"),
     ATTACH_STEP("stopping the container", start_stop, OP_STEP_OP_DEADLINE,
                 .crash_done = "detach-stopped"),
     ATTACH_STEP("detaching the volume", start_back, OP_STEP_OP_DEADLINE),
@@ -284,8 +295,13 @@ static void attach_finish(struct sandbox *sb, const struct engine_error *err)
     struct engine *e = sb->engine;
 
     sb->rolling_back = false;
-    if (op->cb)
+    if (op->name[0])
         attach_audit(sb, op, err);
+    if (op->detach && sb->detaching[0]) { /* a failure: the record forgets the intent */
+        sb->detaching[0] = '\0';
+        if (!op->stopped && !e->closing)
+            (void)engine_save(sb, NULL, NULL);
+    }
     if (err && !op->detach && op->cb) {
         /* a failure other than a refusal (those come before any write) may follow a move
          * that happened all the same (a lost answer): the sandbox keeps counting as one with
@@ -452,6 +468,16 @@ static void on_merged_config(const struct pve_result *res, void *userdata)
                        on_current_config, rc, NULL) >= 0)
         return;
     recover_end(rc);
+}
+
+void engine_detach_recover(struct sandbox *sb, const char *name)
+{
+    struct engine_error err = {};
+
+    log_notice(COMP, "%s: finishing the detach of volume '%s' a restart interrupted", sb->id, name);
+    if (engine_detach(sb->engine, sb, name, NULL, NULL, &err) < 0)
+        log_warning(COMP, "%s: cannot finish the detach of volume '%s': %s", sb->id, name,
+                    strna(err.message));
 }
 
 void engine_attach_recover(struct sandbox *sb)
