@@ -392,6 +392,9 @@ START_TEST(test_invalid_save)
                    (json_object_put(r->env), r->env = NULL));
     EXPECT_INVALID(r->expires_at = -1, r->expires_at = 0);
     EXPECT_INVALID(r->cores = 100000, r->cores = 0);
+    EXPECT_INVALID(r->detaching = strdup("../data"), (free(r->detaching), r->detaching = NULL));
+    EXPECT_INVALID(r->detaching = strdup("a234567890123456789012345678901234"),
+                   (free(r->detaching), r->detaching = NULL));
 #undef EXPECT_INVALID
     ck_assert_uint_eq(count_files(), 0);
     ck_assert_int_eq(registry_save(reg, r), 0);
