@@ -97,8 +97,8 @@ static const struct help helps[] = {
                "(volume.create).\nlist: your volumes (admins: all): NAME SIZE_GB OWNER "
                "ATTACHED_TO (volume.list).\ndelete: a volume and its data (volume.delete).\n"},
     {"attach", "attach ID NAME:PATH[:ro]\n\nMount your volume NAME at PATH in a running sandbox "
-               "(sandbox.attach),\nread-only with :ro; the sandbox keeps running. Prints the "
-               "sandbox.\n"},
+               "(sandbox.attach),\nread-only with :ro; the sandbox keeps running (it restarts "
+               "when the mount\ncould not be hot-plugged). Prints the sandbox.\n"},
     {"detach", "detach ID NAME\n\nTake volume NAME out of the sandbox back to the daemon "
                "(sandbox.detach). The\nsandbox restarts: its processes and forwards end. Prints "
                "the sandbox, ready.\n"},

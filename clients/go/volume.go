@@ -62,7 +62,8 @@ func (m *Manager) DeleteVolume(ctx context.Context, name string) error {
 }
 
 // Attach mounts the owner's volume at path while the sandbox runs (read-only
-// with readOnly); the sandbox keeps running.
+// with readOnly); the sandbox keeps running (it restarts when Proxmox could not hot-plug
+// the mount point).
 func (s *Sandbox) Attach(ctx context.Context, volume, path string, readOnly bool) error {
 	return s.update(ctx, methodAttach,
 		map[string]any{"volume": volume, "path": path, "read_only": readOnly})

@@ -1065,7 +1065,8 @@ class Sandbox:
 
     def attach(self, volume: str, path: str, read_only: bool = False,
                timeout: Optional[float] = None) -> "Sandbox":
-        """sandbox.attach: the caller's volume mounted at path while the sandbox runs."""
+        """sandbox.attach: the caller's volume mounted at path while the sandbox runs (a mount
+        that could not be hot-plugged restarts the sandbox: its processes end)."""
         return self._update(self._call(Method.ATTACH, timeout, volume=volume, path=path,
                                        read_only=read_only))
 

@@ -13,6 +13,7 @@
 #include "marker.h"
 #include "pve-parse.h"
 #include "registry.h"
+#include "sandbox-attach.h"
 #include "sandbox-internal.h"
 #include "util.h"
 
@@ -129,6 +130,10 @@ int engine_adopt(struct engine *e, const struct registry_record *r, struct sandb
     if (r->internet_pending && !paused) /* a change the restart cut short: the recorded state */
         (void)engine_set_internet(e, sb, sb->internet, sb->internet_allow, on_reapplied, NULL,
                                   &(struct engine_error){});
+    else if (r->detaching && !paused) /* a detach cut short: finished */
+        engine_detach_recover(sb, r->detaching);
+    else if (r->volumes && !paused) /* an attach cut short: a mount point left pending */
+        engine_attach_recover(sb);
     if (ret)
         *ret = sb;
     return 0;

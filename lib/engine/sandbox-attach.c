@@ -28,7 +28,9 @@ struct attach_op {
     void *userdata;
     char name[ID_MAX + 1];
     struct marker_volume line; /* detach: the volume's line in the container */
-    bool stopped;              /* detach: the container was (maybe) stopped */
+    bool stopped;              /* the container was (maybe) stopped */
+    bool checked;              /* attach: its mount point was looked for once */
+    bool restart;              /* attach: not hot-plugged, the container restarts */
 };
 
 /* ---- steps ---- */
@@ -72,6 +74,71 @@ static int start_read(struct sandbox *sb, uint64_t timeout_ms, const char **ret_
                           &sb->call);
 }
 
+/* The attach's mount point is live when the container's running configuration (GET
+ * .../config with current=1) has the key of the volume's line. A hot-plug Proxmox could not
+ * make is only a warning of the move's task: the key stays a pending change, applied at the
+ * next start (pve-container src/PVE/LXC/Config.pm:1630-1633 and 1740-1745, API2/LXC.pm:2845-
+ * 2848, LXC.pm:3131). Found pending the first time, the container restarts; the second time
+ * (after the start) it is a failure. */
+static void on_running_config(const struct pve_result *res, void *userdata)
+{
+    struct sandbox *sb = userdata;
+    struct attach_op *op = sb->attach_op;
+    _cleanup_free_ struct marker_volume *mv = NULL;
+    json_object *d = NULL;
+    size_t n = 0;
+    int r;
+
+    sb->call = NULL;
+    if (res->error < 0) {
+        op_step_pve_done(sb, res);
+        return;
+    }
+    json_object_object_get_ex(res->data, "description", &d);
+    r = marker_volumes_parse(d ? json_object_get_string(d) : NULL, &mv, &n);
+    for (size_t i = 0; r >= 0 && i < n; i++) {
+        if (strcmp(mv[i].name, op->name) != 0)
+            continue;
+        if (volume_config_has_mp(res->data, mv[i].mp) || !op->checked) {
+            op->restart = !volume_config_has_mp(res->data, mv[i].mp);
+            op->checked = true;
+            if (op->restart)
+                log_warning(COMP,
+                            "%s: volume '%s' was not hot-plugged (mp%u is pending): "
+                            "restarting the container",
+                            sb->id, op->name, mv[i].mp);
+            op_step_done(sb, NULL);
+            return;
+        }
+        break;
+    }
+    op_step_done(sb, &(struct engine_error){.kind = ENGINE_E_INTERNAL,
+                                            .error = r < 0 ? r : -EIO,
+                                            .message = op->checked
+                                                           ? "the volume's mount point is not live "
+                                                             "after the container's start"
+                                                           : "the volume's line is not in the "
+                                                             "sandbox's configuration"});
+}
+
+static int start_check(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    return pve_config_get(sb->engine->pve, sb->node, sb->vmid, true, timeout_ms, on_running_config,
+                          sb, &sb->call);
+}
+
+static bool no_restart(const struct sandbox *sb)
+{
+    return !sb->attach_op->restart;
+}
+
+/* The detach's intent, written ahead of the stop: a re-attach finishes it. */
+static int start_record(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    snprintf(sb->detaching, sizeof sb->detaching, "%s", sb->attach_op->name);
+    return save_step_start(sb, timeout_ms, ret_fail);
+}
+
 /* No command and no new session while the container is stopped. */
 static int start_stop(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
 {
@@ -97,8 +164,10 @@ static void on_back(const struct engine_error *err, json_object *result, void *u
     struct sandbox *sb = userdata;
 
     (void)result;
-    if (!err) /* the last save of the detach writes the record without it */
+    if (!err) { /* the last save of the detach writes the record without it */
         mounts_drop(sb, sb->attach_op->name);
+        sb->detaching[0] = '\0';
+    }
     op_step_done(sb, err);
 }
 
@@ -165,10 +234,28 @@ static const struct op_step attach_steps[] = {
                 .crash_done = "attach-recorded"),
     ATTACH_STEP("attaching volumes", volumes_attach_start, OP_STEP_OP_DEADLINE,
                 .skip = volumes_attach_skip),
+    ATTACH_STEP("checking the mount point", start_check, ENGINE_STEP_CONFIG_MS),
+    ATTACH_STEP("stopping the container", start_stop, OP_STEP_OP_DEADLINE, .skip = no_restart,
+                .crash_done = "attach-stopped"),
+    ATTACH_STEP("starting the container", restart_step_start, OP_STEP_UNBOUNDED, .skip = no_restart,
+                .crash_done = "attach-started"),
+    ATTACH_STEP("connecting", reconnect_step_start, OP_STEP_OP_DEADLINE, .skip = no_restart),
+    ATTACH_STEP("recording the address", save_step_start, OP_STEP_UNBOUNDED, .skip = no_restart),
+    ATTACH_STEP("checking the mount point again", start_check, ENGINE_STEP_CONFIG_MS,
+                .skip = no_restart),
+};
+
+static const struct op_step recover_steps[] = {
+    ATTACH_STEP("stopping the container", start_stop, OP_STEP_OP_DEADLINE),
+    ATTACH_STEP("starting the container", restart_step_start, OP_STEP_UNBOUNDED),
+    ATTACH_STEP("connecting", reconnect_step_start, OP_STEP_OP_DEADLINE),
+    ATTACH_STEP("recording the address", save_step_start, OP_STEP_UNBOUNDED),
 };
 
 static const struct op_step detach_steps[] = {
     ATTACH_STEP("reading the configuration", start_read, ENGINE_STEP_CONFIG_MS),
+    ATTACH_STEP("recording the detach", start_record, OP_STEP_UNBOUNDED,
+                .crash_done = "detach-recorded"),
     ATTACH_STEP("stopping the container", start_stop, OP_STEP_OP_DEADLINE,
                 .crash_done = "detach-stopped"),
     ATTACH_STEP("detaching the volume", start_back, OP_STEP_OP_DEADLINE),
@@ -208,8 +295,14 @@ static void attach_finish(struct sandbox *sb, const struct engine_error *err)
     struct engine *e = sb->engine;
 
     sb->rolling_back = false;
-    attach_audit(sb, op, err);
-    if (err && !op->detach) {
+    if (op->name[0])
+        attach_audit(sb, op, err);
+    if (op->detach && sb->detaching[0]) { /* a failure: the record forgets the intent */
+        sb->detaching[0] = '\0';
+        if (!op->stopped && !e->closing)
+            (void)engine_save(sb, NULL, NULL);
+    }
+    if (err && !op->detach && op->cb) {
         /* a failure other than a refusal (those come before any write) may follow a move
          * that happened all the same (a lost answer): the sandbox keeps counting as one with
          * volumes (no snapshot) */
@@ -221,7 +314,8 @@ static void attach_finish(struct sandbox *sb, const struct engine_error *err)
         sb->error = strdup(err->message ? err->message : "sandbox.detach failed");
         sandbox_set_state(sb, SANDBOX_FAILED);
     }
-    op->cb(err, sb, op->userdata);
+    if (op->cb)
+        op->cb(err, sb, op->userdata);
     free(op);
     if (!e->closing && sb->state != SANDBOX_DESTROYING && sb->destroy_requested) {
         sb->destroy_requested = false;
@@ -250,6 +344,26 @@ static const struct op_kind attach_kind = {
     .n_steps = ELEMENTSOF(attach_steps),
     .fail = attach_failed,
     .done = attach_done,
+};
+
+static void recover_failed(struct sandbox *sb, const struct engine_error *err)
+{
+    log_warning(COMP, "%s: cannot apply a pending mount point: %s", sb->id, strna(err->message));
+    attach_finish(sb, err);
+}
+
+static void recover_done(struct sandbox *sb)
+{
+    log_info(COMP, "%s: restarted; its pending mount point applied", sb->id);
+    attach_finish(sb, NULL);
+}
+
+static const struct op_kind recover_kind = {
+    .name = "attach",
+    .steps = recover_steps,
+    .n_steps = ELEMENTSOF(recover_steps),
+    .fail = recover_failed,
+    .done = recover_done,
 };
 
 static const struct op_kind detach_kind = {
@@ -282,7 +396,7 @@ static int attach_refused(struct engine *e, struct sandbox *sb, const char *name
     return 0;
 }
 
-static int op_begin(struct sandbox *sb, const struct attach_op *init)
+static int op_begin(struct sandbox *sb, const struct attach_op *init, const struct op_kind *kind)
 {
     struct attach_op *op = malloc(sizeof *op);
 
@@ -291,9 +405,92 @@ static int op_begin(struct sandbox *sb, const struct attach_op *init)
     *op = *init;
     sb->attach_op = op;
     sb->refs++;
-    log_debug(COMP, "%s: %s of volume '%s'", sb->id, op->detach ? "detach" : "attach", op->name);
-    op_step_run(sb, op->detach ? &detach_kind : &attach_kind, ENGINE_ATTACH_TIMEOUT_MS);
+    log_debug(COMP, "%s: %s of volume '%s'", sb->id, kind->name, op->name);
+    op_step_run(sb, kind, ENGINE_ATTACH_TIMEOUT_MS);
     return 0;
+}
+
+/* ---- recovery: a mount point left pending ---- */
+
+/* The check is two reads outside the driver (the sandbox takes other calls meanwhile);
+ * only a pending mount point starts an operation. */
+struct recover {
+    struct sandbox *sb;
+    unsigned n_held; /* the volume lines whose key is in the configuration */
+    unsigned held[ENGINE_VOLUMES_MAX];
+};
+
+static void recover_end(struct recover *rc)
+{
+    sandbox_unref(rc->sb);
+    free(rc);
+}
+
+/* Which of them are pending: not in the running configuration (current=1). */
+static void on_current_config(const struct pve_result *res, void *userdata)
+{
+    struct recover *rc = userdata;
+    struct sandbox *sb = rc->sb;
+    struct engine_error err = {};
+    unsigned i = 0;
+
+    while (res->error >= 0 && i < rc->n_held && volume_config_has_mp(res->data, rc->held[i]))
+        i++;
+    if (res->error >= 0 && i < rc->n_held) {
+        log_warning(COMP,
+                    "%s: mount point mp%u of a volume is pending (a hot-plug that failed): "
+                    "restarting the container",
+                    sb->id, rc->held[i]);
+        if (attach_refused(sb->engine, sb, "", &err) < 0 ||
+            op_begin(sb, &(struct attach_op){.restart = true}, &recover_kind) < 0)
+            log_warning(COMP, "%s: cannot restart it: %s", sb->id, strna(err.message));
+    }
+    recover_end(rc);
+}
+
+/* The volume lines of the container whose key is in its configuration, pending changes
+ * merged in (GET .../config). */
+static void on_merged_config(const struct pve_result *res, void *userdata)
+{
+    struct recover *rc = userdata;
+    struct sandbox *sb = rc->sb;
+    _cleanup_free_ struct marker_volume *mv = NULL;
+    json_object *d = NULL;
+    size_t n = 0;
+
+    if (res->error >= 0 && json_object_object_get_ex(res->data, "description", &d) &&
+        marker_volumes_parse(json_object_get_string(d), &mv, &n) >= 0)
+        for (size_t i = 0; i < n && rc->n_held < ENGINE_VOLUMES_MAX; i++)
+            if (volume_config_has_mp(res->data, mv[i].mp))
+                rc->held[rc->n_held++] = mv[i].mp;
+    if (rc->n_held > 0 && !sb->engine->closing && sb->state == SANDBOX_READY &&
+        pve_config_get(sb->engine->pve, sb->node, sb->vmid, true, ENGINE_STEP_CONFIG_MS,
+                       on_current_config, rc, NULL) >= 0)
+        return;
+    recover_end(rc);
+}
+
+void engine_detach_recover(struct sandbox *sb, const char *name)
+{
+    struct engine_error err = {};
+
+    log_notice(COMP, "%s: finishing the detach of volume '%s' a restart interrupted", sb->id, name);
+    if (engine_detach(sb->engine, sb, name, NULL, NULL, &err) < 0)
+        log_warning(COMP, "%s: cannot finish the detach of volume '%s': %s", sb->id, name,
+                    strna(err.message));
+}
+
+void engine_attach_recover(struct sandbox *sb)
+{
+    struct recover *rc = calloc(1, sizeof *rc);
+
+    if (!rc)
+        return;
+    rc->sb = sb;
+    sb->refs++;
+    if (pve_config_get(sb->engine->pve, sb->node, sb->vmid, false, ENGINE_STEP_CONFIG_MS,
+                       on_merged_config, rc, NULL) < 0)
+        recover_end(rc);
 }
 
 int engine_attach(struct engine *e, struct sandbox *sb, const char *name, const char *path,
@@ -326,7 +523,7 @@ int engine_attach(struct engine *e, struct sandbox *sb, const char *name, const 
     snprintf(m->path, sizeof m->path, "%s", path);
     snprintf(init.name, sizeof init.name, "%s", name);
     sb->n_vol_mounts++;
-    if (op_begin(sb, &init) < 0) {
+    if (op_begin(sb, &init, &attach_kind) < 0) {
         sb->n_vol_mounts--;
         return engine_refuse_oom(ret_err);
     }
@@ -344,5 +541,5 @@ int engine_detach(struct engine *e, struct sandbox *sb, const char *name, engine
     if (strlen(name) >= sizeof init.name)
         return engine_refuse(ret_err, ENGINE_E_INVALID, -EINVAL, "invalid volume name", "volume");
     snprintf(init.name, sizeof init.name, "%s", name);
-    return op_begin(sb, &init) < 0 ? engine_refuse_oom(ret_err) : 0;
+    return op_begin(sb, &init, &detach_kind) < 0 ? engine_refuse_oom(ret_err) : 0;
 }

@@ -144,5 +144,5 @@ int engine_refuse_rolling_back(const struct sandbox *sb, struct engine_error *re
     if (!sb->rolling_back)
         return 0;
     return engine_refuse(ret_err, ENGINE_E_BUSY, -EBUSY,
-                         "a rollback or a volume detach of this sandbox is running", NULL);
+                         "a rollback, or a volume attach or detach, restarts this sandbox", NULL);
 }

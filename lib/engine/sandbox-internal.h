@@ -114,6 +114,7 @@ struct sandbox {
      * expiry, no delete of that snapshot); the next retry of a delete left over (uv_now
      * scale) */
     char fork_pending[41];
+    char detaching[33]; /* a detach's volume until it moved (registry.h REG_VOLUME_MAX) */
     unsigned forks;
     uint64_t fork_retry_ms;
     /* sandbox.create's volumes (volume-attach.c): the mounts asked for (in memory: they

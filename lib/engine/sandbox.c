@@ -87,6 +87,7 @@ int sandbox_save(struct sandbox *sb, registry_done_fn cb, void *userdata)
         .resume_on_use = sb->resume_on_use,
         .auto_pause_s = sb->auto_pause_s,
         .volumes = sb->n_vol_mounts > 0 || sb->had_volumes,
+        .detaching = sb->detaching[0] ? (char *)sb->detaching : NULL,
     };
 
     if (sb->error) {
@@ -597,7 +598,8 @@ bool engine_closing(const struct engine *e)
 bool sandbox_busy(const struct sandbox *sb)
 {
     return sb->create_op || sb->call || sb->fw_busy || sb->resize_op || sb->snap_op || sb->forks ||
-           sb->tmpl_op || sb->pause_op || sb->attach_op || sb->state == SANDBOX_DESTROYING || sb->destroy_requested;
+           sb->tmpl_op || sb->pause_op || sb->attach_op || sb->state == SANDBOX_DESTROYING ||
+           sb->destroy_requested;
 }
 
 int engine_save(struct sandbox *sb, void (*cb)(int r, void *userdata), void *userdata)

@@ -302,7 +302,8 @@ void engine_addr_refused(const char *sandbox, uint32_t vmid, const char *node, c
                          const char *why);
 /* Puts a READY sandbox rebuilt from a record into the table (re-attach after a restart);
  * its SSH pool connects on first use. A record in state paused gives a PAUSED sandbox (its
- * address may be unknown). -EEXIST when the id is already there. */
+ * address may be unknown). -EEXIST when the id is already there. A READY one whose record
+ * says it has volumes has its mount points checked (engine_attach_recover()). */
 int engine_adopt(struct engine *e, const struct registry_record *r, struct sandbox **ret);
 /* At start, before the first reconcile: the keyed creates of recs interrupted while cloning
  * (state cloning or configuring, vmid and clone UPID recorded, lease alive) go back into

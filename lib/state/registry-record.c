@@ -58,7 +58,7 @@ struct registry_record *registry_record_free(struct registry_record *r)
     if (!r)
         return NULL;
     FREE_MANY(r->id, r->instance, r->idempotency_key, r->params_hash, r->node, r->upid, r->hostname,
-              r->ip, r->error, r->host_key, r->template, r->fork_snapshot);
+              r->ip, r->error, r->host_key, r->template, r->fork_snapshot, r->detaching);
     json_object_put(r->labels);
     json_object_put(r->env);
     json_object_put(r->internet_allow);
@@ -78,6 +78,7 @@ struct registry_record *registry_record_dup(const struct registry_record *r)
     *c = *r;
     c->id = c->instance = c->idempotency_key = c->params_hash = c->node = c->upid = NULL;
     c->hostname = c->ip = c->error = c->host_key = c->template = c->fork_snapshot = NULL;
+    c->detaching = NULL;
     c->labels = c->env = c->internet_allow = NULL;
     if (strdup_replace(&c->id, r->id) < 0 || strdup_replace(&c->instance, r->instance) < 0 ||
         strdup_replace(&c->idempotency_key, r->idempotency_key) < 0 ||
@@ -86,7 +87,8 @@ struct registry_record *registry_record_dup(const struct registry_record *r)
         strdup_replace(&c->hostname, r->hostname) < 0 || strdup_replace(&c->ip, r->ip) < 0 ||
         strdup_replace(&c->error, r->error) < 0 || strdup_replace(&c->host_key, r->host_key) < 0 ||
         strdup_replace(&c->template, r->template) < 0 ||
-        strdup_replace(&c->fork_snapshot, r->fork_snapshot) < 0)
+        strdup_replace(&c->fork_snapshot, r->fork_snapshot) < 0 ||
+        strdup_replace(&c->detaching, r->detaching) < 0)
         return NULL;
     if (r->labels && json_object_deep_copy(r->labels, &c->labels, NULL) < 0)
         return NULL;
@@ -224,6 +226,8 @@ int registry_record_validate(const struct registry_record *r)
         return -EINVAL;
     if (r->fork_snapshot && !text_ok(r->fork_snapshot, REG_FORK_SNAPSHOT_MAX, false))
         return -EINVAL;
+    if (r->detaching && (strlen(r->detaching) > REG_VOLUME_MAX || !id_is_valid(r->detaching)))
+        return -EINVAL;
     if (r->ip && !text_ok(r->ip, REG_IP_MAX, false))
         return -EINVAL;
     if (r->error && !text_ok(r->error, REG_ERROR_MAX, true))
@@ -319,6 +323,7 @@ int registry_record_to_json(const struct registry_record *r, char **ret_json)
         return k;
     if ((k = add_str(o, "template", r->template)) < 0 ||
         (k = add_str(o, "fork_snapshot", r->fork_snapshot)) < 0 ||
+        (k = add_str(o, "detaching", r->detaching)) < 0 ||
         (r->pool && (k = add(o, "pool", json_object_new_boolean(true))) < 0) ||
         (r->resume_on_use && (k = add(o, "resume_on_use", json_object_new_boolean(true))) < 0) ||
         (r->volumes && (k = add(o, "volumes", json_object_new_boolean(true))) < 0) ||
@@ -469,6 +474,7 @@ int registry_record_from_json(const char *json, size_t n, struct registry_record
         (k = get_str(o, "host_key", false, &r->host_key)) < 0 ||
         (k = get_str(o, "template", false, &r->template)) < 0 ||
         (k = get_str(o, "fork_snapshot", false, &r->fork_snapshot)) < 0 ||
+        (k = get_str(o, "detaching", false, &r->detaching)) < 0 ||
         (k = get_time(o, "created_at", &r->created_at)) < 0 ||
         (k = get_time(o, "expires_at", &r->expires_at)) < 0)
         return k == -ENOMEM ? k : -EBADMSG;

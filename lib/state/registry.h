@@ -46,6 +46,9 @@
 /* a Proxmox snapshot name */
 #define REG_FORK_SNAPSHOT_MAX 40
 
+/* a volume's name ([a-z0-9-], proto/params-volume.h PARAMS_VOLUME_NAME_MAX) */
+#define REG_VOLUME_MAX 32
+
 /* sandbox.create's env (proto/api-limits.h PARAMS_CREATE_ENV_*): names [A-Za-z_][A-Za-z0-9_]* */
 #define REG_ENV_MAX 64
 #define REG_ENV_NAME_MAX 255
@@ -119,6 +122,10 @@ struct registry_record {
     /* sandbox.create asked for volumes (left out when false): an interrupted create is then
      * rolled back, never resumed (lib/engine/volume-attach.c) */
     bool volumes;
+    /* optional: the volume a sandbox.detach takes back, written before the container's stop
+     * and left out once the volume moved: a re-attach finishes the detach
+     * (lib/engine/sandbox-attach.c) */
+    char *detaching;
 };
 
 struct registry_record *registry_record_new(void);

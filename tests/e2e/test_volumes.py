@@ -404,11 +404,41 @@ def main():
             c.call("volume.delete", {"name": "att"})
             c.call("volume.delete", {"name": "att2"})
 
+        def attach_hotplug_fails():
+            """A hot-plug Proxmox could not make (the move's task ends with a warning, the
+            mount point pending): the attach restarts the sandbox and answers once the path
+            is mounted; its processes ended, nothing stays pending."""
+            c.call("volume.create", {"name": "hpf", "size_gb": 1})
+            with open(os.path.join(on_holder("hpf"), "proof"), "w") as f:
+                f.write("kept\n")
+            sb = c.call("sandbox.create", {})
+            sid = sb["id"]
+            c.call("process.start", {"id": sid, "command": "exec sleep 1000"})
+            env.sim.admin("POST", "/faults", {"method": "POST", "hotplug_error": "mount failed",
+                                              "path": "/nodes/*/lxc/*/move_volume", "count": 1})
+            r = c.call("sandbox.attach", {"id": sid, "volume": "hpf", "path": "/mnt/hpf"})
+            assert r["id"] == sid and r["state"] == "ready", r
+            assert env.sim.admin("GET", "/faults") == [], "the fault was not used"
+            assert sh(sid, "cat /mnt/hpf/proof") == "kept\n"
+            ps = c.call("process.list", {"id": sid})["processes"]
+            assert [p["state"] for p in ps] != ["running"], ps  # restarted
+            pend = env.sim.ok("GET", f"/nodes/pve/lxc/{sb['vmid']}/pending")
+            assert not [e for e in pend if "pending" in e or "delete" in e], pend
+            listed = {v["name"]: v["attached_to"] for v in c.call("volume.list")["volumes"]}
+            assert listed["hpf"] == sid, listed
+            assert holder_volumes()["hpf"][0] is None
+            r = c.call("sandbox.detach", {"id": sid, "volume": "hpf"})
+            assert r["state"] == "ready", r
+            with open(os.path.join(on_holder("hpf"), "proof")) as f:
+                assert f.read() == "kept\n"
+            c.call("sandbox.destroy", {"id": sid})
+            c.call("volume.delete", {"name": "hpf"})
+
         def attach_detach_crash_points():
             """kill -9 at each point of an attach and of a detach: the volume is attached to
-            the sandbox or back on the holder (listed once, its file whole), never lost; the
-            sandbox is ready (a container the detach stopped is started again) and serves
-            commands; the next attach or detach works."""
+            the sandbox (mounted) or back on the holder (listed once, its file whole), never
+            lost; a detach always ends detached; the sandbox is ready (a container the detach
+            stopped is started again) and serves commands; the next attach or detach works."""
             nonlocal c
             c.call("volume.create", {"name": "acp", "size_gb": 1})
             with open(os.path.join(on_holder("acp"), "proof"), "w") as f:
@@ -416,7 +446,9 @@ def main():
             sb = c.call("sandbox.create", {"ttl_s": 3600})
             sid = sb["id"]
 
-            def crash(point, method, params):
+            def crash(point, method, params, detached=False):
+                """detached: the volume must end on the holder, the sandbox serving commands
+                (a detach the re-attach finishes, commands refused meanwhile)."""
                 nonlocal c
                 c.close()
                 kill9(env)
@@ -425,10 +457,31 @@ def main():
                 while c.call("sandbox.get", {"id": sid})["state"] != "ready":
                     assert time.time() < deadline, (point, c.call("sandbox.get", {"id": sid}))
                     time.sleep(0.5)
+                while detached:
+                    (v,) = [v for v in c.call("volume.list")["volumes"] if v["name"] == "acp"]
+                    try:
+                        if v["attached_to"] is None and sh(sid, "echo ok") == "ok\n":
+                            break
+                    except RpcError as e:
+                        assert e.code == -32007, (point, e)
+                    assert time.time() < deadline, (point, v)
+                    time.sleep(0.5)
                 (v,) = [v for v in c.call("volume.list")["volumes"] if v["name"] == "acp"]
                 assert v["attached_to"] in (None, sid), (point, v)
                 if v["attached_to"] == sid:
-                    assert sh(sid, "cat /mnt/acp/proof") == "kept\n", point
+                    # mounted (a pending mount point is applied by a restart after the
+                    # re-attach, commands refused meanwhile)
+                    r = None
+                    while True:
+                        try:
+                            r = c.call("sandbox.exec", {"id": sid, "command": "cat /mnt/acp/proof"})
+                            if r["exit_code"] == 0:
+                                break
+                        except RpcError as e:
+                            assert e.code == -32007, (point, e)
+                        assert time.time() < deadline, (point, r)
+                        time.sleep(0.5)
+                    assert r["stdout"] == "kept\n", (point, r)
                 else:
                     with open(os.path.join(on_holder("acp"), "proof")) as f:
                         assert f.read() == "kept\n", point
@@ -440,11 +493,21 @@ def main():
                           "volume-attach-moved"):
                 if crash(point, "sandbox.attach", attach):
                     c.call("sandbox.detach", {"id": sid, "volume": "acp"})
-            for point in ("detach-stopped", "volume-take-back-line", "volume-take-back-moved",
-                          "detach-started"):
+            # an attach whose hot-plug failed, killed in its restart: the start that follows
+            # (the reconcile's or its own) applies the pending mount point
+            for point in ("volume-attach-moved", "attach-stopped", "attach-started"):
+                env.sim.admin("POST", "/faults", {"method": "POST", "hotplug_error": "mount failed",
+                                                  "path": "/nodes/*/lxc/*/move_volume", "count": 1})
+                assert crash(point, "sandbox.attach", attach), point
+                c.call("sandbox.detach", {"id": sid, "volume": "acp"})
+            # a detach killed at any point ends detached: its intent is recorded before the
+            # stop, the re-attach finishes it
+            for point in ("detach-recorded", "detach-stopped", "volume-take-back-line",
+                          "volume-take-back-moved", "detach-started"):
                 c.call("sandbox.attach", attach)
-                if crash(point, "sandbox.detach", {"id": sid, "volume": "acp"}):
-                    c.call("sandbox.detach", {"id": sid, "volume": "acp"})
+                assert not crash(point, "sandbox.detach", {"id": sid, "volume": "acp"},
+                                 detached=True), point
+                assert sh(sid, "test -e /mnt/acp/proof || echo gone") == "gone\n", point
             assert sh(sid, "echo ok") == "ok\n"
             c.call("sandbox.destroy", {"id": sid})
             c.call("volume.delete", {"name": "acp"})
@@ -829,6 +892,7 @@ def main():
              ("attached_sandbox_ops", attached_sandbox_ops),
              ("destroy_mid_attach", destroy_mid_attach),
              ("attach_detach", attach_detach),
+             ("attach_hotplug_fails", attach_hotplug_fails),
              ("attach_detach_crash_points", attach_detach_crash_points),
              ("sandboxctl", sandboxctl),
              ("python_client", python_client),

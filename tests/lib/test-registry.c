@@ -112,6 +112,7 @@ static struct registry_record *full_record(const char *id)
     r->error = strdup("");
     r->template = strdup("py-3");
     r->fork_snapshot = strdup("sandboxd-fork-abcd2345");
+    r->detaching = strdup("data-1");
     r->pool = true;
     r->resume_on_use = true;
     r->auto_pause_s = 600;
@@ -156,6 +157,7 @@ static void assert_record_eq(const struct registry_record *a, const struct regis
     ck_assert_pstr_eq(a->error, b->error);
     ck_assert_pstr_eq(a->template, b->template);
     ck_assert_pstr_eq(a->fork_snapshot, b->fork_snapshot);
+    ck_assert_pstr_eq(a->detaching, b->detaching);
     ck_assert_int_eq(a->pool, b->pool);
     ck_assert_int_eq(a->resume_on_use, b->resume_on_use);
     ck_assert_uint_eq(a->auto_pause_s, b->auto_pause_s);
@@ -390,6 +392,9 @@ START_TEST(test_invalid_save)
                    (json_object_put(r->env), r->env = NULL));
     EXPECT_INVALID(r->expires_at = -1, r->expires_at = 0);
     EXPECT_INVALID(r->cores = 100000, r->cores = 0);
+    EXPECT_INVALID(r->detaching = strdup("../data"), (free(r->detaching), r->detaching = NULL));
+    EXPECT_INVALID(r->detaching = strdup("a234567890123456789012345678901234"),
+                   (free(r->detaching), r->detaching = NULL));
 #undef EXPECT_INVALID
     ck_assert_uint_eq(count_files(), 0);
     ck_assert_int_eq(registry_save(reg, r), 0);

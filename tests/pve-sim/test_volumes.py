@@ -182,6 +182,38 @@ class T1Volumes(unittest.TestCase):
         with open(os.path.join(vol_dir(conf(141)["mp0"].split(",")[0]), "f")) as f:
             self.assertEqual(f.read(), "before\nafter\n")
 
+    def test_6_hotplug_fails_pending(self):
+        """A failed hot-plug is a warning: the mount point stays pending until the next start."""
+        S.clone(151, pool="sandboxd")
+        S.clone(152, pool="sandboxd")
+        S.ok("PUT", f"{N}/151/config", {"mp0": "local-lvm:1,mp=/late"})
+        ip = S.start_ct(151)
+        S.ssh(ip, "echo kept > /late/f")
+        stop(151)
+        ip2 = S.start_ct(152)
+        S.admin("POST", "/faults", {"method": "POST", "path": "/nodes/*/lxc/151/move_volume",
+                                    "hotplug_error": "mount failed", "count": 1})
+        r = move(151, "mp0", 152, "mp4")
+        self.assertEqual(r.status, 200, r)
+        st = S.wait_task(r.data)
+        self.assertEqual(st["exitstatus"], "WARNINGS: 1", st)
+        log = [x["t"] for x in S.ok("GET", f"/nodes/pve/tasks/{r.data}/log")]
+        self.assertIn("WARN: unable to hotplug mp4: mount failed", log)
+        vol = "local-lvm:vm-152-disk-1,mp=/late,size=1G"
+        self.assertNotIn("mp0", conf(151))
+        self.assertEqual(conf(152)["mp4"], vol)  # pending values merged in
+        self.assertNotIn("mp4", S.ok("GET", f"{N}/152/config", {"current": 1}))
+        pend = {e["key"]: e for e in S.ok("GET", f"{N}/152/pending")}
+        self.assertEqual(pend["mp4"], {"key": "mp4", "pending": vol})
+        r = S.ssh(ip2, "cat /late/f 2>/dev/null || echo NOTMOUNTED")
+        self.assertEqual(r.stdout, "NOTMOUNTED\n", r.stderr)
+        # applied at the next start
+        stop(152)
+        ip2 = S.start_ct(152)
+        self.assertEqual(S.ok("GET", f"{N}/152/config", {"current": 1})["mp4"], vol)
+        self.assertNotIn("pending", {e["key"]: e for e in S.ok("GET", f"{N}/152/pending")}["mp4"])
+        self.assertEqual(S.ssh(ip2, "cat /late/f").stdout, "kept\n")
+
 
 if __name__ == "__main__":
     simlib.run_tests("__main__")

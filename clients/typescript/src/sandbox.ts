@@ -465,7 +465,8 @@ export class Sandbox {
     return this.update("sandbox.resume", {}, opts);
   }
 
-  /** sandbox.attach: the caller's volume mounted at `path` while the sandbox runs. */
+  /** sandbox.attach: the caller's volume mounted at `path` while the sandbox runs (a mount that
+   * could not be hot-plugged restarts the sandbox: its processes end). */
   attach(volume: string, path: string, opts: CallOptions & { readOnly?: boolean } = {}): Promise<this> {
     return this.update("sandbox.attach", { volume, path, read_only: !!opts.readOnly }, opts);
   }

@@ -1,8 +1,12 @@
 """POST /nodes/{node}/lxc/{vmid}/move_volume with target-vmid (pve-container API2/LXC.pm
 move_volume, its reassign branch): a mount point or unused volume moves to another container
 of the same node under a new name of the target's (rename_volume), the folder with it; a
-running target takes a moved mount point at once (hot-plugged). Moving to another storage
-(`storage`) is not simulated."""
+running target takes a moved mount point at once (hot-plugged). A hot-plug that fails (the
+`hotplug_error` fault, or a bind mount that fails) is only a warning, as in Proxmox
+(pve-container src/PVE/LXC/Config.pm vmconfig_hotplug_pending: $add_hotplug_error; API2/LXC.pm
+move_volume: `$rpcenv->warn($errors->{$_})`): the mpN stays a pending change (applied at the
+next start), the task ends `WARNINGS: 1`. Moving to another storage (`storage`) is not
+simulated."""
 
 import re
 
@@ -51,6 +55,24 @@ def reassign_check(s, node, vmid, target, key, tkey, a):
     return volid
 
 
+def hotplug(s, t, target, tkey, d, herr):
+    """update_pct_config of the target (s.lock held): the new mount point, hot-plugged into a
+    running target; a failed hot-plug leaves it pending and is a warning of the task."""
+    dst = s.cts[target]
+    if not dst.get("running"):
+        dst["conf"][tkey] = print_mp(d)
+        return
+    try:
+        if herr:
+            raise TaskFail(herr)
+        s.hotplug_mount(target, d["volume"], d["mp"], d.get("ro") == "1")
+    except Exception as e:
+        dst.setdefault("pending_mp", {})[tkey] = print_mp(d)
+        t.warn(f"unable to hotplug {tkey}: {getattr(e, 'msg', None) or e}")
+        return
+    dst["conf"][tkey] = print_mp(d)
+
+
 @route("POST", "/nodes/{node}/lxc/{vmid}/move_volume")
 def h_move_volume(c):
     a = c.args({"volume": P("string", pattern=VOLKEY), "target-vmid": P("int", min=100, max=999999999),
@@ -77,6 +99,7 @@ def h_move_volume(c):
     with s.lock:
         volid = reassign_check(s, node, vmid, target, key, tkey, a)
     c.need(f"/storage/{storage_of(volid)}", "Datastore.AllocateSpace")
+    herr = next((f["hotplug_error"] for f in c.faults if f.get("hotplug_error")), None)
 
     def work(t, ferr):
         first, second = sorted({vmid, target})
@@ -100,9 +123,7 @@ def h_move_volume(c):
                     dst["conf"][tkey] = d["volume"]
                 else:
                     d.setdefault("mp", "/" + re.sub(r"\W", "", key))
-                    dst["conf"][tkey] = print_mp(d)
-                    if dst.get("running"):
-                        s.hotplug_mount(target, d["volume"], d["mp"], d.get("ro") == "1")
+                    hotplug(s, t, target, tkey, d, herr)
                 t.log(f"target container '{target}' updated with '{tkey}'")
                 s.save()
         finally:
