@@ -585,21 +585,36 @@ int process_script_resize(const char *id, unsigned cols, unsigned rows, char **r
  * Followers copy each stream from offset 0 into the script's stdout and stderr, one segment at a
  * time as it grows, until the exit status exists and everything is copied; a follower pins the
  * segment it is at ("pid index" in out.pin, err.pin), so the wrapper's trimmer keeps what it has
- * not copied yet, and skips to the first segment kept if it came too late. The script ends when the
- * followers are done (without followers: at the end of the input or of the process); a cat still
- * reading then is killed. */
+ * not copied yet, and skips to the first segment kept if it came too late. A follower keeps its
+ * segment open on fd 5 and copies it with one cat to its current end (the offset stays where
+ * cat stopped: fdinfo's pos); a segment is done once the next one exists (the relay starts it
+ * after the last byte of this one) and one more cat found nothing. When nothing is new it waits
+ * as a long-poll does (process_script_read()): on its FIFO .w.PID, which the relay writes a line
+ * into after each round, held open for writing by a sleep of a second (then lv is checked
+ * again); the size is looked at once more after the FIFO is open, so a round that ended before
+ * is not missed. The script ends when the followers are done (without followers: at the end of
+ * the input or of the process); a cat still reading then is killed. */
 #define ATTACH_FOLLOW                                                                              \
-    "fw() { s=$1; k=0; p=0; while :; do\n"                                                         \
-    "  if [ -e exit ]; then d=1; else d=; fi\n"                                                    \
-    "  if [ -e \"$s.$k\" ]; then n=$(stat -c %%s \"$s.$k\" 2>/dev/null || wc -c <\"$s.$k\")\n"     \
-    "    if [ \"$n\" -gt \"$p\" ]; then\n"                                                         \
-    "      tail -c +$((p + 1)) \"$s.$k\" | head -c $((n - p)) || return 1; p=$n; continue; fi\n"   \
-    "    if [ \"$p\" -ge \"$S\" ] && [ -e \"$s.$((k + 1))\" ]; then k=$((k + 1)); p=0\n"           \
-    "      echo \"$$ $k\" >\"$s.pin.t\" && mv -f \"$s.pin.t\" \"$s.pin\"; continue; fi\n"          \
-    "  else j=; for y in \"$s\".[0-9]*; do [ -e \"$y\" ] || continue; i=${y##*.}\n"                \
+    "fw() { s=$1; k=0; o=; exec 2>/dev/null; read -r m _ </proc/self/stat; w=.w.$m\n"              \
+    "  rm -f \"$w\"; mkfifo -m 600 \"$w\" || w=\n"                                                 \
+    "  while :; do if [ -e exit ]; then d=1; else d=; fi\n"                                        \
+    "  if [ -z \"$o\" ]; then\n"                                                                   \
+    "    if [ -e \"$s.$k\" ] && command exec 5<\"$s.$k\"; then o=1; p=0\n"                         \
+    "    else j=; for y in \"$s\".[0-9]*; do [ -e \"$y\" ] || continue; i=${y##*.}\n"              \
     "      [ \"$i\" -gt \"$k\" ] && { [ -z \"$j\" ] || [ \"$i\" -lt \"$j\" ]; } && j=$i; done\n"   \
-    "    if [ -n \"$j\" ]; then k=$j; p=0; continue; fi; fi\n"                                     \
-    "  [ -n \"$d\" ] && return 0; lv || return 1; tk 0.05; done; }\n"                              \
+    "      if [ -n \"$j\" ]; then k=$j; pn; continue; fi; fi; fi\n"                                \
+    "  if [ -n \"$o\" ]; then cat <&5 || break; c=; read -r _ c </proc/self/fdinfo/5\n"            \
+    "    if [ -n \"$c\" ] && [ \"$c\" -gt \"$p\" ]; then p=$c; continue; fi\n"                     \
+    "    if [ -e \"$s.$((k + 1))\" ]; then cat <&5 || break; k=$((k + 1)); o=; pn; continue; fi\n" \
+    "  fi\n"                                                                                       \
+    "  [ -n \"$d\" ] && { rm -f \"$w\"; return 0; }; lv || break\n"                                \
+    "  if [ -n \"$w\" ] && [ -p \"$w\" ]; then sleep 1 >\"$w\" & t=$!; exec 6<\"$w\"\n"            \
+    "    if [ -n \"$o\" ]; then c=$(stat -c %%s \"$s.$k\" || wc -c <\"$s.$k\")\n"                  \
+    "    else p=0; c=0; for y in \"$s\".[0-9]*; do [ -e \"$y\" ] && c=1; done; fi\n"               \
+    "    [ \"$c\" -gt \"$p\" ] || [ -e exit ] || [ -e \"$s.$((k + 1))\" ] || read -r _ <&6\n"      \
+    "    exec 6<&-; kill \"$t\"; wait \"$t\"\n"                                                    \
+    "  else tk 0.05; fi; done; rm -f \"$w\"; return 1; }\n"                                        \
+    "pn() { echo \"$$ $k\" >\"$s.pin.t\" && mv -f \"$s.pin.t\" \"$s.pin\"; }\n"                    \
     "lv() { read -r _ _ _ q _ 2>/dev/null </proc/$$/stat && [ \"$q\" = \"$P0\" ]; }\n"
 
 int process_script_attach(const char *id, uint64_t output_max, bool in, bool out, bool err,
