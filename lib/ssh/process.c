@@ -35,8 +35,9 @@
  * Relays copy out.p/err.p into segments, each read written as it comes (head and cat buffer
  * or cannot stop at a segment's end). A read of a full 64 KiB (the command writes faster than
  * the relay copies) switches to one dd of up to 64 reads for the next round, so a fast stream
- * costs a few forks per MiB rather than two per read; sizes come from stat(1), not wc, which
- * busybox's reads whole. After each round the relay writes a line into every long-poll's FIFO
+ * costs a few forks per MiB rather than two per read; a short round's size comes from dd's
+ * report (else stat(1), not wc, which busybox's reads whole), and the busy file (below) is
+ * written when it changes. After each round the relay writes a line into every long-poll's FIFO
  * (.w.PID, process.read) and, at the end, the wrapper into every waiter's (.x.PID,
  * process.wait); a long round that stalls (the command paused) is covered by the trimmer,
  * which wakes the long-polls every 50 ms while a stream's busy file says a round runs. The
