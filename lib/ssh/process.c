@@ -589,8 +589,10 @@ int process_script_resize(const char *id, unsigned cols, unsigned rows, char **r
  * segment it is at ("pid index" in out.pin, err.pin), so the wrapper's trimmer keeps what it has
  * not copied yet, and skips to the first segment kept if it came too late. A follower keeps its
  * segment open on fd 5 and copies it with one cat to its current end (the offset stays where
- * cat stopped: fdinfo's pos); a segment is done once the next one exists (the relay starts it
- * after the last byte of this one) and one more cat found nothing. When nothing is new it waits
+ * cat stopped: fdinfo's pos); once the next segment exists (the relay starts it after the last
+ * byte of this one) one more cat copies what is left of this one and the follower moves on,
+ * so a follower that is behind forks one cat a segment. When nothing is new (and after each
+ * cat that copied something, so as not to fork a cat that finds nothing) it waits
  * as a long-poll does (process_script_read()): on its FIFO .w.PID, which the relay writes a line
  * into after each round, held open for writing by a sleep of a second (then lv is checked
  * again); the size is looked at once more after the FIFO is open, so a round that ended before
@@ -599,23 +601,24 @@ int process_script_resize(const char *id, unsigned cols, unsigned rows, char **r
 #define ATTACH_FOLLOW                                                                              \
     "fw() { s=$1; k=0; o=; exec 2>/dev/null; read -r m _ </proc/self/stat; w=.w.$m\n"              \
     "  rm -f \"$w\"; mkfifo -m 600 \"$w\" || w=\n"                                                 \
-    "  while :; do if [ -e exit ]; then d=1; else d=; fi\n"                                        \
+    "  while :; do g=; if [ -e exit ]; then d=1; else d=; fi\n"                                    \
     "  if [ -z \"$o\" ]; then\n"                                                                   \
     "    if [ -e \"$s.$k\" ] && command exec 5<\"$s.$k\"; then o=1; p=0\n"                         \
     "    else j=; for y in \"$s\".[0-9]*; do [ -e \"$y\" ] || continue; i=${y##*.}\n"              \
     "      [ \"$i\" -gt \"$k\" ] && { [ -z \"$j\" ] || [ \"$i\" -lt \"$j\" ]; } && j=$i; done\n"   \
     "      if [ -n \"$j\" ]; then k=$j; pn; continue; fi; fi; fi\n"                                \
-    "  if [ -n \"$o\" ]; then cat <&5 || break; c=; read -r _ c </proc/self/fdinfo/5\n"            \
-    "    if [ -n \"$c\" ] && [ \"$c\" -gt \"$p\" ]; then p=$c; continue; fi\n"                     \
+    "  if [ -n \"$o\" ]; then\n"                                                                   \
     "    if [ -e \"$s.$((k + 1))\" ]; then cat <&5 || break; k=$((k + 1)); o=; pn; continue; fi\n" \
+    "    cat <&5 || break; c=; read -r _ c </proc/self/fdinfo/5\n"                                 \
+    "    if [ -n \"$c\" ] && [ \"$c\" -gt \"$p\" ]; then p=$c; g=1; fi\n"                          \
     "  fi\n"                                                                                       \
-    "  [ -n \"$d\" ] && { rm -f \"$w\"; return 0; }; lv || break\n"                                \
+    "  [ -z \"$g\" ] && [ -n \"$d\" ] && { rm -f \"$w\"; return 0; }; lv || break\n"               \
     "  if [ -n \"$w\" ] && [ -p \"$w\" ]; then sleep 1 >\"$w\" & t=$!; exec 6<\"$w\"\n"            \
     "    if [ -n \"$o\" ]; then c=$(stat -c %%s \"$s.$k\" || wc -c <\"$s.$k\")\n"                  \
     "    else p=0; c=0; for y in \"$s\".[0-9]*; do [ -e \"$y\" ] && c=1; done; fi\n"               \
     "    [ \"$c\" -gt \"$p\" ] || [ -e exit ] || [ -e \"$s.$((k + 1))\" ] || read -r _ <&6\n"      \
     "    exec 6<&-; kill \"$t\"; wait \"$t\"\n"                                                    \
-    "  else tk 0.05; fi; done; rm -f \"$w\"; return 1; }\n"                                        \
+    "  elif [ -z \"$g\" ]; then tk 0.05; fi; done; rm -f \"$w\"; return 1; }\n"                    \
     "pn() { echo \"$$ $k\" >\"$s.pin.t\" && mv -f \"$s.pin.t\" \"$s.pin\"; }\n"                    \
     "lv() { read -r _ _ _ q _ 2>/dev/null </proc/$$/stat && [ \"$q\" = \"$P0\" ]; }\n"
 
