@@ -589,15 +589,15 @@ int process_script_resize(const char *id, unsigned cols, unsigned rows, char **r
  * segment it is at ("pid index" in out.pin, err.pin), so the wrapper's trimmer keeps what it has
  * not copied yet, and skips to the first segment kept if it came too late. A follower keeps its
  * segment open on fd 5 and copies it with one cat to its current end (the offset stays where
- * cat stopped: fdinfo's pos); once the next segment exists (the relay starts it after the last
- * byte of this one) one more cat copies what is left of this one and the follower moves on,
- * so a follower that is behind forks one cat a segment. When nothing is new (and after each
- * cat that copied something, so as not to fork a cat that finds nothing) it waits
- * as a long-poll does (process_script_read()): on its FIFO .w.PID, which the relay writes a line
- * into after each round, held open for writing by a sleep of a second (then lv is checked
- * again); the size is looked at once more after the FIFO is open, so a round that ended before
- * is not missed. The script ends when the followers are done (without followers: at the end of
- * the input or of the process); a cat still reading then is killed. */
+ * cat stopped: fdinfo's pos, else the size); once the next segment exists (the relay starts it
+ * after the last byte of this one) one more cat copies what is left of this one and the follower
+ * moves on, so a follower that is behind forks one cat a segment. When nothing is new (and after
+ * each cat that copied something, so as not to fork a cat that finds nothing) it waits as a
+ * long-poll does (process_script_read()): on its FIFO .w.PID, which the relay writes a line into
+ * after each round, held open for writing by a sleep of a second (then lv is checked again); the
+ * size is looked at once more after the FIFO is open, so a round that ended before is not missed.
+ * The script ends when the followers are done (without followers: at the end of the input or of the
+ * process); a cat still reading then is killed. */
 #define ATTACH_FOLLOW                                                                              \
     "fw() { s=$1; k=0; o=; exec 2>/dev/null; read -r m _ </proc/self/stat; w=.w.$m\n"              \
     "  rm -f \"$w\"; mkfifo -m 600 \"$w\" || w=\n"                                                 \
@@ -609,7 +609,8 @@ int process_script_resize(const char *id, unsigned cols, unsigned rows, char **r
     "      if [ -n \"$j\" ]; then k=$j; pn; continue; fi; fi; fi\n"                                \
     "  if [ -n \"$o\" ]; then\n"                                                                   \
     "    if [ -e \"$s.$((k + 1))\" ]; then cat <&5 || break; k=$((k + 1)); o=; pn; continue; fi\n" \
-    "    cat <&5 || break; c=; read -r _ c </proc/self/fdinfo/5\n"                                 \
+    "    cat <&5 || break; c=; read -r _ c </proc/self/fdinfo/5 ||\n"                              \
+    "      c=$(stat -c %%s \"$s.$k\" || wc -c <\"$s.$k\")\n"                                       \
     "    if [ -n \"$c\" ] && [ \"$c\" -gt \"$p\" ]; then p=$c; g=1; fi\n"                          \
     "  fi\n"                                                                                       \
     "  [ -z \"$g\" ] && [ -n \"$d\" ] && { rm -f \"$w\"; return 0; }; lv || break\n"               \
