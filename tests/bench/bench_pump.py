@@ -77,6 +77,8 @@ def through(c, method, params, mib):
     t.join()
     caller.join()
     os.close(out_r)
+    assert "r" in res, f"{method} failed"  # its error is on the caller thread's stderr
+    assert method != "sandbox.exec" or res["r"]["exit_code"] == 0, res["r"]
     assert n == mib * MIB, n
     assert got.hexdigest() == sent.hexdigest()
     return mib / took
