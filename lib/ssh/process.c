@@ -35,8 +35,9 @@
  * Relays copy out.p/err.p into segments, each read written as it comes (head and cat buffer
  * or cannot stop at a segment's end). A read of a full 64 KiB (the command writes faster than
  * the relay copies) switches to one dd of up to 64 reads for the next round, so a fast stream
- * costs a few forks per MiB rather than two per read; sizes come from stat(1), not wc, which
- * busybox's reads whole. After each round the relay writes a line into every long-poll's FIFO
+ * costs a few forks per MiB rather than two per read; a short round's size comes from dd's
+ * report (else stat(1), not wc, which busybox's reads whole), and the busy file (below) is
+ * written when it changes. After each round the relay writes a line into every long-poll's FIFO
  * (.w.PID, process.read) and, at the end, the wrapper into every waiter's (.x.PID,
  * process.wait); a long round that stalls (the command paused) is covered by the trimmer,
  * which wakes the long-polls every 50 ms while a stream's busy file says a round runs. The
@@ -53,16 +54,17 @@ static const char wrapper[] =
     "tk() { read -t \"$1\" q <>\"$B/.tick\" 2>/dev/null; [ $? -gt 128 ] || sleep \"$1\"; }\n"
     "fz() { stat -c %s \"$1\" 2>/dev/null || wc -c <\"$1\"; }\n"
     "ntf() { for q in \"$@\"; do [ -p \"$q\" ] && echo o 1<>\"$q\"; done 2>/dev/null; }\n"
-    "rl() { s=$1; k=0; n=0; b=0; : >\"$s.0\"; while :; do\n"
+    "bn() { b=${m#*records out?}; b=${b%% *}\n"
+    "  case $b in ''|*[!0-9]*) b=$(($(fz \"$s.$k\") - n));; esac; }\n"
+    "rl() { s=$1; k=0; n=0; b=0; u=0; : >\"$s.0\"; while :; do\n"
     "  r=$((S - n)); c=$((r / 65536))\n"
     "  if [ \"$b\" -ge 65536 ] && [ \"$c\" -gt 0 ]; then [ \"$c\" -gt 64 ] && c=64\n"
-    "    echo 1 >\"$s.busy\"; m=$(LC_ALL=C dd bs=65536 count=$c 2>&1 >>\"$s.$k\") || break\n"
-    "    echo 0 >\"$s.busy\"\n"
-    "    case $m in \"$c+0 records in\"*) b=$((c * 65536));; *) b=$(($(fz \"$s.$k\") - n));; esac\n"
-    "  else [ \"$r\" -gt 65536 ] && r=65536\n"
+    "    [ $u = 1 ] || { u=1; echo 1 >\"$s.busy\"; }\n"
+    "    m=$(LC_ALL=C dd bs=65536 count=$c 2>&1 >>\"$s.$k\") || break\n"
+    "    case $m in \"$c+0 records in\"*) b=$((c * 65536));; *) bn;; esac\n"
+    "  else [ $u = 0 ] || { u=0; echo 0 >\"$s.busy\"; }; [ \"$r\" -gt 65536 ] && r=65536\n"
     "    m=$(LC_ALL=C dd bs=$r count=1 2>&1 >>\"$s.$k\") || break\n"
-    "    case $m in '0+0 records in'*) break;; '1+0 records in'*) b=$r;;\n"
-    "      *) b=$(($(fz \"$s.$k\") - n));; esac; fi\n"
+    "    case $m in '0+0 records in'*) break;; '1+0 records in'*) b=$r;; *) bn;; esac; fi\n"
     "  [ \"$b\" -gt 0 ] || break; ntf .w.*\n"
     "  n=$((n + b)); if [ \"$n\" -ge \"$S\" ]; then k=$((k+1)); n=0; : >\"$s.$k\"; tr \"$s\"; fi\n"
     "  done; echo 0 >\"$s.busy\"; }\n"
@@ -585,21 +587,40 @@ int process_script_resize(const char *id, unsigned cols, unsigned rows, char **r
  * Followers copy each stream from offset 0 into the script's stdout and stderr, one segment at a
  * time as it grows, until the exit status exists and everything is copied; a follower pins the
  * segment it is at ("pid index" in out.pin, err.pin), so the wrapper's trimmer keeps what it has
- * not copied yet, and skips to the first segment kept if it came too late. The script ends when the
- * followers are done (without followers: at the end of the input or of the process); a cat still
- * reading then is killed. */
+ * not copied yet, and skips to the first segment kept if it came too late. A follower keeps its
+ * segment open on fd 5 and copies it with one cat to its current end (the offset stays where
+ * cat stopped: fdinfo's pos, else the size); once the next segment exists (the relay starts it
+ * after the last byte of this one) one more cat copies what is left of this one and the follower
+ * moves on, so a follower that is behind forks one cat a segment. When nothing is new (and after
+ * each cat that copied something, so as not to fork a cat that finds nothing) it waits as a
+ * long-poll does (process_script_read()): on its FIFO .w.PID, which the relay writes a line into
+ * after each round, held open for writing by a sleep of a second (then lv is checked again); the
+ * size is looked at once more after the FIFO is open, so a round that ended before is not missed.
+ * The script ends when the followers are done (without followers: at the end of the input or of the
+ * process); a cat still reading then is killed. */
 #define ATTACH_FOLLOW                                                                              \
-    "fw() { s=$1; k=0; p=0; while :; do\n"                                                         \
-    "  if [ -e exit ]; then d=1; else d=; fi\n"                                                    \
-    "  if [ -e \"$s.$k\" ]; then n=$(stat -c %%s \"$s.$k\" 2>/dev/null || wc -c <\"$s.$k\")\n"     \
-    "    if [ \"$n\" -gt \"$p\" ]; then\n"                                                         \
-    "      tail -c +$((p + 1)) \"$s.$k\" | head -c $((n - p)) || return 1; p=$n; continue; fi\n"   \
-    "    if [ \"$p\" -ge \"$S\" ] && [ -e \"$s.$((k + 1))\" ]; then k=$((k + 1)); p=0\n"           \
-    "      echo \"$$ $k\" >\"$s.pin.t\" && mv -f \"$s.pin.t\" \"$s.pin\"; continue; fi\n"          \
-    "  else j=; for y in \"$s\".[0-9]*; do [ -e \"$y\" ] || continue; i=${y##*.}\n"                \
+    "fw() { s=$1; k=0; o=; exec 2>/dev/null; read -r m _ </proc/self/stat; w=.w.$m\n"              \
+    "  rm -f \"$w\"; mkfifo -m 600 \"$w\" || w=\n"                                                 \
+    "  while :; do g=; if [ -e exit ]; then d=1; else d=; fi\n"                                    \
+    "  if [ -z \"$o\" ]; then\n"                                                                   \
+    "    if [ -e \"$s.$k\" ] && command exec 5<\"$s.$k\"; then o=1; p=0\n"                         \
+    "    else j=; for y in \"$s\".[0-9]*; do [ -e \"$y\" ] || continue; i=${y##*.}\n"              \
     "      [ \"$i\" -gt \"$k\" ] && { [ -z \"$j\" ] || [ \"$i\" -lt \"$j\" ]; } && j=$i; done\n"   \
-    "    if [ -n \"$j\" ]; then k=$j; p=0; continue; fi; fi\n"                                     \
-    "  [ -n \"$d\" ] && return 0; lv || return 1; tk 0.05; done; }\n"                              \
+    "      if [ -n \"$j\" ]; then k=$j; pn; continue; fi; fi; fi\n"                                \
+    "  if [ -n \"$o\" ]; then\n"                                                                   \
+    "    if [ -e \"$s.$((k + 1))\" ]; then cat <&5 || break; k=$((k + 1)); o=; pn; continue; fi\n" \
+    "    cat <&5 || break; c=; read -r _ c </proc/self/fdinfo/5 ||\n"                              \
+    "      c=$(stat -c %%s \"$s.$k\" || wc -c <\"$s.$k\")\n"                                       \
+    "    if [ -n \"$c\" ] && [ \"$c\" -gt \"$p\" ]; then p=$c; g=1; fi\n"                          \
+    "  fi\n"                                                                                       \
+    "  [ -z \"$g\" ] && [ -n \"$d\" ] && { rm -f \"$w\"; return 0; }; lv || break\n"               \
+    "  if [ -n \"$w\" ] && [ -p \"$w\" ]; then sleep 1 >\"$w\" & t=$!; exec 6<\"$w\"\n"            \
+    "    if [ -n \"$o\" ]; then c=$(stat -c %%s \"$s.$k\" || wc -c <\"$s.$k\")\n"                  \
+    "    else p=0; c=0; for y in \"$s\".[0-9]*; do [ -e \"$y\" ] && c=1; done; fi\n"               \
+    "    [ \"$c\" -gt \"$p\" ] || [ -e exit ] || [ -e \"$s.$((k + 1))\" ] || read -r _ <&6\n"      \
+    "    exec 6<&-; kill \"$t\"; wait \"$t\"\n"                                                    \
+    "  elif [ -z \"$g\" ]; then tk 0.05; fi; done; rm -f \"$w\"; return 1; }\n"                    \
+    "pn() { echo \"$$ $k\" >\"$s.pin.t\" && mv -f \"$s.pin.t\" \"$s.pin\"; }\n"                    \
     "lv() { read -r _ _ _ q _ 2>/dev/null </proc/$$/stat && [ \"$q\" = \"$P0\" ]; }\n"
 
 int process_script_attach(const char *id, uint64_t output_max, bool in, bool out, bool err,

@@ -15,9 +15,10 @@
  *                         most output_max + 2 segments), so offsets never move
  *   out.p, err.p          FIFOs the command writes to; a relay per stream copies them into
  *                         the segments
- *   out.busy, err.busy    1 while a relay copies a fast stream in a long round, else 0
- *   .w.PID, .x.PID        FIFOs of a waiting process.read and process.wait (PID: the
- *                         script's, as the container numbers it): the relays write a line
+ *   out.busy, err.busy    1 while a relay copies a fast stream in long rounds, else 0
+ *   .w.PID, .x.PID        FIFOs of a waiting process.read and process.wait, and of an
+ *                         attach script's followers (PID: the script's or the follower's,
+ *                         as the container numbers it): the relays write a line
  *                         into each .w.* after each round, the wrapper into both kinds once
  *                         the exit status is there; a reader that is gone loses its FIFO
  *                         within a second

@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -90,15 +91,51 @@ static ssize_t fd_fill(struct sshfile *f, struct job *j, int fd, char *buf, size
     return (ssize_t)got;
 }
 
-/* Writes buf into fd, never blocking in write(2) where poll(2) can tell: the descriptor is
- * the client's (setting O_NONBLOCK would change its file for the client too), so into
- * anything but a regular file each write after POLLOUT is at most PIPE_BUF bytes, which a
- * pipe with a free buffer takes whole (a larger one could block in the kernel, where neither
- * the deadline nor a cancel reaches the worker, and the daemon could not stop). */
-static int fd_write_all(struct sshfile *f, struct job *j, int fd, const char *buf, size_t n)
+/* How fd_write_all() writes into a descriptor without blocking in write(2) where neither
+ * the deadline nor a cancel reaches the worker (the daemon could not stop). The descriptor is
+ * the client's: setting O_NONBLOCK on it would change its file for the client too. */
+enum fd_out_kind {
+    OUT_REGULAR,       /* a regular file: whole writes */
+    OUT_REOPENED,      /* a pipe or FIFO opened again through /proc with O_NONBLOCK: a file
+                         description of the worker's own on the same pipe, whole writes */
+    OUT_STREAM_SOCKET, /* send(MSG_DONTWAIT): whole sends that take what fits */
+    OUT_SMALL,         /* anything else: at most PIPE_BUF bytes a write after POLLOUT, which
+                         a pipe or a terminal with room takes without blocking */
+};
+
+/* The kind of fd, and for OUT_REOPENED the descriptor to write to (*ret_nb). */
+static enum fd_out_kind fd_out_kind(int fd, int *ret_nb)
 {
     struct stat st;
-    size_t most = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? SIZE_MAX : (size_t)PIPE_BUF;
+    char path[64];
+    int type = 0, nb;
+    socklen_t len = sizeof type;
+
+    /* A descriptor not open for writing fails its writes as it is (no reopening for it). */
+    if (fstat(fd, &st) < 0 || (fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDONLY)
+        return OUT_SMALL;
+    if (S_ISREG(st.st_mode))
+        return OUT_REGULAR;
+    if (S_ISSOCK(st.st_mode))
+        return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_STREAM
+                   ? OUT_STREAM_SOCKET
+                   : OUT_SMALL;
+    if (!S_ISFIFO(st.st_mode))
+        return OUT_SMALL;
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    /* ENXIO: no reader left (the writes below fail as they would on fd). */
+    nb = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (nb < 0)
+        return OUT_SMALL;
+    *ret_nb = nb;
+    return OUT_REOPENED;
+}
+
+/* Writes buf into fd, each write after POLLOUT and none that can block (fd_out_kind()). */
+static int fd_write_all(struct sshfile *f, struct job *j, int fd, const char *buf, size_t n)
+{
+    _cleanup_close_ int nb = -1;
+    enum fd_out_kind kind = fd_out_kind(fd, &nb);
 
     while (n > 0) {
         ssize_t k;
@@ -106,7 +143,19 @@ static int fd_write_all(struct sshfile *f, struct job *j, int fd, const char *bu
 
         if (r < 0)
             return r;
-        k = write(fd, buf, MIN(n, most));
+        switch (kind) {
+        case OUT_REGULAR:
+            k = write(fd, buf, n);
+            break;
+        case OUT_REOPENED:
+            k = write(nb, buf, n);
+            break;
+        case OUT_STREAM_SOCKET:
+            k = send(fd, buf, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+            break;
+        default:
+            k = write(fd, buf, MIN(n, (size_t)PIPE_BUF));
+        }
         if (k < 0) {
             if (errno == EAGAIN || errno == EINTR)
                 continue;

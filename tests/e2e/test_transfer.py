@@ -422,7 +422,45 @@ def main():
                                shell=True, env=ctl_env, capture_output=True, timeout=120)
             assert p.stdout == b"1\n", p
 
+        def socket_and_fifo_sinks():
+            # Whole writes into a stream socket (send without blocking) and a FIFO (opened
+            # again without blocking): every byte arrives in order, read slowly at first.
+            data = os.urandom(8 << 20)
+            src = os.path.join(tmp, "sink-src")
+            with open(src, "wb") as f:
+                f.write(data)
+            with open(src, "rb") as f:
+                r = call_fds(c, "file.write", {"id": sb, "path": "/root/sink", "content_fd": 0},
+                             [f.fileno()])
+            assert r["bytes"] == len(data), r
+            fifo = os.path.join(tmp, "sink-fifo")
+            os.mkfifo(fifo)
+            for kind in ("socket", "fifo"):
+                if kind == "socket":
+                    rd, wr = socket.socketpair()
+                    rfd, wfd = rd.detach(), wr.detach()
+                else:
+                    rfd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+                    wfd = os.open(fifo, os.O_WRONLY)
+                    os.set_blocking(rfd, True)
+                got = bytearray()
+
+                def drain():
+                    time.sleep(0.5)  # the daemon meets a full buffer first
+                    while b := os.read(rfd, 1 << 16):
+                        got.extend(b)
+
+                t = threading.Thread(target=drain)
+                t.start()
+                r = call_fds(c, "file.read", {"id": sb, "path": "/root/sink", "to_fd": 0}, [wfd])
+                os.close(wfd)
+                t.join(120)
+                os.close(rfd)
+                assert r["bytes"] == len(data) and bytes(got) == data, (kind, r, len(got))
+            os.unlink(fifo)
+
         run([("1 GiB each way through descriptors", gib_each_way),
+             ("a socket and a FIFO as sinks", socket_and_fifo_sinks),
              ("bad descriptors, and no leak", bad_descriptors),
              ("exec with descriptors", exec_descriptors),
              ("inactivity deadline and transfer caps", caps_and_stalls),

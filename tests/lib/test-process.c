@@ -4,6 +4,7 @@
  * long-poll read, close, wait for the exit code, stderr, kill, retention, list. $HOME
  * points at a temporary folder. */
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -274,6 +275,23 @@ static void attach_run(char *script, const char *stdin_data, struct out *o)
     ck_assert_int_eq(o->error, 0);
 }
 
+/* The FIFOs named .w.* left in a process's folder (the followers remove theirs at their end). */
+static unsigned wake_fifos_left(const char *id)
+{
+    char path[256];
+    struct dirent *de;
+    unsigned n = 0;
+    DIR *d;
+
+    snprintf(path, sizeof path, "%s/.sandboxd-proc/%s", home, id);
+    d = opendir(path);
+    ck_assert_ptr_nonnull(d);
+    while ((de = readdir(d)))
+        n += strncmp(de->d_name, ".w.", 3) == 0;
+    closedir(d);
+    return n;
+}
+
 /* The attach script: its stdin into the process's stdin (closed at its end), the process's
  * stdout and stderr from offset 0 into its own, across segments and past the retention,
  * until the process exited; then the stdin counts as closed for process.write. */
@@ -288,6 +306,7 @@ START_TEST(test_attach)
     ck_assert_int_eq(process_script_attach(a, 65536, false, false, false, &script), -EINVAL);
     ck_assert_int_eq(process_script_attach(a, 65536, true, true, true, &script), 0);
     attach_run(script, "fed\n", &o);
+    ck_assert_uint_eq(wake_fifos_left(a), 0);
     want = malloc(4 + 300000);
     ck_assert_ptr_nonnull(want);
     memcpy(want, "fed\n", 4);
