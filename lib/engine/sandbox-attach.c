@@ -35,15 +35,46 @@ struct attach_op {
 
 /* ---- steps ---- */
 
+/* The line of volume name in the description of a configuration (data): the first whose key
+ * is a mount point there (*ret_live), else the first. -ENOENT: none; another negative errno:
+ * the lines do not parse. */
+static int config_line(json_object *data, const char *name, struct marker_volume *ret,
+                       bool *ret_live)
+{
+    _cleanup_free_ struct marker_volume *mv = NULL;
+    json_object *d = NULL;
+    size_t n = 0, found = SIZE_MAX;
+    int r;
+
+    json_object_object_get_ex(data, "description", &d);
+    r = marker_volumes_parse(d ? json_object_get_string(d) : NULL, &mv, &n);
+    if (r < 0)
+        return r;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(mv[i].name, name) != 0)
+            continue;
+        if (volume_config_has_mp(data, mv[i].mp)) {
+            found = i;
+            break;
+        }
+        if (found == SIZE_MAX)
+            found = i;
+    }
+    if (found == SIZE_MAX)
+        return -ENOENT;
+    *ret = mv[found];
+    *ret_live = volume_config_has_mp(data, mv[found].mp);
+    return 0;
+}
+
 /* The container's configuration: the volume must be mounted there (its line's key a mount
  * point); nothing is changed before. */
 static void on_config(const struct pve_result *res, void *userdata)
 {
     struct sandbox *sb = userdata;
     struct attach_op *op = sb->attach_op;
-    _cleanup_free_ struct marker_volume *mv = NULL;
-    json_object *d = NULL;
-    size_t n = 0;
+    struct marker_volume line;
+    bool live = false;
     int r;
 
     sb->call = NULL;
@@ -51,20 +82,19 @@ static void on_config(const struct pve_result *res, void *userdata)
         op_step_pve_done(sb, res);
         return;
     }
-    json_object_object_get_ex(res->data, "description", &d);
-    r = marker_volumes_parse(d ? json_object_get_string(d) : NULL, &mv, &n);
-    for (size_t i = 0; r >= 0 && i < n; i++)
-        if (strcmp(mv[i].name, op->name) == 0 && volume_config_has_mp(res->data, mv[i].mp)) {
-            op->line = mv[i];
-            op_step_done(sb, NULL);
-            return;
-        }
+    r = config_line(res->data, op->name, &line, &live);
+    if (r == 0 && live) {
+        op->line = line;
+        op_step_done(sb, NULL);
+        return;
+    }
     op_step_done(sb,
                  &(struct engine_error){.kind = ENGINE_E_INVALID,
                                         .error = r < 0 ? r : -ENOENT,
-                                        .message = r < 0 ? "the sandbox's volume lines do not parse"
-                                                         : "the volume is not attached to this "
-                                                           "sandbox",
+                                        .message = r < 0 && r != -ENOENT
+                                                       ? "the sandbox's volume lines do not parse"
+                                                       : "the volume is not attached to this "
+                                                         "sandbox",
                                         .param = "volume"});
 }
 
@@ -84,9 +114,8 @@ static void on_running_config(const struct pve_result *res, void *userdata)
 {
     struct sandbox *sb = userdata;
     struct attach_op *op = sb->attach_op;
-    _cleanup_free_ struct marker_volume *mv = NULL;
-    json_object *d = NULL;
-    size_t n = 0;
+    struct marker_volume line;
+    bool live = false;
     int r;
 
     sb->call = NULL;
@@ -94,26 +123,20 @@ static void on_running_config(const struct pve_result *res, void *userdata)
         op_step_pve_done(sb, res);
         return;
     }
-    json_object_object_get_ex(res->data, "description", &d);
-    r = marker_volumes_parse(d ? json_object_get_string(d) : NULL, &mv, &n);
-    for (size_t i = 0; r >= 0 && i < n; i++) {
-        if (strcmp(mv[i].name, op->name) != 0)
-            continue;
-        if (volume_config_has_mp(res->data, mv[i].mp) || !op->checked) {
-            op->restart = !volume_config_has_mp(res->data, mv[i].mp);
-            op->checked = true;
-            if (op->restart)
-                log_warning(COMP,
-                            "%s: volume '%s' was not hot-plugged (mp%u is pending): "
-                            "restarting the container",
-                            sb->id, op->name, mv[i].mp);
-            op_step_done(sb, NULL);
-            return;
-        }
-        break;
+    r = config_line(res->data, op->name, &line, &live);
+    if (r == 0 && (live || !op->checked)) {
+        op->restart = !live;
+        op->checked = true;
+        if (op->restart)
+            log_warning(COMP,
+                        "%s: volume '%s' was not hot-plugged (mp%u is pending): "
+                        "restarting the container",
+                        sb->id, op->name, line.mp);
+        op_step_done(sb, NULL);
+        return;
     }
     op_step_done(sb, &(struct engine_error){.kind = ENGINE_E_INTERNAL,
-                                            .error = r < 0 ? r : -EIO,
+                                            .error = r < 0 && r != -ENOENT ? r : -EIO,
                                             .message = op->checked
                                                            ? "the volume's mount point is not live "
                                                              "after the container's start"

@@ -28,20 +28,10 @@ sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 
 import e2elib  # noqa: E402
 from e2elib import Env  # noqa: E402
+from test_process_fd import feeder  # noqa: E402
 
 ZERO = {"dhcp_delay": 0, "clone_time": 0, "start_time": 0, "stop_time": 0, "destroy_time": 0}
 MIB = 1 << 20
-
-
-def feeder(fd, blocks, h):
-    try:
-        for b in blocks:
-            v = memoryview(b)
-            while v:
-                v = v[os.write(fd, v):]
-            h.update(b)
-    finally:
-        os.close(fd)
 
 
 def through(c, method, params, mib):
