@@ -67,24 +67,14 @@ static int config_line(json_object *data, const char *name, struct marker_volume
     return 0;
 }
 
-/* The container's configuration: the volume must be mounted there (its line's key a mount
- * point); nothing is changed before. */
-static void on_config(const struct pve_result *res, void *userdata)
+/* The detach's read of the container's configuration: the volume must be mounted there (its
+ * line's key a mount point); nothing is changed before. */
+static void line_read(struct sandbox *sb, int r, const struct marker_volume *line, bool live)
 {
-    struct sandbox *sb = userdata;
     struct attach_op *op = sb->attach_op;
-    struct marker_volume line;
-    bool live = false;
-    int r;
 
-    sb->call = NULL;
-    if (res->error < 0) {
-        op_step_pve_done(sb, res);
-        return;
-    }
-    r = config_line(res->data, op->name, &line, &live);
     if (r == 0 && live) {
-        op->line = line;
+        op->line = *line;
         op_step_done(sb, NULL);
         return;
     }
@@ -98,32 +88,16 @@ static void on_config(const struct pve_result *res, void *userdata)
                                         .param = "volume"});
 }
 
-static int start_read(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
-{
-    return pve_config_get(sb->engine->pve, sb->node, sb->vmid, false, timeout_ms, on_config, sb,
-                          &sb->call);
-}
-
-/* The attach's mount point is live when the container's running configuration (GET
+/* The attach's check: its mount point is live when the container's running configuration (GET
  * .../config with current=1) has the key of the volume's line. A hot-plug Proxmox could not
  * make is only a warning of the move's task: the key stays a pending change, applied at the
  * next start (pve-container src/PVE/LXC/Config.pm:1630-1633 and 1740-1745, API2/LXC.pm:2845-
  * 2848, LXC.pm:3131). Found pending the first time, the container restarts; the second time
  * (after the start) it is a failure. */
-static void on_running_config(const struct pve_result *res, void *userdata)
+static void line_checked(struct sandbox *sb, int r, const struct marker_volume *line, bool live)
 {
-    struct sandbox *sb = userdata;
     struct attach_op *op = sb->attach_op;
-    struct marker_volume line;
-    bool live = false;
-    int r;
 
-    sb->call = NULL;
-    if (res->error < 0) {
-        op_step_pve_done(sb, res);
-        return;
-    }
-    r = config_line(res->data, op->name, &line, &live);
     if (r == 0 && (live || !op->checked)) {
         op->restart = !live;
         op->checked = true;
@@ -131,7 +105,7 @@ static void on_running_config(const struct pve_result *res, void *userdata)
             log_warning(COMP,
                         "%s: volume '%s' was not hot-plugged (mp%u is pending): "
                         "restarting the container",
-                        sb->id, op->name, line.mp);
+                        sb->id, op->name, line->mp);
         op_step_done(sb, NULL);
         return;
     }
@@ -144,10 +118,34 @@ static void on_running_config(const struct pve_result *res, void *userdata)
                                                              "sandbox's configuration"});
 }
 
+/* The configuration read by start_read() (a detach) or start_check() (an attach). */
+static void on_config(const struct pve_result *res, void *userdata)
+{
+    struct sandbox *sb = userdata;
+    struct attach_op *op = sb->attach_op;
+    struct marker_volume line = {0};
+    bool live = false;
+    int r;
+
+    sb->call = NULL;
+    if (res->error < 0) {
+        op_step_pve_done(sb, res);
+        return;
+    }
+    r = config_line(res->data, op->name, &line, &live);
+    (op->detach ? line_read : line_checked)(sb, r, &line, live);
+}
+
+static int start_read(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
+{
+    return pve_config_get(sb->engine->pve, sb->node, sb->vmid, false, timeout_ms, on_config, sb,
+                          &sb->call);
+}
+
 static int start_check(struct sandbox *sb, uint64_t timeout_ms, const char **ret_fail)
 {
-    return pve_config_get(sb->engine->pve, sb->node, sb->vmid, true, timeout_ms, on_running_config,
-                          sb, &sb->call);
+    return pve_config_get(sb->engine->pve, sb->node, sb->vmid, true, timeout_ms, on_config, sb,
+                          &sb->call);
 }
 
 static bool no_restart(const struct sandbox *sb)

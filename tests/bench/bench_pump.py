@@ -17,7 +17,6 @@ import argparse
 import hashlib
 import json
 import os
-import select
 import socket
 import sys
 import threading
@@ -28,7 +27,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 
 import e2elib  # noqa: E402
 from e2elib import Env  # noqa: E402
-from test_process_fd import feeder  # noqa: E402
+from test_process_fd import drain, feeder  # noqa: E402
 
 ZERO = {"dhcp_delay": 0, "clone_time": 0, "start_time": 0, "stop_time": 0, "destroy_time": 0}
 MIB = 1 << 20
@@ -54,15 +53,7 @@ def through(c, method, params, mib):
     caller.start()
     t = threading.Thread(target=feeder, args=(in_w, blocks, sent))
     t.start()
-    n = 0
-    while True:
-        r, _, _ = select.select([out_r], [], [], 300)
-        assert r, f"stalled after {n} bytes"
-        b = os.read(out_r, 1 << 16)
-        if not b:
-            break
-        got.update(b)
-        n += len(b)
+    n = drain(out_r, got)
     took = time.monotonic() - t0
     t.join()
     caller.join()

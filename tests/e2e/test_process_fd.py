@@ -43,6 +43,20 @@ def pipe_bytes(fd):
     return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
 
 
+def drain(fd, h, stall_s=300):
+    """Reads fd to its end, hashing what comes into h; returns the bytes read. A wait of
+    stall_s with nothing to read fails."""
+    n = 0
+    while True:
+        r, _, _ = select.select([fd], [], [], stall_s)
+        assert r, f"stalled after {n} bytes"
+        b = os.read(fd, 1 << 16)
+        if not b:
+            return n
+        h.update(b)
+        n += len(b)
+
+
 def feeder(fd, blocks, h):
     """Writes the blocks into fd (hashing them), then closes it; runs in a thread."""
     try:
@@ -95,15 +109,7 @@ def main():
             t = threading.Thread(target=feeder, args=(in_w, blocks, sent))
             t.start()
             got = hashlib.sha256()
-            n = 0
-            while True:
-                r, _, _ = select.select([out_r], [], [], 300)
-                assert r, f"stalled after {n} bytes"
-                b = os.read(out_r, 1 << 16)
-                if not b:
-                    break
-                got.update(b)
-                n += len(b)
+            n = drain(out_r, got)
             t.join()
             took = time.monotonic() - t0
             err = read_to_eof(err_r)
