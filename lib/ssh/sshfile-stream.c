@@ -35,34 +35,44 @@ static void progress(struct job *j, size_t n)
 }
 
 /* Waits until fd is ready for events: 0, -ETIME (the deadline passed), -EBADFD. While it
- * waits, the deadline does not cut the session off (in_fd_wait): the caller gets -ETIME
- * with the session intact and cleans up. */
+ * waits, the deadline does not cut the session off (in_fd_wait, set for the whole wait, its
+ * poll slices and the checks between them): the caller gets -ETIME with the session intact
+ * and cleans up. */
 static int fd_wait(struct sshfile *f, struct job *j, int fd, short events)
 {
+    bool expired;
+    int r;
+
+    uv_mutex_lock(&f->mu);
+    expired = j->expired;
+    j->in_fd_wait = !expired;
+    uv_mutex_unlock(&f->mu);
+    if (expired)
+        return -ETIME;
     for (;;) {
         struct pollfd p = {.fd = fd, .events = events};
-        bool expired;
-        int k, e;
+        int k = poll(&p, 1, STREAM_POLL_MS), e = errno;
 
         uv_mutex_lock(&f->mu);
         expired = j->expired;
-        j->in_fd_wait = !expired;
         uv_mutex_unlock(&f->mu);
-        if (expired)
-            return -ETIME;
-        k = poll(&p, 1, STREAM_POLL_MS);
-        e = errno;
-        uv_mutex_lock(&f->mu);
-        j->in_fd_wait = false;
-        expired = j->expired;
-        uv_mutex_unlock(&f->mu);
-        if (expired)
-            return -ETIME;
-        if (k > 0)
-            return 0;
-        if (k < 0 && e != EINTR)
-            return -EBADFD;
+        if (expired) {
+            r = -ETIME;
+            break;
+        }
+        if (k > 0) {
+            r = 0;
+            break;
+        }
+        if (k < 0 && e != EINTR) {
+            r = -EBADFD;
+            break;
+        }
     }
+    uv_mutex_lock(&f->mu);
+    j->in_fd_wait = false;
+    uv_mutex_unlock(&f->mu);
+    return r;
 }
 
 /* Fills buf from fd until it is full or fd ends: the byte count (0 at the end), or < 0. */
